@@ -1,0 +1,82 @@
+package informerhub
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Config tunes a Hub. The zero value is usable: every field has a default.
+type Config struct {
+	// HistorySize is how many changes per resource type the hub keeps for
+	// resuming. A resume token older than that is answered with
+	// ErrTokenExpired. Default: 10000.
+	HistorySize int
+
+	// QueueSize bounds the changes waiting to be sent to one subscriber. A
+	// subscriber that falls further behind is ended with a *TooSlowError
+	// (ErrSubscriberTooSlow), so one slow client never delays the others or
+	// grows the hub's memory. Keep it well below HistorySize, so that the
+	// token of a disconnected subscriber can still be resumed. Default: 1000.
+	QueueSize int
+
+	// BookmarkInterval is how long a subscriber may receive nothing before
+	// the hub sends it a bookmark with a fresh resume token. Default: 1m.
+	BookmarkInterval time.Duration
+
+	// IdleTimeout is how long a resource type's informer keeps running after
+	// its last subscriber has gone. Until then, the history stays and
+	// resume tokens keep working. Default: 5m.
+	IdleTimeout time.Duration
+
+	// SnapshotPageSize and SnapshotPageBytes bound a snapshot page: it holds
+	// at most this many objects, and stops before this many bytes of JSON
+	// (but always holds at least one object). Defaults: 500 and 1 MiB.
+	SnapshotPageSize  int
+	SnapshotPageBytes int
+
+	// StripManagedFields removes metadata.managedFields from objects as
+	// they are cached; it is often 40% of an object's size. Off by default,
+	// so clients receive objects exactly as the API server serves them.
+	StripManagedFields bool
+
+	// EncodeEvent, when set, encodes each event once for its transport;
+	// every subscriber then shares the bytes (Event.Encoded).
+	EncodeEvent func(*Event) []byte
+
+	// Logger receives the hub's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultHistorySize       = 10000
+	DefaultQueueSize         = 1000
+	DefaultBookmarkInterval  = time.Minute
+	DefaultIdleTimeout       = 5 * time.Minute
+	DefaultSnapshotPageSize  = 500
+	DefaultSnapshotPageBytes = 1 << 20
+)
+
+func (c *Config) setDefaults() {
+	if c.HistorySize <= 0 {
+		c.HistorySize = DefaultHistorySize
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if c.BookmarkInterval <= 0 {
+		c.BookmarkInterval = DefaultBookmarkInterval
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.SnapshotPageSize <= 0 {
+		c.SnapshotPageSize = DefaultSnapshotPageSize
+	}
+	if c.SnapshotPageBytes <= 0 {
+		c.SnapshotPageBytes = DefaultSnapshotPageBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}

@@ -1,0 +1,40 @@
+// Package informerhub is the transport-agnostic core of informerhub: one
+// shared Kubernetes informer per resource type (GroupVersionResource), fanned
+// out to any number of subscribers, with exact resume and consistent
+// snapshots. It has no gRPC in it; package server adapts it to gRPC.
+//
+// # A tour
+//
+// A [Hub] keeps one feed per resource type (feed.go). The first subscriber
+// starts the feed's informer; it stops when the last subscriber has been gone
+// for [Config.IdleTimeout]. A feed's informer is client-go's Reflector and
+// RealFIFO with one Process function, feed.process, which keeps three things
+// and advances them together under one lock:
+//
+//   - the state: every object, as the JSON the API server sent (rawjson.go),
+//     in a copy-on-write B-tree ordered by namespace and name;
+//   - the history: a ring of the most recent changes (history.go);
+//   - the position: where the stream is, as a sequence number of this feed
+//     instance and the Kubernetes resourceVersion (token.go).
+//
+// Each change is recorded once; its event is encoded once, by the first
+// subscriber that needs it, and shared by the rest (Event.Encoded).
+//
+// A [Subscription] (subscription.go) starts at a position: now, or a resume
+// token's. It first sends initial events, when asked, from an O(1) clone of
+// the state rolled back to its start; then catches up from the history
+// without any queue; then joins the feed's live subscribers atomically with
+// the last record it read, and from then on receives changes through a
+// bounded queue that process fills without ever blocking. A subscriber whose
+// queue overflows is dropped with a *TooSlowError carrying the token to
+// resume from; nobody else waits for it.
+//
+// Resume tokens are opaque strings (token.go) tied to their resource type.
+// A token of the running feed instance resumes by sequence number; any other
+// (after a restart of the informer) by resourceVersion, which the whole
+// cluster shares. A token older than the history is ErrTokenExpired, never
+// silently accepted.
+//
+// Errors are sentinels (errors.go) matched with errors.Is, with typed errors
+// carrying what a transport needs to tell a client what to do next.
+package informerhub

@@ -1,0 +1,107 @@
+package informerhub
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Sentinel errors. Every error the Hub returns matches one of them with
+// errors.Is; the typed errors below carry the details a transport needs to
+// tell the client what to do.
+var (
+	// ErrInvalidRequest: a request field is malformed or not allowed
+	// (*RequestError names it).
+	ErrInvalidRequest = errors.New("invalid request")
+	// ErrInvalidToken: a resume token is garbage, or was issued for another
+	// resource or selector (*RequestError).
+	ErrInvalidToken = errors.New("invalid resume token")
+	// ErrUnknownResource: the cluster does not serve the resource
+	// (*ResourceError).
+	ErrUnknownResource = errors.New("unknown resource")
+	// ErrTokenExpired: a resume token is older than the hub's history
+	// (*ExpiredError). The client must start over from a snapshot or with
+	// initial events.
+	ErrTokenExpired = errors.New("resume token expired")
+	// ErrTokenAhead: a resume token is newer than anything this hub has seen
+	// (it came from another hub that was ahead). Retrying shortly works.
+	ErrTokenAhead = errors.New("resume token is ahead of the hub")
+	// ErrSubscriberTooSlow: a subscriber did not keep up and its queue
+	// overflowed (*TooSlowError carries the token to resume from).
+	ErrSubscriberTooSlow = errors.New("subscriber too slow")
+	// ErrUnavailable: the hub cannot serve the resource now, typically because
+	// the API server cannot be reached or refuses the hub. Retrying later may
+	// work.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrClosed: the hub is shutting down.
+	ErrClosed = errors.New("hub closed")
+)
+
+// Names of request fields, for RequestError.Field.
+const (
+	FieldSelector          = "selector"
+	FieldGroup             = "selector.group"
+	FieldResource          = "selector.resource"
+	FieldVersion           = "selector.version"
+	FieldNamespace         = "selector.namespace"
+	FieldLabelSelector     = "selector.label_selector"
+	FieldFieldSelector     = "selector.field_selector"
+	FieldResumeToken       = "resume_token"
+	FieldSendInitialEvents = "send_initial_events"
+)
+
+// RequestError reports a request field the hub cannot accept.
+type RequestError struct {
+	Field  string // one of the Field constants
+	Reason string // what is wrong, for a person
+	Err    error  // ErrInvalidRequest or ErrInvalidToken
+}
+
+func (e *RequestError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Reason) }
+func (e *RequestError) Unwrap() error { return e.Err }
+
+// ResourceError reports a problem with a resource type as a whole.
+type ResourceError struct {
+	Resource schema.GroupVersionResource
+	Err      error // ErrUnknownResource or an error wrapping ErrUnavailable
+}
+
+func (e *ResourceError) Error() string {
+	if errors.Is(e.Err, ErrUnknownResource) {
+		return fmt.Sprintf("the cluster does not serve resource %q in group version %q; ListResources shows what it serves",
+			e.Resource.Resource, e.Resource.GroupVersion().String())
+	}
+	return fmt.Sprintf("%s: %v", formatResource(e.Resource), e.Err)
+}
+
+func (e *ResourceError) Unwrap() error { return e.Err }
+
+// ExpiredError reports a resume token older than the hub's history.
+type ExpiredError struct {
+	Resource schema.GroupVersionResource
+}
+
+func (e *ExpiredError) Error() string {
+	return fmt.Sprintf("resume token for %s is older than the hub's history: call Snapshot, or Watch with send_initial_events, and continue from there",
+		formatResource(e.Resource))
+}
+
+func (e *ExpiredError) Unwrap() error { return ErrTokenExpired }
+
+// TooSlowError ends a subscription whose queue overflowed.
+type TooSlowError struct {
+	Resource schema.GroupVersionResource
+	// ResumeToken is the token of the last event the subscription delivered
+	// (or the one it started from): resuming from it loses nothing.
+	ResumeToken string
+	// QueueSize is the bound that overflowed.
+	QueueSize int
+}
+
+func (e *TooSlowError) Error() string {
+	return fmt.Sprintf("subscriber fell more than %d events behind on %s and was disconnected: watch again from the resume token of the last event received",
+		e.QueueSize, formatResource(e.Resource))
+}
+
+func (e *TooSlowError) Unwrap() error { return ErrSubscriberTooSlow }

@@ -1,0 +1,416 @@
+package informerhub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+
+	"github.com/google/btree"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+)
+
+// feed is the one informer of one resource type and everything the hub keeps
+// for it: the current state, a history of recent changes, and the live
+// subscribers. Its process method is the informer's only handler.
+//
+// The informer is built from client-go's Reflector and RealFIFO in atomic
+// mode, with process as its Process function. Unlike a SharedInformer's
+// handlers, process sees a relist as one ReplacedAll delta and sees
+// bookmarks, so the hub computes the true differences of a relist itself,
+// and its position follows the API server even while nothing changes.
+type feed struct {
+	hub      *Hub
+	info     ResourceInfo
+	resource string // the resource as tokens name it
+	epoch    uint64
+	log      *slog.Logger
+
+	cancel     context.CancelFunc
+	done       chan struct{} // closed when the informer's goroutines have exited
+	synced     chan struct{} // closed when the initial list is in state
+	listFailed chan struct{} // closed when a list fails before the first sync
+	stopped    chan struct{} // closed by stop; err says why
+
+	// Guarded by hub.mu.
+	refs      int // subscriptions and snapshots using the feed
+	idleGen   uint64
+	idleTimer idleTimer
+
+	mu sync.Mutex // guards the fields below; state, history and pos advance together
+	// state is the current objects, ordered by namespace and name. Clones
+	// are taken for snapshots and initial events; it is never mutated
+	// outside mu.
+	state           *btree.BTreeG[*object]
+	history         history
+	pos             position
+	subs            map[*Subscription]struct{} // live subscribers
+	isSynced        bool
+	listErr         error // the last list error before the first sync
+	err             error // why the feed stopped; set once, before stopped is closed
+	closeListFailed sync.Once
+}
+
+// idleTimer is the subset of *time.Timer the hub uses, so tests can see it.
+type idleTimer interface{ Stop() bool }
+
+const btreeDegree = 32
+
+func newFeed(h *Hub, info ResourceInfo) *feed {
+	return &feed{
+		hub:        h,
+		info:       info,
+		resource:   formatResource(info.Resource),
+		epoch:      rand.Uint64(),
+		log:        h.log.With("resource", formatResource(info.Resource)),
+		done:       make(chan struct{}),
+		synced:     make(chan struct{}),
+		listFailed: make(chan struct{}),
+		stopped:    make(chan struct{}),
+		state:      btree.NewG(btreeDegree, objectLess),
+		subs:       map[*Subscription]struct{}{},
+	}
+}
+
+// start runs the informer until ctx ends or the feed stops.
+func (f *feed) start(ctx context.Context, lw cache.ListerWatcher) {
+	ctx, f.cancel = context.WithCancel(ctx)
+	fifo := cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
+		Name:                  "informerhub " + f.resource,
+		AtomicEvents:          true,
+		UnlockWhileProcessing: true,
+		EmitDeltaTypeBookmark: true,
+	})
+	controller := cache.New(&cache.Config{
+		Queue:                        fifo,
+		ListerWatcher:                lw,
+		Process:                      f.process,
+		ObjectDescription:            f.resource,
+		WatchErrorHandlerWithContext: f.watchError,
+	})
+	go func() {
+		defer close(f.done)
+		controller.RunWithContext(ctx)
+	}()
+	f.log.Info("informer started")
+}
+
+// stop ends the feed: its subscribers end with err, its informer stops.
+func (f *feed) stop(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopLocked(err)
+}
+
+func (f *feed) stopLocked(err error) {
+	if f.err != nil {
+		return
+	}
+	f.err = err
+	for s := range f.subs {
+		s.failLocked(err)
+	}
+	f.subs = nil
+	close(f.stopped)
+	f.cancel()
+	f.log.Info("informer stopped", "reason", err)
+}
+
+func (f *feed) isStopped() bool {
+	select {
+	case <-f.stopped:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitSynced waits until the initial list is in state. It fails fast when
+// listing fails, so clients learn of an unreachable or forbidding API server
+// instead of hanging; the informer keeps retrying in the background.
+func (f *feed) waitSynced(ctx context.Context) error {
+	select {
+	case <-f.synced:
+		return nil
+	case <-f.stopped:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-f.listFailed:
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.isSynced {
+			return nil
+		}
+		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: listing failed: %v", ErrUnavailable, f.listErr)}
+	}
+}
+
+// watchError is called by the reflector when a list or watch fails.
+func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.isSynced {
+		f.listErr = err
+		f.closeListFailed.Do(func() { close(f.listFailed) })
+		f.log.Warn("listing failed; retrying", "error", err)
+		return
+	}
+	if apierrors.IsNotFound(err) {
+		// The resource type is gone (its CRD was deleted): say so rather
+		// than keep subscribers waiting for changes that cannot come.
+		f.stopLocked(&ResourceError{Resource: f.info.Resource, Err: ErrUnknownResource})
+		return
+	}
+	f.log.Info("upstream watch ended; the informer resumes or relists", "error", err)
+}
+
+// process is the informer's one handler. It never blocks on subscribers:
+// dispatch is a non-blocking send to bounded queues.
+func (f *feed) process(obj any, _ bool) error {
+	deltas, ok := obj.(cache.Deltas)
+	if !ok {
+		return fmt.Errorf("informerhub: process got %T, not cache.Deltas", obj)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil
+	}
+	for _, d := range deltas {
+		if err := f.applyLocked(d); err != nil {
+			// The hub cannot represent the stream faithfully; end it loudly
+			// rather than lose changes silently. Subscribers retry, which
+			// starts a fresh informer.
+			f.log.Error("cannot apply a change; stopping the informer", "error", err)
+			f.stopLocked(&ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: %v", ErrUnavailable, err)})
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *feed) applyLocked(d cache.Delta) error {
+	switch d.Type {
+	case cache.ReplacedAll:
+		info, ok := d.Object.(cache.ReplacedAllInfo)
+		if !ok {
+			return fmt.Errorf("ReplacedAll delta holds %T", d.Object)
+		}
+		return f.replaceLocked(info)
+	case cache.Bookmark:
+		info, ok := d.Object.(cache.BookmarkInfo)
+		if !ok {
+			return fmt.Errorf("bookmark delta holds %T", d.Object)
+		}
+		rv, err := parseResourceVersion(info.ResourceVersion)
+		if err != nil {
+			return err
+		}
+		if f.isSynced && rv > f.pos.rv {
+			f.pos.rv = rv
+		}
+		return nil
+	case cache.SyncAll, cache.Sync:
+		return nil // resync is off
+	}
+	if !f.isSynced {
+		return errors.New("a change arrived before the initial list")
+	}
+	o, err := newObject(d.Object)
+	if err != nil {
+		return err
+	}
+	switch d.Type {
+	case cache.Added, cache.Updated, cache.Replaced:
+		prev, exists := f.state.Get(o)
+		if exists && prev.rv == o.rv {
+			return nil // not a change
+		}
+		f.state.ReplaceOrInsert(o)
+		f.appendLocked(&record{typ: typeOf(exists), obj: o, prev: prev, rv: max(o.rv, f.pos.rv)}, 0)
+	case cache.Deleted:
+		prev, exists := f.state.Delete(o)
+		if !exists {
+			return nil
+		}
+		f.appendLocked(&record{typ: EventDeleted, obj: o, prev: prev, rv: max(o.rv, f.pos.rv)}, 0)
+	default:
+		return fmt.Errorf("unexpected delta type %q", d.Type)
+	}
+	return nil
+}
+
+func typeOf(existed bool) EventType {
+	if existed {
+		return EventModified
+	}
+	return EventAdded
+}
+
+// replaceLocked takes a LIST: the first one becomes the initial state; a
+// later one (a relist after the watch failed or expired) is turned into the
+// true differences against the state, as one batch of records. Objects whose
+// resourceVersion did not change produce nothing.
+func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
+	listRV, err := parseResourceVersion(info.ResourceVersion)
+	if err != nil {
+		return fmt.Errorf("list: %w", err)
+	}
+	objs := make([]*object, len(info.Objects))
+	for i, obj := range info.Objects {
+		if objs[i], err = newObject(obj); err != nil {
+			return err
+		}
+	}
+	if !f.isSynced {
+		for _, o := range objs {
+			f.state.ReplaceOrInsert(o)
+		}
+		f.pos = position{epoch: f.epoch, rv: listRV}
+		f.history = newHistory(f.hub.cfg.HistorySize, listRV)
+		f.isSynced = true
+		close(f.synced)
+		f.log.Info("informer synced", "objects", len(objs), "resourceVersion", listRV)
+		return nil
+	}
+
+	type change struct {
+		typ       EventType
+		obj, prev *object
+	}
+	var changes []change
+	listed := make(map[[2]string]struct{}, len(objs))
+	for _, o := range objs {
+		listed[[2]string{o.namespace, o.name}] = struct{}{}
+	}
+	f.state.Ascend(func(old *object) bool {
+		if _, ok := listed[[2]string{old.namespace, old.name}]; !ok {
+			changes = append(changes, change{typ: EventDeleted, obj: old, prev: old})
+		}
+		return true
+	})
+	for _, o := range objs {
+		old, exists := f.state.Get(o)
+		switch {
+		case !exists:
+			changes = append(changes, change{typ: EventAdded, obj: o})
+		case old.uid != o.uid:
+			// Deleted and created again while the hub was not watching.
+			changes = append(changes, change{typ: EventDeleted, obj: old, prev: old}, change{typ: EventAdded, obj: o})
+		case old.rv != o.rv:
+			changes = append(changes, change{typ: EventModified, obj: o, prev: old})
+		}
+	}
+	batchRV := max(listRV, f.pos.rv)
+	f.log.Info("informer relisted", "objects", len(objs), "changes", len(changes), "resourceVersion", listRV)
+	for i, c := range changes {
+		if c.typ == EventDeleted {
+			f.state.Delete(c.obj)
+		} else {
+			f.state.ReplaceOrInsert(c.obj)
+		}
+		offset := uint32(i + 1)
+		if i == len(changes)-1 {
+			offset = 0 // the batch is complete: the position is listRV
+		}
+		f.appendLocked(&record{typ: c.typ, obj: c.obj, prev: c.prev, rv: batchRV}, offset)
+	}
+	f.pos.rv = batchRV
+	return nil
+}
+
+// appendLocked adds r to the history, advances the position and hands r to
+// every live subscriber that selects it. A record inside a relist batch has
+// an offset, and its position keeps the version before the batch: only the
+// batch's last record (offset 0) completes it at r.rv.
+func (f *feed) appendLocked(r *record, offset uint32) {
+	r.pos = position{epoch: f.epoch, seq: f.pos.seq + 1, rv: r.rv, offset: offset}
+	if offset != 0 {
+		r.pos.rv = f.pos.rv
+	}
+	f.history.push(r)
+	f.pos = r.pos
+	for s := range f.subs {
+		v := s.sel.variant(r)
+		if v == variantNone {
+			continue
+		}
+		select {
+		case s.queue <- delivery{rec: r, variant: v}:
+		default:
+			// Never wait for a subscriber: drop it, and let it resume from
+			// the last event it received.
+			delete(f.subs, s)
+			s.failLocked(errOverflow)
+			f.log.Warn("subscriber too slow; disconnecting it", "queueSize", cap(s.queue), "selector", s.describe())
+		}
+	}
+}
+
+// locateLocked turns a token's position into one of this feed instance.
+func (f *feed) locateLocked(p position) (position, error) {
+	if p.epoch == f.epoch {
+		if p.seq > f.pos.seq {
+			return position{}, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
+				Reason: "resume token points past the end of this hub's stream"}
+		}
+		if p.seq+1 < f.history.first {
+			return position{}, &ExpiredError{Resource: f.info.Resource}
+		}
+		return p, nil
+	}
+	// A token of another instance: only its resourceVersion means
+	// something here.
+	if p.offset != 0 || p.rv < f.history.floorRV {
+		return position{}, &ExpiredError{Resource: f.info.Resource}
+	}
+	if p.rv > f.pos.rv {
+		return position{}, &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
+			"%w: the token is at resourceVersion %d, the hub at %d; retry shortly", ErrTokenAhead, p.rv, f.pos.rv)}
+	}
+	return position{epoch: f.epoch, seq: f.history.lastAtOrBefore(p.rv), rv: p.rv}, nil
+}
+
+func (f *feed) token(t token) string {
+	t.resource = f.resource
+	return t.encode()
+}
+
+// event returns the shared Event of a record for one variant, building it on
+// first use.
+func (f *feed) event(r *record, v variant) *Event {
+	slot := &r.events[v-1]
+	slot.once.Do(func() {
+		ev := &Event{ResumeToken: f.token(token{pos: r.pos})}
+		switch v {
+		case variantOwn:
+			ev.Type, ev.Object = r.typ, r.obj.json
+			ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
+			if r.typ == EventDeleted {
+				ev.ResourceVersion = strconv.FormatUint(r.rv, 10)
+			}
+		case variantEnter:
+			ev.Type, ev.Object = EventAdded, r.obj.json
+			ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
+		case variantLeave:
+			// Like the Kubernetes watch cache: the last state that matched,
+			// at the resourceVersion of the change that made it stop.
+			ev.Type = EventDeleted
+			ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
+			ev.Object = r.prev.json
+			if patched, err := rewriteMetadata([]byte(r.prev.json), func(m map[string]any) {
+				m["resourceVersion"] = ev.ResourceVersion
+			}); err == nil {
+				ev.Object = string(patched)
+			}
+		}
+		f.hub.encode(ev)
+		slot.ev = ev
+	})
+	return slot.ev
+}

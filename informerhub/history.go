@@ -1,0 +1,131 @@
+package informerhub
+
+import (
+	"sort"
+	"strconv"
+	"sync"
+)
+
+// EventType says what an Event reports.
+type EventType uint8
+
+const (
+	EventAdded EventType = iota + 1
+	EventModified
+	EventDeleted
+	EventBookmark
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventAdded:
+		return "ADDED"
+	case EventModified:
+		return "MODIFIED"
+	case EventDeleted:
+		return "DELETED"
+	case EventBookmark:
+		return "BOOKMARK"
+	}
+	return "EventType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Event is one response of a subscription. Events of changes are shared by
+// every subscriber that receives them: never modify one.
+type Event struct {
+	Type EventType
+	// Object is the object's JSON; empty on bookmarks.
+	Object string
+	// ResourceVersion is the Kubernetes resourceVersion of the event.
+	ResourceVersion string
+	// ResumeToken resumes a subscription right after this event.
+	ResumeToken string
+	// InitialEventsEnd is set on the bookmark that closes initial events.
+	InitialEventsEnd bool
+
+	encoded []byte
+}
+
+// Encoded returns what Config.EncodeEvent made of the event, computed once
+// per event however many subscribers send it; nil without an EncodeEvent.
+func (e *Event) Encoded() []byte { return e.encoded }
+
+// variant is how one subscriber sees a record; see selector.variant.
+type variant uint8
+
+const (
+	variantNone  variant = iota
+	variantOwn           // the record's own type and object
+	variantEnter         // ADDED: a modified object that started to match
+	variantLeave         // DELETED: a modified object that stopped matching, in its previous state
+)
+
+// record is one change in a feed's history. Records are immutable once
+// appended, except for their lazily built events.
+type record struct {
+	pos position // the position right after this record
+	// rv orders records for resuming by resourceVersion: the event's own
+	// resourceVersion, or for changes found by a relist, the list's.
+	rv   uint64
+	typ  EventType // EventAdded, EventModified or EventDeleted
+	obj  *object   // the new state; for EventDeleted, the final state
+	prev *object   // the state before; nil for EventAdded
+
+	// events holds the Event of each variant (index variant-1), built by
+	// the first subscriber that needs it and shared with the rest.
+	events [3]struct {
+		once sync.Once
+		ev   *Event
+	}
+}
+
+// history is a ring of a feed's most recent records. Record seq numbers are
+// consecutive, so a record is found by its seq in O(1) and by its
+// resourceVersion in O(log n).
+type history struct {
+	ring []*record
+	// first and last are the seqs of the oldest and newest record held;
+	// the history is empty when last < first.
+	first, last uint64
+	// floorRV is the rv of the newest record evicted (at first, that of the
+	// initial list): every record with a larger rv is held.
+	floorRV uint64
+}
+
+func newHistory(size int, baseRV uint64) history {
+	return history{ring: make([]*record, size), first: 1, last: 0, floorRV: baseRV}
+}
+
+func (h *history) len() int { return int(h.last + 1 - h.first) }
+
+func (h *history) push(r *record) {
+	if h.len() == len(h.ring) {
+		evicted := h.ring[h.first%uint64(len(h.ring))]
+		h.floorRV = evicted.rv
+		h.first++
+	}
+	h.last = r.pos.seq
+	h.ring[r.pos.seq%uint64(len(h.ring))] = r
+}
+
+// after appends to dst the records following seq, at most max of them. It
+// reports false when some of them have been evicted.
+func (h *history) after(seq uint64, max int, dst []*record) ([]*record, bool) {
+	if seq+1 < h.first {
+		return dst, false
+	}
+	for s := seq + 1; s <= h.last && max > 0; s++ {
+		dst = append(dst, h.ring[s%uint64(len(h.ring))])
+		max--
+	}
+	return dst, true
+}
+
+// lastAtOrBefore returns the seq of the newest record whose rv is at most
+// rv, or first-1 when there is none. The caller checks rv >= floorRV.
+func (h *history) lastAtOrBefore(rv uint64) uint64 {
+	n := sort.Search(h.len(), func(i int) bool {
+		return h.ring[(h.first+uint64(i))%uint64(len(h.ring))].rv > rv
+	})
+	return h.first + uint64(n) - 1
+}

@@ -1,0 +1,335 @@
+package informerhub
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Hub runs one informer per resource type and serves any number of
+// subscriptions and snapshots from it. It is safe for concurrent use.
+type Hub struct {
+	cfg      Config
+	resolver Resolver
+	source   Source
+	log      *slog.Logger
+
+	ctx    context.Context // parent of every informer
+	cancel context.CancelFunc
+
+	mu     sync.Mutex // guards feeds and closed, and each feed's refs, idleGen and idleTimer
+	feeds  map[schema.GroupVersionResource]*feed
+	closed bool
+}
+
+// Resolver tells which resource types the cluster serves.
+type Resolver interface {
+	// Resolve returns what the cluster serves under gvr: a *ResourceError
+	// with ErrUnknownResource when nothing, a *RequestError when it cannot
+	// be watched.
+	Resolve(ctx context.Context, gvr schema.GroupVersionResource) (ResourceInfo, error)
+	// Resources lists every resource type that can be listed and watched.
+	Resources(ctx context.Context) ([]ResourceInfo, error)
+}
+
+// Source opens the list and watch calls of one resource type's informer,
+// cluster-wide.
+type Source interface {
+	ListerWatcher(info ResourceInfo) cache.ListerWatcher
+}
+
+// ResourceInfo describes a resource type the cluster serves.
+type ResourceInfo struct {
+	Resource   schema.GroupVersionResource
+	Kind       string
+	Namespaced bool
+}
+
+// ResourceStatus is a resource type with the hub's activity on it.
+type ResourceStatus struct {
+	ResourceInfo
+	// InformerActive is set while the hub runs an informer for it.
+	InformerActive bool
+	// Subscribers counts its subscriptions and snapshots.
+	Subscribers int
+	// CachedObjects counts the objects in the hub's state.
+	CachedObjects int
+}
+
+// WatchRequest asks for a subscription.
+type WatchRequest struct {
+	Selector Selector
+	// ResumeToken, when set, starts right after the event that carried it.
+	ResumeToken string
+	// SendInitialEvents first sends every matching object (as of the
+	// resume token, or now), then a bookmark with InitialEventsEnd.
+	SendInitialEvents bool
+}
+
+// New returns a Hub that resolves resource types with resolver and runs
+// informers on source. Close it to stop every informer.
+func New(cfg Config, resolver Resolver, source Source) *Hub {
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Hub{
+		cfg:      cfg,
+		resolver: resolver,
+		source:   source,
+		log:      cfg.Logger,
+		ctx:      ctx,
+		cancel:   cancel,
+		feeds:    map[schema.GroupVersionResource]*feed{},
+	}
+}
+
+// Watch starts a subscription. It waits for the resource type's informer to
+// sync when it is the first subscriber. Close the subscription when done.
+func (h *Hub) Watch(ctx context.Context, req WatchRequest) (*Subscription, error) {
+	info, sel, err := h.prepare(ctx, req.Selector)
+	if err != nil {
+		return nil, err
+	}
+	var tok *token
+	if req.ResumeToken != "" {
+		if tok, err = h.checkToken(req.ResumeToken, info, sel); err != nil {
+			return nil, err
+		}
+	}
+	f, err := h.acquire(ctx, info)
+	if err != nil {
+		return nil, err
+	}
+	s, err := f.subscribe(sel, tok, req.SendInitialEvents)
+	if err != nil {
+		h.release(f)
+		return nil, err
+	}
+	return s, nil
+}
+
+// Snapshot returns the matching objects of one point in time, to be read in
+// pages. Close it when done.
+func (h *Hub) Snapshot(ctx context.Context, sel Selector) (*Snapshot, error) {
+	info, parsed, err := h.prepare(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	f, err := h.acquire(ctx, info)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	if f.err != nil {
+		f.mu.Unlock()
+		h.release(f)
+		return nil, f.err
+	}
+	state, pos := f.state.Clone(), f.pos
+	f.mu.Unlock()
+	return &Snapshot{
+		feed:            f,
+		cursor:          newStateCursor(state, parsed),
+		resumeToken:     f.token(token{pos: pos}),
+		resourceVersion: strconv.FormatUint(pos.rv, 10),
+	}, nil
+}
+
+// Resources lists the resource types the cluster serves that can be watched,
+// with the hub's activity on each.
+func (h *Hub) Resources(ctx context.Context) ([]ResourceStatus, error) {
+	infos, err := h.resolver.Resources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ResourceStatus, len(infos))
+	active := map[int]*feed{}
+	h.mu.Lock()
+	for i, info := range infos {
+		out[i].ResourceInfo = info
+		if f := h.feeds[info.Resource]; f != nil && !f.isStopped() {
+			out[i].InformerActive = true
+			out[i].Subscribers = f.refs
+			active[i] = f
+		}
+	}
+	h.mu.Unlock()
+	for i, f := range active {
+		f.mu.Lock()
+		out[i].CachedObjects = f.state.Len()
+		f.mu.Unlock()
+	}
+	return out, nil
+}
+
+// Close stops every informer; subscriptions end with ErrClosed.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed = true
+	feeds := h.feeds
+	h.feeds = map[schema.GroupVersionResource]*feed{}
+	for _, f := range feeds {
+		if f.idleTimer != nil {
+			f.idleTimer.Stop()
+		}
+	}
+	h.mu.Unlock()
+	for _, f := range feeds {
+		f.stop(ErrClosed)
+	}
+	for _, f := range feeds {
+		<-f.done
+	}
+	h.cancel()
+}
+
+// prepare validates a selector and resolves its resource type.
+func (h *Hub) prepare(ctx context.Context, s Selector) (ResourceInfo, *selector, error) {
+	if err := validateResource(s); err != nil {
+		return ResourceInfo{}, nil, err
+	}
+	info, err := h.resolver.Resolve(ctx, s.Resource)
+	if err != nil {
+		return ResourceInfo{}, nil, err
+	}
+	sel, err := parseSelector(s, info)
+	if err != nil {
+		return ResourceInfo{}, nil, err
+	}
+	return info, sel, nil
+}
+
+func (h *Hub) checkToken(s string, info ResourceInfo, sel *selector) (*token, error) {
+	tok, err := decodeToken(s)
+	if err != nil {
+		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken, Reason: err.Error()}
+	}
+	if want := formatResource(info.Resource); tok.resource != want {
+		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
+			Reason: "resume token was issued for " + strconv.Quote(tok.resource) + ", not " + strconv.Quote(want)}
+	}
+	if tok.initial && tok.selector != sel.fingerprint {
+		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
+			Reason: "resume token was issued during the initial events of a different selector: resume with the same namespace and selectors, or start over"}
+	}
+	return tok, nil
+}
+
+// acquire returns the feed of a resource type, starting its informer if it
+// has none, and waits until it has synced. Every successful acquire is paired
+// with a release.
+func (h *Hub) acquire(ctx context.Context, info ResourceInfo) (*feed, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	f := h.feeds[info.Resource]
+	if f == nil || f.isStopped() {
+		f = newFeed(h, info)
+		h.feeds[info.Resource] = f
+		f.start(h.ctx, h.source.ListerWatcher(info))
+	}
+	f.refs++
+	f.idleGen++ // a pending idle stop no longer applies
+	if f.idleTimer != nil {
+		f.idleTimer.Stop()
+		f.idleTimer = nil
+	}
+	h.mu.Unlock()
+
+	if err := f.waitSynced(ctx); err != nil {
+		h.release(f)
+		return nil, err
+	}
+	return f, nil
+}
+
+// release undoes one acquire. The last release starts the idle timer, after
+// which the informer stops unless the feed was acquired again.
+func (h *Hub) release(f *feed) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f.refs--
+	if f.refs > 0 || h.feeds[f.info.Resource] != f {
+		return
+	}
+	f.idleGen++
+	gen := f.idleGen
+	f.idleTimer = time.AfterFunc(h.cfg.IdleTimeout, func() { h.stopIfIdle(f, gen) })
+}
+
+func (h *Hub) stopIfIdle(f *feed, gen uint64) {
+	h.mu.Lock()
+	if f.refs > 0 || f.idleGen != gen || h.feeds[f.info.Resource] != f {
+		h.mu.Unlock()
+		return
+	}
+	delete(h.feeds, f.info.Resource)
+	f.idleTimer = nil
+	h.mu.Unlock()
+	f.stop(errIdle)
+	<-f.done
+}
+
+// errIdle is why an idle feed stopped; no subscriber ever sees it.
+var errIdle = &idleError{}
+
+type idleError struct{}
+
+func (*idleError) Error() string { return "no subscribers for the idle timeout" }
+func (*idleError) Unwrap() error { return ErrClosed }
+
+func (h *Hub) encode(ev *Event) {
+	if h.cfg.EncodeEvent != nil {
+		ev.encoded = h.cfg.EncodeEvent(ev)
+	}
+}
+
+// Snapshot is the matching objects of one point in time. Its methods must be
+// called from one goroutine at a time.
+type Snapshot struct {
+	feed            *feed
+	cursor          *stateCursor
+	resumeToken     string
+	resourceVersion string
+	closeOnce       sync.Once
+}
+
+// ResumeToken is the snapshot's point in time: watching from it yields
+// exactly the changes after the snapshot.
+func (s *Snapshot) ResumeToken() string { return s.resumeToken }
+
+// ResourceVersion is the Kubernetes resourceVersion of the snapshot.
+func (s *Snapshot) ResourceVersion() string { return s.resourceVersion }
+
+// NextPage returns the next page of objects as JSON, and whether it is the
+// last. A page holds at most SnapshotPageSize objects and, unless it holds
+// one, at most SnapshotPageBytes bytes of them.
+func (s *Snapshot) NextPage() (objects []string, last bool) {
+	cfg := &s.feed.hub.cfg
+	size := 0
+	for len(objects) < cfg.SnapshotPageSize {
+		o := s.cursor.peek()
+		if o == nil || len(objects) > 0 && size+len(o.json) > cfg.SnapshotPageBytes {
+			break
+		}
+		s.cursor.next()
+		objects = append(objects, o.json)
+		size += len(o.json)
+	}
+	return objects, !s.cursor.more()
+}
+
+// Close releases the snapshot's informer.
+func (s *Snapshot) Close() {
+	s.closeOnce.Do(func() { s.feed.hub.release(s.feed) })
+}

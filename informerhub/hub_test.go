@@ -1,0 +1,463 @@
+package informerhub_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/informerhub/informerhub/informerhub"
+)
+
+func TestInitialEventsThenChanges(t *testing.T) {
+	c := newFakeCluster(t)
+	c.cms().Add(configMap("b", "1", nil, "b1"))
+	c.cms().Add(configMap("a", "2", nil, "a2"))
+	c.cms().Add(configMap("a", "1", nil, "a1"))
+	h := newHub(t, c, informerhub.Config{})
+
+	s := watch(t, h, informerhub.WatchRequest{SendInitialEvents: true})
+	var initial []ev
+	for {
+		e := toEv(t, next(t, s))
+		initial = append(initial, e)
+		if e.End {
+			break
+		}
+	}
+	want := []ev{
+		{Type: "ADDED", Key: "a/1", Data: "a1", RV: "3"},
+		{Type: "ADDED", Key: "a/2", Data: "a2", RV: "2"},
+		{Type: "ADDED", Key: "b/1", Data: "b1", RV: "1"},
+		{Type: "BOOKMARK", End: true},
+	}
+	if diff := cmp.Diff(want, initial); diff != "" {
+		t.Fatalf("initial events (-want +got):\n%s", diff)
+	}
+
+	c.cms().Modify(configMap("a", "1", nil, "a1'"))
+	c.cms().Delete(configMap("a", "2", nil, "a2"))
+	c.cms().Add(configMap("c", "1", nil, "c1"))
+	c.cms().Add(configMap("z", "marker", nil, ""))
+	want = []ev{
+		{Type: "MODIFIED", Key: "a/1", Data: "a1'", RV: "4"},
+		{Type: "DELETED", Key: "a/2", Data: "a2", RV: "5"},
+		{Type: "ADDED", Key: "c/1", Data: "c1", RV: "6"},
+	}
+	if diff := cmp.Diff(want, collect(t, s, "z/marker")); diff != "" {
+		t.Fatalf("changes (-want +got):\n%s", diff)
+	}
+}
+
+// TestResumeIsExact disconnects a subscriber after every k-th event, also
+// in the middle of the initial events, and checks that the joined stream
+// equals the stream of a subscriber that never disconnected.
+func TestResumeIsExact(t *testing.T) {
+	for _, every := range []int{1, 2, 3, 7} {
+		t.Run(fmt.Sprintf("disconnect every %d events", every), func(t *testing.T) {
+			c := newFakeCluster(t)
+			for i := range 5 {
+				c.cms().Add(configMap("ns", fmt.Sprintf("obj-%d", i), nil, "v0"))
+			}
+			h := newHub(t, c, informerhub.Config{})
+			req := informerhub.WatchRequest{SendInitialEvents: true}
+			steady := watch(t, h, req)
+			resuming := watch(t, h, req)
+
+			for i := range 30 {
+				obj := configMap("ns", fmt.Sprintf("obj-%d", i%7), nil, fmt.Sprint("v", i))
+				switch {
+				case i%5 == 4:
+					c.cms().Delete(obj)
+				case i%7 < 5 && i < 7:
+					c.cms().Modify(obj)
+				default:
+					c.cms().Add(obj)
+				}
+			}
+			c.cms().Add(configMap("z", "marker", nil, ""))
+
+			want := collect(t, steady, "z/marker")
+			var got []ev
+			for n := 0; ; n++ {
+				e := toEv(t, nextChange(t, resuming))
+				if e.Key == "z/marker" {
+					break
+				}
+				got = append(got, e)
+				if n%every == 0 {
+					token := resuming.ResumeToken()
+					resuming.Close()
+					resuming = watch(t, h, informerhub.WatchRequest{ResumeToken: token})
+				}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("resumed stream differs from the uninterrupted one (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSelectorsFollowWatchSemantics(t *testing.T) {
+	c := newFakeCluster(t)
+	web := map[string]string{"app": "web"}
+	db := map[string]string{"app": "db"}
+	c.cms().Add(configMap("a", "x", web, "1"))
+	c.cms().Add(configMap("a", "y", db, "1"))
+	c.cms().Add(configMap("b", "x", web, "1"))
+	h := newHub(t, c, informerhub.Config{})
+
+	tests := []struct {
+		name     string
+		selector informerhub.Selector
+		marker   string
+		want     []ev
+	}{{
+		name:     "label selector sees objects enter and leave",
+		selector: informerhub.Selector{LabelSelector: "app=web"},
+		marker:   "a/zmarker",
+		want: []ev{
+			{Type: "ADDED", Key: "a/x", Data: "1", RV: "1"},
+			{Type: "ADDED", Key: "b/x", Data: "1", RV: "3"},
+			{Type: "BOOKMARK", End: true},
+			// a/x leaves with its last matching state, at the change's version.
+			{Type: "DELETED", Key: "a/x", Data: "1", RV: "4"},
+			{Type: "ADDED", Key: "a/y", Data: "2", RV: "5"},
+			{Type: "MODIFIED", Key: "b/x", Data: "2", RV: "6"},
+		},
+	}, {
+		name:     "namespace",
+		selector: informerhub.Selector{Namespace: "a"},
+		marker:   "a/zmarker",
+		want: []ev{
+			{Type: "ADDED", Key: "a/x", Data: "1", RV: "1"},
+			{Type: "ADDED", Key: "a/y", Data: "1", RV: "2"},
+			{Type: "BOOKMARK", End: true},
+			{Type: "MODIFIED", Key: "a/x", Data: "2", RV: "4"},
+			{Type: "MODIFIED", Key: "a/y", Data: "2", RV: "5"},
+			{Type: "DELETED", Key: "a/x", Data: "2", RV: "7"},
+		},
+	}, {
+		name:     "field selector on name",
+		selector: informerhub.Selector{FieldSelector: "metadata.name=x,metadata.namespace!=a"},
+		marker:   "z/x",
+		want: []ev{
+			{Type: "ADDED", Key: "b/x", Data: "1", RV: "3"},
+			{Type: "BOOKMARK", End: true},
+			{Type: "MODIFIED", Key: "b/x", Data: "2", RV: "6"},
+		},
+	}}
+	var subs []*informerhub.Subscription
+	for _, tt := range tests {
+		tt.selector.Resource = configMaps
+		subs = append(subs, watch(t, h, informerhub.WatchRequest{Selector: tt.selector, SendInitialEvents: true}))
+	}
+	c.cms().Modify(configMap("a", "x", db, "2"))  // rv 4: leaves app=web
+	c.cms().Modify(configMap("a", "y", web, "2")) // rv 5: enters app=web
+	c.cms().Modify(configMap("b", "x", web, "2")) // rv 6
+	c.cms().Delete(configMap("a", "x", db, "2"))  // rv 7: not app=web any more
+	c.cms().Add(configMap("a", "zmarker", web, ""))
+	c.cms().Add(configMap("z", "x", web, ""))
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, collect(t, subs[i], tt.marker)); diff != "" {
+				t.Fatalf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRelistSendsTrueDifferences makes the hub miss changes (they are never
+// broadcast on the watch) and then expire its watch, so it relists: its
+// subscribers must get exactly the differences, and no MODIFIED for objects
+// that did not change.
+func TestRelistSendsTrueDifferences(t *testing.T) {
+	c := newFakeCluster(t)
+	for _, name := range []string{"keep", "change", "delete", "recreate"} {
+		c.cms().Add(configMap("ns", name, nil, "v1"))
+	}
+	h := newHub(t, c, informerhub.Config{})
+	s := watch(t, h, informerhub.WatchRequest{})
+
+	c.cms().ModifyDropWatch(configMap("ns", "change", nil, "v2"))
+	c.cms().DeleteDropWatch(configMap("ns", "delete", nil, "v1"))
+	c.cms().DeleteDropWatch(configMap("ns", "recreate", nil, "v1"))
+	recreated := configMap("ns", "recreate", nil, "v2")
+	recreated.UID = "new-uid"
+	c.cms().AddDropWatch(recreated)
+	c.cms().AddDropWatch(configMap("ns", "new", nil, "v1"))
+	c.cms().ResetWatch() // the hub's watch ends and resuming it gets 410: it relists
+
+	var got []ev
+	for len(got) < 5 {
+		got = append(got, toEv(t, nextChange(t, s)))
+	}
+	c.cms().Add(configMap("z", "marker", nil, ""))
+	if rest := collect(t, s, "z/marker"); len(rest) != 0 {
+		t.Fatalf("unexpected events after the relist's differences: %v", rest)
+	}
+	// The relist is one batch at the list's resourceVersion (9): first the
+	// objects that are gone, then the differences in LIST order, which the
+	// fake leaves unordered; a recreated object is DELETED, then ADDED.
+	if want := (ev{Type: "DELETED", Key: "ns/delete", Data: "v1", RV: "9"}); got[0] != want {
+		t.Fatalf("first event = %v, want %v", got[0], want)
+	}
+	if i := slices.Index(got, ev{Type: "DELETED", Key: "ns/recreate", Data: "v1", RV: "9"}); i < 0 || i+1 >= len(got) ||
+		got[i+1] != (ev{Type: "ADDED", Key: "ns/recreate", Data: "v2", RV: "8"}) {
+		t.Fatalf("recreated object is not DELETED then ADDED: %v", got)
+	}
+	rest := slices.Clone(got[1:])
+	slices.SortFunc(rest, func(a, b ev) int { return strings.Compare(a.Key+a.Type, b.Key+b.Type) })
+	want := []ev{
+		{Type: "MODIFIED", Key: "ns/change", Data: "v2", RV: "5"},
+		{Type: "ADDED", Key: "ns/new", Data: "v1", RV: "9"},
+		{Type: "ADDED", Key: "ns/recreate", Data: "v2", RV: "8"},
+		{Type: "DELETED", Key: "ns/recreate", Data: "v1", RV: "9"},
+	}
+	if diff := cmp.Diff(want, rest); diff != "" {
+		t.Fatalf("relist differences (-want +got):\n%s", diff)
+	}
+}
+
+func TestSlowSubscriberOverflowsAlone(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{QueueSize: 4})
+	stalled := watch(t, h, informerhub.WatchRequest{})
+	healthy := watch(t, h, informerhub.WatchRequest{})
+	start := stalled.ResumeToken()
+
+	// One change at a time, each received by the healthy subscriber before
+	// the next: its queue never holds more than one, the stalled one's fills.
+	for i := range 20 {
+		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, ""))
+		if e := toEv(t, nextChange(t, healthy)); e.Key != fmt.Sprint("ns/", i) {
+			t.Fatalf("healthy subscriber got %v, want ns/%d", e, i)
+		}
+	}
+	c.cms().Add(configMap("z", "marker", nil, ""))
+
+	err := nextErr(t, stalled)
+	var tooSlow *informerhub.TooSlowError
+	if !errors.As(err, &tooSlow) || !errors.Is(err, informerhub.ErrSubscriberTooSlow) {
+		t.Fatalf("stalled subscriber ended with %v, want a TooSlowError", err)
+	}
+	if tooSlow.ResumeToken != start {
+		t.Fatalf("TooSlowError token is not the last one delivered")
+	}
+	// Nothing is lost: resuming from the token delivers every change.
+	resumed := watch(t, h, informerhub.WatchRequest{ResumeToken: tooSlow.ResumeToken})
+	if got := collect(t, resumed, "z/marker"); len(got) != 20 {
+		t.Fatalf("resumed subscriber got %d events, want 20", len(got))
+	}
+}
+
+func TestRequestErrors(t *testing.T) {
+	c := newFakeCluster(t)
+	c.cms().Add(configMap("ns", "a", nil, ""))
+	c.cms().Add(configMap("ns", "b", nil, ""))
+	h := newHub(t, c, informerhub.Config{HistorySize: 3})
+
+	midInitial := watch(t, h, informerhub.WatchRequest{SendInitialEvents: true, Selector: informerhub.Selector{Resource: configMaps, Namespace: "ns"}})
+	next(t, midInitial)
+	midInitialToken := midInitial.ResumeToken()
+
+	old := watch(t, h, informerhub.WatchRequest{})
+	expiredToken := old.ResumeToken()
+	for i := range 4 { // more changes than the history holds
+		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, ""))
+	}
+	current := watch(t, h, informerhub.WatchRequest{})
+	for range 4 {
+		next(t, old)
+	}
+
+	nsToken := watch(t, h, informerhub.WatchRequest{Selector: informerhub.Selector{Resource: namespaces}}).ResumeToken()
+
+	tests := []struct {
+		name      string
+		req       informerhub.WatchRequest
+		wantErr   error
+		wantField string
+	}{
+		{"garbage token", informerhub.WatchRequest{ResumeToken: "not-a-token"}, informerhub.ErrInvalidToken, informerhub.FieldResumeToken},
+		{"truncated token", informerhub.WatchRequest{ResumeToken: current.ResumeToken()[:10]}, informerhub.ErrInvalidToken, informerhub.FieldResumeToken},
+		{"token of another resource", informerhub.WatchRequest{ResumeToken: nsToken}, informerhub.ErrInvalidToken, informerhub.FieldResumeToken},
+		{"expired token", informerhub.WatchRequest{ResumeToken: expiredToken}, informerhub.ErrTokenExpired, ""},
+		{"initial-events token with another selector", informerhub.WatchRequest{ResumeToken: midInitialToken}, informerhub.ErrInvalidToken, informerhub.FieldResumeToken},
+		{"unknown resource", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps.GroupVersion().WithResource("nope")}}, informerhub.ErrUnknownResource, ""},
+		{"missing version", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps.GroupResource().WithVersion("")}}, informerhub.ErrInvalidRequest, informerhub.FieldVersion},
+		{"bad label selector", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, LabelSelector: "a in (b"}}, informerhub.ErrInvalidRequest, informerhub.FieldLabelSelector},
+		{"unsupported field", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, FieldSelector: "spec.nodeName=x"}}, informerhub.ErrInvalidRequest, informerhub.FieldFieldSelector},
+		{"bad namespace", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, Namespace: "Not_Valid"}}, informerhub.ErrInvalidRequest, informerhub.FieldNamespace},
+		{"namespace on a cluster-scoped resource", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: namespaces, Namespace: "ns"}}, informerhub.ErrInvalidRequest, informerhub.FieldNamespace},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.req.Selector.Resource.Empty() {
+				tt.req.Selector.Resource = configMaps
+			}
+			s, err := h.Watch(context.Background(), tt.req)
+			if err == nil {
+				s.Close()
+				t.Fatalf("Watch succeeded, want %v", tt.wantErr)
+			}
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Watch error = %v, want %v", err, tt.wantErr)
+			}
+			var reqErr *informerhub.RequestError
+			if tt.wantField != "" && (!errors.As(err, &reqErr) || reqErr.Field != tt.wantField) {
+				t.Fatalf("Watch error = %#v, want a RequestError on %s", err, tt.wantField)
+			}
+		})
+	}
+}
+
+func TestSnapshotIsConsistentWithWatch(t *testing.T) {
+	c := newFakeCluster(t)
+	for i := range 10 {
+		c.cms().Add(configMap("ns", fmt.Sprint(i), map[string]string{"even": fmt.Sprint(i%2 == 0)}, "v0"))
+	}
+	h := newHub(t, c, informerhub.Config{SnapshotPageSize: 2})
+	snap, err := h.Snapshot(context.Background(), informerhub.Selector{Resource: configMaps, LabelSelector: "even=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+
+	// Changes after the snapshot was taken are not in it...
+	c.cms().Modify(configMap("ns", "0", map[string]string{"even": "true"}, "v1"))
+	c.cms().Delete(configMap("ns", "2", map[string]string{"even": "true"}, "v0"))
+	c.cms().Add(configMap("ns", "a", map[string]string{"even": "true"}, "v0"))
+
+	var pages [][]string
+	for {
+		objs, last := snap.NextPage()
+		var keys []string
+		for _, o := range objs {
+			var cm corev1.ConfigMap
+			if err := json.Unmarshal([]byte(o), &cm); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, cm.Namespace+"/"+cm.Name)
+		}
+		pages = append(pages, keys)
+		if last {
+			break
+		}
+	}
+	want := [][]string{{"ns/0", "ns/2"}, {"ns/4", "ns/6"}, {"ns/8"}}
+	if diff := cmp.Diff(want, pages); diff != "" {
+		t.Fatalf("snapshot pages (-want +got):\n%s", diff)
+	}
+
+	// ...and watching from its token yields exactly them.
+	s := watch(t, h, informerhub.WatchRequest{ResumeToken: snap.ResumeToken(), Selector: informerhub.Selector{Resource: configMaps, LabelSelector: "even=true"}})
+	c.cms().Add(configMap("z", "marker", map[string]string{"even": "true"}, ""))
+	wantEvents := []ev{
+		{Type: "MODIFIED", Key: "ns/0", Data: "v1", RV: "11"},
+		{Type: "DELETED", Key: "ns/2", Data: "v0", RV: "12"},
+		{Type: "ADDED", Key: "ns/a", Data: "v0", RV: "13"},
+	}
+	if diff := cmp.Diff(wantEvents, collect(t, s, "z/marker")); diff != "" {
+		t.Fatalf("watch from the snapshot token (-want +got):\n%s", diff)
+	}
+}
+
+// TestInitialEventsAtTokenPosition asks for initial events with a resume
+// token: they are the state at the token's point in time, followed by the
+// changes since.
+func TestInitialEventsAtTokenPosition(t *testing.T) {
+	c := newFakeCluster(t)
+	c.cms().Add(configMap("ns", "a", nil, "v1"))
+	h := newHub(t, c, informerhub.Config{})
+	token := watch(t, h, informerhub.WatchRequest{}).ResumeToken()
+	c.cms().Modify(configMap("ns", "a", nil, "v2"))
+	c.cms().Add(configMap("ns", "b", nil, "v1"))
+	c.cms().Add(configMap("z", "marker", nil, ""))
+
+	s := watch(t, h, informerhub.WatchRequest{ResumeToken: token, SendInitialEvents: true})
+	want := []ev{
+		{Type: "ADDED", Key: "ns/a", Data: "v1", RV: "1"},
+		{Type: "BOOKMARK", End: true},
+		{Type: "MODIFIED", Key: "ns/a", Data: "v2", RV: "2"},
+		{Type: "ADDED", Key: "ns/b", Data: "v1", RV: "3"},
+	}
+	if diff := cmp.Diff(want, collect(t, s, "z/marker")); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+}
+
+func TestOneInformerAndOneEncodingPerChange(t *testing.T) {
+	c := newFakeCluster(t)
+	var encoded atomic.Int64
+	h := newHub(t, c, informerhub.Config{EncodeEvent: func(e *informerhub.Event) []byte {
+		if e.Type != informerhub.EventBookmark {
+			encoded.Add(1)
+		}
+		return []byte(e.ResumeToken)
+	}})
+	var subs []*informerhub.Subscription
+	for i := range 50 {
+		subs = append(subs, watch(t, h, informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, Namespace: fmt.Sprint("ns", i%4)}}))
+	}
+	for i := range 40 {
+		c.cms().Add(configMap(fmt.Sprint("ns", i%4), fmt.Sprint(i), nil, ""))
+	}
+	for i := range 4 {
+		c.cms().Add(configMap(fmt.Sprint("ns", i), "marker", nil, ""))
+	}
+	for i, s := range subs {
+		got := collect(t, s, fmt.Sprint("ns", i%4, "/marker"))
+		if len(got) != 10 {
+			t.Fatalf("subscriber %d got %d events, want 10", i, len(got))
+		}
+	}
+	if n := c.informersStarted(configMaps); n != 1 {
+		t.Errorf("%d informers started for 50 subscribers, want 1", n)
+	}
+	// 44 changes, each encoded once for all its subscribers.
+	if n := encoded.Load(); n != 44 {
+		t.Errorf("%d events encoded for 44 changes fanned out to 50 subscribers, want 44", n)
+	}
+}
+
+func TestResources(t *testing.T) {
+	c := newFakeCluster(t)
+	c.cms().Add(configMap("ns", "a", nil, ""))
+	h := newHub(t, c, informerhub.Config{})
+	watch(t, h, informerhub.WatchRequest{})
+	watch(t, h, informerhub.WatchRequest{})
+	got, err := h.Resources(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []informerhub.ResourceStatus{
+		{ResourceInfo: informerhub.ResourceInfo{Resource: configMaps, Kind: "ConfigMap", Namespaced: true}, InformerActive: true, Subscribers: 2, CachedObjects: 1},
+		{ResourceInfo: informerhub.ResourceInfo{Resource: namespaces, Kind: "Namespace"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("Resources (-want +got):\n%s", diff)
+	}
+}
+
+func TestEventObjectIsTheCachedJSON(t *testing.T) {
+	c := newFakeCluster(t)
+	cm := configMap("ns", "a", map[string]string{"k": "v"}, "data")
+	c.cms().Add(cm)
+	h := newHub(t, c, informerhub.Config{})
+	e := next(t, watch(t, h, informerhub.WatchRequest{SendInitialEvents: true}))
+	var got corev1.ConfigMap
+	if err := json.Unmarshal([]byte(e.Object), &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(cm, &got); diff != "" {
+		t.Fatalf("object (-want +got):\n%s", diff)
+	}
+}

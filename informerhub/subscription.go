@@ -1,0 +1,415 @@
+package informerhub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/btree"
+)
+
+// Subscription is one subscriber's stream of events. Next must be called
+// from one goroutine at a time; Close may be called from any.
+//
+// A subscription moves through three phases:
+//  1. initial events, when asked for: ADDED for every matching object of a
+//     point-in-time clone of the state, then a bookmark that ends them;
+//  2. catch-up: the history records after its start position, read straight
+//     from the feed's history (no queue, so a slow start cannot overflow);
+//  3. live: once caught up, it joins the feed's subscribers, atomically with
+//     the last record it read, and receives records through its bounded
+//     queue.
+type Subscription struct {
+	feed  *feed
+	sel   *selector
+	queue chan delivery // set when the subscription goes live
+
+	// failed is closed, under feed.mu, when the subscription can deliver no
+	// more: its queue overflowed (failure is errOverflow) or its informer
+	// stopped (failure is why). failure is written before the close.
+	failed  chan struct{}
+	failure error
+
+	// lastToken points to the resume token of the last event Next
+	// returned (or the start token); Err reads it from any goroutine.
+	lastToken atomic.Pointer[string]
+
+	closeOnce sync.Once
+
+	// Owned by the goroutine calling Next.
+	phase         phase
+	start         position     // where the subscription started
+	initial       *stateCursor // phase initial
+	backlog       []*record    // phase catch-up: records read, not yet passed
+	backlogNext   int
+	cursor        uint64 // seq of the last record passed
+	sentSinceTick bool
+	bookmarks     *time.Ticker
+}
+
+// errOverflow marks a subscription whose queue overflowed; Err turns it into
+// a *TooSlowError with the subscription's last token.
+var errOverflow = errors.New("queue overflowed")
+
+type phase uint8
+
+const (
+	phaseInitial phase = iota
+	phaseCatchUp
+	phaseLive
+)
+
+// delivery is a record queued for a live subscriber.
+type delivery struct {
+	rec     *record
+	variant variant
+}
+
+const catchUpBatch = 256
+
+// subscribe starts a subscription at the current position, or at the token's.
+func (f *feed) subscribe(sel *selector, tok *token, sendInitialEvents bool) (*Subscription, error) {
+	s := &Subscription{feed: f, sel: sel, failed: make(chan struct{})}
+	initial := sendInitialEvents || (tok != nil && tok.initial)
+	var undo []*record
+
+	f.mu.Lock()
+	if f.err != nil {
+		f.mu.Unlock()
+		return nil, f.err
+	}
+	s.start = f.pos
+	if tok != nil {
+		start, err := f.locateLocked(tok.pos)
+		if err != nil {
+			f.mu.Unlock()
+			return nil, err
+		}
+		s.start = start
+	}
+	var state *btree.BTreeG[*object]
+	switch {
+	case initial:
+		// A clone is O(1); the feed's later writes copy what they touch.
+		state = f.state.Clone()
+		undo, _ = f.history.after(s.start.seq, int(f.pos.seq-s.start.seq), nil)
+		s.phase = phaseInitial
+	case s.start.seq == f.pos.seq:
+		s.goLiveLocked()
+	default:
+		s.phase = phaseCatchUp
+	}
+	f.mu.Unlock()
+
+	s.cursor = s.start.seq
+	if initial {
+		// Roll the clone back to the start position.
+		for i := len(undo) - 1; i >= 0; i-- {
+			if r := undo[i]; r.prev == nil {
+				state.Delete(r.obj)
+			} else {
+				state.ReplaceOrInsert(r.prev)
+			}
+		}
+		s.initial = newStateCursor(state, sel)
+		if tok != nil && tok.initial && tok.afterName != "" {
+			s.initial.skipThrough(&object{namespace: tok.afterNamespace, name: tok.afterName})
+		}
+	}
+	var startToken string
+	switch {
+	case tok != nil && (tok.initial || !initial):
+		// Resuming: the token the client holds stays its resume point
+		// until it receives something newer.
+		startToken = f.token(*tok)
+	case initial:
+		startToken = f.token(token{pos: s.start, initial: true, selector: sel.fingerprint})
+	default:
+		startToken = f.token(token{pos: s.start})
+	}
+	s.lastToken.Store(&startToken)
+	s.bookmarks = time.NewTicker(f.hub.cfg.BookmarkInterval)
+	return s, nil
+}
+
+// Next returns the next event. It blocks until there is one, the context
+// ends, or the subscription fails. A failed subscription returns the same
+// error on every later call.
+func (s *Subscription) Next(ctx context.Context) (*Event, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		switch s.phase {
+		case phaseInitial:
+			select {
+			case <-s.feed.stopped:
+				return nil, s.feed.err
+			default:
+			}
+			if o := s.initial.next(); o != nil {
+				return s.sent(s.initialEvent(o)), nil
+			}
+			s.initial = nil
+			s.phase = phaseCatchUp
+			return s.sent(s.bookmark(s.start, true)), nil
+		case phaseCatchUp:
+			ev, err := s.nextCatchUp()
+			if ev != nil || err != nil {
+				return ev, err
+			}
+		case phaseLive:
+			return s.nextLive(ctx)
+		}
+	}
+}
+
+// nextCatchUp returns the next selected history record, or nil once the
+// subscription has caught up and gone live.
+func (s *Subscription) nextCatchUp() (*Event, error) {
+	f := s.feed
+	for {
+		for s.backlogNext < len(s.backlog) {
+			r := s.backlog[s.backlogNext]
+			s.backlog[s.backlogNext] = nil
+			s.backlogNext++
+			s.cursor = r.pos.seq
+			if v := s.sel.variant(r); v != variantNone {
+				return s.sent(f.event(r, v)), nil
+			}
+		}
+		f.mu.Lock()
+		if f.err != nil {
+			f.mu.Unlock()
+			return nil, f.err
+		}
+		batch, ok := f.history.after(s.cursor, catchUpBatch, s.backlog[:0])
+		if !ok {
+			// The history moved on while this subscriber was catching up.
+			f.mu.Unlock()
+			return nil, s.tooSlow()
+		}
+		if len(batch) == 0 {
+			s.goLiveLocked()
+			f.mu.Unlock()
+			s.backlog, s.backlogNext = nil, 0
+			return nil, nil
+		}
+		f.mu.Unlock()
+		s.backlog, s.backlogNext = batch, 0
+	}
+}
+
+// goLiveLocked makes s one of the feed's live subscribers. The caller holds
+// feed.mu and has passed every record up to the feed's position.
+func (s *Subscription) goLiveLocked() {
+	s.queue = make(chan delivery, s.feed.hub.cfg.QueueSize)
+	s.feed.subs[s] = struct{}{}
+	s.phase = phaseLive
+}
+
+func (s *Subscription) nextLive(ctx context.Context) (*Event, error) {
+	f := s.feed
+	for {
+		select {
+		case <-s.failed:
+			// Checked first so a subscriber that failed stops at once.
+			return nil, s.Err()
+		default:
+		}
+		select {
+		case d := <-s.queue:
+			s.cursor = d.rec.pos.seq
+			return s.sent(f.event(d.rec, d.variant)), nil
+		case <-s.failed:
+			return nil, s.Err()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.bookmarks.C:
+			if s.sentSinceTick {
+				s.sentSinceTick = false
+				continue
+			}
+			// Everything up to the feed's position has been dispatched;
+			// if none of it is waiting here, this subscriber has it all.
+			f.mu.Lock()
+			pending := len(s.queue)
+			pos := f.pos
+			f.mu.Unlock()
+			if pending > 0 {
+				continue
+			}
+			ev := s.bookmark(pos, false)
+			s.lastToken.Store(&ev.ResumeToken)
+			return ev, nil
+		}
+	}
+}
+
+// failLocked ends a live subscription; the caller holds feed.mu.
+func (s *Subscription) failLocked(err error) {
+	s.failure = err
+	close(s.failed)
+}
+
+// Done is closed when the subscription has failed by itself: its queue
+// overflowed, or its informer stopped. Next then returns Err. A caller
+// blocked elsewhere (in a send to a client that stopped reading) can watch
+// Done to give up on that client.
+func (s *Subscription) Done() <-chan struct{} { return s.failed }
+
+// Err returns why the subscription failed, once Done is closed; otherwise nil.
+func (s *Subscription) Err() error {
+	select {
+	case <-s.failed:
+	default:
+		return nil
+	}
+	if s.failure == errOverflow {
+		return s.tooSlow()
+	}
+	return s.failure
+}
+
+// sent records ev as the last event returned.
+func (s *Subscription) sent(ev *Event) *Event {
+	s.lastToken.Store(&ev.ResumeToken)
+	s.sentSinceTick = true
+	return ev
+}
+
+func (s *Subscription) initialEvent(o *object) *Event {
+	ev := &Event{
+		Type:            EventAdded,
+		Object:          o.json,
+		ResourceVersion: strconv.FormatUint(o.rv, 10),
+		ResumeToken: s.feed.token(token{pos: s.start, initial: true, selector: s.sel.fingerprint,
+			afterNamespace: o.namespace, afterName: o.name}),
+	}
+	s.feed.hub.encode(ev)
+	return ev
+}
+
+func (s *Subscription) bookmark(pos position, initialEventsEnd bool) *Event {
+	ev := &Event{
+		Type:             EventBookmark,
+		ResourceVersion:  strconv.FormatUint(pos.rv, 10),
+		ResumeToken:      s.feed.token(token{pos: pos}),
+		InitialEventsEnd: initialEventsEnd,
+	}
+	s.feed.hub.encode(ev)
+	return ev
+}
+
+func (s *Subscription) tooSlow() error {
+	return &TooSlowError{Resource: s.feed.info.Resource, ResumeToken: s.ResumeToken(), QueueSize: s.feed.hub.cfg.QueueSize}
+}
+
+// ResumeToken returns the token of the last event Next returned, or the one
+// the subscription started from. It may be called from any goroutine.
+func (s *Subscription) ResumeToken() string { return *s.lastToken.Load() }
+
+// Close ends the subscription and releases its informer.
+func (s *Subscription) Close() {
+	s.closeOnce.Do(func() {
+		f := s.feed
+		f.mu.Lock()
+		delete(f.subs, s)
+		f.mu.Unlock()
+		s.bookmarks.Stop()
+		f.hub.release(f)
+	})
+}
+
+func (s *Subscription) describe() string {
+	return fmt.Sprintf("namespace=%q labels=%q fields=%q", s.sel.namespace, canonical(s.sel.labels), canonical(s.sel.fields))
+}
+
+// stateCursor walks the matching objects of a state clone in order, a batch
+// at a time, so that each step is cheap and the clone is read without locks.
+type stateCursor struct {
+	state   *btree.BTreeG[*object]
+	sel     *selector
+	buf     []*object
+	bufNext int
+	// from is where the next batch starts; fromExclusive skips from itself.
+	from          *object
+	fromExclusive bool
+	done          bool
+}
+
+const cursorBatch = 128
+
+func newStateCursor(state *btree.BTreeG[*object], sel *selector) *stateCursor {
+	return &stateCursor{state: state, sel: sel, from: &object{namespace: sel.namespace}}
+}
+
+// skipThrough makes the cursor continue after o.
+func (c *stateCursor) skipThrough(o *object) {
+	if c.sel.namespace != "" && o.namespace != c.sel.namespace {
+		if o.namespace > c.sel.namespace {
+			c.done = true
+		}
+		return
+	}
+	c.from, c.fromExclusive = o, true
+}
+
+// next returns the next matching object, or nil at the end.
+func (c *stateCursor) next() *object {
+	if !c.more() {
+		return nil
+	}
+	o := c.buf[c.bufNext]
+	c.buf[c.bufNext] = nil
+	c.bufNext++
+	return o
+}
+
+// peek returns the object next will return, or nil at the end.
+func (c *stateCursor) peek() *object {
+	if !c.more() {
+		return nil
+	}
+	return c.buf[c.bufNext]
+}
+
+// more reports whether next will return an object.
+func (c *stateCursor) more() bool {
+	for c.bufNext >= len(c.buf) {
+		if c.done {
+			return false
+		}
+		c.fill()
+	}
+	return true
+}
+
+func (c *stateCursor) fill() {
+	c.buf, c.bufNext = c.buf[:0], 0
+	scanned := 0
+	finished := true
+	c.state.AscendGreaterOrEqual(c.from, func(o *object) bool {
+		if c.fromExclusive && !objectLess(c.from, o) {
+			return true // o is from itself
+		}
+		if c.sel.namespace != "" && o.namespace != c.sel.namespace {
+			return false // past the namespace
+		}
+		c.from, c.fromExclusive = o, true
+		if c.sel.matches(o) {
+			c.buf = append(c.buf, o)
+		}
+		scanned++
+		if len(c.buf) == cursorBatch || scanned == 16*cursorBatch {
+			finished = false
+			return false
+		}
+		return true
+	})
+	c.done = finished
+}

@@ -1,0 +1,129 @@
+package informerhub_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/informerhub/informerhub/informerhub"
+)
+
+// These tests run in a synctest bubble: time is fake and advances only when
+// every goroutine of the test (the hub's informers included) is blocked.
+
+func TestQuietStreamsGetFreshBookmarks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newFakeCluster(t)
+		h := newHub(t, c, informerhub.Config{BookmarkInterval: time.Second})
+		quietSel := informerhub.Selector{Resource: configMaps, Namespace: "quiet"}
+		quiet := watch(t, h, informerhub.WatchRequest{Selector: quietSel})
+		busy := watch(t, h, informerhub.WatchRequest{})
+
+		c.cms().Add(configMap("busy", "a", nil, "")) // not selected by quiet
+		if e := toEv(t, next(t, busy)); e.Key != "busy/a" {
+			t.Fatalf("busy got %v", e)
+		}
+		start := time.Now()
+		bookmark := next(t, quiet)
+		if bookmark.Type != informerhub.EventBookmark || bookmark.InitialEventsEnd {
+			t.Fatalf("quiet stream got %+v, want a bookmark", bookmark)
+		}
+		if waited := time.Since(start); waited > time.Second {
+			t.Errorf("bookmark came after %v, want within the 1s interval", waited)
+		}
+		if bookmark.ResourceVersion != "1" {
+			t.Errorf("bookmark is at resourceVersion %s, want 1 (past the change it did not select)", bookmark.ResourceVersion)
+		}
+
+		// The bookmark's token is past busy/a: resuming from it with a
+		// selector that matches busy/a does not replay it.
+		all := watch(t, h, informerhub.WatchRequest{ResumeToken: bookmark.ResumeToken})
+		c.cms().Add(configMap("busy", "marker", nil, ""))
+		if got := collect(t, all, "busy/marker"); len(got) != 0 {
+			t.Fatalf("resuming from the bookmark replayed %v", got)
+		}
+
+		// A stream that keeps receiving events gets no bookmarks.
+		if e := toEv(t, next(t, busy)); e.Key != "busy/marker" {
+			t.Fatalf("busy got %v, want busy/marker", e)
+		}
+		for i := range 4 {
+			time.Sleep(600 * time.Millisecond)
+			c.cms().Add(configMap("busy", fmt.Sprint(i), nil, ""))
+			if e := next(t, busy); e.Type == informerhub.EventBookmark {
+				t.Fatalf("a stream that received an event %v ago got a bookmark", 600*time.Millisecond)
+			}
+		}
+	})
+}
+
+func TestIdleInformerStopsAndTokensSurviveByResourceVersion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newFakeCluster(t)
+		c.cms().Add(configMap("ns", "a", nil, "v1"))
+		h := newHub(t, c, informerhub.Config{IdleTimeout: time.Minute})
+		active := func() bool {
+			t.Helper()
+			synctest.Wait()
+			rs, err := h.Resources(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rs[0].InformerActive
+		}
+
+		s := watch(t, h, informerhub.WatchRequest{})
+		c.cms().Modify(configMap("ns", "a", nil, "v2"))
+		next(t, s)
+		token := s.ResumeToken()
+		s.Close()
+
+		time.Sleep(59 * time.Second)
+		if !active() {
+			t.Fatal("informer stopped before its idle timeout")
+		}
+		s = watch(t, h, informerhub.WatchRequest{}) // comes back: the timer restarts
+		s.Close()
+		time.Sleep(59 * time.Second)
+		if !active() {
+			t.Fatal("informer stopped although a subscriber came back")
+		}
+		time.Sleep(2 * time.Second)
+		if active() {
+			t.Fatal("informer still runs after its idle timeout")
+		}
+
+		// A token of the stopped informer resumes on a new one by
+		// resourceVersion: nothing changed in between, so nothing is lost.
+		s = watch(t, h, informerhub.WatchRequest{ResumeToken: token})
+		if n := c.informersStarted(configMaps); n != 2 {
+			t.Fatalf("%d informers started, want 2", n)
+		}
+		c.cms().Modify(configMap("ns", "a", nil, "v3"))
+		c.cms().Add(configMap("z", "marker", nil, ""))
+		want := []ev{{Type: "MODIFIED", Key: "ns/a", Data: "v3", RV: "3"}}
+		if diff := cmp.Diff(want, collect(t, s, "z/marker")); diff != "" {
+			t.Fatalf("events after resuming on a new informer (-want +got):\n%s", diff)
+		}
+		token = s.ResumeToken()
+		s.Close()
+
+		// Changes made while no informer runs are not in any history: the
+		// token must expire rather than skip them.
+		time.Sleep(2 * time.Minute)
+		if active() {
+			t.Fatal("informer still runs after its idle timeout")
+		}
+		c.cms().Modify(configMap("ns", "a", nil, "v4"))
+		_, err := h.Watch(context.Background(), informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps}, ResumeToken: token})
+		var expired *informerhub.ExpiredError
+		if !errors.As(err, &expired) {
+			t.Fatalf("Watch with a token from before unseen changes: %v, want an ExpiredError", err)
+		}
+	})
+}

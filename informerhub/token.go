@@ -1,0 +1,177 @@
+package informerhub
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"strings"
+)
+
+// position is a point in a feed's stream of changes: everything up to it has
+// been delivered, nothing after it.
+//
+// Within one feed instance (one epoch) positions are exact sequence numbers.
+// Across instances (the informer was restarted, or the token came from an
+// earlier run) they are resourceVersions, which the whole cluster shares.
+type position struct {
+	// epoch identifies the feed instance that numbered seq.
+	epoch uint64
+	// seq counts the records of that instance up to this position; 0 is the
+	// state of the initial list.
+	seq uint64
+	// rv is the resourceVersion everything up to which is included, unless
+	// offset is set.
+	rv uint64
+	// offset is set inside a relist: rv is the version before the relist, and
+	// offset records of the relist's changes are included. Such positions
+	// only mean something to the feed instance that made them.
+	offset uint32
+}
+
+// token is what a resume token says.
+type token struct {
+	// resource is the GroupVersionResource the token belongs to, as
+	// "group/version/resource".
+	resource string
+	pos      position
+	// initial is set on tokens of initial events: the subscriber has
+	// received the objects up to and including (afterNamespace, afterName)
+	// of the state at pos, and not yet the initial-events-end bookmark.
+	initial        bool
+	selector       uint64 // fingerprint of the selector the initial events were for
+	afterNamespace string
+	afterName      string
+}
+
+const (
+	tokenVersion     = 1
+	tokenFlagInitial = 1 << 0
+
+	// maxTokenLength bounds what decodeToken reads. Real tokens are far
+	// shorter: a resource name and an object key are each at most a few
+	// hundred bytes.
+	maxTokenLength = 4096
+)
+
+var (
+	tokenEncoding = base64.RawURLEncoding
+	tokenCRC      = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// encode returns the token as an opaque string: a versioned binary form in
+// URL-safe base64 with a CRC-32C, so that a mangled token is rejected rather
+// than misread.
+func (t *token) encode() string {
+	b := make([]byte, 0, 64+len(t.resource)+len(t.afterNamespace)+len(t.afterName))
+	b = append(b, tokenVersion)
+	var flags byte
+	if t.initial {
+		flags |= tokenFlagInitial
+	}
+	b = append(b, flags)
+	b = appendString(b, t.resource)
+	b = binary.BigEndian.AppendUint64(b, t.pos.epoch)
+	b = binary.AppendUvarint(b, t.pos.seq)
+	b = binary.AppendUvarint(b, t.pos.rv)
+	b = binary.AppendUvarint(b, uint64(t.pos.offset))
+	if t.initial {
+		b = binary.BigEndian.AppendUint64(b, t.selector)
+		b = appendString(b, t.afterNamespace)
+		b = appendString(b, t.afterName)
+	}
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, tokenCRC))
+	return tokenEncoding.EncodeToString(b)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+var errMalformedToken = errors.New("not a resume token issued by informerhub")
+
+// decodeToken parses a token. It never panics and reads at most
+// maxTokenLength bytes, whatever it is given.
+func decodeToken(s string) (*token, error) {
+	if len(s) > maxTokenLength {
+		return nil, errMalformedToken
+	}
+	b, err := tokenEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(b) < 2+4 {
+		return nil, errMalformedToken
+	}
+	body, sum := b[:len(b)-4], b[len(b)-4:]
+	if crc32.Checksum(body, tokenCRC) != binary.BigEndian.Uint32(sum) {
+		return nil, errMalformedToken
+	}
+	if body[0] != tokenVersion {
+		return nil, errors.New("resume token has an unknown format version (issued by a newer informerhub?)")
+	}
+	r := tokenReader{b: body[2:]}
+	t := &token{initial: body[1]&tokenFlagInitial != 0}
+	if body[1]&^tokenFlagInitial != 0 {
+		return nil, errMalformedToken
+	}
+	t.resource = r.string()
+	t.pos.epoch = r.uint64()
+	t.pos.seq = r.uvarint()
+	t.pos.rv = r.uvarint()
+	offset := r.uvarint()
+	if offset > 1<<32-1 {
+		r.bad = true
+	}
+	t.pos.offset = uint32(offset)
+	if t.initial {
+		t.selector = r.uint64()
+		t.afterNamespace = r.string()
+		t.afterName = r.string()
+		if t.pos.offset != 0 {
+			r.bad = true // initial events always start at a complete position
+		}
+	}
+	if r.bad || len(r.b) != 0 {
+		return nil, errMalformedToken
+	}
+	return t, nil
+}
+
+// tokenReader reads a token's fields; any short or oversized read sets bad.
+type tokenReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *tokenReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.bad = true
+		r.b = nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *tokenReader) uint64() uint64 {
+	if len(r.b) < 8 {
+		r.bad = true
+		r.b = nil
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (r *tokenReader) string() string {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.bad = true
+		r.b = nil
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
