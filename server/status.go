@@ -1,0 +1,107 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/informerhub/informerhub/informerhub"
+)
+
+// ErrorDomain is the domain of every google.rpc.ErrorInfo the service sends.
+const ErrorDomain = "informerhub.io"
+
+// Reasons of google.rpc.ErrorInfo details, one per situation a client
+// handles differently.
+const (
+	ReasonInvalidArgument     = "INVALID_ARGUMENT"
+	ReasonInvalidResumeToken  = "INVALID_RESUME_TOKEN"
+	ReasonResourceNotFound    = "RESOURCE_NOT_FOUND"
+	ReasonResumeTokenExpired  = "RESUME_TOKEN_EXPIRED"
+	ReasonResumeTokenAhead    = "RESUME_TOKEN_AHEAD"
+	ReasonSubscriberTooSlow   = "SUBSCRIBER_TOO_SLOW"
+	ReasonUpstreamUnavailable = "UPSTREAM_UNAVAILABLE"
+	ReasonShuttingDown        = "SHUTTING_DOWN"
+)
+
+// toStatus is the one place where the hub's errors become gRPC statuses.
+// Messages say what to do; internal details stay in the logs.
+func toStatus(log *slog.Logger, err error) error {
+	var (
+		reqErr      *informerhub.RequestError
+		resourceErr *informerhub.ResourceError
+		expiredErr  *informerhub.ExpiredError
+		tooSlowErr  *informerhub.TooSlowError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, "the client canceled the call")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, "the call's deadline passed")
+	case errors.As(err, &reqErr):
+		reason := ReasonInvalidArgument
+		if errors.Is(err, informerhub.ErrInvalidToken) {
+			reason = ReasonInvalidResumeToken
+		}
+		return withDetails(codes.InvalidArgument, reqErr.Error(),
+			&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: map[string]string{"field": reqErr.Field}},
+			&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: reqErr.Field, Description: reqErr.Reason}}})
+	case errors.As(err, &expiredErr):
+		return withDetails(codes.OutOfRange, expiredErr.Error(),
+			&errdetails.ErrorInfo{Reason: ReasonResumeTokenExpired, Domain: ErrorDomain, Metadata: resourceMetadata(expiredErr.Resource.Group, expiredErr.Resource.Version, expiredErr.Resource.Resource)})
+	case errors.As(err, &tooSlowErr):
+		md := resourceMetadata(tooSlowErr.Resource.Group, tooSlowErr.Resource.Version, tooSlowErr.Resource.Resource)
+		md["resume_token"] = tooSlowErr.ResumeToken
+		return withDetails(codes.ResourceExhausted, tooSlowErr.Error(),
+			&errdetails.ErrorInfo{Reason: ReasonSubscriberTooSlow, Domain: ErrorDomain, Metadata: md})
+	case errors.Is(err, informerhub.ErrClosed):
+		return withDetails(codes.Unavailable, "the hub is shutting down: reconnect, to this or another replica, with your last resume token",
+			&errdetails.ErrorInfo{Reason: ReasonShuttingDown, Domain: ErrorDomain})
+	case errors.As(err, &resourceErr):
+		r := resourceErr.Resource
+		md := resourceMetadata(r.Group, r.Version, r.Resource)
+		switch {
+		case errors.Is(err, informerhub.ErrUnknownResource):
+			return withDetails(codes.NotFound, resourceErr.Error(),
+				&errdetails.ErrorInfo{Reason: ReasonResourceNotFound, Domain: ErrorDomain, Metadata: md})
+		case errors.Is(err, informerhub.ErrTokenAhead):
+			return withDetails(codes.Unavailable, resourceErr.Error(),
+				&errdetails.ErrorInfo{Reason: ReasonResumeTokenAhead, Domain: ErrorDomain, Metadata: md})
+		case errors.Is(err, informerhub.ErrUnavailable):
+			// The cause (API server addresses, the hub's identity) stays in
+			// the log; the client gets its Kubernetes reason.
+			log.Warn("resource unavailable", "resource", r.String(), "error", err)
+			if reason := apierrors.ReasonForError(errors.Unwrap(resourceErr.Err)); reason != "" {
+				md["kubernetes_reason"] = string(reason)
+			}
+			return withDetails(codes.Unavailable, "the hub cannot serve "+r.Resource+" from the Kubernetes API server right now; retry with backoff",
+				&errdetails.ErrorInfo{Reason: ReasonUpstreamUnavailable, Domain: ErrorDomain, Metadata: md})
+		}
+	case errors.Is(err, informerhub.ErrUnavailable):
+		log.Warn("unavailable", "error", err)
+		return withDetails(codes.Unavailable, "the hub cannot reach the Kubernetes API server right now; retry with backoff",
+			&errdetails.ErrorInfo{Reason: ReasonUpstreamUnavailable, Domain: ErrorDomain})
+	}
+	log.Error("internal error", "error", err)
+	return status.Error(codes.Internal, "internal error")
+}
+
+func resourceMetadata(group, version, resource string) map[string]string {
+	return map[string]string{"group": group, "version": version, "resource": resource}
+}
+
+func withDetails(code codes.Code, msg string, details ...protoadapt.MessageV1) error {
+	st, err := status.New(code, msg).WithDetails(details...)
+	if err != nil {
+		return status.Error(code, msg)
+	}
+	return st.Err()
+}
