@@ -63,7 +63,7 @@ func (l *rawObjectList) DeepCopyObject() runtime.Object {
 type rawHeader struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
-	Metadata struct {
+	Metadata   struct {
 		Name            string            `json:"name"`
 		Namespace       string            `json:"namespace"`
 		UID             string            `json:"uid"`

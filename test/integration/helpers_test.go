@@ -72,6 +72,10 @@ func watchConfigMaps(t *testing.T, ns, resourceVersion string, opts ...func(*met
 	return w
 }
 
+func withLabels(selector string) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) { o.LabelSelector = selector }
+}
+
 // apiChangesUntil reads the API server's watch up to the ADDED of marker.
 func apiChangesUntil(t *testing.T, w watch.Interface, marker string) []change {
 	t.Helper()
@@ -149,10 +153,11 @@ func initialEvents(t *testing.T, r *streamReader[informerhubv1.WatchResponse]) (
 }
 
 // listAt lists configmaps at exactly resourceVersion, as initial events.
-func listAt(t *testing.T, ns, resourceVersion, labelSelector string) []change {
+func listAt(t *testing.T, ns, resourceVersion, labelSelector, fieldSelector string) []change {
 	t.Helper()
 	list, err := dyn.Resource(configMaps).Namespace(ns).List(ctxFor(t), metav1.ListOptions{
-		ResourceVersion: resourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact, LabelSelector: labelSelector,
+		ResourceVersion: resourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact,
+		LabelSelector: labelSelector, FieldSelector: fieldSelector,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -71,7 +71,7 @@ func TestInitialEventsThenChangesMatchTheAPIServer(t *testing.T) {
 	stream, _ := openWatch(t, h.client, &informerhubv1.WatchRequest{Selector: watchSelector(ns), SendInitialEvents: true})
 
 	initial, end := initialEvents(t, stream)
-	if diff := cmp.Diff(listAt(t, ns, end.ResourceVersion, ""), initial); diff != "" {
+	if diff := cmp.Diff(listAt(t, ns, end.ResourceVersion, "", ""), initial); diff != "" {
 		t.Fatalf("initial events differ from a LIST at %s (-list +hub):\n%s", end.ResourceVersion, diff)
 	}
 
@@ -129,7 +129,7 @@ func TestResumeWithoutLossOrDuplicates(t *testing.T) {
 		cancel()
 		req = &informerhubv1.WatchRequest{Selector: watchSelector(ns), ResumeToken: token}
 	}
-	if diff := cmp.Diff(listAt(t, ns, end.ResourceVersion, ""), initial); diff != "" {
+	if diff := cmp.Diff(listAt(t, ns, end.ResourceVersion, "", ""), initial); diff != "" {
 		t.Fatalf("resumed initial events differ from a LIST (-list +hub):\n%s", diff)
 	}
 
