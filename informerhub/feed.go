@@ -146,7 +146,7 @@ func (f *feed) waitSynced(ctx context.Context) error {
 		if f.isSynced {
 			return nil
 		}
-		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: listing failed: %v", ErrUnavailable, f.listErr)}
+		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: listing failed: %w", ErrUnavailable, f.listErr)}
 	}
 }
 

@@ -6,19 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	fcache "k8s.io/client-go/tools/cache/testing"
 
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/informerhub/hubtest"
 )
 
 func TestMain(m *testing.M) {
@@ -26,75 +23,20 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	namespaces = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	configMaps = hubtest.ConfigMaps
+	namespaces = hubtest.Namespaces
+	configMap  = hubtest.ConfigMap
 )
 
-// fakeCluster is a Resolver and Source backed by client-go's
-// FakeControllerSource, one per resource type. It models sequential
-// resourceVersions and a 410 after ResetWatch; it is for testing the hub's
-// logic, not proof of behaviour against a real API server.
-type fakeCluster struct {
-	mu      sync.Mutex
-	sources map[schema.GroupVersionResource]*fcache.FakeControllerSource
-	infos   map[schema.GroupVersionResource]informerhub.ResourceInfo
-	started map[schema.GroupVersionResource]int // informers started per resource
-}
+// fakeCluster adds short names for the tests of this package.
+type fakeCluster struct{ *hubtest.Cluster }
 
-func newFakeCluster(t *testing.T) *fakeCluster {
-	c := &fakeCluster{
-		sources: map[schema.GroupVersionResource]*fcache.FakeControllerSource{},
-		infos:   map[schema.GroupVersionResource]informerhub.ResourceInfo{},
-		started: map[schema.GroupVersionResource]int{},
-	}
-	c.infos[configMaps] = informerhub.ResourceInfo{Resource: configMaps, Kind: "ConfigMap", Namespaced: true}
-	c.infos[namespaces] = informerhub.ResourceInfo{Resource: namespaces, Kind: "Namespace"}
-	for gvr := range c.infos {
-		src := fcache.NewFakeControllerSource()
-		c.sources[gvr] = src
-		// Registered before any hub, so it runs after the hub has closed.
-		t.Cleanup(src.Shutdown)
-	}
-	return c
-}
+func newFakeCluster(t *testing.T) *fakeCluster { return &fakeCluster{hubtest.NewCluster(t)} }
 
-func (c *fakeCluster) Resolve(_ context.Context, gvr schema.GroupVersionResource) (informerhub.ResourceInfo, error) {
-	info, ok := c.infos[gvr]
-	if !ok {
-		return informerhub.ResourceInfo{}, &informerhub.ResourceError{Resource: gvr, Err: informerhub.ErrUnknownResource}
-	}
-	return info, nil
-}
-
-func (c *fakeCluster) Resources(context.Context) ([]informerhub.ResourceInfo, error) {
-	return []informerhub.ResourceInfo{c.infos[configMaps], c.infos[namespaces]}, nil
-}
-
-func (c *fakeCluster) ListerWatcher(info informerhub.ResourceInfo) cache.ListerWatcher {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.started[info.Resource]++
-	return noWatchList{c.sources[info.Resource]}
-}
+func (c *fakeCluster) cms() *fcache.FakeControllerSource { return c.ConfigMaps() }
 
 func (c *fakeCluster) informersStarted(gvr schema.GroupVersionResource) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.started[gvr]
-}
-
-// noWatchList tells the reflector the fake cannot stream initial events.
-type noWatchList struct{ *fcache.FakeControllerSource }
-
-func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
-
-func (c *fakeCluster) cms() *fcache.FakeControllerSource { return c.sources[configMaps] }
-
-func configMap(ns, name string, labels map[string]string, data string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, UID: types.UID(ns + "/" + name)},
-		Data:       map[string]string{"v": data},
-	}
+	return c.InformersStarted(gvr)
 }
 
 func newHub(t *testing.T, c *fakeCluster, cfg informerhub.Config) *informerhub.Hub {
@@ -102,7 +44,7 @@ func newHub(t *testing.T, c *fakeCluster, cfg informerhub.Config) *informerhub.H
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := informerhub.New(cfg, c, c)
+	h := informerhub.New(cfg, c.Cluster, c.Cluster)
 	t.Cleanup(h.Close)
 	return h
 }

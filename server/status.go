@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/informerhub/informerhub/informerhub"
 )
@@ -79,7 +80,7 @@ func toStatus(log *slog.Logger, err error) error {
 			// The cause (API server addresses, the hub's identity) stays in
 			// the log; the client gets its Kubernetes reason.
 			log.Warn("resource unavailable", "resource", r.String(), "error", err)
-			if reason := apierrors.ReasonForError(errors.Unwrap(resourceErr.Err)); reason != "" {
+			if reason := apierrors.ReasonForError(err); reason != metav1.StatusReasonUnknown {
 				md["kubernetes_reason"] = string(reason)
 			}
 			return withDetails(codes.Unavailable, "the hub cannot serve "+r.Resource+" from the Kubernetes API server right now; retry with backoff",

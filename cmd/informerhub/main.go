@@ -87,7 +87,12 @@ func main() {
 	log := newLogger(o)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := run(ctx, o, log); err != nil {
+	lis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		log.Error("cannot listen", "address", o.listen, "error", err)
+		os.Exit(1)
+	}
+	if err := run(ctx, o, log, lis); err != nil {
 		log.Error("informerhub failed", "error", err)
 		os.Exit(1)
 	}
@@ -104,7 +109,8 @@ func newLogger(o *options) *slog.Logger {
 	return log
 }
 
-func run(ctx context.Context, o *options, log *slog.Logger) error {
+// run serves on lis until ctx ends, then shuts down gracefully.
+func run(ctx context.Context, o *options, log *slog.Logger, lis net.Listener) error {
 	restConfig, source, err := loadKubeconfig(o.kubeconfig)
 	if err != nil {
 		return err
@@ -120,10 +126,6 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	defer hub.Close()
 
-	lis, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return err
-	}
 	healthServer := health.NewServer()
 	healthServer.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthServer.SetServingStatus(informerhubv1.InformerHubService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)

@@ -1,0 +1,267 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/informerhub/hubtest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+func TestErrorsBecomeStatuses(t *testing.T) {
+	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	tests := []struct {
+		name     string
+		err      error
+		code     codes.Code
+		reason   string
+		metadata map[string]string
+	}{
+		{"invalid request", &informerhub.RequestError{Field: informerhub.FieldLabelSelector, Reason: "bad", Err: informerhub.ErrInvalidRequest},
+			codes.InvalidArgument, ReasonInvalidArgument, map[string]string{"field": "selector.label_selector"}},
+		{"invalid token", &informerhub.RequestError{Field: informerhub.FieldResumeToken, Reason: "bad", Err: informerhub.ErrInvalidToken},
+			codes.InvalidArgument, ReasonInvalidResumeToken, map[string]string{"field": "resume_token"}},
+		{"unknown resource", &informerhub.ResourceError{Resource: cms, Err: informerhub.ErrUnknownResource},
+			codes.NotFound, ReasonResourceNotFound, map[string]string{"group": "", "version": "v1", "resource": "configmaps"}},
+		{"expired token", &informerhub.ExpiredError{Resource: cms},
+			codes.OutOfRange, ReasonResumeTokenExpired, map[string]string{"group": "", "version": "v1", "resource": "configmaps"}},
+		{"too slow", &informerhub.TooSlowError{Resource: cms, ResumeToken: "tok", QueueSize: 3},
+			codes.ResourceExhausted, ReasonSubscriberTooSlow, map[string]string{"group": "", "version": "v1", "resource": "configmaps", "resume_token": "tok"}},
+		{"token ahead", &informerhub.ResourceError{Resource: cms, Err: fmt.Errorf("%w: later", informerhub.ErrTokenAhead)},
+			codes.Unavailable, ReasonResumeTokenAhead, map[string]string{"group": "", "version": "v1", "resource": "configmaps"}},
+		{"upstream forbidden", &informerhub.ResourceError{Resource: cms, Err: fmt.Errorf("%w: listing failed: %w", informerhub.ErrUnavailable, apierrors.NewForbidden(cms.GroupResource(), "", errors.New("no")))},
+			codes.Unavailable, ReasonUpstreamUnavailable, map[string]string{"group": "", "version": "v1", "resource": "configmaps", "kubernetes_reason": "Forbidden"}},
+		{"shutting down", informerhub.ErrClosed, codes.Unavailable, ReasonShuttingDown, nil},
+		{"canceled", context.Canceled, codes.Canceled, "", nil},
+		{"something else", errors.New("boom"), codes.Internal, "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := status.Convert(toStatus(discard, tt.err))
+			if st.Code() != tt.code {
+				t.Fatalf("code %v, want %v", st.Code(), tt.code)
+			}
+			if tt.code == codes.Internal && st.Message() != "internal error" {
+				t.Errorf("internal error text %q reached the client", st.Message())
+			}
+			var info *errdetails.ErrorInfo
+			for _, d := range st.Details() {
+				if i, ok := d.(*errdetails.ErrorInfo); ok {
+					info = i
+				}
+			}
+			if tt.reason == "" {
+				if info != nil {
+					t.Fatalf("unexpected ErrorInfo %v", info)
+				}
+				return
+			}
+			if info == nil || info.Reason != tt.reason || info.Domain != ErrorDomain {
+				t.Fatalf("ErrorInfo %v, want reason %s", info, tt.reason)
+			}
+			if diff := cmp.Diff(tt.metadata, info.Metadata); diff != "" && tt.metadata != nil {
+				t.Errorf("ErrorInfo metadata (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCodecSendsTheSharedEncoding(t *testing.T) {
+	c := codec{proto: encoding.GetCodecV2("proto")}
+	ev := &informerhub.Event{Type: informerhub.EventModified, Object: `{"a":1}`, ResourceVersion: "7", ResumeToken: "tok"}
+
+	// Without an encoding, the codec encodes the event itself...
+	plain, err := c.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got informerhubv1.WatchResponse
+	if err := proto.Unmarshal(plain.Materialize(), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := &informerhubv1.WatchResponse{Type: informerhubv1.EventType_EVENT_TYPE_MODIFIED, Object: `{"a":1}`, ResourceVersion: "7", ResumeToken: "tok"}
+	if diff := cmp.Diff(want, &got, protocmp.Transform()); diff != "" {
+		t.Fatalf("encoded event (-want +got):\n%s", diff)
+	}
+
+	if diff := cmp.Diff(plain.Materialize(), EncodeEvent(ev)); diff != "" {
+		t.Fatalf("EncodeEvent differs from the codec (-codec +EncodeEvent):\n%s", diff)
+	}
+
+	// ...with one (a hub's event), it sends those very bytes, not a copy.
+	shared := []byte("pre-encoded")
+	cluster := hubtest.NewCluster(t)
+	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: func(*informerhub.Event) []byte { return shared }}, cluster, cluster)
+	defer hub.Close()
+	sub, err := hub.Watch(context.Background(), informerhub.WatchRequest{Selector: informerhub.Selector{Resource: hubtest.ConfigMaps}, SendInitialEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	hubEvent, err := sub.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, err := c.Marshal(hubEvent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 1 || &sent[0].ReadOnlyData()[0] != &shared[0] || sent.Len() != len(shared) {
+		t.Fatal("the codec did not send the event's shared encoding")
+	}
+}
+
+// serve runs a Server for hub on an in-memory connection.
+func serve(t *testing.T, hub *informerhub.Hub) informerhubv1.InformerHubServiceClient {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	g := grpc.NewServer(ServerOptions()...)
+	New(hub, Config{Logger: discard}).Register(g)
+	go g.Serve(lis) //nolint:errcheck // ends with Stop
+	conn, err := grpc.NewClient("passthrough:///bufconn", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		hub.Close()
+		g.Stop()
+	})
+	return informerhubv1.NewInformerHubServiceClient(conn)
+}
+
+// TestEachChangeIsEncodedOnceForAllStreams runs 20 Watch streams over gRPC
+// and counts the encodings: one per change, however many streams send it.
+func TestEachChangeIsEncodedOnceForAllStreams(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	var encodings atomic.Int64
+	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: func(ev *informerhub.Event) []byte {
+		if ev.Type != informerhub.EventBookmark && ev.ResumeToken != "" && ev.Object != "" {
+			encodings.Add(1)
+		}
+		return EncodeEvent(ev)
+	}}, cluster, cluster)
+	client := serve(t, hub)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	const streams, changes = 20, 30
+	var recvs []grpc.ServerStreamingClient[informerhubv1.WatchResponse]
+	for range streams {
+		stream, err := client.Watch(ctx, &informerhubv1.WatchRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps"}, SendInitialEvents: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := stream.Recv(); err != nil || !resp.InitialEventsEnd {
+			t.Fatalf("first response %v, %v; want the initial-events-end bookmark", resp, err)
+		}
+		recvs = append(recvs, stream)
+	}
+	encodings.Store(0)
+	for i := range changes {
+		cluster.ConfigMaps().Add(hubtest.ConfigMap("ns", fmt.Sprint(i), nil, ""))
+	}
+	for i, stream := range recvs {
+		for n := range changes {
+			resp, err := stream.Recv()
+			if err != nil {
+				t.Fatalf("stream %d: %v", i, err)
+			}
+			if resp.Type != informerhubv1.EventType_EVENT_TYPE_ADDED || resp.ResourceVersion != fmt.Sprint(n+1) {
+				t.Fatalf("stream %d got %v, want ADDED at %d", i, resp, n+1)
+			}
+		}
+	}
+	if got := encodings.Load(); got != changes {
+		t.Errorf("%d encodings for %d changes sent on %d streams, want %d", got, changes, streams, changes)
+	}
+}
+
+func TestSnapshotAndListResources(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	for i := range 5 {
+		cluster.ConfigMaps().Add(hubtest.ConfigMap("ns", fmt.Sprint(i), nil, ""))
+	}
+	client := serve(t, informerhub.New(informerhub.Config{Logger: discard, SnapshotPageSize: 2}, cluster, cluster))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	stream, err := client.Snapshot(ctx, &informerhubv1.SnapshotRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	var lasts []bool
+	for {
+		page, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page.ResourceVersion != "5" || page.ResumeToken == "" {
+			t.Fatalf("page %v: want resourceVersion 5 and a token", page)
+		}
+		sizes, lasts = append(sizes, len(page.Objects)), append(lasts, page.Last)
+	}
+	if diff := cmp.Diff([]int{2, 2, 1}, sizes); diff != "" {
+		t.Errorf("page sizes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]bool{false, false, true}, lasts); diff != "" {
+		t.Errorf("last flags (-want +got):\n%s", diff)
+	}
+
+	resources, err := client.ListResources(ctx, &informerhubv1.ListResourcesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &informerhubv1.ListResourcesResponse{Resources: []*informerhubv1.Resource{
+		{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, InformerActive: true, CachedObjects: 5},
+		{Version: "v1", Resource: "namespaces", Kind: "Namespace"},
+	}}
+	if diff := cmp.Diff(want, resources, protocmp.Transform()); diff != "" {
+		t.Errorf("ListResources (-want +got):\n%s", diff)
+	}
+}
+
+func TestWatchWithoutSelectorIsInvalid(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	client := serve(t, informerhub.New(informerhub.Config{Logger: discard}, cluster, cluster))
+	stream, err := client.Watch(context.Background(), &informerhubv1.WatchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("Watch without a selector: %v, want INVALID_ARGUMENT", err)
+	}
+}
