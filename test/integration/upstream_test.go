@@ -85,7 +85,7 @@ func TestOneUpstreamWatchPerResource(t *testing.T) {
 	for i, ns := range namespaces {
 		_, err := kube.CoreV1().PodTemplates(ns).Create(bgCtx(), &corev1.PodTemplate{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("pt-", i), Labels: map[string]string{"i": fmt.Sprint(i)}},
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}},
+			Template:   corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
