@@ -89,19 +89,19 @@ func (e *ExpiredError) Error() string {
 
 func (e *ExpiredError) Unwrap() error { return ErrTokenExpired }
 
-// TooSlowError ends a subscription whose queue overflowed.
+// TooSlowError ends a subscription that did not keep up: its queue
+// overflowed, or the history moved past it while it was catching up.
 type TooSlowError struct {
 	Resource schema.GroupVersionResource
 	// ResumeToken is the token of the last event the subscription delivered
-	// (or the one it started from): resuming from it loses nothing.
+	// (or the one it started from): resuming from it loses nothing, as long
+	// as the hub's history still reaches back to it.
 	ResumeToken string
-	// QueueSize is the bound that overflowed.
-	QueueSize int
 }
 
 func (e *TooSlowError) Error() string {
-	return fmt.Sprintf("subscriber fell more than %d events behind on %s and was disconnected: watch again from the resume token of the last event received",
-		e.QueueSize, formatResource(e.Resource))
+	return fmt.Sprintf("subscriber did not keep up with the changes of %s and was disconnected: watch again from the resume token of the last event received",
+		formatResource(e.Resource))
 }
 
 func (e *TooSlowError) Unwrap() error { return ErrSubscriberTooSlow }

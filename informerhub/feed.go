@@ -114,7 +114,7 @@ func (f *feed) stopLocked(err error) {
 	for s := range f.subs {
 		s.failLocked(err)
 	}
-	f.subs = nil
+	clear(f.subs)
 	close(f.stopped)
 	f.cancel()
 	f.log.Info("informer stopped", "reason", err)
@@ -145,6 +145,11 @@ func (f *feed) waitSynced(ctx context.Context) error {
 		defer f.mu.Unlock()
 		if f.isSynced {
 			return nil
+		}
+		if apierrors.IsNotFound(f.listErr) {
+			// Discovery knew the resource, the API server no longer serves
+			// it (a CRD was just deleted).
+			return &ResourceError{Resource: f.info.Resource, Err: ErrUnknownResource}
 		}
 		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: listing failed: %w", ErrUnavailable, f.listErr)}
 	}

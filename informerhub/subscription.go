@@ -46,7 +46,7 @@ type Subscription struct {
 	initial       *stateCursor // phase initial
 	backlog       []*record    // phase catch-up: records read, not yet passed
 	backlogNext   int
-	cursor        uint64 // seq of the last record passed
+	cursor        uint64 // phase catch-up: seq of the last record passed
 	sentSinceTick bool
 	bookmarks     *time.Ticker
 }
@@ -141,15 +141,10 @@ func (f *feed) subscribe(sel *selector, tok *token, sendInitialEvents bool) (*Su
 // error on every later call.
 func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
 		switch s.phase {
 		case phaseInitial:
-			select {
-			case <-s.feed.stopped:
-				return nil, s.feed.err
-			default:
+			if err := s.stoppedOrCanceled(ctx); err != nil {
+				return nil, err
 			}
 			if o := s.initial.next(); o != nil {
 				return s.sent(s.initialEvent(o)), nil
@@ -158,6 +153,9 @@ func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 			s.phase = phaseCatchUp
 			return s.sent(s.bookmark(s.start, true)), nil
 		case phaseCatchUp:
+			if err := s.stoppedOrCanceled(ctx); err != nil {
+				return nil, err
+			}
 			ev, err := s.nextCatchUp()
 			if ev != nil || err != nil {
 				return ev, err
@@ -165,6 +163,18 @@ func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 		case phaseLive:
 			return s.nextLive(ctx)
 		}
+	}
+}
+
+// stoppedOrCanceled is the check of the phases that do not wait on channels.
+func (s *Subscription) stoppedOrCanceled(ctx context.Context) error {
+	select {
+	case <-s.feed.stopped:
+		return s.feed.err
+	case <-ctx.Done():
+		return ctx.Err()
+	default:
+		return nil
 	}
 }
 
@@ -223,7 +233,6 @@ func (s *Subscription) nextLive(ctx context.Context) (*Event, error) {
 		}
 		select {
 		case d := <-s.queue:
-			s.cursor = d.rec.pos.seq
 			return s.sent(f.event(d.rec, d.variant)), nil
 		case <-s.failed:
 			return nil, s.Err()
@@ -306,7 +315,7 @@ func (s *Subscription) bookmark(pos position, initialEventsEnd bool) *Event {
 }
 
 func (s *Subscription) tooSlow() error {
-	return &TooSlowError{Resource: s.feed.info.Resource, ResumeToken: s.ResumeToken(), QueueSize: s.feed.hub.cfg.QueueSize}
+	return &TooSlowError{Resource: s.feed.info.Resource, ResumeToken: s.ResumeToken()}
 }
 
 // ResumeToken returns the token of the last event Next returned, or the one
