@@ -1,10 +1,3 @@
-// Package controlplane starts a local Kubernetes control plane, a real
-// kube-apiserver and etcd, for integration tests and `make run`.
-//
-// The binaries are built from source by `make controlplane` (see
-// tools/controlplane) into .cache/controlplane/<Version>; KUBEBUILDER_ASSETS
-// overrides where they are looked for. controller-runtime's envtest starts
-// and stops them.
 package controlplane
 
 import (

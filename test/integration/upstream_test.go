@@ -178,7 +178,8 @@ var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "
 
 // TestCustomResourceDefinedAtRunTime defines a CRD after the hub has started
 // and has already answered NOT_FOUND for it: the hub must find it through
-// discovery and stream its objects, without a restart.
+// discovery and stream its objects, without a restart. Deleting the CRD
+// ends the stream with NOT_FOUND instead of leaving it waiting forever.
 func TestCustomResourceDefinedAtRunTime(t *testing.T) {
 	const group = "test.informerhub.io"
 	widgets := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
@@ -248,5 +249,21 @@ func TestCustomResourceDefinedAtRunTime(t *testing.T) {
 	if resp.Type != informerhubv1.EventType_EVENT_TYPE_ADDED || resp.ResourceVersion != created.GetResourceVersion() ||
 		!strings.Contains(resp.Object, `"spec":{"size":3}`) {
 		t.Fatalf("got %v, want the ADDED widget", resp)
+	}
+
+	if err := dyn.Resource(crds).Delete(ctxFor(t), crd.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, ok := <-widgetsStream.responses
+		if !ok {
+			break
+		}
+		if resp.Type != informerhubv1.EventType_EVENT_TYPE_DELETED && resp.Type != informerhubv1.EventType_EVENT_TYPE_BOOKMARK {
+			t.Fatalf("after the CRD's deletion: %v", resp)
+		}
+	}
+	if err := <-widgetsStream.err; status.Code(err) != codes.NotFound {
+		t.Fatalf("the stream of a deleted CRD ended with %v, want NOT_FOUND", err)
 	}
 }
