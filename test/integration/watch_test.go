@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,6 +11,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientfeatures "k8s.io/client-go/features"
+	clientfeaturestesting "k8s.io/client-go/features/testing"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
@@ -213,5 +216,32 @@ func TestResumeWithoutLossOrDuplicates(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("joined hub stream differs from the API server's watch (-api +hub):\n%s", diff)
+	}
+}
+
+// TestInitialListWithoutWatchList turns off client-go's streaming initial
+// list, so the hub's informer syncs with a LIST, as it does against API
+// servers without WatchList. Objects must arrive the same: exact, and with
+// their kind and apiVersion (which LIST items lack).
+func TestInitialListWithoutWatchList(t *testing.T) {
+	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
+	ns := namespace(t)
+	for i := range 5 {
+		createConfigMap(t, ns, fmt.Sprint("cm-", i), nil, "v0")
+	}
+	lists := upstreamLists(t, "configmaps")
+	h := startHub(t, informerhub.Config{})
+	stream, _ := openWatch(t, h.client, &informerhubv1.WatchRequest{Selector: watchSelector(ns), SendInitialEvents: true})
+	initial, end := initialEvents(t, stream)
+	if got := upstreamLists(t, "configmaps"); got <= lists {
+		t.Fatal("the informer did not LIST: the test tests nothing")
+	}
+	if diff := cmp.Diff(listAt(t, ns, end.ResourceVersion, "", ""), initial); diff != "" {
+		t.Fatalf("initial events differ from a LIST (-list +hub):\n%s", diff)
+	}
+	for _, c := range initial {
+		if !strings.Contains(c.Object, `"apiVersion":"v1"`) || !strings.Contains(c.Object, `"kind":"ConfigMap"`) {
+			t.Fatalf("object without its type: %s", c.Object)
+		}
 	}
 }
