@@ -40,8 +40,9 @@ test-unit: ## Run the tests that need no control plane.
 	go test -race -count=1 ./informerhub/... ./server/...
 
 .PHONY: fuzz
-fuzz: ## Fuzz token decoding for a minute.
+fuzz: ## Fuzz token decoding and request validation, a minute each.
 	go test -run '^$$' -fuzz '^FuzzDecodeToken$$' -fuzztime 1m ./informerhub/
+	go test -run '^$$' -fuzz '^FuzzRequestValidation$$' -fuzztime 1m ./informerhub/
 
 .PHONY: lint
 lint: tools ## buf lint and format, go vet, gofmt, go mod tidy.

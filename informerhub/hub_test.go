@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/informerhub/informerhub/informerhub"
 )
@@ -293,6 +294,10 @@ func TestRequestErrors(t *testing.T) {
 		{"initial-events token with another selector", informerhub.WatchRequest{ResumeToken: midInitialToken}, informerhub.ErrInvalidToken, informerhub.FieldResumeToken},
 		{"unknown resource", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps.GroupVersion().WithResource("nope")}}, informerhub.ErrUnknownResource, ""},
 		{"missing version", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps.GroupResource().WithVersion("")}}, informerhub.ErrInvalidRequest, informerhub.FieldVersion},
+		{"a path for a version", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps.GroupResource().WithVersion("..")}}, informerhub.ErrInvalidRequest, informerhub.FieldVersion},
+		{"a path for a group", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: schema.GroupVersionResource{Group: "a/../b", Version: "v1", Resource: "x"}}}, informerhub.ErrInvalidRequest, informerhub.FieldGroup},
+		{"a path for a resource", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps.GroupVersion().WithResource("pods/../../x")}}, informerhub.ErrInvalidRequest, informerhub.FieldResource},
+		{"upper case resource", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps.GroupVersion().WithResource("ConfigMaps")}}, informerhub.ErrInvalidRequest, informerhub.FieldResource},
 		{"bad label selector", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, LabelSelector: "a in (b"}}, informerhub.ErrInvalidRequest, informerhub.FieldLabelSelector},
 		{"unsupported field", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, FieldSelector: "spec.nodeName=x"}}, informerhub.ErrInvalidRequest, informerhub.FieldFieldSelector},
 		{"bad namespace", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, Namespace: "Not_Valid"}}, informerhub.ErrInvalidRequest, informerhub.FieldNamespace},

@@ -51,9 +51,26 @@ func validateResource(s Selector) error {
 	if s.Resource.Resource == "" {
 		return &RequestError{Field: FieldResource, Err: ErrInvalidRequest, Reason: `resource is required: the plural name, e.g. "configmaps"`}
 	}
-	for field, value := range map[string]string{FieldResource: s.Resource.Resource, FieldVersion: s.Resource.Version, FieldGroup: s.Resource.Group} {
-		if len(value) > validation.DNS1123SubdomainMaxLength || strings.ContainsAny(value, " \t\r\n") {
-			return &RequestError{Field: field, Err: ErrInvalidRequest, Reason: fmt.Sprintf("%q is not a valid name", truncate(value))}
+	// These go into discovery and REST paths: they must be names, never
+	// anything a path could make more of.
+	if g := s.Resource.Group; g != "" {
+		if errs := validation.IsDNS1123Subdomain(g); len(errs) > 0 {
+			return &RequestError{Field: FieldGroup, Err: ErrInvalidRequest,
+				Reason: fmt.Sprintf("%q is not a valid API group: %s", truncate(g), strings.Join(errs, "; "))}
+		}
+	}
+	if errs := validation.IsDNS1035Label(s.Resource.Version); len(errs) > 0 {
+		return &RequestError{Field: FieldVersion, Err: ErrInvalidRequest,
+			Reason: fmt.Sprintf("%q is not a valid API version: %s", truncate(s.Resource.Version), strings.Join(errs, "; "))}
+	}
+	resource, subresource, isSub := strings.Cut(s.Resource.Resource, "/")
+	for _, part := range []string{resource, subresource} {
+		if part == "" && !isSub {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(part); len(errs) > 0 {
+			return &RequestError{Field: FieldResource, Err: ErrInvalidRequest,
+				Reason: fmt.Sprintf("%q is not a valid resource name: %s", truncate(s.Resource.Resource), strings.Join(errs, "; "))}
 		}
 	}
 	return nil

@@ -1,0 +1,35 @@
+package informerhub
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// FuzzRequestValidation feeds arbitrary selectors through the checks every
+// Watch and Snapshot request passes: none may panic, and whatever they
+// accept must match objects without panicking.
+func FuzzRequestValidation(f *testing.F) {
+	f.Add("", "v1", "configmaps", "default", "app=web,tier in (a,b)", "metadata.name=x")
+	f.Add("apps", "v1", "deployments", "", "!canary,env notin (prod)", "metadata.namespace!=kube-system")
+	f.Add("example.com", "v1beta1", "widgets/status", "ns", "a", "spec.x=y")
+	f.Add("..", "..", "../x", "Bad_NS", "a in (", "metadata.name==")
+	info := ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true}
+	obj := &object{namespace: "default", name: "x", labels: labels.Set{"app": "web", "tier": "a"}}
+	f.Fuzz(func(t *testing.T, group, version, resource, namespace, labelSelector, fieldSelector string) {
+		s := Selector{
+			Resource:      schema.GroupVersionResource{Group: group, Version: version, Resource: resource},
+			Namespace:     namespace,
+			LabelSelector: labelSelector,
+			FieldSelector: fieldSelector,
+		}
+		_ = validateResource(s)
+		sel, err := parseSelector(s, info)
+		if err != nil {
+			return
+		}
+		sel.matches(obj)
+		sel.variant(&record{typ: EventModified, obj: obj, prev: obj})
+	})
+}
