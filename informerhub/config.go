@@ -15,12 +15,13 @@ type Config struct {
 	// QueueSize bounds the changes waiting to be sent to one subscriber. A
 	// subscriber that falls further behind is ended with a *TooSlowError
 	// (ErrSubscriberTooSlow), so one slow client never delays the others or
-	// grows the hub's memory. Keep it well below HistorySize, so that the
-	// token of a disconnected subscriber can still be resumed. Default: 1000.
+	// grows the hub's memory. It is at most half of HistorySize, so that a
+	// disconnected subscriber's token can still be resumed. Default: 1000.
 	QueueSize int
 
-	// BookmarkInterval is how long a subscriber may receive nothing before
-	// the hub sends it a bookmark with a fresh resume token. Default: 1m.
+	// BookmarkInterval bounds how long a subscriber receives nothing: a
+	// stream that has been quiet for between half of it and all of it gets a
+	// bookmark with a fresh resume token. Default: 1m.
 	BookmarkInterval time.Duration
 
 	// IdleTimeout is how long a resource type's informer keeps running after
@@ -64,6 +65,7 @@ func (c *Config) setDefaults() {
 	if c.QueueSize <= 0 {
 		c.QueueSize = DefaultQueueSize
 	}
+	c.QueueSize = max(1, min(c.QueueSize, c.HistorySize/2))
 	if c.BookmarkInterval <= 0 {
 		c.BookmarkInterval = DefaultBookmarkInterval
 	}

@@ -31,9 +31,9 @@
 //
 // Resume tokens are opaque strings (token.go) tied to their resource type.
 // A token of the running feed instance resumes by sequence number; any other
-// (after a restart of the informer) by resourceVersion, which the whole
-// cluster shares. A token older than the history is ErrTokenExpired, never
-// silently accepted.
+// by resourceVersion, which the whole cluster shares, where this instance's
+// history covers it. A token older than the history is ErrTokenExpired,
+// never silently accepted.
 //
 // Errors are sentinels (errors.go) matched with errors.Is, with typed errors
 // carrying what a transport needs to tell a client what to do next.

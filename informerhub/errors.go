@@ -36,6 +36,9 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 	// ErrClosed: the hub is shutting down.
 	ErrClosed = errors.New("hub closed")
+	// ErrSubscriptionClosed: Next was called on, or was waiting in, a
+	// subscription that has been closed.
+	ErrSubscriptionClosed = errors.New("subscription closed")
 )
 
 // Names of request fields, for RequestError.Field.

@@ -311,7 +311,7 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 			changes = append(changes, change{typ: EventModified, obj: o, prev: old})
 		}
 	}
-	batchRV := max(listRV, f.pos.rv)
+	batchRV, relistFrom := max(listRV, f.pos.rv), f.pos.rv
 	f.log.Info("informer relisted", "objects", len(objs), "changes", len(changes), "resourceVersion", listRV)
 	for i, c := range changes {
 		if c.typ == EventDeleted {
@@ -323,7 +323,7 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 		if i == len(changes)-1 {
 			offset = 0 // the batch is complete: the position is listRV
 		}
-		f.appendLocked(&record{typ: c.typ, obj: c.obj, prev: c.prev, rv: batchRV}, offset)
+		f.appendLocked(&record{typ: c.typ, obj: c.obj, prev: c.prev, rv: batchRV, relisted: true, relistFrom: relistFrom}, offset)
 	}
 	f.pos.rv = batchRV
 	return nil
@@ -378,7 +378,14 @@ func (f *feed) locateLocked(p position) (position, error) {
 		return position{}, &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
 			"%w: the token is at resourceVersion %d, the hub at %d; retry shortly", ErrTokenAhead, p.rv, f.pos.rv)}
 	}
-	return position{epoch: f.epoch, seq: f.history.lastAtOrBefore(p.rv), rv: p.rv}, nil
+	seq := f.history.lastAtOrBefore(p.rv)
+	if next, ok := f.history.get(seq + 1); ok && next.relisted && next.relistFrom < p.rv {
+		// The token lies inside the versions a relist jumped across: the
+		// hub never saw the state there, so it cannot tell which of the
+		// relist's changes the client already has.
+		return position{}, &ExpiredError{Resource: f.info.Resource}
+	}
+	return position{epoch: f.epoch, seq: seq, rv: p.rv}, nil
 }
 
 func (f *feed) token(t token) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,9 +77,12 @@ func TestTokensOfOtherFeedInstances(t *testing.T) {
 	}
 }
 
+// TestHistoryOvertakesACatchingUpSubscriber: a subscriber catching up from
+// the history, whose next records get evicted before it reads them, learns
+// that its position expired; no token it holds could resume any more.
 func TestHistoryOvertakesACatchingUpSubscriber(t *testing.T) {
 	c := hubtest.NewCluster(t)
-	h := New(Config{HistorySize: 300, QueueSize: 1000, Logger: slog.New(slog.DiscardHandler)}, c, c)
+	h := New(Config{HistorySize: 300, Logger: slog.New(slog.DiscardHandler)}, c, c)
 	defer h.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -89,12 +93,15 @@ func TestHistoryOvertakesACatchingUpSubscriber(t *testing.T) {
 	}
 	defer live.Close()
 	start := live.ResumeToken()
-	for i := range 290 {
-		c.ConfigMaps().Add(hubtest.ConfigMap("ns", fmt.Sprint(i), nil, ""))
-		if _, err := live.Next(ctx); err != nil {
-			t.Fatal(err)
+	add := func(ns string, n int) {
+		for i := range n {
+			c.ConfigMaps().Add(hubtest.ConfigMap(ns, fmt.Sprint(i), nil, ""))
+			if _, err := live.Next(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	add("ns", 290)
 	late, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: start})
 	if err != nil {
 		t.Fatal(err)
@@ -102,29 +109,20 @@ func TestHistoryOvertakesACatchingUpSubscriber(t *testing.T) {
 	defer late.Close()
 	// It reads its first batch of the history (256 records); then 300
 	// more changes push the rest of what it needs out of the history.
-	first, err := late.Next(ctx)
-	if err != nil {
+	if _, err := late.Next(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 300 {
-		c.ConfigMaps().Add(hubtest.ConfigMap("ns2", fmt.Sprint(i), nil, ""))
-		if _, err := live.Next(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var tooSlow *TooSlowError
+	add("ns2", 300)
 	for {
 		_, err := late.Next(ctx)
 		if err == nil {
 			continue
 		}
-		if !errors.As(err, &tooSlow) {
-			t.Fatalf("Next: %v, want a TooSlowError", err)
+		var expired *ExpiredError
+		if !errors.As(err, &expired) {
+			t.Fatalf("Next: %v, want an ExpiredError", err)
 		}
 		break
-	}
-	if tooSlow.ResumeToken == first.ResumeToken || tooSlow.ResumeToken == start {
-		t.Fatal("the error does not carry the last token delivered")
 	}
 }
 
@@ -149,4 +147,204 @@ func TestClosingTheHubEndsSubscriptions(t *testing.T) {
 	if _, err := h.Watch(ctx, WatchRequest{Selector: Selector{Resource: hubtest.ConfigMaps}}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Watch after Close: %v, want ErrClosed", err)
 	}
+}
+
+// relisted returns a hub whose ConfigMaps feed relisted: the list was at rv
+// 3 (objects a, b, c); the hub then missed a change of a (rv 4) and the
+// deletion of b (rv 5), and its expired watch made it relist at rv 5. It
+// also returns a subscription that received the relist's two events.
+func relisted(t *testing.T) (*hubtest.Cluster, *Hub, *Subscription) {
+	t.Helper()
+	c := hubtest.NewCluster(t)
+	for _, name := range []string{"a", "b", "c"} {
+		c.ConfigMaps().Add(hubtest.ConfigMap("ns", name, nil, "v1"))
+	}
+	h := New(Config{Logger: slog.New(slog.DiscardHandler)}, c, c)
+	t.Cleanup(h.Close)
+	s, err := h.Watch(context.Background(), WatchRequest{Selector: Selector{Resource: hubtest.ConfigMaps}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c.ConfigMaps().ModifyDropWatch(hubtest.ConfigMap("ns", "a", nil, "v2"))
+	c.ConfigMaps().DeleteDropWatch(hubtest.ConfigMap("ns", "b", nil, "v1"))
+	c.ConfigMaps().ResetWatch()
+	return c, h, s
+}
+
+func TestForeignTokensAroundARelist(t *testing.T) {
+	_, h, s := relisted(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range 2 {
+		if _, err := s.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		rv      uint64
+		wantErr error
+		want    int // events to expect, all of the relist
+	}{
+		{"before the relist", 3, nil, 2},
+		{"inside the versions the relist jumped across", 4, ErrTokenExpired, 0},
+		{"after the relist", 5, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sub, err := h.Watch(ctx, WatchRequest{Selector: Selector{Resource: hubtest.ConfigMaps}, ResumeToken: ForgeToken("configmaps.v1", 999, 0, tt.rv, 0)})
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Watch: %v, want %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			defer sub.Close()
+			for range tt.want {
+				if _, err := sub.Next(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestResumeFromInsideARelist resumes from the token of every response of a
+// relist batch, with and without initial events: each token is accepted,
+// and the stream that follows brings the client to the same state.
+func TestResumeFromInsideARelist(t *testing.T) {
+	c, h, s := relisted(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sel := Selector{Resource: hubtest.ConfigMaps}
+	var tokens []string
+	for range 2 {
+		ev, err := s.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, ev.ResumeToken)
+	}
+	c.ConfigMaps().Add(hubtest.ConfigMap("z", "marker", nil, ""))
+	for i, tok := range tokens {
+		t.Run(fmt.Sprintf("after event %d", i+1), func(t *testing.T) {
+			sub, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: tok})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			n := 0
+			for ; ; n++ {
+				ev, err := sub.Next(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(ev.Object, `"name":"marker"`) {
+					break
+				}
+			}
+			if want := len(tokens) - 1 - i; n != want {
+				t.Fatalf("%d events before the marker, want %d", n, want)
+			}
+		})
+		t.Run(fmt.Sprintf("initial events after event %d", i+1), func(t *testing.T) {
+			state := map[string]bool{}
+			var mid string
+			sub, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: tok, SendInitialEvents: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				ev, err := sub.Next(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mid == "" && ev.Type == EventAdded {
+					// Resume once from inside the initial events.
+					mid = ev.ResumeToken
+					state[nameOf(ev.Object)] = true
+					sub.Close()
+					if sub, err = h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: mid}); err != nil {
+						t.Fatalf("resuming from an initial event's token: %v", err)
+					}
+					continue
+				}
+				if ev.Type == EventBookmark {
+					continue
+				}
+				state[nameOf(ev.Object)] = ev.Type != EventDeleted
+				if nameOf(ev.Object) == "marker" {
+					break
+				}
+			}
+			sub.Close()
+			want := map[string]bool{"a": true, "c": true, "marker": true}
+			for name, present := range state {
+				if present != want[name] {
+					t.Errorf("%s present=%v, want %v (state %v)", name, present, want[name], state)
+				}
+			}
+			for name := range want {
+				if !state[name] {
+					t.Errorf("%s missing from the resulting state %v", name, state)
+				}
+			}
+		})
+	}
+}
+
+func nameOf(objectJSON string) string {
+	_, after, _ := strings.Cut(objectJSON, `"name":"`)
+	name, _, _ := strings.Cut(after, `"`)
+	return name
+}
+
+func TestCloseWhileNextRuns(t *testing.T) {
+	c := hubtest.NewCluster(t)
+	h := New(Config{Logger: slog.New(slog.DiscardHandler)}, c, c)
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sel := Selector{Resource: hubtest.ConfigMaps}
+
+	t.Run("a live Next returns", func(t *testing.T) {
+		s, err := h.Watch(ctx, WatchRequest{Selector: sel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() {
+			_, err := s.Next(ctx)
+			errc <- err
+		}()
+		s.Close()
+		if err := <-errc; !errors.Is(err, ErrSubscriptionClosed) {
+			t.Fatalf("Next: %v, want ErrSubscriptionClosed", err)
+		}
+	})
+
+	t.Run("a subscription closed while catching up never goes live", func(t *testing.T) {
+		start, err := h.Watch(ctx, WatchRequest{Selector: sel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		token := start.ResumeToken()
+		c.ConfigMaps().Add(hubtest.ConfigMap("ns", "a", nil, ""))
+		if _, err := start.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+		start.Close()
+		s, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: token}) // catches up
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if _, err := s.Next(ctx); !errors.Is(err, ErrSubscriptionClosed) {
+			t.Fatalf("Next after Close: %v, want ErrSubscriptionClosed", err)
+		}
+		if n := LiveSubscribers(h, hubtest.ConfigMaps); n != 0 {
+			t.Fatalf("%d live subscribers after every subscription was closed", n)
+		}
+	})
 }

@@ -64,12 +64,18 @@ const (
 // appended, except for their lazily built events.
 type record struct {
 	pos position // the position right after this record
-	// rv orders records for resuming by resourceVersion: the event's own
-	// resourceVersion, or for changes found by a relist, the list's.
-	rv   uint64
-	typ  EventType // EventAdded, EventModified or EventDeleted
-	obj  *object   // the new state; for EventDeleted, the final state
-	prev *object   // the state before; nil for EventAdded
+	// rv is the resourceVersion of the change, which orders records for
+	// resuming by resourceVersion: the event's own, or for a change found by
+	// a relist, the list's.
+	rv uint64
+	// relisted marks a change found by a relist. It stands in for changes
+	// the hub never saw, made somewhere after relistFrom (the version the
+	// hub was at before the relist) and at or before rv.
+	relisted   bool
+	relistFrom uint64
+	typ        EventType // EventAdded, EventModified or EventDeleted
+	obj        *object   // the new state; for EventDeleted, the final state
+	prev       *object   // the state before; nil for EventAdded
 
 	// events holds the Event of each variant (index variant-1), built by
 	// the first subscriber that needs it and shared with the rest.
@@ -119,6 +125,14 @@ func (h *history) after(seq uint64, max int, dst []*record) ([]*record, bool) {
 		max--
 	}
 	return dst, true
+}
+
+// get returns the record of seq, if the history holds it.
+func (h *history) get(seq uint64) (*record, bool) {
+	if seq < h.first || seq > h.last {
+		return nil, false
+	}
+	return h.ring[seq%uint64(len(h.ring))], true
 }
 
 // lastAtOrBefore returns the seq of the newest record whose rv is at most

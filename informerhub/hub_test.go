@@ -269,15 +269,13 @@ func TestRequestErrors(t *testing.T) {
 	next(t, midInitial)
 	midInitialToken := midInitial.ResumeToken()
 
-	old := watch(t, h, informerhub.WatchRequest{})
-	expiredToken := old.ResumeToken()
+	expiredToken := watch(t, h, informerhub.WatchRequest{}).ResumeToken()
+	synced := watch(t, h, informerhub.WatchRequest{})
 	for i := range 4 { // more changes than the history holds
 		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, ""))
+		next(t, synced) // the hub has processed it
 	}
 	current := watch(t, h, informerhub.WatchRequest{})
-	for range 4 {
-		next(t, old)
-	}
 
 	nsToken := watch(t, h, informerhub.WatchRequest{Selector: informerhub.Selector{Resource: namespaces}}).ResumeToken()
 

@@ -148,6 +148,11 @@ type discoveryResolver struct {
 	allFetched    time.Time
 }
 
+// maxGroupVersions bounds the discovery answers kept: far more than any
+// cluster serves, so only answers for group versions it does not serve are
+// ever dropped.
+const maxGroupVersions = 4096
+
 // groupVersionResources is what discovery said about one group version:
 // nil resources means the API server does not serve it.
 type groupVersionResources struct {
@@ -196,6 +201,16 @@ func (r *discoveryResolver) refresh(ctx context.Context, gv schema.GroupVersion)
 			}
 		}
 		r.mu.Lock()
+		if len(r.groupVersions) >= maxGroupVersions {
+			// Clients can name any number of group versions; only the
+			// cluster's are worth keeping. The answers for the rest only
+			// rate-limit repeated asks, so dropping them is safe.
+			for gv, e := range r.groupVersions {
+				if e.resources == nil {
+					delete(r.groupVersions, gv)
+				}
+			}
+		}
 		r.groupVersions[gv] = entry
 		r.mu.Unlock()
 		return entry, nil

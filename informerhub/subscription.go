@@ -33,6 +33,7 @@ type Subscription struct {
 	// stopped (failure is why). failure is written before the close.
 	failed  chan struct{}
 	failure error
+	closed  bool // guarded by feed.mu: Close was called; never go live
 
 	// lastToken points to the resume token of the last event Next
 	// returned (or the start token); Err reads it from any goroutine.
@@ -41,14 +42,14 @@ type Subscription struct {
 	closeOnce sync.Once
 
 	// Owned by the goroutine calling Next.
-	phase         phase
-	start         position     // where the subscription started
-	initial       *stateCursor // phase initial
-	backlog       []*record    // phase catch-up: records read, not yet passed
-	backlogNext   int
-	cursor        uint64 // phase catch-up: seq of the last record passed
-	sentSinceTick bool
-	bookmarks     *time.Ticker
+	phase       phase
+	start       position     // where the subscription started
+	initial     *stateCursor // phase initial
+	backlog     []*record    // phase catch-up: records read, not yet passed
+	backlogNext int
+	cursor      uint64 // phase catch-up: seq of the last record passed
+	quietTicks  int    // bookmark ticks since the last event returned
+	bookmarks   *time.Ticker
 }
 
 // errOverflow marks a subscription whose queue overflowed; Err turns it into
@@ -132,7 +133,7 @@ func (f *feed) subscribe(sel *selector, tok *token, sendInitialEvents bool) (*Su
 		startToken = f.token(token{pos: s.start})
 	}
 	s.lastToken.Store(&startToken)
-	s.bookmarks = time.NewTicker(f.hub.cfg.BookmarkInterval)
+	s.bookmarks = time.NewTicker(f.hub.cfg.BookmarkInterval / 2)
 	return s, nil
 }
 
@@ -146,8 +147,12 @@ func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 			if err := s.stoppedOrCanceled(ctx); err != nil {
 				return nil, err
 			}
-			if o := s.initial.next(); o != nil {
+			o, done := s.initial.step()
+			if o != nil {
 				return s.sent(s.initialEvent(o)), nil
+			}
+			if !done {
+				continue // a scanned batch matched nothing; check ctx again
 			}
 			s.initial = nil
 			s.phase = phaseCatchUp
@@ -193,15 +198,20 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 			}
 		}
 		f.mu.Lock()
+		if s.failure != nil {
+			f.mu.Unlock()
+			return nil, s.Err()
+		}
 		if f.err != nil {
 			f.mu.Unlock()
 			return nil, f.err
 		}
 		batch, ok := f.history.after(s.cursor, catchUpBatch, s.backlog[:0])
 		if !ok {
-			// The history moved on while this subscriber was catching up.
+			// The history moved past this subscriber while it caught up:
+			// no token it has can be resumed any more.
 			f.mu.Unlock()
-			return nil, s.tooSlow()
+			return nil, &ExpiredError{Resource: f.info.Resource}
 		}
 		if len(batch) == 0 {
 			s.goLiveLocked()
@@ -218,8 +228,10 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 // feed.mu and has passed every record up to the feed's position.
 func (s *Subscription) goLiveLocked() {
 	s.queue = make(chan delivery, s.feed.hub.cfg.QueueSize)
-	s.feed.subs[s] = struct{}{}
 	s.phase = phaseLive
+	if !s.closed {
+		s.feed.subs[s] = struct{}{}
+	}
 }
 
 func (s *Subscription) nextLive(ctx context.Context) (*Event, error) {
@@ -239,8 +251,9 @@ func (s *Subscription) nextLive(ctx context.Context) (*Event, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-s.bookmarks.C:
-			if s.sentSinceTick {
-				s.sentSinceTick = false
+			// Ticks come every half interval: two quiet ones in a row
+			// mean the stream has been silent for at most one interval.
+			if s.quietTicks++; s.quietTicks < 2 {
 				continue
 			}
 			// Everything up to the feed's position has been dispatched;
@@ -252,9 +265,7 @@ func (s *Subscription) nextLive(ctx context.Context) (*Event, error) {
 			if pending > 0 {
 				continue
 			}
-			ev := s.bookmark(pos, false)
-			s.lastToken.Store(&ev.ResumeToken)
-			return ev, nil
+			return s.sent(s.bookmark(pos, false)), nil
 		}
 	}
 }
@@ -265,10 +276,10 @@ func (s *Subscription) failLocked(err error) {
 	close(s.failed)
 }
 
-// Done is closed when the subscription has failed by itself: its queue
-// overflowed, or its informer stopped. Next then returns Err. A caller
-// blocked elsewhere (in a send to a client that stopped reading) can watch
-// Done to give up on that client.
+// Done is closed when the subscription can deliver no more: its queue
+// overflowed, its informer stopped, or it was closed. Next then returns Err.
+// A caller blocked elsewhere (in a send to a client that stopped reading) can
+// watch Done to give up on that client.
 func (s *Subscription) Done() <-chan struct{} { return s.failed }
 
 // Err returns why the subscription failed, once Done is closed; otherwise nil.
@@ -287,7 +298,7 @@ func (s *Subscription) Err() error {
 // sent records ev as the last event returned.
 func (s *Subscription) sent(ev *Event) *Event {
 	s.lastToken.Store(&ev.ResumeToken)
-	s.sentSinceTick = true
+	s.quietTicks = 0
 	return ev
 }
 
@@ -323,11 +334,16 @@ func (s *Subscription) tooSlow() error {
 func (s *Subscription) ResumeToken() string { return *s.lastToken.Load() }
 
 // Close ends the subscription and releases its informer.
+// A Next blocked in another goroutine returns ErrSubscriptionClosed.
 func (s *Subscription) Close() {
 	s.closeOnce.Do(func() {
 		f := s.feed
 		f.mu.Lock()
+		s.closed = true
 		delete(f.subs, s)
+		if s.failure == nil {
+			s.failLocked(ErrSubscriptionClosed)
+		}
 		f.mu.Unlock()
 		s.bookmarks.Stop()
 		f.hub.release(f)
@@ -338,8 +354,8 @@ func (s *Subscription) describe() string {
 	return fmt.Sprintf("namespace=%q labels=%q fields=%q", s.sel.namespace, canonical(s.sel.labels), canonical(s.sel.fields))
 }
 
-// stateCursor walks the matching objects of a state clone in order, a batch
-// at a time, so that each step is cheap and the clone is read without locks.
+// stateCursor walks the matching objects of a state clone in order, scanning
+// a bounded batch at a time, reading the clone without locks.
 type stateCursor struct {
 	state   *btree.BTreeG[*object]
 	sel     *selector
@@ -373,6 +389,26 @@ func (c *stateCursor) next() *object {
 	if !c.more() {
 		return nil
 	}
+	return c.take()
+}
+
+// step is next bounded to scanning one batch: it returns nil and done=false
+// when that batch matched nothing, so a caller can check for cancellation
+// between batches of a large state.
+func (c *stateCursor) step() (o *object, done bool) {
+	if c.bufNext >= len(c.buf) {
+		if c.done {
+			return nil, true
+		}
+		c.fill()
+		if c.bufNext >= len(c.buf) {
+			return nil, c.done
+		}
+	}
+	return c.take(), false
+}
+
+func (c *stateCursor) take() *object {
 	o := c.buf[c.bufNext]
 	c.buf[c.bufNext] = nil
 	c.bufNext++

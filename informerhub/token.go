@@ -31,8 +31,8 @@ type position struct {
 
 // token is what a resume token says.
 type token struct {
-	// resource is the GroupVersionResource the token belongs to, as
-	// "group/version/resource".
+	// resource is the GroupVersionResource the token belongs to, named as
+	// formatResource names it: "configmaps.v1", "deployments.v1.apps".
 	resource string
 	pos      position
 	// initial is set on tokens of initial events: the subscriber has
@@ -126,9 +126,6 @@ func decodeToken(s string) (*token, error) {
 		t.selector = r.uint64()
 		t.afterNamespace = r.string()
 		t.afterName = r.string()
-		if t.pos.offset != 0 {
-			r.bad = true // initial events always start at a complete position
-		}
 	}
 	if r.bad || len(r.b) != 0 {
 		return nil, errMalformedToken

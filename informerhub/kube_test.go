@@ -1,0 +1,139 @@
+package informerhub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// fakeDiscovery serves group versions from a map and counts the asks.
+type fakeDiscovery struct {
+	mu    sync.Mutex
+	lists map[string]*metav1.APIResourceList
+	asks  map[string]int
+}
+
+func (d *fakeDiscovery) ServerResourcesForGroupVersionWithContext(_ context.Context, gv string) (*metav1.APIResourceList, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.asks[gv]++
+	if l, ok := d.lists[gv]; ok {
+		return l, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{}, gv)
+}
+
+func (d *fakeDiscovery) ServerGroupsAndResourcesWithContext(context.Context) ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var lists []*metav1.APIResourceList
+	for _, l := range d.lists {
+		lists = append(lists, l)
+	}
+	return nil, lists, nil
+}
+
+func (d *fakeDiscovery) ServerPreferredResourcesWithContext(context.Context) ([]*metav1.APIResourceList, error) {
+	return nil, errors.New("not used")
+}
+
+func (d *fakeDiscovery) ServerPreferredNamespacedResourcesWithContext(context.Context) ([]*metav1.APIResourceList, error) {
+	return nil, errors.New("not used")
+}
+
+func (d *fakeDiscovery) add(gv string, resources ...metav1.APIResource) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lists[gv] = &metav1.APIResourceList{GroupVersion: gv, APIResources: resources}
+}
+
+func (d *fakeDiscovery) asked(gv string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.asks[gv]
+}
+
+var watchVerbs = metav1.Verbs{"get", "list", "watch"}
+
+func TestDiscoveryResolverFindsNewResourcesOnAMiss(t *testing.T) {
+	d := &fakeDiscovery{lists: map[string]*metav1.APIResourceList{}, asks: map[string]int{}}
+	d.add("v1", metav1.APIResource{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: watchVerbs})
+	r := NewDiscoveryResolver(d, DiscoveryResolverConfig{MissRefreshInterval: time.Hour})
+	ctx := context.Background()
+	widgets := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+
+	if _, err := r.Resolve(ctx, widgets); !errors.Is(err, ErrUnknownResource) {
+		t.Fatalf("Resolve before the CRD: %v, want ErrUnknownResource", err)
+	}
+	// Misses within the refresh interval do not ask again, even concurrently.
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() { _, _ = r.Resolve(ctx, widgets) })
+	}
+	wg.Wait()
+	if n := d.asked("example.com/v1"); n != 1 {
+		t.Fatalf("discovery asked %d times about example.com/v1, want 1", n)
+	}
+
+	d.add("example.com/v1", metav1.APIResource{Name: "widgets", Kind: "Widget", Namespaced: true, Verbs: watchVerbs})
+	r = NewDiscoveryResolver(d, DiscoveryResolverConfig{MissRefreshInterval: time.Nanosecond})
+	if _, err := r.Resolve(ctx, widgets); err != nil {
+		t.Fatalf("Resolve after the CRD: %v", err)
+	}
+	info, err := r.Resolve(ctx, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
+	if err != nil || info.Kind != "ConfigMap" || !info.Namespaced {
+		t.Fatalf("Resolve(configmaps) = %+v, %v", info, err)
+	}
+}
+
+func TestDiscoveryResolverForgetsUnknownGroupVersions(t *testing.T) {
+	d := &fakeDiscovery{lists: map[string]*metav1.APIResourceList{}, asks: map[string]int{}}
+	d.add("v1", metav1.APIResource{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: watchVerbs})
+	r := NewDiscoveryResolver(d, DiscoveryResolverConfig{}).(*discoveryResolver)
+	ctx := context.Background()
+	if _, err := r.Resolve(ctx, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxGroupVersions + 100 {
+		_, _ = r.Resolve(ctx, schema.GroupVersionResource{Group: fmt.Sprintf("g%d.example.com", i), Version: "v1", Resource: "x"})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.groupVersions); n > maxGroupVersions {
+		t.Fatalf("%d group versions remembered, want at most %d", n, maxGroupVersions)
+	}
+	if r.groupVersions[schema.GroupVersion{Version: "v1"}].resources == nil {
+		t.Fatal("a group version the cluster serves was forgotten")
+	}
+}
+
+func TestDiscoveryResolverRejectsWhatCannotBeWatched(t *testing.T) {
+	d := &fakeDiscovery{lists: map[string]*metav1.APIResourceList{}, asks: map[string]int{}}
+	d.add("v1",
+		metav1.APIResource{Name: "pods", Kind: "Pod", Namespaced: true, Verbs: watchVerbs},
+		metav1.APIResource{Name: "pods/status", Kind: "Pod", Namespaced: true, Verbs: metav1.Verbs{"get", "patch"}},
+		metav1.APIResource{Name: "bindings", Kind: "Binding", Namespaced: true, Verbs: metav1.Verbs{"create"}},
+	)
+	r := NewDiscoveryResolver(d, DiscoveryResolverConfig{})
+	ctx := context.Background()
+	for _, resource := range []string{"pods/status", "bindings"} {
+		var reqErr *RequestError
+		if _, err := r.Resolve(ctx, schema.GroupVersionResource{Version: "v1", Resource: resource}); !errors.As(err, &reqErr) || reqErr.Field != FieldResource {
+			t.Errorf("Resolve(%s): %v, want a RequestError on the resource", resource, err)
+		}
+	}
+	all, err := r.Resources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 || all[0].Resource.Resource != "pods" {
+		t.Fatalf("Resources = %+v, want only pods", all)
+	}
+}
