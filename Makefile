@@ -57,13 +57,13 @@ lint: tools ## buf lint and format, go vet, gofmt, go mod tidy.
 
 .PHONY: generate
 generate: tools ## Generate gen/ from proto/.
-	rm -rf gen
+	rm -rf gen/informerhub
 	buf generate
 
 .PHONY: check-generate
-check-generate: generate ## Fail if gen/ is not what make generate makes.
-	@if [ -n "$$(git status --porcelain -- gen)" ]; then \
-		git status --porcelain -- gen; git diff -- gen | head -50; \
+check-generate: tools ## Fail if gen/ is not what make generate makes of proto/.
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && buf generate -o "$$tmp" && \
+	if ! diff -r gen/informerhub "$$tmp/gen/informerhub"; then \
 		echo "gen/ is stale: run make generate and commit the result"; exit 1; fi
 
 .PHONY: tools

@@ -7,15 +7,29 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
 )
 
+// ResumeTokenHeader is the response header of a Watch that carries the
+// token of the position the stream starts from. It is sent as soon as the
+// subscription is established, before any event.
+const ResumeTokenHeader = "resume-token"
+
 // Config tunes a Server.
 type Config struct {
+	// MaxSendStall ends a stream whose client has not read anything for
+	// this long (a send to it has been blocked throughout), with
+	// RESOURCE_EXHAUSTED, so a client that stops reading cannot hold on to
+	// the hub's resources. It is checked every MaxSendStall, so such a
+	// stream ends after between one and two of it. Default: 30s.
+	MaxSendStall time.Duration
 	// StalledSendGrace is how long a Watch whose subscription has failed
 	// (its queue overflowed) waits for a send that is blocked on a client
 	// that stopped reading, before ending the stream anyway. Default: 1s.
@@ -36,6 +50,9 @@ var _ informerhubv1.InformerHubServiceServer = (*Server)(nil)
 
 // New returns a Server for hub.
 func New(hub *informerhub.Hub, cfg Config) *Server {
+	if cfg.MaxSendStall <= 0 {
+		cfg.MaxSendStall = 30 * time.Second
+	}
 	if cfg.StalledSendGrace <= 0 {
 		cfg.StalledSendGrace = time.Second
 	}
@@ -65,81 +82,150 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		return toStatus(s.log, err)
 	}
 	defer sub.Close()
-
-	// One goroutine owns the stream's sends. This one ends the stream when
-	// the subscription fails while that goroutine is stuck sending to a
-	// client that stopped reading: returning from the handler is what
-	// unblocks such a send.
-	p := &pump{sub: sub, stream: stream}
-	p.lastSent.Store(new(sub.ResumeToken()))
-	done := make(chan error, 1)
-	go func() { done <- p.run(ctx) }()
-	select {
-	case err = <-done:
-	case <-sub.Done():
-		grace := time.NewTimer(s.cfg.StalledSendGrace)
-		defer grace.Stop()
-		select {
-		case err = <-done:
-		case <-grace.C:
-			err = sub.Err()
-			s.log.Warn("ending a stream whose client stopped reading", "error", err)
+	// The subscription is established: say so at once, with the token of
+	// its start, so a client whose stream drops before any event can still
+	// resume exactly.
+	if err := stream.SendHeader(metadata.Pairs(ResumeTokenHeader, sub.ResumeToken())); err != nil {
+		return toStatus(s.log, err)
+	}
+	snd := newSender(stream, sub.ResumeToken())
+	err = s.supervise(ctx, snd, sub.Done(), func() (any, string, bool, error) {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			return nil, "", false, err
+		}
+		// The codec sends the event's shared encoding (see codec.go).
+		return ev, ev.ResumeToken, false, nil
+	})
+	if errors.Is(err, errStalled) {
+		// Why the subscription failed, if it did (overflow, informer
+		// stopped); else the client stopped reading while nothing failed.
+		if err = sub.Err(); err == nil {
+			err = &informerhub.TooSlowError{Resource: sel.Resource}
 		}
 	}
-	// The client resumes from what it received, not from what the
+	// The client resumes from what it was sent, not from what the
 	// subscription handed out last.
 	var tooSlow *informerhub.TooSlowError
 	if errors.As(err, &tooSlow) {
 		copied := *tooSlow
-		copied.ResumeToken = *p.lastSent.Load()
+		copied.ResumeToken = snd.lastToken()
 		err = &copied
 	}
 	return toStatus(s.log, err)
 }
 
-// pump sends a subscription's events on a stream.
-type pump struct {
-	sub      *informerhub.Subscription
-	stream   grpc.ServerStreamingServer[informerhubv1.WatchResponse]
-	lastSent atomic.Pointer[string] // token of the last event handed to gRPC
-}
-
-func (p *pump) run(ctx context.Context) error {
-	for {
-		ev, err := p.sub.Next(ctx)
-		if err != nil {
-			return err
-		}
-		// The codec sends the event's shared encoding (see codec.go).
-		if err := p.stream.SendMsg(ev); err != nil {
-			return err
-		}
-		p.lastSent.Store(&ev.ResumeToken)
-	}
-}
-
 func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.ServerStreamingServer[informerhubv1.SnapshotResponse]) error {
+	ctx := stream.Context()
 	sel, err := selectorOf(req.GetSelector())
 	if err != nil {
 		return toStatus(s.log, err)
 	}
-	snap, err := s.hub.Snapshot(stream.Context(), sel)
+	snap, err := s.hub.Snapshot(ctx, sel)
 	if err != nil {
 		return toStatus(s.log, err)
 	}
 	defer snap.Close()
-	for {
+	err = s.supervise(ctx, newSender(stream, ""), nil, func() (any, string, bool, error) {
 		objects, last := snap.NextPage()
-		if err := stream.Send(&informerhubv1.SnapshotResponse{
+		return &informerhubv1.SnapshotResponse{
 			Objects:         objects,
 			ResumeToken:     snap.ResumeToken(),
 			ResourceVersion: snap.ResourceVersion(),
 			Last:            last,
-		}); err != nil {
+		}, "", last, nil
+	})
+	if errors.Is(err, errStalled) {
+		// Its token means "after the whole snapshot": useless to a client
+		// that did not read it all.
+		return withDetails(codes.ResourceExhausted, "the client stopped reading the snapshot: take it again, and read it to the end",
+			&errdetails.ErrorInfo{Reason: ReasonSubscriberTooSlow, Domain: ErrorDomain,
+				Metadata: resourceMetadata(sel.Resource.Group, sel.Resource.Version, sel.Resource.Resource)})
+	}
+	return toStatus(s.log, err)
+}
+
+// errStalled ends a stream whose client stopped reading.
+var errStalled = errors.New("the client stopped reading")
+
+// sender sends a stream's messages from a goroutine of its own, so that the
+// handler's goroutine can end the stream when the client stops reading:
+// returning from the handler is what makes gRPC cancel the stream and unblock
+// a blocked send. Only the sender's goroutine calls SendMsg.
+type sender struct {
+	stream grpc.ServerStream
+	// started and finished count sends; they differ while one is blocked.
+	started, finished atomic.Uint64
+	// lastSent is the resume token of the last message handed to gRPC,
+	// which the client receives before any status that follows.
+	lastSent atomic.Pointer[string]
+}
+
+func newSender(stream grpc.ServerStream, startToken string) *sender {
+	snd := &sender{stream: stream}
+	snd.lastSent.Store(&startToken)
+	return snd
+}
+
+func (snd *sender) lastToken() string { return *snd.lastSent.Load() }
+
+// run sends what next produces until it fails or produces the last message.
+func (snd *sender) run(next func() (msg any, token string, last bool, err error)) error {
+	for {
+		msg, token, last, err := next()
+		if err != nil {
 			return err
+		}
+		snd.started.Add(1)
+		err = snd.stream.SendMsg(msg)
+		snd.finished.Add(1)
+		if err != nil {
+			return err
+		}
+		if token != "" {
+			snd.lastSent.Store(&token)
 		}
 		if last {
 			return nil
+		}
+	}
+}
+
+// supervise runs snd and returns its result, or errStalled when a send stays
+// blocked for MaxSendStall, or, when failed is closed, whatever the sender
+// returns within StalledSendGrace (else errStalled).
+func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struct{}, next func() (any, string, bool, error)) error {
+	done := make(chan error, 1)
+	go func() { done <- snd.run(next) }()
+	stall := time.NewTicker(s.cfg.MaxSendStall)
+	defer stall.Stop()
+	var blockedSend uint64 // the send that was blocked at the last tick, if any
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-failed:
+			grace := time.NewTimer(s.cfg.StalledSendGrace)
+			defer grace.Stop()
+			select {
+			case err := <-done:
+				return err
+			case <-grace.C:
+				s.log.Warn("ending a stream whose client stopped reading")
+				return errStalled
+			}
+		case <-stall.C:
+			started, finished := snd.started.Load(), snd.finished.Load()
+			if started != finished && started == blockedSend {
+				s.log.Warn("ending a stream whose client has not read for a while", "stall", s.cfg.MaxSendStall)
+				return errStalled
+			}
+			blockedSend = 0
+			if started != finished {
+				blockedSend = started
+			}
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,6 +63,7 @@ func TestErrorsBecomeStatuses(t *testing.T) {
 			codes.Unavailable, ReasonUpstreamUnavailable, map[string]string{"group": "", "version": "v1", "resource": "configmaps", "kubernetes_reason": "Forbidden"}},
 		{"shutting down", informerhub.ErrClosed, codes.Unavailable, ReasonShuttingDown, nil},
 		{"canceled", context.Canceled, codes.Canceled, "", nil},
+		{"a gRPC status (the client went away)", status.Error(codes.Unavailable, "transport is closing"), codes.Unavailable, "", nil},
 		{"something else", errors.New("boom"), codes.Internal, "", nil},
 	}
 	for _, tt := range tests {
@@ -142,11 +145,19 @@ func TestCodecSendsTheSharedEncoding(t *testing.T) {
 // serve runs a Server for hub on an in-memory connection.
 func serve(t *testing.T, hub *informerhub.Hub) informerhubv1.InformerHubServiceClient {
 	t.Helper()
+	return serveWith(t, hub, Config{Logger: discard})
+}
+
+// serveWith is serve with a Config, and a client whose flow-control window
+// is a fixed 64 KiB, so a client that stops reading stalls sends quickly.
+func serveWith(t *testing.T, hub *informerhub.Hub, cfg Config) informerhubv1.InformerHubServiceClient {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	g := grpc.NewServer(ServerOptions()...)
-	New(hub, Config{Logger: discard}).Register(g)
+	New(hub, cfg).Register(g)
 	go g.Serve(lis) //nolint:errcheck // ends with Stop
 	conn, err := grpc.NewClient("passthrough:///bufconn", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
 	if err != nil {
 		t.Fatal(err)
@@ -263,5 +274,203 @@ func TestWatchWithoutSelectorIsInvalid(t *testing.T) {
 	}
 	if _, err := stream.Recv(); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("Watch without a selector: %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+// logSignal is a slog.Handler that closes seen when a record with a message
+// starting with prefix is logged: tests wait on what the server does rather
+// than poll for it.
+type logSignal struct {
+	prefix string
+	seen   chan struct{}
+	once   *sync.Once
+}
+
+func newLogSignal(prefix string) logSignal {
+	return logSignal{prefix: prefix, seen: make(chan struct{}), once: &sync.Once{}}
+}
+
+func (l logSignal) Enabled(context.Context, slog.Level) bool { return true }
+func (l logSignal) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l logSignal) WithGroup(string) slog.Handler            { return l }
+func (l logSignal) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, l.prefix) {
+		l.once.Do(func() { close(l.seen) })
+	}
+	return nil
+}
+
+func (l logSignal) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-l.seen:
+	case <-time.After(time.Minute):
+		t.Fatalf("the server never logged %q", l.prefix)
+	}
+}
+
+// bigConfigMaps adds n ConfigMaps of 64 KiB each.
+func bigConfigMaps(c *hubtest.Cluster, ns string, n int) {
+	big := strings.Repeat("x", 64<<10)
+	for i := range n {
+		c.ConfigMaps().Add(hubtest.ConfigMap(ns, fmt.Sprintf("big-%03d", i), nil, big))
+	}
+}
+
+// drain reads a stalled stream to its end: the responses that reached the
+// client, and the status.
+func drain(t *testing.T, stream grpc.ServerStreamingClient[informerhubv1.WatchResponse]) (last, prev string, n int, err error) {
+	t.Helper()
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return last, prev, n, err
+		}
+		last, prev, n = resp.ResumeToken, last, n+1
+	}
+}
+
+func tokenOf(t *testing.T, err error) string {
+	t.Helper()
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.Metadata["resume_token"]
+		}
+	}
+	t.Fatalf("no ErrorInfo in %v", err)
+	return ""
+}
+
+// TestOverflowWhileTheClientDoesNotRead: the client stops reading while
+// changes flow and its queue overflows. The stream ends with
+// RESOURCE_EXHAUSTED; its token is never ahead of what the client received
+// (a response in flight when a stalled stream is cut may still arrive after
+// the server chose the token); resuming from the client's own last token
+// loses and repeats nothing.
+func TestOverflowWhileTheClientDoesNotRead(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	overflowed := newLogSignal("subscriber too slow")
+	hub := informerhub.New(informerhub.Config{Logger: slog.New(overflowed), QueueSize: 4, EncodeEvent: EncodeEvent}, cluster, cluster)
+	client := serveWith(t, hub, Config{Logger: discard, StalledSendGrace: 50 * time.Millisecond, MaxSendStall: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sel := &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps"}
+	stream, err := client.Watch(ctx, &informerhubv1.WatchRequest{Selector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, err := stream.Header() // the subscription is established
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := header.Get(ResumeTokenHeader)
+	bigConfigMaps(cluster, "ns", 40)
+	overflowed.wait(t)
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("stream ended with %v, want RESOURCE_EXHAUSTED", err)
+			}
+			if got := tokenOf(t, err); got != tokens[len(tokens)-1] && (len(tokens) < 2 || got != tokens[len(tokens)-2]) {
+				t.Fatal("the status token is neither the last token received nor the one before")
+			}
+			break
+		}
+		tokens = append(tokens, resp.ResumeToken)
+	}
+	received := len(tokens) - 1
+	if received >= 40 {
+		t.Fatalf("the client received all %d changes: it never overflowed", received)
+	}
+	resumed, err := client.Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, ResumeToken: tokens[len(tokens)-1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := received; i < 40; i++ {
+		resp, err := resumed.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf(`"name":"big-%03d"`, i); !strings.Contains(resp.Object, want) {
+			t.Fatalf("after resuming, change %d is not big-%03d", i, i)
+		}
+	}
+}
+
+// TestStalledInitialEvents: a client that stops reading during its initial
+// events (no queue can overflow then) is ended after MaxSendStall, with the
+// token of the last response it received, from which it resumes.
+func TestStalledInitialEvents(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	bigConfigMaps(cluster, "ns", 40)
+	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: EncodeEvent}, cluster, cluster)
+	ended := newLogSignal("ending a stream whose client has not read")
+	client := serveWith(t, hub, Config{Logger: slog.New(ended), MaxSendStall: 100 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sel := &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps"}
+	stream, err := client.Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended.wait(t)
+	last, prev, n, err := drain(t, stream)
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("stream ended with %v after %d responses, want RESOURCE_EXHAUSTED", err, n)
+	}
+	if got := tokenOf(t, err); got != last && got != prev {
+		t.Fatal("the status token is neither the last token received nor the one before")
+	}
+	resumed, err := client.Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, ResumeToken: last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := n; ; i++ {
+		resp, err := resumed.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.InitialEventsEnd {
+			if i != 40 {
+				t.Fatalf("the joined initial events hold %d objects, want 40", i)
+			}
+			break
+		}
+		if want := fmt.Sprintf(`"name":"big-%03d"`, i); !strings.Contains(resp.Object, want) {
+			t.Fatalf("initial event %d is not big-%03d", i, i)
+		}
+	}
+}
+
+func TestStalledSnapshotReader(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	bigConfigMaps(cluster, "ns", 100)
+	hub := informerhub.New(informerhub.Config{Logger: discard}, cluster, cluster)
+	ended := newLogSignal("ending a stream whose client has not read")
+	client := serveWith(t, hub, Config{Logger: slog.New(ended), MaxSendStall: 100 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stream, err := client.Snapshot(ctx, &informerhubv1.SnapshotRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended.wait(t)
+	var pages int
+	for {
+		page, err := stream.Recv()
+		if err != nil {
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("snapshot ended with %v, want RESOURCE_EXHAUSTED", err)
+			}
+			break
+		}
+		if page.Last {
+			t.Fatal("the stalled reader received the whole snapshot")
+		}
+		pages++
+	}
+	if pages == 0 {
+		t.Fatal("no page reached the client")
 	}
 }

@@ -40,10 +40,14 @@ func toStatus(log *slog.Logger, err error) error {
 		expiredErr  *informerhub.ExpiredError
 		tooSlowErr  *informerhub.TooSlowError
 	)
+	if _, ok := status.FromError(err); ok {
+		// Already a status: gRPC's own (the client went away mid-send).
+		return err
+	}
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled), errors.Is(err, informerhub.ErrSubscriptionClosed):
 		return status.Error(codes.Canceled, "the client canceled the call")
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, "the call's deadline passed")

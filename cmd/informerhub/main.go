@@ -43,6 +43,7 @@ type options struct {
 	kubeBurst       int
 	logFormat       string
 	logLevel        slog.Level
+	maxSendStall    time.Duration
 	shutdownTimeout time.Duration
 }
 
@@ -62,6 +63,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "burst of queries to the Kubernetes API server")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	fs.DurationVar(&o.maxSendStall, "max-send-stall", 30*time.Second, "end a stream whose client has not read anything for this long")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to wait for streams to end on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -135,7 +137,7 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis net.Listener) er
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)...)
-	server.New(hub, server.Config{Logger: log}).Register(g)
+	server.New(hub, server.Config{Logger: log, MaxSendStall: o.maxSendStall}).Register(g)
 	healthpb.RegisterHealthServer(g, healthServer)
 	reflection.Register(g)
 

@@ -251,7 +251,8 @@ type WatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What happened.
 	Type EventType `protobuf:"varint,1,opt,name=type,proto3,enum=informerhub.v1.EventType" json:"type,omitempty"`
-	// The object as JSON, as the API server served it; empty on BOOKMARK.
+	// The object as JSON, as the API server served it (see the README for
+	// the few exceptions); empty on BOOKMARK.
 	Object string `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
 	// Watch from this token to get what follows this response. Set on every
 	// response.

@@ -48,9 +48,13 @@ const (
 //   - OUT_OF_RANGE: the resume_token is older than the hub's history
 //     (RESUME_TOKEN_EXPIRED). Call Snapshot, or Watch with
 //     send_initial_events, and continue from there.
-//   - RESOURCE_EXHAUSTED: the client did not read fast enough and its queue
-//     overflowed (SUBSCRIBER_TOO_SLOW). ErrorInfo.metadata["resume_token"]
-//     is the token of the last response sent: Watch again from it.
+//   - RESOURCE_EXHAUSTED: the client did not read fast enough: its queue
+//     overflowed, or it read nothing for a while (SUBSCRIBER_TOO_SLOW).
+//     Watch again from the token of the last response you received. On a
+//     Watch, ErrorInfo.metadata["resume_token"] holds the token of the last
+//     response the hub handed to the network: never newer than yours, and
+//     older by one response at most (one in flight when a stalled stream was
+//     cut). A stalled Snapshot has no token: take the snapshot again.
 //   - UNAVAILABLE: the hub cannot serve the resource right now (the API
 //     server is unreachable or refuses the hub, the hub is shutting down,
 //     or a resume_token is ahead of what this hub has seen). Retry with
@@ -66,9 +70,13 @@ type InformerHubServiceClient interface {
 	// after that point. Combined with a resume_token, the initial objects are
 	// those that existed at the token's point in time.
 	//
-	// A quiet stream receives a BOOKMARK with a fresh resume_token at least
-	// every bookmark interval (a hub setting, one minute by default), so its
-	// token never expires merely because nothing matched.
+	// The response headers arrive as soon as the subscription is
+	// established, before any event; header "resume-token" holds the token of
+	// the position the stream starts from.
+	//
+	// A stream that has sent nothing for a bookmark interval (a hub setting,
+	// one minute by default) receives a BOOKMARK with a fresh resume_token, so
+	// its token never expires merely because nothing matched.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 	// Snapshot streams the cached objects that match, all from one point in
 	// time, in pages. Every page carries the same resume_token; Watch from it
@@ -159,9 +167,13 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //   - OUT_OF_RANGE: the resume_token is older than the hub's history
 //     (RESUME_TOKEN_EXPIRED). Call Snapshot, or Watch with
 //     send_initial_events, and continue from there.
-//   - RESOURCE_EXHAUSTED: the client did not read fast enough and its queue
-//     overflowed (SUBSCRIBER_TOO_SLOW). ErrorInfo.metadata["resume_token"]
-//     is the token of the last response sent: Watch again from it.
+//   - RESOURCE_EXHAUSTED: the client did not read fast enough: its queue
+//     overflowed, or it read nothing for a while (SUBSCRIBER_TOO_SLOW).
+//     Watch again from the token of the last response you received. On a
+//     Watch, ErrorInfo.metadata["resume_token"] holds the token of the last
+//     response the hub handed to the network: never newer than yours, and
+//     older by one response at most (one in flight when a stalled stream was
+//     cut). A stalled Snapshot has no token: take the snapshot again.
 //   - UNAVAILABLE: the hub cannot serve the resource right now (the API
 //     server is unreachable or refuses the hub, the hub is shutting down,
 //     or a resume_token is ahead of what this hub has seen). Retry with
@@ -177,9 +189,13 @@ type InformerHubServiceServer interface {
 	// after that point. Combined with a resume_token, the initial objects are
 	// those that existed at the token's point in time.
 	//
-	// A quiet stream receives a BOOKMARK with a fresh resume_token at least
-	// every bookmark interval (a hub setting, one minute by default), so its
-	// token never expires merely because nothing matched.
+	// The response headers arrive as soon as the subscription is
+	// established, before any event; header "resume-token" holds the token of
+	// the position the stream starts from.
+	//
+	// A stream that has sent nothing for a bookmark interval (a hub setting,
+	// one minute by default) receives a BOOKMARK with a fresh resume_token, so
+	// its token never expires merely because nothing matched.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	// Snapshot streams the cached objects that match, all from one point in
 	// time, in pages. Every page carries the same resume_token; Watch from it
