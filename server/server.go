@@ -151,7 +151,10 @@ var errStalled = errors.New("the client stopped reading")
 // sender sends a stream's messages from a goroutine of its own, so that the
 // handler's goroutine can end the stream when the client stops reading:
 // returning from the handler is what makes gRPC cancel the stream and unblock
-// a blocked send. Only the sender's goroutine calls SendMsg.
+// a blocked send (grpc-go cancels the stream's context for exactly this when
+// it finishes a stream). Only the sender's goroutine calls SendMsg. gRPC's
+// binary logging, which this server does not enable, would race with such a
+// late send.
 type sender struct {
 	stream grpc.ServerStream
 	// started and finished count sends; they differ while one is blocked.
