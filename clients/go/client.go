@@ -1,0 +1,252 @@
+package hubclient
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+)
+
+// Client talks to one or more informerhub replicas. It is safe for
+// concurrent use; create one and share it. Close it when done.
+type Client struct {
+	cfg       config
+	endpoints []*endpoint
+
+	mu      sync.Mutex // guards current and closed
+	current int        // the endpoint calls go to; moves on failures
+	closed  bool
+}
+
+// endpoint is one hub replica and its connection, made on first use.
+type endpoint struct {
+	target string
+	once   sync.Once
+	conn   *grpc.ClientConn
+	err    error
+}
+
+// Selector chooses objects of one resource type, as a Kubernetes LIST or
+// WATCH request does.
+type Selector struct {
+	// Resource is the resource type, e.g. {Version: "v1", Resource: "pods"}
+	// or {Group: "apps", Version: "v1", Resource: "deployments"}.
+	Resource schema.GroupVersionResource
+	// Namespace restricts to one namespace; "" means all.
+	Namespace string
+	// LabelSelector and FieldSelector use Kubernetes syntax; the hub
+	// supports fields metadata.name and metadata.namespace.
+	LabelSelector string
+	FieldSelector string
+}
+
+func (s Selector) proto() *informerhubv1.ResourceSelector {
+	return &informerhubv1.ResourceSelector{
+		Group:         s.Resource.Group,
+		Version:       s.Resource.Version,
+		Resource:      s.Resource.Resource,
+		Namespace:     s.Namespace,
+		LabelSelector: s.LabelSelector,
+		FieldSelector: s.FieldSelector,
+	}
+}
+
+// Option configures a Client.
+type Option func(*config)
+
+type config struct {
+	tls         *tls.Config
+	insecure    bool
+	token       func(context.Context) (string, error)
+	backoff     Backoff
+	dialOptions []grpc.DialOption
+	log         *slog.Logger
+}
+
+// WithTLS sets the TLS configuration for connections to the hub. Without
+// it, and without WithInsecure, the client uses TLS with the system's roots.
+func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
+
+// WithInsecure connects without TLS. Only for a hub on a trusted network or
+// loopback, such as `make run`'s.
+func WithInsecure() Option { return func(c *config) { c.insecure = true } }
+
+// WithBearerToken sends token as "authorization: Bearer <token>" on every
+// call. See WithTokenSource for tokens that change.
+func WithBearerToken(token string) Option {
+	return WithTokenSource(func(context.Context) (string, error) { return token, nil })
+}
+
+// WithTokenSource calls source before every call for the bearer token to
+// send, so that rotated tokens (such as projected service account tokens,
+// re-read from their file) are picked up. Tokens are only sent over TLS,
+// unless the client was made WithInsecure.
+func WithTokenSource(source func(context.Context) (string, error)) Option {
+	return func(c *config) { c.token = source }
+}
+
+// WithBackoff sets how Watch waits between reconnection attempts.
+func WithBackoff(b Backoff) Option { return func(c *config) { c.backoff = b } }
+
+// WithDialOptions adds gRPC dial options, applied after the client's own.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(c *config) { c.dialOptions = append(c.dialOptions, opts...) }
+}
+
+// WithLogger sets where the client logs reconnections and re-syncs.
+// Default: slog.Default().
+func WithLogger(log *slog.Logger) Option { return func(c *config) { c.log = log } }
+
+// Backoff is an exponential backoff with jitter.
+type Backoff struct {
+	// Initial is the first wait. Default: 100ms.
+	Initial time.Duration
+	// Max bounds every wait. Default: 30s.
+	Max time.Duration
+	// Multiplier grows the wait after each failure. Default: 2.
+	Multiplier float64
+	// Jitter spreads each wait randomly by this fraction up or down, so
+	// that clients disconnected together do not reconnect together.
+	// Default: 0.2.
+	Jitter float64
+}
+
+func (b *Backoff) setDefaults() {
+	if b.Initial <= 0 {
+		b.Initial = 100 * time.Millisecond
+	}
+	if b.Max <= 0 {
+		b.Max = 30 * time.Second
+	}
+	if b.Multiplier < 1 {
+		b.Multiplier = 2
+	}
+	if b.Jitter <= 0 || b.Jitter > 1 {
+		b.Jitter = 0.2
+	}
+}
+
+// delay returns the wait before the attempt that follows failures
+// consecutive failures.
+func (b Backoff) delay(failures int) time.Duration {
+	d := float64(b.Initial)
+	for range failures - 1 {
+		d *= b.Multiplier
+		if d >= float64(b.Max) {
+			break
+		}
+	}
+	d = min(d, float64(b.Max))
+	d *= 1 + b.Jitter*(2*rand.Float64()-1)
+	return time.Duration(d)
+}
+
+// New returns a Client for the hub replicas at endpoints (host:port, or any
+// gRPC target). Calls go to one of them and move to the next when it fails.
+// New does not connect; connections are made on first use.
+func New(endpoints []string, opts ...Option) (*Client, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("hubclient: no endpoints")
+	}
+	c := &Client{}
+	for _, o := range opts {
+		o(&c.cfg)
+	}
+	c.cfg.backoff.setDefaults()
+	if c.cfg.log == nil {
+		c.cfg.log = slog.Default()
+	}
+	for _, target := range endpoints {
+		c.endpoints = append(c.endpoints, &endpoint{target: target})
+	}
+	// Start at a random replica, so that many clients spread over them.
+	c.current = rand.IntN(len(endpoints))
+	return c, nil
+}
+
+// Close closes the client's connections. Watches in progress end.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	var errs []error
+	for _, e := range c.endpoints {
+		if e.conn != nil {
+			errs = append(errs, e.conn.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var errClientClosed = errors.New("hubclient: client closed")
+
+// service returns the API of the current endpoint, and the endpoint's index
+// for failover.
+func (c *Client) service() (informerhubv1.InformerHubServiceClient, int, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, 0, errClientClosed
+	}
+	i := c.current
+	e := c.endpoints[i]
+	c.mu.Unlock()
+	e.once.Do(func() { e.conn, e.err = grpc.NewClient(e.target, c.dialOptions()...) })
+	if e.err != nil {
+		return nil, i, fmt.Errorf("hubclient: connecting to %s: %w", e.target, e.err)
+	}
+	return informerhubv1.NewInformerHubServiceClient(e.conn), i, nil
+}
+
+// failed moves calls to the next endpoint after endpoint i failed, unless
+// another caller has moved them already.
+func (c *Client) failed(i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.current == i {
+		c.current = (i + 1) % len(c.endpoints)
+	}
+}
+
+func (c *Client) dialOptions() []grpc.DialOption {
+	var opts []grpc.DialOption
+	switch {
+	case c.cfg.insecure:
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	case c.cfg.tls != nil:
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(c.cfg.tls)))
+	default:
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})))
+	}
+	if c.cfg.token != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer{source: c.cfg.token, requireTLS: !c.cfg.insecure}))
+	}
+	return append(opts, c.cfg.dialOptions...)
+}
+
+// bearer sends a bearer token with every call.
+type bearer struct {
+	source     func(context.Context) (string, error)
+	requireTLS bool
+}
+
+func (b bearer) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
+	token, err := b.source(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hubclient: getting the bearer token: %w", err)
+	}
+	return map[string]string{"authorization": "Bearer " + token}, nil
+}
+
+func (b bearer) RequireTransportSecurity() bool { return b.requireTLS }

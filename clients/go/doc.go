@@ -1,0 +1,35 @@
+// Package hubclient is the Go SDK of informerhub: Kubernetes watches and
+// snapshots through a hub, with informer semantics and none of the work.
+//
+// A [Client] talks to one or more hub replicas (New), over TLS unless told
+// otherwise, sending a bearer token if given one:
+//
+//	client, err := hubclient.New([]string{"hub-0:8080", "hub-1:8080"}, hubclient.WithBearerToken(token))
+//
+// [Client.Watch] delivers every change of the selected objects with no gap,
+// whatever happens to connections and replicas: it reconnects and resumes by
+// itself, and if the hub cannot resume (the watch fell out of its history) it
+// re-syncs and reports just the differences, marked [Event.Resync]. Events
+// carry the object's JSON; decode it with [Event.Unstructured] or [Decode]:
+//
+//	w := client.Watch(ctx, hubclient.Selector{Resource: gvr, Namespace: "web"}, hubclient.WatchOptions{SendInitialEvents: true})
+//	defer w.Close()
+//	for {
+//		e, err := w.Next()
+//		if err != nil {
+//			return err // the context ended, or the hub refused the watch for good
+//		}
+//		pod, err := hubclient.Decode[corev1.Pod](e)
+//		...
+//	}
+//
+// [Client.Snapshot] returns the objects of one point in time and the token
+// to watch on from; [Client.ListResources] what can be watched.
+//
+// [Client.ListerWatcher] plugs the hub into client-go: a stock
+// SharedIndexInformer, and anything built on it, can then run against the hub
+// instead of the API server.
+//
+// Errors are gRPC status errors; status.Code tells them apart, and their
+// google.rpc.ErrorInfo details carry the hub's reasons.
+package hubclient

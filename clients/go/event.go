@@ -1,0 +1,98 @@
+package hubclient
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	sigsjson "sigs.k8s.io/json"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+)
+
+// EventType says what an Event reports. The values are those of
+// k8s.io/apimachinery/pkg/watch.EventType.
+type EventType string
+
+const (
+	Added    EventType = "ADDED"
+	Modified EventType = "MODIFIED"
+	Deleted  EventType = "DELETED"
+	Bookmark EventType = "BOOKMARK"
+)
+
+var eventTypes = map[informerhubv1.EventType]EventType{
+	informerhubv1.EventType_EVENT_TYPE_ADDED:    Added,
+	informerhubv1.EventType_EVENT_TYPE_MODIFIED: Modified,
+	informerhubv1.EventType_EVENT_TYPE_DELETED:  Deleted,
+	informerhubv1.EventType_EVENT_TYPE_BOOKMARK: Bookmark,
+}
+
+// Event is one event of a Watch.
+type Event struct {
+	Type EventType
+	// Object is the object as JSON, as the API server served it; nil for
+	// bookmarks. A DELETED produced by a re-sync (the object vanished while
+	// the watch could not follow) carries the object's identity only:
+	// apiVersion, kind, and metadata name, namespace, uid and resourceVersion
+	// of the last state this watch delivered.
+	Object []byte
+	// ResourceVersion is the event's Kubernetes resourceVersion;
+	// informational.
+	ResourceVersion string
+	// ResumeToken resumes a watch right after this event.
+	ResumeToken string
+	// InitialEventsEnd is set on the bookmark that ends the initial events.
+	InitialEventsEnd bool
+	// Resync is set on the events of a re-sync: the hub could no longer
+	// resume the watch (its token expired), so the watch listed again and
+	// reported the differences from what it had delivered. The re-sync ends
+	// with a bookmark that has Resync set too.
+	Resync bool
+}
+
+func eventOf(resp *informerhubv1.WatchResponse) Event {
+	e := Event{
+		Type:             eventTypes[resp.GetType()],
+		ResourceVersion:  resp.GetResourceVersion(),
+		ResumeToken:      resp.GetResumeToken(),
+		InitialEventsEnd: resp.GetInitialEventsEnd(),
+	}
+	if o := resp.GetObject(); o != "" {
+		e.Object = []byte(o)
+	}
+	return e
+}
+
+// Unstructured decodes the event's object. Bookmarks have none.
+func (e Event) Unstructured() (*unstructured.Unstructured, error) {
+	if e.Object == nil {
+		return nil, fmt.Errorf("hubclient: a %s event has no object", e.Type)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(e.Object); err != nil {
+		return nil, fmt.Errorf("hubclient: decoding the object: %w", err)
+	}
+	return u, nil
+}
+
+// Decode decodes the event's object into a typed API object, such as
+// corev1.Pod:
+//
+//	pod, err := hubclient.Decode[corev1.Pod](event)
+func Decode[T any](e Event) (*T, error) {
+	return DecodeJSON[T](e.Object)
+}
+
+// DecodeJSON decodes an object's JSON (a snapshot's, say) into a typed API
+// object, strictly as the Kubernetes API machinery does: field names are
+// case-sensitive and integers stay integers.
+func DecodeJSON[T any](data []byte) (*T, error) {
+	if data == nil {
+		return nil, fmt.Errorf("hubclient: no object to decode")
+	}
+	out := new(T)
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, out); err != nil {
+		return nil, fmt.Errorf("hubclient: decoding %T: %w", out, err)
+	}
+	return out, nil
+}

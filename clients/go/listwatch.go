@@ -1,0 +1,337 @@
+package hubclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+)
+
+// ListerWatcherOption configures a ListerWatcher.
+type ListerWatcherOption func(*listerWatcher)
+
+// WithScheme decodes objects into the typed objects of scheme (for example
+// k8s.io/client-go/kubernetes/scheme.Scheme for built-in types), instead of
+// *unstructured.Unstructured.
+func WithScheme(scheme *runtime.Scheme) ListerWatcherOption {
+	return func(lw *listerWatcher) {
+		lw.scheme = scheme
+		lw.decoder = serializer.NewCodecFactory(scheme).UniversalDeserializer()
+	}
+}
+
+// ListerWatcher returns a client-go ListerWatcher served by the hub, so that
+// a stock SharedIndexInformer, and anything built on it, runs against the
+// hub instead of the API server:
+//
+//	lw := client.ListerWatcher(hubclient.Selector{Resource: gvr})
+//	informer := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
+//
+// Its List is a Snapshot and its Watch a hub Watch. The resourceVersions the
+// reflector resumes from are mapped to hub tokens; one the hub can no longer
+// resume from is answered with the 410 Gone the reflector understands, so it
+// lists again. Objects keep their Kubernetes resourceVersions, so they can be
+// used for updates. Label and field selectors of the reflector's ListOptions
+// are combined with sel's.
+// The ListerWatcher also implements cache.ListerWatcherWithContext, which
+// the reflector prefers, so its calls follow the informer's context.
+func (c *Client) ListerWatcher(sel Selector, opts ...ListerWatcherOption) cache.ListerWatcher {
+	lw := &listerWatcher{client: c, sel: sel, tokens: newTokenIndex(4096)}
+	for _, o := range opts {
+		o(lw)
+	}
+	return lw
+}
+
+type listerWatcher struct {
+	client  *Client
+	sel     Selector
+	scheme  *runtime.Scheme // nil: objects are *unstructured.Unstructured
+	decoder runtime.Decoder
+
+	mu     sync.Mutex // guards gvk
+	gvk    schema.GroupVersionKind
+	tokens *tokenIndex
+}
+
+var (
+	_ cache.ListerWatcher            = (*listerWatcher)(nil)
+	_ cache.ListerWatcherWithContext = (*listerWatcher)(nil)
+)
+
+func (lw *listerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return lw.ListWithContext(context.Background(), opts)
+}
+
+func (lw *listerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return lw.WatchWithContext(context.Background(), opts)
+}
+
+// IsWatchListSemanticsUnSupported tells the reflector to List, then Watch:
+// the hub's Snapshot is its list.
+func (lw *listerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (lw *listerWatcher) selector(opts metav1.ListOptions) Selector {
+	sel := lw.sel
+	sel.LabelSelector = joinSelectors(sel.LabelSelector, opts.LabelSelector)
+	sel.FieldSelector = joinSelectors(sel.FieldSelector, opts.FieldSelector)
+	return sel
+}
+
+func joinSelectors(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "," + b
+}
+
+func (lw *listerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	snap, err := lw.client.Snapshot(ctx, lw.selector(opts))
+	if err != nil {
+		return nil, apiError(err)
+	}
+	list := &metav1.List{ListMeta: metav1.ListMeta{ResourceVersion: snap.ResourceVersion}}
+	for _, data := range snap.Objects {
+		obj, err := lw.decode(data)
+		if err != nil {
+			return nil, err
+		}
+		list.Items = append(list.Items, runtime.RawExtension{Object: obj})
+	}
+	lw.tokens.put(snap.ResourceVersion, snap.ResumeToken)
+	return list, nil
+}
+
+func (lw *listerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	token, ok := lw.tokens.get(opts.ResourceVersion)
+	if !ok {
+		return nil, apierrors.NewResourceExpired(fmt.Sprintf(
+			"resourceVersion %q was not delivered by this hub client: list again", opts.ResourceVersion))
+	}
+	svc, endpoint, err := lw.client.service()
+	if err != nil {
+		lw.client.failed(endpoint)
+		return nil, apierrors.NewServiceUnavailable(err.Error())
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := svc.Watch(ctx, &informerhubv1.WatchRequest{Selector: lw.selector(opts).proto(), ResumeToken: token})
+	if err != nil {
+		cancel()
+		lw.client.failed(endpoint)
+		return nil, apiError(err)
+	}
+	w := &hubWatch{result: make(chan watch.Event), cancel: cancel, done: make(chan struct{})}
+	go w.run(ctx, lw, stream.Recv, func() { lw.client.failed(endpoint) })
+	return w, nil
+}
+
+// decode turns an object's JSON into what the informer expects.
+func (lw *listerWatcher) decode(data []byte) (runtime.Object, error) {
+	var obj runtime.Object
+	if lw.decoder != nil {
+		o, _, err := lw.decoder.Decode(data, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("hubclient: decoding an object: %w", err)
+		}
+		obj = o
+	} else {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(data); err != nil {
+			return nil, fmt.Errorf("hubclient: decoding an object: %w", err)
+		}
+		obj = u
+	}
+	lw.mu.Lock()
+	if lw.gvk.Empty() {
+		lw.gvk = obj.GetObjectKind().GroupVersionKind()
+	}
+	lw.mu.Unlock()
+	return obj, nil
+}
+
+// bookmark makes the object of a BOOKMARK event: an empty object of the
+// resource's kind at resourceVersion, as the API server sends.
+func (lw *listerWatcher) bookmark(ctx context.Context, resourceVersion string) (runtime.Object, error) {
+	lw.mu.Lock()
+	gvk := lw.gvk
+	lw.mu.Unlock()
+	if gvk.Empty() {
+		// No object seen yet: ask the hub for the resource's kind.
+		resources, err := lw.client.ListResources(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range resources {
+			if r.GroupVersionResource == lw.sel.Resource {
+				gvk = lw.sel.Resource.GroupVersion().WithKind(r.Kind)
+			}
+		}
+		lw.mu.Lock()
+		lw.gvk = gvk
+		lw.mu.Unlock()
+	}
+	var obj runtime.Object = &unstructured.Unstructured{}
+	if lw.scheme != nil {
+		typed, err := lw.scheme.New(gvk)
+		if err != nil {
+			return nil, err
+		}
+		obj = typed
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	m.SetResourceVersion(resourceVersion)
+	return obj, nil
+}
+
+// hubWatch is a hub Watch as a watch.Interface.
+type hubWatch struct {
+	result chan watch.Event
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (w *hubWatch) ResultChan() <-chan watch.Event { return w.result }
+
+// Stop ends the watch and waits until its goroutine has closed the result
+// channel.
+func (w *hubWatch) Stop() {
+	w.cancel()
+	<-w.done
+}
+
+func (w *hubWatch) run(ctx context.Context, lw *listerWatcher, recv func() (*informerhubv1.WatchResponse, error), failed func()) {
+	defer close(w.done)
+	defer close(w.result)
+	send := func(e watch.Event) bool {
+		select {
+		case w.result <- e:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		resp, err := recv()
+		if err != nil {
+			switch status.Code(err) {
+			case codes.OutOfRange:
+				// The reflector relists on 410.
+				send(watch.Event{Type: watch.Error, Object: &metav1.Status{
+					Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
+					Message: status.Convert(err).Message(),
+				}})
+			case codes.Unavailable:
+				failed()
+			}
+			// Otherwise the reflector watches again from its last
+			// resourceVersion, after its own backoff.
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil && status.Code(err) != codes.OutOfRange {
+				lw.client.cfg.log.Debug("hub watch ended; the informer resumes", "error", err)
+			}
+			return
+		}
+		e := eventOf(resp)
+		var obj runtime.Object
+		if e.Type == Bookmark {
+			obj, err = lw.bookmark(ctx, e.ResourceVersion)
+		} else {
+			obj, err = lw.decode(e.Object)
+		}
+		if err != nil {
+			send(watch.Event{Type: watch.Error, Object: &apierrors.NewInternalError(err).ErrStatus})
+			return
+		}
+		m, err := meta.Accessor(obj)
+		if err == nil {
+			// The reflector resumes from the resourceVersion of the last
+			// object it processed: remember which token that is.
+			lw.tokens.put(m.GetResourceVersion(), e.ResumeToken)
+		}
+		if !send(watch.Event{Type: watch.EventType(e.Type), Object: obj}) {
+			return
+		}
+	}
+}
+
+// apiError turns a hub error into the API error a reflector understands.
+func apiError(err error) error {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.OutOfRange:
+		return apierrors.NewResourceExpired(st.Message())
+	case codes.NotFound:
+		return apierrors.NewNotFound(schema.GroupResource{}, st.Message())
+	case codes.PermissionDenied:
+		return apierrors.NewForbidden(schema.GroupResource{}, "", errors.New(st.Message()))
+	case codes.Unauthenticated:
+		return apierrors.NewUnauthorized(st.Message())
+	case codes.InvalidArgument:
+		return apierrors.NewBadRequest(st.Message())
+	case codes.ResourceExhausted:
+		return apierrors.NewTooManyRequests(st.Message(), 1)
+	}
+	return apierrors.NewServiceUnavailable(st.Message())
+}
+
+// tokenIndex remembers the hub token for each resourceVersion delivered to
+// the reflector, for the most recent ones. The latest token wins: it is the
+// one the reflector's position matches.
+type tokenIndex struct {
+	mu    sync.Mutex // guards all fields
+	size  int
+	byRV  map[string]string
+	order []string // ring of resourceVersions, oldest first from next
+	next  int
+}
+
+func newTokenIndex(size int) *tokenIndex {
+	return &tokenIndex{size: size, byRV: make(map[string]string, size)}
+}
+
+func (t *tokenIndex) put(rv, token string) {
+	if rv == "" || token == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.byRV[rv]; !ok {
+		if len(t.order) < t.size {
+			t.order = append(t.order, rv)
+		} else {
+			delete(t.byRV, t.order[t.next])
+			t.order[t.next] = rv
+			t.next = (t.next + 1) % t.size
+		}
+	}
+	t.byRV[rv] = token
+}
+
+func (t *tokenIndex) get(rv string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	token, ok := t.byRV[rv]
+	return token, ok
+}

@@ -1,0 +1,104 @@
+package hubclient_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+)
+
+func TestListerWatcherMapsResourceVersionsToTokens(t *testing.T) {
+	hub := newFakeHub("hub",
+		script{header: "s3", responses: []*informerhubv1.WatchResponse{
+			modified("a", "4", "t4"),
+			{Type: informerhubv1.EventType_EVENT_TYPE_BOOKMARK, ResourceVersion: "5", ResumeToken: "t5"},
+		}},
+		script{header: "t4", end: expired},
+	)
+	hub.snapshot = []*informerhubv1.SnapshotResponse{{Objects: []string{cm("a", "3", "uid-a"), cm("b", "2", "uid-b")}, ResumeToken: "s3", ResourceVersion: "3", Last: true}}
+	hub.resources = &informerhubv1.ListResourcesResponse{Resources: []*informerhubv1.Resource{{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true}}}
+	lw := serveFakes(t, nil, hub).ListerWatcher(configMaps).(cache.ListerWatcherWithContext)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	list, err := lw.ListWithContext(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv, _ := meta.NewAccessor().ResourceVersion(list); rv != "3" || len(items) != 2 {
+		t.Fatalf("list at %q with %d items, want 2 at 3", rv, len(items))
+	}
+
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req := hub.next(t); req.ResumeToken != "s3" {
+		t.Fatalf("watch from resourceVersion 3 asked the hub from %q, want the snapshot's token", req.ResumeToken)
+	}
+	e := <-w.ResultChan()
+	if u := e.Object.(*unstructured.Unstructured); e.Type != watch.Modified || u.GetName() != "a" || u.GetResourceVersion() != "4" {
+		t.Fatalf("first event %s %v", e.Type, e.Object)
+	}
+	e = <-w.ResultChan()
+	if u := e.Object.(*unstructured.Unstructured); e.Type != watch.Bookmark || u.GetResourceVersion() != "5" || u.GetKind() != "ConfigMap" {
+		t.Fatalf("bookmark %s %v", e.Type, e.Object)
+	}
+	w.Stop()
+	if _, open := <-w.ResultChan(); open {
+		t.Fatal("result channel open after Stop")
+	}
+
+	// The reflector resumes from the last resourceVersion it processed.
+	w, err = lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req := hub.next(t); req.ResumeToken != "t4" {
+		t.Fatalf("watch from resourceVersion 4 asked the hub from %q, want t4", req.ResumeToken)
+	}
+	// The hub says the token expired: the reflector must get a 410.
+	e = <-w.ResultChan()
+	if status, ok := e.Object.(*metav1.Status); e.Type != watch.Error || !ok || !apierrors.IsResourceExpired(apierrors.FromObject(status)) {
+		t.Fatalf("after OUT_OF_RANGE got %s %v, want a 410 Expired error event", e.Type, e.Object)
+	}
+	w.Stop()
+
+	if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "999"}); !apierrors.IsResourceExpired(err) {
+		t.Fatalf("watch from an unknown resourceVersion: %v, want 410 Expired", err)
+	}
+}
+
+func TestListerWatcherCombinesSelectors(t *testing.T) {
+	hub := newFakeHub("hub")
+	hub.snapshot = []*informerhubv1.SnapshotResponse{{ResumeToken: "s", ResourceVersion: "1", Last: true}}
+	sel := configMaps
+	sel.LabelSelector = "app=web"
+	lw := serveFakes(t, nil, hub).ListerWatcher(sel).(cache.ListerWatcherWithContext)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "1", LabelSelector: "tier=front", FieldSelector: "metadata.name=x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	req := hub.next(t)
+	if got := req.GetSelector(); got.LabelSelector != "app=web,tier=front" || got.FieldSelector != "metadata.name=x" {
+		t.Fatalf("selectors %q %q", got.LabelSelector, got.FieldSelector)
+	}
+}

@@ -1,0 +1,117 @@
+package hubclient
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+)
+
+// Snapshot is every matching object at one point in time.
+type Snapshot struct {
+	// Objects are the objects as JSON, ordered by namespace and name.
+	Objects [][]byte
+	// ResumeToken is the snapshot's point in time: a Watch from it
+	// delivers exactly the changes after the snapshot.
+	ResumeToken string
+	// ResourceVersion is the snapshot's Kubernetes resourceVersion;
+	// informational.
+	ResourceVersion string
+}
+
+// Snapshot returns every object that matches sel, all from one point in
+// time. It tries each replica once on errors a retry can fix.
+func (c *Client) Snapshot(ctx context.Context, sel Selector) (*Snapshot, error) {
+	return retry(ctx, c, func(svc informerhubv1.InformerHubServiceClient) (*Snapshot, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := svc.Snapshot(ctx, &informerhubv1.SnapshotRequest{Selector: sel.proto()})
+		if err != nil {
+			return nil, err
+		}
+		snap := &Snapshot{}
+		for {
+			page, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil, status.Error(codes.Unavailable, "the snapshot ended before its last page")
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range page.GetObjects() {
+				snap.Objects = append(snap.Objects, []byte(o))
+			}
+			snap.ResumeToken, snap.ResourceVersion = page.GetResumeToken(), page.GetResourceVersion()
+			if page.GetLast() {
+				return snap, nil
+			}
+		}
+	})
+}
+
+// Resource is a resource type the cluster serves, with the hub's activity.
+type Resource struct {
+	schema.GroupVersionResource
+	Kind       string
+	Namespaced bool
+	// InformerActive, Subscribers and CachedObjects describe what the
+	// replica that answered is doing with it.
+	InformerActive bool
+	Subscribers    int
+	CachedObjects  int
+}
+
+// ListResources lists the resource types the cluster serves that can be
+// watched.
+func (c *Client) ListResources(ctx context.Context) ([]Resource, error) {
+	return retry(ctx, c, func(svc informerhubv1.InformerHubServiceClient) ([]Resource, error) {
+		resp, err := svc.ListResources(ctx, &informerhubv1.ListResourcesRequest{})
+		if err != nil {
+			return nil, err
+		}
+		out := make([]Resource, len(resp.GetResources()))
+		for i, r := range resp.GetResources() {
+			out[i] = Resource{
+				GroupVersionResource: schema.GroupVersionResource{Group: r.GetGroup(), Version: r.GetVersion(), Resource: r.GetResource()},
+				Kind:                 r.GetKind(),
+				Namespaced:           r.GetNamespaced(),
+				InformerActive:       r.GetInformerActive(),
+				Subscribers:          int(r.GetSubscribers()),
+				CachedObjects:        int(r.GetCachedObjects()),
+			}
+		}
+		return out, nil
+	})
+}
+
+// retry runs call on the current replica, and on the next ones while it
+// fails with UNAVAILABLE (each replica at most once).
+func retry[T any](ctx context.Context, c *Client, call func(informerhubv1.InformerHubServiceClient) (T, error)) (T, error) {
+	var zero T
+	var err error
+	for range c.endpoints {
+		var svc informerhubv1.InformerHubServiceClient
+		var endpoint int
+		if svc, endpoint, err = c.service(); err != nil {
+			if errors.Is(err, errClientClosed) {
+				return zero, err
+			}
+			c.failed(endpoint)
+			continue
+		}
+		var out T
+		if out, err = call(svc); err == nil {
+			return out, nil
+		}
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			return zero, err
+		}
+		c.failed(endpoint)
+	}
+	return zero, err
+}

@@ -1,0 +1,308 @@
+package hubclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+)
+
+// WatchOptions says where a Watch starts.
+type WatchOptions struct {
+	// ResumeToken continues right after the event that carried it (from
+	// this or an earlier watch, or a snapshot). Empty starts from now.
+	ResumeToken string
+	// SendInitialEvents first delivers every matching object as ADDED (as
+	// of ResumeToken, or now), then a bookmark with InitialEventsEnd.
+	SendInitialEvents bool
+}
+
+// Watcher delivers the events of one watch, without gaps: it reconnects on
+// its own, with exponential backoff and jitter, moving to another hub
+// replica when one fails, and resumes from the token of the last event it
+// delivered, so nothing is lost or repeated.
+//
+// When the hub can no longer resume (OUT_OF_RANGE: the token fell out of
+// its history), the watcher re-syncs: it lists every matching object again
+// and delivers only the real differences from what it had delivered, each
+// marked Resync, then a bookmark with Resync set. Errors that retrying
+// cannot fix end the watch: INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED
+// and UNAUTHENTICATED, returned by Next as gRPC status errors.
+//
+// A Watcher is for one goroutine; Close may be called from any.
+type Watcher struct {
+	client *Client
+	sel    Selector
+	opts   WatchOptions
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	stream       grpc.ServerStreamingClient[informerhubv1.WatchResponse]
+	streamCancel context.CancelFunc
+	endpoint     int // the replica the stream is on
+
+	token        string // of the last event delivered, or the start
+	tokenFromHub bool   // token came from the hub (so it covers SendInitialEvents)
+	failures     int    // consecutive failed attempts, for the backoff
+	err          error  // the end of the watch, once it ended
+
+	// seen is what the watch has delivered: every object that exists for
+	// the caller, by namespace and name. Re-syncs diff against it.
+	seen map[objectKey]identity
+	// During a re-sync: the objects listed so far, and the token to resume
+	// the listing from if its stream breaks.
+	resync      map[objectKey]initialObject
+	resyncToken string
+	pending     []Event // events a re-sync computed, not yet delivered
+}
+
+type objectKey struct{ namespace, name string }
+
+// identity is what a watch remembers of an object it delivered.
+type identity struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name            string `json:"name"`
+		Namespace       string `json:"namespace,omitempty"`
+		UID             string `json:"uid"`
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+}
+
+func (id identity) key() objectKey { return objectKey{id.Metadata.Namespace, id.Metadata.Name} }
+
+type initialObject struct {
+	id    identity
+	event Event
+}
+
+func identityOf(object []byte) (identity, error) {
+	var id identity
+	err := json.Unmarshal(object, &id)
+	return id, err
+}
+
+// Watch starts a watch. It connects on the first call to Next; read events
+// with Next until it returns an error, and Close it when done. Cancelling ctx
+// ends the watch too.
+func (c *Client) Watch(ctx context.Context, sel Selector, opts WatchOptions) *Watcher {
+	ctx, cancel := context.WithCancel(ctx)
+	return &Watcher{
+		client: c, sel: sel, opts: opts, ctx: ctx, cancel: cancel,
+		token: opts.ResumeToken,
+		seen:  map[objectKey]identity{},
+	}
+}
+
+// Close ends the watch; Next then returns context.Canceled.
+func (w *Watcher) Close() { w.cancel() }
+
+// ResumeToken returns the token of the last event Next returned (or the one
+// the watch started from): a new watch from it continues exactly here.
+func (w *Watcher) ResumeToken() string { return w.token }
+
+// Next returns the next event. It blocks until there is one, reconnecting
+// as often as needed, and returns an error only when the watch has ended:
+// its context ended, it was closed, or the hub refused it for good.
+func (w *Watcher) Next() (Event, error) {
+	for {
+		if len(w.pending) > 0 {
+			e := w.pending[0]
+			w.pending = w.pending[1:]
+			w.deliver(e)
+			return e, nil
+		}
+		if w.err != nil {
+			return Event{}, w.err
+		}
+		if w.stream == nil {
+			w.connect()
+			continue
+		}
+		resp, err := w.stream.Recv()
+		if err != nil {
+			w.streamFailed(err)
+			continue
+		}
+		w.failures = 0
+		e := eventOf(resp)
+		if w.resync != nil {
+			w.collect(e)
+			continue
+		}
+		w.deliver(e)
+		return e, nil
+	}
+}
+
+// deliver records e as delivered to the caller.
+func (w *Watcher) deliver(e Event) {
+	if e.ResumeToken != "" {
+		w.token, w.tokenFromHub = e.ResumeToken, true
+	}
+	if e.Object == nil {
+		return
+	}
+	id, err := identityOf(e.Object)
+	if err != nil {
+		return // not an object the hub sends; nothing to remember
+	}
+	if e.Type == Deleted {
+		delete(w.seen, id.key())
+	} else {
+		w.seen[id.key()] = id
+	}
+}
+
+// connect opens a stream, after the backoff its failures call for.
+func (w *Watcher) connect() {
+	if w.failures > 0 {
+		wait := time.NewTimer(w.client.cfg.backoff.delay(w.failures))
+		select {
+		case <-wait.C:
+		case <-w.ctx.Done():
+			wait.Stop()
+			w.err = w.ctx.Err()
+			return
+		}
+	}
+	svc, endpoint, err := w.client.service()
+	if err != nil {
+		if errors.Is(err, errClientClosed) {
+			w.err = err
+			return
+		}
+		w.failures++
+		w.client.failed(endpoint)
+		return
+	}
+	req := &informerhubv1.WatchRequest{Selector: w.sel.proto(), ResumeToken: w.token}
+	switch {
+	case w.resync != nil:
+		// List again, or go on listing from where the last stream broke.
+		req.ResumeToken, req.SendInitialEvents = w.resyncToken, w.resyncToken == ""
+	case !w.tokenFromHub:
+		// Until the hub has issued a token, ask for what the caller asked;
+		// the hub's tokens carry the initial events' progress themselves.
+		req.SendInitialEvents = w.opts.SendInitialEvents
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	stream, err := svc.Watch(ctx, req)
+	if err != nil {
+		cancel()
+		w.endpoint = endpoint
+		w.streamFailed(err)
+		return
+	}
+	w.stream, w.streamCancel, w.endpoint = stream, cancel, endpoint
+	if !w.tokenFromHub && w.resync == nil {
+		// The headers carry the token of the stream's start, so that a
+		// reconnection before the first event loses nothing.
+		if md, err := stream.Header(); err == nil {
+			if tokens := md.Get("resume-token"); len(tokens) > 0 && tokens[0] != "" {
+				w.token, w.tokenFromHub = tokens[0], true
+			}
+		}
+	}
+}
+
+// streamFailed decides what an error of the stream means for the watch.
+func (w *Watcher) streamFailed(err error) {
+	if w.streamCancel != nil {
+		w.streamCancel()
+	}
+	w.stream, w.streamCancel = nil, nil
+	if w.ctx.Err() != nil {
+		w.err = w.ctx.Err()
+		return
+	}
+	if errors.Is(err, io.EOF) {
+		err = status.Error(codes.Unavailable, "the hub ended the stream")
+	}
+	log := w.client.cfg.log.With("resource", w.sel.Resource.String(), "namespace", w.sel.Namespace)
+	switch code := status.Code(err); code {
+	case codes.OutOfRange:
+		// The token expired: list again and report the differences.
+		log.Info("the hub can no longer resume this watch; re-syncing", "error", err)
+		w.resync, w.resyncToken = map[objectKey]initialObject{}, ""
+		w.failures = 0
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
+		w.err = err
+	case codes.ResourceExhausted:
+		// This client did not keep up; the hub is fine.
+		log.Warn("the hub disconnected this watch as too slow; resuming", "error", err)
+		w.failures++
+	default:
+		log.Info("watch interrupted; reconnecting", "error", err, "attempt", w.failures+1)
+		w.failures++
+		w.client.failed(w.endpoint)
+	}
+}
+
+// collect gathers the objects of a re-sync; at their end it computes the
+// differences from what was delivered.
+func (w *Watcher) collect(e Event) {
+	if e.Type == Added && e.Object != nil {
+		id, err := identityOf(e.Object)
+		if err == nil {
+			w.resync[id.key()] = initialObject{id: id, event: e}
+		}
+		w.resyncToken = e.ResumeToken
+		return
+	}
+	if !e.InitialEventsEnd {
+		return
+	}
+	// Until the re-sync is complete, its events carry the last token from
+	// before it: a caller that stops halfway re-syncs again.
+	before := w.token
+	mark := func(t EventType, object []byte) Event {
+		return Event{Type: t, Object: object, ResourceVersion: e.ResourceVersion, ResumeToken: before, Resync: true}
+	}
+	var diff []Event
+	for _, key := range sortedKeys(w.seen) {
+		old := w.seen[key]
+		now, exists := w.resync[key]
+		if !exists || now.id.Metadata.UID != old.Metadata.UID {
+			tombstone, _ := json.Marshal(old)
+			diff = append(diff, mark(Deleted, tombstone))
+		}
+	}
+	for _, key := range sortedKeys(w.resync) {
+		now := w.resync[key]
+		old, existed := w.seen[key]
+		switch {
+		case !existed || old.Metadata.UID != now.id.Metadata.UID:
+			diff = append(diff, mark(Added, now.event.Object))
+		case old.Metadata.ResourceVersion != now.id.Metadata.ResourceVersion:
+			diff = append(diff, mark(Modified, now.event.Object))
+		}
+	}
+	w.client.cfg.log.Info("re-synced", "resource", w.sel.Resource.String(), "differences", len(diff))
+	w.pending = append(diff, Event{Type: Bookmark, ResourceVersion: e.ResourceVersion, ResumeToken: e.ResumeToken, Resync: true})
+	w.resync, w.resyncToken = nil, ""
+}
+
+func sortedKeys[V any](m map[objectKey]V) []objectKey {
+	keys := make([]objectKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b objectKey) int {
+		if c := strings.Compare(a.namespace, b.namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	return keys
+}
