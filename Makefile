@@ -18,8 +18,8 @@ K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
 
 .PHONY: build
-build: ## Build bin/informerhub.
-	go build -trimpath -o bin/informerhub ./cmd/informerhub
+build: ## Build bin/informerhub and bin/hubctl.
+	go build -trimpath -o bin/ ./cmd/informerhub ./cmd/hubctl
 
 .PHONY: run
 run: build controlplane ## Start a local kube-apiserver and etcd, and the hub on $(LISTEN).
@@ -31,13 +31,19 @@ run: build controlplane ## Start a local kube-apiserver and etcd, and the hub on
 	go build -o bin/devcluster ./cmd/devcluster
 	bin/devcluster -kubeconfig .cache/run/kubeconfig -- bin/informerhub --listen $(LISTEN)
 
+# The modules of the repository: the server (.), the generated API (gen),
+# and the Go SDK (clients/go).
+MODULES := . gen clients/go
+
 .PHONY: test
 test: lint check-generate controlplane ## Lint, check generated code, run every test with -race.
 	go test -race -count=1 ./...
+	cd clients/go && go test -race -count=1 ./...
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no control plane.
-	go test -race -count=1 ./informerhub/... ./server/...
+	go test -race -count=1 ./informerhub/... ./server/... ./cmd/hubctl/...
+	cd clients/go && go test -race -count=1 ./...
 
 .PHONY: fuzz
 fuzz: ## Fuzz token decoding and request validation, a minute each.
@@ -48,12 +54,10 @@ fuzz: ## Fuzz token decoding and request validation, a minute each.
 lint: tools ## buf lint and format, go vet, gofmt, go mod tidy.
 	buf lint
 	buf format -d --exit-code
-	go vet ./...
-	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
+	for m in $(MODULES); do (cd $$m && go vet ./...) || exit 1; done
+	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | grep -v '^gen/')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
-	go mod tidy -diff
-	cd tools && go mod tidy -diff
-	cd tools/controlplane && go mod tidy -diff
+	for m in $(MODULES) tools tools/controlplane; do (cd $$m && go mod tidy -diff) || exit 1; done
 
 .PHONY: generate
 generate: tools ## Generate gen/ from proto/.

@@ -1,0 +1,458 @@
+// Command hubctl reads Kubernetes objects through an informerhub: `kubectl get
+// -w` for the hub.
+//
+//	hubctl [--hub ADDR[,ADDR...]] [--insecure] [--token-file F] COMMAND [flags] [RESOURCE]
+//
+//	hubctl watch configmaps -n demo            initial objects, then every change
+//	hubctl watch deployments.apps -l app=web   a resource.group shorthand
+//	hubctl snapshot configmaps -n demo -o json
+//	hubctl resources
+//
+// On Ctrl-C, watch prints the resume token to continue from, to stderr.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/version"
+
+	hubclient "github.com/informerhub/informerhub/clients/go"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, time.Now))
+}
+
+const usage = `hubctl reads Kubernetes objects through an informerhub.
+
+Usage:
+  hubctl [global flags] watch RESOURCE [flags]     initial objects, then every change
+  hubctl [global flags] snapshot RESOURCE [flags]  the objects of one point in time
+  hubctl [global flags] resources [flags]          the resource types that can be watched
+
+RESOURCE is a plural resource name with an optional version and group:
+configmaps, deployments.apps, deployments.v1.apps. Without a version, the
+newest one the cluster serves is used.
+
+Global flags:
+`
+
+// cli is one run of the command.
+type cli struct {
+	stdout, stderr io.Writer
+	now            func() time.Time
+	client         *hubclient.Client
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, now func() time.Time) int {
+	global := flag.NewFlagSet("hubctl", flag.ContinueOnError)
+	global.SetOutput(stderr)
+	global.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		global.PrintDefaults()
+	}
+	hubs := global.String("hub", envOr("INFORMERHUB_ADDRESS", "127.0.0.1:8080"), "hub replicas, comma-separated (default $INFORMERHUB_ADDRESS)")
+	insecure := global.Bool("insecure", false, "connect without TLS (a hub on loopback or a trusted network)")
+	caFile := global.String("ca-file", "", "CA certificates to verify the hub with (default: the system's)")
+	tokenFile := global.String("token-file", "", "file holding a bearer token, re-read for every call")
+	if err := global.Parse(args); err != nil {
+		return 2
+	}
+	if global.NArg() == 0 {
+		global.Usage()
+		return 2
+	}
+	opts := []hubclient.Option{}
+	switch {
+	case *insecure:
+		opts = append(opts, hubclient.WithInsecure())
+	case *caFile != "":
+		pem, err := os.ReadFile(*caFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "hubctl:", err)
+			return 1
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			fmt.Fprintf(stderr, "hubctl: no certificates in %s\n", *caFile)
+			return 1
+		}
+		opts = append(opts, hubclient.WithTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}))
+	}
+	if *tokenFile != "" {
+		path := *tokenFile
+		opts = append(opts, hubclient.WithTokenSource(func(context.Context) (string, error) {
+			b, err := os.ReadFile(path)
+			return strings.TrimSpace(string(b)), err
+		}))
+	}
+	client, err := hubclient.New(strings.Split(*hubs, ","), opts...)
+	if err != nil {
+		fmt.Fprintln(stderr, "hubctl:", err)
+		return 2
+	}
+	defer client.Close()
+	c := &cli{stdout: stdout, stderr: stderr, now: now, client: client}
+
+	command, rest := global.Arg(0), global.Args()[1:]
+	switch command {
+	case "watch", "snapshot":
+		err = c.objects(ctx, command, rest)
+	case "resources":
+		err = c.resources(ctx, rest)
+	default:
+		fmt.Fprintf(stderr, "hubctl: unknown command %q\n\n", command)
+		global.Usage()
+		return 2
+	}
+	var usageErr usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &usageErr):
+		fmt.Fprintln(stderr, "hubctl:", err)
+		return 2
+	case errors.Is(err, context.Canceled):
+		return 0 // Ctrl-C
+	}
+	if st, ok := status.FromError(err); ok {
+		fmt.Fprintf(stderr, "hubctl: %s: %s\n", st.Code(), st.Message())
+	} else {
+		fmt.Fprintln(stderr, "hubctl:", err)
+	}
+	return 1
+}
+
+type usageError struct{ error }
+
+func envOr(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
+
+// objects runs watch and snapshot.
+func (c *cli) objects(ctx context.Context, command string, args []string) error {
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	var sel hubclient.Selector
+	var output, resumeToken, group, versionFlag, resourceFlag string
+	var watchOnly bool
+	fs.StringVar(&sel.Namespace, "namespace", "", "the namespace (default: all)")
+	fs.StringVar(&sel.Namespace, "n", "", "shorthand for --namespace")
+	fs.StringVar(&sel.LabelSelector, "selector", "", "a label selector, e.g. app=web")
+	fs.StringVar(&sel.LabelSelector, "l", "", "shorthand for --selector")
+	fs.StringVar(&sel.FieldSelector, "field-selector", "", "a field selector on metadata.name and metadata.namespace")
+	fs.StringVar(&output, "output", "", "output format: empty for a table, json for one JSON document per line")
+	fs.StringVar(&output, "o", "", "shorthand for --output")
+	fs.StringVar(&group, "group", "", "the API group (instead of RESOURCE)")
+	fs.StringVar(&versionFlag, "version", "", "the API version")
+	fs.StringVar(&resourceFlag, "resource", "", "the plural resource name (instead of RESOURCE)")
+	if command == "watch" {
+		fs.StringVar(&resumeToken, "resume-token", "", "continue right after the event that carried this token")
+		fs.BoolVar(&watchOnly, "watch-only", false, "only changes: do not list the current objects first")
+	}
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return usageError{err}
+	}
+	if output != "" && output != "json" {
+		return usageError{fmt.Errorf("--output must be json or empty, not %q", output)}
+	}
+	if sel.Resource, err = c.resolve(ctx, positional, group, versionFlag, resourceFlag); err != nil {
+		return err
+	}
+	if command == "snapshot" {
+		return c.snapshot(ctx, sel, output == "json")
+	}
+	return c.watch(ctx, sel, hubclient.WatchOptions{ResumeToken: resumeToken, SendInitialEvents: !watchOnly && resumeToken == ""}, output == "json")
+}
+
+// parseInterspersed parses flags that may come before or after the
+// positional arguments, as kubectl allows.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// resolve finds the resource a command names, asking the hub which
+// versions the cluster serves when it must.
+func (c *cli) resolve(ctx context.Context, positional []string, group, ver, resource string) (schema.GroupVersionResource, error) {
+	switch {
+	case len(positional) > 1:
+		return schema.GroupVersionResource{}, usageError{fmt.Errorf("one RESOURCE at most, got %q", positional)}
+	case len(positional) == 1 && resource != "":
+		return schema.GroupVersionResource{}, usageError{errors.New("give RESOURCE or --resource, not both")}
+	case len(positional) == 0 && resource == "":
+		return schema.GroupVersionResource{}, usageError{errors.New("which resource? e.g. hubctl watch configmaps")}
+	}
+	if resource != "" && ver != "" {
+		return schema.GroupVersionResource{Group: group, Version: ver, Resource: resource}, nil
+	}
+	served, err := c.client.ListResources(ctx)
+	if err != nil {
+		return schema.GroupVersionResource{}, fmt.Errorf("finding the resource's version (give --group, --version and --resource to skip this): %w", err)
+	}
+	var gvrs []schema.GroupVersionResource
+	for _, r := range served {
+		gvrs = append(gvrs, r.GroupVersionResource)
+	}
+	name := resource
+	if name == "" {
+		name = positional[0]
+	}
+	gvr, ok := pickResource(gvrs, name, resource != "", group, ver)
+	if !ok {
+		return schema.GroupVersionResource{}, fmt.Errorf("the cluster serves no watchable resource %q (see hubctl resources)", name)
+	}
+	return gvr, nil
+}
+
+// pickResource finds what name means among the served resources: a plural
+// resource name with an optional version and group (configmaps,
+// deployments.apps, deployments.v1.apps), or, when exact, the --resource
+// flag with --group. Of several versions it picks ver, else the newest: GA
+// before beta before alpha.
+func pickResource(served []schema.GroupVersionResource, name string, exact bool, group, ver string) (schema.GroupVersionResource, bool) {
+	var candidates []schema.GroupVersionResource
+	for _, gvr := range served {
+		var match bool
+		if exact {
+			match = gvr.Resource == name && gvr.Group == group
+		} else {
+			match = name == gvr.Resource && gvr.Group == "" ||
+				name == gvr.Resource+"."+gvr.Group ||
+				name == gvr.Resource+"."+gvr.Version && gvr.Group == "" ||
+				name == gvr.Resource+"."+gvr.Version+"."+gvr.Group
+		}
+		if match && (ver == "" || gvr.Version == ver) {
+			candidates = append(candidates, gvr)
+		}
+	}
+	if len(candidates) == 0 {
+		return schema.GroupVersionResource{}, false
+	}
+	return slices.MaxFunc(candidates, func(a, b schema.GroupVersionResource) int {
+		return version.CompareKubeAwareVersionStrings(a.Version, b.Version) // > 0: a is newer
+	}), true
+}
+
+func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.WatchOptions, asJSON bool) error {
+	w := c.client.Watch(ctx, sel, opts)
+	defer w.Close()
+	var table *table // made at the first object, so that errors come before a header
+	for {
+		e, err := w.Next()
+		if err != nil {
+			if ctx.Err() != nil && w.ResumeToken() != "" {
+				fmt.Fprintf(c.stderr, "\nresume with: --resume-token %s\n", w.ResumeToken())
+			}
+			return err
+		}
+		if asJSON {
+			if err := c.printJSON(eventJSON{Type: e.Type, Object: json.RawMessage(e.Object), ResourceVersion: e.ResourceVersion,
+				ResumeToken: e.ResumeToken, InitialEventsEnd: e.InitialEventsEnd, Resync: e.Resync}); err != nil {
+				return err
+			}
+			continue
+		}
+		if e.Type == hubclient.Bookmark {
+			if e.Resync {
+				fmt.Fprintln(c.stderr, "(the hub could not resume this watch; it re-synced and the changes above marked * are the differences)")
+			}
+			continue
+		}
+		u, err := e.Unstructured()
+		if err != nil {
+			return err
+		}
+		eventType := string(e.Type)
+		if e.Resync {
+			eventType += "*"
+		}
+		if table == nil {
+			table = c.table(true, "EVENT", "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
+		}
+		table.row(eventType, u.GetNamespace(), u.GetName(), u.GetResourceVersion(), c.age(u))
+	}
+}
+
+// eventJSON is a watch event as `hubctl watch -o json` prints it.
+type eventJSON struct {
+	Type             hubclient.EventType `json:"type"`
+	Object           json.RawMessage     `json:"object,omitempty"`
+	ResourceVersion  string              `json:"resourceVersion"`
+	ResumeToken      string              `json:"resumeToken"`
+	InitialEventsEnd bool                `json:"initialEventsEnd,omitempty"`
+	Resync           bool                `json:"resync,omitempty"`
+}
+
+func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, asJSON bool) error {
+	snap, err := c.client.Snapshot(ctx, sel)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		objects := make([]json.RawMessage, len(snap.Objects))
+		for i, o := range snap.Objects {
+			objects[i] = o
+		}
+		return c.printJSON(struct {
+			ResourceVersion string            `json:"resourceVersion"`
+			ResumeToken     string            `json:"resumeToken"`
+			Objects         []json.RawMessage `json:"objects"`
+		}{snap.ResourceVersion, snap.ResumeToken, objects})
+	}
+	table := c.table(false, "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
+	for _, o := range snap.Objects {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(o); err != nil {
+			return err
+		}
+		table.row(u.GetNamespace(), u.GetName(), u.GetResourceVersion(), c.age(u))
+	}
+	table.flush()
+	fmt.Fprintf(c.stderr, "%d objects at resourceVersion %s; watch the changes after them with: --resume-token %s\n",
+		len(snap.Objects), snap.ResourceVersion, snap.ResumeToken)
+	return nil
+}
+
+func (c *cli) resources(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("resources", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	var output string
+	fs.StringVar(&output, "output", "", "output format: empty for a table, json")
+	fs.StringVar(&output, "o", "", "shorthand for --output")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	resources, err := c.client.ListResources(ctx)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		return c.printJSON(resources)
+	}
+	table := c.table(false, "GROUP", "VERSION", "RESOURCE", "KIND", "NAMESPACED", "INFORMER", "SUBSCRIBERS", "OBJECTS")
+	for _, r := range resources {
+		informer := "-"
+		if r.InformerActive {
+			informer = "running"
+		}
+		table.row(r.Group, r.Version, r.Resource, r.Kind, fmt.Sprint(r.Namespaced), informer, fmt.Sprint(r.Subscribers), fmt.Sprint(r.CachedObjects))
+	}
+	table.flush()
+	return nil
+}
+
+func (c *cli) printJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(c.stdout, "%s\n", b)
+	return err
+}
+
+func (c *cli) age(u *unstructured.Unstructured) string {
+	created := u.GetCreationTimestamp()
+	if created.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(c.now().Sub(created.Time))
+}
+
+// table prints rows in aligned columns. A streaming table (a watch) writes
+// each row at once, so events show as they happen: its columns start at the
+// widths below and grow when a value is wider, as with kubectl get -w.
+// Otherwise rows are aligned all together when the table is flushed.
+type table struct {
+	out    io.Writer
+	header []string
+	stream bool
+	widths []int
+	rows   [][]string
+}
+
+// streamWidths are the first column widths of a streaming table, enough for
+// most values so that rows line up from the start.
+var streamWidths = map[string]int{"EVENT": 9, "NAMESPACE": 16, "NAME": 32, "RESOURCEVERSION": 15, "AGE": 5}
+
+func (c *cli) table(stream bool, header ...string) *table {
+	t := &table{out: c.stdout, header: header, stream: stream, widths: make([]int, len(header))}
+	for i, h := range header {
+		t.widths[i] = len(h)
+		if stream {
+			t.widths[i] = max(len(h), streamWidths[h])
+		}
+	}
+	if stream {
+		t.write(header)
+	}
+	return t
+}
+
+func (t *table) row(cells ...string) {
+	if t.stream {
+		t.write(cells)
+		return
+	}
+	t.rows = append(t.rows, cells)
+}
+
+func (t *table) flush() {
+	if t.stream {
+		return
+	}
+	for _, row := range t.rows {
+		for i, cell := range row {
+			t.widths[i] = max(t.widths[i], len(cell))
+		}
+	}
+	t.write(t.header)
+	for _, row := range t.rows {
+		t.write(row)
+	}
+}
+
+func (t *table) write(cells []string) {
+	var b strings.Builder
+	for i, cell := range cells {
+		t.widths[i] = max(t.widths[i], len(cell))
+		if i == len(cells)-1 {
+			b.WriteString(cell)
+			break
+		}
+		fmt.Fprintf(&b, "%-*s   ", t.widths[i], cell)
+	}
+	fmt.Fprintln(t.out, b.String())
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func TestPickResource(t *testing.T) {
+	served := []schema.GroupVersionResource{
+		{Version: "v1", Resource: "configmaps"},
+		{Group: "apps", Version: "v1", Resource: "deployments"},
+		{Group: "example.com", Version: "v1alpha1", Resource: "widgets"},
+		{Group: "example.com", Version: "v1beta2", Resource: "widgets"},
+		{Group: "example.com", Version: "v1beta10", Resource: "widgets"},
+		{Group: "example.com", Version: "v1", Resource: "widgets"},
+		{Group: "other.io", Version: "v2", Resource: "widgets"},
+	}
+	tests := []struct {
+		name, group, version string
+		exact                bool
+		want                 schema.GroupVersionResource
+		found                bool
+	}{
+		{name: "configmaps", want: served[0], found: true},
+		{name: "configmaps.v1", want: served[0], found: true},
+		{name: "deployments.apps", want: served[1], found: true},
+		{name: "deployments.v1.apps", want: served[1], found: true},
+		{name: "deployments", found: false}, // not in the core group
+		{name: "widgets.example.com", want: served[5], found: true},
+		{name: "widgets.example.com", version: "v1beta2", want: served[3], found: true},
+		{name: "widgets.v1beta10.example.com", want: served[4], found: true},
+		{name: "widgets", exact: true, group: "example.com", version: "v1alpha1", want: served[2], found: true},
+		{name: "widgets", exact: true, group: "other.io", want: served[6], found: true},
+		{name: "widgets.nope.io", found: false},
+	}
+	for _, tt := range tests {
+		got, found := pickResource(served, tt.name, tt.exact, tt.group, tt.version)
+		if found != tt.found || got != tt.want {
+			t.Errorf("pickResource(%q, exact=%v, group=%q, version=%q) = %v, %v; want %v, %v",
+				tt.name, tt.exact, tt.group, tt.version, got, found, tt.want, tt.found)
+		}
+	}
+}
+
+func TestTables(t *testing.T) {
+	var out bytes.Buffer
+	c := &cli{stdout: &out}
+	tbl := c.table(false, "GROUP", "VERSION", "RESOURCE")
+	tbl.row("", "v1", "configmaps")
+	tbl.row("apps", "v1", "deployments")
+	tbl.flush()
+	want := "GROUP   VERSION   RESOURCE\n" +
+		"        v1        configmaps\n" +
+		"apps    v1        deployments\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+
+	out.Reset()
+	tbl = c.table(true, "EVENT", "NAME", "AGE")
+	tbl.row("ADDED", "short", "1s")
+	tbl.row("MODIFIED", "a-name-longer-than-its-column-is-wide", "2m")
+	tbl.row("DELETED", "b", "3h")
+	want = "EVENT       NAME                               AGE\n" +
+		"ADDED       short                              1s\n" +
+		"MODIFIED    a-name-longer-than-its-column-is-wide   2m\n" +
+		"DELETED     b                                       3h\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("streaming table (-want +got):\n%s", diff)
+	}
+}
+
+func TestFlagsAfterTheResource(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	ns := fs.String("n", "", "")
+	positional, err := parseInterspersed(fs, []string{"-n", "a", "configmaps", "-n", "b"})
+	if err != nil || *ns != "b" || len(positional) != 1 || positional[0] != "configmaps" {
+		t.Fatalf("positional %v, namespace %q, err %v", positional, *ns, err)
+	}
+}
