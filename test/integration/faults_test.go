@@ -1,0 +1,155 @@
+package integration
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/server"
+)
+
+// restartableHub is a hub at a fixed address that a test can kill (its
+// connections drop at once, as when the process dies) and start again: a new
+// hub, with new informers and an empty history.
+type restartableHub struct {
+	t    *testing.T
+	cfg  informerhub.Config
+	addr string
+
+	mu  sync.Mutex // guards hub and g
+	hub *informerhub.Hub
+	g   *grpc.Server
+}
+
+func startRestartableHub(t *testing.T, cfg informerhub.Config) *restartableHub {
+	t.Helper()
+	r := &restartableHub{t: t, cfg: cfg, addr: "127.0.0.1:0"}
+	r.start()
+	t.Cleanup(r.kill)
+	return r
+}
+
+func (r *restartableHub) start() {
+	r.t.Helper()
+	cfg := r.cfg
+	cfg.EncodeEvent = server.EncodeEvent
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{r.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	h, err := informerhub.NewForConfig(cluster.Config, cfg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var lis net.Listener
+	// The address may take a moment to be free again after a kill.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if lis, err = net.Listen("tcp", r.addr); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	g := grpc.NewServer(server.ServerOptions()...)
+	server.New(h, server.Config{Logger: cfg.Logger}).Register(g)
+	go g.Serve(lis) //nolint:errcheck // ends with Stop
+	r.mu.Lock()
+	r.hub, r.g, r.addr = h, g, lis.Addr().String()
+	r.mu.Unlock()
+}
+
+// kill drops every connection at once and stops the hub.
+func (r *restartableHub) kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.g == nil {
+		return
+	}
+	r.g.Stop()
+	r.hub.Close()
+	r.g, r.hub = nil, nil
+}
+
+// tcpProxy forwards connections to a target, and can cut them: while cut,
+// it closes every connection and refuses new ones.
+type tcpProxy struct {
+	target string
+	lis    net.Listener
+
+	mu    sync.Mutex // guards conns and down
+	conns map[net.Conn]struct{}
+	down  bool
+	wg    sync.WaitGroup
+}
+
+func newTCPProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{target: target, lis: lis, conns: map[net.Conn]struct{}{}}
+	p.wg.Go(p.accept)
+	t.Cleanup(func() {
+		lis.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *tcpProxy) addr() string { return p.lis.Addr().String() }
+
+func (p *tcpProxy) accept() {
+	for {
+		client, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			client.Close()
+			continue
+		}
+		upstream, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[client], p.conns[upstream] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		for _, pipe := range [][2]net.Conn{{client, upstream}, {upstream, client}} {
+			p.wg.Go(func() {
+				_, _ = io.Copy(pipe[0], pipe[1])
+				pipe[0].Close()
+				pipe[1].Close()
+			})
+		}
+	}
+}
+
+// cut closes every connection and refuses new ones until restore.
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+func (p *tcpProxy) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}

@@ -1,0 +1,252 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/informerhub/informerhub/informerhub"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden files of the hubctl tests")
+
+var (
+	hubctlOnce sync.Once
+	hubctlPath string
+	hubctlErr  error
+)
+
+// hubctl builds cmd/hubctl once per test run.
+func hubctl(t *testing.T) string {
+	t.Helper()
+	hubctlOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hubctl")
+		if err != nil {
+			hubctlErr = err
+			return
+		}
+		hubctlPath = filepath.Join(dir, "hubctl")
+		out, err := exec.Command("go", "build", "-o", hubctlPath, "github.com/informerhub/informerhub/cmd/hubctl").CombinedOutput()
+		if err != nil {
+			hubctlErr = &buildError{out: out, err: err}
+		}
+	})
+	if hubctlErr != nil {
+		t.Fatal(hubctlErr)
+	}
+	return hubctlPath
+}
+
+type buildError struct {
+	out []byte
+	err error
+}
+
+func (e *buildError) Error() string {
+	return "building hubctl: " + e.err.Error() + "\n" + string(e.out)
+}
+
+// normalize makes hubctl's output comparable across runs: the test's
+// namespace, resourceVersions and ages vary; spacing follows their widths.
+func normalize(out, ns string) string {
+	out = strings.ReplaceAll(out, ns, "NS")
+	var lines []string
+	for line := range strings.SplitSeq(strings.TrimRight(out, "\n"), "\n") {
+		fields := strings.Fields(line)
+		for i, f := range fields {
+			switch {
+			case regexp.MustCompile(`^\d+$`).MatchString(f):
+				fields[i] = "<rv>"
+			case regexp.MustCompile(`^\d+(s|m|h|d)$`).MatchString(f):
+				fields[i] = "<age>"
+			}
+		}
+		lines = append(lines, strings.Join(fields, " "))
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "hubctl", name)
+	if *updateGolden {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run the test with -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s differs (-golden +got):\n%s", name, diff)
+	}
+}
+
+// TestHubctl runs the CLI against a hub for a scripted scenario.
+func TestHubctl(t *testing.T) {
+	bin := hubctl(t)
+	ns := namespace(t)
+	createConfigMap(t, ns, "alpha", map[string]string{"app": "web"}, "1")
+	createConfigMap(t, ns, "beta", map[string]string{"app": "db"}, "1")
+	h := startHub(t, informerhub.Config{})
+	run := func(args ...string) (stdout, stderr string, code int) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--insecure", "--hub", h.addr}, args...)...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		var exit *exec.ExitError
+		switch {
+		case err == nil:
+		case errors.As(err, &exit):
+			code = exit.ExitCode()
+		default:
+			t.Fatal(err)
+		}
+		return out.String(), errOut.String(), code
+	}
+
+	t.Run("snapshot", func(t *testing.T) {
+		stdout, stderr, code := run("snapshot", "configmaps", "-n", ns)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		golden(t, "snapshot.golden", normalize(stdout, ns))
+		if !strings.Contains(stderr, "2 objects at resourceVersion") || !strings.Contains(stderr, "--resume-token ") {
+			t.Errorf("stderr %q does not give the resume token", stderr)
+		}
+
+		stdout, _, _ = run("snapshot", "configmaps", "-n", ns, "-l", "app=web", "-o", "json")
+		var snap struct {
+			ResumeToken string            `json:"resumeToken"`
+			Objects     []json.RawMessage `json:"objects"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &snap); err != nil || snap.ResumeToken == "" || len(snap.Objects) != 1 {
+			t.Fatalf("-o json printed %s (%v)", stdout, err)
+		}
+	})
+
+	t.Run("watch, Ctrl-C, resume", func(t *testing.T) {
+		cmd := exec.Command(bin, "--insecure", "--hub", h.addr, "watch", "configmaps.v1", "-n", ns)
+		stdoutPipe, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 100)
+		go func() {
+			defer close(lines)
+			scanner := bufio.NewScanner(stdoutPipe)
+			for scanner.Scan() {
+				lines <- scanner.Text()
+			}
+		}()
+		var out strings.Builder
+		read := func(n int) {
+			t.Helper()
+			for range n {
+				select {
+				case line := <-lines:
+					out.WriteString(line + "\n")
+				case <-time.After(time.Minute):
+					t.Fatalf("hubctl printed %q, then nothing", out.String())
+				}
+			}
+		}
+		read(3) // the header and the two objects
+		updateConfigMap(t, ns, "alpha", map[string]string{"app": "web"}, "2")
+		createConfigMap(t, ns, "gamma", nil, "1")
+		deleteConfigMap(t, ns, "beta")
+		read(3)
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		for range lines { // to the end of its output
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("hubctl exited with %v after Ctrl-C: %s", err, stderr.String())
+		}
+		golden(t, "watch.golden", normalize(out.String(), ns))
+
+		m := regexp.MustCompile(`resume with: --resume-token (\S+)`).FindStringSubmatch(stderr.String())
+		if m == nil {
+			t.Fatalf("after Ctrl-C, stderr %q gives no resume token", stderr.String())
+		}
+		// A change made while no watch runs arrives after resuming.
+		createConfigMap(t, ns, "delta", nil, "1")
+		resumed := exec.Command(bin, "--insecure", "--hub", h.addr, "watch", "configmaps", "-n", ns, "--resume-token", m[1], "-o", "json")
+		resumedOut, err := resumed.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := resumed.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer resumed.Wait() //nolint:errcheck // ended by the interrupt below
+		defer resumed.Process.Signal(os.Interrupt)
+		line, err := bufio.NewReader(resumedOut).ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Type   string `json:"type"`
+			Object struct {
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+			} `json:"object"`
+			ResumeToken string `json:"resumeToken"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Type != "ADDED" || e.Object.Metadata.Name != "delta" || e.ResumeToken == "" {
+			t.Fatalf("the resumed watch printed %s (%v), want the ADDED of delta", line, err)
+		}
+	})
+
+	t.Run("resources", func(t *testing.T) {
+		stdout, _, code := run("resources")
+		if code != 0 || !regexp.MustCompile(`(?m)^\s+v1\s+configmaps\s+ConfigMap\s+true\s+running\s+\d+\s+\d+$`).MatchString(stdout) {
+			t.Fatalf("exit %d, resources:\n%s", code, stdout)
+		}
+		if !regexp.MustCompile(`(?m)^apps\s+v1\s+deployments\s+Deployment\s+true\s+-\s+0\s+0$`).MatchString(stdout) {
+			t.Fatalf("resources does not list deployments.apps:\n%s", stdout)
+		}
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		for _, tt := range []struct {
+			args   []string
+			code   int
+			stderr string
+		}{
+			{[]string{"watch", "nosuchthings"}, 1, `no watchable resource "nosuchthings"`},
+			{[]string{"watch"}, 2, "which resource?"},
+			{[]string{"snapshot", "configmaps", "-l", "a in (b"}, 1, "InvalidArgument: selector.label_selector"},
+			{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		} {
+			_, stderr, code := run(tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.stderr) {
+				t.Errorf("hubctl %v: exit %d, stderr %q; want exit %d and %q", tt.args, code, stderr, tt.code, tt.stderr)
+			}
+		}
+	})
+}
