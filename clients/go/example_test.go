@@ -2,8 +2,12 @@ package hubclient_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -150,4 +154,29 @@ func ExampleEvent_Unstructured() {
 	replicas, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
 	fmt.Println(u.GetKind(), u.GetName(), replicas)
 	// Output: Deployment web 3
+}
+
+// ExampleWithTokenSource authenticates with a token read for every call,
+// such as a projected service account token that the kubelet rotates.
+func ExampleWithTokenSource() {
+	tokenFile := "/var/run/secrets/tokens/informerhub"
+	client, err := hubclient.New([]string{hubAddress},
+		hubclient.WithInsecure(), // a real hub: WithTLS instead
+		hubclient.WithTokenSource(func(context.Context) (string, error) {
+			b, err := os.ReadFile(tokenFile)
+			if errors.Is(err, fs.ErrNotExist) {
+				return "no-token-in-this-example", nil
+			}
+			return strings.TrimSpace(string(b)), err
+		}))
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	resources, err := client.ListResources(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(resources[0].Kind)
+	// Output: ConfigMap
 }
