@@ -40,6 +40,11 @@ type Config struct {
 	// so clients receive objects exactly as the API server serves them.
 	StripManagedFields bool
 
+	// MaxSelectorLength bounds the length of a label or field selector, and
+	// MaxSelectorTerms the requirements in one. Defaults: 4096 and 64.
+	MaxSelectorLength int
+	MaxSelectorTerms  int
+
 	// EncodeEvent, when set, encodes each event once for its transport;
 	// every subscriber then shares the bytes (Event.Encoded).
 	EncodeEvent func(*Event) []byte
@@ -56,6 +61,8 @@ const (
 	DefaultIdleTimeout       = 5 * time.Minute
 	DefaultSnapshotPageSize  = 500
 	DefaultSnapshotPageBytes = 1 << 20
+	DefaultMaxSelectorLength = 4096
+	DefaultMaxSelectorTerms  = 64
 )
 
 func (c *Config) setDefaults() {
@@ -77,6 +84,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.SnapshotPageBytes <= 0 {
 		c.SnapshotPageBytes = DefaultSnapshotPageBytes
+	}
+	if c.MaxSelectorLength <= 0 {
+		c.MaxSelectorLength = DefaultMaxSelectorLength
+	}
+	if c.MaxSelectorTerms <= 0 {
+		c.MaxSelectorTerms = DefaultMaxSelectorTerms
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

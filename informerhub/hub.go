@@ -200,7 +200,7 @@ func (h *Hub) prepare(ctx context.Context, s Selector) (ResourceInfo, *selector,
 	if err != nil {
 		return ResourceInfo{}, nil, err
 	}
-	sel, err := parseSelector(s, info)
+	sel, err := parseSelector(s, info, &h.cfg)
 	if err != nil {
 		return ResourceInfo{}, nil, err
 	}

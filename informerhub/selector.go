@@ -25,13 +25,7 @@ type Selector struct {
 	FieldSelector string
 }
 
-// Limits on selector input, so no request can make the hub parse or match
-// without bound.
-const (
-	maxSelectorLength     = 4096
-	maxSelectorTerms      = 64
-	supportedFieldsString = "metadata.name, metadata.namespace"
-)
+const supportedFieldsString = "metadata.name, metadata.namespace"
 
 // selector is a parsed Selector.
 type selector struct {
@@ -76,8 +70,11 @@ func validateResource(s Selector) error {
 	return nil
 }
 
-// parseSelector validates a Selector for a resolved resource type.
-func parseSelector(s Selector, info ResourceInfo) (*selector, error) {
+// parseSelector validates a Selector for a resolved resource type, within
+// the limits of cfg, so no request can make the hub parse or match without
+// bound.
+func parseSelector(s Selector, info ResourceInfo, cfg *Config) (*selector, error) {
+	maxSelectorLength, maxSelectorTerms := cfg.MaxSelectorLength, cfg.MaxSelectorTerms
 	sel := &selector{namespace: s.Namespace}
 	if s.Namespace != "" {
 		if !info.Namespaced {

@@ -17,6 +17,8 @@ func FuzzRequestValidation(f *testing.F) {
 	f.Add("..", "..", "../x", "Bad_NS", "a in (", "metadata.name==")
 	info := ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true}
 	obj := &object{namespace: "default", name: "x", labels: labels.Set{"app": "web", "tier": "a"}}
+	var cfg Config
+	cfg.setDefaults()
 	f.Fuzz(func(t *testing.T, group, version, resource, namespace, labelSelector, fieldSelector string) {
 		s := Selector{
 			Resource:      schema.GroupVersionResource{Group: group, Version: version, Resource: resource},
@@ -25,7 +27,7 @@ func FuzzRequestValidation(f *testing.F) {
 			FieldSelector: fieldSelector,
 		}
 		_ = validateResource(s)
-		sel, err := parseSelector(s, info)
+		sel, err := parseSelector(s, info, &cfg)
 		if err != nil {
 			return
 		}

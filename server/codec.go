@@ -1,7 +1,6 @@
 package server
 
 import (
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the codec this one wraps
 	"google.golang.org/grpc/mem"
@@ -63,9 +62,3 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
 
 func (c codec) Name() string { return c.proto.Name() }
-
-// ServerOptions returns the grpc.ServerOptions a server serving this service
-// needs. Pass them to grpc.NewServer.
-func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto")})}
-}

@@ -8,9 +8,15 @@
 // mapping from the hub's errors to gRPC statuses with google.rpc error
 // details (status.go).
 //
-// Wire it up with ServerOptions, EncodeEvent and Register:
+// Callers are authenticated by an interceptor (package auth); each Watch and
+// Snapshot is authorized for the caller with a SubjectAccessReview, and a
+// running Watch again every AuthzRecheckInterval.
+//
+// Wire it up with ServerOptions, EncodeEvent and Register, passing the same
+// Config to ServerOptions and New:
 //
 //	hub := informerhub.New(informerhub.Config{EncodeEvent: server.EncodeEvent}, resolver, source)
-//	g := grpc.NewServer(server.ServerOptions()...)
-//	server.New(hub, server.Config{}).Register(g)
+//	cfg := server.Config{Authenticator: authn, Authorizer: authz}
+//	g := grpc.NewServer(server.ServerOptions(cfg)...)
+//	server.New(hub, cfg).Register(g)
 package server

@@ -3,10 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -15,15 +19,56 @@ import (
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/server/auth"
 )
+
+// panicError is a panic of a stream's sender, turned into an error.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.value, e.stack) }
 
 // ResumeTokenHeader is the response header of a Watch that carries the
 // token of the position the stream starts from. It is sent as soon as the
 // subscription is established, before any event.
 const ResumeTokenHeader = "resume-token"
 
-// Config tunes a Server.
+// Config tunes a Server. Pass the same Config to New and ServerOptions.
 type Config struct {
+	// Authenticator identifies callers. Default: every caller is
+	// anonymous (only for --auth=none and tests).
+	Authenticator auth.Authenticator
+	// Authorizer decides what callers may list and watch. Default: they
+	// may do anything (only for --auth=none and tests).
+	Authorizer auth.Authorizer
+	// AuthzRecheckInterval is how often a Watch is authorized again; when
+	// access is revoked, the stream ends with PERMISSION_DENIED and the
+	// token to resume from. Default: 1m.
+	AuthzRecheckInterval time.Duration
+
+	// MaxSubscriptionsPerIdentity bounds the Watch and Snapshot streams one
+	// identity has open at once. Default: 100.
+	MaxSubscriptionsPerIdentity int
+	// RatePerIdentity and RateBurstPerIdentity bound the calls one
+	// identity makes: this many per second on average, and the burst at
+	// once. Defaults: 10 and 50.
+	RatePerIdentity      float64
+	RateBurstPerIdentity int
+	// MaxConcurrentStreams bounds the streams of one connection.
+	// Default: 100.
+	MaxConcurrentStreams uint32
+	// MaxRecvMsgSize bounds a request. Default: 64 KiB.
+	MaxRecvMsgSize int
+	// KeepaliveTime and KeepaliveTimeout find dead clients: a connection
+	// quiet for KeepaliveTime is pinged, and closed if no answer comes
+	// within KeepaliveTimeout. Defaults: 1m and 20s.
+	KeepaliveTime, KeepaliveTimeout time.Duration
+	// KeepaliveMinTime is the shortest ping interval a client may use;
+	// clients that ping more often are disconnected. Default: 10s.
+	KeepaliveMinTime time.Duration
+
 	// MaxSendStall ends a stream whose client has not read anything for
 	// this long (a send to it has been blocked throughout), with
 	// RESOURCE_EXHAUSTED, so a client that stops reading cannot hold on to
@@ -38,28 +83,50 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+func (c *Config) setDefaults() {
+	if c.Authenticator == nil {
+		c.Authenticator = auth.Anonymous{}
+	}
+	if c.Authorizer == nil {
+		c.Authorizer = auth.AlwaysAllow{}
+	}
+	defaultTo(&c.AuthzRecheckInterval, time.Minute)
+	defaultTo(&c.MaxSubscriptionsPerIdentity, 100)
+	defaultTo(&c.RatePerIdentity, 10)
+	defaultTo(&c.RateBurstPerIdentity, 50)
+	defaultTo(&c.MaxConcurrentStreams, 100)
+	defaultTo(&c.MaxRecvMsgSize, 64<<10)
+	defaultTo(&c.KeepaliveTime, time.Minute)
+	defaultTo(&c.KeepaliveTimeout, 20*time.Second)
+	defaultTo(&c.KeepaliveMinTime, 10*time.Second)
+	defaultTo(&c.MaxSendStall, 30*time.Second)
+	defaultTo(&c.StalledSendGrace, time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+func defaultTo[T int | uint32 | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 // Server implements informerhub.v1.InformerHubService on a Hub.
 type Server struct {
 	informerhubv1.UnimplementedInformerHubServiceServer
-	hub *informerhub.Hub
-	cfg Config
-	log *slog.Logger
+	hub           *informerhub.Hub
+	cfg           Config
+	log           *slog.Logger
+	subscriptions *auth.SubscriptionLimiter
 }
 
 var _ informerhubv1.InformerHubServiceServer = (*Server)(nil)
 
 // New returns a Server for hub.
 func New(hub *informerhub.Hub, cfg Config) *Server {
-	if cfg.MaxSendStall <= 0 {
-		cfg.MaxSendStall = 30 * time.Second
-	}
-	if cfg.StalledSendGrace <= 0 {
-		cfg.StalledSendGrace = time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	return &Server{hub: hub, cfg: cfg, log: cfg.Logger}
+	cfg.setDefaults()
+	return &Server{hub: hub, cfg: cfg, log: cfg.Logger, subscriptions: auth.NewSubscriptionLimiter(cfg.MaxSubscriptionsPerIdentity)}
 }
 
 // Register registers the service on s.
@@ -73,6 +140,11 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 	if err != nil {
 		return toStatus(s.log, err)
 	}
+	user, release, err := s.admit(ctx, sel)
+	if err != nil {
+		return toStatus(s.log, err)
+	}
+	defer release()
 	sub, err := s.hub.Watch(ctx, informerhub.WatchRequest{
 		Selector:          sel,
 		ResumeToken:       req.GetResumeToken(),
@@ -89,7 +161,10 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		return toStatus(s.log, err)
 	}
 	snd := newSender(stream, sub.ResumeToken())
-	err = s.supervise(ctx, snd, sub.Done(), func() (any, string, bool, error) {
+	recheck := func() error {
+		return auth.CanWatch(ctx, s.cfg.Authorizer, user, sel.Resource, sel.Namespace, s.cfg.AuthzRecheckInterval)
+	}
+	err = s.supervise(ctx, snd, sub.Done(), recheck, func() (any, string, bool, error) {
 		ev, err := sub.Next(ctx)
 		if err != nil {
 			return nil, "", false, err
@@ -107,13 +182,42 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 	// The client resumes from what it was sent, not from what the
 	// subscription handed out last.
 	var tooSlow *informerhub.TooSlowError
-	if errors.As(err, &tooSlow) {
+	var forbidden *auth.ForbiddenError
+	switch {
+	case errors.As(err, &tooSlow):
 		copied := *tooSlow
 		copied.ResumeToken = snd.lastToken()
 		err = &copied
+	case errors.As(err, &forbidden):
+		err = &revokedError{forbidden: forbidden, resumeToken: snd.lastToken()}
 	}
 	return toStatus(s.log, err)
 }
+
+// admit checks that the caller may list and watch what sel selects, and
+// may open one more stream. Call release when the stream ends.
+func (s *Server) admit(ctx context.Context, sel informerhub.Selector) (user auth.User, release func(), err error) {
+	user, _ = auth.UserFrom(ctx)
+	if err := auth.CanWatch(ctx, s.cfg.Authorizer, user, sel.Resource, sel.Namespace, time.Duration(math.MaxInt64)); err != nil {
+		return user, nil, err
+	}
+	if err := s.subscriptions.Acquire(user.Name); err != nil {
+		return user, nil, err
+	}
+	return user, func() { s.subscriptions.Release(user.Name) }, nil
+}
+
+// revokedError ends a Watch whose caller lost access while it ran.
+type revokedError struct {
+	forbidden   *auth.ForbiddenError
+	resumeToken string
+}
+
+func (e *revokedError) Error() string {
+	return e.forbidden.Error() + " any more: watch again from the resume token once access is granted again"
+}
+
+func (e *revokedError) Unwrap() error { return e.forbidden }
 
 func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.ServerStreamingServer[informerhubv1.SnapshotResponse]) error {
 	ctx := stream.Context()
@@ -121,12 +225,17 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 	if err != nil {
 		return toStatus(s.log, err)
 	}
+	_, release, err := s.admit(ctx, sel)
+	if err != nil {
+		return toStatus(s.log, err)
+	}
+	defer release()
 	snap, err := s.hub.Snapshot(ctx, sel)
 	if err != nil {
 		return toStatus(s.log, err)
 	}
 	defer snap.Close()
-	err = s.supervise(ctx, newSender(stream, ""), nil, func() (any, string, bool, error) {
+	err = s.supervise(ctx, newSender(stream, ""), nil, nil, func() (any, string, bool, error) {
 		objects, last := snap.NextPage()
 		return &informerhubv1.SnapshotResponse{
 			Objects:         objects,
@@ -173,7 +282,14 @@ func newSender(stream grpc.ServerStream, startToken string) *sender {
 func (snd *sender) lastToken() string { return *snd.lastSent.Load() }
 
 // run sends what next produces until it fails or produces the last message.
-func (snd *sender) run(next func() (msg any, token string, last bool, err error)) error {
+// A panic becomes an error: it runs outside the handler's goroutine, where
+// the recovery interceptor cannot catch it.
+func (snd *sender) run(next func() (msg any, token string, last bool, err error)) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &panicError{value: p, stack: debug.Stack()}
+		}
+	}()
 	for {
 		msg, token, last, err := next()
 		if err != nil {
@@ -194,14 +310,22 @@ func (snd *sender) run(next func() (msg any, token string, last bool, err error)
 	}
 }
 
-// supervise runs snd and returns its result, or errStalled when a send stays
-// blocked for MaxSendStall, or, when failed is closed, whatever the sender
-// returns within StalledSendGrace (else errStalled).
-func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struct{}, next func() (any, string, bool, error)) error {
+// supervise runs snd and returns its result; or errStalled when a send
+// stays blocked for MaxSendStall; or, when failed is closed, whatever the
+// sender returns within StalledSendGrace (else errStalled); or the
+// *auth.ForbiddenError of a recheck (every AuthzRecheckInterval) that finds
+// the caller's access revoked.
+func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struct{}, recheck func() error, next func() (any, string, bool, error)) error {
 	done := make(chan error, 1)
 	go func() { done <- snd.run(next) }()
 	stall := time.NewTicker(s.cfg.MaxSendStall)
 	defer stall.Stop()
+	var rechecks <-chan time.Time
+	if recheck != nil {
+		t := time.NewTicker(s.cfg.AuthzRecheckInterval)
+		defer t.Stop()
+		rechecks = t.C
+	}
 	var blockedSend uint64 // the send that was blocked at the last tick, if any
 	for {
 		select {
@@ -227,20 +351,59 @@ func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struc
 			if started != finished {
 				blockedSend = started
 			}
+		case <-rechecks:
+			err := recheck()
+			var forbidden *auth.ForbiddenError
+			switch {
+			case errors.As(err, &forbidden):
+				s.log.Info("ending a stream whose access was revoked", "error", err)
+				return err
+			case err != nil:
+				// The API server cannot answer now: keep the stream, as the
+				// hub's own informers keep their data, and ask again at the
+				// next recheck.
+				s.log.Warn("cannot recheck a stream's access; asking again later", "error", err)
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 }
 
-func (s *Server) ListResources(ctx context.Context, _ *informerhubv1.ListResourcesRequest) (*informerhubv1.ListResourcesResponse, error) {
+func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResourcesRequest) (*informerhubv1.ListResourcesResponse, error) {
 	resources, err := s.hub.Resources(ctx)
 	if err != nil {
 		return nil, toStatus(s.log, err)
 	}
-	resp := &informerhubv1.ListResourcesResponse{Resources: make([]*informerhubv1.Resource, len(resources))}
+	// Only what the caller may list and watch here: one (cached) check per
+	// resource type, a few at a time.
+	user, _ := auth.UserFrom(ctx)
+	allowed := make([]bool, len(resources))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
 	for i, r := range resources {
-		resp.Resources[i] = &informerhubv1.Resource{
+		if req.GetNamespace() != "" && !r.Namespaced {
+			continue
+		}
+		g.Go(func() error {
+			err := auth.CanWatch(gctx, s.cfg.Authorizer, user, r.Resource, req.GetNamespace(), time.Duration(math.MaxInt64))
+			var forbidden *auth.ForbiddenError
+			if errors.As(err, &forbidden) {
+				return nil
+			}
+			allowed[i] = err == nil
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	resp := &informerhubv1.ListResourcesResponse{}
+	for i, r := range resources {
+		if !allowed[i] {
+			continue
+		}
+		resp.Resources = append(resp.Resources, &informerhubv1.Resource{
 			Group:          r.Resource.Group,
 			Version:        r.Resource.Version,
 			Resource:       r.Resource.Resource,
@@ -249,7 +412,7 @@ func (s *Server) ListResources(ctx context.Context, _ *informerhubv1.ListResourc
 			InformerActive: r.InformerActive,
 			Subscribers:    uint32(r.Subscribers),
 			CachedObjects:  uint64(r.CachedObjects),
-		}
+		})
 	}
 	return resp, nil
 }

@@ -153,7 +153,7 @@ func serve(t *testing.T, hub *informerhub.Hub) informerhubv1.InformerHubServiceC
 func serveWith(t *testing.T, hub *informerhub.Hub, cfg Config) informerhubv1.InformerHubServiceClient {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	g := grpc.NewServer(ServerOptions()...)
+	g := grpc.NewServer(ServerOptions(cfg)...)
 	New(hub, cfg).Register(g)
 	go g.Serve(lis) //nolint:errcheck // ends with Stop
 	conn, err := grpc.NewClient("passthrough:///bufconn", grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/server/auth"
 )
 
 // ErrorDomain is the domain of every google.rpc.ErrorInfo the service sends.
@@ -21,14 +23,16 @@ const ErrorDomain = "informerhub.io"
 // Reasons of google.rpc.ErrorInfo details, one per situation a client
 // handles differently.
 const (
-	ReasonInvalidArgument     = "INVALID_ARGUMENT"
-	ReasonInvalidResumeToken  = "INVALID_RESUME_TOKEN"
-	ReasonResourceNotFound    = "RESOURCE_NOT_FOUND"
-	ReasonResumeTokenExpired  = "RESUME_TOKEN_EXPIRED"
-	ReasonResumeTokenAhead    = "RESUME_TOKEN_AHEAD"
-	ReasonSubscriberTooSlow   = "SUBSCRIBER_TOO_SLOW"
-	ReasonUpstreamUnavailable = "UPSTREAM_UNAVAILABLE"
-	ReasonShuttingDown        = "SHUTTING_DOWN"
+	ReasonInvalidArgument      = "INVALID_ARGUMENT"
+	ReasonInvalidResumeToken   = "INVALID_RESUME_TOKEN"
+	ReasonResourceNotFound     = "RESOURCE_NOT_FOUND"
+	ReasonResumeTokenExpired   = "RESUME_TOKEN_EXPIRED"
+	ReasonResumeTokenAhead     = "RESUME_TOKEN_AHEAD"
+	ReasonSubscriberTooSlow    = "SUBSCRIBER_TOO_SLOW"
+	ReasonUpstreamUnavailable  = "UPSTREAM_UNAVAILABLE"
+	ReasonShuttingDown         = "SHUTTING_DOWN"
+	ReasonForbidden            = "FORBIDDEN"
+	ReasonTooManySubscriptions = "TOO_MANY_SUBSCRIPTIONS"
 )
 
 // toStatus is the one place where the hub's errors become gRPC statuses.
@@ -39,6 +43,10 @@ func toStatus(log *slog.Logger, err error) error {
 		resourceErr *informerhub.ResourceError
 		expiredErr  *informerhub.ExpiredError
 		tooSlowErr  *informerhub.TooSlowError
+		forbidden   *auth.ForbiddenError
+		revoked     *revokedError
+		tooMany     *auth.TooManySubscriptionsError
+		panicked    *panicError
 	)
 	if _, ok := status.FromError(err); ok {
 		// Already a status: gRPC's own (the client went away mid-send).
@@ -51,6 +59,21 @@ func toStatus(log *slog.Logger, err error) error {
 		return status.Error(codes.Canceled, "the client canceled the call")
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, "the call's deadline passed")
+	case errors.As(err, &forbidden):
+		a := forbidden.Attributes
+		md := resourceMetadata(a.Resource.Group, a.Resource.Version, a.Resource.Resource)
+		md["user"], md["verb"], md["namespace"] = forbidden.User, a.Verb, a.Namespace
+		msg := forbidden.Error() + ": its Kubernetes RBAC does not allow it"
+		if errors.As(err, &revoked) {
+			md["resume_token"], msg = revoked.resumeToken, revoked.Error()
+		}
+		return withDetails(codes.PermissionDenied, msg, &errdetails.ErrorInfo{Reason: ReasonForbidden, Domain: ErrorDomain, Metadata: md})
+	case errors.As(err, &tooMany):
+		return withDetails(codes.ResourceExhausted, tooMany.Error(),
+			&errdetails.ErrorInfo{Reason: ReasonTooManySubscriptions, Domain: ErrorDomain, Metadata: map[string]string{"user": tooMany.User, "limit": strconv.Itoa(tooMany.Max)}})
+	case errors.As(err, &panicked):
+		log.Error("panic in a stream's sender", "error", err)
+		return status.Error(codes.Internal, "internal error")
 	case errors.As(err, &reqErr):
 		reason := ReasonInvalidArgument
 		if errors.Is(err, informerhub.ErrInvalidToken) {

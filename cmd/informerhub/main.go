@@ -10,6 +10,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,15 +19,17 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -33,18 +37,28 @@ import (
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/server"
+	"github.com/informerhub/informerhub/server/auth"
 )
 
 type options struct {
 	kubeconfig      string
 	listen          string
 	hub             informerhub.Config
+	server          server.Config
 	kubeQPS         float64
 	kubeBurst       int
 	logFormat       string
 	logLevel        slog.Level
-	maxSendStall    time.Duration
 	shutdownTimeout time.Duration
+
+	auth                string
+	insecureAllowRemote bool
+	tlsCert, tlsKey     string
+	clientCA            string
+	tokenAudience       string
+	authnCacheTTL       time.Duration
+	authzAllowTTL       time.Duration
+	authzDenyTTL        time.Duration
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -52,9 +66,37 @@ func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("informerhub", flag.ContinueOnError)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "host:port to serve gRPC on")
+
+	fs.StringVar(&o.auth, "auth", "kubernetes", "how callers authenticate: kubernetes (a bearer token, checked with a TokenReview), mtls (a client certificate signed by --client-ca), or none (local development only)")
+	fs.BoolVar(&o.insecureAllowRemote, "insecure-allow-remote", false, "allow --auth=none, or serving without TLS, on an address other than loopback")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "serving certificate file (PEM); reloaded when it changes")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "serving key file (PEM); reloaded when it changes")
+	fs.StringVar(&o.clientCA, "client-ca", "", "CA certificates that sign client certificates, for --auth=mtls")
+	fs.StringVar(&o.tokenAudience, "token-audience", "", "with --auth=kubernetes, accept only tokens issued for this audience")
+	fs.DurationVar(&o.authnCacheTTL, "authn-cache-ttl", 2*time.Minute, "how long an accepted token's identity is reused")
+	fs.DurationVar(&o.authzAllowTTL, "authz-allow-ttl", 5*time.Minute, "how long an allowed authorization decision is reused")
+	fs.DurationVar(&o.authzDenyTTL, "authz-deny-ttl", 30*time.Second, "how long a denied authorization decision is reused")
+	fs.DurationVar(&o.server.AuthzRecheckInterval, "authz-recheck-interval", time.Minute, "how often a running Watch is authorized again; revoked access ends it")
+
+	fs.IntVar(&o.server.MaxSubscriptionsPerIdentity, "max-subscriptions-per-identity", 100, "Watch and Snapshot streams one identity may have open at once")
+	fs.Float64Var(&o.server.RatePerIdentity, "rate-per-identity", 10, "calls per second one identity may make on average")
+	fs.IntVar(&o.server.RateBurstPerIdentity, "rate-burst-per-identity", 50, "calls one identity may make at once")
+	fs.Func("max-concurrent-streams", "streams one connection may have open (default 100)", func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 32)
+		o.server.MaxConcurrentStreams = uint32(n)
+		return err
+	})
+	fs.IntVar(&o.server.MaxRecvMsgSize, "max-recv-msg-size", 64<<10, "bytes a request may have")
+	fs.DurationVar(&o.server.KeepaliveTime, "keepalive-time", time.Minute, "ping a connection quiet for this long")
+	fs.DurationVar(&o.server.KeepaliveTimeout, "keepalive-timeout", 20*time.Second, "close a connection that does not answer a ping within this")
+	fs.DurationVar(&o.server.KeepaliveMinTime, "keepalive-min-time", 10*time.Second, "disconnect clients that ping more often than this")
+	fs.IntVar(&o.hub.MaxSelectorLength, "max-selector-length", informerhub.DefaultMaxSelectorLength, "bytes a label or field selector may have")
+	fs.IntVar(&o.hub.MaxSelectorTerms, "max-selector-terms", informerhub.DefaultMaxSelectorTerms, "requirements a label or field selector may have")
+	fs.DurationVar(&o.server.MaxSendStall, "max-send-stall", 30*time.Second, "end a stream whose client has not read anything for this long")
+
 	fs.IntVar(&o.hub.HistorySize, "history-size", informerhub.DefaultHistorySize, "changes kept per resource type for resuming")
 	fs.IntVar(&o.hub.QueueSize, "queue-size", informerhub.DefaultQueueSize, "changes that may wait for one subscriber before it is disconnected as too slow")
-	fs.DurationVar(&o.hub.BookmarkInterval, "bookmark-interval", informerhub.DefaultBookmarkInterval, "a quiet stream gets a bookmark with a fresh resume token this often")
+	fs.DurationVar(&o.hub.BookmarkInterval, "bookmark-interval", informerhub.DefaultBookmarkInterval, "a stream that received nothing for this long gets a bookmark with a fresh resume token")
 	fs.DurationVar(&o.hub.IdleTimeout, "idle-timeout", informerhub.DefaultIdleTimeout, "how long a resource type's informer runs after its last subscriber left")
 	fs.IntVar(&o.hub.SnapshotPageSize, "snapshot-page-size", informerhub.DefaultSnapshotPageSize, "objects per Snapshot page at most")
 	fs.IntVar(&o.hub.SnapshotPageBytes, "snapshot-page-bytes", informerhub.DefaultSnapshotPageBytes, "bytes of objects per Snapshot page at most (a page always holds one object)")
@@ -63,7 +105,6 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "burst of queries to the Kubernetes API server")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
-	fs.DurationVar(&o.maxSendStall, "max-send-stall", 30*time.Second, "end a stream whose client has not read anything for this long")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to wait for streams to end on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -71,10 +112,60 @@ func parseFlags(args []string) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	return o, o.validate()
+}
+
+// validate rejects combinations that cannot work, and those that would
+// expose the cluster: without authentication, or bearer tokens in plaintext,
+// the hub serves only loopback unless told otherwise.
+func (o *options) validate() error {
 	if o.logFormat != "text" && o.logFormat != "json" {
-		return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
+		return fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
 	}
-	return o, nil
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	switch o.auth {
+	case "kubernetes", "none":
+		if o.clientCA != "" {
+			return errors.New("--client-ca is for --auth=mtls")
+		}
+	case "mtls":
+		if o.tlsCert == "" || o.clientCA == "" {
+			return errors.New("--auth=mtls needs --tls-cert, --tls-key and --client-ca")
+		}
+	default:
+		return fmt.Errorf("--auth must be kubernetes, mtls or none, not %q", o.auth)
+	}
+	if o.tokenAudience != "" && o.auth != "kubernetes" {
+		return errors.New("--token-audience is for --auth=kubernetes")
+	}
+	loopback, err := isLoopback(o.listen)
+	if err != nil {
+		return err
+	}
+	if !loopback && !o.insecureAllowRemote {
+		if o.auth == "none" {
+			return fmt.Errorf("--auth=none would let anyone who reaches %s read the cluster: listen on loopback, or pass --insecure-allow-remote", o.listen)
+		}
+		if o.tlsCert == "" {
+			return fmt.Errorf("without TLS, bearer tokens would cross the network in the clear: pass --tls-cert and --tls-key, listen on loopback, or pass --insecure-allow-remote")
+		}
+	}
+	return nil
+}
+
+// isLoopback tells whether a listen address only accepts local connections.
+func isLoopback(listen string) (bool, error) {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false, fmt.Errorf("--listen %q: %w", listen, err)
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
 }
 
 func main() {
@@ -128,16 +219,16 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis net.Listener) er
 	}
 	defer hub.Close()
 
+	creds, err := o.authenticate(restConfig, log)
+	if err != nil {
+		return err
+	}
+	o.server.Logger = log
 	healthServer := health.NewServer()
 	healthServer.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthServer.SetServingStatus(informerhubv1.InformerHubService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
-	g := grpc.NewServer(append(server.ServerOptions(),
-		// Find dead subscribers: ping connections that are quiet for a
-		// minute, drop those that do not answer.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)...)
-	server.New(hub, server.Config{Logger: log, MaxSendStall: o.maxSendStall}).Register(g)
+	g := grpc.NewServer(append(server.ServerOptions(o.server), creds...)...)
+	server.New(hub, o.server).Register(g)
 	healthpb.RegisterHealthServer(g, healthServer)
 	reflection.Register(g)
 
@@ -171,6 +262,55 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis net.Listener) er
 		g.Stop()
 	}
 	return nil
+}
+
+// authenticate sets up who may call, and returns the transport credentials
+// (TLS, and client certificates for mtls) to serve with.
+func (o *options) authenticate(restConfig *rest.Config, log *slog.Logger) ([]grpc.ServerOption, error) {
+	kube, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return nil, err
+	}
+	authz := auth.NewSubjectAccessReview(kube.AuthorizationV1().SubjectAccessReviews(),
+		auth.SubjectAccessReviewConfig{AllowTTL: o.authzAllowTTL, DenyTTL: o.authzDenyTTL})
+	switch o.auth {
+	case "kubernetes":
+		var audiences []string
+		if o.tokenAudience != "" {
+			audiences = []string{o.tokenAudience}
+		}
+		o.server.Authenticator = auth.NewTokenReview(kube.AuthenticationV1().TokenReviews(),
+			auth.TokenReviewConfig{Audiences: audiences, CacheTTL: o.authnCacheTTL})
+		o.server.Authorizer = authz
+	case "mtls":
+		o.server.Authenticator, o.server.Authorizer = auth.ClientCertificate{}, authz
+	case "none":
+		o.server.Authenticator, o.server.Authorizer = auth.Anonymous{}, auth.AlwaysAllow{}
+		log.Warn("--auth=none: every caller may read everything the hub can; for local development only", "listen", o.listen)
+	}
+	if o.tlsCert == "" {
+		if o.auth != "none" {
+			log.Warn("serving without TLS: credentials cross the connection in the clear", "listen", o.listen)
+		}
+		return nil, nil
+	}
+	reloader, err := auth.NewCertificateReloader(o.tlsCert, o.tlsKey, log)
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig := &tls.Config{GetCertificate: reloader.GetCertificate, MinVersion: tls.VersionTLS12}
+	if o.auth == "mtls" {
+		pem, err := os.ReadFile(o.clientCA)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("no certificates in --client-ca %s", o.clientCA)
+		}
+		tlsConfig.ClientCAs, tlsConfig.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tlsConfig))}, nil
 }
 
 // loadKubeconfig finds the cluster: --kubeconfig, else in-cluster, else the

@@ -31,16 +31,48 @@ func TestMain(m *testing.M) {
 }
 
 func TestParseFlags(t *testing.T) {
-	o, err := parseFlags([]string{"--listen", ":9000", "--history-size", "5", "--bookmark-interval", "10s", "--log-level", "debug"})
+	o, err := parseFlags([]string{"--listen", "127.0.0.1:9000", "--history-size", "5", "--bookmark-interval", "10s", "--log-level", "debug",
+		"--max-concurrent-streams", "7", "--authz-recheck-interval", "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.listen != ":9000" || o.hub.HistorySize != 5 || o.hub.BookmarkInterval != 10*time.Second || o.logLevel != slog.LevelDebug {
+	if o.listen != "127.0.0.1:9000" || o.hub.HistorySize != 5 || o.hub.BookmarkInterval != 10*time.Second || o.logLevel != slog.LevelDebug ||
+		o.server.MaxConcurrentStreams != 7 || o.server.AuthzRecheckInterval != 30*time.Second || o.auth != "kubernetes" {
 		t.Errorf("parsed %+v", o)
 	}
 	for _, bad := range [][]string{{"--log-format", "xml"}, {"extra"}, {"--history-size", "x"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q) succeeded", bad)
+		}
+	}
+}
+
+// TestRefusesToExposeTheCluster: without authentication, or with bearer
+// tokens in plaintext, the hub serves only loopback unless told otherwise.
+func TestRefusesToExposeTheCluster(t *testing.T) {
+	tests := []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"--auth=none"}, true}, // the default --listen is loopback
+		{[]string{"--auth=none", "--listen", "localhost:8080"}, true},
+		{[]string{"--auth=none", "--listen", "[::1]:8080"}, true},
+		{[]string{"--auth=none", "--listen", ":8080"}, false},
+		{[]string{"--auth=none", "--listen", "0.0.0.0:8080"}, false},
+		{[]string{"--auth=none", "--listen", ":8080", "--insecure-allow-remote"}, true},
+		{[]string{"--listen", ":8080"}, false}, // tokens in plaintext
+		{[]string{"--listen", ":8080", "--tls-cert", "c", "--tls-key", "k"}, true},
+		{[]string{"--auth=mtls", "--tls-cert", "c", "--tls-key", "k"}, false}, // no --client-ca
+		{[]string{"--auth=mtls", "--tls-cert", "c", "--tls-key", "k", "--client-ca", "ca"}, true},
+		{[]string{"--tls-cert", "c"}, false},
+		{[]string{"--client-ca", "ca"}, false},
+		{[]string{"--auth=mtls", "--token-audience", "hub", "--tls-cert", "c", "--tls-key", "k", "--client-ca", "ca"}, false},
+		{[]string{"--auth=magic"}, false},
+	}
+	for _, tt := range tests {
+		_, err := parseFlags(tt.args)
+		if (err == nil) != tt.ok {
+			t.Errorf("parseFlags(%q): %v, want ok=%v", tt.args, err, tt.ok)
 		}
 	}
 }
@@ -62,7 +94,7 @@ func TestServeAndShutDown(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, cp.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o, err := parseFlags([]string{"--kubeconfig", kubeconfig})
+	o, err := parseFlags([]string{"--kubeconfig", kubeconfig, "--auth=none"})
 	if err != nil {
 		t.Fatal(err)
 	}

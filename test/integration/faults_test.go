@@ -56,8 +56,9 @@ func (r *restartableHub) start() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	g := grpc.NewServer(server.ServerOptions()...)
-	server.New(h, server.Config{Logger: cfg.Logger}).Register(g)
+	serverCfg := server.Config{Logger: cfg.Logger, MaxSubscriptionsPerIdentity: 1 << 20, RatePerIdentity: 1 << 20, RateBurstPerIdentity: 1 << 20, MaxConcurrentStreams: 1 << 20}
+	g := grpc.NewServer(server.ServerOptions(serverCfg)...)
+	server.New(h, serverCfg).Register(g)
 	go g.Serve(lis) //nolint:errcheck // ends with Stop
 	r.mu.Lock()
 	r.hub, r.g, r.addr = h, g, lis.Addr().String()

@@ -100,8 +100,11 @@ func startHub(t *testing.T, cfg informerhub.Config) *hub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(server.ServerOptions()...)
-	server.New(h, server.Config{Logger: cfg.Logger, StalledSendGrace: 100 * time.Millisecond}).Register(g)
+	serverCfg := server.Config{Logger: cfg.Logger, StalledSendGrace: 100 * time.Millisecond,
+		// The tests open many streams as one identity.
+		MaxSubscriptionsPerIdentity: 1 << 20, RatePerIdentity: 1 << 20, RateBurstPerIdentity: 1 << 20, MaxConcurrentStreams: 1 << 20}
+	g := grpc.NewServer(server.ServerOptions(serverCfg)...)
+	server.New(h, serverCfg).Register(g)
 	go g.Serve(lis) //nolint:errcheck // Serve returns when the test stops it
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

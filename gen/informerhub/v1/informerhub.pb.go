@@ -452,9 +452,13 @@ func (x *SnapshotResponse) GetLast() bool {
 	return false
 }
 
-// ListResourcesRequest has no fields.
+// ListResourcesRequest asks which resource types can be watched.
 type ListResourcesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// List the resource types the caller may list and watch in this
+	// namespace; empty: cluster-wide (all namespaces, and cluster-scoped
+	// resources).
+	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -487,6 +491,13 @@ func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourcesRequest) Descriptor() ([]byte, []int) {
 	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListResourcesRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
 }
 
 // ListResourcesResponse lists watchable resource types.
@@ -672,8 +683,9 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\aobjects\x18\x01 \x03(\tR\aobjects\x12!\n" +
 	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\x12\x12\n" +
-	"\x04last\x18\x04 \x01(\bR\x04last\"\x16\n" +
-	"\x14ListResourcesRequest\"O\n" +
+	"\x04last\x18\x04 \x01(\bR\x04last\"4\n" +
+	"\x14ListResourcesRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"O\n" +
 	"\x15ListResourcesResponse\x126\n" +
 	"\tresources\x18\x01 \x03(\v2\x18.informerhub.v1.ResourceR\tresources\"\xfc\x01\n" +
 	"\bResource\x12\x14\n" +

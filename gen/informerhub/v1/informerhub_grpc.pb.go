@@ -44,11 +44,20 @@ const (
 //     that is garbage or was issued for another resource or selector
 //     (reason INVALID_RESUME_TOKEN). A google.rpc.BadRequest detail names
 //     the field.
+//   - UNAUTHENTICATED: no credentials, or invalid ones. Send "authorization:
+//     Bearer <token>" (a Kubernetes token), or a client certificate, as the
+//     hub is configured.
+//   - PERMISSION_DENIED: the caller's Kubernetes RBAC does not allow list
+//     and watch of the resource in the namespace (FORBIDDEN; metadata names
+//     the user, verb, resource and namespace). A Watch whose access is
+//     revoked ends this way too, with metadata["resume_token"].
 //   - NOT_FOUND: the cluster does not serve the resource (RESOURCE_NOT_FOUND).
 //   - OUT_OF_RANGE: the resume_token is older than the hub's history
 //     (RESUME_TOKEN_EXPIRED). Call Snapshot, or Watch with
 //     send_initial_events, and continue from there.
-//   - RESOURCE_EXHAUSTED: the client did not read fast enough: its queue
+//   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
+//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; or the client did
+//     not read fast enough: its queue
 //     overflowed, or it read nothing for a while (SUBSCRIBER_TOO_SLOW).
 //     Watch again from the token of the last response you received. On a
 //     Watch, ErrorInfo.metadata["resume_token"] holds the token of the last
@@ -83,7 +92,9 @@ type InformerHubServiceClient interface {
 	// yields exactly the changes after the snapshot.
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotResponse], error)
 	// ListResources lists the resource types the cluster serves that can be
-	// watched (they support list and watch), with the hub's activity for each.
+	// watched (they support list and watch) and that the caller may list and
+	// watch (in the request's namespace, or cluster-wide), with the hub's
+	// activity for each.
 	ListResources(ctx context.Context, in *ListResourcesRequest, opts ...grpc.CallOption) (*ListResourcesResponse, error)
 }
 
@@ -163,11 +174,20 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     that is garbage or was issued for another resource or selector
 //     (reason INVALID_RESUME_TOKEN). A google.rpc.BadRequest detail names
 //     the field.
+//   - UNAUTHENTICATED: no credentials, or invalid ones. Send "authorization:
+//     Bearer <token>" (a Kubernetes token), or a client certificate, as the
+//     hub is configured.
+//   - PERMISSION_DENIED: the caller's Kubernetes RBAC does not allow list
+//     and watch of the resource in the namespace (FORBIDDEN; metadata names
+//     the user, verb, resource and namespace). A Watch whose access is
+//     revoked ends this way too, with metadata["resume_token"].
 //   - NOT_FOUND: the cluster does not serve the resource (RESOURCE_NOT_FOUND).
 //   - OUT_OF_RANGE: the resume_token is older than the hub's history
 //     (RESUME_TOKEN_EXPIRED). Call Snapshot, or Watch with
 //     send_initial_events, and continue from there.
-//   - RESOURCE_EXHAUSTED: the client did not read fast enough: its queue
+//   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
+//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; or the client did
+//     not read fast enough: its queue
 //     overflowed, or it read nothing for a while (SUBSCRIBER_TOO_SLOW).
 //     Watch again from the token of the last response you received. On a
 //     Watch, ErrorInfo.metadata["resume_token"] holds the token of the last
@@ -202,7 +222,9 @@ type InformerHubServiceServer interface {
 	// yields exactly the changes after the snapshot.
 	Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotResponse]) error
 	// ListResources lists the resource types the cluster serves that can be
-	// watched (they support list and watch), with the hub's activity for each.
+	// watched (they support list and watch) and that the caller may list and
+	// watch (in the request's namespace, or cluster-wide), with the hub's
+	// activity for each.
 	ListResources(context.Context, *ListResourcesRequest) (*ListResourcesResponse, error)
 	mustEmbedUnimplementedInformerHubServiceServer()
 }

@@ -1,0 +1,176 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/cache"
+	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
+)
+
+// Attributes are what a caller asks to do.
+type Attributes struct {
+	Verb      string // "list" or "watch"
+	Resource  schema.GroupVersionResource
+	Namespace string // "" for all namespaces, or a cluster-scoped resource
+}
+
+func (a Attributes) String() string {
+	where := "cluster-wide"
+	if a.Namespace != "" {
+		where = "in namespace " + a.Namespace
+	}
+	return fmt.Sprintf("%s %s %s", a.Verb, resourceName(a.Resource), where)
+}
+
+func resourceName(gvr schema.GroupVersionResource) string {
+	if gvr.Group == "" {
+		return gvr.Resource
+	}
+	return gvr.Resource + "." + gvr.Group
+}
+
+// Authorizer decides what a user may do.
+type Authorizer interface {
+	// Authorize tells whether user may do attrs. It may answer from a
+	// decision it made less than maxAge ago (and within its own cache
+	// lifetimes). An error means it cannot tell now.
+	Authorize(ctx context.Context, user User, attrs Attributes, maxAge time.Duration) (allowed bool, err error)
+}
+
+// AlwaysAllow allows everything, for --auth=none.
+type AlwaysAllow struct{}
+
+func (AlwaysAllow) Authorize(context.Context, User, Attributes, time.Duration) (bool, error) {
+	return true, nil
+}
+
+// SubjectAccessReviewConfig tunes a SubjectAccessReview authorizer.
+type SubjectAccessReviewConfig struct {
+	// AllowTTL is how long an allowed decision is reused. Default: 5m.
+	AllowTTL time.Duration
+	// DenyTTL is how long a denied decision is reused. Default: 30s.
+	DenyTTL time.Duration
+	// CacheSize bounds the decisions remembered. Default: 10000.
+	CacheSize int
+}
+
+// SubjectAccessReview authorizes by asking the API server with a
+// SubjectAccessReview, so the hub grants exactly what the caller's own
+// RBAC grants.
+type SubjectAccessReview struct {
+	client authorizationclient.SubjectAccessReviewInterface
+	cfg    SubjectAccessReviewConfig
+	cache  *cache.LRUExpireCache // decision key -> decision
+}
+
+type decision struct {
+	allowed bool
+	at      time.Time
+}
+
+// NewSubjectAccessReview returns a SubjectAccessReview authorizer using
+// client.
+func NewSubjectAccessReview(client authorizationclient.SubjectAccessReviewInterface, cfg SubjectAccessReviewConfig) *SubjectAccessReview {
+	if cfg.AllowTTL <= 0 {
+		cfg.AllowTTL = 5 * time.Minute
+	}
+	if cfg.DenyTTL <= 0 {
+		cfg.DenyTTL = 30 * time.Second
+	}
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = 10000
+	}
+	return &SubjectAccessReview{client: client, cfg: cfg, cache: cache.NewLRUExpireCache(cfg.CacheSize)}
+}
+
+func (a *SubjectAccessReview) Authorize(ctx context.Context, user User, attrs Attributes, maxAge time.Duration) (bool, error) {
+	key := decisionKey(user, attrs)
+	if cached, ok := a.cache.Get(key); ok {
+		if d := cached.(decision); time.Since(d.at) < maxAge {
+			return d.allowed, nil
+		}
+	}
+	extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
+	for k, v := range user.Extra {
+		extra[k] = v
+	}
+	review, err := a.client.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user.Name, UID: user.UID, Groups: user.Groups, Extra: extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: attrs.Namespace, Verb: attrs.Verb,
+			Group: attrs.Resource.Group, Version: attrs.Resource.Version, Resource: attrs.Resource.Resource,
+		},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return false, fmt.Errorf("asking the API server whether %s may %s: %w", user.Name, attrs, err)
+	}
+	d := decision{allowed: review.Status.Allowed && !review.Status.Denied, at: time.Now()}
+	ttl := a.cfg.AllowTTL
+	if !d.allowed {
+		ttl = a.cfg.DenyTTL
+	}
+	a.cache.Add(key, d, ttl)
+	return d.allowed, nil
+}
+
+// decisionKey identifies a decision: the whole identity and the request.
+func decisionKey(user User, attrs Attributes) string {
+	var b strings.Builder
+	for _, part := range []string{user.Name, user.UID, attrs.Verb, attrs.Resource.Group, attrs.Resource.Version, attrs.Resource.Resource, attrs.Namespace} {
+		b.WriteString(part)
+		b.WriteByte(0)
+	}
+	groups := slices.Clone(user.Groups)
+	slices.Sort(groups)
+	for _, g := range groups {
+		b.WriteString(g)
+		b.WriteByte(1)
+	}
+	keys := make([]string, 0, len(user.Extra))
+	for k := range user.Extra {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte(2)
+		for _, v := range user.Extra[k] {
+			b.WriteString(v)
+			b.WriteByte(3)
+		}
+	}
+	return b.String()
+}
+
+// ForbiddenError says that a user may not do something.
+type ForbiddenError struct {
+	User       string
+	Attributes Attributes
+}
+
+func (e *ForbiddenError) Error() string {
+	return fmt.Sprintf("user %q may not %s", e.User, e.Attributes)
+}
+
+// CanWatch checks that user may list and watch the resource in the
+// namespace: a *ForbiddenError if not.
+func CanWatch(ctx context.Context, a Authorizer, user User, gvr schema.GroupVersionResource, namespace string, maxAge time.Duration) error {
+	for _, verb := range []string{"list", "watch"} {
+		attrs := Attributes{Verb: verb, Resource: gvr, Namespace: namespace}
+		allowed, err := a.Authorize(ctx, user, attrs, maxAge)
+		if err != nil {
+			return err
+		}
+		if !allowed {
+			return &ForbiddenError{User: user.Name, Attributes: attrs}
+		}
+	}
+	return nil
+}

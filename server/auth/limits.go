@@ -1,0 +1,91 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/util/cache"
+)
+
+// RateLimiter limits the calls of each identity with a token bucket. It is
+// a go-grpc-middleware ratelimit.Limiter; put it after authentication.
+type RateLimiter struct {
+	limit rate.Limit
+	burst int
+
+	mu       sync.Mutex            // guards get-or-create in limiters
+	limiters *cache.LRUExpireCache // user name -> *rate.Limiter
+}
+
+// NewRateLimiter allows each identity perSecond calls on average, and burst
+// at once.
+func NewRateLimiter(perSecond float64, burst int) *RateLimiter {
+	return &RateLimiter{limit: rate.Limit(perSecond), burst: burst, limiters: cache.NewLRUExpireCache(100000)}
+}
+
+// Limit implements ratelimit.Limiter.
+func (l *RateLimiter) Limit(ctx context.Context) error {
+	user, _ := UserFrom(ctx)
+	l.mu.Lock()
+	limiter, ok := l.limiters.Get(user.Name)
+	if !ok {
+		limiter = rate.NewLimiter(l.limit, l.burst)
+	}
+	// Idle identities are forgotten after ten minutes: their bucket would
+	// have refilled anyway.
+	l.limiters.Add(user.Name, limiter, 10*time.Minute)
+	l.mu.Unlock()
+	if !limiter.(*rate.Limiter).Allow() {
+		return fmt.Errorf("%q made more than %g calls per second (burst %d)", user.Name, float64(l.limit), l.burst)
+	}
+	return nil
+}
+
+// SubscriptionLimiter bounds the streams (Watch and Snapshot) each identity
+// has open at once.
+type SubscriptionLimiter struct {
+	max int
+
+	mu   sync.Mutex // guards open
+	open map[string]int
+}
+
+// NewSubscriptionLimiter allows each identity max open streams.
+func NewSubscriptionLimiter(max int) *SubscriptionLimiter {
+	return &SubscriptionLimiter{max: max, open: map[string]int{}}
+}
+
+// TooManySubscriptionsError says that an identity has as many streams open
+// as it may.
+type TooManySubscriptionsError struct {
+	User string
+	Max  int
+}
+
+func (e *TooManySubscriptionsError) Error() string {
+	return fmt.Sprintf("%q has %d streams open, the most it may: close one first", e.User, e.Max)
+}
+
+// Acquire counts a new stream of user, or fails with a
+// *TooManySubscriptionsError. Every successful Acquire needs a Release.
+func (l *SubscriptionLimiter) Acquire(user string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[user] >= l.max {
+		return &TooManySubscriptionsError{User: user, Max: l.max}
+	}
+	l.open[user]++
+	return nil
+}
+
+// Release uncounts a stream of user.
+func (l *SubscriptionLimiter) Release(user string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[user]--; l.open[user] <= 0 {
+		delete(l.open, user)
+	}
+}

@@ -1,0 +1,318 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/informerhub/hubtest"
+	"github.com/informerhub/informerhub/server/auth"
+)
+
+// nameAuthenticator takes "authorization: Bearer <name>" as user <name>.
+type nameAuthenticator struct{}
+
+func (nameAuthenticator) Authenticate(ctx context.Context) (auth.User, error) {
+	values := metadata.ValueFromIncomingContext(ctx, "authorization")
+	if len(values) != 1 || !strings.HasPrefix(values[0], "Bearer ") {
+		return auth.User{}, fmt.Errorf("%w: no token", auth.ErrUnauthenticated)
+	}
+	return auth.User{Name: strings.TrimPrefix(values[0], "Bearer ")}, nil
+}
+
+// tableAuthorizer allows what its table says: user -> namespaces ("*" is
+// cluster-wide). "panic" makes it panic.
+type tableAuthorizer struct {
+	mu      sync.Mutex // guards allowed
+	allowed map[string][]string
+}
+
+func (a *tableAuthorizer) Authorize(_ context.Context, user auth.User, attrs auth.Attributes, _ time.Duration) (bool, error) {
+	if user.Name == "panic" {
+		panic("the authorizer broke")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ns := range a.allowed[user.Name] {
+		if ns == "*" || (ns == attrs.Namespace && attrs.Namespace != "") {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (a *tableAuthorizer) set(user string, namespaces ...string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.allowed[user] = namespaces
+}
+
+// serveWithAuth serves hub with cfg (plus the fake authentication), health
+// and reflection, and returns a connection to it.
+func serveWithAuth(t *testing.T, hub *informerhub.Hub, cfg Config) *grpc.ClientConn {
+	t.Helper()
+	cfg.Authenticator = nameAuthenticator{}
+	cfg.Logger = discard
+	lis := bufconn.Listen(1 << 20)
+	g := grpc.NewServer(ServerOptions(cfg)...)
+	New(hub, cfg).Register(g)
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	reflection.Register(g)
+	go g.Serve(lis) //nolint:errcheck // ends with Stop
+	conn, err := grpc.NewClient("passthrough:///bufconn", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		hub.Close()
+		g.Stop()
+	})
+	return conn
+}
+
+func as(user string) context.Context {
+	ctx := context.Background()
+	if user != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+user)
+	}
+	return ctx
+}
+
+func firstResponse(t *testing.T, client informerhubv1.InformerHubServiceClient, ctx context.Context, req *informerhubv1.WatchRequest) (*informerhubv1.WatchResponse, error) {
+	t.Helper()
+	stream, err := client.Watch(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream.Recv()
+}
+
+func errorInfoOf(err error) *errdetails.ErrorInfo {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info
+		}
+	}
+	return nil
+}
+
+var (
+	cmSelector = &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: "a"}
+	cmInitial  = &informerhubv1.WatchRequest{Selector: cmSelector, SendInitialEvents: true}
+)
+
+func TestCallersMustAuthenticateExceptForHealthAndReflection(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	conn := serveWithAuth(t, informerhub.New(informerhub.Config{Logger: discard}, cluster, cluster), Config{Authorizer: &tableAuthorizer{allowed: map[string][]string{"alice": {"*"}}}})
+	client := informerhubv1.NewInformerHubServiceClient(conn)
+
+	if _, err := firstResponse(t, client, as(""), cmInitial); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("Watch without credentials: %v", err)
+	}
+	snap, err := client.Snapshot(as(""), &informerhubv1.SnapshotRequest{Selector: cmSelector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snap.Recv(); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("Snapshot without credentials: %v", err)
+	}
+	if _, err := client.ListResources(as(""), &informerhubv1.ListResourcesRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("ListResources without credentials: %v", err)
+	}
+	if resp, err := firstResponse(t, client, as("alice"), cmInitial); err != nil || !resp.InitialEventsEnd {
+		t.Errorf("Watch with credentials: %v %v", resp, err)
+	}
+
+	if _, err := healthpb.NewHealthClient(conn).Check(as(""), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Errorf("health check without credentials: %v", err)
+	}
+	refl, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(as(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := refl.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refl.Recv(); err != nil {
+		t.Errorf("reflection without credentials: %v", err)
+	}
+	_ = refl.CloseSend()
+}
+
+func TestWatchAndSnapshotAreAuthorized(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	authz := &tableAuthorizer{allowed: map[string][]string{"alice": {"a"}}}
+	conn := serveWithAuth(t, informerhub.New(informerhub.Config{Logger: discard}, cluster, cluster), Config{Authorizer: authz})
+	client := informerhubv1.NewInformerHubServiceClient(conn)
+
+	if resp, err := firstResponse(t, client, as("alice"), cmInitial); err != nil || !resp.InitialEventsEnd {
+		t.Fatalf("alice in namespace a: %v %v", resp, err)
+	}
+	for name, sel := range map[string]*informerhubv1.ResourceSelector{
+		"another namespace": {Version: "v1", Resource: "configmaps", Namespace: "b"},
+		"all namespaces":    {Version: "v1", Resource: "configmaps"},
+	} {
+		_, err := firstResponse(t, client, as("alice"), &informerhubv1.WatchRequest{Selector: sel})
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("%s: %v, want PERMISSION_DENIED", name, err)
+		}
+		info := errorInfoOf(err)
+		if info == nil || info.Reason != ReasonForbidden || info.Metadata["user"] != "alice" || info.Metadata["verb"] != "list" ||
+			info.Metadata["resource"] != "configmaps" || info.Metadata["namespace"] != sel.Namespace {
+			t.Fatalf("%s: ErrorInfo %v does not name the user, verb, resource and namespace", name, info)
+		}
+		snap, err := client.Snapshot(as("alice"), &informerhubv1.SnapshotRequest{Selector: sel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := snap.Recv(); status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("Snapshot in %s: %v, want PERMISSION_DENIED", name, err)
+		}
+	}
+}
+
+func TestRevokedAccessEndsARunningWatch(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	authz := &tableAuthorizer{allowed: map[string][]string{"alice": {"a"}}}
+	conn := serveWithAuth(t, informerhub.New(informerhub.Config{Logger: discard}, cluster, cluster),
+		Config{Authorizer: authz, AuthzRecheckInterval: 20 * time.Millisecond})
+	client := informerhubv1.NewInformerHubServiceClient(conn)
+	stream, err := client.Watch(as("alice"), cmInitial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz.set("alice")
+	_, err = stream.Recv()
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("after revocation the stream ended with %v, want PERMISSION_DENIED", err)
+	}
+	if info := errorInfoOf(err); info == nil || info.Metadata["resume_token"] != end.ResumeToken {
+		t.Fatalf("ErrorInfo %v does not carry the token of the last response sent", info)
+	}
+}
+
+func TestListResourcesShowsWhatTheCallerMayWatch(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	authz := &tableAuthorizer{allowed: map[string][]string{"admin": {"*"}, "alice": {"a"}}}
+	conn := serveWithAuth(t, informerhub.New(informerhub.Config{Logger: discard}, cluster, cluster), Config{Authorizer: authz})
+	client := informerhubv1.NewInformerHubServiceClient(conn)
+	names := func(user, namespace string) []string {
+		t.Helper()
+		resp, err := client.ListResources(as(user), &informerhubv1.ListResourcesRequest{Namespace: namespace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range resp.Resources {
+			out = append(out, r.Resource)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		user, namespace string
+		want            string
+	}{
+		{"admin", "", "configmaps namespaces"},
+		{"admin", "a", "configmaps"}, // in a namespace, only namespaced types
+		{"alice", "a", "configmaps"},
+		{"alice", "", ""},
+		{"nobody", "a", ""},
+	} {
+		if got := strings.Join(names(tt.user, tt.namespace), " "); got != tt.want {
+			t.Errorf("ListResources for %s in %q = %q, want %q", tt.user, tt.namespace, got, tt.want)
+		}
+	}
+}
+
+func TestLimitsPerIdentity(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	authz := &tableAuthorizer{allowed: map[string][]string{"alice": {"*"}, "bob": {"*"}, "carol": {"*"}}}
+	conn := serveWithAuth(t, informerhub.New(informerhub.Config{Logger: discard}, cluster, cluster),
+		Config{Authorizer: authz, MaxSubscriptionsPerIdentity: 2, RatePerIdentity: 0.001, RateBurstPerIdentity: 4})
+	client := informerhubv1.NewInformerHubServiceClient(conn)
+
+	for range 2 {
+		if resp, err := firstResponse(t, client, as("alice"), cmInitial); err != nil || !resp.InitialEventsEnd {
+			t.Fatal(err)
+		}
+	}
+	_, err := firstResponse(t, client, as("alice"), cmInitial)
+	if status.Code(err) != codes.ResourceExhausted || errorInfoOf(err).GetReason() != ReasonTooManySubscriptions {
+		t.Fatalf("a third stream: %v, want RESOURCE_EXHAUSTED with TOO_MANY_SUBSCRIPTIONS", err)
+	}
+	if _, err := firstResponse(t, client, as("bob"), cmInitial); err != nil {
+		t.Fatalf("bob is limited by alice's streams: %v", err)
+	}
+
+	for i := range 5 { // a burst of 4 calls, then the rate limit
+		_, err := client.ListResources(as("carol"), &informerhubv1.ListResourcesRequest{})
+		if want := codes.OK; i == 4 {
+			want = codes.ResourceExhausted
+			if status.Code(err) != want {
+				t.Fatalf("call %d: %v, want %v", i+1, err, want)
+			}
+		} else if err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+	}
+}
+
+func TestPanicsBecomeInternalErrors(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	cluster.ConfigMaps().Add(hubtest.ConfigMap("a", "x", nil, ""))
+	authz := &tableAuthorizer{allowed: map[string][]string{"alice": {"*"}}}
+	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: func(ev *informerhub.Event) []byte {
+		if strings.Contains(ev.Object, `"name":"boom"`) {
+			panic("an encoder broke")
+		}
+		return EncodeEvent(ev)
+	}}, cluster, cluster)
+	conn := serveWithAuth(t, hub, Config{Authorizer: authz})
+	client := informerhubv1.NewInformerHubServiceClient(conn)
+
+	// A panic in the handler's goroutine (here, the authorizer's).
+	if _, err := firstResponse(t, client, as("panic"), cmInitial); status.Code(err) != codes.Internal {
+		t.Fatalf("a panicking authorizer gave %v, want INTERNAL", err)
+	}
+	// A panic in a stream's sender goroutine (here, the event encoder's).
+	stream, err := client.Watch(as("alice"), &informerhubv1.WatchRequest{Selector: cmSelector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Header(); err != nil {
+		t.Fatal(err)
+	}
+	cluster.ConfigMaps().Add(hubtest.ConfigMap("a", "boom", nil, ""))
+	if _, err := stream.Recv(); status.Code(err) != codes.Internal {
+		t.Fatalf("a panicking encoder gave %v, want INTERNAL", err)
+	}
+	// The server lives on (boom stays unencodable: watch another namespace).
+	other := &informerhubv1.WatchRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: "c"}, SendInitialEvents: true}
+	if resp, err := firstResponse(t, client, as("alice"), other); err != nil || !resp.InitialEventsEnd {
+		t.Fatalf("after the panics: %v %v", resp, err)
+	}
+}

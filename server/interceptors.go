@@ -1,0 +1,87 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/informerhub/informerhub/server/auth"
+)
+
+// ServerOptions returns the grpc.ServerOptions of a server of this service,
+// for grpc.NewServer: the codec that sends shared encoded events, the limits
+// of cfg, and go-grpc-middleware's interceptors, outermost first:
+//
+//   - logging: one line per finished call, with the caller's identity;
+//     health checks are not logged;
+//   - authentication with cfg.Authenticator; health checks and reflection
+//     need none (probes and grpcurl's discovery reveal no data);
+//   - a rate limit per identity;
+//   - recovery: a panic becomes INTERNAL for that call, never a crash.
+func ServerOptions(cfg Config) []grpc.ServerOption {
+	cfg.setDefaults()
+	log := cfg.Logger
+	logger := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
+		log.Log(ctx, slog.Level(level), msg, fields...)
+	})
+	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return c.Service != healthService
+	})
+	needsAuth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return c.Service != healthService && !strings.HasPrefix(c.Service, "grpc.reflection.")
+	})
+	authenticate := func(ctx context.Context) (context.Context, error) {
+		user, err := cfg.Authenticator.Authenticate(ctx)
+		switch {
+		case errors.Is(err, auth.ErrUnauthenticated):
+			return nil, status.Error(codes.Unauthenticated, err.Error())
+		case err != nil:
+			log.Warn("cannot authenticate a caller now", "error", err)
+			return nil, status.Error(codes.Unavailable, "the hub cannot check credentials right now; retry with backoff")
+		}
+		logging.AddFields(ctx, logging.Fields{"user", user.Name})
+		return auth.WithUser(ctx, user), nil
+	}
+	limiter := auth.NewRateLimiter(cfg.RatePerIdentity, cfg.RateBurstPerIdentity)
+	recover := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		log.Error("panic in a call", "panic", p, "stack", string(debug.Stack()))
+		return status.Error(codes.Internal, "internal error")
+	})
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto")}),
+		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
+		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(
+			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
+			selector.UnaryServerInterceptor(grpcauth.UnaryServerInterceptor(authenticate), needsAuth),
+			selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limiter), needsAuth),
+			recovery.UnaryServerInterceptor(recover),
+		),
+		grpc.ChainStreamInterceptor(
+			selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
+			selector.StreamServerInterceptor(grpcauth.StreamServerInterceptor(authenticate), needsAuth),
+			selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limiter), needsAuth),
+			recovery.StreamServerInterceptor(recover),
+		),
+	}
+}
+
+const healthService = "grpc.health.v1.Health"
