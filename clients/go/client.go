@@ -7,12 +7,17 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
@@ -24,7 +29,7 @@ type Client struct {
 	cfg       config
 	endpoints []*endpoint
 
-	mu      sync.Mutex // guards current and closed
+	mu      sync.Mutex // guards current, closed, and each endpoint's conn
 	current int        // the endpoint calls go to; moves on failures
 	closed  bool
 }
@@ -32,10 +37,11 @@ type Client struct {
 // endpoint is one hub replica and its connection, made on first use.
 type endpoint struct {
 	target string
-	once   sync.Once
 	conn   *grpc.ClientConn
-	err    error
 }
+
+// ErrClientClosed is returned by calls on a closed Client.
+var ErrClientClosed = errors.New("hubclient: client closed")
 
 // Selector chooses objects of one resource type, as a Kubernetes LIST or
 // WATCH request does.
@@ -66,12 +72,13 @@ func (s Selector) proto() *informerhubv1.ResourceSelector {
 type Option func(*config)
 
 type config struct {
-	tls         *tls.Config
-	insecure    bool
-	token       func(context.Context) (string, error)
-	backoff     Backoff
-	dialOptions []grpc.DialOption
-	log         *slog.Logger
+	tls              *tls.Config
+	insecure         bool
+	tokensWithoutTLS bool
+	token            func(context.Context) (string, error)
+	backoff          Backoff
+	dialOptions      []grpc.DialOption
+	log              *slog.Logger
 }
 
 // WithTLS sets the TLS configuration for connections to the hub. Without
@@ -79,8 +86,14 @@ type config struct {
 func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 
 // WithInsecure connects without TLS. Only for a hub on a trusted network or
-// loopback, such as `make run`'s.
+// loopback, such as `make run`'s. Bearer tokens are then sent only to
+// loopback endpoints, unless AllowTokensWithoutTLS.
 func WithInsecure() Option { return func(c *config) { c.insecure = true } }
+
+// AllowTokensWithoutTLS lets WithInsecure send bearer tokens to endpoints
+// that are not loopback, in the clear. Anyone on the path can then reuse
+// them.
+func AllowTokensWithoutTLS() Option { return func(c *config) { c.tokensWithoutTLS = true } }
 
 // WithBearerToken sends token as "authorization: Bearer <token>" on every
 // call. See WithTokenSource for tokens that change.
@@ -90,8 +103,9 @@ func WithBearerToken(token string) Option {
 
 // WithTokenSource calls source before every call for the bearer token to
 // send, so that rotated tokens (such as projected service account tokens,
-// re-read from their file) are picked up. Tokens are only sent over TLS,
-// unless the client was made WithInsecure.
+// re-read from their file) are picked up. An error of source fails that
+// call as UNAVAILABLE, which a Watch retries. Tokens are only sent over TLS,
+// or to loopback endpoints (see WithInsecure).
 func WithTokenSource(source func(context.Context) (string, error)) Option {
 	return func(c *config) { c.token = source }
 }
@@ -104,8 +118,9 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(c *config) { c.dialOptions = append(c.dialOptions, opts...) }
 }
 
-// WithLogger sets where the client logs reconnections and re-syncs.
-// Default: slog.Default().
+// WithLogger sets where the client logs: reconnections at debug level,
+// re-syncs at info, disconnections for slowness at warn. Default:
+// slog.Default().
 func WithLogger(log *slog.Logger) Option { return func(c *config) { c.log = log } }
 
 // Backoff is an exponential backoff with jitter.
@@ -118,7 +133,7 @@ type Backoff struct {
 	Multiplier float64
 	// Jitter spreads each wait randomly by this fraction up or down, so
 	// that clients disconnected together do not reconnect together.
-	// Default: 0.2.
+	// Default: 0.2; negative: none.
 	Jitter float64
 }
 
@@ -132,7 +147,10 @@ func (b *Backoff) setDefaults() {
 	if b.Multiplier < 1 {
 		b.Multiplier = 2
 	}
-	if b.Jitter <= 0 || b.Jitter > 1 {
+	switch {
+	case b.Jitter < 0:
+		b.Jitter = 0
+	case b.Jitter == 0 || b.Jitter > 1:
 		b.Jitter = 0.2
 	}
 }
@@ -163,11 +181,20 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(&c.cfg)
 	}
+	if c.cfg.insecure && c.cfg.tls != nil {
+		return nil, errors.New("hubclient: WithInsecure and WithTLS contradict each other")
+	}
 	c.cfg.backoff.setDefaults()
 	if c.cfg.log == nil {
 		c.cfg.log = slog.Default()
 	}
 	for _, target := range endpoints {
+		if target == "" {
+			return nil, errors.New("hubclient: an empty endpoint")
+		}
+		if c.cfg.token != nil && c.cfg.insecure && !c.cfg.tokensWithoutTLS && !isLoopback(target) {
+			return nil, fmt.Errorf("hubclient: a bearer token would cross the network to %s in the clear: use WithTLS (or AllowTokensWithoutTLS)", target)
+		}
 		c.endpoints = append(c.endpoints, &endpoint{target: target})
 	}
 	// Start at a random replica, so that many clients spread over them.
@@ -175,10 +202,14 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// Close closes the client's connections. Watches in progress end.
+// Close closes the client's connections; watches in progress end. Closing
+// a closed client does nothing.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
 	c.closed = true
 	var errs []error
 	for _, e := range c.endpoints {
@@ -189,33 +220,43 @@ func (c *Client) Close() error {
 	return errors.Join(errs...)
 }
 
-var errClientClosed = errors.New("hubclient: client closed")
-
 // service returns the API of the current endpoint, and the endpoint's index
-// for failover.
+// for failover. grpc.NewClient does not connect, so making the connection
+// under the lock is cheap, and Close cannot miss it.
 func (c *Client) service() (informerhubv1.InformerHubServiceClient, int, error) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
-		return nil, 0, errClientClosed
+		return nil, 0, ErrClientClosed
 	}
 	i := c.current
 	e := c.endpoints[i]
-	c.mu.Unlock()
-	e.once.Do(func() { e.conn, e.err = grpc.NewClient(e.target, c.dialOptions()...) })
-	if e.err != nil {
-		return nil, i, fmt.Errorf("hubclient: connecting to %s: %w", e.target, e.err)
+	if e.conn == nil {
+		conn, err := grpc.NewClient(e.target, c.dialOptions()...)
+		if err != nil {
+			return nil, i, fmt.Errorf("hubclient: connecting to %s: %w", e.target, err)
+		}
+		e.conn = conn
 	}
 	return informerhubv1.NewInformerHubServiceClient(e.conn), i, nil
 }
 
-// failed moves calls to the next endpoint after endpoint i failed, unless
-// another caller has moved them already.
+// currentEndpoint returns the index of the endpoint calls go to.
+func (c *Client) currentEndpoint() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.current
+}
+
+// failed moves calls away from endpoint i after it failed, to another
+// replica picked at random (so that the clients of a replica that failed do
+// not all pile onto the same next one), unless another caller has moved
+// them already.
 func (c *Client) failed(i int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.current == i {
-		c.current = (i + 1) % len(c.endpoints)
+	if c.current == i && len(c.endpoints) > 1 {
+		c.current = (i + 1 + rand.IntN(len(c.endpoints)-1)) % len(c.endpoints)
 	}
 }
 
@@ -232,7 +273,33 @@ func (c *Client) dialOptions() []grpc.DialOption {
 	if c.cfg.token != nil {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{source: c.cfg.token, requireTLS: !c.cfg.insecure}))
 	}
+	opts = append(opts,
+		// Notice a replica that died without closing the connection: a
+		// watch only reads, so without pings it would wait forever. The
+		// hub allows pings every 10s.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		// Objects are at most 1.5 MiB in etcd and snapshot pages about 1
+		// MiB: never refuse what a hub sends.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
+	)
 	return append(opts, c.cfg.dialOptions...)
+}
+
+// isLoopback tells whether a target is on this machine: "localhost:port",
+// a loopback IP, or a Unix socket.
+func isLoopback(target string) bool {
+	if strings.HasPrefix(target, "unix:") {
+		return true
+	}
+	host, _, err := net.SplitHostPort(strings.TrimPrefix(target, "dns:///"))
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // bearer sends a bearer token with every call.
@@ -244,7 +311,9 @@ type bearer struct {
 func (b bearer) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
 	token, err := b.source(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("hubclient: getting the bearer token: %w", err)
+		// A status error, so gRPC keeps it: a token file in the middle of
+		// its rotation is worth retrying, not a reason to give up.
+		return nil, status.Errorf(codes.Unavailable, "hubclient: getting the bearer token: %v", err)
 	}
 	return map[string]string{"authorization": "Bearer " + token}, nil
 }

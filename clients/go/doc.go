@@ -9,8 +9,8 @@
 // [Client.Watch] delivers every change of the selected objects with no gap,
 // whatever happens to connections and replicas: it reconnects and resumes by
 // itself, and if the hub cannot resume (the watch fell out of its history) it
-// re-syncs and reports just the differences, marked [Event.Resync]. Events
-// carry the object's JSON; decode it with [Event.Unstructured] or [Decode]:
+// re-syncs and reports the differences, marked [Event.Resync]. Events carry
+// the object's JSON; decode it with [Event.Unstructured] or [Decode]:
 //
 //	w := client.Watch(ctx, hubclient.Selector{Resource: gvr, Namespace: "web"}, hubclient.WatchOptions{SendInitialEvents: true})
 //	defer w.Close()
@@ -30,6 +30,7 @@
 // SharedIndexInformer, and anything built on it, can then run against the hub
 // instead of the API server.
 //
-// Errors are gRPC status errors; status.Code tells them apart, and their
-// google.rpc.ErrorInfo details carry the hub's reasons.
+// Errors of calls are gRPC status errors (status.Code tells them apart, and
+// their google.rpc.ErrorInfo details carry the hub's reasons), context errors,
+// or [ErrClientClosed].
 package hubclient

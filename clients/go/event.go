@@ -46,8 +46,14 @@ type Event struct {
 	// Resync is set on the events of a re-sync: the hub could no longer
 	// resume the watch (its token expired), so the watch listed again and
 	// reported the differences from what it had delivered. The re-sync ends
-	// with a bookmark that has Resync set too.
+	// with a bookmark that has Resync set too (and InitialEventsEnd, if the
+	// initial events had not ended yet).
 	Resync bool
+	// ResyncReplaces is set on the events of a re-sync that lists every
+	// object rather than the differences, because the watch did not know
+	// everything its caller holds (it started from a ResumeToken): the
+	// caller should drop whatever it holds that the re-sync did not list.
+	ResyncReplaces bool
 }
 
 func eventOf(resp *informerhubv1.WatchResponse) Event {
@@ -84,8 +90,8 @@ func Decode[T any](e Event) (*T, error) {
 }
 
 // DecodeJSON decodes an object's JSON (a snapshot's, say) into a typed API
-// object, strictly as the Kubernetes API machinery does: field names are
-// case-sensitive and integers stay integers.
+// object as the Kubernetes API machinery does: field names are
+// case-sensitive and integers stay integers; unknown fields are ignored.
 func DecodeJSON[T any](data []byte) (*T, error) {
 	if data == nil {
 		return nil, fmt.Errorf("hubclient: no object to decode")

@@ -23,6 +23,7 @@ import (
 type fakeHub struct {
 	informerhubv1.UnimplementedInformerHubServiceServer
 	name string
+	dead bool // nothing listens: connections fail
 
 	mu        sync.Mutex // guards the fields below
 	scripts   []script
@@ -122,12 +123,16 @@ func serveFakes(t testing.TB, opts []hubclient.Option, hubs ...*fakeHub) *hubcli
 	var targets []string
 	for _, h := range hubs {
 		lis := bufconn.Listen(1 << 20)
+		listeners[h.name] = lis
+		targets = append(targets, "passthrough:///"+h.name)
+		if h.dead {
+			lis.Close()
+			continue
+		}
 		g := grpc.NewServer()
 		informerhubv1.RegisterInformerHubServiceServer(g, h)
 		go g.Serve(lis) //nolint:errcheck // ends with Stop
 		t.Cleanup(g.Stop)
-		listeners[h.name] = lis
-		targets = append(targets, "passthrough:///"+h.name)
 	}
 	dial := grpc.WithContextDialer(func(ctx context.Context, target string) (net.Conn, error) {
 		return listeners[target].DialContext(ctx)

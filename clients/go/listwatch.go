@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"sync"
+	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,13 +25,13 @@ import (
 )
 
 // ListerWatcherOption configures a ListerWatcher.
-type ListerWatcherOption func(*listerWatcher)
+type ListerWatcherOption func(*ListerWatcher)
 
 // WithScheme decodes objects into the typed objects of scheme (for example
 // k8s.io/client-go/kubernetes/scheme.Scheme for built-in types), instead of
 // *unstructured.Unstructured.
 func WithScheme(scheme *runtime.Scheme) ListerWatcherOption {
-	return func(lw *listerWatcher) {
+	return func(lw *ListerWatcher) {
 		lw.scheme = scheme
 		lw.decoder = serializer.NewCodecFactory(scheme).UniversalDeserializer()
 	}
@@ -46,20 +47,23 @@ func WithScheme(scheme *runtime.Scheme) ListerWatcherOption {
 // Its List is a Snapshot and its Watch a hub Watch. The resourceVersions the
 // reflector resumes from are mapped to hub tokens; one the hub can no longer
 // resume from is answered with the 410 Gone the reflector understands, so it
-// lists again. Objects keep their Kubernetes resourceVersions, so they can be
-// used for updates. Label and field selectors of the reflector's ListOptions
-// are combined with sel's.
-// The ListerWatcher also implements cache.ListerWatcherWithContext, which
-// the reflector prefers, so its calls follow the informer's context.
-func (c *Client) ListerWatcher(sel Selector, opts ...ListerWatcherOption) cache.ListerWatcher {
-	lw := &listerWatcher{client: c, sel: sel, tokens: newTokenIndex(4096)}
+// lists again, while errors a retry can fix (a replica down, a rate limit)
+// are the 429 on which it backs off and watches again from where it was.
+// Objects keep their Kubernetes resourceVersions, so they can be used for
+// updates. Label and field selectors of the reflector's ListOptions are
+// combined with sel's.
+func (c *Client) ListerWatcher(sel Selector, opts ...ListerWatcherOption) *ListerWatcher {
+	lw := &ListerWatcher{client: c, sel: sel, tokens: newTokenIndex(4096)}
 	for _, o := range opts {
 		o(lw)
 	}
 	return lw
 }
 
-type listerWatcher struct {
+// ListerWatcher lists and watches through the hub for a client-go
+// reflector. It implements cache.ListerWatcher and, preferred by the
+// reflector, cache.ListerWatcherWithContext.
+type ListerWatcher struct {
 	client  *Client
 	sel     Selector
 	scheme  *runtime.Scheme // nil: objects are *unstructured.Unstructured
@@ -71,23 +75,26 @@ type listerWatcher struct {
 }
 
 var (
-	_ cache.ListerWatcher            = (*listerWatcher)(nil)
-	_ cache.ListerWatcherWithContext = (*listerWatcher)(nil)
+	_ cache.ListerWatcher            = (*ListerWatcher)(nil)
+	_ cache.ListerWatcherWithContext = (*ListerWatcher)(nil)
 )
 
-func (lw *listerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
+// List lists with context.Background; the reflector calls ListWithContext.
+func (lw *ListerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
 	return lw.ListWithContext(context.Background(), opts)
 }
 
-func (lw *listerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+// Watch watches with context.Background; the reflector calls
+// WatchWithContext.
+func (lw *ListerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	return lw.WatchWithContext(context.Background(), opts)
 }
 
 // IsWatchListSemanticsUnSupported tells the reflector to List, then Watch:
 // the hub's Snapshot is its list.
-func (lw *listerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
+func (lw *ListerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
 
-func (lw *listerWatcher) selector(opts metav1.ListOptions) Selector {
+func (lw *ListerWatcher) selector(opts metav1.ListOptions) Selector {
 	sel := lw.sel
 	sel.LabelSelector = joinSelectors(sel.LabelSelector, opts.LabelSelector)
 	sel.FieldSelector = joinSelectors(sel.FieldSelector, opts.FieldSelector)
@@ -104,7 +111,7 @@ func joinSelectors(a, b string) string {
 	return a + "," + b
 }
 
-func (lw *listerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+func (lw *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	snap, err := lw.client.Snapshot(ctx, lw.selector(opts))
 	if err != nil {
 		return nil, apiError(err)
@@ -121,31 +128,39 @@ func (lw *listerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOp
 	return list, nil
 }
 
-func (lw *listerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	token, ok := lw.tokens.get(opts.ResourceVersion)
-	if !ok {
-		return nil, apierrors.NewResourceExpired(fmt.Sprintf(
-			"resourceVersion %q was not delivered by this hub client: list again", opts.ResourceVersion))
+// WatchWithContext opens a hub Watch from the resourceVersion the reflector
+// gives ("" or "0": from now), on the current replica or the next that
+// answers. It ends after opts.TimeoutSeconds, as the API server's would.
+func (lw *ListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	req := &informerhubv1.WatchRequest{Selector: lw.selector(opts).proto()}
+	if rv := opts.ResourceVersion; rv != "" && rv != "0" {
+		token, ok := lw.tokens.get(rv)
+		if !ok {
+			return nil, apierrors.NewResourceExpired(fmt.Sprintf(
+				"resourceVersion %q was not delivered by this hub client: list again", rv))
+		}
+		req.ResumeToken = token
 	}
-	svc, endpoint, err := lw.client.service()
-	if err != nil {
-		lw.client.failed(endpoint)
-		return nil, apierrors.NewServiceUnavailable(err.Error())
+	var cancel context.CancelFunc
+	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds > 0 {
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(*opts.TimeoutSeconds)*time.Second)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	stream, err := svc.Watch(ctx, &informerhubv1.WatchRequest{Selector: lw.selector(opts).proto(), ResumeToken: token})
+	stream, err := retry(ctx, lw.client, func(svc informerhubv1.InformerHubServiceClient) (grpc.ServerStreamingClient[informerhubv1.WatchResponse], error) {
+		return svc.Watch(ctx, req)
+	})
 	if err != nil {
 		cancel()
-		lw.client.failed(endpoint)
 		return nil, apiError(err)
 	}
-	w := &hubWatch{result: make(chan watch.Event), cancel: cancel, done: make(chan struct{})}
-	go w.run(ctx, lw, stream.Recv, func() { lw.client.failed(endpoint) })
+	w := &hubWatch{result: make(chan watch.Event), cancel: cancel, done: make(chan struct{}), bookmarks: opts.AllowWatchBookmarks}
+	go w.run(ctx, lw, stream.Recv)
 	return w, nil
 }
 
 // decode turns an object's JSON into what the informer expects.
-func (lw *listerWatcher) decode(data []byte) (runtime.Object, error) {
+func (lw *ListerWatcher) decode(data []byte) (runtime.Object, error) {
 	var obj runtime.Object
 	if lw.decoder != nil {
 		o, _, err := lw.decoder.Decode(data, nil, nil)
@@ -170,7 +185,7 @@ func (lw *listerWatcher) decode(data []byte) (runtime.Object, error) {
 
 // bookmark makes the object of a BOOKMARK event: an empty object of the
 // resource's kind at resourceVersion, as the API server sends.
-func (lw *listerWatcher) bookmark(ctx context.Context, resourceVersion string) (runtime.Object, error) {
+func (lw *ListerWatcher) bookmark(ctx context.Context, resourceVersion string) (runtime.Object, error) {
 	lw.mu.Lock()
 	gvk := lw.gvk
 	lw.mu.Unlock()
@@ -208,9 +223,10 @@ func (lw *listerWatcher) bookmark(ctx context.Context, resourceVersion string) (
 
 // hubWatch is a hub Watch as a watch.Interface.
 type hubWatch struct {
-	result chan watch.Event
-	cancel context.CancelFunc
-	done   chan struct{}
+	result    chan watch.Event
+	cancel    context.CancelFunc
+	done      chan struct{}
+	bookmarks bool // the reflector asked for bookmarks
 }
 
 func (w *hubWatch) ResultChan() <-chan watch.Event { return w.result }
@@ -222,7 +238,7 @@ func (w *hubWatch) Stop() {
 	<-w.done
 }
 
-func (w *hubWatch) run(ctx context.Context, lw *listerWatcher, recv func() (*informerhubv1.WatchResponse, error), failed func()) {
+func (w *hubWatch) run(ctx context.Context, lw *ListerWatcher, recv func() (*informerhubv1.WatchResponse, error)) {
 	defer close(w.done)
 	defer close(w.result)
 	send := func(e watch.Event) bool {
@@ -236,24 +252,25 @@ func (w *hubWatch) run(ctx context.Context, lw *listerWatcher, recv func() (*inf
 	for {
 		resp, err := recv()
 		if err != nil {
-			switch status.Code(err) {
-			case codes.OutOfRange:
-				// The reflector relists on 410.
-				send(watch.Event{Type: watch.Error, Object: &metav1.Status{
-					Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
-					Message: status.Convert(err).Message(),
-				}})
-			case codes.Unavailable:
-				failed()
+			if ctx.Err() != nil || errors.Is(err, io.EOF) {
+				return // stopped, or timed out: the reflector watches again
 			}
-			// Otherwise the reflector watches again from its last
-			// resourceVersion, after its own backoff.
-			if !errors.Is(err, io.EOF) && ctx.Err() == nil && status.Code(err) != codes.OutOfRange {
-				lw.client.cfg.log.Debug("hub watch ended; the informer resumes", "error", err)
+			if status.Code(err) == codes.Unavailable {
+				lw.client.failed(lw.client.currentEndpoint())
+			}
+			// 410 makes the reflector relist, 429 back off and watch again
+			// from where it was; see apiError.
+			var apiStatus apierrors.APIStatus
+			if errors.As(apiError(err), &apiStatus) {
+				st := apiStatus.Status()
+				send(watch.Event{Type: watch.Error, Object: &st})
 			}
 			return
 		}
 		e := eventOf(resp)
+		if e.Type == Bookmark && !w.bookmarks {
+			continue
+		}
 		var obj runtime.Object
 		if e.Type == Bookmark {
 			obj, err = lw.bookmark(ctx, e.ResourceVersion)
@@ -264,8 +281,7 @@ func (w *hubWatch) run(ctx context.Context, lw *listerWatcher, recv func() (*inf
 			send(watch.Event{Type: watch.Error, Object: &apierrors.NewInternalError(err).ErrStatus})
 			return
 		}
-		m, err := meta.Accessor(obj)
-		if err == nil {
+		if m, err := meta.Accessor(obj); err == nil {
 			// The reflector resumes from the resourceVersion of the last
 			// object it processed: remember which token that is.
 			lw.tokens.put(m.GetResourceVersion(), e.ResumeToken)
@@ -290,10 +306,11 @@ func apiError(err error) error {
 		return apierrors.NewUnauthorized(st.Message())
 	case codes.InvalidArgument:
 		return apierrors.NewBadRequest(st.Message())
-	case codes.ResourceExhausted:
-		return apierrors.NewTooManyRequests(st.Message(), 1)
 	}
-	return apierrors.NewServiceUnavailable(st.Message())
+	// UNAVAILABLE, RESOURCE_EXHAUSTED and the rest: a 429, on which the
+	// reflector backs off and watches again from where it was, instead of
+	// relisting everything.
+	return apierrors.NewTooManyRequests(st.Message(), 1)
 }
 
 // tokenIndex remembers the hub token for each resourceVersion delivered to

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 )
@@ -25,7 +24,7 @@ func TestListerWatcherMapsResourceVersionsToTokens(t *testing.T) {
 	)
 	hub.snapshot = []*informerhubv1.SnapshotResponse{{Objects: []string{cm("a", "3", "uid-a"), cm("b", "2", "uid-b")}, ResumeToken: "s3", ResourceVersion: "3", Last: true}}
 	hub.resources = &informerhubv1.ListResourcesResponse{Resources: []*informerhubv1.Resource{{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true}}}
-	lw := serveFakes(t, nil, hub).ListerWatcher(configMaps).(cache.ListerWatcherWithContext)
+	lw := serveFakes(t, nil, hub).ListerWatcher(configMaps)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -41,7 +40,7 @@ func TestListerWatcherMapsResourceVersionsToTokens(t *testing.T) {
 		t.Fatalf("list at %q with %d items, want 2 at 3", rv, len(items))
 	}
 
-	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "3"})
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "3", AllowWatchBookmarks: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +85,7 @@ func TestListerWatcherCombinesSelectors(t *testing.T) {
 	hub.snapshot = []*informerhubv1.SnapshotResponse{{ResumeToken: "s", ResourceVersion: "1", Last: true}}
 	sel := configMaps
 	sel.LabelSelector = "app=web"
-	lw := serveFakes(t, nil, hub).ListerWatcher(sel).(cache.ListerWatcherWithContext)
+	lw := serveFakes(t, nil, hub).ListerWatcher(sel)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{}); err != nil {
@@ -100,5 +99,49 @@ func TestListerWatcherCombinesSelectors(t *testing.T) {
 	req := hub.next(t)
 	if got := req.GetSelector(); got.LabelSelector != "app=web,tier=front" || got.FieldSelector != "metadata.name=x" {
 		t.Fatalf("selectors %q %q", got.LabelSelector, got.FieldSelector)
+	}
+}
+
+// TestListerWatcherTurnsTransientErrorsInto429: the reflector backs off and
+// watches again from where it was on a 429, instead of relisting.
+func TestListerWatcherTurnsTransientErrorsInto429(t *testing.T) {
+	hub := newFakeHub("hub", script{header: "s", end: unavailable})
+	hub.snapshot = []*informerhubv1.SnapshotResponse{{ResumeToken: "s", ResourceVersion: "1", Last: true}}
+	lw := serveFakes(t, nil, hub).ListerWatcher(configMaps)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	e := <-w.ResultChan()
+	if status, ok := e.Object.(*metav1.Status); e.Type != watch.Error || !ok || !apierrors.IsTooManyRequests(apierrors.FromObject(status)) {
+		t.Fatalf("after UNAVAILABLE got %s %v, want a 429 error event", e.Type, e.Object)
+	}
+}
+
+// TestListerWatcherSkipsADeadReplica opens watches with one replica down:
+// whichever replica a client starts on, the watch opens.
+func TestListerWatcherSkipsADeadReplica(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 8 {
+		alive := newFakeHub("alive")
+		alive.snapshot = []*informerhubv1.SnapshotResponse{{ResumeToken: "s", ResourceVersion: "1", Last: true}}
+		dead := &fakeHub{name: "dead", dead: true}
+		lw := serveFakes(t, nil, alive, dead).ListerWatcher(configMaps)
+		if _, err := lw.ListWithContext(ctx, metav1.ListOptions{}); err != nil {
+			t.Fatalf("client %d: List: %v", i, err)
+		}
+		w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "1"})
+		if err != nil {
+			t.Fatalf("client %d: Watch: %v", i, err)
+		}
+		alive.next(t)
+		w.Stop()
 	}
 }

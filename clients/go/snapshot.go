@@ -98,7 +98,7 @@ func retry[T any](ctx context.Context, c *Client, call func(informerhubv1.Inform
 		var svc informerhubv1.InformerHubServiceClient
 		var endpoint int
 		if svc, endpoint, err = c.service(); err != nil {
-			if errors.Is(err, errClientClosed) {
+			if errors.Is(err, ErrClientClosed) {
 				return zero, err
 			}
 			c.failed(endpoint)

@@ -34,9 +34,15 @@ type WatchOptions struct {
 // When the hub can no longer resume (OUT_OF_RANGE: the token fell out of
 // its history), the watcher re-syncs: it lists every matching object again
 // and delivers only the real differences from what it had delivered, each
-// marked Resync, then a bookmark with Resync set. Errors that retrying
-// cannot fix end the watch: INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED
-// and UNAUTHENTICATED, returned by Next as gRPC status errors.
+// marked Resync, then a bookmark with Resync set. A watch that started from
+// a ResumeToken does not know what its caller holds from before, so its
+// re-sync instead lists every object as ADDED with ResyncReplaces set: the
+// caller drops what it holds that was not listed.
+//
+// Errors that retrying cannot fix end the watch: INVALID_ARGUMENT,
+// NOT_FOUND, PERMISSION_DENIED, UNAUTHENTICATED and UNIMPLEMENTED, returned
+// by Next as gRPC status errors; so do the end of its context and
+// ErrClientClosed.
 //
 // A Watcher is for one goroutine; Close may be called from any.
 type Watcher struct {
@@ -50,14 +56,18 @@ type Watcher struct {
 	streamCancel context.CancelFunc
 	endpoint     int // the replica the stream is on
 
-	token        string // of the last event delivered, or the start
-	tokenFromHub bool   // token came from the hub (so it covers SendInitialEvents)
-	failures     int    // consecutive failed attempts, for the backoff
-	err          error  // the end of the watch, once it ended
+	token          string // of the last event delivered, or the start
+	tokenFromHub   bool   // token came from the hub (so it covers SendInitialEvents)
+	initialPending bool   // initial events were asked for and have not ended
+	failures       int    // consecutive failed attempts, for the backoff
+	err            error  // the end of the watch, once it ended
 
 	// seen is what the watch has delivered: every object that exists for
-	// the caller, by namespace and name. Re-syncs diff against it.
-	seen map[objectKey]identity
+	// the caller, by namespace and name. Re-syncs diff against it, if it is
+	// all the caller holds (knowsAll): not so for a watch that started from
+	// a token, until its first re-sync.
+	seen     map[objectKey]identity
+	knowsAll bool
 	// During a re-sync: the objects listed so far, and the token to resume
 	// the listing from if its stream breaks.
 	resync      map[objectKey]initialObject
@@ -99,8 +109,10 @@ func (c *Client) Watch(ctx context.Context, sel Selector, opts WatchOptions) *Wa
 	ctx, cancel := context.WithCancel(ctx)
 	return &Watcher{
 		client: c, sel: sel, opts: opts, ctx: ctx, cancel: cancel,
-		token: opts.ResumeToken,
-		seen:  map[objectKey]identity{},
+		token:          opts.ResumeToken,
+		initialPending: opts.SendInitialEvents,
+		seen:           map[objectKey]identity{},
+		knowsAll:       opts.ResumeToken == "",
 	}
 }
 
@@ -116,14 +128,17 @@ func (w *Watcher) ResumeToken() string { return w.token }
 // its context ended, it was closed, or the hub refused it for good.
 func (w *Watcher) Next() (Event, error) {
 	for {
+		if w.err == nil && w.ctx.Err() != nil {
+			w.err = w.ctx.Err()
+		}
+		if w.err != nil {
+			return Event{}, w.err
+		}
 		if len(w.pending) > 0 {
 			e := w.pending[0]
 			w.pending = w.pending[1:]
 			w.deliver(e)
 			return e, nil
-		}
-		if w.err != nil {
-			return Event{}, w.err
 		}
 		if w.stream == nil {
 			w.connect()
@@ -149,6 +164,9 @@ func (w *Watcher) Next() (Event, error) {
 func (w *Watcher) deliver(e Event) {
 	if e.ResumeToken != "" {
 		w.token, w.tokenFromHub = e.ResumeToken, true
+	}
+	if e.InitialEventsEnd {
+		w.initialPending = false
 	}
 	if e.Object == nil {
 		return
@@ -178,7 +196,7 @@ func (w *Watcher) connect() {
 	}
 	svc, endpoint, err := w.client.service()
 	if err != nil {
-		if errors.Is(err, errClientClosed) {
+		if errors.Is(err, ErrClientClosed) {
 			w.err = err
 			return
 		}
@@ -239,11 +257,12 @@ func (w *Watcher) streamFailed(err error) {
 	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
 		w.err = err
 	case codes.ResourceExhausted:
-		// This client did not keep up; the hub is fine.
-		log.Warn("the hub disconnected this watch as too slow; resuming", "error", err)
+		// This client did not keep up, or opened or called too much; the
+		// hub is fine.
+		log.Warn("the hub refused or disconnected this watch; resuming after a backoff", "error", err)
 		w.failures++
 	default:
-		log.Info("watch interrupted; reconnecting", "error", err, "attempt", w.failures+1)
+		log.Debug("watch interrupted; reconnecting", "error", err, "attempt", w.failures+1)
 		w.failures++
 		w.client.failed(w.endpoint)
 	}
@@ -265,32 +284,44 @@ func (w *Watcher) collect(e Event) {
 	}
 	// Until the re-sync is complete, its events carry the last token from
 	// before it: a caller that stops halfway re-syncs again.
-	before := w.token
-	mark := func(t EventType, object []byte) Event {
-		return Event{Type: t, Object: object, ResourceVersion: e.ResourceVersion, ResumeToken: before, Resync: true}
+	before, replaces := w.token, !w.knowsAll
+	// ADDED and MODIFIED carry the listed object's resourceVersion, a
+	// DELETED the listing's: when the hub found the object gone.
+	mark := func(t EventType, object []byte, rv string) Event {
+		return Event{Type: t, Object: object, ResourceVersion: rv, ResumeToken: before, Resync: true, ResyncReplaces: replaces}
 	}
 	var diff []Event
-	for _, key := range sortedKeys(w.seen) {
-		old := w.seen[key]
-		now, exists := w.resync[key]
-		if !exists || now.id.Metadata.UID != old.Metadata.UID {
-			tombstone, _ := json.Marshal(old)
-			diff = append(diff, mark(Deleted, tombstone))
+	if replaces {
+		// What the caller holds is unknown: list it all.
+		for _, key := range sortedKeys(w.resync) {
+			listed := w.resync[key]
+			diff = append(diff, mark(Added, listed.event.Object, listed.id.Metadata.ResourceVersion))
+		}
+		clear(w.seen)
+	} else {
+		for _, key := range sortedKeys(w.seen) {
+			old := w.seen[key]
+			now, exists := w.resync[key]
+			if !exists || now.id.Metadata.UID != old.Metadata.UID {
+				tombstone, _ := json.Marshal(old)
+				diff = append(diff, mark(Deleted, tombstone, e.ResourceVersion))
+			}
+		}
+		for _, key := range sortedKeys(w.resync) {
+			now := w.resync[key]
+			old, existed := w.seen[key]
+			switch {
+			case !existed || old.Metadata.UID != now.id.Metadata.UID:
+				diff = append(diff, mark(Added, now.event.Object, now.id.Metadata.ResourceVersion))
+			case old.Metadata.ResourceVersion != now.id.Metadata.ResourceVersion:
+				diff = append(diff, mark(Modified, now.event.Object, now.id.Metadata.ResourceVersion))
+			}
 		}
 	}
-	for _, key := range sortedKeys(w.resync) {
-		now := w.resync[key]
-		old, existed := w.seen[key]
-		switch {
-		case !existed || old.Metadata.UID != now.id.Metadata.UID:
-			diff = append(diff, mark(Added, now.event.Object))
-		case old.Metadata.ResourceVersion != now.id.Metadata.ResourceVersion:
-			diff = append(diff, mark(Modified, now.event.Object))
-		}
-	}
-	w.client.cfg.log.Info("re-synced", "resource", w.sel.Resource.String(), "differences", len(diff))
-	w.pending = append(diff, Event{Type: Bookmark, ResourceVersion: e.ResourceVersion, ResumeToken: e.ResumeToken, Resync: true})
-	w.resync, w.resyncToken = nil, ""
+	w.client.cfg.log.Info("re-synced", "resource", w.sel.Resource.String(), "events", len(diff), "listedAll", replaces)
+	w.pending = append(diff, Event{Type: Bookmark, ResourceVersion: e.ResourceVersion, ResumeToken: e.ResumeToken,
+		Resync: true, ResyncReplaces: replaces, InitialEventsEnd: w.initialPending})
+	w.resync, w.resyncToken, w.knowsAll = nil, "", true
 }
 
 func sortedKeys[V any](m map[objectKey]V) []objectKey {

@@ -167,8 +167,8 @@ func TestWatchResyncsAfterExpiry(t *testing.T) {
 	want := []got{
 		{Type: hubclient.Deleted, Name: "c", RV: "6", Token: "t2", Resync: true},
 		{Type: hubclient.Deleted, Name: "e", RV: "6", Token: "t2", Resync: true},
-		{Type: hubclient.Modified, Name: "b", RV: "6", Token: "t2", Resync: true},
-		{Type: hubclient.Added, Name: "d", RV: "6", Token: "t2", Resync: true},
+		{Type: hubclient.Modified, Name: "b", RV: "3", Token: "t2", Resync: true},
+		{Type: hubclient.Added, Name: "d", RV: "4", Token: "t2", Resync: true},
 		{Type: hubclient.Added, Name: "e", RV: "6", Token: "t2", Resync: true},
 		{Type: hubclient.Bookmark, RV: "6", Token: "r-end", Resync: true},
 		{Type: hubclient.Modified, Name: "d", RV: "7", Token: "t7"},
@@ -191,7 +191,7 @@ func TestDeletedByAResyncCarriesTheIdentity(t *testing.T) {
 		script{header: "t0", responses: []*informerhubv1.WatchResponse{added("gone", "1", "t1")}, end: expired},
 		script{header: "r0", responses: []*informerhubv1.WatchResponse{initialEnd("5", "r-end")}},
 	)
-	w := startWatch(t, serveFakes(t, nil, hub), hubclient.WatchOptions{ResumeToken: "t0"})
+	w := startWatch(t, serveFakes(t, nil, hub), hubclient.WatchOptions{})
 	next(t, w)
 	e, err := w.Next()
 	if err != nil {
@@ -269,7 +269,7 @@ func TestWatchEndsWithItsContext(t *testing.T) {
 
 func TestBearerToken(t *testing.T) {
 	hub := newFakeHub("hub", script{header: "t0", responses: []*informerhubv1.WatchResponse{added("a", "1", "t1")}})
-	w := startWatch(t, serveFakes(t, []hubclient.Option{hubclient.WithBearerToken("s3cret")}, hub), hubclient.WatchOptions{})
+	w := startWatch(t, serveFakes(t, []hubclient.Option{hubclient.WithBearerToken("s3cret"), hubclient.AllowTokensWithoutTLS()}, hub), hubclient.WatchOptions{})
 	next(t, w)
 	hub.mu.Lock()
 	defer hub.mu.Unlock()
@@ -297,4 +297,108 @@ func ExampleDecode() {
 	}
 	fmt.Println(configMap.Namespace, configMap.Name, configMap.Data["v"])
 	// Output: ns web 42
+}
+
+// TestResyncOfAWatchFromATokenListsEverything: a watch resumed from a token
+// does not know what its caller holds, so its re-sync lists every object.
+func TestResyncOfAWatchFromATokenListsEverything(t *testing.T) {
+	hub := newFakeHub("hub",
+		script{end: expired},
+		script{header: "r0", responses: []*informerhubv1.WatchResponse{added("a", "1", "r-a"), added("b", "2", "r-b"), initialEnd("2", "r-end")}},
+	)
+	w := startWatch(t, serveFakes(t, nil, hub), hubclient.WatchOptions{ResumeToken: "saved"})
+	for _, want := range []got{
+		{Type: hubclient.Added, Name: "a", RV: "1", Token: "saved", Resync: true},
+		{Type: hubclient.Added, Name: "b", RV: "2", Token: "saved", Resync: true},
+		{Type: hubclient.Bookmark, RV: "2", Token: "r-end", Resync: true},
+	} {
+		e, err := w.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !e.ResyncReplaces {
+			t.Fatalf("%v: a re-sync of a resumed watch must say it replaces", e)
+		}
+		g := got{Type: e.Type, RV: e.ResourceVersion, Token: e.ResumeToken, Resync: e.Resync}
+		if e.Object != nil {
+			u, _ := e.Unstructured()
+			g.Name = u.GetName()
+		}
+		if diff := cmp.Diff(want, g); diff != "" {
+			t.Fatalf("event (-want +got):\n%s", diff)
+		}
+	}
+}
+
+// TestResyncDuringInitialEventsEndsThem: when the initial events are cut
+// short by an expiry, the re-sync's bookmark ends them.
+func TestResyncDuringInitialEventsEndsThem(t *testing.T) {
+	hub := newFakeHub("hub",
+		script{header: "i0", responses: []*informerhubv1.WatchResponse{added("a", "1", "i-a")}, end: expired},
+		script{header: "r0", responses: []*informerhubv1.WatchResponse{added("a", "1", "r-a"), added("b", "1", "r-b"), initialEnd("1", "r-end")}},
+	)
+	w := startWatch(t, serveFakes(t, nil, hub), hubclient.WatchOptions{SendInitialEvents: true})
+	next(t, w)
+	if e := next(t, w); e.Type != hubclient.Added || e.Name != "b" || !e.Resync {
+		t.Fatalf("got %v, want the ADDED of b from the re-sync", e)
+	}
+	e, err := w.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Type != hubclient.Bookmark || !e.Resync || !e.InitialEventsEnd {
+		t.Fatalf("got %+v, want the re-sync bookmark ending the initial events", e)
+	}
+}
+
+func TestTokenSourceErrorsAreRetried(t *testing.T) {
+	hub := newFakeHub("hub", script{header: "t0", responses: []*informerhubv1.WatchResponse{added("a", "1", "t1")}})
+	var calls int
+	source := hubclient.WithTokenSource(func(context.Context) (string, error) {
+		if calls++; calls == 1 {
+			return "", errors.New("the token file is being rotated")
+		}
+		return "fresh", nil
+	})
+	w := startWatch(t, serveFakes(t, []hubclient.Option{source, hubclient.AllowTokensWithoutTLS()}, hub), hubclient.WatchOptions{})
+	if e := next(t, w); e.Name != "a" {
+		t.Fatalf("got %v", e)
+	}
+}
+
+func TestNewRefusesContradictionsAndPlaintextTokens(t *testing.T) {
+	for name, tt := range map[string]struct {
+		endpoints []string
+		opts      []hubclient.Option
+		ok        bool
+	}{
+		"TLS and insecure":           {[]string{"hub:8080"}, []hubclient.Option{hubclient.WithInsecure(), hubclient.WithTLS(nil)}, true},
+		"a token in the clear":       {[]string{"hub:8080"}, []hubclient.Option{hubclient.WithInsecure(), hubclient.WithBearerToken("t")}, false},
+		"a token to loopback":        {[]string{"127.0.0.1:8080", "localhost:8081"}, []hubclient.Option{hubclient.WithInsecure(), hubclient.WithBearerToken("t")}, true},
+		"a token allowed explicitly": {[]string{"hub:8080"}, []hubclient.Option{hubclient.WithInsecure(), hubclient.WithBearerToken("t"), hubclient.AllowTokensWithoutTLS()}, true},
+		"an empty endpoint":          {[]string{""}, nil, false},
+		"no endpoints":               {nil, nil, false},
+	} {
+		c, err := hubclient.New(tt.endpoints, tt.opts...)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: %v, want ok=%v", name, err, tt.ok)
+		}
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+func TestCloseEndsCallsAndIsIdempotent(t *testing.T) {
+	c := serveFakes(t, nil, newFakeHub("hub"))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	w := c.Watch(context.Background(), configMaps, hubclient.WatchOptions{})
+	if _, err := w.Next(); !errors.Is(err, hubclient.ErrClientClosed) {
+		t.Fatalf("Next on a closed client: %v", err)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
@@ -75,14 +76,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, now func(
 	caFile := global.String("ca-file", "", "CA certificates to verify the hub with (default: the system's)")
 	tokenFile := global.String("token-file", "", "file holding a bearer token, re-read for every call")
 	if err := global.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if global.NArg() == 0 {
 		global.Usage()
 		return 2
 	}
-	opts := []hubclient.Option{}
+	// The SDK logs reconnections and re-syncs; they belong on stderr.
+	opts := []hubclient.Option{hubclient.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
 	switch {
+	case *insecure && *caFile != "":
+		fmt.Fprintln(stderr, "hubctl: --insecure and --ca-file contradict each other")
+		return 2
 	case *insecure:
 		opts = append(opts, hubclient.WithInsecure())
 	case *caFile != "":
@@ -105,7 +113,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, now func(
 			return strings.TrimSpace(string(b)), err
 		}))
 	}
-	client, err := hubclient.New(strings.Split(*hubs, ","), opts...)
+	var endpoints []string
+	for _, h := range strings.Split(*hubs, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			endpoints = append(endpoints, h)
+		}
+	}
+	client, err := hubclient.New(endpoints, opts...)
 	if err != nil {
 		fmt.Fprintln(stderr, "hubctl:", err)
 		return 2
@@ -128,16 +142,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, now func(
 	switch {
 	case err == nil:
 		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
 	case errors.As(err, &usageErr):
 		fmt.Fprintln(stderr, "hubctl:", err)
 		return 2
-	case errors.Is(err, context.Canceled):
-		return 0 // Ctrl-C
+	case ctx.Err() != nil:
+		return 0 // Ctrl-C, whatever the call was doing
 	}
-	if st, ok := status.FromError(err); ok {
+	if st, ok := status.FromError(err); ok && st.Err().Error() == err.Error() {
 		fmt.Fprintf(stderr, "hubctl: %s: %s\n", st.Code(), st.Message())
 	} else {
-		fmt.Fprintln(stderr, "hubctl:", err)
+		fmt.Fprintln(stderr, "hubctl:", err) // a status wrapped with context
 	}
 	return 1
 }
@@ -173,6 +189,9 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 		fs.BoolVar(&watchOnly, "watch-only", false, "only changes: do not list the current objects first")
 	}
 	positional, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
 	if err != nil {
 		return usageError{err}
 	}
@@ -246,9 +265,11 @@ func pickResource(served []schema.GroupVersionResource, name string, exact bool,
 	var candidates []schema.GroupVersionResource
 	for _, gvr := range served {
 		var match bool
-		if exact {
+		switch {
+		case exact || group != "":
+			// --resource, or a plain RESOURCE, with --group.
 			match = gvr.Resource == name && gvr.Group == group
-		} else {
+		default:
 			match = name == gvr.Resource && gvr.Group == "" ||
 				name == gvr.Resource+"."+gvr.Group ||
 				name == gvr.Resource+"."+gvr.Version && gvr.Group == "" ||
@@ -286,8 +307,11 @@ func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.
 			continue
 		}
 		if e.Type == hubclient.Bookmark {
-			if e.Resync {
-				fmt.Fprintln(c.stderr, "(the hub could not resume this watch; it re-synced and the changes above marked * are the differences)")
+			switch {
+			case e.ResyncReplaces:
+				fmt.Fprintln(c.stderr, "(the hub could not resume this watch; it listed again: the objects marked * are all that exist now)")
+			case e.Resync:
+				fmt.Fprintln(c.stderr, "(the hub could not resume this watch; it re-synced: the changes marked * are the differences)")
 			}
 			continue
 		}
@@ -353,6 +377,9 @@ func (c *cli) resources(ctx context.Context, args []string) error {
 	fs.StringVar(&output, "output", "", "output format: empty for a table, json")
 	fs.StringVar(&output, "o", "", "shorthand for --output")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
 		return usageError{err}
 	}
 	resources, err := c.client.ListResources(ctx)

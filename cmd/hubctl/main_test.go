@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -36,6 +38,8 @@ func TestPickResource(t *testing.T) {
 		{name: "widgets.v1beta10.example.com", want: served[4], found: true},
 		{name: "widgets", exact: true, group: "example.com", version: "v1alpha1", want: served[2], found: true},
 		{name: "widgets", exact: true, group: "other.io", want: served[6], found: true},
+		{name: "deployments", group: "apps", want: served[1], found: true}, // RESOURCE with --group
+		{name: "widgets", group: "example.com", version: "v1beta10", want: served[4], found: true},
 		{name: "widgets.nope.io", found: false},
 	}
 	for _, tt := range tests {
@@ -82,5 +86,24 @@ func TestFlagsAfterTheResource(t *testing.T) {
 	positional, err := parseInterspersed(fs, []string{"-n", "a", "configmaps", "-n", "b"})
 	if err != nil || *ns != "b" || len(positional) != 1 || positional[0] != "configmaps" {
 		t.Fatalf("positional %v, namespace %q, err %v", positional, *ns, err)
+	}
+}
+
+func TestHelpAndUsage(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"-h"}, 0},
+		{[]string{"--insecure", "watch", "-h"}, 0},
+		{[]string{"--insecure", "resources", "-h"}, 0},
+		{[]string{}, 2},
+		{[]string{"--insecure", "--ca-file", "x", "resources"}, 2},
+		{[]string{"--insecure", "watch", "--output", "yaml", "configmaps"}, 2},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), tt.args, &stdout, &stderr, time.Now); code != tt.code {
+			t.Errorf("hubctl %q exited %d, want %d: %s", tt.args, code, tt.code, stderr.String())
+		}
 	}
 }

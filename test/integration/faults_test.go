@@ -4,11 +4,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/server"
@@ -25,6 +28,9 @@ type restartableHub struct {
 	mu  sync.Mutex // guards hub and g
 	hub *informerhub.Hub
 	g   *grpc.Server
+
+	// snapshots counts the Snapshot calls served, across restarts.
+	snapshots atomic.Int64
 }
 
 func startRestartableHub(t *testing.T, cfg informerhub.Config) *restartableHub {
@@ -57,12 +63,36 @@ func (r *restartableHub) start() {
 		r.t.Fatal(err)
 	}
 	serverCfg := server.Config{Logger: cfg.Logger, MaxSubscriptionsPerIdentity: 1 << 20, RatePerIdentity: 1 << 20, RateBurstPerIdentity: 1 << 20, MaxConcurrentStreams: 1 << 20}
-	g := grpc.NewServer(server.ServerOptions(serverCfg)...)
+	countSnapshots := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if strings.HasSuffix(info.FullMethod, "/Snapshot") {
+			r.snapshots.Add(1)
+		}
+		return handler(srv, ss)
+	}
+	g := grpc.NewServer(append(server.ServerOptions(serverCfg), grpc.ChainStreamInterceptor(countSnapshots))...)
 	server.New(h, serverCfg).Register(g)
 	go g.Serve(lis) //nolint:errcheck // ends with Stop
 	r.mu.Lock()
 	r.hub, r.g, r.addr = h, g, lis.Addr().String()
 	r.mu.Unlock()
+}
+
+// subscribers counts the streams the hub serves on a resource type.
+func (r *restartableHub) subscribers(t *testing.T, gvr schema.GroupVersionResource) int {
+	t.Helper()
+	r.mu.Lock()
+	h := r.hub
+	r.mu.Unlock()
+	resources, err := h.Resources(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range resources {
+		if res.Resource == gvr {
+			return res.Subscribers
+		}
+	}
+	return 0
 }
 
 // kill drops every connection at once and stops the hub.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -289,4 +290,113 @@ func TestStockInformerOverTheHub(t *testing.T) {
 
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// TestFailoverBetweenReplicas runs two hubs whose informers are running (a
+// watch on each keeps them so), and an SDK watch and a stock informer
+// through both. Killing the replica they use moves them to the other, which
+// places their tokens by resourceVersion: the watch continues with no
+// re-sync and nothing lost, and the informer does not list again.
+func TestFailoverBetweenReplicas(t *testing.T) {
+	ns := namespace(t)
+	for i := range 4 {
+		createConfigMap(t, ns, fmt.Sprint("cm-", i), nil, "v0")
+	}
+	replicas := []*restartableHub{startRestartableHub(t, informerhub.Config{}), startRestartableHub(t, informerhub.Config{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sel := hubclient.Selector{Resource: configMaps, Namespace: ns}
+	for _, r := range replicas {
+		keeper := sdkClient(t, r.addr).Watch(ctx, sel, hubclient.WatchOptions{SendInitialEvents: true})
+		defer keeper.Close()
+		for e, raw := nextSDK(t, keeper); !raw.InitialEventsEnd; e, raw = nextSDK(t, keeper) {
+			_ = e
+		}
+	}
+	client, err := hubclient.New([]string{replicas[0].addr, replicas[1].addr}, hubclient.WithInsecure(),
+		hubclient.WithBackoff(hubclient.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}), hubclient.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	w := client.Watch(ctx, sel, hubclient.WatchOptions{SendInitialEvents: true})
+	defer w.Close()
+	state := clientState{}
+	for e, raw := nextSDK(t, w); ; e, raw = nextSDK(t, w) {
+		state.apply(e)
+		if raw.InitialEventsEnd {
+			break
+		}
+	}
+	informer := cache.NewSharedIndexInformer(client.ListerWatcher(sel, hubclient.WithScheme(scheme.Scheme)), &corev1.ConfigMap{}, 0, cache.Indexers{})
+	markerSeen := make(chan struct{})
+	var once sync.Once
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		if obj.(*corev1.ConfigMap).Name == "marker" {
+			once.Do(func() { close(markerSeen) })
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	informerCtx, stopInformer := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		informer.RunWithContext(informerCtx)
+	}()
+	defer func() {
+		stopInformer()
+		<-stopped
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	snapshotsBefore := replicas[0].snapshots.Load() + replicas[1].snapshots.Load()
+
+	updateConfigMap(t, ns, "cm-0", nil, "v1")
+	e, _ := nextSDK(t, w)
+	state.apply(e)
+	// Kill the replica serving the SDK's streams (it has the keeper's, the
+	// watch's and the informer's).
+	victim, survivor := replicas[0], replicas[1]
+	if victim.subscribers(t, configMaps) < survivor.subscribers(t, configMaps) {
+		victim, survivor = survivor, victim
+	}
+	if victim.subscribers(t, configMaps) != 3 {
+		t.Fatalf("the replicas serve %d and %d streams: the client's are not on one", victim.subscribers(t, configMaps), survivor.subscribers(t, configMaps))
+	}
+	victim.kill()
+	updateConfigMap(t, ns, "cm-1", nil, "v1")
+	deleteConfigMap(t, ns, "cm-2")
+	createConfigMap(t, ns, "marker", nil, "")
+	for {
+		e, _ := nextSDK(t, w)
+		if e.Resync {
+			t.Fatalf("the watch re-synced (%v) although the other replica holds its position", e)
+		}
+		state.apply(e)
+		if e.Name == "marker" {
+			break
+		}
+	}
+	want := apiState(t, ns)
+	if diff := cmp.Diff(want, state); diff != "" {
+		t.Fatalf("after failover the client state differs from the API server's (-api +client):\n%s", diff)
+	}
+	select {
+	case <-markerSeen:
+	case <-time.After(time.Minute):
+		t.Fatal("the informer never saw the marker")
+	}
+	got := clientState{}
+	for _, obj := range informer.GetStore().List() {
+		cm := obj.(*corev1.ConfigMap)
+		got[cm.Name] = [2]string{cm.ResourceVersion, string(cm.UID)}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("after failover the informer's indexer differs from the API server (-api +indexer):\n%s", diff)
+	}
+	if after := replicas[0].snapshots.Load() + replicas[1].snapshots.Load(); after != snapshotsBefore {
+		t.Fatalf("the informer listed again (%d snapshots) although the other replica could resume it", after-snapshotsBefore)
+	}
 }
