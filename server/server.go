@@ -254,6 +254,9 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 	return toStatus(s.log, err)
 }
 
+// errSenderStopped ends a sender whose stream the handler has ended.
+var errSenderStopped = errors.New("the stream has ended")
+
 // errStalled ends a stream whose client stopped reading.
 var errStalled = errors.New("the client stopped reading")
 
@@ -271,6 +274,10 @@ type sender struct {
 	// lastSent is the resume token of the last message handed to gRPC,
 	// which the client receives before any status that follows.
 	lastSent atomic.Pointer[string]
+	// stopped is set when the handler ends the stream without the sender:
+	// no send starts after it, so at most the one in progress reaches the
+	// client after the handler has read lastSent.
+	stopped atomic.Bool
 }
 
 func newSender(stream grpc.ServerStream, startToken string) *sender {
@@ -295,6 +302,9 @@ func (snd *sender) run(next func() (msg any, token string, last bool, err error)
 		if err != nil {
 			return err
 		}
+		if snd.stopped.Load() {
+			return errSenderStopped
+		}
 		snd.started.Add(1)
 		err = snd.stream.SendMsg(msg)
 		snd.finished.Add(1)
@@ -318,6 +328,10 @@ func (snd *sender) run(next func() (msg any, token string, last bool, err error)
 func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struct{}, recheck func() error, next func() (any, string, bool, error)) error {
 	done := make(chan error, 1)
 	go func() { done <- snd.run(next) }()
+	// However it ends, the sender starts no send after this returns: gRPC
+	// forbids sends once the handler has returned, and the token the
+	// handler reports must not fall behind what the client receives.
+	defer snd.stopped.Store(true)
 	stall := time.NewTicker(s.cfg.MaxSendStall)
 	defer stall.Stop()
 	var rechecks <-chan time.Time
