@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -45,7 +44,9 @@ type Config struct {
 	Authorizer auth.Authorizer
 	// AuthzRecheckInterval is how often a Watch is authorized again; when
 	// access is revoked, the stream ends with PERMISSION_DENIED and the
-	// token to resume from. Default: 1m.
+	// token to resume from. It also bounds how old a cached decision may
+	// be when any call is admitted, so a change in RBAC takes effect
+	// within it everywhere. Default: 1m.
 	AuthzRecheckInterval time.Duration
 
 	// MaxSubscriptionsPerIdentity bounds the Watch and Snapshot streams one
@@ -198,7 +199,7 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 // may open one more stream. Call release when the stream ends.
 func (s *Server) admit(ctx context.Context, sel informerhub.Selector) (user auth.User, release func(), err error) {
 	user, _ = auth.UserFrom(ctx)
-	if err := auth.CanWatch(ctx, s.cfg.Authorizer, user, sel.Resource, sel.Namespace, time.Duration(math.MaxInt64)); err != nil {
+	if err := auth.CanWatch(ctx, s.cfg.Authorizer, user, sel.Resource, sel.Namespace, s.cfg.AuthzRecheckInterval); err != nil {
 		return user, nil, err
 	}
 	if err := s.subscriptions.Acquire(user.Name); err != nil {
@@ -400,7 +401,7 @@ func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResou
 			continue
 		}
 		g.Go(func() error {
-			err := auth.CanWatch(gctx, s.cfg.Authorizer, user, r.Resource, req.GetNamespace(), time.Duration(math.MaxInt64))
+			err := auth.CanWatch(gctx, s.cfg.Authorizer, user, r.Resource, req.GetNamespace(), s.cfg.AuthzRecheckInterval)
 			var forbidden *auth.ForbiddenError
 			if errors.As(err, &forbidden) {
 				return nil

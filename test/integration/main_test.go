@@ -85,8 +85,18 @@ type hub struct {
 }
 
 // startHub runs a hub with cfg against the control plane, and a client
-// connected to it. Both stop when the test ends.
+// connected to it. Both stop when the test ends. Callers are anonymous and
+// allowed everything; limits are out of the way (the tests open many
+// streams as one identity).
 func startHub(t *testing.T, cfg informerhub.Config) *hub {
+	t.Helper()
+	return startHubWith(t, cfg, server.Config{StalledSendGrace: 100 * time.Millisecond})
+}
+
+// startHubWith is startHub with a server configuration (authentication,
+// authorization, limits) and server options (TLS). Without TLS options, the
+// returned client connects in plaintext.
+func startHubWith(t *testing.T, cfg informerhub.Config, serverCfg server.Config, opts ...grpc.ServerOption) *hub {
 	t.Helper()
 	cfg.EncodeEvent = server.EncodeEvent
 	if cfg.Logger == nil {
@@ -100,10 +110,19 @@ func startHub(t *testing.T, cfg informerhub.Config) *hub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serverCfg := server.Config{Logger: cfg.Logger, StalledSendGrace: 100 * time.Millisecond,
-		// The tests open many streams as one identity.
-		MaxSubscriptionsPerIdentity: 1 << 20, RatePerIdentity: 1 << 20, RateBurstPerIdentity: 1 << 20, MaxConcurrentStreams: 1 << 20}
-	g := grpc.NewServer(server.ServerOptions(serverCfg)...)
+	serverCfg.Logger = cfg.Logger
+	for _, limit := range []*int{&serverCfg.MaxSubscriptionsPerIdentity, &serverCfg.RateBurstPerIdentity} {
+		if *limit == 0 {
+			*limit = 1 << 20
+		}
+	}
+	if serverCfg.RatePerIdentity == 0 {
+		serverCfg.RatePerIdentity = 1 << 20
+	}
+	if serverCfg.MaxConcurrentStreams == 0 {
+		serverCfg.MaxConcurrentStreams = 1 << 20
+	}
+	g := grpc.NewServer(append(server.ServerOptions(serverCfg), opts...)...)
 	server.New(h, serverCfg).Register(g)
 	go g.Serve(lis) //nolint:errcheck // Serve returns when the test stops it
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

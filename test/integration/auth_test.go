@@ -1,0 +1,368 @@
+package integration
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/server"
+	"github.com/informerhub/informerhub/server/auth"
+)
+
+// These tests use real identities: service account tokens issued by the API
+// server, client certificates, and RBAC Roles and bindings.
+
+// serviceAccountToken creates a service account and returns a token for it.
+func serviceAccountToken(t *testing.T, ns, name string) string {
+	t.Helper()
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(bgCtx(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(bgCtx(), name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// grant lets subject list and watch resources in ns, and returns the name of
+// the binding.
+func grant(t *testing.T, ns string, subject rbacv1.Subject, resources ...string) string {
+	t.Helper()
+	name := "watch-" + subject.Name
+	if _, err := kube.RbacV1().Roles(ns).Create(bgCtx(), &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: resources, Verbs: []string{"list", "watch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bind(t, ns, name, subject)
+	return name
+}
+
+func bind(t *testing.T, ns, role string, subject rbacv1.Subject) {
+	t.Helper()
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(bgCtx(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role},
+		Subjects:   []rbacv1.Subject{subject},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func serviceAccount(ns, name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}
+}
+
+// startAuthHub runs a hub that authenticates bearer tokens with TokenReview
+// and authorizes with SubjectAccessReview, as --auth=kubernetes does.
+func startAuthHub(t *testing.T, serverCfg server.Config, opts ...grpc.ServerOption) *hub {
+	t.Helper()
+	if serverCfg.Authenticator == nil {
+		serverCfg.Authenticator = auth.NewTokenReview(kube.AuthenticationV1().TokenReviews(), auth.TokenReviewConfig{})
+	}
+	serverCfg.Authorizer = auth.NewSubjectAccessReview(kube.AuthorizationV1().SubjectAccessReviews(), auth.SubjectAccessReviewConfig{})
+	return startHubWith(t, informerhub.Config{}, serverCfg, opts...)
+}
+
+// withBearer returns a context for a call that presents token (none if
+// empty).
+func withBearer(t *testing.T, token string) context.Context {
+	ctx := ctxFor(t)
+	if token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
+	return ctx
+}
+
+// firstWatchResponse opens a Watch with initial events and returns its
+// first response, or the error that ended it.
+func firstWatchResponse(client informerhubv1.InformerHubServiceClient, ctx context.Context, sel *informerhubv1.ResourceSelector) (*informerhubv1.WatchResponse, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := client.Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
+	if err != nil {
+		return nil, err
+	}
+	return stream.Recv()
+}
+
+func TestRBACDecidesWhatEachCallerSees(t *testing.T) {
+	a, b := namespace(t), namespace(t)
+	createConfigMap(t, a, "in-a", nil, "")
+	createConfigMap(t, b, "in-b", nil, "")
+	if _, err := kube.CoreV1().Secrets(a).Create(bgCtx(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reader := serviceAccountToken(t, a, "reader")
+	grant(t, a, serviceAccount(a, "reader"), "configmaps")
+	nobody := serviceAccountToken(t, a, "nobody")
+	admin := serviceAccountToken(t, a, "admin")
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(bgCtx(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "hub-test-admin-" + a},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{serviceAccount(a, "admin")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h := startAuthHub(t, server.Config{})
+	cms := func(ns string) *informerhubv1.ResourceSelector {
+		return &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: ns}
+	}
+
+	tests := []struct {
+		name   string
+		token  string
+		sel    *informerhubv1.ResourceSelector
+		code   codes.Code
+		detail string
+	}{
+		{"reader in its namespace", reader, cms(a), codes.OK, ""},
+		{"reader in another namespace", reader, cms(b), codes.PermissionDenied, "list configmaps in namespace " + b},
+		{"reader on secrets", reader, &informerhubv1.ResourceSelector{Version: "v1", Resource: "secrets", Namespace: a}, codes.PermissionDenied, "list secrets"},
+		{"reader cluster-wide", reader, cms(""), codes.PermissionDenied, "list configmaps cluster-wide"},
+		{"nobody", nobody, cms(a), codes.PermissionDenied, "list configmaps"},
+		{"admin cluster-wide", admin, cms(""), codes.OK, ""},
+		{"no token", "", cms(a), codes.Unauthenticated, "no credentials"},
+		{"a forged token", "eyJhbGciOiJSUzI1NiJ9.e30.c2lnbmF0dXJl", cms(a), codes.Unauthenticated, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := firstWatchResponse(h.client, withBearer(t, tt.token), tt.sel)
+			if status.Code(err) != tt.code {
+				t.Fatalf("Watch: %v, want %v", err, tt.code)
+			}
+			if tt.code == codes.OK && resp.Type != informerhubv1.EventType_EVENT_TYPE_ADDED {
+				t.Fatalf("first response %v, want an object", resp)
+			}
+			if st := status.Convert(err); tt.detail != "" && !strings.Contains(st.Message(), tt.detail) {
+				t.Errorf("message %q does not say %q", st.Message(), tt.detail)
+			}
+			if tt.code == codes.PermissionDenied && errorInfo(t, err).Reason != "FORBIDDEN" {
+				t.Errorf("ErrorInfo %v, want FORBIDDEN", errorInfo(t, err))
+			}
+			snap, err := h.client.Snapshot(withBearer(t, tt.token), &informerhubv1.SnapshotRequest{Selector: tt.sel})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := snap.Recv(); status.Code(err) != tt.code {
+				t.Fatalf("Snapshot: %v, want %v", err, tt.code)
+			}
+		})
+	}
+
+	t.Run("ListResources", func(t *testing.T) {
+		list := func(token, ns string) []string {
+			t.Helper()
+			resp, err := h.client.ListResources(withBearer(t, token), &informerhubv1.ListResourcesRequest{Namespace: ns})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, r := range resp.Resources {
+				if r.Group == "" {
+					out = append(out, r.Resource)
+				}
+			}
+			return out
+		}
+		if got := list(admin, ""); !slices.Contains(got, "configmaps") || !slices.Contains(got, "secrets") || !slices.Contains(got, "namespaces") {
+			t.Errorf("admin sees %v", got)
+		}
+		if got := list(reader, a); !slices.Equal(got, []string{"configmaps"}) {
+			t.Errorf("reader in its namespace sees %v, want only configmaps", got)
+		}
+		if got := list(reader, ""); len(got) != 0 {
+			t.Errorf("reader cluster-wide sees %v, want nothing", got)
+		}
+		if got := list(nobody, a); len(got) != 0 {
+			t.Errorf("nobody sees %v, want nothing", got)
+		}
+	})
+}
+
+// TestRevokedAccessEndsARunningStream removes a RoleBinding while its
+// subject watches: the stream ends with PERMISSION_DENIED and a resume token
+// once the hub authorizes it again, and resumes exactly once access is back.
+func TestRevokedAccessEndsARunningStream(t *testing.T) {
+	a := namespace(t)
+	createConfigMap(t, a, "before", nil, "")
+	reader := serviceAccountToken(t, a, "reader")
+	binding := grant(t, a, serviceAccount(a, "reader"), "configmaps")
+	h := startAuthHub(t, server.Config{AuthzRecheckInterval: time.Second})
+
+	stream, err := h.client.Watch(withBearer(t, reader), &informerhubv1.WatchRequest{Selector: watchSelector(a), SendInitialEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := readStream(stream.Recv)
+	_, end := initialEvents(t, r)
+
+	if err := kube.RbacV1().RoleBindings(a).Delete(bgCtx(), binding, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = r.end(t)
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("after the binding's removal the stream ended with %v, want PERMISSION_DENIED", err)
+	}
+	token := errorInfo(t, err).Metadata["resume_token"]
+	if token != end.ResumeToken {
+		t.Fatal("the status does not carry the token of the last response sent")
+	}
+	createConfigMap(t, a, "while-revoked", nil, "")
+	if _, err := firstWatchResponse(h.client, withBearer(t, reader), watchSelector(a)); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a new watch without access: %v, want PERMISSION_DENIED", err)
+	}
+
+	bind(t, a, binding, serviceAccount(a, "reader"))
+	// The API server's RBAC follows the binding within moments, and the hub
+	// reuses a decision for at most the recheck interval. A client retries.
+	var resumed *streamReader[informerhubv1.WatchResponse]
+	eventually(t, "the regranted reader may watch again", func() bool {
+		stream, err := h.client.Watch(withBearer(t, reader), &informerhubv1.WatchRequest{Selector: watchSelector(a), ResumeToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md, err := stream.Header(); err != nil || len(md.Get("resume-token")) == 0 {
+			return false // denied: the stream ended without headers
+		}
+		resumed = readStream(stream.Recv)
+		return true
+	})
+	createConfigMap(t, a, "marker", nil, "")
+	if got := hubChangesUntil(t, resumed, "marker"); len(got) != 1 || got[0].Name != "while-revoked" {
+		t.Fatalf("after resuming got %v, want exactly the change made while access was revoked", got)
+	}
+}
+
+// tlsFixture is a CA, a server certificate for 127.0.0.1 and client
+// certificates, all made for one test.
+type tlsFixture struct {
+	caPool *x509.CertPool
+	server tls.Certificate
+	ca     *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+}
+
+func newTLSFixture(t *testing.T) *tlsFixture {
+	t.Helper()
+	f := &tlsFixture{}
+	f.ca, f.caKey = selfSignedCA(t, "test-ca")
+	f.caPool = x509.NewCertPool()
+	f.caPool.AddCert(f.ca)
+	f.server = f.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "hub"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	return f
+}
+
+func selfSignedCA(t *testing.T, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}, IsCA: true, BasicConstraintsValid: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
+}
+
+// issue signs tmpl with the fixture's CA.
+func (f *tlsFixture) issue(t *testing.T, tmpl *x509.Certificate) tls.Certificate {
+	return issueWith(t, f.ca, f.caKey, tmpl)
+}
+
+func issueWith(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, tmpl *x509.Certificate) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl.SerialNumber, tmpl.NotBefore, tmpl.NotAfter = serial, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func clientCert(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, user string, groups ...string) tls.Certificate {
+	return issueWith(t, ca, caKey, &x509.Certificate{Subject: pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+}
+
+// TestMutualTLS serves with --auth=mtls: a client certificate signed by the
+// client CA is the identity (CN the user, O the groups), which RBAC
+// authorizes; without one, or with one from another CA, nothing connects.
+func TestMutualTLS(t *testing.T) {
+	a := namespace(t)
+	createConfigMap(t, a, "x", nil, "")
+	grant(t, a, rbacv1.Subject{Kind: rbacv1.UserKind, Name: "carol"}, "configmaps")
+	grant(t, a, rbacv1.Subject{Kind: rbacv1.GroupKind, Name: "auditors"}, "configmaps")
+	f := newTLSFixture(t)
+	h := startAuthHub(t, server.Config{Authenticator: auth.ClientCertificate{}}, grpc.Creds(credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{f.server}, ClientCAs: f.caPool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+	})))
+	otherCA, otherKey := selfSignedCA(t, "other-ca")
+	dial := func(certs ...tls.Certificate) informerhubv1.InformerHubServiceClient {
+		t.Helper()
+		conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+			RootCAs: f.caPool, Certificates: certs, MinVersion: tls.VersionTLS12})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return informerhubv1.NewInformerHubServiceClient(conn)
+	}
+	tests := []struct {
+		name string
+		cert []tls.Certificate
+		code codes.Code
+	}{
+		{"carol, bound as a user", []tls.Certificate{clientCert(t, f.ca, f.caKey, "carol")}, codes.OK},
+		{"eve, bound through her group", []tls.Certificate{clientCert(t, f.ca, f.caKey, "eve", "auditors")}, codes.OK},
+		{"dave, not bound", []tls.Certificate{clientCert(t, f.ca, f.caKey, "dave")}, codes.PermissionDenied},
+		{"no certificate", nil, codes.Unavailable},
+		{"carol, signed by another CA", []tls.Certificate{clientCert(t, otherCA, otherKey, "carol")}, codes.Unavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := firstWatchResponse(dial(tt.cert...), ctxFor(t), watchSelector(a))
+			if status.Code(err) != tt.code {
+				t.Fatalf("Watch: %v, want %v", err, tt.code)
+			}
+		})
+	}
+}
