@@ -34,7 +34,7 @@ func ExampleNew() {
 	}
 	defer client.Close()
 
-	resources, err := client.ListResources(context.Background())
+	resources, err := client.ListResources(context.Background(), "")
 	if err != nil {
 		panic(err)
 	}
@@ -107,7 +107,7 @@ func ExampleClient_ListResources() {
 	}
 	defer client.Close()
 
-	resources, err := client.ListResources(context.Background())
+	resources, err := client.ListResources(context.Background(), "")
 	if err != nil {
 		panic(err)
 	}
@@ -173,7 +173,7 @@ func ExampleWithTokenSource() {
 		panic(err)
 	}
 	defer client.Close()
-	resources, err := client.ListResources(context.Background())
+	resources, err := client.ListResources(context.Background(), "")
 	if err != nil {
 		panic(err)
 	}

@@ -191,7 +191,7 @@ func (lw *ListerWatcher) bookmark(ctx context.Context, resourceVersion string) (
 	lw.mu.Unlock()
 	if gvk.Empty() {
 		// No object seen yet: ask the hub for the resource's kind.
-		resources, err := lw.client.ListResources(ctx)
+		resources, err := lw.client.ListResources(ctx, lw.sel.Namespace)
 		if err != nil {
 			return nil, err
 		}

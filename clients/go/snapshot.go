@@ -66,11 +66,13 @@ type Resource struct {
 	CachedObjects  int
 }
 
-// ListResources lists the resource types the cluster serves that can be
-// watched.
-func (c *Client) ListResources(ctx context.Context) ([]Resource, error) {
+// ListResources lists the resource types the cluster serves that the
+// caller may list and watch in namespace; with an empty namespace, those it
+// may list and watch cluster-wide. A hub that authorizes by RBAC shows a
+// caller bound only in some namespaces nothing cluster-wide.
+func (c *Client) ListResources(ctx context.Context, namespace string) ([]Resource, error) {
 	return retry(ctx, c, func(svc informerhubv1.InformerHubServiceClient) ([]Resource, error) {
-		resp, err := svc.ListResources(ctx, &informerhubv1.ListResourcesRequest{})
+		resp, err := svc.ListResources(ctx, &informerhubv1.ListResourcesRequest{Namespace: namespace})
 		if err != nil {
 			return nil, err
 		}

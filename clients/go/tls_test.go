@@ -74,7 +74,7 @@ func TestTLSAndBearerToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	resources, err := client.ListResources(context.Background())
+	resources, err := client.ListResources(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestTLSAndBearerToken(t *testing.T) {
 	defer untrusting.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := untrusting.ListResources(ctx); err == nil {
+	if _, err := untrusting.ListResources(ctx, ""); err == nil {
 		t.Fatal("a hub with an untrusted certificate was accepted")
 	}
 }

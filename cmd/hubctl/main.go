@@ -1,7 +1,7 @@
 // Command hubctl reads Kubernetes objects through an informerhub: `kubectl get
 // -w` for the hub.
 //
-//	hubctl [--hub ADDR[,ADDR...]] [--insecure] [--token-file F] COMMAND [flags] [RESOURCE]
+//	hubctl [--hub ADDR[,ADDR...]] [--insecure | --ca-file F] [--token-file F | --cert-file F --key-file F] COMMAND [flags] [RESOURCE]
 //
 //	hubctl watch configmaps -n demo            initial objects, then every change
 //	hubctl watch deployments.apps -l app=web   a resource.group shorthand
@@ -48,7 +48,7 @@ const usage = `hubctl reads Kubernetes objects through an informerhub.
 Usage:
   hubctl [global flags] watch RESOURCE [flags]     initial objects, then every change
   hubctl [global flags] snapshot RESOURCE [flags]  the objects of one point in time
-  hubctl [global flags] resources [flags]          the resource types that can be watched
+  hubctl [global flags] resources [flags]          the resource types you may watch
 
 RESOURCE is a plural resource name with an optional version and group:
 configmaps, deployments.apps, deployments.v1.apps. Without a version, the
@@ -56,6 +56,50 @@ newest one the cluster serves is used.
 
 Global flags:
 `
+
+// transport returns the SDK option for how to reach the hub: plaintext,
+// or TLS verified with caFile (default: the system's roots), presenting
+// the client certificate in certFile and keyFile if given. Nil means the
+// SDK's default (TLS with the system's roots).
+func transport(insecure bool, caFile, certFile, keyFile string) (hubclient.Option, error) {
+	switch {
+	case insecure && (caFile != "" || certFile != ""):
+		return nil, errors.New("--insecure contradicts --ca-file and --cert-file: TLS is either off or on")
+	case (certFile == "") != (keyFile == ""):
+		return nil, errors.New("--cert-file and --key-file go together")
+	case insecure:
+		return hubclient.WithInsecure(), nil
+	case caFile == "" && certFile == "":
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("no certificates in %s", caFile)
+		}
+	}
+	if certFile != "" {
+		// Check the pair now, for a clear error; load it again at every
+		// handshake, so a watch that runs for days follows a rotated
+		// certificate.
+		if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+			return nil, fmt.Errorf("client certificate: %w", err)
+		}
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return nil, fmt.Errorf("client certificate: %w", err)
+			}
+			return &cert, nil
+		}
+	}
+	return hubclient.WithTLS(cfg), nil
+}
 
 // cli is one run of the command.
 type cli struct {
@@ -75,6 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, now func(
 	insecure := global.Bool("insecure", false, "connect without TLS (a hub on loopback or a trusted network)")
 	caFile := global.String("ca-file", "", "CA certificates to verify the hub with (default: the system's)")
 	tokenFile := global.String("token-file", "", "file holding a bearer token, re-read for every call")
+	certFile := global.String("cert-file", "", "client certificate (PEM) for a hub that authenticates with mTLS, re-read for every connection")
+	keyFile := global.String("key-file", "", "the private key of --cert-file (PEM)")
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -87,24 +133,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, now func(
 	}
 	// The SDK logs reconnections and re-syncs; they belong on stderr.
 	opts := []hubclient.Option{hubclient.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
-	switch {
-	case *insecure && *caFile != "":
-		fmt.Fprintln(stderr, "hubctl: --insecure and --ca-file contradict each other")
+	tlsOpt, err := transport(*insecure, *caFile, *certFile, *keyFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "hubctl:", err)
 		return 2
-	case *insecure:
-		opts = append(opts, hubclient.WithInsecure())
-	case *caFile != "":
-		pem, err := os.ReadFile(*caFile)
-		if err != nil {
-			fmt.Fprintln(stderr, "hubctl:", err)
-			return 1
-		}
-		roots := x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			fmt.Fprintf(stderr, "hubctl: no certificates in %s\n", *caFile)
-			return 1
-		}
-		opts = append(opts, hubclient.WithTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}))
+	}
+	if tlsOpt != nil {
+		opts = append(opts, tlsOpt)
 	}
 	if *tokenFile != "" {
 		path := *tokenFile
@@ -198,7 +233,7 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 	if output != "" && output != "json" {
 		return usageError{fmt.Errorf("--output must be json or empty, not %q", output)}
 	}
-	if sel.Resource, err = c.resolve(ctx, positional, group, versionFlag, resourceFlag); err != nil {
+	if sel.Resource, err = c.resolve(ctx, sel.Namespace, positional, group, versionFlag, resourceFlag); err != nil {
 		return err
 	}
 	if command == "snapshot" {
@@ -224,8 +259,9 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // resolve finds the resource a command names, asking the hub which
-// versions the cluster serves when it must.
-func (c *cli) resolve(ctx context.Context, positional []string, group, ver, resource string) (schema.GroupVersionResource, error) {
+// versions the cluster serves, and the caller may watch in namespace, when
+// it must.
+func (c *cli) resolve(ctx context.Context, namespace string, positional []string, group, ver, resource string) (schema.GroupVersionResource, error) {
 	switch {
 	case len(positional) > 1:
 		return schema.GroupVersionResource{}, usageError{fmt.Errorf("one RESOURCE at most, got %q", positional)}
@@ -237,7 +273,7 @@ func (c *cli) resolve(ctx context.Context, positional []string, group, ver, reso
 	if resource != "" && ver != "" {
 		return schema.GroupVersionResource{Group: group, Version: ver, Resource: resource}, nil
 	}
-	served, err := c.client.ListResources(ctx)
+	served, err := c.client.ListResources(ctx, namespace)
 	if err != nil {
 		return schema.GroupVersionResource{}, fmt.Errorf("finding the resource's version (give --group, --version and --resource to skip this): %w", err)
 	}
@@ -251,7 +287,11 @@ func (c *cli) resolve(ctx context.Context, positional []string, group, ver, reso
 	}
 	gvr, ok := pickResource(gvrs, name, resource != "", group, ver)
 	if !ok {
-		return schema.GroupVersionResource{}, fmt.Errorf("the cluster serves no watchable resource %q (see hubctl resources)", name)
+		where, hint := "cluster-wide", ""
+		if namespace != "" {
+			where, hint = "in namespace "+namespace, " -n "+namespace
+		}
+		return schema.GroupVersionResource{}, fmt.Errorf("no resource %q that you may list and watch %s (see hubctl resources%s)", name, where, hint)
 	}
 	return gvr, nil
 }
@@ -373,16 +413,18 @@ func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, asJSON bool)
 func (c *cli) resources(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("resources", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
-	var output string
+	var output, namespace string
 	fs.StringVar(&output, "output", "", "output format: empty for a table, json")
 	fs.StringVar(&output, "o", "", "shorthand for --output")
+	fs.StringVar(&namespace, "namespace", "", "what you may list and watch in this namespace (default: cluster-wide)")
+	fs.StringVar(&namespace, "n", "", "shorthand for --namespace")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return usageError{err}
 	}
-	resources, err := c.client.ListResources(ctx)
+	resources, err := c.client.ListResources(ctx, namespace)
 	if err != nil {
 		return err
 	}

@@ -99,6 +99,10 @@ func TestHelpAndUsage(t *testing.T) {
 		{[]string{"--insecure", "resources", "-h"}, 0},
 		{[]string{}, 2},
 		{[]string{"--insecure", "--ca-file", "x", "resources"}, 2},
+		{[]string{"--insecure", "--cert-file", "x", "--key-file", "y", "resources"}, 2},
+		{[]string{"--cert-file", "x", "resources"}, 2},
+		{[]string{"--ca-file", "/nonexistent", "resources"}, 2},
+		{[]string{"--cert-file", "/nonexistent", "--key-file", "/nonexistent", "resources"}, 2},
 		{[]string{"--insecure", "watch", "--output", "yaml", "configmaps"}, 2},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -74,9 +74,9 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.clientCA, "client-ca", "", "CA certificates that sign client certificates, for --auth=mtls")
 	fs.StringVar(&o.tokenAudience, "token-audience", "", "with --auth=kubernetes, accept only tokens issued for this audience")
 	fs.DurationVar(&o.authnCacheTTL, "authn-cache-ttl", 2*time.Minute, "how long an accepted token's identity is reused")
-	fs.DurationVar(&o.authzAllowTTL, "authz-allow-ttl", 5*time.Minute, "how long an allowed authorization decision is reused")
-	fs.DurationVar(&o.authzDenyTTL, "authz-deny-ttl", 30*time.Second, "how long a denied authorization decision is reused")
-	fs.DurationVar(&o.server.AuthzRecheckInterval, "authz-recheck-interval", time.Minute, "how often a running Watch is authorized again; revoked access ends it")
+	fs.DurationVar(&o.authzAllowTTL, "authz-allow-ttl", 5*time.Minute, "how long an allowed authorization decision is reused (never longer than --authz-recheck-interval)")
+	fs.DurationVar(&o.authzDenyTTL, "authz-deny-ttl", 30*time.Second, "how long a denied authorization decision is reused (never longer than --authz-recheck-interval)")
+	fs.DurationVar(&o.server.AuthzRecheckInterval, "authz-recheck-interval", time.Minute, "how often a running Watch is authorized again (revoked access ends it); also the oldest cached decision any call may use")
 
 	fs.IntVar(&o.server.MaxSubscriptionsPerIdentity, "max-subscriptions-per-identity", 100, "Watch and Snapshot streams one identity may have open at once")
 	fs.Float64Var(&o.server.RatePerIdentity, "rate-per-identity", 10, "calls per second one identity may make on average")

@@ -8,8 +8,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -365,4 +368,38 @@ func TestMutualTLS(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("hubctl", func(t *testing.T) {
+		dir := t.TempDir()
+		caFile := writePEM(t, dir, "ca.pem", "CERTIFICATE", f.ca.Raw)
+		hubctlAs := func(user string, args ...string) (stdout, stderr string, code int) {
+			cert := clientCert(t, f.ca, f.caKey, user)
+			key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return runHubctl(t, hubctl(t), append([]string{"--hub", h.addr, "--ca-file", caFile,
+				"--cert-file", writePEM(t, dir, user+".pem", "CERTIFICATE", cert.Certificate[0]),
+				"--key-file", writePEM(t, dir, user+"-key.pem", "PRIVATE KEY", key)}, args...)...)
+		}
+		if stdout, stderr, code := hubctlAs("carol", "snapshot", "configmaps", "-n", a); code != 0 || !strings.Contains(stdout, "x ") {
+			t.Errorf("carol: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+		// hubctl finds the resource among those the caller may watch there.
+		if _, stderr, code := hubctlAs("dave", "snapshot", "configmaps", "-n", a); code != 1 || !strings.Contains(stderr, `no resource "configmaps" that you may list and watch in namespace `+a) {
+			t.Errorf("dave: exit %d, stderr %q", code, stderr)
+		}
+		if _, stderr, code := hubctlAs("dave", "snapshot", "--version", "v1", "--resource", "configmaps", "-n", a); code != 1 || !strings.Contains(stderr, `"dave" may not list configmaps`) {
+			t.Errorf("dave, naming the version: exit %d, stderr %q", code, stderr)
+		}
+	})
+}
+
+func writePEM(t *testing.T, dir, name, blockType string, der []byte) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -98,6 +98,24 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
+// runHubctl runs the CLI to its end.
+func runHubctl(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
 // TestHubctl runs the CLI against a hub for a scripted scenario.
 func TestHubctl(t *testing.T) {
 	bin := hubctl(t)
@@ -107,19 +125,7 @@ func TestHubctl(t *testing.T) {
 	h := startHub(t, informerhub.Config{})
 	run := func(args ...string) (stdout, stderr string, code int) {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"--insecure", "--hub", h.addr}, args...)...)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		var exit *exec.ExitError
-		switch {
-		case err == nil:
-		case errors.As(err, &exit):
-			code = exit.ExitCode()
-		default:
-			t.Fatal(err)
-		}
-		return out.String(), errOut.String(), code
+		return runHubctl(t, bin, append([]string{"--insecure", "--hub", h.addr}, args...)...)
 	}
 
 	t.Run("snapshot", func(t *testing.T) {
@@ -238,7 +244,7 @@ func TestHubctl(t *testing.T) {
 			code   int
 			stderr string
 		}{
-			{[]string{"watch", "nosuchthings"}, 1, `no watchable resource "nosuchthings"`},
+			{[]string{"watch", "nosuchthings"}, 1, `no resource "nosuchthings" that you may list and watch cluster-wide`},
 			{[]string{"watch"}, 2, "which resource?"},
 			{[]string{"snapshot", "configmaps", "-l", "a in (b"}, 1, "InvalidArgument: selector.label_selector"},
 			{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
