@@ -22,14 +22,16 @@ build: ## Build bin/informerhub and bin/hubctl.
 	go build -trimpath -o bin/ ./cmd/informerhub ./cmd/hubctl
 
 .PHONY: run
-run: build controlplane ## Start a local kube-apiserver and etcd, and the hub on $(LISTEN).
-	@echo "informerhub will listen on $(LISTEN). In another terminal, try:"
-	@echo "  $(TOOLS)/grpcurl -plaintext $(LISTEN) list"
-	@echo "  $(TOOLS)/grpcurl -plaintext $(LISTEN) informerhub.v1.InformerHubService/ListResources"
-	@echo "  $(TOOLS)/grpcurl -plaintext -d '{\"selector\":{\"version\":\"v1\",\"resource\":\"configmaps\",\"namespace\":\"demo\"},\"send_initial_events\":true}' $(LISTEN) informerhub.v1.InformerHubService/Watch"
-	@echo "  KUBECONFIG=.cache/run/kubeconfig kubectl -n demo create configmap hello --from-literal=a=b"
+run: build controlplane tools $(TOOLS)/kubectl ## Start a local kube-apiserver and etcd, and the hub on $(LISTEN).
+	@echo "informerhub will listen on $(LISTEN) and authenticate callers with the API server."
+	@echo "In another terminal, as the demo identity demo/explorer (ClusterRole view):"
+	@echo '  export PATH=$$PWD/.cache/tools/bin:$$PATH KUBECONFIG=$$PWD/.cache/run/kubeconfig'
+	@echo '  export AUTH="authorization: Bearer $$(cat .cache/run/token)"'
+	@echo '  grpcurl -plaintext -H "$$AUTH" $(LISTEN) informerhub.v1.InformerHubService/ListResources'
+	@echo '  bin/hubctl --insecure --token-file .cache/run/token watch configmaps -n demo'
+	@echo '  kubectl -n demo create configmap hello --from-literal=a=b'
 	go build -o bin/devcluster ./cmd/devcluster
-	bin/devcluster -kubeconfig .cache/run/kubeconfig -- bin/informerhub --listen $(LISTEN)
+	bin/devcluster -kubeconfig .cache/run/kubeconfig -token .cache/run/token -- bin/informerhub --listen $(LISTEN)
 
 # The modules of the repository: the server (.), the generated API (gen),
 # and the Go SDK (clients/go).
@@ -81,6 +83,11 @@ $(TOOLS)/protoc-gen-go-grpc: tools/go.mod tools/go.sum
 	cd tools && go build -o $@ google.golang.org/grpc/cmd/protoc-gen-go-grpc
 $(TOOLS)/grpcurl: tools/go.mod tools/go.sum
 	cd tools && go build -o $@ github.com/fullstorydev/grpcurl/cmd/grpcurl
+
+# kubectl of the control plane's version, for changing things while `make
+# run` runs.
+$(TOOLS)/kubectl: tools/controlplane/go.mod tools/controlplane/go.sum
+	cd tools/controlplane && go build -trimpath -ldflags "-s -w $(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
 
 .PHONY: controlplane
 controlplane: $(CONTROLPLANE)/kube-apiserver $(CONTROLPLANE)/etcd ## Build kube-apiserver and etcd (once; ~5 min cold).

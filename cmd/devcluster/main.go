@@ -1,10 +1,12 @@
 // Command devcluster runs a command against a local Kubernetes control plane:
 // it starts kube-apiserver and etcd (built by `make controlplane`), writes
-// their kubeconfig, adds a few demo objects, runs the command with
-// --kubeconfig appended, and tears everything down when the command exits or
-// on Ctrl-C. `make run` uses it to run informerhub.
+// their kubeconfig, adds a few demo objects and a demo identity (the service
+// account demo/explorer, bound to the ClusterRole view) whose bearer token it
+// writes to a file, runs the command with --kubeconfig appended, and tears
+// everything down when the command exits or on Ctrl-C. `make run` uses it to
+// run informerhub.
 //
-//	devcluster [-kubeconfig FILE] -- COMMAND [ARGS...]
+//	devcluster [-kubeconfig FILE] [-token FILE] -- COMMAND [ARGS...]
 package main
 
 import (
@@ -19,7 +21,9 @@ import (
 	"path/filepath"
 	"syscall"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -30,13 +34,14 @@ func main() {
 	// A FlagSet of its own: controller-runtime registers a global -kubeconfig.
 	fs := flag.NewFlagSet("devcluster", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", ".cache/run/kubeconfig", "where to write the control plane's kubeconfig")
+	token := fs.String("token", ".cache/run/token", "where to write the bearer token of demo/explorer")
 	_ = fs.Parse(os.Args[1:]) // ExitOnError
 	if fs.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: devcluster [-kubeconfig FILE] -- COMMAND [ARGS...]")
+		fmt.Fprintln(os.Stderr, "usage: devcluster [-kubeconfig FILE] [-token FILE] -- COMMAND [ARGS...]")
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "devcluster")
-	code, err := run(log, *kubeconfig, fs.Args())
+	code, err := run(log, *kubeconfig, *token, fs.Args())
 	if err != nil {
 		log.Error("devcluster failed", "error", err)
 		os.Exit(1)
@@ -44,7 +49,7 @@ func main() {
 	os.Exit(code)
 }
 
-func run(log *slog.Logger, kubeconfig string, command []string) (int, error) {
+func run(log *slog.Logger, kubeconfig, tokenFile string, command []string) (int, error) {
 	log.Info("starting kube-apiserver and etcd", "version", controlplane.Version)
 	cp, err := controlplane.Start()
 	if err != nil {
@@ -62,10 +67,15 @@ func run(log *slog.Logger, kubeconfig string, command []string) (int, error) {
 	if err := os.WriteFile(kubeconfig, cp.KubeConfig, 0o600); err != nil {
 		return 0, err
 	}
-	if err := seed(cp); err != nil {
+	token, err := seed(cp)
+	if err != nil {
 		return 0, fmt.Errorf("adding demo objects: %w", err)
 	}
-	log.Info("control plane ready", "kubeconfig", kubeconfig, "try", "KUBECONFIG="+kubeconfig+" kubectl get configmaps -n demo")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		return 0, err
+	}
+	log.Info("control plane ready", "kubeconfig", kubeconfig, "token", tokenFile,
+		"try", "KUBECONFIG="+kubeconfig+" kubectl get configmaps -n demo")
 
 	cmd := exec.Command(command[0], append(command[1:], "--kubeconfig", kubeconfig)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -73,12 +83,16 @@ func run(log *slog.Logger, kubeconfig string, command []string) (int, error) {
 		return 0, err
 	}
 	// Ctrl-C reaches the whole process group; SIGTERM to this process is
-	// passed on. Either way the command shuts down first, then the control
-	// plane.
+	// passed on, and so is SIGHUP (a closed terminal), as SIGTERM. Either
+	// way the command shuts down first, then the control plane, which
+	// would otherwise outlive this process.
 	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		for sig := range signals {
+			if sig == syscall.SIGHUP {
+				sig = syscall.SIGTERM
+			}
 			_ = cmd.Process.Signal(sig)
 		}
 	}()
@@ -92,15 +106,18 @@ func run(log *slog.Logger, kubeconfig string, command []string) (int, error) {
 	return 0, err
 }
 
-// seed adds a namespace "demo" with a few ConfigMaps to explore.
-func seed(cp *controlplane.ControlPlane) error {
+// seed adds a namespace "demo" with a few ConfigMaps to explore, and the
+// service account demo/explorer, which may read what the ClusterRole view
+// allows (most things, not Secrets); it returns a token of explorer valid
+// for a day.
+func seed(cp *controlplane.ControlPlane) (token string, err error) {
 	ctx := context.Background()
 	kube, err := kubernetes.NewForConfig(cp.Config)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}, metav1.CreateOptions{}); err != nil {
-		return err
+		return "", err
 	}
 	for i, app := range []string{"web", "web", "db"} {
 		_, err := kube.CoreV1().ConfigMaps("demo").Create(ctx, &corev1.ConfigMap{
@@ -108,8 +125,27 @@ func seed(cp *controlplane.ControlPlane) error {
 			Data:       map[string]string{"greeting": "hello"},
 		}, metav1.CreateOptions{})
 		if err != nil {
-			return err
+			return "", err
 		}
 	}
-	return nil
+	if _, err := kube.CoreV1().ServiceAccounts("demo").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "explorer"}}, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo-explorer-view"},
+		// The rules of view: with no controller manager to aggregate them,
+		// view itself is empty here.
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:aggregate-to-view"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "demo", Name: "explorer"}},
+	}, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	day := int64(24 * 60 * 60)
+	tr, err := kube.CoreV1().ServiceAccounts("demo").CreateToken(ctx, "explorer", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &day},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return tr.Status.Token, nil
 }
