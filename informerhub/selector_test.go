@@ -1,6 +1,7 @@
 package informerhub
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -9,12 +10,16 @@ import (
 
 // FuzzRequestValidation feeds arbitrary selectors through the checks every
 // Watch and Snapshot request passes: none may panic, and whatever they
-// accept must match objects without panicking.
+// accept must match objects without panicking. The corpus is in
+// testdata/fuzz/FuzzRequestValidation.
 func FuzzRequestValidation(f *testing.F) {
 	f.Add("", "v1", "configmaps", "default", "app=web,tier in (a,b)", "metadata.name=x")
 	f.Add("apps", "v1", "deployments", "", "!canary,env notin (prod)", "metadata.namespace!=kube-system")
 	f.Add("example.com", "v1beta1", "widgets/status", "ns", "a", "spec.x=y")
 	f.Add("..", "..", "../x", "Bad_NS", "a in (", "metadata.name==")
+	f.Add("", "v1", "configmaps", "", strings.Repeat("a=b,", 100), strings.Repeat("metadata.name!=x,", 100))
+	f.Add("", "v1", "configmaps", strings.Repeat("n", 300), "k="+strings.Repeat("v", 5000), "metadata.name="+strings.Repeat("é", 300))
+	f.Add("", "v1", "configmaps", "", "a in (b,c),a notin (d),!e,f,g!=h,i==j", "metadata.namespace=a,metadata.name=b")
 	info := ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true}
 	obj := &object{namespace: "default", name: "x", labels: labels.Set{"app": "web", "tier": "a"}}
 	var cfg Config
