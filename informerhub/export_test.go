@@ -1,6 +1,9 @@
 package informerhub
 
-import "k8s.io/apimachinery/pkg/runtime/schema"
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+)
 
 // ForgeToken makes a resume token at any position, for tests of the cases a
 // client cannot produce on demand, such as tokens of other feed instances.
@@ -19,4 +22,13 @@ func LiveSubscribers(h *Hub, gvr schema.GroupVersionResource) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.subs)
+}
+
+// PanicInProcess makes the informer handler of a resource's feed panic, as
+// a bug in it would, and returns what the handler returned.
+func PanicInProcess(h *Hub, gvr schema.GroupVersionResource) error {
+	h.mu.Lock()
+	f := h.feeds[gvr]
+	h.mu.Unlock()
+	return f.process(cache.Deltas{{Type: cache.Updated, Object: (*rawObject)(nil)}}, false)
 }

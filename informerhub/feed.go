@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime/debug"
 	"strconv"
 	"sync"
 
@@ -176,7 +177,19 @@ func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 
 // process is the informer's one handler. It never blocks on subscribers:
 // dispatch is a non-blocking send to bounded queues.
-func (f *feed) process(obj any, _ bool) error {
+//
+// A panic here is a bug in the hub, not the cluster's doing: it stops this
+// feed (its subscribers end with an internal error, and the next request
+// starts a fresh informer) instead of crashing the process and every
+// other resource type's streams with it.
+func (f *feed) process(obj any, _ bool) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			f.log.Error("panic processing a change; stopping the informer", "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("informerhub: panic processing a change: %v", p)
+			f.stop(&ResourceError{Resource: f.info.Resource, Err: err})
+		}
+	}()
 	deltas, ok := obj.(cache.Deltas)
 	if !ok {
 		return fmt.Errorf("informerhub: process got %T, not cache.Deltas", obj)
