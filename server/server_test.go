@@ -277,6 +277,29 @@ func TestWatchWithoutSelectorIsInvalid(t *testing.T) {
 	}
 }
 
+// TestOversizedRequestsAreRefused: a request larger than MaxRecvMsgSize is
+// refused by gRPC before the service sees it.
+func TestOversizedRequestsAreRefused(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	client := serveWith(t, informerhub.New(informerhub.Config{Logger: discard}, cluster, cluster), Config{Logger: discard, MaxRecvMsgSize: 1 << 10})
+	sel := &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps"}
+	for _, tt := range []struct {
+		token string
+		code  codes.Code
+	}{
+		{strings.Repeat("x", 2<<10), codes.ResourceExhausted},
+		{"garbage", codes.InvalidArgument}, // small enough to reach the service
+	} {
+		stream, err := client.Watch(context.Background(), &informerhubv1.WatchRequest{Selector: sel, ResumeToken: tt.token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); status.Code(err) != tt.code {
+			t.Fatalf("a %d-byte token: %v, want %v", len(tt.token), err, tt.code)
+		}
+	}
+}
+
 // logSignal is a slog.Handler that closes seen when a record with a message
 // starting with prefix is logged: tests wait on what the server does rather
 // than poll for it.

@@ -73,6 +73,14 @@ func TestBadRequestsGetClearStatuses(t *testing.T) {
 			codes.InvalidArgument, "INVALID_ARGUMENT", "selector.field_selector", "supported fields: metadata.name, metadata.namespace"},
 		{"huge label selector", &informerhubv1.WatchRequest{Selector: sel(func(s *informerhubv1.ResourceSelector) { s.LabelSelector = strings.Repeat("a", 5000) })},
 			codes.InvalidArgument, "INVALID_ARGUMENT", "selector.label_selector", "longer than"},
+		{"label selector with too many terms", &informerhubv1.WatchRequest{Selector: sel(func(s *informerhubv1.ResourceSelector) { s.LabelSelector = terms("k%d=v", 65) })},
+			codes.InvalidArgument, "INVALID_ARGUMENT", "selector.label_selector", "has 65 terms; at most 64"},
+		{"huge field selector", &informerhubv1.WatchRequest{Selector: sel(func(s *informerhubv1.ResourceSelector) {
+			s.FieldSelector = "metadata.name=" + strings.Repeat("a", 5000)
+		})},
+			codes.InvalidArgument, "INVALID_ARGUMENT", "selector.field_selector", "longer than"},
+		{"field selector with too many terms", &informerhubv1.WatchRequest{Selector: sel(func(s *informerhubv1.ResourceSelector) { s.FieldSelector = terms("metadata.name!=n%d", 65) })},
+			codes.InvalidArgument, "INVALID_ARGUMENT", "selector.field_selector", "has 65 terms; at most 64"},
 		{"malformed token", &informerhubv1.WatchRequest{Selector: watchSelector(ns), ResumeToken: "garbage"},
 			codes.InvalidArgument, "INVALID_RESUME_TOKEN", "resume_token", "not a resume token"},
 		{"damaged token", &informerhubv1.WatchRequest{Selector: watchSelector(ns), ResumeToken: expired[:len(expired)-2] + "xx"},
@@ -97,6 +105,15 @@ func TestBadRequestsGetClearStatuses(t *testing.T) {
 			checkStatus(t, readStream(snap.Recv).end(t), tt.code, tt.reason, tt.field, tt.inMessage)
 		})
 	}
+}
+
+// terms joins n requirements made from format.
+func terms(format string, n int) string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf(format, i)
+	}
+	return strings.Join(out, ",")
 }
 
 func checkStatus(t *testing.T, err error, code codes.Code, reason, field, inMessage string) {
