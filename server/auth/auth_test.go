@@ -14,6 +14,8 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,10 +149,14 @@ func TestSubjectAccessReview(t *testing.T) {
 }
 
 func TestClientCertificate(t *testing.T) {
-	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "carol", Organization: []string{"ops", "audit"}}}
-	ctx := peer.NewContext(context.Background(), &peer.Peer{AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
-		VerifiedChains: [][]*x509.Certificate{{cert}}}}})
-	user, err := ClientCertificate{}.Authenticate(ctx)
+	withChain := func(chain ...*x509.Certificate) context.Context {
+		return peer.NewContext(context.Background(), &peer.Peer{AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
+			VerifiedChains: [][]*x509.Certificate{chain}}}})
+	}
+	later := time.Now().Add(time.Hour)
+	ca := &x509.Certificate{Subject: pkix.Name{CommonName: "ca"}, NotAfter: later}
+	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "carol", Organization: []string{"ops", "audit"}}, NotAfter: later}
+	user, err := ClientCertificate{}.Authenticate(withChain(cert, ca))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +165,88 @@ func TestClientCertificate(t *testing.T) {
 	}
 	if _, err := (ClientCertificate{}).Authenticate(peer.NewContext(context.Background(), &peer.Peer{})); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("without a certificate: %v", err)
+	}
+	// Verified at the handshake, expired since: a long stream's recheck
+	// refuses it.
+	expired := &x509.Certificate{Subject: pkix.Name{CommonName: "carol"}, NotAfter: time.Now().Add(-time.Second)}
+	if _, err := (ClientCertificate{}).Authenticate(withChain(expired, ca)); !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("an expired certificate: %v", err)
+	}
+	expiredCA := &x509.Certificate{Subject: pkix.Name{CommonName: "ca"}, NotAfter: time.Now().Add(-time.Second)}
+	if _, err := (ClientCertificate{}).Authenticate(withChain(cert, expiredCA)); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("an expired issuer: %v", err)
+	}
+}
+
+// TestDecisionKeysAreInjective: identities whose parts would concatenate
+// to the same bytes get different keys.
+func TestDecisionKeysAreInjective(t *testing.T) {
+	attrs := Attributes{Verb: "list", Resource: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}}
+	users := []User{
+		{Name: "a", Groups: []string{"b\x01c"}},
+		{Name: "a", Groups: []string{"b", "c"}},
+		{Name: "a", Extra: map[string][]string{"k": {"x\x03y"}}},
+		{Name: "a", Extra: map[string][]string{"k": {"x", "y"}}},
+		{Name: "a\x00", UID: ""},
+		{Name: "a", UID: "\x00"},
+		{Name: "a", Groups: []string{"k"}},
+		{Name: "a", Extra: map[string][]string{"k": nil}},
+	}
+	seen := map[string]int{}
+	for i, u := range users {
+		key := decisionKey(u, attrs)
+		if j, ok := seen[key]; ok {
+			t.Errorf("users %d and %d share a key", j, i)
+		}
+		seen[key] = i
+	}
+	reordered := User{Name: "a", Groups: []string{"c", "b"}}
+	if decisionKey(reordered, attrs) != decisionKey(users[1], attrs) {
+		t.Error("the order of groups changed the key")
+	}
+}
+
+// TestConcurrentQuestionsShareOneReview: many calls asking the same thing
+// at once (a client opening many streams) cost one SubjectAccessReview
+// and one TokenReview.
+func TestConcurrentQuestionsShareOneReview(t *testing.T) {
+	release := make(chan struct{})
+	var sars, tokenReviews atomic.Int32
+	kube := fake.NewClientset()
+	kube.PrependReactor("create", "subjectaccessreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		sars.Add(1)
+		<-release
+		review := action.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+		review.Status.Allowed = true
+		return true, review, nil
+	})
+	kube.PrependReactor("create", "tokenreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		tokenReviews.Add(1)
+		<-release
+		review := action.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
+		review.Status.Authenticated, review.Status.User.Username = true, "alice"
+		return true, review, nil
+	})
+	authz := NewSubjectAccessReview(kube.AuthorizationV1().SubjectAccessReviews(), SubjectAccessReviewConfig{})
+	authn := NewTokenReview(kube.AuthenticationV1().TokenReviews(), TokenReviewConfig{})
+	attrs := Attributes{Verb: "watch", Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}}
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if _, err := authn.Authenticate(withToken("t")); err != nil {
+				t.Error(err)
+			}
+			if ok, err := authz.Authorize(context.Background(), User{Name: "alice"}, attrs, time.Hour); !ok || err != nil {
+				t.Error(ok, err)
+			}
+		})
+	}
+	// Every goroutine waits in the one review in flight, or will find its
+	// answer cached: let the reviews answer.
+	close(release)
+	wg.Wait()
+	if s, tr := sars.Load(), tokenReviews.Load(); s != 1 || tr != 1 {
+		t.Fatalf("%d SubjectAccessReviews and %d TokenReviews, want 1 each", s, tr)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -60,7 +61,9 @@ func (Anonymous) Authenticate(context.Context) (User, error) { return AnonymousU
 
 // ClientCertificate authenticates callers by the TLS client certificate the
 // server verified against its client CA: the certificate's CommonName is the
-// user and its Organizations the groups, as Kubernetes does.
+// user and its Organizations the groups, as Kubernetes does. TLS verifies the
+// chain once, at the handshake; Authenticate also refuses a certificate
+// that has expired since, so a long stream does not outlive it.
 type ClientCertificate struct{}
 
 func (ClientCertificate) Authenticate(ctx context.Context) (User, error) {
@@ -73,6 +76,11 @@ func (ClientCertificate) Authenticate(ctx context.Context) (User, error) {
 		return User{}, fmt.Errorf("%w: no verified client certificate", ErrUnauthenticated)
 	}
 	cert := info.State.VerifiedChains[0][0]
+	for _, c := range info.State.VerifiedChains[0] {
+		if time.Now().After(c.NotAfter) {
+			return User{}, fmt.Errorf("%w: the client certificate (or its issuer %q) expired at %s", ErrUnauthenticated, c.Subject.CommonName, c.NotAfter.Format(time.RFC3339))
+		}
+	}
 	if cert.Subject.CommonName == "" {
 		return User{}, fmt.Errorf("%w: the client certificate has no common name", ErrUnauthenticated)
 	}
@@ -87,8 +95,8 @@ type TokenReviewConfig struct {
 	// Default: 2m.
 	CacheTTL time.Duration
 	// FailureCacheTTL is how long a rejected token stays rejected without
-	// asking again, so a flood of bad tokens does not become a flood of
-	// TokenReviews. Default: 10s.
+	// asking again, so a client that retries with a bad token does not
+	// cause a TokenReview per call. Default: 10s.
 	FailureCacheTTL time.Duration
 	// CacheSize bounds the tokens remembered. Default: 10000.
 	CacheSize int
@@ -100,6 +108,9 @@ type TokenReview struct {
 	client authenticationclient.TokenReviewInterface
 	cfg    TokenReviewConfig
 	cache  *cache.LRUExpireCache // sha256(token) -> tokenResult
+	// flight shares one TokenReview among concurrent calls with the same
+	// token (a client opening many streams at once).
+	flight singleflight.Group
 }
 
 type tokenResult struct {
@@ -135,11 +146,33 @@ func (a *TokenReview) Authenticate(ctx context.Context) (User, error) {
 		r := cached.(tokenResult)
 		return r.user, r.err
 	}
+	v, err, _ := a.flight.Do(string(key[:]), func() (any, error) {
+		// A review that just ended may have answered already.
+		if cached, ok := a.cache.Get(key); ok {
+			return cached.(tokenResult), nil
+		}
+		// Shared by several calls: not canceled by the first caller.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		return a.review(ctx, key, token)
+	})
+	if err != nil {
+		return User{}, err
+	}
+	r := v.(tokenResult)
+	return r.user, r.err
+}
+
+// reviewTimeout bounds one TokenReview or SubjectAccessReview.
+const reviewTimeout = 10 * time.Second
+
+// review asks the API server about token and caches the answer.
+func (a *TokenReview) review(ctx context.Context, key [sha256.Size]byte, token string) (tokenResult, error) {
 	review, err := a.client.Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.cfg.Audiences},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return User{}, fmt.Errorf("asking the API server to review the token: %w", err)
+		return tokenResult{}, fmt.Errorf("asking the API server to review the token: %w", err)
 	}
 	var r tokenResult
 	switch {
@@ -166,7 +199,7 @@ func (a *TokenReview) Authenticate(ctx context.Context) (User, error) {
 		ttl = a.cfg.FailureCacheTTL
 	}
 	a.cache.Add(key, r, ttl)
-	return r.user, r.err
+	return r, nil
 }
 
 // bearerToken reads "authorization: Bearer <token>" from the call's

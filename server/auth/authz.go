@@ -2,11 +2,12 @@ package auth
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -68,6 +69,9 @@ type SubjectAccessReview struct {
 	client authorizationclient.SubjectAccessReviewInterface
 	cfg    SubjectAccessReviewConfig
 	cache  *cache.LRUExpireCache // decision key -> decision
+	// flight shares one review among concurrent identical questions (a
+	// client opening many streams at once).
+	flight singleflight.Group
 }
 
 type decision struct {
@@ -92,11 +96,36 @@ func NewSubjectAccessReview(client authorizationclient.SubjectAccessReviewInterf
 
 func (a *SubjectAccessReview) Authorize(ctx context.Context, user User, attrs Attributes, maxAge time.Duration) (bool, error) {
 	key := decisionKey(user, attrs)
-	if cached, ok := a.cache.Get(key); ok {
-		if d := cached.(decision); time.Since(d.at) < maxAge {
-			return d.allowed, nil
+	cached := func() (allowed, ok bool) {
+		if v, ok := a.cache.Get(key); ok {
+			if d := v.(decision); time.Since(d.at) < maxAge {
+				return d.allowed, true
+			}
 		}
+		return false, false
 	}
+	if allowed, ok := cached(); ok {
+		return allowed, nil
+	}
+	v, err, _ := a.flight.Do(key, func() (any, error) {
+		// A review that just ended may have answered already.
+		if allowed, ok := cached(); ok {
+			return allowed, nil
+		}
+		// Shared by several calls: not canceled by the first caller.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		return a.review(ctx, key, user, attrs)
+	})
+	if err != nil {
+		return false, err
+	}
+	return v.(bool), nil
+}
+
+// review asks the API server whether user may do attrs, and caches the
+// answer.
+func (a *SubjectAccessReview) review(ctx context.Context, key string, user User, attrs Attributes) (bool, error) {
 	extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
 	for k, v := range user.Extra {
 		extra[k] = v
@@ -121,32 +150,37 @@ func (a *SubjectAccessReview) Authorize(ctx context.Context, user User, attrs At
 }
 
 // decisionKey identifies a decision: the whole identity and the request.
+// Every part is length-prefixed, so no two identities share a key whatever
+// bytes their names, groups or extra values hold.
 func decisionKey(user User, attrs Attributes) string {
-	var b strings.Builder
+	var b []byte
+	field := func(s string) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
 	for _, part := range []string{user.Name, user.UID, attrs.Verb, attrs.Resource.Group, attrs.Resource.Version, attrs.Resource.Resource, attrs.Namespace} {
-		b.WriteString(part)
-		b.WriteByte(0)
+		field(part)
 	}
 	groups := slices.Clone(user.Groups)
 	slices.Sort(groups)
+	b = binary.AppendUvarint(b, uint64(len(groups)))
 	for _, g := range groups {
-		b.WriteString(g)
-		b.WriteByte(1)
+		field(g)
 	}
 	keys := make([]string, 0, len(user.Extra))
 	for k := range user.Extra {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {
-		b.WriteString(k)
-		b.WriteByte(2)
+		field(k)
+		b = binary.AppendUvarint(b, uint64(len(user.Extra[k])))
 		for _, v := range user.Extra[k] {
-			b.WriteString(v)
-			b.WriteByte(3)
+			field(v)
 		}
 	}
-	return b.String()
+	return string(b)
 }
 
 // ForbiddenError says that a user may not do something.
