@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -27,27 +28,40 @@ import (
 	"github.com/informerhub/informerhub/server/auth"
 )
 
-// nameAuthenticator takes "authorization: Bearer <name>" as user <name>.
-type nameAuthenticator struct{}
+// nameAuthenticator takes "authorization: Bearer <name>" as user <name>,
+// unless the name was rejected. It cannot tell who "unreachable" is.
+type nameAuthenticator struct {
+	rejected sync.Map // name -> true
+}
 
-func (nameAuthenticator) Authenticate(ctx context.Context) (auth.User, error) {
+func (a *nameAuthenticator) Authenticate(ctx context.Context) (auth.User, error) {
 	values := metadata.ValueFromIncomingContext(ctx, "authorization")
 	if len(values) != 1 || !strings.HasPrefix(values[0], "Bearer ") {
 		return auth.User{}, fmt.Errorf("%w: no token", auth.ErrUnauthenticated)
 	}
-	return auth.User{Name: strings.TrimPrefix(values[0], "Bearer ")}, nil
+	name := strings.TrimPrefix(values[0], "Bearer ")
+	switch _, rejected := a.rejected.Load(name); {
+	case rejected:
+		return auth.User{}, fmt.Errorf("%w: the token has expired", auth.ErrUnauthenticated)
+	case name == "unreachable":
+		return auth.User{}, errors.New("dial tcp: connection refused")
+	}
+	return auth.User{Name: name}, nil
 }
 
 // tableAuthorizer allows what its table says: user -> namespaces ("*" is
-// cluster-wide). "panic" makes it panic.
+// cluster-wide). "panic" makes it panic; for "unreachable" it cannot tell.
 type tableAuthorizer struct {
 	mu      sync.Mutex // guards allowed
 	allowed map[string][]string
 }
 
 func (a *tableAuthorizer) Authorize(_ context.Context, user auth.User, attrs auth.Attributes, _ time.Duration) (bool, error) {
-	if user.Name == "panic" {
+	switch user.Name {
+	case "panic":
 		panic("the authorizer broke")
+	case "unreachable-authz":
+		return false, errors.New("dial tcp: connection refused")
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -69,7 +83,9 @@ func (a *tableAuthorizer) set(user string, namespaces ...string) {
 // and reflection, and returns a connection to it.
 func serveWithAuth(t *testing.T, hub *informerhub.Hub, cfg Config) *grpc.ClientConn {
 	t.Helper()
-	cfg.Authenticator = nameAuthenticator{}
+	if cfg.Authenticator == nil {
+		cfg.Authenticator = &nameAuthenticator{}
+	}
 	cfg.Logger = discard
 	lis := bufconn.Listen(1 << 20)
 	g := grpc.NewServer(ServerOptions(cfg)...)
@@ -215,6 +231,51 @@ func TestRevokedAccessEndsARunningWatch(t *testing.T) {
 	}
 }
 
+// TestRejectedCredentialsEndARunningWatch: a recheck authenticates the
+// caller again; credentials no longer accepted end the stream with
+// UNAUTHENTICATED and the token to resume from.
+func TestRejectedCredentialsEndARunningWatch(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	authn := &nameAuthenticator{}
+	conn := serveWithAuth(t, informerhub.New(informerhub.Config{Logger: discard}, cluster, cluster),
+		Config{Authenticator: authn, Authorizer: &tableAuthorizer{allowed: map[string][]string{"alice": {"a"}}}, AuthzRecheckInterval: 20 * time.Millisecond})
+	client := informerhubv1.NewInformerHubServiceClient(conn)
+	stream, err := client.Watch(as("alice"), cmInitial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	authn.rejected.Store("alice", true)
+	_, err = stream.Recv()
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), "has expired") {
+		t.Fatalf("after the token's rejection the stream ended with %v, want UNAUTHENTICATED saying why", err)
+	}
+	if info := errorInfoOf(err); info.GetReason() != ReasonUnauthenticated || info.GetMetadata()["resume_token"] != end.ResumeToken {
+		t.Fatalf("ErrorInfo %v does not carry the token of the last response sent", info)
+	}
+}
+
+// TestAnAPIServerThatCannotAnswerIsUnavailable: when the hub cannot check
+// credentials or access, calls get UNAVAILABLE (retry), not INTERNAL.
+func TestAnAPIServerThatCannotAnswerIsUnavailable(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	conn := serveWithAuth(t, informerhub.New(informerhub.Config{Logger: discard}, cluster, cluster),
+		Config{Authorizer: &tableAuthorizer{allowed: map[string][]string{}}})
+	client := informerhubv1.NewInformerHubServiceClient(conn)
+	for _, user := range []string{"unreachable", "unreachable-authz"} {
+		_, err := firstResponse(t, client, as(user), cmInitial)
+		if status.Code(err) != codes.Unavailable || errorInfoOf(err).GetReason() != ReasonUpstreamUnavailable || strings.Contains(err.Error(), "refused") {
+			t.Errorf("Watch as %s: %v, want UNAVAILABLE without the cause", user, err)
+		}
+		if _, err := client.ListResources(as(user), &informerhubv1.ListResourcesRequest{}); status.Code(err) != codes.Unavailable {
+			t.Errorf("ListResources as %s: %v, want UNAVAILABLE", user, err)
+		}
+	}
+}
+
 func TestListResourcesShowsWhatTheCallerMayWatch(t *testing.T) {
 	cluster := hubtest.NewCluster(t)
 	authz := &tableAuthorizer{allowed: map[string][]string{"admin": {"*"}, "alice": {"a"}}}
@@ -246,6 +307,29 @@ func TestListResourcesShowsWhatTheCallerMayWatch(t *testing.T) {
 			t.Errorf("ListResources for %s in %q = %q, want %q", tt.user, tt.namespace, got, tt.want)
 		}
 	}
+
+	// The hub's activity spans all namespaces: a caller who asks about
+	// one does not see it.
+	if resp, err := firstResponse(t, client, as("admin"), cmInitial); err != nil || !resp.InitialEventsEnd {
+		t.Fatal(resp, err)
+	}
+	for _, tt := range []struct {
+		namespace string
+		active    bool
+	}{{"", true}, {"a", false}} {
+		resp, err := client.ListResources(as("admin"), &informerhubv1.ListResourcesRequest{Namespace: tt.namespace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Resources[0]; got.Resource != "configmaps" || got.InformerActive != tt.active || (got.Subscribers > 0) != tt.active {
+			t.Errorf("ListResources in %q: %v, want the informer's activity shown: %v", tt.namespace, got, tt.active)
+		}
+	}
+
+	_, err := client.ListResources(as("admin"), &informerhubv1.ListResourcesRequest{Namespace: "Not_A_Namespace"})
+	if status.Code(err) != codes.InvalidArgument || errorInfoOf(err).GetMetadata()["field"] != "namespace" {
+		t.Errorf("an invalid namespace: %v, want INVALID_ARGUMENT on the namespace field", err)
+	}
 }
 
 func TestLimitsPerIdentity(t *testing.T) {
@@ -266,6 +350,18 @@ func TestLimitsPerIdentity(t *testing.T) {
 	}
 	if _, err := firstResponse(t, client, as("bob"), cmInitial); err != nil {
 		t.Fatalf("bob is limited by alice's streams: %v", err)
+	}
+	// Streams that fail after admission give their place back: with one
+	// stream open, bob fails two in a row (a leak would make the second
+	// TOO_MANY_SUBSCRIPTIONS), then opens his second.
+	for range 2 {
+		_, err := firstResponse(t, client, as("bob"), &informerhubv1.WatchRequest{Selector: cmSelector, ResumeToken: "garbage"})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("a bad token: %v, want INVALID_ARGUMENT", err)
+		}
+	}
+	if _, err := firstResponse(t, client, as("bob"), cmInitial); err != nil {
+		t.Fatalf("bob's second stream: %v", err)
 	}
 
 	for i := range 5 { // a burst of 4 calls, then the rate limit

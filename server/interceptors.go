@@ -48,10 +48,9 @@ func ServerOptions(cfg Config) []grpc.ServerOption {
 		user, err := cfg.Authenticator.Authenticate(ctx)
 		switch {
 		case errors.Is(err, auth.ErrUnauthenticated):
-			return nil, status.Error(codes.Unauthenticated, err.Error())
+			return nil, toStatus(log, err)
 		case err != nil:
-			log.Warn("cannot authenticate a caller now", "error", err)
-			return nil, status.Error(codes.Unavailable, "the hub cannot check credentials right now; retry with backoff")
+			return nil, toStatus(log, &authUnavailableError{err: err})
 		}
 		logging.AddFields(ctx, logging.Fields{"user", user.Name})
 		return auth.WithUser(ctx, user), nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
@@ -42,11 +44,14 @@ type Config struct {
 	// Authorizer decides what callers may list and watch. Default: they
 	// may do anything (only for --auth=none and tests).
 	Authorizer auth.Authorizer
-	// AuthzRecheckInterval is how often a Watch is authorized again; when
-	// access is revoked, the stream ends with PERMISSION_DENIED and the
-	// token to resume from. It also bounds how old a cached decision may
-	// be when any call is admitted, so a change in RBAC takes effect
-	// within it everywhere. Default: 1m.
+	// AuthzRecheckInterval is how often a Watch's caller is authenticated
+	// and authorized again. When access is revoked, or the credentials are
+	// no longer accepted, the stream ends (PERMISSION_DENIED,
+	// UNAUTHENTICATED) with the token to resume from; when the API server
+	// cannot confirm access for maxUnconfirmedRechecks intervals, with
+	// UNAVAILABLE. It also bounds how old a cached decision may be when a
+	// call is admitted. So a change in RBAC applies to new calls within an
+	// interval, and ends running streams within one and a half. Default: 1m.
 	AuthzRecheckInterval time.Duration
 
 	// MaxSubscriptionsPerIdentity bounds the Watch and Snapshot streams one
@@ -141,7 +146,7 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 	if err != nil {
 		return toStatus(s.log, err)
 	}
-	user, release, err := s.admit(ctx, sel)
+	release, err := s.admit(ctx, sel)
 	if err != nil {
 		return toStatus(s.log, err)
 	}
@@ -162,9 +167,7 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		return toStatus(s.log, err)
 	}
 	snd := newSender(stream, sub.ResumeToken())
-	recheck := func() error {
-		return auth.CanWatch(ctx, s.cfg.Authorizer, user, sel.Resource, sel.Namespace, s.cfg.AuthzRecheckInterval)
-	}
+	recheck := func(ctx context.Context) error { return s.recheckAccess(ctx, sel) }
 	err = s.supervise(ctx, snd, sub.Done(), recheck, func() (any, string, bool, error) {
 		ev, err := sub.Next(ctx)
 		if err != nil {
@@ -183,42 +186,82 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 	// The client resumes from what it was sent, not from what the
 	// subscription handed out last.
 	var tooSlow *informerhub.TooSlowError
-	var forbidden *auth.ForbiddenError
+	var lost *accessLostError
 	switch {
 	case errors.As(err, &tooSlow):
 		copied := *tooSlow
 		copied.ResumeToken = snd.lastToken()
 		err = &copied
-	case errors.As(err, &forbidden):
-		err = &revokedError{forbidden: forbidden, resumeToken: snd.lastToken()}
+	case errors.As(err, &lost):
+		lost.resumeToken = snd.lastToken()
 	}
 	return toStatus(s.log, err)
 }
 
 // admit checks that the caller may list and watch what sel selects, and
 // may open one more stream. Call release when the stream ends.
-func (s *Server) admit(ctx context.Context, sel informerhub.Selector) (user auth.User, release func(), err error) {
-	user, _ = auth.UserFrom(ctx)
-	if err := auth.CanWatch(ctx, s.cfg.Authorizer, user, sel.Resource, sel.Namespace, s.cfg.AuthzRecheckInterval); err != nil {
-		return user, nil, err
+func (s *Server) admit(ctx context.Context, sel informerhub.Selector) (release func(), err error) {
+	user, _ := auth.UserFrom(ctx)
+	if err := s.authorize(ctx, user, sel.Resource, sel.Namespace, s.cfg.AuthzRecheckInterval); err != nil {
+		return nil, err
 	}
 	if err := s.subscriptions.Acquire(user.Name); err != nil {
-		return user, nil, err
+		return nil, err
 	}
-	return user, func() { s.subscriptions.Release(user.Name) }, nil
+	return func() { s.subscriptions.Release(user.Name) }, nil
 }
 
-// revokedError ends a Watch whose caller lost access while it ran.
-type revokedError struct {
-	forbidden   *auth.ForbiddenError
+// recheckAccess checks a running Watch's caller again: its credentials (a
+// token that expired or whose service account was deleted, a certificate
+// past its NotAfter), then what they may do. The previous recheck's
+// decision is an interval old; asking for decisions at most half an
+// interval old reaches the API server every interval, yet shares a decision
+// another stream of the same caller made moments ago.
+func (s *Server) recheckAccess(ctx context.Context, sel informerhub.Selector) error {
+	user, err := s.cfg.Authenticator.Authenticate(ctx)
+	switch {
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return err
+	case err != nil:
+		return &authUnavailableError{err: err}
+	}
+	return s.authorize(ctx, user, sel.Resource, sel.Namespace, s.cfg.AuthzRecheckInterval/2)
+}
+
+// authorize checks that user may list and watch gvr in namespace, with
+// decisions at most maxAge old: nil, an *auth.ForbiddenError, or an
+// *authUnavailableError when the API server cannot tell now.
+func (s *Server) authorize(ctx context.Context, user auth.User, gvr schema.GroupVersionResource, namespace string, maxAge time.Duration) error {
+	err := auth.CanWatch(ctx, s.cfg.Authorizer, user, gvr, namespace, maxAge)
+	var forbidden *auth.ForbiddenError
+	if err != nil && !errors.As(err, &forbidden) {
+		return &authUnavailableError{err: err}
+	}
+	return err
+}
+
+// authUnavailableError: the hub cannot check a caller's credentials or
+// access now (the API server does not answer, or refuses the hub's own
+// reviews). Retrying later can succeed.
+type authUnavailableError struct{ err error }
+
+func (e *authUnavailableError) Error() string {
+	return "cannot check the caller's access now: " + e.err.Error()
+}
+func (e *authUnavailableError) Unwrap() error { return e.err }
+
+// accessLostError ends a running Watch whose caller's access a recheck did
+// not confirm: revoked (an *auth.ForbiddenError), credentials no longer
+// accepted (auth.ErrUnauthenticated), or not checkable for too long (an
+// *authUnavailableError). The client resumes from resumeToken once access
+// is back.
+type accessLostError struct {
+	err         error
 	resumeToken string
 }
 
-func (e *revokedError) Error() string {
-	return e.forbidden.Error() + " any more: watch again from the resume token once access is granted again"
-}
-
-func (e *revokedError) Unwrap() error { return e.forbidden }
+func (e *accessLostError) Error() string { return e.err.Error() }
+func (e *accessLostError) Unwrap() error { return e.err }
 
 func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.ServerStreamingServer[informerhubv1.SnapshotResponse]) error {
 	ctx := stream.Context()
@@ -226,7 +269,7 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 	if err != nil {
 		return toStatus(s.log, err)
 	}
-	_, release, err := s.admit(ctx, sel)
+	release, err := s.admit(ctx, sel)
 	if err != nil {
 		return toStatus(s.log, err)
 	}
@@ -254,6 +297,12 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 	}
 	return toStatus(s.log, err)
 }
+
+// maxUnconfirmedRechecks is how many recheck intervals a stream may run
+// without the API server confirming its caller's access, before it ends
+// with UNAVAILABLE: an outage does not end streams at once, nor leave them
+// running unauthorized.
+const maxUnconfirmedRechecks = 3
 
 // errSenderStopped ends a sender whose stream the handler has ended.
 var errSenderStopped = errors.New("the stream has ended")
@@ -323,10 +372,12 @@ func (snd *sender) run(next func() (msg any, token string, last bool, err error)
 
 // supervise runs snd and returns its result; or errStalled when a send
 // stays blocked for MaxSendStall; or, when failed is closed, whatever the
-// sender returns within StalledSendGrace (else errStalled); or the
-// *auth.ForbiddenError of a recheck (every AuthzRecheckInterval) that finds
-// the caller's access revoked.
-func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struct{}, recheck func() error, next func() (any, string, bool, error)) error {
+// sender returns within StalledSendGrace (else errStalled); or an
+// *accessLostError when a recheck (every AuthzRecheckInterval, in a
+// goroutine of its own so that a slow API server delays nothing else)
+// finds access revoked or credentials rejected, or none has confirmed
+// access for maxUnconfirmedRechecks intervals.
+func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struct{}, recheck func(context.Context) error, next func() (any, string, bool, error)) error {
 	done := make(chan error, 1)
 	go func() { done <- snd.run(next) }()
 	// However it ends, the sender starts no send after this returns: gRPC
@@ -335,12 +386,19 @@ func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struc
 	defer snd.stopped.Store(true)
 	stall := time.NewTicker(s.cfg.MaxSendStall)
 	defer stall.Stop()
-	var rechecks <-chan time.Time
+	var (
+		rechecks      <-chan time.Time
+		recheckResult chan error // non-nil while a recheck runs
+		confirmed     = time.Now()
+	)
 	if recheck != nil {
 		t := time.NewTicker(s.cfg.AuthzRecheckInterval)
 		defer t.Stop()
 		rechecks = t.C
 	}
+	// A recheck still running when this returns is not waited for.
+	recheckCtx, cancelRecheck := context.WithCancel(ctx)
+	defer cancelRecheck()
 	var blockedSend uint64 // the send that was blocked at the last tick, if any
 	for {
 		select {
@@ -367,17 +425,30 @@ func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struc
 				blockedSend = started
 			}
 		case <-rechecks:
-			err := recheck()
-			var forbidden *auth.ForbiddenError
+			if recheckResult != nil {
+				continue // the last one still runs, within its timeout
+			}
+			result := make(chan error, 1)
+			recheckResult = result
+			go func() {
+				ctx, cancel := context.WithTimeout(recheckCtx, s.cfg.AuthzRecheckInterval)
+				defer cancel()
+				result <- recheck(ctx)
+			}()
+		case err := <-recheckResult:
+			recheckResult = nil
+			var unavailable *authUnavailableError
 			switch {
-			case errors.As(err, &forbidden):
-				s.log.Info("ending a stream whose access was revoked", "error", err)
-				return err
-			case err != nil:
+			case err == nil:
+				confirmed = time.Now()
+			case errors.As(err, &unavailable) && time.Since(confirmed) < maxUnconfirmedRechecks*s.cfg.AuthzRecheckInterval:
 				// The API server cannot answer now: keep the stream, as the
 				// hub's own informers keep their data, and ask again at the
-				// next recheck.
+				// next recheck; but not forever.
 				s.log.Warn("cannot recheck a stream's access; asking again later", "error", err)
+			default:
+				s.log.Info("ending a stream whose access was not confirmed", "error", err)
+				return &accessLostError{err: err}
 			}
 		case <-ctx.Done():
 			return ctx.Err()
@@ -386,6 +457,13 @@ func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struc
 }
 
 func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResourcesRequest) (*informerhubv1.ListResourcesResponse, error) {
+	// Each namespace asked about costs reviews: only real names.
+	if ns := req.GetNamespace(); ns != "" {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, toStatus(s.log, &informerhub.RequestError{Field: "namespace", Err: informerhub.ErrInvalidRequest,
+				Reason: fmt.Sprintf("%q is not a valid namespace: %s", ns, strings.Join(errs, "; "))})
+		}
+	}
 	resources, err := s.hub.Resources(ctx)
 	if err != nil {
 		return nil, toStatus(s.log, err)
@@ -401,7 +479,7 @@ func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResou
 			continue
 		}
 		g.Go(func() error {
-			err := auth.CanWatch(gctx, s.cfg.Authorizer, user, r.Resource, req.GetNamespace(), s.cfg.AuthzRecheckInterval)
+			err := s.authorize(gctx, user, r.Resource, req.GetNamespace(), s.cfg.AuthzRecheckInterval)
 			var forbidden *auth.ForbiddenError
 			if errors.As(err, &forbidden) {
 				return nil
@@ -418,16 +496,19 @@ func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResou
 		if !allowed[i] {
 			continue
 		}
-		resp.Resources = append(resp.Resources, &informerhubv1.Resource{
-			Group:          r.Resource.Group,
-			Version:        r.Resource.Version,
-			Resource:       r.Resource.Resource,
-			Kind:           r.Kind,
-			Namespaced:     r.Namespaced,
-			InformerActive: r.InformerActive,
-			Subscribers:    uint32(r.Subscribers),
-			CachedObjects:  uint64(r.CachedObjects),
-		})
+		res := &informerhubv1.Resource{
+			Group:      r.Resource.Group,
+			Version:    r.Resource.Version,
+			Resource:   r.Resource.Resource,
+			Kind:       r.Kind,
+			Namespaced: r.Namespaced,
+		}
+		// The hub's activity spans every namespace: only for a caller
+		// allowed to see them all.
+		if req.GetNamespace() == "" {
+			res.InformerActive, res.Subscribers, res.CachedObjects = r.InformerActive, uint32(r.Subscribers), uint64(r.CachedObjects)
+		}
+		resp.Resources = append(resp.Resources, res)
 	}
 	return resp, nil
 }

@@ -30,6 +30,7 @@ import (
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/hubtest"
+	"github.com/informerhub/informerhub/server/auth"
 )
 
 func TestMain(m *testing.M) {
@@ -40,6 +41,7 @@ var discard = slog.New(slog.DiscardHandler)
 
 func TestErrorsBecomeStatuses(t *testing.T) {
 	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	forbidden := &auth.ForbiddenError{User: "alice", Attributes: auth.Attributes{Verb: "list", Resource: cms, Namespace: "a"}}
 	tests := []struct {
 		name     string
 		err      error
@@ -62,6 +64,18 @@ func TestErrorsBecomeStatuses(t *testing.T) {
 		{"upstream forbidden", &informerhub.ResourceError{Resource: cms, Err: fmt.Errorf("%w: listing failed: %w", informerhub.ErrUnavailable, apierrors.NewForbidden(cms.GroupResource(), "", errors.New("no")))},
 			codes.Unavailable, ReasonUpstreamUnavailable, map[string]string{"group": "", "version": "v1", "resource": "configmaps", "kubernetes_reason": "Forbidden"}},
 		{"shutting down", informerhub.ErrClosed, codes.Unavailable, ReasonShuttingDown, nil},
+		{"unauthenticated", fmt.Errorf("%w: no credentials", auth.ErrUnauthenticated), codes.Unauthenticated, ReasonUnauthenticated, nil},
+		{"forbidden", forbidden, codes.PermissionDenied, ReasonForbidden,
+			map[string]string{"group": "", "version": "v1", "resource": "configmaps", "user": "alice", "verb": "list", "namespace": "a"}},
+		{"access revoked", &accessLostError{err: forbidden, resumeToken: "tok"}, codes.PermissionDenied, ReasonForbidden,
+			map[string]string{"group": "", "version": "v1", "resource": "configmaps", "user": "alice", "verb": "list", "namespace": "a", "resume_token": "tok"}},
+		{"credentials rejected at a recheck", &accessLostError{err: fmt.Errorf("%w: expired", auth.ErrUnauthenticated), resumeToken: "tok"},
+			codes.Unauthenticated, ReasonUnauthenticated, map[string]string{"resume_token": "tok"}},
+		{"access cannot be checked", &authUnavailableError{err: errors.New("connection refused")}, codes.Unavailable, ReasonUpstreamUnavailable, nil},
+		{"access not confirmed for too long", &accessLostError{err: &authUnavailableError{err: errors.New("connection refused")}, resumeToken: "tok"},
+			codes.Unavailable, ReasonUpstreamUnavailable, map[string]string{"resume_token": "tok"}},
+		{"too many subscriptions", &auth.TooManySubscriptionsError{User: "alice", Max: 3}, codes.ResourceExhausted, ReasonTooManySubscriptions,
+			map[string]string{"user": "alice", "limit": "3"}},
 		{"canceled", context.Canceled, codes.Canceled, "", nil},
 		{"a gRPC status (the client went away)", status.Error(codes.Unavailable, "transport is closing"), codes.Unavailable, "", nil},
 		{"something else", errors.New("boom"), codes.Internal, "", nil},

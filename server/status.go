@@ -31,6 +31,7 @@ const (
 	ReasonSubscriberTooSlow    = "SUBSCRIBER_TOO_SLOW"
 	ReasonUpstreamUnavailable  = "UPSTREAM_UNAVAILABLE"
 	ReasonShuttingDown         = "SHUTTING_DOWN"
+	ReasonUnauthenticated      = "UNAUTHENTICATED"
 	ReasonForbidden            = "FORBIDDEN"
 	ReasonTooManySubscriptions = "TOO_MANY_SUBSCRIPTIONS"
 )
@@ -44,7 +45,8 @@ func toStatus(log *slog.Logger, err error) error {
 		expiredErr  *informerhub.ExpiredError
 		tooSlowErr  *informerhub.TooSlowError
 		forbidden   *auth.ForbiddenError
-		revoked     *revokedError
+		lost        *accessLostError
+		unavailable *authUnavailableError
 		tooMany     *auth.TooManySubscriptionsError
 		panicked    *panicError
 	)
@@ -64,10 +66,30 @@ func toStatus(log *slog.Logger, err error) error {
 		md := resourceMetadata(a.Resource.Group, a.Resource.Version, a.Resource.Resource)
 		md["user"], md["verb"], md["namespace"] = forbidden.User, a.Verb, a.Namespace
 		msg := forbidden.Error() + ": its Kubernetes RBAC does not allow it"
-		if errors.As(err, &revoked) {
-			md["resume_token"], msg = revoked.resumeToken, revoked.Error()
+		if errors.As(err, &lost) {
+			md["resume_token"] = lost.resumeToken
+			msg = forbidden.Error() + " any more: watch again from the resume token once access is granted again"
 		}
 		return withDetails(codes.PermissionDenied, msg, &errdetails.ErrorInfo{Reason: ReasonForbidden, Domain: ErrorDomain, Metadata: md})
+	case errors.Is(err, auth.ErrUnauthenticated):
+		md := map[string]string{}
+		msg := err.Error()
+		if errors.As(err, &lost) {
+			md["resume_token"] = lost.resumeToken
+			msg += ": the credentials that opened this stream are no longer accepted; watch again from the resume token with valid ones"
+		}
+		return withDetails(codes.Unauthenticated, msg, &errdetails.ErrorInfo{Reason: ReasonUnauthenticated, Domain: ErrorDomain, Metadata: md})
+	case errors.As(err, &unavailable):
+		// The cause (the API server, the hub's own permissions) stays in
+		// the log.
+		log.Warn("cannot check a caller's access", "error", err)
+		md := map[string]string{}
+		msg := "the hub cannot check your access with the Kubernetes API server right now; retry with backoff"
+		if errors.As(err, &lost) {
+			md["resume_token"] = lost.resumeToken
+			msg = "the hub has not been able to confirm your access with the Kubernetes API server for a while; watch again from the resume token, with backoff"
+		}
+		return withDetails(codes.Unavailable, msg, &errdetails.ErrorInfo{Reason: ReasonUpstreamUnavailable, Domain: ErrorDomain, Metadata: md})
 	case errors.As(err, &tooMany):
 		return withDetails(codes.ResourceExhausted, tooMany.Error(),
 			&errdetails.ErrorInfo{Reason: ReasonTooManySubscriptions, Domain: ErrorDomain, Metadata: map[string]string{"user": tooMany.User, "limit": strconv.Itoa(tooMany.Max)}})

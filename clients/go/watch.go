@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -42,7 +43,10 @@ type WatchOptions struct {
 // Errors that retrying cannot fix end the watch: INVALID_ARGUMENT,
 // NOT_FOUND, PERMISSION_DENIED, UNAUTHENTICATED and UNIMPLEMENTED, returned
 // by Next as gRPC status errors; so do the end of its context and
-// ErrClientClosed.
+// ErrClientClosed. The exception: a running stream that the hub ends
+// because the credentials it opened with expired is reopened, with the
+// token source's current credentials; only if those are refused does the
+// watch end.
 //
 // A Watcher is for one goroutine; Close may be called from any.
 type Watcher struct {
@@ -254,7 +258,16 @@ func (w *Watcher) streamFailed(err error) {
 		log.Info("the hub can no longer resume this watch; re-syncing", "error", err)
 		w.resync, w.resyncToken = map[objectKey]initialObject{}, ""
 		w.failures = 0
-	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
+	case codes.Unauthenticated:
+		if !endedMidStream(err) {
+			w.err = err
+			return
+		}
+		// The credentials that opened the stream expired while it ran:
+		// reconnect, with the token source's current ones. If those are
+		// refused too, the watch ends.
+		log.Info("the hub no longer accepts the credentials this watch started with; reconnecting", "error", err)
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unimplemented:
 		w.err = err
 	case codes.ResourceExhausted:
 		// This client did not keep up, or opened or called too much; the
@@ -266,6 +279,18 @@ func (w *Watcher) streamFailed(err error) {
 		w.failures++
 		w.client.failed(w.endpoint)
 	}
+}
+
+// endedMidStream tells whether the hub ended a running stream with err (its
+// ErrorInfo then carries the token to resume from), rather than refused to
+// open it.
+func endedMidStream(err error) bool {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetMetadata()["resume_token"] != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // collect gathers the objects of a re-sync; at their end it computes the

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -246,6 +248,44 @@ func TestWatchEndsOnErrorsRetryingCannotFix(t *testing.T) {
 				t.Fatalf("%d requests, want 1: the watcher retried", n)
 			}
 		})
+	}
+}
+
+// TestExpiredCredentialsReconnectWithFreshOnes: a hub that ends a running
+// stream because its credentials expired (UNAUTHENTICATED with a resume
+// token) gets a new stream with the token source's current credentials,
+// resumed where the old one stopped; credentials refused when a stream
+// opens end the watch.
+func TestExpiredCredentialsReconnectWithFreshOnes(t *testing.T) {
+	credsExpired, err := status.New(codes.Unauthenticated, "unauthenticated: the token has expired").WithDetails(
+		&errdetails.ErrorInfo{Reason: "UNAUTHENTICATED", Domain: "informerhub.io", Metadata: map[string]string{"resume_token": "t1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := newFakeHub("hub",
+		script{header: "t0", responses: []*informerhubv1.WatchResponse{added("a", "1", "t1")}, end: credsExpired.Err()},
+		script{header: "t1", responses: []*informerhubv1.WatchResponse{added("b", "2", "t2")}, end: credsExpired.Err()},
+		script{end: status.Error(codes.Unauthenticated, "unauthenticated: the token has expired")},
+	)
+	var issued atomic.Int32
+	source := hubclient.WithTokenSource(func(context.Context) (string, error) {
+		return fmt.Sprint("token-", issued.Add(1)), nil
+	})
+	w := startWatch(t, serveFakes(t, []hubclient.Option{source, hubclient.AllowTokensWithoutTLS()}, hub), hubclient.WatchOptions{})
+	if e := next(t, w); e.Name != "a" {
+		t.Fatalf("got %v", e)
+	}
+	if e := next(t, w); e.Name != "b" {
+		t.Fatalf("got %v after the credentials expired, want b", e)
+	}
+	if _, err := w.Next(); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("Next: %v, want the refusal to end the watch", err)
+	}
+	reqs := hub.watchRequests()
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	if len(reqs) != 3 || reqs[1].ResumeToken != "t1" || reqs[2].ResumeToken != "t2" || hub.auth[1] == hub.auth[0] {
+		t.Fatalf("requests %v with credentials %v: want each resumed, with the source's current credentials", reqs, hub.auth)
 	}
 }
 

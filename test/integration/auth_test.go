@@ -261,6 +261,35 @@ func TestRevokedAccessEndsARunningStream(t *testing.T) {
 	}
 }
 
+// TestDeletedServiceAccountEndsItsStreams: a recheck authenticates the
+// caller again; the token of a deleted service account no longer passes a
+// TokenReview, and the stream ends with UNAUTHENTICATED and its token.
+func TestDeletedServiceAccountEndsItsStreams(t *testing.T) {
+	a := namespace(t)
+	createConfigMap(t, a, "x", nil, "")
+	token := serviceAccountToken(t, a, "short-lived")
+	grant(t, a, serviceAccount(a, "short-lived"), "configmaps")
+	h := startAuthHub(t, server.Config{AuthzRecheckInterval: time.Second,
+		Authenticator: auth.NewTokenReview(kube.AuthenticationV1().TokenReviews(), auth.TokenReviewConfig{CacheTTL: time.Second})})
+	stream, err := h.client.Watch(withBearer(t, token), &informerhubv1.WatchRequest{Selector: watchSelector(a), SendInitialEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := readStream(stream.Recv)
+	_, end := initialEvents(t, r)
+
+	if err := kube.CoreV1().ServiceAccounts(a).Delete(bgCtx(), "short-lived", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = r.end(t)
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("after the service account's deletion the stream ended with %v, want UNAUTHENTICATED", err)
+	}
+	if info := errorInfo(t, err); info.Reason != "UNAUTHENTICATED" || info.Metadata["resume_token"] != end.ResumeToken {
+		t.Fatalf("ErrorInfo %v, want the token of the last response sent", info)
+	}
+}
+
 // tlsFixture is a CA, a server certificate for 127.0.0.1 and client
 // certificates, all made for one test.
 type tlsFixture struct {

@@ -559,7 +559,10 @@ type Resource struct {
 	Kind string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Whether its objects live in namespaces.
 	Namespaced bool `protobuf:"varint,5,opt,name=namespaced,proto3" json:"namespaced,omitempty"`
-	// Whether the hub runs an informer for it right now.
+	// Whether the hub runs an informer for it right now. This and the two
+	// counts below span all namespaces: they are set only when the request
+	// named no namespace (the caller may list and watch the resource
+	// cluster-wide), and zero otherwise.
 	InformerActive bool `protobuf:"varint,6,opt,name=informer_active,json=informerActive,proto3" json:"informer_active,omitempty"`
 	// The number of Watch and Snapshot streams on it right now.
 	Subscribers uint32 `protobuf:"varint,7,opt,name=subscribers,proto3" json:"subscribers,omitempty"`

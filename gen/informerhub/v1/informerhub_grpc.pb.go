@@ -44,9 +44,12 @@ const (
 //     that is garbage or was issued for another resource or selector
 //     (reason INVALID_RESUME_TOKEN). A google.rpc.BadRequest detail names
 //     the field.
-//   - UNAUTHENTICATED: no credentials, or invalid ones. Send "authorization:
-//     Bearer <token>" (a Kubernetes token), or a client certificate, as the
-//     hub is configured.
+//   - UNAUTHENTICATED: no credentials, or invalid ones (UNAUTHENTICATED).
+//     Send "authorization: Bearer <token>" (a Kubernetes token), or a client
+//     certificate, as the hub is configured. A running Watch whose
+//     credentials stop being accepted (an expired token or certificate, a
+//     deleted service account) ends this way too, with
+//     metadata["resume_token"].
 //   - PERMISSION_DENIED: the caller's Kubernetes RBAC does not allow list
 //     and watch of the resource in the namespace (FORBIDDEN; metadata names
 //     the user, verb, resource and namespace). A Watch whose access is
@@ -66,8 +69,12 @@ const (
 //     cut). A stalled Snapshot has no token: take the snapshot again.
 //   - UNAVAILABLE: the hub cannot serve the resource right now (the API
 //     server is unreachable or refuses the hub, the hub is shutting down,
-//     or a resume_token is ahead of what this hub has seen). Retry with
-//     backoff, keeping your token.
+//     or a resume_token is ahead of what this hub has seen), or cannot check
+//     the caller's credentials or access with the API server
+//     (UPSTREAM_UNAVAILABLE; a running Watch ends this way, with
+//     metadata["resume_token"], when its access has not been confirmed for
+//     a while). Retry with backoff, keeping your token.
+//   - INTERNAL: a bug in the hub. Retry; the hub keeps serving.
 type InformerHubServiceClient interface {
 	// Watch streams changes of the selected objects: from resume_token if
 	// given, else from now, preceded by every current object when
@@ -174,9 +181,12 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     that is garbage or was issued for another resource or selector
 //     (reason INVALID_RESUME_TOKEN). A google.rpc.BadRequest detail names
 //     the field.
-//   - UNAUTHENTICATED: no credentials, or invalid ones. Send "authorization:
-//     Bearer <token>" (a Kubernetes token), or a client certificate, as the
-//     hub is configured.
+//   - UNAUTHENTICATED: no credentials, or invalid ones (UNAUTHENTICATED).
+//     Send "authorization: Bearer <token>" (a Kubernetes token), or a client
+//     certificate, as the hub is configured. A running Watch whose
+//     credentials stop being accepted (an expired token or certificate, a
+//     deleted service account) ends this way too, with
+//     metadata["resume_token"].
 //   - PERMISSION_DENIED: the caller's Kubernetes RBAC does not allow list
 //     and watch of the resource in the namespace (FORBIDDEN; metadata names
 //     the user, verb, resource and namespace). A Watch whose access is
@@ -196,8 +206,12 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     cut). A stalled Snapshot has no token: take the snapshot again.
 //   - UNAVAILABLE: the hub cannot serve the resource right now (the API
 //     server is unreachable or refuses the hub, the hub is shutting down,
-//     or a resume_token is ahead of what this hub has seen). Retry with
-//     backoff, keeping your token.
+//     or a resume_token is ahead of what this hub has seen), or cannot check
+//     the caller's credentials or access with the API server
+//     (UPSTREAM_UNAVAILABLE; a running Watch ends this way, with
+//     metadata["resume_token"], when its access has not been confirmed for
+//     a while). Retry with backoff, keeping your token.
+//   - INTERNAL: a bug in the hub. Retry; the hub keeps serving.
 type InformerHubServiceServer interface {
 	// Watch streams changes of the selected objects: from resume_token if
 	// given, else from now, preceded by every current object when
