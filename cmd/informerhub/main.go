@@ -59,6 +59,8 @@ type options struct {
 	authnCacheTTL       time.Duration
 	authzAllowTTL       time.Duration
 	authzDenyTTL        time.Duration
+	authQPS             float64
+	authBurst           int
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -103,6 +105,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.hub.StripManagedFields, "strip-managed-fields", false, "drop metadata.managedFields from cached objects to save memory")
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", 50, "queries per second to the Kubernetes API server")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "burst of queries to the Kubernetes API server")
+	fs.Float64Var(&o.authQPS, "auth-api-qps", 100, "TokenReviews and SubjectAccessReviews per second, a budget apart from --kube-api-qps so the informers never wait behind them")
+	fs.IntVar(&o.authBurst, "auth-api-burst", 200, "burst of TokenReviews and SubjectAccessReviews")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to wait for streams to end on shutdown")
@@ -204,6 +208,13 @@ func newLogger(o *options) *slog.Logger {
 
 // run serves on lis until ctx ends, then shuts down gracefully.
 func run(ctx context.Context, o *options, log *slog.Logger, lis net.Listener) error {
+	// validate trusted the name in --listen; trust only the address bound
+	// ("localhost" could resolve to anything).
+	if needsLoopback := o.auth == "none" || o.tlsCert == ""; needsLoopback && !o.insecureAllowRemote {
+		if addr, ok := lis.Addr().(*net.TCPAddr); !ok || !addr.IP.IsLoopback() {
+			return fmt.Errorf("listening on %s, which is not loopback: without authentication or TLS the hub serves only loopback (see --insecure-allow-remote)", lis.Addr())
+		}
+	}
 	restConfig, source, err := loadKubeconfig(o.kubeconfig)
 	if err != nil {
 		return err
@@ -267,7 +278,11 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis net.Listener) er
 // authenticate sets up who may call, and returns the transport credentials
 // (TLS, and client certificates for mtls) to serve with.
 func (o *options) authenticate(restConfig *rest.Config, log *slog.Logger) ([]grpc.ServerOption, error) {
-	kube, err := kubernetes.NewForConfig(restConfig)
+	// A client of its own: reviews do not queue behind the informers'
+	// requests, nor the informers behind a flood of reviews.
+	authConfig := rest.CopyConfig(restConfig)
+	authConfig.QPS, authConfig.Burst = float32(o.authQPS), o.authBurst
+	kube, err := kubernetes.NewForConfig(authConfig)
 	if err != nil {
 		return nil, err
 	}

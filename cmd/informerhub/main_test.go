@@ -2,32 +2,108 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
 	"log/slog"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/internal/controlplane"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreAnyFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-	)
+	code := m.Run()
+	if cp != nil {
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreAnyFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var (
+	cpOnce sync.Once
+	cp     *controlplane.ControlPlane
+	cpErr  error
+)
+
+// kubeconfig starts the control plane the tests share (once) and returns a
+// kubeconfig file for it.
+func kubeconfig(t *testing.T) string {
+	t.Helper()
+	cpOnce.Do(func() { cp, cpErr = controlplane.Start() })
+	if cpErr != nil {
+		t.Fatal(cpErr)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, cp.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// serve runs the command with args against the shared control plane until
+// the test ends, on a loopback port, and returns its address.
+func serve(t *testing.T, args ...string) string {
+	t.Helper()
+	o, err := parseFlags(append([]string{"--kubeconfig", kubeconfig(t)}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, shutdown := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, o, slog.New(slog.DiscardHandler), lis) }()
+	t.Cleanup(func() {
+		shutdown()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return lis.Addr().String()
 }
 
 func TestParseFlags(t *testing.T) {
@@ -81,20 +157,7 @@ func TestRefusesToExposeTheCluster(t *testing.T) {
 // reports SERVING once the API server answers, serves reflection, and on
 // shutdown ends open streams with UNAVAILABLE so clients resume elsewhere.
 func TestServeAndShutDown(t *testing.T) {
-	cp, err := controlplane.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := cp.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, cp.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	o, err := parseFlags([]string{"--kubeconfig", kubeconfig, "--auth=none"})
+	o, err := parseFlags([]string{"--kubeconfig", kubeconfig(t), "--auth=none"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,4 +241,185 @@ func TestServeAndShutDown(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("run did not return after shutdown")
 	}
+}
+
+// TestRefusesANonLoopbackListener: the address bound decides, not the
+// name given to --listen.
+func TestRefusesANonLoopbackListener(t *testing.T) {
+	o, err := parseFlags([]string{"--auth=none", "--listen", "localhost:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", ":0") // what a "localhost" resolving elsewhere would give
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	if err := run(context.Background(), o, slog.New(slog.DiscardHandler), lis); err == nil || !strings.Contains(err.Error(), "not loopback") {
+		t.Fatalf("run: %v, want a refusal", err)
+	}
+}
+
+// TestAuthenticationModes runs the command with each way of authenticating
+// callers against the real control plane: what a caller may do follows its
+// own identity and RBAC, through the command's own wiring of TLS, client
+// CAs, TokenReviews and SubjectAccessReviews.
+func TestAuthenticationModes(t *testing.T) {
+	sel := &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: "kube-system"}
+	watchCode := func(t *testing.T, conn *grpc.ClientConn, ctx context.Context) codes.Code {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		stream, err := informerhubv1.NewInformerHubServiceClient(conn).Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		return status.Code(err)
+	}
+
+	t.Run("mtls", func(t *testing.T) {
+		dir := t.TempDir()
+		ca, caKey := newCA(t)
+		caFile := writePEM(t, dir, "ca.pem", "CERTIFICATE", ca.Raw)
+		certFile, keyFile := issue(t, dir, "server", ca, caKey, &x509.Certificate{Subject: pkix.Name{CommonName: "hub"},
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+		addr := serve(t, "--auth=mtls", "--tls-cert", certFile, "--tls-key", keyFile, "--client-ca", caFile)
+		roots := x509.NewCertPool()
+		roots.AddCert(ca)
+		dial := func(subject *pkix.Name) *grpc.ClientConn {
+			cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+			if subject != nil {
+				cert, key := issue(t, dir, subject.CommonName, ca, caKey, &x509.Certificate{Subject: *subject, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+				pair, err := tls.LoadX509KeyPair(cert, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.Certificates = []tls.Certificate{pair}
+			}
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			return conn
+		}
+		for _, tt := range []struct {
+			name    string
+			subject *pkix.Name
+			want    codes.Code
+		}{
+			{"an administrator", &pkix.Name{CommonName: "root", Organization: []string{"system:masters"}}, codes.OK},
+			{"a user RBAC does not know", &pkix.Name{CommonName: "mallory"}, codes.PermissionDenied},
+			{"no certificate", nil, codes.Unavailable},
+		} {
+			if got := watchCode(t, dial(tt.subject), context.Background()); got != tt.want {
+				t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+			}
+		}
+	})
+
+	t.Run("kubernetes", func(t *testing.T) {
+		kube, err := kubernetes.NewForConfig(cp.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, err := kube.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "hub-client"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		token := func(audiences ...string) string {
+			tr, err := kube.CoreV1().ServiceAccounts("default").CreateToken(ctx, "hub-client",
+				&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: audiences}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tr.Status.Token
+		}
+		if _, err := kube.RbacV1().RoleBindings("kube-system").Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "hub-client-view"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:aggregate-to-view"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "default", Name: "hub-client"}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		addr := serve(t, "--token-audience", "informerhub")
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		bearer := func(token string) context.Context {
+			return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
+		}
+		for _, tt := range []struct {
+			name string
+			ctx  context.Context
+			want codes.Code
+		}{
+			{"a token for the hub", bearer(token("informerhub")), codes.OK},
+			{"a token for the API server", bearer(token()), codes.Unauthenticated},
+			{"no token", context.Background(), codes.Unauthenticated},
+		} {
+			// RBAC follows the new binding within moments.
+			var got codes.Code
+			for deadline := time.Now().Add(30 * time.Second); ; {
+				if got = watchCode(t, conn, tt.ctx); got == tt.want || got != codes.PermissionDenied || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if got != tt.want {
+				t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+			}
+		}
+	})
+}
+
+func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"}, IsCA: true, BasicConstraintsValid: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, key
+}
+
+// issue signs tmpl with the CA and writes the certificate and its key to
+// dir.
+func issue(t *testing.T, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, tmpl *x509.Certificate) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.SerialNumber, tmpl.NotBefore, tmpl.NotAfter = big.NewInt(time.Now().UnixNano()), time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writePEM(t, dir, name+".pem", "CERTIFICATE", der), writePEM(t, dir, name+"-key.pem", "PRIVATE KEY", keyDER)
+}
+
+func writePEM(t *testing.T, dir, name, blockType string, der []byte) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
