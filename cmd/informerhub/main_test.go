@@ -265,11 +265,11 @@ func TestRefusesANonLoopbackListener(t *testing.T) {
 // own identity and RBAC, through the command's own wiring of TLS, client
 // CAs, TokenReviews and SubjectAccessReviews.
 func TestAuthenticationModes(t *testing.T) {
-	sel := &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: "kube-system"}
-	watchCode := func(t *testing.T, conn *grpc.ClientConn, ctx context.Context) codes.Code {
+	watchCode := func(t *testing.T, conn *grpc.ClientConn, ctx context.Context, namespace string) codes.Code {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
+		sel := &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: namespace}
 		stream, err := informerhubv1.NewInformerHubServiceClient(conn).Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
 		if err == nil {
 			_, err = stream.Recv()
@@ -312,7 +312,7 @@ func TestAuthenticationModes(t *testing.T) {
 			{"a user RBAC does not know", &pkix.Name{CommonName: "mallory"}, codes.PermissionDenied},
 			{"no certificate", nil, codes.Unavailable},
 		} {
-			if got := watchCode(t, dial(tt.subject), context.Background()); got != tt.want {
+			if got := watchCode(t, dial(tt.subject), context.Background(), "kube-system"); got != tt.want {
 				t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 			}
 		}
@@ -324,21 +324,25 @@ func TestAuthenticationModes(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		if _, err := kube.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "hub-client"}}, metav1.CreateOptions{}); err != nil {
+		ns, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "hub-client-"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kube.CoreV1().ServiceAccounts(ns.Name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "hub-client"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		token := func(audiences ...string) string {
-			tr, err := kube.CoreV1().ServiceAccounts("default").CreateToken(ctx, "hub-client",
+			tr, err := kube.CoreV1().ServiceAccounts(ns.Name).CreateToken(ctx, "hub-client",
 				&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: audiences}}, metav1.CreateOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return tr.Status.Token
 		}
-		if _, err := kube.RbacV1().RoleBindings("kube-system").Create(ctx, &rbacv1.RoleBinding{
+		if _, err := kube.RbacV1().RoleBindings(ns.Name).Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "hub-client-view"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:aggregate-to-view"},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "default", Name: "hub-client"}},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns.Name, Name: "hub-client"}},
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +367,7 @@ func TestAuthenticationModes(t *testing.T) {
 			// RBAC follows the new binding within moments.
 			var got codes.Code
 			for deadline := time.Now().Add(30 * time.Second); ; {
-				if got = watchCode(t, conn, tt.ctx); got == tt.want || got != codes.PermissionDenied || time.Now().After(deadline) {
+				if got = watchCode(t, conn, tt.ctx, ns.Name); got == tt.want || got != codes.PermissionDenied || time.Now().After(deadline) {
 					break
 				}
 				time.Sleep(100 * time.Millisecond)
