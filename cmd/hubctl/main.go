@@ -431,6 +431,16 @@ func (c *cli) resources(ctx context.Context, args []string) error {
 	if output == "json" {
 		return c.printJSON(resources)
 	}
+	if namespace != "" {
+		// The hub shows its activity, which spans all namespaces, only to
+		// callers asking cluster-wide.
+		table := c.table(false, "GROUP", "VERSION", "RESOURCE", "KIND")
+		for _, r := range resources {
+			table.row(r.Group, r.Version, r.Resource, r.Kind)
+		}
+		table.flush()
+		return nil
+	}
 	table := c.table(false, "GROUP", "VERSION", "RESOURCE", "KIND", "NAMESPACED", "INFORMER", "SUBSCRIBERS", "OBJECTS")
 	for _, r := range resources {
 		informer := "-"

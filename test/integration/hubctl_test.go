@@ -236,6 +236,12 @@ func TestHubctl(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^apps\s+v1\s+deployments\s+Deployment\s+true\s+-\s+0\s+0$`).MatchString(stdout) {
 			t.Fatalf("resources does not list deployments.apps:\n%s", stdout)
 		}
+		// In a namespace: no cluster-wide activity, and no cluster-scoped
+		// types.
+		stdout, _, code = run("resources", "-n", ns)
+		if code != 0 || !regexp.MustCompile(`(?m)^\s+v1\s+configmaps\s+ConfigMap$`).MatchString(stdout) || strings.Contains(stdout, "namespaces") {
+			t.Fatalf("exit %d, resources -n:\n%s", code, stdout)
+		}
 	})
 
 	t.Run("errors", func(t *testing.T) {
