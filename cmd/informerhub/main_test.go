@@ -2,16 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -38,6 +31,7 @@ import (
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/internal/controlplane"
+	"github.com/informerhub/informerhub/internal/testpki"
 )
 
 func TestMain(m *testing.M) {
@@ -279,24 +273,12 @@ func TestAuthenticationModes(t *testing.T) {
 
 	t.Run("mtls", func(t *testing.T) {
 		dir := t.TempDir()
-		ca, caKey := newCA(t)
-		caFile := writePEM(t, dir, "ca.pem", "CERTIFICATE", ca.Raw)
-		certFile, keyFile := issue(t, dir, "server", ca, caKey, &x509.Certificate{Subject: pkix.Name{CommonName: "hub"},
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-		addr := serve(t, "--auth=mtls", "--tls-cert", certFile, "--tls-key", keyFile, "--client-ca", caFile)
-		roots := x509.NewCertPool()
-		roots.AddCert(ca)
-		dial := func(subject *pkix.Name) *grpc.ClientConn {
-			cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-			if subject != nil {
-				cert, key := issue(t, dir, subject.CommonName, ca, caKey, &x509.Certificate{Subject: *subject, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
-				pair, err := tls.LoadX509KeyPair(cert, key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cfg.Certificates = []tls.Certificate{pair}
-			}
-			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		ca := testpki.NewCA(t, "test-ca")
+		certFile, keyFile := testpki.WritePair(t, dir, "server", ca.Server(t))
+		addr := serve(t, "--auth=mtls", "--tls-cert", certFile, "--tls-key", keyFile, "--client-ca", ca.WriteCA(t, dir, "ca.pem"))
+		dial := func(certs ...tls.Certificate) *grpc.ClientConn {
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+				RootCAs: ca.Pool, Certificates: certs, MinVersion: tls.VersionTLS12})))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -304,15 +286,15 @@ func TestAuthenticationModes(t *testing.T) {
 			return conn
 		}
 		for _, tt := range []struct {
-			name    string
-			subject *pkix.Name
-			want    codes.Code
+			name  string
+			certs []tls.Certificate
+			want  codes.Code
 		}{
-			{"an administrator", &pkix.Name{CommonName: "root", Organization: []string{"system:masters"}}, codes.OK},
-			{"a user RBAC does not know", &pkix.Name{CommonName: "mallory"}, codes.PermissionDenied},
+			{"an administrator", []tls.Certificate{ca.Client(t, "root", "system:masters")}, codes.OK},
+			{"a user RBAC does not know", []tls.Certificate{ca.Client(t, "mallory")}, codes.PermissionDenied},
 			{"no certificate", nil, codes.Unavailable},
 		} {
-			if got := watchCode(t, dial(tt.subject), context.Background(), "kube-system"); got != tt.want {
+			if got := watchCode(t, dial(tt.certs...), context.Background(), "kube-system"); got != tt.want {
 				t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 			}
 		}
@@ -377,53 +359,4 @@ func TestAuthenticationModes(t *testing.T) {
 			}
 		}
 	})
-}
-
-func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"}, IsCA: true, BasicConstraintsValid: true,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ca, key
-}
-
-// issue signs tmpl with the CA and writes the certificate and its key to
-// dir.
-func issue(t *testing.T, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, tmpl *x509.Certificate) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl.SerialNumber, tmpl.NotBefore, tmpl.NotAfter = big.NewInt(time.Now().UnixNano()), time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return writePEM(t, dir, name+".pem", "CERTIFICATE", der), writePEM(t, dir, name+"-key.pem", "PRIVATE KEY", keyDER)
-}
-
-func writePEM(t *testing.T, dir, name, blockType string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }

@@ -2,17 +2,7 @@ package integration
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +20,7 @@ import (
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/internal/testpki"
 	"github.com/informerhub/informerhub/server"
 	"github.com/informerhub/informerhub/server/auth"
 )
@@ -290,71 +281,6 @@ func TestDeletedServiceAccountEndsItsStreams(t *testing.T) {
 	}
 }
 
-// tlsFixture is a CA, a server certificate for 127.0.0.1 and client
-// certificates, all made for one test.
-type tlsFixture struct {
-	caPool *x509.CertPool
-	server tls.Certificate
-	ca     *x509.Certificate
-	caKey  *ecdsa.PrivateKey
-}
-
-func newTLSFixture(t *testing.T) *tlsFixture {
-	t.Helper()
-	f := &tlsFixture{}
-	f.ca, f.caKey = selfSignedCA(t, "test-ca")
-	f.caPool = x509.NewCertPool()
-	f.caPool.AddCert(f.ca)
-	f.server = f.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "hub"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-	return f
-}
-
-func selfSignedCA(t *testing.T, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}, IsCA: true, BasicConstraintsValid: true,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert, key
-}
-
-// issue signs tmpl with the fixture's CA.
-func (f *tlsFixture) issue(t *testing.T, tmpl *x509.Certificate) tls.Certificate {
-	return issueWith(t, f.ca, f.caKey, tmpl)
-}
-
-func issueWith(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, tmpl *x509.Certificate) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl.SerialNumber, tmpl.NotBefore, tmpl.NotAfter = serial, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-func clientCert(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, user string, groups ...string) tls.Certificate {
-	return issueWith(t, ca, caKey, &x509.Certificate{Subject: pkix.Name{CommonName: user, Organization: groups},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
-}
-
 // TestMutualTLS serves with --auth=mtls: a client certificate signed by the
 // client CA is the identity (CN the user, O the groups), which RBAC
 // authorizes; without one, or with one from another CA, nothing connects.
@@ -363,15 +289,14 @@ func TestMutualTLS(t *testing.T) {
 	createConfigMap(t, a, "x", nil, "")
 	grant(t, a, rbacv1.Subject{Kind: rbacv1.UserKind, Name: "carol"}, "configmaps")
 	grant(t, a, rbacv1.Subject{Kind: rbacv1.GroupKind, Name: "auditors"}, "configmaps")
-	f := newTLSFixture(t)
+	ca, otherCA := testpki.NewCA(t, "test-ca"), testpki.NewCA(t, "other-ca")
 	h := startAuthHub(t, server.Config{Authenticator: auth.ClientCertificate{}}, grpc.Creds(credentials.NewTLS(&tls.Config{
-		Certificates: []tls.Certificate{f.server}, ClientCAs: f.caPool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+		Certificates: []tls.Certificate{ca.Server(t)}, ClientCAs: ca.Pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
 	})))
-	otherCA, otherKey := selfSignedCA(t, "other-ca")
 	dial := func(certs ...tls.Certificate) informerhubv1.InformerHubServiceClient {
 		t.Helper()
 		conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
-			RootCAs: f.caPool, Certificates: certs, MinVersion: tls.VersionTLS12})))
+			RootCAs: ca.Pool, Certificates: certs, MinVersion: tls.VersionTLS12})))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -383,11 +308,11 @@ func TestMutualTLS(t *testing.T) {
 		cert []tls.Certificate
 		code codes.Code
 	}{
-		{"carol, bound as a user", []tls.Certificate{clientCert(t, f.ca, f.caKey, "carol")}, codes.OK},
-		{"eve, bound through her group", []tls.Certificate{clientCert(t, f.ca, f.caKey, "eve", "auditors")}, codes.OK},
-		{"dave, not bound", []tls.Certificate{clientCert(t, f.ca, f.caKey, "dave")}, codes.PermissionDenied},
+		{"carol, bound as a user", []tls.Certificate{ca.Client(t, "carol")}, codes.OK},
+		{"eve, bound through her group", []tls.Certificate{ca.Client(t, "eve", "auditors")}, codes.OK},
+		{"dave, not bound", []tls.Certificate{ca.Client(t, "dave")}, codes.PermissionDenied},
 		{"no certificate", nil, codes.Unavailable},
-		{"carol, signed by another CA", []tls.Certificate{clientCert(t, otherCA, otherKey, "carol")}, codes.Unavailable},
+		{"carol, signed by another CA", []tls.Certificate{otherCA.Client(t, "carol")}, codes.Unavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -400,16 +325,11 @@ func TestMutualTLS(t *testing.T) {
 
 	t.Run("hubctl", func(t *testing.T) {
 		dir := t.TempDir()
-		caFile := writePEM(t, dir, "ca.pem", "CERTIFICATE", f.ca.Raw)
+		caFile := ca.WriteCA(t, dir, "ca.pem")
 		hubctlAs := func(user string, args ...string) (stdout, stderr string, code int) {
-			cert := clientCert(t, f.ca, f.caKey, user)
-			key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
-			if err != nil {
-				t.Fatal(err)
-			}
+			certFile, keyFile := testpki.WritePair(t, dir, user, ca.Client(t, user))
 			return runHubctl(t, hubctl(t), append([]string{"--hub", h.addr, "--ca-file", caFile,
-				"--cert-file", writePEM(t, dir, user+".pem", "CERTIFICATE", cert.Certificate[0]),
-				"--key-file", writePEM(t, dir, user+"-key.pem", "PRIVATE KEY", key)}, args...)...)
+				"--cert-file", certFile, "--key-file", keyFile}, args...)...)
 		}
 		if stdout, stderr, code := hubctlAs("carol", "snapshot", "configmaps", "-n", a); code != 0 || !strings.Contains(stdout, "x ") {
 			t.Errorf("carol: exit %d, stdout %q, stderr %q", code, stdout, stderr)
@@ -422,13 +342,4 @@ func TestMutualTLS(t *testing.T) {
 			t.Errorf("dave, naming the version: exit %d, stderr %q", code, stderr)
 		}
 	})
-}
-
-func writePEM(t *testing.T, dir, name, blockType string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
