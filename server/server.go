@@ -439,6 +439,8 @@ func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struc
 			recheckResult = nil
 			var unavailable *authUnavailableError
 			switch {
+			case ctx.Err() != nil:
+				return ctx.Err() // the stream ended while the recheck ran
 			case err == nil:
 				confirmed = time.Now()
 			case errors.As(err, &unavailable) && time.Since(confirmed) < maxUnconfirmedRechecks*s.cfg.AuthzRecheckInterval:
