@@ -40,6 +40,9 @@ func (a *nameAuthenticator) Authenticate(ctx context.Context) (auth.User, error)
 		return auth.User{}, fmt.Errorf("%w: no token", auth.ErrUnauthenticated)
 	}
 	name := strings.TrimPrefix(values[0], "Bearer ")
+	if name == "panic-authn" {
+		panic("the authenticator broke")
+	}
 	switch _, rejected := a.rejected.Load(name); {
 	case rejected:
 		return auth.User{}, fmt.Errorf("%w: the token has expired", auth.ErrUnauthenticated)
@@ -393,6 +396,13 @@ func TestPanicsBecomeInternalErrors(t *testing.T) {
 	// A panic in the handler's goroutine (here, the authorizer's).
 	if _, err := firstResponse(t, client, as("panic"), cmInitial); status.Code(err) != codes.Internal {
 		t.Fatalf("a panicking authorizer gave %v, want INTERNAL", err)
+	}
+	// A panic in an interceptor (here, the authenticator's).
+	if _, err := firstResponse(t, client, as("panic-authn"), cmInitial); status.Code(err) != codes.Internal {
+		t.Fatalf("a panicking authenticator gave %v, want INTERNAL", err)
+	}
+	if _, err := client.ListResources(as("panic-authn"), &informerhubv1.ListResourcesRequest{}); status.Code(err) != codes.Internal {
+		t.Fatalf("a panicking authenticator gave %v, want INTERNAL", err)
 	}
 	// A panic in a stream's sender goroutine (here, the event encoder's).
 	stream, err := client.Watch(as("alice"), &informerhubv1.WatchRequest{Selector: cmSelector})

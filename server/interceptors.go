@@ -31,7 +31,10 @@ import (
 //   - authentication with cfg.Authenticator; health checks and reflection
 //     need none (probes and grpcurl's discovery reveal no data);
 //   - a rate limit per identity;
-//   - recovery: a panic becomes INTERNAL for that call, never a crash.
+//   - recovery: a panic becomes INTERNAL for that call, never a crash. It
+//     runs innermost, so a handler's panic is logged like any failed call,
+//     and outermost too, for a panic in the interceptors themselves (an
+//     Authenticator's, say).
 func ServerOptions(cfg Config) []grpc.ServerOption {
 	cfg.setDefaults()
 	log := cfg.Logger
@@ -69,12 +72,14 @@ func ServerOptions(cfg Config) []grpc.ServerOption {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(
+			recovery.UnaryServerInterceptor(recover),
 			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
 			selector.UnaryServerInterceptor(grpcauth.UnaryServerInterceptor(authenticate), needsAuth),
 			selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limiter), needsAuth),
 			recovery.UnaryServerInterceptor(recover),
 		),
 		grpc.ChainStreamInterceptor(
+			recovery.StreamServerInterceptor(recover),
 			selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
 			selector.StreamServerInterceptor(grpcauth.StreamServerInterceptor(authenticate), needsAuth),
 			selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limiter), needsAuth),
