@@ -142,11 +142,7 @@ func (s *Server) Register(g *grpc.Server) {
 
 func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStreamingServer[informerhubv1.WatchResponse]) error {
 	ctx := stream.Context()
-	sel, err := selectorOf(req.GetSelector())
-	if err != nil {
-		return toStatus(s.log, err)
-	}
-	release, err := s.admit(ctx, sel)
+	sel, release, err := s.admit(ctx, req.GetSelector())
 	if err != nil {
 		return toStatus(s.log, err)
 	}
@@ -198,17 +194,21 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 	return toStatus(s.log, err)
 }
 
-// admit checks that the caller may list and watch what sel selects, and
-// may open one more stream. Call release when the stream ends.
-func (s *Server) admit(ctx context.Context, sel informerhub.Selector) (release func(), err error) {
+// admit converts a Watch or Snapshot request's selector, and checks that
+// the caller may list and watch what it selects and may open one more
+// stream. Call release when the stream ends.
+func (s *Server) admit(ctx context.Context, req *informerhubv1.ResourceSelector) (sel informerhub.Selector, release func(), err error) {
+	if sel, err = selectorOf(req); err != nil {
+		return sel, nil, err
+	}
 	user, _ := auth.UserFrom(ctx)
 	if err := s.authorize(ctx, user, sel.Resource, sel.Namespace, s.cfg.AuthzRecheckInterval); err != nil {
-		return nil, err
+		return sel, nil, err
 	}
 	if err := s.subscriptions.Acquire(user.Name); err != nil {
-		return nil, err
+		return sel, nil, err
 	}
-	return func() { s.subscriptions.Release(user.Name) }, nil
+	return sel, func() { s.subscriptions.Release(user.Name) }, nil
 }
 
 // recheckAccess checks a running Watch's caller again: its credentials (a
@@ -265,11 +265,7 @@ func (e *accessLostError) Unwrap() error { return e.err }
 
 func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.ServerStreamingServer[informerhubv1.SnapshotResponse]) error {
 	ctx := stream.Context()
-	sel, err := selectorOf(req.GetSelector())
-	if err != nil {
-		return toStatus(s.log, err)
-	}
-	release, err := s.admit(ctx, sel)
+	sel, release, err := s.admit(ctx, req.GetSelector())
 	if err != nil {
 		return toStatus(s.log, err)
 	}
