@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -13,14 +12,10 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/reflection"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
@@ -90,23 +85,7 @@ func serveWithAuth(t *testing.T, hub *informerhub.Hub, cfg Config) *grpc.ClientC
 		cfg.Authenticator = &nameAuthenticator{}
 	}
 	cfg.Logger = discard
-	lis := bufconn.Listen(1 << 20)
-	g := grpc.NewServer(ServerOptions(cfg)...)
-	New(hub, cfg).Register(g)
-	healthpb.RegisterHealthServer(g, health.NewServer())
-	reflection.Register(g)
-	go g.Serve(lis) //nolint:errcheck // ends with Stop
-	conn, err := grpc.NewClient("passthrough:///bufconn", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		hub.Close()
-		g.Stop()
-	})
-	return conn
+	return dial(t, hub, cfg)
 }
 
 func as(user string) context.Context {

@@ -20,6 +20,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
@@ -162,13 +165,23 @@ func serve(t *testing.T, hub *informerhub.Hub) informerhubv1.InformerHubServiceC
 	return serveWith(t, hub, Config{Logger: discard})
 }
 
-// serveWith is serve with a Config, and a client whose flow-control window
-// is a fixed 64 KiB, so a client that stops reading stalls sends quickly.
+// serveWith is serve with a Config.
 func serveWith(t *testing.T, hub *informerhub.Hub, cfg Config) informerhubv1.InformerHubServiceClient {
+	t.Helper()
+	return informerhubv1.NewInformerHubServiceClient(dial(t, hub, cfg))
+}
+
+// dial serves hub with cfg over an in-memory listener, with health and
+// reflection beside it, and returns a connection to it whose flow-control
+// window is a fixed 64 KiB, so a client that stops reading stalls sends
+// quickly. Both stop when the test ends.
+func dial(t *testing.T, hub *informerhub.Hub, cfg Config) *grpc.ClientConn {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	g := grpc.NewServer(ServerOptions(cfg)...)
 	New(hub, cfg).Register(g)
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	reflection.Register(g)
 	go g.Serve(lis) //nolint:errcheck // ends with Stop
 	conn, err := grpc.NewClient("passthrough:///bufconn", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10),
@@ -181,7 +194,7 @@ func serveWith(t *testing.T, hub *informerhub.Hub, cfg Config) informerhubv1.Inf
 		hub.Close()
 		g.Stop()
 	})
-	return informerhubv1.NewInformerHubServiceClient(conn)
+	return conn
 }
 
 // TestEachChangeIsEncodedOnceForAllStreams runs 20 Watch streams over gRPC
