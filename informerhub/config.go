@@ -7,10 +7,16 @@ import (
 
 // Config tunes a Hub. The zero value is usable: every field has a default.
 type Config struct {
-	// HistorySize is how many changes per resource type the hub keeps for
-	// resuming. A resume token older than that is answered with
-	// ErrTokenExpired. Default: 10000.
-	HistorySize int
+	// HistorySize and HistoryBytes bound the changes per resource type the
+	// hub keeps for resuming: at most HistorySize of them, holding at most
+	// HistoryBytes of object JSON (approximately: each change counts its
+	// object's JSON and a fixed overhead). A resume token older than the
+	// history is replayed from the API server, which costs one upstream
+	// watch while it lasts; only when the API server no longer has the
+	// token's resourceVersion is it answered with ErrTokenExpired.
+	// Defaults: 10000 and 256 MiB.
+	HistorySize  int
+	HistoryBytes int64
 
 	// QueueSize bounds the changes waiting to be sent to one subscriber. A
 	// subscriber that falls further behind is ended with a *TooSlowError
@@ -56,6 +62,7 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultHistorySize       = 10000
+	DefaultHistoryBytes      = 256 << 20
 	DefaultQueueSize         = 1000
 	DefaultBookmarkInterval  = time.Minute
 	DefaultIdleTimeout       = 5 * time.Minute
@@ -68,6 +75,9 @@ const (
 func (c *Config) setDefaults() {
 	if c.HistorySize <= 0 {
 		c.HistorySize = DefaultHistorySize
+	}
+	if c.HistoryBytes <= 0 {
+		c.HistoryBytes = DefaultHistoryBytes
 	}
 	if c.QueueSize <= 0 {
 		c.QueueSize = DefaultQueueSize

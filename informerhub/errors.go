@@ -20,9 +20,11 @@ var (
 	// ErrUnknownResource: the cluster does not serve the resource
 	// (*ResourceError).
 	ErrUnknownResource = errors.New("unknown resource")
-	// ErrTokenExpired: a resume token is older than the hub's history
-	// (*ExpiredError). The client must start over from a snapshot or with
-	// initial events.
+	// ErrTokenExpired: a resume token cannot be continued from
+	// (*ExpiredError): the API server no longer has its resourceVersion, or
+	// it is a position inside initial events or a relist that the hub's
+	// history no longer holds. The client must start over from a snapshot
+	// or with initial events.
 	ErrTokenExpired = errors.New("resume token expired")
 	// ErrTokenAhead: a resume token is newer than anything this hub has seen
 	// (it came from another hub that was ahead). Retrying shortly works.
@@ -80,12 +82,21 @@ func (e *ResourceError) Error() string {
 
 func (e *ResourceError) Unwrap() error { return e.Err }
 
-// ExpiredError reports a resume token older than the hub's history.
+// ExpiredError reports a resume token the hub cannot continue from.
 type ExpiredError struct {
 	Resource schema.GroupVersionResource
+	// Upstream is set when the API server said the token's resourceVersion
+	// is gone (410 Gone, after etcd compacted it); otherwise the token is a
+	// position the history no longer holds that cannot be replayed (inside
+	// initial events or a relist).
+	Upstream bool
 }
 
 func (e *ExpiredError) Error() string {
+	if e.Upstream {
+		return fmt.Sprintf("resume token for %s is older than the API server's history (410 Gone): call Snapshot, or Watch with send_initial_events, and continue from there",
+			formatResource(e.Resource))
+	}
 	return fmt.Sprintf("resume token for %s is older than the hub's history: call Snapshot, or Watch with send_initial_events, and continue from there",
 		formatResource(e.Resource))
 }

@@ -32,3 +32,7 @@ func PanicInProcess(h *Hub, gvr schema.GroupVersionResource) error {
 	h.mu.Unlock()
 	return f.process(cache.Deltas{{Type: cache.Updated, Object: (*rawObject)(nil)}}, false)
 }
+
+// Replaying reports whether a subscription still reads its replay's
+// upstream watch. Call it only between calls of Next.
+func Replaying(s *Subscription) bool { return s.replay != nil }

@@ -31,6 +31,7 @@ type feed struct {
 	epoch    uint64
 	log      *slog.Logger
 
+	lw         cache.ListerWatcher // also opens the upstream watches of replays
 	cancel     context.CancelFunc
 	done       chan struct{} // closed when the informer's goroutines have exited
 	synced     chan struct{} // closed when the initial list is in state
@@ -50,6 +51,7 @@ type feed struct {
 	history         history
 	pos             position
 	subs            map[*Subscription]struct{} // live subscribers
+	advanced        chan struct{}              // closed when pos moves; see advancedLocked
 	isSynced        bool
 	listErr         error // the last list error before the first sync
 	err             error // why the feed stopped; set once, before stopped is closed
@@ -66,7 +68,7 @@ func newFeed(h *Hub, info ResourceInfo) *feed {
 		hub:        h,
 		info:       info,
 		resource:   formatResource(info.Resource),
-		epoch:      rand.Uint64(),
+		epoch:      rand.Uint64() | 1, // never 0, the epoch of replayed events' tokens
 		log:        h.log.With("resource", formatResource(info.Resource)),
 		done:       make(chan struct{}),
 		synced:     make(chan struct{}),
@@ -79,6 +81,7 @@ func newFeed(h *Hub, info ResourceInfo) *feed {
 
 // start runs the informer until ctx ends or the feed stops.
 func (f *feed) start(ctx context.Context, lw cache.ListerWatcher) {
+	f.lw = lw
 	ctx, f.cancel = context.WithCancel(ctx)
 	fifo := cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
 		Name:                  "informerhub " + f.resource,
@@ -231,6 +234,7 @@ func (f *feed) applyLocked(d cache.Delta) error {
 		}
 		if f.isSynced && rv > f.pos.rv {
 			f.pos.rv = rv
+			f.notifyAdvancedLocked()
 		}
 		return nil
 	case cache.SyncAll, cache.Sync:
@@ -290,7 +294,7 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 			f.state.ReplaceOrInsert(o)
 		}
 		f.pos = position{epoch: f.epoch, rv: listRV}
-		f.history = newHistory(f.hub.cfg.HistorySize, listRV)
+		f.history = newHistory(f.hub.cfg.HistorySize, f.hub.cfg.HistoryBytes, listRV)
 		f.isSynced = true
 		close(f.synced)
 		f.log.Info("informer synced", "objects", len(objs), "resourceVersion", listRV)
@@ -339,6 +343,7 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 		f.appendLocked(&record{typ: c.typ, obj: c.obj, prev: c.prev, rv: batchRV, relisted: true, relistFrom: relistFrom}, offset)
 	}
 	f.pos.rv = batchRV
+	f.notifyAdvancedLocked()
 	return nil
 }
 
@@ -353,6 +358,7 @@ func (f *feed) appendLocked(r *record, offset uint32) {
 	}
 	f.history.push(r)
 	f.pos = r.pos
+	f.notifyAdvancedLocked()
 	for s := range f.subs {
 		v := s.sel.variant(r)
 		if v == variantNone {

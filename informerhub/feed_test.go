@@ -48,7 +48,7 @@ func TestTokensOfOtherFeedInstances(t *testing.T) {
 	}{
 		{"inside the history", 7, 0, nil, []string{"8", "9"}},
 		{"at the floor", 5, 0, nil, []string{"6", "7"}},
-		{"below the floor", 4, 0, ErrTokenExpired, nil},
+		{"below the floor: replayed from the API server", 4, 0, nil, []string{"5", "6", "7"}},
 		{"inside another instance's relist", 7, 2, ErrTokenExpired, nil},
 		{"ahead of the hub", 10, 0, ErrTokenAhead, nil},
 		{"at the hub's position", 9, 0, nil, nil},
@@ -231,6 +231,8 @@ func TestForeignTokensAroundARelist(t *testing.T) {
 		want    int // events to expect, all of the relist
 	}{
 		{"before the relist", 3, nil, 2},
+		// The relist happened because the fake dropped its changes, as a
+		// compacted etcd does: the API server cannot replay them either.
 		{"inside the versions the relist jumped across", 4, ErrTokenExpired, 0},
 		{"after the relist", 5, nil, 0},
 	}
@@ -390,4 +392,72 @@ func TestCloseWhileNextRuns(t *testing.T) {
 			t.Fatalf("%d live subscribers after every subscription was closed", n)
 		}
 	})
+}
+
+// TestReplayBeyondTheHistory: a history bounded by bytes evicts changes a
+// subscriber's token needs; resuming replays them from the API server and
+// joins the history exactly, and the hub reports its window.
+func TestReplayBeyondTheHistory(t *testing.T) {
+	c := hubtest.NewCluster(t)
+	c.ConfigMaps().Add(hubtest.ConfigMap("ns", "first", nil, "")) // rv 1: versions start above 0, as on a cluster
+	// Room for about three records of these ConfigMaps.
+	h := New(Config{HistoryBytes: 3 * 700, Logger: slog.New(slog.DiscardHandler)}, c, c)
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sel := Selector{Resource: hubtest.ConfigMaps}
+	live, err := h.Watch(ctx, WatchRequest{Selector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	start := live.ResumeToken()
+	for i := range 10 {
+		c.ConfigMaps().Add(hubtest.ConfigMap("ns", fmt.Sprint(i), nil, "")) // rv 2..11
+		if _, err := live.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := h.Resources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := rs[0]
+	if window.HistoryEvents < 1 || window.HistoryEvents > 3 || window.HistoryBytes > 3*700 || window.HistoryResourceVersion == "0" {
+		t.Fatalf("history window %d events, %d bytes, from rv %s: want at most 3 events within 2100 bytes, evicted past rv 0",
+			window.HistoryEvents, window.HistoryBytes, window.HistoryResourceVersion)
+	}
+
+	resumed, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resumed.Close()
+	c.ConfigMaps().Add(hubtest.ConfigMap("ns", "after", nil, "")) // rv 12, live
+	for want := 2; want <= 12; want++ {
+		ev, err := resumed.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.ResourceVersion != fmt.Sprint(want) || ev.Type != EventAdded {
+			t.Fatalf("event %d: %s at rv %s, want ADDED at rv %d", want, ev.Type, ev.ResourceVersion, want)
+		}
+	}
+	if Replaying(resumed) {
+		t.Fatal("the resumed subscription still reads the API server: it did not join the history")
+	}
+
+	// A subscription closed in the middle of a replay ends its upstream
+	// watch (TestMain checks that no goroutine leaks).
+	mid, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mid.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mid.Close()
+	if _, err := mid.Next(ctx); !errors.Is(err, ErrSubscriptionClosed) {
+		t.Fatalf("Next after Close: %v, want ErrSubscriptionClosed", err)
+	}
 }

@@ -85,9 +85,9 @@ type record struct {
 	}
 }
 
-// history is a ring of a feed's most recent records. Record seq numbers are
-// consecutive, so a record is found by its seq in O(1) and by its
-// resourceVersion in O(log n).
+// history is a ring of a feed's most recent records, bounded by count and by
+// bytes. Record seq numbers are consecutive, so a record is found by its seq
+// in O(1) and by its resourceVersion in O(log n).
 type history struct {
 	ring []*record
 	// first and last are the seqs of the oldest and newest record held;
@@ -96,22 +96,45 @@ type history struct {
 	// floorRV is the rv of the newest record evicted (at first, that of the
 	// initial list): every record with a larger rv is held.
 	floorRV uint64
+	// bytes is the size of the records held (see recordSize); the oldest
+	// are evicted while it exceeds maxBytes, keeping at least the newest.
+	bytes, maxBytes int64
 }
 
-func newHistory(size int, baseRV uint64) history {
-	return history{ring: make([]*record, size), first: 1, last: 0, floorRV: baseRV}
+func newHistory(size int, maxBytes int64, baseRV uint64) history {
+	return history{ring: make([]*record, size), first: 1, last: 0, floorRV: baseRV, maxBytes: maxBytes}
 }
 
 func (h *history) len() int { return int(h.last + 1 - h.first) }
 
+// recordOverhead approximates what a record costs besides its object's JSON:
+// the record, its object's fields, and the events built from it.
+const recordOverhead = 512
+
+// recordSize is what a record counts against the history's bytes: the JSON
+// of the object state it introduced (its previous state was counted by the
+// record that introduced it, or belongs to the current state).
+func recordSize(r *record) int64 { return int64(len(r.obj.json)) + recordOverhead }
+
 func (h *history) push(r *record) {
 	if h.len() == len(h.ring) {
-		evicted := h.ring[h.first%uint64(len(h.ring))]
-		h.floorRV = evicted.rv
-		h.first++
+		h.evict()
 	}
 	h.last = r.pos.seq
 	h.ring[r.pos.seq%uint64(len(h.ring))] = r
+	h.bytes += recordSize(r)
+	for h.bytes > h.maxBytes && h.len() > 1 {
+		h.evict()
+	}
+}
+
+func (h *history) evict() {
+	i := h.first % uint64(len(h.ring))
+	evicted := h.ring[i]
+	h.ring[i] = nil
+	h.bytes -= recordSize(evicted)
+	h.floorRV = evicted.rv
+	h.first++
 }
 
 // after appends to dst the records following seq, at most max of them. It

@@ -59,6 +59,12 @@ type ResourceStatus struct {
 	Subscribers int
 	// CachedObjects counts the objects in the hub's state.
 	CachedObjects int
+	// The history window: HistoryEvents changes holding about HistoryBytes
+	// (see Config.HistoryBytes). A token at or after HistoryResourceVersion
+	// resumes from memory; an older one is replayed from the API server.
+	HistoryEvents          int
+	HistoryBytes           int64
+	HistoryResourceVersion string
 }
 
 // WatchRequest asks for a subscription.
@@ -104,7 +110,7 @@ func (h *Hub) Watch(ctx context.Context, req WatchRequest) (*Subscription, error
 	if err != nil {
 		return nil, err
 	}
-	s, err := f.subscribe(sel, tok, req.SendInitialEvents)
+	s, err := f.subscribe(ctx, sel, tok, req.SendInitialEvents)
 	if err != nil {
 		h.release(f)
 		return nil, err
@@ -161,6 +167,11 @@ func (h *Hub) Resources(ctx context.Context) ([]ResourceStatus, error) {
 	for i, f := range active {
 		f.mu.Lock()
 		out[i].CachedObjects = f.state.Len()
+		if f.isSynced {
+			out[i].HistoryEvents = f.history.len()
+			out[i].HistoryBytes = f.history.bytes
+			out[i].HistoryResourceVersion = strconv.FormatUint(f.history.floorRV, 10)
+		}
 		f.mu.Unlock()
 	}
 	return out, nil

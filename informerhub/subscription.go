@@ -15,12 +15,15 @@ import (
 // Subscription is one subscriber's stream of events. Next must be called
 // from one goroutine at a time; Close may be called from any.
 //
-// A subscription moves through three phases:
+// A subscription moves through these phases:
 //  1. initial events, when asked for: ADDED for every matching object of a
 //     point-in-time clone of the state, then a bookmark that ends them;
-//  2. catch-up: the history records after its start position, read straight
+//  2. replay, when resuming from a token the history cannot place (older
+//     than the history, or ahead of the feed): the changes after the
+//     token's resourceVersion, from an upstream watch (see replay);
+//  3. catch-up: the history records after its start position, read straight
 //     from the feed's history (no queue, so a slow start cannot overflow);
-//  3. live: once caught up, it joins the feed's subscribers, atomically with
+//  4. live: once caught up, it joins the feed's subscribers, atomically with
 //     the last record it read, and receives records through its bounded
 //     queue.
 type Subscription struct {
@@ -41,10 +44,15 @@ type Subscription struct {
 
 	closeOnce sync.Once
 
+	// cancelReplay ends the replay's upstream watch; nil without a replay.
+	// Close calls it from any goroutine.
+	cancelReplay context.CancelFunc
+
 	// Owned by the goroutine calling Next.
 	phase       phase
 	start       position     // where the subscription started
 	initial     *stateCursor // phase initial
+	replay      *replay      // phase replay
 	backlog     []*record    // phase catch-up: records read, not yet passed
 	backlogNext int
 	cursor      uint64 // phase catch-up: seq of the last record passed
@@ -60,6 +68,7 @@ type phase uint8
 
 const (
 	phaseInitial phase = iota
+	phaseReplay
 	phaseCatchUp
 	phaseLive
 )
@@ -73,7 +82,10 @@ type delivery struct {
 const catchUpBatch = 256
 
 // subscribe starts a subscription at the current position, or at the token's.
-func (f *feed) subscribe(sel *selector, tok *token, sendInitialEvents bool) (*Subscription, error) {
+// A token the history cannot place is replayed from the API server, whose
+// watch opens here, bounded by ctx, so that a version the API server no
+// longer has is refused before the subscription starts.
+func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendInitialEvents bool) (*Subscription, error) {
 	s := &Subscription{feed: f, sel: sel, failed: make(chan struct{})}
 	initial := sendInitialEvents || (tok != nil && tok.initial)
 	var undo []*record
@@ -86,14 +98,22 @@ func (f *feed) subscribe(sel *selector, tok *token, sendInitialEvents bool) (*Su
 	s.start = f.pos
 	if tok != nil {
 		start, err := f.locateLocked(tok.pos)
-		if err != nil {
+		switch {
+		case err == nil:
+			s.start = start
+		case replayable(tok) && !initial && (errors.Is(err, ErrTokenExpired) || errors.Is(err, ErrTokenAhead)):
+			s.replay = f.newReplay(sel, tok.pos.rv)
+			s.cancelReplay = s.replay.cancel
+			s.start = position{rv: tok.pos.rv}
+		default:
 			f.mu.Unlock()
 			return nil, err
 		}
-		s.start = start
 	}
 	var state *btree.BTreeG[*object]
 	switch {
+	case s.replay != nil:
+		s.phase = phaseReplay
 	case initial:
 		// A clone is O(1); the feed's later writes copy what they touch.
 		state = f.state.Clone()
@@ -106,6 +126,12 @@ func (f *feed) subscribe(sel *selector, tok *token, sendInitialEvents bool) (*Su
 	}
 	f.mu.Unlock()
 
+	if s.replay != nil {
+		if err := s.replay.open(ctx, f); err != nil {
+			s.replay.stop()
+			return nil, err
+		}
+	}
 	s.cursor = s.start.seq
 	if initial {
 		// Roll the clone back to the start position.
@@ -157,6 +183,11 @@ func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 			s.initial = nil
 			s.phase = phaseCatchUp
 			return s.sent(s.bookmark(s.start, true)), nil
+		case phaseReplay:
+			ev, err := s.nextReplay(ctx)
+			if ev != nil || err != nil {
+				return ev, err
+			}
 		case phaseCatchUp:
 			if err := s.stoppedOrCanceled(ctx); err != nil {
 				return nil, err
@@ -345,6 +376,9 @@ func (s *Subscription) Close() {
 			s.failLocked(ErrSubscriptionClosed)
 		}
 		f.mu.Unlock()
+		if s.cancelReplay != nil {
+			s.cancelReplay()
+		}
 		s.bookmarks.Stop()
 		f.hub.release(f)
 	})

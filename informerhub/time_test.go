@@ -126,17 +126,27 @@ func TestIdleInformerStopsAndTokensAreLocatedByResourceVersion(t *testing.T) {
 		token = s.ResumeToken()
 		s.Close()
 
-		// Changes made while no informer runs are not in any history: the
-		// token must expire rather than skip them.
+		// Changes made while no informer runs are in no history: the hub
+		// replays them from the API server rather than skip them.
 		time.Sleep(2 * time.Minute)
 		if active() {
 			t.Fatal("informer still runs after its idle timeout")
 		}
 		c.cms().Modify(configMap("ns", "a", nil, "v4"))
+		s = watch(t, h, informerhub.WatchRequest{ResumeToken: token})
+		c.cms().Add(configMap("z", "marker2", nil, ""))
+		want = []ev{{Type: "MODIFIED", Key: "ns/a", Data: "v4", RV: "5"}}
+		if diff := cmp.Diff(want, collect(t, s, "z/marker2")); diff != "" {
+			t.Fatalf("events after resuming from before unseen changes (-want +got):\n%s", diff)
+		}
+		s.Close()
+
+		// Unless the API server no longer has them either.
+		c.Compact(configMaps)
 		_, err := h.Watch(context.Background(), informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps}, ResumeToken: token})
 		var expired *informerhub.ExpiredError
-		if !errors.As(err, &expired) {
-			t.Fatalf("Watch with a token from before unseen changes: %v, want an ExpiredError", err)
+		if !errors.As(err, &expired) || !expired.Upstream {
+			t.Fatalf("Watch with a token the API server compacted: %v, want an ExpiredError from upstream", err)
 		}
 	})
 }

@@ -505,6 +505,7 @@ func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResou
 		// allowed to see them all.
 		if req.GetNamespace() == "" {
 			res.InformerActive, res.Subscribers, res.CachedObjects = r.InformerActive, uint32(r.Subscribers), uint64(r.CachedObjects)
+			res.HistoryEvents, res.HistoryBytes, res.HistoryResourceVersion = uint32(r.HistoryEvents), uint64(r.HistoryBytes), r.HistoryResourceVersion
 		}
 		resp.Resources = append(resp.Resources, res)
 	}

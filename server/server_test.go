@@ -284,7 +284,8 @@ func TestSnapshotAndListResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &informerhubv1.ListResourcesResponse{Resources: []*informerhubv1.Resource{
-		{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, InformerActive: true, CachedObjects: 5},
+		// The history starts at the initial list (rv 5) and holds nothing yet.
+		{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, InformerActive: true, CachedObjects: 5, HistoryResourceVersion: "5"},
 		{Version: "v1", Resource: "namespaces", Kind: "Namespace"},
 	}}
 	if diff := cmp.Diff(want, resources, protocmp.Transform()); diff != "" {

@@ -2,13 +2,17 @@ package hubtest
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	fcache "k8s.io/client-go/tools/cache/testing"
 
@@ -26,8 +30,9 @@ type Cluster struct {
 	infos   map[schema.GroupVersionResource]informerhub.ResourceInfo
 	sources map[schema.GroupVersionResource]*fcache.FakeControllerSource
 
-	mu      sync.Mutex // guards started
-	started map[schema.GroupVersionResource]int
+	mu        sync.Mutex // guards started and compacted
+	started   map[schema.GroupVersionResource]int
+	compacted map[schema.GroupVersionResource]int
 }
 
 var (
@@ -43,8 +48,9 @@ func NewCluster(t testing.TB) *Cluster {
 			ConfigMaps: {Resource: ConfigMaps, Kind: "ConfigMap", Namespaced: true},
 			Namespaces: {Resource: Namespaces, Kind: "Namespace"},
 		},
-		sources: map[schema.GroupVersionResource]*fcache.FakeControllerSource{},
-		started: map[schema.GroupVersionResource]int{},
+		sources:   map[schema.GroupVersionResource]*fcache.FakeControllerSource{},
+		started:   map[schema.GroupVersionResource]int{},
+		compacted: map[schema.GroupVersionResource]int{},
 	}
 	for gvr := range c.infos {
 		src := fcache.NewFakeControllerSource()
@@ -85,13 +91,54 @@ func (c *Cluster) ListerWatcher(info informerhub.ResourceInfo) cache.ListerWatch
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.started[info.Resource]++
-	return noWatchList{c.sources[info.Resource]}
+	return &listerWatcher{c.sources[info.Resource], c, info.Resource}
 }
 
-// noWatchList tells the reflector that the fake cannot stream initial events.
-type noWatchList struct{ *fcache.FakeControllerSource }
+// Compact makes the fake answer like an API server whose etcd was compacted
+// at the current version: a watch from an older version gets 410 Gone.
+func (c *Cluster) Compact(gvr schema.GroupVersionResource) {
+	list, err := c.sources[gvr].List(metav1.ListOptions{})
+	if err != nil {
+		panic(err)
+	}
+	rv, _ := strconv.Atoi(list.(*corev1.List).ResourceVersion)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.compacted[gvr] = rv
+}
 
-func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
+// listerWatcher is the fake of one resource type, answering watches from
+// versions it cannot serve as an API server does.
+type listerWatcher struct {
+	*fcache.FakeControllerSource
+	cluster *Cluster
+	gvr     schema.GroupVersionResource
+}
+
+// IsWatchListSemanticsUnSupported tells the reflector that the fake cannot
+// stream initial events.
+func (*listerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (lw *listerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	if rv, err := strconv.Atoi(opts.ResourceVersion); err == nil && rv > 0 {
+		lw.cluster.mu.Lock()
+		compacted := lw.cluster.compacted[lw.gvr]
+		lw.cluster.mu.Unlock()
+		if rv < compacted {
+			return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, compacted))
+		}
+		list, err := lw.List(metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if latest, _ := strconv.Atoi(list.(*corev1.List).ResourceVersion); rv > latest {
+			err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", rv, latest), 1)
+			err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+			return nil, err
+		}
+	}
+	return lw.FakeControllerSource.Watch(opts)
+}
 
 // ConfigMap returns a ConfigMap with one data key "v". Its UID is derived
 // from its name, so re-adding it keeps its identity.

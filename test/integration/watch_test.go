@@ -51,6 +51,19 @@ func deleteConfigMap(t *testing.T, ns, name string) {
 
 func openWatch(t *testing.T, client informerhubv1.InformerHubServiceClient, req *informerhubv1.WatchRequest) (*streamReader[informerhubv1.WatchResponse], context.CancelFunc) {
 	t.Helper()
+	return openWatchWith(t, client, req, false)
+}
+
+// openStartedWatch is openWatch that returns once the subscription exists
+// (the hub then sends the response headers): changes made from then on are
+// in the stream.
+func openStartedWatch(t *testing.T, client informerhubv1.InformerHubServiceClient, req *informerhubv1.WatchRequest) (*streamReader[informerhubv1.WatchResponse], context.CancelFunc) {
+	t.Helper()
+	return openWatchWith(t, client, req, true)
+}
+
+func openWatchWith(t *testing.T, client informerhubv1.InformerHubServiceClient, req *informerhubv1.WatchRequest, waitStarted bool) (*streamReader[informerhubv1.WatchResponse], context.CancelFunc) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	stream, err := client.Watch(ctx, req)
 	if err != nil {
@@ -58,6 +71,11 @@ func openWatch(t *testing.T, client informerhubv1.InformerHubServiceClient, req 
 		t.Fatal(err)
 	}
 	t.Cleanup(cancel)
+	if waitStarted {
+		if _, err := stream.Header(); err != nil {
+			t.Fatalf("Watch(%v): %v", req, err)
+		}
+	}
 	return readStream(stream.Recv), cancel
 }
 

@@ -185,8 +185,10 @@ type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What to watch. Required.
 	Selector *ResourceSelector `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
-	// A token from a WatchResponse or SnapshotResponse of the same resource:
-	// the stream continues after it. Empty starts from now.
+	// A token from a WatchResponse or SnapshotResponse of the same resource,
+	// issued by any replica of the hub, before or after restarts: the stream
+	// continues after it. A token older than the hub's history is replayed
+	// from the API server. Empty starts from now.
 	ResumeToken string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
 	// Send every matching object as ADDED first, then a BOOKMARK with
 	// initial_events_end set, then changes.
@@ -559,17 +561,25 @@ type Resource struct {
 	Kind string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Whether its objects live in namespaces.
 	Namespaced bool `protobuf:"varint,5,opt,name=namespaced,proto3" json:"namespaced,omitempty"`
-	// Whether the hub runs an informer for it right now. This and the two
-	// counts below span all namespaces: they are set only when the request
-	// named no namespace (the caller may list and watch the resource
-	// cluster-wide), and zero otherwise.
+	// Whether the hub runs an informer for it right now. This and the fields
+	// below span all namespaces: they are set only when the request named no
+	// namespace (the caller may list and watch the resource cluster-wide),
+	// and zero otherwise.
 	InformerActive bool `protobuf:"varint,6,opt,name=informer_active,json=informerActive,proto3" json:"informer_active,omitempty"`
 	// The number of Watch and Snapshot streams on it right now.
 	Subscribers uint32 `protobuf:"varint,7,opt,name=subscribers,proto3" json:"subscribers,omitempty"`
 	// The number of objects the hub has cached for it.
 	CachedObjects uint64 `protobuf:"varint,8,opt,name=cached_objects,json=cachedObjects,proto3" json:"cached_objects,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The hub's history of recent changes, which resume tokens continue from
+	// without asking the API server: this many changes, holding about this
+	// many bytes of object JSON.
+	HistoryEvents uint32 `protobuf:"varint,9,opt,name=history_events,json=historyEvents,proto3" json:"history_events,omitempty"`
+	HistoryBytes  uint64 `protobuf:"varint,10,opt,name=history_bytes,json=historyBytes,proto3" json:"history_bytes,omitempty"`
+	// Tokens at or after this resourceVersion resume from the history; older
+	// ones are replayed from the API server.
+	HistoryResourceVersion string `protobuf:"bytes,11,opt,name=history_resource_version,json=historyResourceVersion,proto3" json:"history_resource_version,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *Resource) Reset() {
@@ -658,6 +668,27 @@ func (x *Resource) GetCachedObjects() uint64 {
 	return 0
 }
 
+func (x *Resource) GetHistoryEvents() uint32 {
+	if x != nil {
+		return x.HistoryEvents
+	}
+	return 0
+}
+
+func (x *Resource) GetHistoryBytes() uint64 {
+	if x != nil {
+		return x.HistoryBytes
+	}
+	return 0
+}
+
+func (x *Resource) GetHistoryResourceVersion() string {
+	if x != nil {
+		return x.HistoryResourceVersion
+	}
+	return ""
+}
+
 var File_informerhub_v1_informerhub_proto protoreflect.FileDescriptor
 
 const file_informerhub_v1_informerhub_proto_rawDesc = "" +
@@ -690,7 +721,7 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\x14ListResourcesRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"O\n" +
 	"\x15ListResourcesResponse\x126\n" +
-	"\tresources\x18\x01 \x03(\v2\x18.informerhub.v1.ResourceR\tresources\"\xfc\x01\n" +
+	"\tresources\x18\x01 \x03(\v2\x18.informerhub.v1.ResourceR\tresources\"\x82\x03\n" +
 	"\bResource\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -701,7 +732,11 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"namespaced\x12'\n" +
 	"\x0finformer_active\x18\x06 \x01(\bR\x0einformerActive\x12 \n" +
 	"\vsubscribers\x18\a \x01(\rR\vsubscribers\x12%\n" +
-	"\x0ecached_objects\x18\b \x01(\x04R\rcachedObjects*\x87\x01\n" +
+	"\x0ecached_objects\x18\b \x01(\x04R\rcachedObjects\x12%\n" +
+	"\x0ehistory_events\x18\t \x01(\rR\rhistoryEvents\x12#\n" +
+	"\rhistory_bytes\x18\n" +
+	" \x01(\x04R\fhistoryBytes\x128\n" +
+	"\x18history_resource_version\x18\v \x01(\tR\x16historyResourceVersion*\x87\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_TYPE_ADDED\x10\x01\x12\x17\n" +

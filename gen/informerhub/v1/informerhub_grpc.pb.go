@@ -55,9 +55,12 @@ const (
 //     the user, verb, resource and namespace). A Watch whose access is
 //     revoked ends this way too, with metadata["resume_token"].
 //   - NOT_FOUND: the cluster does not serve the resource (RESOURCE_NOT_FOUND).
-//   - OUT_OF_RANGE: the resume_token is older than the hub's history
-//     (RESUME_TOKEN_EXPIRED). Call Snapshot, or Watch with
-//     send_initial_events, and continue from there.
+//   - OUT_OF_RANGE: the resume_token cannot be continued from
+//     (RESUME_TOKEN_EXPIRED): the API server no longer has its
+//     resourceVersion (410 Gone: etcd compacted it), or it was issued inside
+//     initial events or a relist that the hub's history no longer holds.
+//     Call Snapshot, or Watch with send_initial_events, and continue from
+//     there.
 //   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
 //     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; or the client did
 //     not read fast enough: its queue
@@ -69,7 +72,7 @@ const (
 //     cut). A stalled Snapshot has no token: take the snapshot again.
 //   - UNAVAILABLE: the hub cannot serve the resource right now (the API
 //     server is unreachable or refuses the hub, the hub is shutting down,
-//     or a resume_token is ahead of what this hub has seen), or cannot check
+//     or a resume_token is ahead of what the API server has), or cannot check
 //     the caller's credentials or access with the API server
 //     (UPSTREAM_UNAVAILABLE; a running Watch ends this way, with
 //     metadata["resume_token"], when its access has not been confirmed for
@@ -192,9 +195,12 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     the user, verb, resource and namespace). A Watch whose access is
 //     revoked ends this way too, with metadata["resume_token"].
 //   - NOT_FOUND: the cluster does not serve the resource (RESOURCE_NOT_FOUND).
-//   - OUT_OF_RANGE: the resume_token is older than the hub's history
-//     (RESUME_TOKEN_EXPIRED). Call Snapshot, or Watch with
-//     send_initial_events, and continue from there.
+//   - OUT_OF_RANGE: the resume_token cannot be continued from
+//     (RESUME_TOKEN_EXPIRED): the API server no longer has its
+//     resourceVersion (410 Gone: etcd compacted it), or it was issued inside
+//     initial events or a relist that the hub's history no longer holds.
+//     Call Snapshot, or Watch with send_initial_events, and continue from
+//     there.
 //   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
 //     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; or the client did
 //     not read fast enough: its queue
@@ -206,7 +212,7 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     cut). A stalled Snapshot has no token: take the snapshot again.
 //   - UNAVAILABLE: the hub cannot serve the resource right now (the API
 //     server is unreachable or refuses the hub, the hub is shutting down,
-//     or a resume_token is ahead of what this hub has seen), or cannot check
+//     or a resume_token is ahead of what the API server has), or cannot check
 //     the caller's credentials or access with the API server
 //     (UPSTREAM_UNAVAILABLE; a running Watch ends this way, with
 //     metadata["resume_token"], when its access has not been confirmed for

@@ -1,0 +1,263 @@
+package informerhub
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// replay bridges a resume token the feed's history no longer (or not yet)
+// covers to that history. Its upstream watch starts at the token's
+// resourceVersion with the subscription's own selector, so the API server
+// filters the changes with watch semantics (DELETED for an object that left
+// the selector); the subscription passes them on until the history holds
+// everything after the version reached, then catches up from the history
+// as any other subscription does.
+//
+// resourceVersions are etcd revisions, shared by every API server and every
+// replica of the hub: that is what lets a fresh hub honour a token another
+// one issued.
+type replay struct {
+	lw   cache.ListerWatcher
+	opts metav1.ListOptions // the selector; ResourceVersion is set per watch
+
+	// ctx ends the upstream watch; cancel is called when the replay ends and
+	// by the subscription's Close, from any goroutine.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// Owned by the goroutine calling Next.
+	w  watch.Interface
+	rv uint64 // every selected change up to rv has been passed on
+}
+
+// replayWatchTimeout bounds each upstream watch of a replay. The API server's
+// watch cache sends a bookmark shortly before a watch times out, and that
+// bookmark is how a replay learns it has passed a version where nothing it
+// selects changed; the replay then opens the next watch from there.
+var replayWatchTimeout = int64(10)
+
+// replayable reports whether the hub can replay from tok when its history
+// cannot place it: the token must be at a resourceVersion the client holds
+// everything up to. Tokens inside a relist batch (offset) or inside initial
+// events are positions of one feed instance only.
+func replayable(tok *token) bool {
+	return tok.pos.offset == 0 && !tok.initial && tok.pos.rv > 0
+}
+
+func (f *feed) newReplay(sel *selector, rv uint64) *replay {
+	opts := metav1.ListOptions{AllowWatchBookmarks: true, TimeoutSeconds: &replayWatchTimeout}
+	if sel.labels != nil {
+		opts.LabelSelector = sel.labels.String()
+	}
+	// The feed's watch is cluster-wide; a namespace is a field of every
+	// object, so one path serves every selector.
+	var terms []fields.Selector
+	if sel.fields != nil {
+		terms = append(terms, sel.fields)
+	}
+	if sel.namespace != "" {
+		terms = append(terms, fields.OneTermEqualSelector("metadata.namespace", sel.namespace))
+	}
+	if len(terms) > 0 {
+		opts.FieldSelector = fields.AndSelectors(terms...).String()
+	}
+	ctx, cancel := context.WithCancel(f.hub.ctx)
+	return &replay{lw: f.lw, opts: opts, ctx: ctx, cancel: cancel, rv: rv}
+}
+
+// open starts an upstream watch from r.rv. The request is bounded by ctx
+// too, so a caller that goes away does not wait for a slow API server.
+func (r *replay) open(ctx context.Context, f *feed) error {
+	stop := context.AfterFunc(ctx, r.cancel)
+	defer stop()
+	opts := r.opts
+	opts.ResourceVersion = strconv.FormatUint(r.rv, 10)
+	w, err := cache.ToListerWatcherWithContext(r.lw).WatchWithContext(r.ctx, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return f.replayError(err)
+	}
+	r.w = w
+	return nil
+}
+
+func (r *replay) stop() {
+	r.cancel()
+	if r.w != nil {
+		r.w.Stop()
+	}
+}
+
+// replayError turns an upstream failure of a replay into the hub's errors.
+func (f *feed) replayError(err error) error {
+	switch {
+	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+		// The one answer that means the version is gone for good.
+		return &ExpiredError{Resource: f.info.Resource, Upstream: true}
+	case apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge):
+		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
+			"%w: the API server has not reached the token's resourceVersion yet; retry shortly", ErrTokenAhead)}
+	}
+	return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
+}
+
+// joinableLocked returns the seq of the history after which the records
+// continue a subscriber that holds every selected change up to rv, or
+// false when the history cannot: rv is older than the history, newer than
+// the feed's position, or inside the versions a relist jumped across.
+func (f *feed) joinableLocked(rv uint64) (uint64, bool) {
+	if rv < f.history.floorRV || rv > f.pos.rv {
+		return 0, false
+	}
+	seq := f.history.lastAtOrBefore(rv)
+	if next, ok := f.history.get(seq + 1); ok && next.relisted && next.relistFrom < rv {
+		return 0, false
+	}
+	return seq, true
+}
+
+// advancedLocked returns a channel closed the next time the feed's position
+// moves, for a replay waiting for the feed to reach its version.
+func (f *feed) advancedLocked() <-chan struct{} {
+	if f.advanced == nil {
+		f.advanced = make(chan struct{})
+	}
+	return f.advanced
+}
+
+// notifyAdvancedLocked wakes the replays waiting for the position to move.
+func (f *feed) notifyAdvancedLocked() {
+	if f.advanced != nil {
+		close(f.advanced)
+		f.advanced = nil
+	}
+}
+
+// nextReplay returns the next change of the replay, or nil once the
+// subscription has joined the history (its phase is then catch-up).
+func (s *Subscription) nextReplay(ctx context.Context) (*Event, error) {
+	f, r := s.feed, s.replay
+	for {
+		f.mu.Lock()
+		if s.failure != nil {
+			f.mu.Unlock()
+			return nil, s.Err()
+		}
+		if f.err != nil {
+			f.mu.Unlock()
+			return nil, f.err
+		}
+		if seq, ok := f.joinableLocked(r.rv); ok {
+			s.joinLocked(seq)
+			f.mu.Unlock()
+			r.stop()
+			return nil, nil
+		}
+		advanced := f.advancedLocked()
+		f.mu.Unlock()
+
+		if r.w == nil {
+			if err := r.open(ctx, f); err != nil {
+				return nil, err
+			}
+		}
+		select {
+		case e, ok := <-r.w.ResultChan():
+			if !ok {
+				// The watch timed out or broke: continue from where it got.
+				r.w.Stop()
+				r.w = nil
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			ev, err := s.replayed(e)
+			if ev != nil || err != nil {
+				return ev, err
+			}
+		case <-advanced:
+		case <-s.failed:
+			return nil, s.Err()
+		case <-f.stopped:
+			return nil, f.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// replayed handles one upstream event; it returns the Event to pass on, if
+// any.
+func (s *Subscription) replayed(e watch.Event) (*Event, error) {
+	f, r := s.feed, s.replay
+	switch e.Type {
+	case watch.Error:
+		return nil, f.replayError(apierrors.FromObject(e.Object))
+	case watch.Bookmark:
+		m, err := meta.Accessor(e.Object)
+		if err != nil {
+			return nil, nil
+		}
+		if rv, err := parseResourceVersion(m.GetResourceVersion()); err == nil && rv > r.rv {
+			r.rv = rv // nothing selected changed up to rv
+		}
+		return nil, nil
+	case watch.Added, watch.Modified, watch.Deleted:
+	default:
+		return nil, nil
+	}
+	o, err := newObject(e.Object)
+	if err != nil {
+		return nil, &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
+	}
+	if o.rv <= r.rv {
+		return nil, nil // not after the token (a watch reopened at its own last version)
+	}
+	// Nothing selected changed between r.rv and this change: if the history
+	// continues from just before it, it holds this change too (or will).
+	f.mu.Lock()
+	if seq, ok := f.joinableLocked(o.rv - 1); ok {
+		s.joinLocked(seq)
+		f.mu.Unlock()
+		r.stop()
+		return nil, nil
+	}
+	f.mu.Unlock()
+	r.rv = o.rv
+	ev := &Event{
+		ResourceVersion: strconv.FormatUint(o.rv, 10),
+		Object:          o.json,
+		// A token of no feed instance: any hub places it by resourceVersion.
+		ResumeToken: f.token(token{pos: position{rv: o.rv}}),
+	}
+	switch e.Type {
+	case watch.Added:
+		ev.Type = EventAdded
+	case watch.Modified:
+		ev.Type = EventModified
+	default:
+		ev.Type = EventDeleted
+	}
+	f.hub.encode(ev)
+	return s.sent(ev), nil
+}
+
+// joinLocked ends the replay: the subscription continues from the history
+// after seq. The caller holds feed.mu, and stops the replay's watch once it
+// has released it.
+func (s *Subscription) joinLocked(seq uint64) {
+	s.replay = nil
+	s.cursor = seq
+	s.phase = phaseCatchUp
+}
