@@ -17,7 +17,22 @@ require (
 	sigs.k8s.io/controller-runtime v0.25.2
 )
 
-require github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
+require (
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
+	go.etcd.io/etcd/api/v3 v3.7.0
+	go.etcd.io/etcd/client/v3 v3.7.0
+	go.uber.org/zap v1.27.1
+)
+
+require (
+	github.com/coreos/go-semver v0.3.1 // indirect
+	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
+	github.com/golang/protobuf v1.5.4 // indirect
+	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
+	go.etcd.io/etcd/client/pkg/v3 v3.7.0 // indirect
+	go.uber.org/multierr v1.11.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
