@@ -443,7 +443,7 @@ func TestResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []informerhub.ResourceStatus{
-		{ResourceInfo: informerhub.ResourceInfo{Resource: configMaps, Kind: "ConfigMap", Namespaced: true}, InformerActive: true, Subscribers: 2, CachedObjects: 1},
+		{ResourceInfo: informerhub.ResourceInfo{Resource: configMaps, Kind: "ConfigMap", Namespaced: true}, InformerActive: true, Subscribers: 2, CachedObjects: 1, HistoryResourceVersion: "1"},
 		{ResourceInfo: informerhub.ResourceInfo{Resource: namespaces, Kind: "Namespace"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -183,8 +183,8 @@ func (s *Subscription) nextReplay(ctx context.Context) (*Event, error) {
 				continue
 			}
 			ev, err := s.replayed(e)
-			if ev != nil || err != nil {
-				return ev, err
+			if ev != nil || err != nil || s.replay == nil {
+				return ev, err // an event, an error, or joined the history
 			}
 		case <-advanced:
 		case <-s.failed:
@@ -235,6 +235,7 @@ func (s *Subscription) replayed(e watch.Event) (*Event, error) {
 	}
 	f.mu.Unlock()
 	r.rv = o.rv
+	s.at = position{rv: o.rv}
 	ev := &Event{
 		ResourceVersion: strconv.FormatUint(o.rv, 10),
 		Object:          o.json,
@@ -253,11 +254,24 @@ func (s *Subscription) replayed(e watch.Event) (*Event, error) {
 	return s.sent(ev), nil
 }
 
+// startReplayLocked moves the subscription to a replay from rv; its watch
+// opens on the next call of Next, unless subscribe opens it first. The
+// caller holds feed.mu.
+func (s *Subscription) startReplayLocked(rv uint64) {
+	s.replay = s.feed.newReplay(s.sel, rv)
+	s.cancelReplay = s.replay.cancel
+	if s.closed {
+		s.cancelReplay()
+	}
+	s.phase = phaseReplay
+}
+
 // joinLocked ends the replay: the subscription continues from the history
 // after seq. The caller holds feed.mu, and stops the replay's watch once it
 // has released it.
 func (s *Subscription) joinLocked(seq uint64) {
-	s.replay = nil
+	s.at = position{epoch: s.feed.epoch, seq: seq, rv: s.replay.rv}
+	s.replay, s.cancelReplay = nil, nil
 	s.cursor = seq
 	s.phase = phaseCatchUp
 }

@@ -44,8 +44,8 @@ type Subscription struct {
 
 	closeOnce sync.Once
 
-	// cancelReplay ends the replay's upstream watch; nil without a replay.
-	// Close calls it from any goroutine.
+	// cancelReplay ends the current replay's upstream watch; nil without
+	// one. Guarded by feed.mu: Close calls it from any goroutine.
 	cancelReplay context.CancelFunc
 
 	// Owned by the goroutine calling Next.
@@ -55,8 +55,9 @@ type Subscription struct {
 	replay      *replay      // phase replay
 	backlog     []*record    // phase catch-up: records read, not yet passed
 	backlogNext int
-	cursor      uint64 // phase catch-up: seq of the last record passed
-	quietTicks  int    // bookmark ticks since the last event returned
+	cursor      uint64   // phase catch-up: seq of the last record passed
+	at          position // phases replay and catch-up: the position of everything passed
+	quietTicks  int      // bookmark ticks since the last event returned
 	bookmarks   *time.Ticker
 }
 
@@ -102,9 +103,8 @@ func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendIni
 		case err == nil:
 			s.start = start
 		case replayable(tok) && !initial && (errors.Is(err, ErrTokenExpired) || errors.Is(err, ErrTokenAhead)):
-			s.replay = f.newReplay(sel, tok.pos.rv)
-			s.cancelReplay = s.replay.cancel
 			s.start = position{rv: tok.pos.rv}
+			s.startReplayLocked(s.start.rv)
 		default:
 			f.mu.Unlock()
 			return nil, err
@@ -113,7 +113,6 @@ func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendIni
 	var state *btree.BTreeG[*object]
 	switch {
 	case s.replay != nil:
-		s.phase = phaseReplay
 	case initial:
 		// A clone is O(1); the feed's later writes copy what they touch.
 		state = f.state.Clone()
@@ -132,7 +131,7 @@ func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendIni
 			return nil, err
 		}
 	}
-	s.cursor = s.start.seq
+	s.cursor, s.at = s.start.seq, s.start
 	if initial {
 		// Roll the clone back to the start position.
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -223,7 +222,7 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 			r := s.backlog[s.backlogNext]
 			s.backlog[s.backlogNext] = nil
 			s.backlogNext++
-			s.cursor = r.pos.seq
+			s.cursor, s.at = r.pos.seq, r.pos
 			if v := s.sel.variant(r); v != variantNone {
 				return s.sent(f.event(r, v)), nil
 			}
@@ -240,9 +239,15 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 		batch, ok := f.history.after(s.cursor, catchUpBatch, s.backlog[:0])
 		if !ok {
 			// The history moved past this subscriber while it caught up:
-			// no token it has can be resumed any more.
+			// what it needs next is only upstream now.
+			if s.at.offset != 0 || s.at.rv == 0 {
+				// Inside a relist's batch: no version says what it has.
+				f.mu.Unlock()
+				return nil, &ExpiredError{Resource: f.info.Resource}
+			}
+			s.startReplayLocked(s.at.rv)
 			f.mu.Unlock()
-			return nil, &ExpiredError{Resource: f.info.Resource}
+			return nil, nil
 		}
 		if len(batch) == 0 {
 			s.goLiveLocked()
@@ -375,9 +380,10 @@ func (s *Subscription) Close() {
 		if s.failure == nil {
 			s.failLocked(ErrSubscriptionClosed)
 		}
+		cancelReplay := s.cancelReplay
 		f.mu.Unlock()
-		if s.cancelReplay != nil {
-			s.cancelReplay()
+		if cancelReplay != nil {
+			cancelReplay()
 		}
 		s.bookmarks.Stop()
 		f.hub.release(f)

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -107,16 +106,19 @@ func (r *restartableHub) kill() {
 	r.g, r.hub = nil, nil
 }
 
-// tcpProxy forwards connections to a target, and can cut them: while cut,
-// it closes every connection and refuses new ones.
+// tcpProxy forwards connections to a target, and can cut them (while cut,
+// it closes every connection and refuses new ones) or stall them (while
+// paused, it forwards nothing, keeping connections open, as a network that
+// silently stops delivering).
 type tcpProxy struct {
 	target string
 	lis    net.Listener
 
-	mu    sync.Mutex // guards conns and down
-	conns map[net.Conn]struct{}
-	down  bool
-	wg    sync.WaitGroup
+	mu     sync.Mutex // guards conns, down and paused
+	conns  map[net.Conn]struct{}
+	down   bool
+	paused chan struct{} // non-nil while paused; closed by unpause
+	wg     sync.WaitGroup
 }
 
 func newTCPProxy(t *testing.T, target string) *tcpProxy {
@@ -129,6 +131,7 @@ func newTCPProxy(t *testing.T, target string) *tcpProxy {
 	p.wg.Go(p.accept)
 	t.Cleanup(func() {
 		lis.Close()
+		p.unpause()
 		p.cut()
 		p.wg.Wait()
 	})
@@ -160,11 +163,53 @@ func (p *tcpProxy) accept() {
 		p.mu.Unlock()
 		for _, pipe := range [][2]net.Conn{{client, upstream}, {upstream, client}} {
 			p.wg.Go(func() {
-				_, _ = io.Copy(pipe[0], pipe[1])
+				p.forward(pipe[0], pipe[1])
 				pipe[0].Close()
 				pipe[1].Close()
 			})
 		}
+	}
+}
+
+// forward copies src to dst, holding what it read while the proxy is
+// paused.
+func (p *tcpProxy) forward(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			paused := p.paused
+			p.mu.Unlock()
+			if paused != nil {
+				<-paused
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// pause stops forwarding on every connection, without closing any.
+func (p *tcpProxy) pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused == nil {
+		p.paused = make(chan struct{})
+	}
+}
+
+// unpause forwards again what was held and what follows.
+func (p *tcpProxy) unpause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused != nil {
+		close(p.paused)
+		p.paused = nil
 	}
 }
 
