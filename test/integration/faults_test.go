@@ -45,7 +45,7 @@ func (r *restartableHub) start() {
 	cfg := r.cfg
 	cfg.EncodeEvent = server.EncodeEvent
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{r.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		cfg.Logger = slog.New(slog.NewTextHandler(newTestWriter(r.t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	h, err := informerhub.NewForConfig(cluster.Config, cfg)
 	if err != nil {

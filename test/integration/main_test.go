@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,6 +58,12 @@ func runMain(m *testing.M) int {
 	kube = kubernetes.NewForConfigOrDie(cfg)
 	dyn = dynamic.NewForConfigOrDie(cfg)
 	code := m.Run()
+	if etcdServer != nil {
+		if err := etcdServer.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the second API server:", err)
+			return 1
+		}
+	}
 	if err := cluster.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
 		return 1
@@ -76,6 +83,29 @@ func runMain(m *testing.M) int {
 	return 0
 }
 
+var (
+	etcdServerOnce sync.Once
+	etcdServer     *controlplane.APIServer
+	etcdServerErr  error
+)
+
+// etcdAPIServer returns a second kube-apiserver on the shared etcd, started
+// on first use, without a watch cache: it serves every watch and LIST from
+// etcd, so it answers 410 Gone as soon as etcd compacts a version (the
+// shared one serves recent versions from its cache whatever etcd holds),
+// and its watches resume across its own restarts. Tests may kill and start
+// it; they leave it running.
+func etcdAPIServer(t *testing.T) *controlplane.APIServer {
+	t.Helper()
+	etcdServerOnce.Do(func() {
+		etcdServer, etcdServerErr = cluster.StartAPIServer("--watch-cache=false")
+	})
+	if etcdServerErr != nil {
+		t.Fatal(etcdServerErr)
+	}
+	return etcdServer
+}
+
 // hub is an informerhub served over loopback gRPC.
 type hub struct {
 	*informerhub.Hub
@@ -93,16 +123,28 @@ func startHub(t *testing.T, cfg informerhub.Config) *hub {
 	return startHubWith(t, cfg, server.Config{StalledSendGrace: 100 * time.Millisecond})
 }
 
+// startHubAt is startHub on the API server restConfig reaches.
+func startHubAt(t *testing.T, restConfig *rest.Config, cfg informerhub.Config) *hub {
+	t.Helper()
+	return startHubOn(t, restConfig, cfg, server.Config{StalledSendGrace: 100 * time.Millisecond})
+}
+
 // startHubWith is startHub with a server configuration (authentication,
 // authorization, limits) and server options (TLS). Without TLS options, the
 // returned client connects in plaintext.
 func startHubWith(t *testing.T, cfg informerhub.Config, serverCfg server.Config, opts ...grpc.ServerOption) *hub {
 	t.Helper()
+	return startHubOn(t, cluster.Config, cfg, serverCfg, opts...)
+}
+
+// startHubOn is startHubWith on the API server restConfig reaches.
+func startHubOn(t *testing.T, restConfig *rest.Config, cfg informerhub.Config, serverCfg server.Config, opts ...grpc.ServerOption) *hub {
+	t.Helper()
 	cfg.EncodeEvent = server.EncodeEvent
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		cfg.Logger = slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	h, err := informerhub.NewForConfig(cluster.Config, cfg)
+	h, err := informerhub.NewForConfig(restConfig, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,11 +179,32 @@ func startHubWith(t *testing.T, cfg informerhub.Config, serverCfg server.Config,
 	return &hub{Hub: h, client: informerhubv1.NewInformerHubServiceClient(conn), conn: conn, addr: lis.Addr().String()}
 }
 
-// testWriter sends the hub's log lines to the test's log.
-type testWriter struct{ t *testing.T }
+// testWriter sends the hub's log lines to the test's log, until the test
+// and its cleanups are over: gRPC handlers that Stop did not wait for may
+// still log then, and the testing package forbids it.
+type testWriter struct {
+	t    *testing.T
+	mu   sync.Mutex // guards done
+	done bool
+}
 
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
+func newTestWriter(t *testing.T) *testWriter {
+	w := &testWriter{t: t}
+	// Registered before the hub's cleanups, so it runs after them.
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.done = true
+	})
+	return w
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimSpace(string(p)))
+	}
 	return len(p), nil
 }
 

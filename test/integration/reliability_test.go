@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"runtime"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"k8s.io/client-go/rest"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
@@ -77,8 +79,23 @@ func (w *workload) step(n int) {
 	}
 }
 
+// settle brings every subscriber to a point where it has everything made
+// so far. A marker alone is not enough after a relist: its ADDED may be one
+// of the relist's differences, with others still to come; a second marker
+// made once the first has arrived comes after the whole relist.
+func (w *workload) settle(subs []*subscriber) {
+	w.t.Helper()
+	for range 2 {
+		m := w.marker()
+		for _, s := range subs {
+			s.waitFor(w.t, m)
+		}
+	}
+}
+
 // marker creates an object every subscriber selects, and returns its name:
-// once a subscriber has it, it has everything made before.
+// once a subscriber has it, it has everything made before (unless it came in
+// a relist, see settle).
 func (w *workload) marker() string {
 	w.markers++
 	name := fmt.Sprintf("marker-%d", w.markers)
@@ -255,4 +272,146 @@ func TestManySubscribeCycles(t *testing.T) {
 	m = w.marker()
 	long.waitFor(t, m)
 	long.check(t, ref, false)
+}
+
+// TestAPIServerKilledAndRestarted is fault 1: the API server the hub uses
+// is killed (SIGKILL) and started again while 100 subscribers stream, and
+// changes are made (through another API server on the same etcd) during and
+// after the outage. The subscribers stay connected and receive every change:
+// client-go's reflector lists again after a watch that broke other than by
+// a refused connection, so what happened during the outage may arrive as a
+// relist's true differences, each object once at its current state (the
+// checker's relisted mode), never a phantom or a duplicate.
+func TestAPIServerKilledAndRestarted(t *testing.T) {
+	ns := namespace(t)
+	w := newWorkload(t, ns, 10)
+	ref := startReference(t, ns)
+	upstream := etcdAPIServer(t)
+	h := startHubAt(t, upstream.Config, informerhub.Config{})
+	client := func() informerhubv1.InformerHubServiceClient { return h.client }
+	var subs []*subscriber
+	for i := range 100 {
+		subs = append(subs, subscribe(t, client, ns, []string{"", "team=a", "team notin (b)", "team in (a,b)"}[i%4]))
+	}
+	m := w.marker()
+	for _, s := range subs {
+		s.waitFor(t, m)
+	}
+
+	if err := upstream.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	w.step(30) // during the outage
+	if err := upstream.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.step(30) // after it
+	w.settle(subs)
+	for _, s := range subs {
+		if n := s.resumed(); n != 0 {
+			t.Errorf("subscriber %v had to reconnect %d times", s.sel, n)
+		}
+		s.check(t, ref, true)
+	}
+}
+
+// TestCompactionForcesARelist is fault 2: while the hub is cut off from the
+// API server, objects change and etcd is compacted, so the hub's watch
+// cannot resume (410 Gone) and its informer lists again. Subscribers receive
+// the true differences: each changed object once, at its current state;
+// none of the unchanged ones (no phantom MODIFIED); and their state ends
+// equal to a LIST.
+func TestCompactionForcesARelist(t *testing.T) {
+	ns := namespace(t)
+	w := newWorkload(t, ns, 20)
+	createConfigMap(t, ns, "hot", map[string]string{"team": "a"}, "v0")
+	ref := startReference(t, ns)
+	upstream := etcdAPIServer(t)
+	restConfig, proxy := throughProxy(t, upstream.Config)
+	h := startHubAt(t, restConfig, informerhub.Config{})
+	client := func() informerhubv1.InformerHubServiceClient { return h.client }
+	subs := []*subscriber{subscribe(t, client, ns, ""), subscribe(t, client, ns, "team=a")}
+	w.step(10)
+	m := w.marker()
+	for _, s := range subs {
+		s.waitFor(t, m)
+	}
+	before := len(subs[0].tr.Events())
+
+	proxy.cut()
+	w.step(20)
+	for i := range 5 {
+		updateConfigMap(t, ns, "hot", map[string]string{"team": "a"}, fmt.Sprint("v", i+1))
+	}
+	if _, err := cluster.Compact(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	proxy.restore()
+	w.settle(subs)
+	for _, s := range subs {
+		s.check(t, ref, true)
+	}
+	// The relist happened: the five updates of hot arrived as one.
+	hot := 0
+	for _, e := range subs[0].tr.Events()[before:] {
+		if e.Name == "hot" {
+			hot++
+		}
+	}
+	if hot != 1 {
+		t.Errorf("hot changed 5 times while the hub was cut off; its subscriber received %d events of it, want 1 (the relist's difference)", hot)
+	}
+}
+
+// TestNetworkToTheAPIServerStallsAndDrops is fault 5: the network between
+// the hub and the API server stalls (a proxy holds every byte for a while,
+// keeping connections open), then drops (the proxy closes every connection
+// and refuses new ones for a while). Changes go on meanwhile; subscribers
+// see no gap.
+func TestNetworkToTheAPIServerStallsAndDrops(t *testing.T) {
+	ns := namespace(t)
+	w := newWorkload(t, ns, 10)
+	ref := startReference(t, ns)
+	restConfig, proxy := throughProxy(t, cluster.Config)
+	h := startHubAt(t, restConfig, informerhub.Config{})
+	client := func() informerhubv1.InformerHubServiceClient { return h.client }
+	subs := []*subscriber{subscribe(t, client, ns, ""), subscribe(t, client, ns, "team=a")}
+	m := w.marker()
+	for _, s := range subs {
+		s.waitFor(t, m)
+	}
+
+	proxy.pause()
+	w.step(20)
+	proxy.unpause()
+	m = w.marker()
+	for _, s := range subs {
+		s.waitFor(t, m)
+	}
+
+	proxy.cut()
+	w.step(20)
+	proxy.restore()
+	w.step(10)
+	m = w.marker()
+	for _, s := range subs {
+		s.waitFor(t, m)
+		s.check(t, ref, false)
+	}
+}
+
+// throughProxy returns a copy of restConfig that reaches its API server
+// through a tcpProxy the test controls. TLS passes through unchanged: the
+// serving certificate names 127.0.0.1 whatever the port.
+func throughProxy(t *testing.T, restConfig *rest.Config) (*rest.Config, *tcpProxy) {
+	t.Helper()
+	u, err := url.Parse(restConfig.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newTCPProxy(t, u.Host)
+	proxied := rest.CopyConfig(restConfig)
+	u.Host = proxy.addr()
+	proxied.Host = u.String()
+	return proxied, proxy
 }

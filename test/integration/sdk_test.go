@@ -106,7 +106,9 @@ func TestSDKResyncsWithTheTrueDifferences(t *testing.T) {
 	for i := range 8 {
 		createConfigMap(t, ns, fmt.Sprint("cm-", i), nil, "v0")
 	}
-	h := startHub(t, informerhub.Config{HistorySize: 20})
+	// On the API server without a watch cache, so that compacting etcd
+	// makes the client's token unusable upstream too.
+	h := startHubAt(t, etcdAPIServer(t).Config, informerhub.Config{HistorySize: 20})
 	proxy := newTCPProxy(t, h.addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -135,6 +137,9 @@ func TestSDKResyncsWithTheTrueDifferences(t *testing.T) {
 	createConfigMap(t, ns, "cm-3", nil, "again") // a new UID
 	createConfigMap(t, ns, "new", nil, "v0")
 	after := apiState(t, ns)
+	if _, err := cluster.Compact(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
 	proxy.restore()
 
 	var resync []sdkEvent
@@ -289,7 +294,7 @@ func TestStockInformerOverTheHub(t *testing.T) {
 }
 
 func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // TestFailoverBetweenReplicas runs two hubs whose informers are running (a
