@@ -60,6 +60,8 @@ func TestErrorsBecomeStatuses(t *testing.T) {
 			codes.NotFound, ReasonResourceNotFound, map[string]string{"group": "", "version": "v1", "resource": "configmaps"}},
 		{"expired token", &informerhub.ExpiredError{Resource: cms},
 			codes.OutOfRange, ReasonResumeTokenExpired, map[string]string{"group": "", "version": "v1", "resource": "configmaps"}},
+		{"token compacted upstream", &informerhub.ExpiredError{Resource: cms, Upstream: true},
+			codes.OutOfRange, ReasonResumeTokenExpired, map[string]string{"group": "", "version": "v1", "resource": "configmaps"}},
 		{"too slow", &informerhub.TooSlowError{Resource: cms, ResumeToken: "tok"},
 			codes.ResourceExhausted, ReasonSubscriberTooSlow, map[string]string{"group": "", "version": "v1", "resource": "configmaps", "resume_token": "tok"}},
 		{"token ahead", &informerhub.ResourceError{Resource: cms, Err: fmt.Errorf("%w: later", informerhub.ErrTokenAhead)},

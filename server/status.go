@@ -132,7 +132,11 @@ func toStatus(log *slog.Logger, err error) error {
 			if reason := apierrors.ReasonForError(err); reason != metav1.StatusReasonUnknown {
 				md["kubernetes_reason"] = string(reason)
 			}
-			return withDetails(codes.Unavailable, "the hub cannot serve "+r.Resource+" from the Kubernetes API server right now; retry with backoff",
+			what := r.Resource
+			if what == "" { // discovery of the group version failed
+				what = "resources of " + r.GroupVersion().String()
+			}
+			return withDetails(codes.Unavailable, "the hub cannot serve "+what+" from the Kubernetes API server right now; retry with backoff",
 				&errdetails.ErrorInfo{Reason: ReasonUpstreamUnavailable, Domain: ErrorDomain, Metadata: md})
 		}
 	case errors.Is(err, informerhub.ErrUnavailable):

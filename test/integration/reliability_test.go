@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,10 +16,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/server"
+	"github.com/informerhub/informerhub/test/checker"
 )
 
 // The fault suite: each test injects one fault while subscribers stream,
@@ -414,4 +419,134 @@ func throughProxy(t *testing.T, restConfig *rest.Config) (*rest.Config, *tcpProx
 	u.Host = proxy.addr()
 	proxied.Host = u.String()
 	return proxied, proxy
+}
+
+// TestStalledAndSlowSubscribers is fault 6: one client stops reading, and
+// one reads slowly, while 300 changes of 16 KiB objects flow. Two healthy
+// subscribers are not held up: every change reaches them well before the
+// hub would give up on the stalled client (MaxSendStall), the bound a hub
+// that waited for it would exceed. The stalled client's stream ends with
+// RESOURCE_EXHAUSTED and the token of the last response it received, from
+// which it resumes exactly; the slow one resumes whenever it falls behind.
+func TestStalledAndSlowSubscribers(t *testing.T) {
+	const maxSendStall = 10 * time.Second
+	ns := namespace(t)
+	createConfigMap(t, ns, "big", map[string]string{"team": "a"}, "v0")
+	ref := startReference(t, ns)
+	h := startHubWith(t, informerhub.Config{QueueSize: 20}, server.Config{StalledSendGrace: 100 * time.Millisecond, MaxSendStall: maxSendStall})
+	client := func() informerhubv1.InformerHubServiceClient { return h.client }
+
+	// A fixed 64 KiB window (which also turns off gRPC's dynamic window),
+	// so the stalled client's buffers fill quickly.
+	stalledConn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalledConn.Close()
+	stalledClient := informerhubv1.NewInformerHubServiceClient(stalledConn)
+	var stalled subscriber // only its transcript and options: the test reads its streams itself
+	stalled.opts.Namespace, stalled.opts.InitialEvents = ns, true
+	stalledStream, err := stalledClient.Watch(ctxFor(t), &informerhubv1.WatchRequest{Selector: watchSelector(ns), SendInitialEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled.tr.Open("")
+	record := func(resp *informerhubv1.WatchResponse) {
+		e, err := checker.FromWatchResponse(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stalled.tr.Record(e)
+	}
+	for { // through the initial events: the subscription is live
+		resp, err := stalledStream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		record(resp)
+		if resp.InitialEventsEnd {
+			break
+		}
+	}
+
+	healthy := []*subscriber{subscribe(t, client, ns, ""), subscribe(t, client, ns, "team=a")}
+	slow := subscribeSlowly(t, client, ns, "", 20*time.Millisecond)
+	w := &workload{t: t, ns: ns}
+	w.settle(append(healthy, slow))
+
+	big := strings.Repeat("x", 16<<10)
+	written := map[string]time.Time{} // resourceVersion -> when its write returned
+	for i := range 300 {
+		cm, err := kube.CoreV1().ConfigMaps(ns).Get(bgCtx(), "big", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data = map[string]string{"v": big + fmt.Sprint(i)}
+		if cm, err = kube.CoreV1().ConfigMaps(ns).Update(bgCtx(), cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		written[cm.ResourceVersion] = time.Now()
+	}
+	m := w.marker()
+	for _, s := range healthy {
+		s.waitFor(t, m)
+		var delays []time.Duration
+		for rv, at := range written {
+			got, ok := s.arrival(rv)
+			if !ok {
+				t.Fatalf("subscriber %v never received the change at %s", s.sel, rv)
+			}
+			delays = append(delays, max(0, got.Sub(at)))
+		}
+		slices.Sort(delays)
+		worst := delays[len(delays)-1]
+		t.Logf("subscriber %v: delivery delay p50 %v, p99 %v, max %v", s.sel, delays[len(delays)/2], delays[len(delays)*99/100], worst)
+		if worst >= maxSendStall/2 {
+			t.Errorf("subscriber %v received a change %v after it was made: held up by the stalled client", s.sel, worst)
+		}
+	}
+
+	// Now the stalled client reads what reached it, then the status.
+	var lastToken, prevToken string
+	for {
+		resp, err := stalledStream.Recv()
+		if err != nil {
+			stalled.tr.Close(err)
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("stalled stream ended with %v, want RESOURCE_EXHAUSTED", err)
+			}
+			info := errorInfo(t, err)
+			if info.Reason != "SUBSCRIBER_TOO_SLOW" {
+				t.Fatalf("ErrorInfo %v, want SUBSCRIBER_TOO_SLOW", info)
+			}
+			// Never ahead of what the client received; one response that
+			// was in flight when the stream was cut may follow it.
+			if tok := info.Metadata["resume_token"]; tok != lastToken && tok != prevToken {
+				t.Fatal("the status token is neither the last token received nor the one before")
+			}
+			break
+		}
+		record(resp)
+		lastToken, prevToken = resp.ResumeToken, lastToken
+	}
+	if n := len(stalled.tr.Events()); n >= 300 {
+		t.Fatalf("the stalled client received %d events: it never overflowed", n)
+	}
+	stalled.tr.Open(lastToken)
+	resumed, _ := openWatch(t, h.client, &informerhubv1.WatchRequest{Selector: watchSelector(ns), ResumeToken: lastToken})
+	for {
+		resp := resumed.next(t)
+		record(resp)
+		if resp.Type == informerhubv1.EventType_EVENT_TYPE_ADDED && strings.Contains(resp.Object, `"name":"`+m+`"`) {
+			break
+		}
+	}
+	stalled.check(t, ref, false)
+
+	slow.waitFor(t, m)
+	t.Logf("the slow subscriber fell behind and resumed %d times", slow.resumed())
+	for _, s := range append(healthy, slow) {
+		s.check(t, ref, false)
+	}
 }

@@ -29,9 +29,14 @@ type subscriber struct {
 	client func() informerhubv1.InformerHubServiceClient
 	tr     checker.Transcript
 
-	mu           sync.Mutex // guards names, resumes, failure, changed and cancelStream
+	// delay makes a slow client: it waits this long after each response.
+	delay time.Duration
+
+	mu           sync.Mutex // guards names, arrivals, resumes, failure, changed and cancelStream
 	cancelStream context.CancelFunc
 	names        map[string]bool
+	arrivals     map[string]time.Time // by resourceVersion, of changes
+
 	resumes      int
 	failure      error
 	changed      chan struct{} // closed and replaced whenever the fields above change
@@ -43,13 +48,21 @@ type subscriber struct {
 // label selector.
 func subscribe(t *testing.T, client func() informerhubv1.InformerHubServiceClient, ns, labelSelector string) *subscriber {
 	t.Helper()
+	return subscribeSlowly(t, client, ns, labelSelector, 0)
+}
+
+// subscribeSlowly is subscribe for a client that waits delay after each
+// response it reads.
+func subscribeSlowly(t *testing.T, client func() informerhubv1.InformerHubServiceClient, ns, labelSelector string, delay time.Duration) *subscriber {
+	t.Helper()
 	sel := watchSelector(ns)
 	sel.LabelSelector = labelSelector
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &subscriber{
-		t: t, sel: sel, client: client,
+		t: t, sel: sel, client: client, delay: delay,
 		opts:     checker.Options{Namespace: ns, LabelSelector: labelSelector, InitialEvents: true},
 		names:    map[string]bool{},
+		arrivals: map[string]time.Time{},
 		changed:  make(chan struct{}),
 		cancel:   cancel,
 		finished: make(chan struct{}),
@@ -120,8 +133,14 @@ func (s *subscriber) stream(parent context.Context, req *informerhubv1.WatchRequ
 		s.tr.Record(e)
 		s.mu.Lock()
 		s.names[e.Name] = true
+		if e.Type != checker.Bookmark {
+			s.arrivals[e.ResourceVersion] = time.Now()
+		}
 		s.notifyLocked()
 		s.mu.Unlock()
+		if s.delay > 0 {
+			time.Sleep(s.delay) // a slow client, not synchronisation
+		}
 	}
 }
 
@@ -171,6 +190,15 @@ func (s *subscriber) waitFor(t *testing.T, name string) {
 			t.Fatalf("subscriber %v did not receive %s", s.sel, name)
 		}
 	}
+}
+
+// arrival returns when the subscriber received the change at
+// resourceVersion rv.
+func (s *subscriber) arrival(rv string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.arrivals[rv]
+	return at, ok
 }
 
 // resumed counts the streams that ended and were resumed.
