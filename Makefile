@@ -47,6 +47,16 @@ test-unit: ## Run the tests that need no control plane.
 	go test -race -count=1 ./informerhub/... ./server/... ./cmd/hubctl/...
 	cd clients/go && go test -race -count=1 ./...
 
+# The fault suite (test/integration/reliability_test.go) runs once in `make
+# test`. Faults are races against timing; soak runs it many times over,
+# which is too long for CI (about 10 minutes on 2 cores).
+FAULT_TESTS := TestAPIServerKilledAndRestarted|TestCompactionForcesARelist|TestHubKilledAndRestarted|TestClientsMoveBetweenReplicas|TestNetworkToTheAPIServerStallsAndDrops|TestStalledAndSlowSubscribers|TestManySubscribeCycles|TestTokensOutliveTheHub
+SOAK_COUNT  ?= 10
+
+.PHONY: soak
+soak: controlplane ## Run the fault suite SOAK_COUNT times (not in CI).
+	go test -race -count=$(SOAK_COUNT) -run '^($(FAULT_TESTS))$$' ./test/integration/
+
 .PHONY: fuzz
 # -fuzzminimizetime caps minimization, which can stall (golang/go#48820).
 fuzz: ## Fuzz token decoding and request validation, a minute each; keep what fails in testdata/fuzz.

@@ -8,9 +8,10 @@
 //
 // [Client.Watch] delivers every change of the selected objects with no gap,
 // whatever happens to connections and replicas: it reconnects and resumes by
-// itself, and if the hub cannot resume (the watch fell out of its history) it
-// re-syncs and reports the differences, marked [Event.Resync]. Events carry
-// the object's JSON; decode it with [Event.Unstructured] or [Decode]:
+// itself, and if the hub cannot resume (the API server compacted the watch's
+// resourceVersion away) it re-syncs and reports the differences, marked
+// [Event.Resync]. Events carry the object's JSON; decode it with
+// [Event.Unstructured] or [Decode]:
 //
 //	w := client.Watch(ctx, hubclient.Selector{Resource: gvr, Namespace: "web"}, hubclient.WatchOptions{SendInitialEvents: true})
 //	defer w.Close()

@@ -32,8 +32,8 @@ type WatchOptions struct {
 // replica when one fails, and resumes from the token of the last event it
 // delivered, so nothing is lost or repeated.
 //
-// When the hub can no longer resume (OUT_OF_RANGE: the token fell out of
-// its history), the watcher re-syncs: it lists every matching object again
+// When the hub can no longer resume (OUT_OF_RANGE: the API server compacted
+// the token's resourceVersion away), the watcher re-syncs: it lists every matching object again
 // and delivers only the real differences from what it had delivered, each
 // marked Resync, then a bookmark with Resync set. A watch that started from
 // a ResumeToken does not know what its caller holds from before, so its
