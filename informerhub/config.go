@@ -18,6 +18,10 @@ type Config struct {
 	HistorySize  int
 	HistoryBytes int64
 
+	// MaxConcurrentReplays bounds the replays (see HistoryBytes) running at
+	// once, each an upstream watch; more wait for a slot. Default: 64.
+	MaxConcurrentReplays int
+
 	// QueueSize bounds the changes waiting to be sent to one subscriber. A
 	// subscriber that falls further behind is ended with a *TooSlowError
 	// (ErrSubscriberTooSlow), so one slow client never delays the others or
@@ -61,15 +65,16 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultHistorySize       = 10000
-	DefaultHistoryBytes      = 256 << 20
-	DefaultQueueSize         = 1000
-	DefaultBookmarkInterval  = time.Minute
-	DefaultIdleTimeout       = 5 * time.Minute
-	DefaultSnapshotPageSize  = 500
-	DefaultSnapshotPageBytes = 1 << 20
-	DefaultMaxSelectorLength = 4096
-	DefaultMaxSelectorTerms  = 64
+	DefaultHistorySize          = 10000
+	DefaultHistoryBytes         = 256 << 20
+	DefaultMaxConcurrentReplays = 64
+	DefaultQueueSize            = 1000
+	DefaultBookmarkInterval     = time.Minute
+	DefaultIdleTimeout          = 5 * time.Minute
+	DefaultSnapshotPageSize     = 500
+	DefaultSnapshotPageBytes    = 1 << 20
+	DefaultMaxSelectorLength    = 4096
+	DefaultMaxSelectorTerms     = 64
 )
 
 func (c *Config) setDefaults() {
@@ -78,6 +83,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HistoryBytes <= 0 {
 		c.HistoryBytes = DefaultHistoryBytes
+	}
+	if c.MaxConcurrentReplays <= 0 {
+		c.MaxConcurrentReplays = DefaultMaxConcurrentReplays
 	}
 	if c.QueueSize <= 0 {
 		c.QueueSize = DefaultQueueSize

@@ -460,3 +460,42 @@ func TestReplayBeyondTheHistory(t *testing.T) {
 		t.Fatalf("Next after Close: %v, want ErrSubscriptionClosed", err)
 	}
 }
+
+// TestReplaysAreBounded: with one replay slot, a second replay waits until
+// the first one's subscription ends.
+func TestReplaysAreBounded(t *testing.T) {
+	c := hubtest.NewCluster(t)
+	c.ConfigMaps().Add(hubtest.ConfigMap("ns", "first", nil, "")) // rv 1
+	h := New(Config{HistorySize: 2, MaxConcurrentReplays: 1, Logger: slog.New(slog.DiscardHandler)}, c, c)
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sel := Selector{Resource: hubtest.ConfigMaps}
+	live, err := h.Watch(ctx, WatchRequest{Selector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	start := live.ResumeToken()
+	for i := range 5 {
+		c.ConfigMaps().Add(hubtest.ConfigMap("ns", fmt.Sprint(i), nil, ""))
+		if _, err := live.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	if _, err := h.Watch(short, WatchRequest{Selector: sel, ResumeToken: start}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second replay while the only slot is taken: %v, want it to wait (until its deadline)", err)
+	}
+	first.Close()
+	second, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: start})
+	if err != nil {
+		t.Fatalf("a replay once the slot is free: %v", err)
+	}
+	second.Close()
+}

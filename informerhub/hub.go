@@ -22,6 +22,9 @@ type Hub struct {
 	ctx    context.Context // parent of every informer
 	cancel context.CancelFunc
 
+	// replaySlots holds a token per replay running (Config.MaxConcurrentReplays).
+	replaySlots chan struct{}
+
 	mu     sync.Mutex // guards feeds and closed, and each feed's refs, idleGen and idleTimer
 	feeds  map[schema.GroupVersionResource]*feed
 	closed bool
@@ -90,6 +93,8 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		ctx:      ctx,
 		cancel:   cancel,
 		feeds:    map[schema.GroupVersionResource]*feed{},
+
+		replaySlots: make(chan struct{}, cfg.MaxConcurrentReplays),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -34,8 +35,11 @@ type replay struct {
 	cancel context.CancelFunc
 
 	// Owned by the goroutine calling Next.
-	w  watch.Interface
-	rv uint64 // every selected change up to rv has been passed on
+	w        watch.Interface
+	rv       uint64 // every selected change up to rv has been passed on
+	openedAt time.Time
+	shortRun int  // watches in a row that ended within a second of opening
+	slotHeld bool // one of the hub's replay slots, until ctx ends
 }
 
 // replayWatchTimeout bounds each upstream watch of a replay. The API server's
@@ -76,6 +80,9 @@ func (f *feed) newReplay(sel *selector, rv uint64) *replay {
 // open starts an upstream watch from r.rv. The request is bounded by ctx
 // too, so a caller that goes away does not wait for a slow API server.
 func (r *replay) open(ctx context.Context, f *feed) error {
+	if err := r.acquire(ctx, f.hub.replaySlots); err != nil {
+		return err
+	}
 	stop := context.AfterFunc(ctx, r.cancel)
 	defer stop()
 	opts := r.opts
@@ -87,8 +94,40 @@ func (r *replay) open(ctx context.Context, f *feed) error {
 		}
 		return f.replayError(err)
 	}
-	r.w = w
+	r.w, r.openedAt = w, time.Now()
 	return nil
+}
+
+// acquire takes one of the hub's replay slots (Config.MaxConcurrentReplays)
+// for the rest of the replay: it is given back when the replay's context
+// ends, whoever ends it. Waiting for a slot keeps a crowd of clients
+// failing over at once from opening as many watches on the API server.
+func (r *replay) acquire(ctx context.Context, slots chan struct{}) error {
+	if r.slotHeld {
+		return nil
+	}
+	select {
+	case slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.ctx.Done():
+		return ErrSubscriptionClosed
+	}
+	r.slotHeld = true
+	context.AfterFunc(r.ctx, func() { <-slots })
+	return nil
+}
+
+// reopenDelay is how long to wait before the next watch when the last one
+// ended: none after a watch that ran its course, a growing backoff after
+// ones that ended at once, so a misbehaving API server is not hammered.
+func (r *replay) reopenDelay() time.Duration {
+	if time.Since(r.openedAt) >= time.Second {
+		r.shortRun = 0
+		return 0
+	}
+	r.shortRun++
+	return min(50*time.Millisecond<<min(r.shortRun, 7), 5*time.Second)
 }
 
 func (r *replay) stop() {
@@ -177,7 +216,7 @@ func (s *Subscription) nextReplay(ctx context.Context) (*Event, error) {
 				// The watch timed out or broke: continue from where it got.
 				r.w.Stop()
 				r.w = nil
-				if err := ctx.Err(); err != nil {
+				if err := s.waitToReopen(ctx, r.reopenDelay()); err != nil {
 					return nil, err
 				}
 				continue
@@ -194,6 +233,25 @@ func (s *Subscription) nextReplay(ctx context.Context) (*Event, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+}
+
+// waitToReopen waits d, unless the subscription ends first.
+func (s *Subscription) waitToReopen(ctx context.Context, d time.Duration) error {
+	if d == 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-s.failed:
+		return s.Err()
+	case <-s.feed.stopped:
+		return s.feed.err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -37,11 +37,11 @@ type subscriber struct {
 	names        map[string]bool
 	arrivals     map[string]time.Time // by resourceVersion, of changes
 
-	resumes      int
-	failure      error
-	changed      chan struct{} // closed and replaced whenever the fields above change
-	cancel       context.CancelFunc
-	finished     chan struct{}
+	resumes  int
+	failure  error
+	changed  chan struct{} // closed and replaced whenever the fields above change
+	cancel   context.CancelFunc
+	finished chan struct{}
 }
 
 // subscribe starts a subscriber with initial events on ns, with an optional
