@@ -17,14 +17,15 @@ import (
 // resourceVersion, and checks that a Watch from its token yields exactly the
 // API server's watch from that version.
 func TestSnapshotEqualsAListAndWatchContinuesFromIt(t *testing.T) {
-	ns := namespace(t)
-	for i := range 120 {
-		createConfigMap(t, ns, fmt.Sprintf("cm-%03d", i), map[string]string{"tenth": fmt.Sprint(i%10 == 0)}, "v0")
-	}
 	h := startHub(t, informerhub.Config{SnapshotPageSize: 50})
-
 	for _, labels := range []string{"", "tenth=true"} {
 		t.Run(fmt.Sprintf("labels %q", labels), func(t *testing.T) {
+			// A namespace each: what one case changes must not reach into
+			// the next one's snapshot.
+			ns := namespace(t)
+			for i := range 120 {
+				createConfigMap(t, ns, fmt.Sprintf("cm-%03d", i), map[string]string{"tenth": fmt.Sprint(i%10 == 0)}, "v0")
+			}
 			sel := watchSelector(ns)
 			sel.LabelSelector = labels
 			stream, err := h.client.Snapshot(ctxFor(t), &informerhubv1.SnapshotRequest{Selector: sel})
@@ -38,8 +39,6 @@ func TestSnapshotEqualsAListAndWatchContinuesFromIt(t *testing.T) {
 			updateConfigMap(t, ns, "cm-000", map[string]string{"tenth": "true"}, "changed for "+labels)
 			deleteConfigMap(t, ns, "cm-010")
 			createConfigMap(t, ns, "cm-new", map[string]string{"tenth": "true"}, "v0")
-			defer createConfigMap(t, ns, "cm-010", map[string]string{"tenth": "true"}, "v0")
-			defer deleteConfigMap(t, ns, "cm-new")
 
 			var objects []change
 			var sizes []int
@@ -72,7 +71,6 @@ func TestSnapshotEqualsAListAndWatchContinuesFromIt(t *testing.T) {
 			api := watchConfigMaps(t, ns, firstPage.ResourceVersion, withLabels(labels))
 			watch, _ := openWatch(t, h.client, &informerhubv1.WatchRequest{Selector: sel, ResumeToken: firstPage.ResumeToken})
 			createConfigMap(t, ns, "marker", map[string]string{"tenth": "true"}, "")
-			defer deleteConfigMap(t, ns, "marker")
 			wantChanges := apiChangesUntil(t, api, "marker")
 			if len(wantChanges) != 3 {
 				t.Fatalf("the API server reported %v, want 3 changes", wantChanges)
