@@ -36,7 +36,8 @@ type replay struct {
 
 	// Owned by the goroutine calling Next.
 	w        watch.Interface
-	rv       uint64 // every selected change up to rv has been passed on
+	unwatch  func() bool // unregisters the Stop of w that ctx would call
+	rv       uint64      // every selected change up to rv has been passed on
 	openedAt time.Time
 	shortRun int  // watches in a row that ended within a second of opening
 	slotHeld bool // one of the hub's replay slots, until ctx ends
@@ -95,7 +96,19 @@ func (r *replay) open(ctx context.Context, f *feed) error {
 		return f.replayError(err)
 	}
 	r.w, r.openedAt = w, time.Now()
+	// A watcher blocked handing over an event stops only when told to; a
+	// Close from another goroutine ends ctx, and must reach it too.
+	r.unwatch = context.AfterFunc(r.ctx, w.Stop)
 	return nil
+}
+
+// closeWatch stops the current watch, which has ended or is no longer needed.
+func (r *replay) closeWatch() {
+	if r.w != nil {
+		r.unwatch()
+		r.w.Stop()
+		r.w = nil
+	}
 }
 
 // acquire takes one of the hub's replay slots (Config.MaxConcurrentReplays)
@@ -132,9 +145,7 @@ func (r *replay) reopenDelay() time.Duration {
 
 func (r *replay) stop() {
 	r.cancel()
-	if r.w != nil {
-		r.w.Stop()
-	}
+	r.closeWatch()
 }
 
 // replayError turns an upstream failure of a replay into the hub's errors.
@@ -214,8 +225,7 @@ func (s *Subscription) nextReplay(ctx context.Context) (*Event, error) {
 		case e, ok := <-r.w.ResultChan():
 			if !ok {
 				// The watch timed out or broke: continue from where it got.
-				r.w.Stop()
-				r.w = nil
+				r.closeWatch()
 				if err := s.waitToReopen(ctx, r.reopenDelay()); err != nil {
 					return nil, err
 				}
