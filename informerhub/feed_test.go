@@ -81,29 +81,10 @@ func TestTokensOfOtherFeedInstances(t *testing.T) {
 // the history, whose next records get evicted before it reads them,
 // continues from the API server instead, and misses nothing.
 func TestHistoryOvertakesACatchingUpSubscriber(t *testing.T) {
-	c := hubtest.NewCluster(t)
-	c.ConfigMaps().Add(hubtest.ConfigMap("ns", "first", nil, "")) // rv 1: versions start above 0
-	h := New(Config{HistorySize: 300, Logger: slog.New(slog.DiscardHandler)}, c, c)
-	defer h.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sel := Selector{Resource: hubtest.ConfigMaps}
-	live, err := h.Watch(ctx, WatchRequest{Selector: sel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.Close()
-	start := live.ResumeToken()
-	add := func(ns string, n int) {
-		for i := range n {
-			c.ConfigMaps().Add(hubtest.ConfigMap(ns, fmt.Sprint(i), nil, ""))
-			if _, err := live.Next(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	add("ns", 290) // rv 2..291
-	late, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: start})
+	fx := newResumeFixture(t, Config{HistorySize: 300})
+	h, ctx, sel := fx.h, fx.ctx, fx.sel
+	fx.add("ns", 290) // rv 2..291
+	late, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: fx.start})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +94,7 @@ func TestHistoryOvertakesACatchingUpSubscriber(t *testing.T) {
 	if _, err := late.Next(ctx); err != nil {
 		t.Fatal(err)
 	}
-	add("ns2", 300) // rv 292..591
+	fx.add("ns2", 300) // rv 292..591
 	for want := 3; want <= 591; want++ {
 		ev, err := late.Next(ctx)
 		if err != nil {
@@ -397,26 +378,10 @@ func TestCloseWhileNextRuns(t *testing.T) {
 // subscriber's token needs; resuming replays them from the API server and
 // joins the history exactly, and the hub reports its window.
 func TestReplayBeyondTheHistory(t *testing.T) {
-	c := hubtest.NewCluster(t)
-	c.ConfigMaps().Add(hubtest.ConfigMap("ns", "first", nil, "")) // rv 1: versions start above 0, as on a cluster
 	// Room for about three records of these ConfigMaps.
-	h := New(Config{HistoryBytes: 3 * 700, Logger: slog.New(slog.DiscardHandler)}, c, c)
-	defer h.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sel := Selector{Resource: hubtest.ConfigMaps}
-	live, err := h.Watch(ctx, WatchRequest{Selector: sel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.Close()
-	start := live.ResumeToken()
-	for i := range 10 {
-		c.ConfigMaps().Add(hubtest.ConfigMap("ns", fmt.Sprint(i), nil, "")) // rv 2..11
-		if _, err := live.Next(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fx := newResumeFixture(t, Config{HistoryBytes: 3 * 700})
+	c, h, ctx, sel, start := fx.c, fx.h, fx.ctx, fx.sel, fx.start
+	fx.add("ns", 10) // rv 2..11
 	rs, err := h.Resources(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -464,25 +429,9 @@ func TestReplayBeyondTheHistory(t *testing.T) {
 // TestReplaysAreBounded: with one replay slot, a second replay waits until
 // the first one's subscription ends.
 func TestReplaysAreBounded(t *testing.T) {
-	c := hubtest.NewCluster(t)
-	c.ConfigMaps().Add(hubtest.ConfigMap("ns", "first", nil, "")) // rv 1
-	h := New(Config{HistorySize: 2, MaxConcurrentReplays: 1, Logger: slog.New(slog.DiscardHandler)}, c, c)
-	defer h.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sel := Selector{Resource: hubtest.ConfigMaps}
-	live, err := h.Watch(ctx, WatchRequest{Selector: sel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.Close()
-	start := live.ResumeToken()
-	for i := range 5 {
-		c.ConfigMaps().Add(hubtest.ConfigMap("ns", fmt.Sprint(i), nil, ""))
-		if _, err := live.Next(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fx := newResumeFixture(t, Config{HistorySize: 2, MaxConcurrentReplays: 1})
+	h, ctx, sel, start := fx.h, fx.ctx, fx.sel, fx.start
+	fx.add("ns", 5) // past the history
 	first, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: start})
 	if err != nil {
 		t.Fatal(err)
@@ -498,4 +447,46 @@ func TestReplaysAreBounded(t *testing.T) {
 		t.Fatalf("a replay once the slot is free: %v", err)
 	}
 	second.Close()
+}
+
+// resumeFixture is a hub on a fake cluster holding one ConfigMap (rv 1:
+// versions start above 0, as on a cluster), a live subscription on it, and
+// the token of that subscription's start, to resume from after changes.
+type resumeFixture struct {
+	t     *testing.T
+	c     *hubtest.Cluster
+	h     *Hub
+	ctx   context.Context
+	sel   Selector
+	live  *Subscription
+	start string
+}
+
+func newResumeFixture(t *testing.T, cfg Config) *resumeFixture {
+	t.Helper()
+	c := hubtest.NewCluster(t)
+	c.ConfigMaps().Add(hubtest.ConfigMap("ns", "first", nil, ""))
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	h := New(cfg, c, c)
+	t.Cleanup(h.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	sel := Selector{Resource: hubtest.ConfigMaps}
+	live, err := h.Watch(ctx, WatchRequest{Selector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(live.Close)
+	return &resumeFixture{t: t, c: c, h: h, ctx: ctx, sel: sel, live: live, start: live.ResumeToken()}
+}
+
+// add creates n ConfigMaps in ns and waits until the hub has them.
+func (fx *resumeFixture) add(ns string, n int) {
+	fx.t.Helper()
+	for i := range n {
+		fx.c.ConfigMaps().Add(hubtest.ConfigMap(ns, fmt.Sprint(i), nil, ""))
+		if _, err := fx.live.Next(fx.ctx); err != nil {
+			fx.t.Fatal(err)
+		}
+	}
 }

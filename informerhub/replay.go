@@ -199,13 +199,9 @@ func (s *Subscription) nextReplay(ctx context.Context) (*Event, error) {
 	f, r := s.feed, s.replay
 	for {
 		f.mu.Lock()
-		if s.failure != nil {
+		if err := s.endedLocked(); err != nil {
 			f.mu.Unlock()
-			return nil, s.Err()
-		}
-		if f.err != nil {
-			f.mu.Unlock()
-			return nil, f.err
+			return nil, err
 		}
 		if seq, ok := f.joinableLocked(r.rv); ok {
 			s.joinLocked(seq)

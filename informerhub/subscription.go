@@ -228,13 +228,9 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 			}
 		}
 		f.mu.Lock()
-		if s.failure != nil {
+		if err := s.endedLocked(); err != nil {
 			f.mu.Unlock()
-			return nil, s.Err()
-		}
-		if f.err != nil {
-			f.mu.Unlock()
-			return nil, f.err
+			return nil, err
 		}
 		batch, ok := f.history.after(s.cursor, catchUpBatch, s.backlog[:0])
 		if !ok {
@@ -258,6 +254,16 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 		f.mu.Unlock()
 		s.backlog, s.backlogNext = batch, 0
 	}
+}
+
+// endedLocked returns why the subscription can go no further, if it can't:
+// it failed (or was closed), or its informer stopped. The caller holds
+// feed.mu.
+func (s *Subscription) endedLocked() error {
+	if s.failure != nil {
+		return s.Err()
+	}
+	return s.feed.err
 }
 
 // goLiveLocked makes s one of the feed's live subscribers. The caller holds
