@@ -104,12 +104,11 @@ func (e *ExpiredError) Error() string {
 func (e *ExpiredError) Unwrap() error { return ErrTokenExpired }
 
 // TooSlowError ends a subscription that did not keep up: its queue
-// overflowed, or the history moved past it while it was catching up.
+// overflowed.
 type TooSlowError struct {
 	Resource schema.GroupVersionResource
 	// ResumeToken is the token of the last event the subscription delivered
-	// (or the one it started from): resuming from it loses nothing, as long
-	// as the hub's history still reaches back to it.
+	// (or the one it started from): resuming from it loses nothing.
 	ResumeToken string
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -47,11 +48,14 @@ type feed struct {
 	// state is the current objects, ordered by namespace and name. Clones
 	// are taken for snapshots and initial events; it is never mutated
 	// outside mu.
-	state           *btree.BTreeG[*object]
-	history         history
-	pos             position
-	subs            map[*Subscription]struct{} // live subscribers
-	advanced        chan struct{}              // closed when pos moves; see advancedLocked
+	state    *btree.BTreeG[*object]
+	history  history
+	pos      position
+	subs     map[*Subscription]struct{} // live subscribers
+	advanced chan struct{}              // closed when pos moves; see advancedLocked
+	// relists are the version ranges relists jumped across that the
+	// history still reaches; see insideRelistLocked.
+	relists         []versionRange
 	isSynced        bool
 	listErr         error // the last list error before the first sync
 	err             error // why the feed stopped; set once, before stopped is closed
@@ -330,6 +334,12 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 	}
 	batchRV, relistFrom := max(listRV, f.pos.rv), f.pos.rv
 	f.log.Info("informer relisted", "objects", len(objs), "changes", len(changes), "resourceVersion", listRV)
+	// Remembered even when the relist changed nothing: objects may have
+	// come and gone in between, unseen.
+	f.relists = slices.DeleteFunc(f.relists, func(r versionRange) bool { return r.to <= f.history.floorRV })
+	if batchRV > relistFrom {
+		f.relists = append(f.relists, versionRange{from: relistFrom, to: batchRV})
+	}
 	for i, c := range changes {
 		if c.typ == EventDeleted {
 			f.state.Delete(c.obj)
@@ -340,7 +350,7 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 		if i == len(changes)-1 {
 			offset = 0 // the batch is complete: the position is listRV
 		}
-		f.appendLocked(&record{typ: c.typ, obj: c.obj, prev: c.prev, rv: batchRV, relisted: true, relistFrom: relistFrom}, offset)
+		f.appendLocked(&record{typ: c.typ, obj: c.obj, prev: c.prev, rv: batchRV}, offset)
 	}
 	f.pos.rv = batchRV
 	f.notifyAdvancedLocked()
@@ -397,14 +407,26 @@ func (f *feed) locateLocked(p position) (position, error) {
 		return position{}, &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
 			"%w: the token is at resourceVersion %d, the hub at %d; retry shortly", ErrTokenAhead, p.rv, f.pos.rv)}
 	}
-	seq := f.history.lastAtOrBefore(p.rv)
-	if next, ok := f.history.get(seq + 1); ok && next.relisted && next.relistFrom < p.rv {
-		// The token lies inside the versions a relist jumped across: the
-		// hub never saw the state there, so it cannot tell which of the
+	if f.insideRelistLocked(p.rv) {
+		// The hub never saw the state there, so it cannot tell which of the
 		// relist's changes the client already has.
 		return position{}, &ExpiredError{Resource: f.info.Resource}
 	}
-	return position{epoch: f.epoch, seq: seq, rv: p.rv}, nil
+	return position{epoch: f.epoch, seq: f.history.lastAtOrBefore(p.rv), rv: p.rv}, nil
+}
+
+// versionRange is the resourceVersions after from, up to and including to.
+type versionRange struct{ from, to uint64 }
+
+// insideRelistLocked reports whether rv lies strictly inside the versions a
+// relist jumped across: a client there holds a state the hub never saw.
+func (f *feed) insideRelistLocked(rv uint64) bool {
+	for _, r := range f.relists {
+		if r.from < rv && rv < r.to {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *feed) token(t token) string {

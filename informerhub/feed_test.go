@@ -195,6 +195,44 @@ func relisted(t *testing.T) (*hubtest.Cluster, *Hub, *Subscription) {
 	return c, h, s
 }
 
+// TestForeignTokenInsideAnEmptyRelist: a relist that found no difference
+// may still have jumped over an object's whole life. A token from inside
+// the jump must not be placed after it: its client holds the object, and
+// would never learn of its deletion.
+func TestForeignTokenInsideAnEmptyRelist(t *testing.T) {
+	c := hubtest.NewCluster(t)
+	c.ConfigMaps().Add(hubtest.ConfigMap("ns", "a", nil, "")) // rv 1
+	h := New(Config{BookmarkInterval: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}, c, c)
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sel := Selector{Resource: hubtest.ConfigMaps}
+	s, err := h.Watch(ctx, WatchRequest{Selector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c.ConfigMaps().AddDropWatch(hubtest.ConfigMap("ns", "x", nil, ""))    // rv 2, unseen
+	c.ConfigMaps().DeleteDropWatch(hubtest.ConfigMap("ns", "x", nil, "")) // rv 3, unseen
+	c.ConfigMaps().ResetWatch()
+	for { // until a bookmark shows the relist at rv 3
+		ev, err := s.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != EventBookmark {
+			t.Fatalf("the relist found no difference, yet the subscriber got %s", ev.Type)
+		}
+		if ev.ResourceVersion == "3" {
+			break
+		}
+	}
+	_, err = h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: ForgeToken("configmaps.v1", 999, 0, 2, 0)})
+	if !errors.Is(err, ErrTokenExpired) {
+		t.Fatalf("Watch from a token inside the relist's jump (with x): %v, want ErrTokenExpired", err)
+	}
+}
+
 func TestForeignTokensAroundARelist(t *testing.T) {
 	_, h, s := relisted(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -67,15 +67,10 @@ type record struct {
 	// rv is the resourceVersion of the change, which orders records for
 	// resuming by resourceVersion: the event's own, or for a change found by
 	// a relist, the list's.
-	rv uint64
-	// relisted marks a change found by a relist. It stands in for changes
-	// the hub never saw, made somewhere after relistFrom (the version the
-	// hub was at before the relist) and at or before rv.
-	relisted   bool
-	relistFrom uint64
-	typ        EventType // EventAdded, EventModified or EventDeleted
-	obj        *object   // the new state; for EventDeleted, the final state
-	prev       *object   // the state before; nil for EventAdded
+	rv   uint64
+	typ  EventType // EventAdded, EventModified or EventDeleted
+	obj  *object   // the new state; for EventDeleted, the final state
+	prev *object   // the state before; nil for EventAdded
 
 	// events holds the Event of each variant (index variant-1), built by
 	// the first subscriber that needs it and shared with the rest.

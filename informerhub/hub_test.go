@@ -299,6 +299,7 @@ func TestRequestErrors(t *testing.T) {
 		{"upper case resource", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps.GroupVersion().WithResource("ConfigMaps")}}, informerhub.ErrInvalidRequest, informerhub.FieldResource},
 		{"bad label selector", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, LabelSelector: "a in (b"}}, informerhub.ErrInvalidRequest, informerhub.FieldLabelSelector},
 		{"unsupported field", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, FieldSelector: "spec.nodeName=x"}}, informerhub.ErrInvalidRequest, informerhub.FieldFieldSelector},
+		{"namespace field of a cluster-scoped resource", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: namespaces, FieldSelector: "metadata.namespace=x"}}, informerhub.ErrInvalidRequest, informerhub.FieldFieldSelector},
 		{"bad namespace", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, Namespace: "Not_Valid"}}, informerhub.ErrInvalidRequest, informerhub.FieldNamespace},
 		{"namespace on a cluster-scoped resource", informerhub.WatchRequest{Selector: informerhub.Selector{Resource: namespaces, Namespace: "ns"}}, informerhub.ErrInvalidRequest, informerhub.FieldNamespace},
 	}

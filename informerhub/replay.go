@@ -2,6 +2,7 @@ package informerhub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -35,12 +36,13 @@ type replay struct {
 	cancel context.CancelFunc
 
 	// Owned by the goroutine calling Next.
-	w        watch.Interface
-	unwatch  func() bool // unregisters the Stop of w that ctx would call
-	rv       uint64      // every selected change up to rv has been passed on
-	openedAt time.Time
-	shortRun int  // watches in a row that ended within a second of opening
-	slotHeld bool // one of the hub's replay slots, until ctx ends
+	w           watch.Interface
+	cancelWatch context.CancelFunc // ends w's request
+	unwatch     func() bool        // unregisters the Stop of w that ctx would call
+	rv          uint64             // every selected change up to rv has been passed on
+	openedAt    time.Time
+	shortRun    int  // watches in a row that ended within a second of opening
+	slotHeld    bool // one of the hub's replay slots, until ctx ends
 }
 
 // replayWatchTimeout bounds each upstream watch of a replay. The API server's
@@ -78,27 +80,33 @@ func (f *feed) newReplay(sel *selector, rv uint64) *replay {
 	return &replay{lw: f.lw, opts: opts, ctx: ctx, cancel: cancel, rv: rv}
 }
 
-// open starts an upstream watch from r.rv. The request is bounded by ctx
-// too, so a caller that goes away does not wait for a slow API server.
+// open starts an upstream watch from r.rv. Its request also ends with the
+// caller's ctx, so a caller that goes away does not wait for a slow API
+// server; the replay itself lives on for the next call.
 func (r *replay) open(ctx context.Context, f *feed) error {
 	if err := r.acquire(ctx, f.hub.replaySlots); err != nil {
 		return err
 	}
-	stop := context.AfterFunc(ctx, r.cancel)
+	watchCtx, cancelWatch := context.WithCancel(r.ctx)
+	stop := context.AfterFunc(ctx, cancelWatch)
 	defer stop()
 	opts := r.opts
 	opts.ResourceVersion = strconv.FormatUint(r.rv, 10)
-	w, err := cache.ToListerWatcherWithContext(r.lw).WatchWithContext(r.ctx, opts)
+	w, err := cache.ToListerWatcherWithContext(r.lw).WatchWithContext(watchCtx, opts)
 	if err != nil {
-		if ctx.Err() != nil {
+		cancelWatch()
+		switch {
+		case r.ctx.Err() != nil:
+			return ErrSubscriptionClosed
+		case ctx.Err() != nil:
 			return ctx.Err()
 		}
 		return f.replayError(err)
 	}
-	r.w, r.openedAt = w, time.Now()
+	r.w, r.cancelWatch, r.openedAt = w, cancelWatch, time.Now()
 	// A watcher blocked handing over an event stops only when told to; a
-	// Close from another goroutine ends ctx, and must reach it too.
-	r.unwatch = context.AfterFunc(r.ctx, w.Stop)
+	// Close from another goroutine ends r.ctx, and must reach it too.
+	r.unwatch = context.AfterFunc(watchCtx, w.Stop)
 	return nil
 }
 
@@ -107,6 +115,7 @@ func (r *replay) closeWatch() {
 	if r.w != nil {
 		r.unwatch()
 		r.w.Stop()
+		r.cancelWatch()
 		r.w = nil
 	}
 }
@@ -131,16 +140,21 @@ func (r *replay) acquire(ctx context.Context, slots chan struct{}) error {
 	return nil
 }
 
+// maxShortRuns is how many watches in a row may end within a second of
+// opening before the replay gives up: the API server is not serving it.
+const maxShortRuns = 5
+
 // reopenDelay is how long to wait before the next watch when the last one
 // ended: none after a watch that ran its course, a growing backoff after
-// ones that ended at once, so a misbehaving API server is not hammered.
-func (r *replay) reopenDelay() time.Duration {
+// ones that ended at once, so a misbehaving API server is not hammered;
+// false after maxShortRuns of those.
+func (r *replay) reopenDelay() (time.Duration, bool) {
 	if time.Since(r.openedAt) >= time.Second {
 		r.shortRun = 0
-		return 0
+		return 0, true
 	}
 	r.shortRun++
-	return min(50*time.Millisecond<<min(r.shortRun, 7), 5*time.Second)
+	return 100 * time.Millisecond << r.shortRun, r.shortRun < maxShortRuns
 }
 
 func (r *replay) stop() {
@@ -169,11 +183,34 @@ func (f *feed) joinableLocked(rv uint64) (uint64, bool) {
 	if rv < f.history.floorRV || rv > f.pos.rv {
 		return 0, false
 	}
-	seq := f.history.lastAtOrBefore(rv)
-	if next, ok := f.history.get(seq + 1); ok && next.relisted && next.relistFrom < rv {
+	if f.insideRelistLocked(rv) {
 		return 0, false
 	}
-	return seq, true
+	return f.history.lastAtOrBefore(rv), true
+}
+
+// checkNotAhead makes sure a token ahead of the feed is not ahead of the
+// API server too: a token from another replica that was ahead is replayed
+// until this feed catches up, but one no API server has reached yet is
+// refused rather than watched for.
+func (f *feed) checkNotAhead(ctx context.Context, rv uint64) error {
+	list, err := cache.ToListerWatcherWithContext(f.lw).ListWithContext(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return f.replayError(err)
+	}
+	m, err := meta.ListAccessor(list)
+	if err != nil {
+		return f.replayError(err)
+	}
+	current, err := parseResourceVersion(m.GetResourceVersion())
+	if err != nil {
+		return f.replayError(err)
+	}
+	if rv > current {
+		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
+			"%w: the token is at resourceVersion %d, the API server at %d", ErrTokenAhead, rv, current)}
+	}
+	return nil
 }
 
 // advancedLocked returns a channel closed the next time the feed's position
@@ -193,9 +230,26 @@ func (f *feed) notifyAdvancedLocked() {
 	}
 }
 
-// nextReplay returns the next change of the replay, or nil once the
-// subscription has joined the history (its phase is then catch-up).
+// nextReplay returns the next change of the replay (or a bookmark), or nil
+// once the subscription has joined the history (its phase is then
+// catch-up). An error other than the caller's ctx ending ends the
+// subscription.
 func (s *Subscription) nextReplay(ctx context.Context) (*Event, error) {
+	ev, err := s.stepReplay(ctx)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrSubscriptionClosed) {
+		f := s.feed
+		f.mu.Lock()
+		if s.failure == nil {
+			s.failLocked(err)
+		}
+		err = s.Err()
+		f.mu.Unlock()
+		s.replay.stop()
+	}
+	return ev, err
+}
+
+func (s *Subscription) stepReplay(ctx context.Context) (*Event, error) {
 	f, r := s.feed, s.replay
 	for {
 		f.mu.Lock()
@@ -222,7 +276,12 @@ func (s *Subscription) nextReplay(ctx context.Context) (*Event, error) {
 			if !ok {
 				// The watch timed out or broke: continue from where it got.
 				r.closeWatch()
-				if err := s.waitToReopen(ctx, r.reopenDelay()); err != nil {
+				delay, retry := r.reopenDelay()
+				if !retry {
+					return nil, &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
+						"%w: the API server keeps ending the watches that replay from resourceVersion %d", ErrUnavailable, r.rv)}
+				}
+				if err := s.waitToReopen(ctx, delay); err != nil {
 					return nil, err
 				}
 				continue
@@ -230,6 +289,12 @@ func (s *Subscription) nextReplay(ctx context.Context) (*Event, error) {
 			ev, err := s.replayed(e)
 			if ev != nil || err != nil || s.replay == nil {
 				return ev, err // an event, an error, or joined the history
+			}
+		case <-s.bookmarks.C:
+			// As on a live stream: a quiet replay gets a bookmark, at the
+			// version it has reached, every interval.
+			if s.quietTicks++; s.quietTicks >= 2 {
+				return s.sent(s.bookmark(position{rv: r.rv}, false)), nil
 			}
 		case <-advanced:
 		case <-s.failed:

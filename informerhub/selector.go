@@ -123,6 +123,12 @@ func parseSelector(s Selector, info ResourceInfo, cfg *Config) (*selector, error
 				return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
 					Reason: fmt.Sprintf("field %q is not supported; supported fields: %s", truncate(r.Field), supportedFieldsString)}
 			}
+			if r.Field == "metadata.namespace" && !info.Namespaced {
+				// The API server refuses it too, and the hub replays
+				// with the same selector.
+				return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
+					Reason: fmt.Sprintf("%s is cluster-scoped: its objects have no metadata.namespace; select on metadata.name", formatResource(info.Resource))}
+			}
 			if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals && r.Operator != selection.NotEquals {
 				return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
 					Reason: fmt.Sprintf("operator %q is not supported; use =, == or !=", r.Operator)}

@@ -90,6 +90,7 @@ func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendIni
 	s := &Subscription{feed: f, sel: sel, failed: make(chan struct{})}
 	initial := sendInitialEvents || (tok != nil && tok.initial)
 	var undo []*record
+	ahead := false // the token is ahead of the feed
 
 	f.mu.Lock()
 	if f.err != nil {
@@ -105,6 +106,7 @@ func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendIni
 		case replayable(tok) && !initial && (errors.Is(err, ErrTokenExpired) || errors.Is(err, ErrTokenAhead)):
 			s.start = position{rv: tok.pos.rv}
 			s.startReplayLocked(s.start.rv)
+			ahead = errors.Is(err, ErrTokenAhead)
 		default:
 			f.mu.Unlock()
 			return nil, err
@@ -126,7 +128,14 @@ func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendIni
 	f.mu.Unlock()
 
 	if s.replay != nil {
-		if err := s.replay.open(ctx, f); err != nil {
+		var err error
+		if ahead {
+			err = f.checkNotAhead(ctx, s.start.rv)
+		}
+		if err == nil {
+			err = s.replay.open(ctx, f)
+		}
+		if err != nil {
 			s.replay.stop()
 			return nil, err
 		}

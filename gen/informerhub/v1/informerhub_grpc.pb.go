@@ -56,10 +56,12 @@ const (
 //     revoked ends this way too, with metadata["resume_token"].
 //   - NOT_FOUND: the cluster does not serve the resource (RESOURCE_NOT_FOUND).
 //   - OUT_OF_RANGE: the resume_token cannot be continued from
-//     (RESUME_TOKEN_EXPIRED): the API server no longer has its
-//     resourceVersion (410 Gone: etcd compacted it), or it was issued inside
-//     initial events or a relist that the hub's history no longer holds.
-//     Call Snapshot, or Watch with send_initial_events, and continue from
+//     (RESUME_TOKEN_EXPIRED): it is older than the hub's history and the
+//     API server no longer has its resourceVersion either (410 Gone: older
+//     than its watch cache, or compacted in etcd); or it names a position
+//     only the hub's history can (inside initial events or a relist, or
+//     with send_initial_events) and that history has moved past it. Call
+//     Snapshot, or Watch with send_initial_events, and continue from
 //     there.
 //   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
 //     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; or the client did
@@ -196,10 +198,12 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     revoked ends this way too, with metadata["resume_token"].
 //   - NOT_FOUND: the cluster does not serve the resource (RESOURCE_NOT_FOUND).
 //   - OUT_OF_RANGE: the resume_token cannot be continued from
-//     (RESUME_TOKEN_EXPIRED): the API server no longer has its
-//     resourceVersion (410 Gone: etcd compacted it), or it was issued inside
-//     initial events or a relist that the hub's history no longer holds.
-//     Call Snapshot, or Watch with send_initial_events, and continue from
+//     (RESUME_TOKEN_EXPIRED): it is older than the hub's history and the
+//     API server no longer has its resourceVersion either (410 Gone: older
+//     than its watch cache, or compacted in etcd); or it names a position
+//     only the hub's history can (inside initial events or a relist, or
+//     with send_initial_events) and that history has moved past it. Call
+//     Snapshot, or Watch with send_initial_events, and continue from
 //     there.
 //   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
 //     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; or the client did
