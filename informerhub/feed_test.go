@@ -173,9 +173,10 @@ func TestAPanicInTheHandlerStopsOnlyItsFeed(t *testing.T) {
 }
 
 // relisted returns a hub whose ConfigMaps feed relisted: the list was at rv
-// 3 (objects a, b, c); the hub then missed a change of a (rv 4) and the
-// deletion of b (rv 5), and its expired watch made it relist at rv 5. It
-// also returns a subscription that received the relist's two events.
+// 3 (objects a, b, c) and the hub received the creation of z (rv 4); it then
+// missed a change of a (rv 5) and the deletion of b (rv 6), and its expired
+// watch made it relist at rv 6. It also returns a subscription, which has
+// read z and has the relist's two events to read.
 func relisted(t *testing.T) (*hubtest.Cluster, *Hub, *Subscription) {
 	t.Helper()
 	c := hubtest.NewCluster(t)
@@ -189,6 +190,14 @@ func relisted(t *testing.T) (*hubtest.Cluster, *Hub, *Subscription) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
+	// Once the hub has z, its watch is open: the changes it then misses are
+	// missed by that watch, not listed by a watch opened after them.
+	c.ConfigMaps().Add(hubtest.ConfigMap("ns", "z", nil, "v1"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := s.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
 	c.ConfigMaps().ModifyDropWatch(hubtest.ConfigMap("ns", "a", nil, "v2"))
 	c.ConfigMaps().DeleteDropWatch(hubtest.ConfigMap("ns", "b", nil, "v1"))
 	c.ConfigMaps().ResetWatch()
@@ -212,10 +221,15 @@ func TestForeignTokenInsideAnEmptyRelist(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	c.ConfigMaps().AddDropWatch(hubtest.ConfigMap("ns", "x", nil, ""))    // rv 2, unseen
-	c.ConfigMaps().DeleteDropWatch(hubtest.ConfigMap("ns", "x", nil, "")) // rv 3, unseen
+	// Once the hub has y, its watch is open (see relisted).
+	c.ConfigMaps().Add(hubtest.ConfigMap("ns", "y", nil, "")) // rv 2
+	if _, err := s.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.ConfigMaps().AddDropWatch(hubtest.ConfigMap("ns", "x", nil, ""))    // rv 3, unseen
+	c.ConfigMaps().DeleteDropWatch(hubtest.ConfigMap("ns", "x", nil, "")) // rv 4, unseen
 	c.ConfigMaps().ResetWatch()
-	for { // until a bookmark shows the relist at rv 3
+	for { // until a bookmark shows the relist at rv 4
 		ev, err := s.Next(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -223,11 +237,11 @@ func TestForeignTokenInsideAnEmptyRelist(t *testing.T) {
 		if ev.Type != EventBookmark {
 			t.Fatalf("the relist found no difference, yet the subscriber got %s", ev.Type)
 		}
-		if ev.ResourceVersion == "3" {
+		if ev.ResourceVersion == "4" {
 			break
 		}
 	}
-	_, err = h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: ForgeToken("configmaps.v1", 999, 0, 2, 0)})
+	_, err = h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: ForgeToken("configmaps.v1", 999, 0, 3, 0)})
 	if !errors.Is(err, ErrTokenExpired) {
 		t.Fatalf("Watch from a token inside the relist's jump (with x): %v, want ErrTokenExpired", err)
 	}
@@ -248,11 +262,11 @@ func TestForeignTokensAroundARelist(t *testing.T) {
 		wantErr error
 		want    int // events to expect, all of the relist
 	}{
-		{"before the relist", 3, nil, 2},
+		{"before the relist", 4, nil, 2},
 		// The relist happened because the fake dropped its changes, as a
 		// compacted etcd does: the API server cannot replay them either.
-		{"inside the versions the relist jumped across", 4, ErrTokenExpired, 0},
-		{"after the relist", 5, nil, 0},
+		{"inside the versions the relist jumped across", 5, ErrTokenExpired, 0},
+		{"after the relist", 6, nil, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -342,7 +356,7 @@ func TestResumeFromInsideARelist(t *testing.T) {
 				}
 			}
 			sub.Close()
-			want := map[string]bool{"a": true, "c": true, "marker": true}
+			want := map[string]bool{"a": true, "c": true, "z": true, "marker": true}
 			for name, present := range state {
 				if present != want[name] {
 					t.Errorf("%s present=%v, want %v (state %v)", name, present, want[name], state)

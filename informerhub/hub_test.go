@@ -186,6 +186,11 @@ func TestRelistSendsTrueDifferences(t *testing.T) {
 	}
 	h := newHub(t, c, informerhub.Config{})
 	s := watch(t, h, informerhub.WatchRequest{})
+	// Once the hub has this change (rv 5), its watch is open: the changes
+	// it then misses are missed by that watch, not listed by a watch opened
+	// after them.
+	c.cms().Add(configMap("ns", "seen", nil, "v1"))
+	nextChange(t, s)
 
 	c.cms().ModifyDropWatch(configMap("ns", "change", nil, "v2"))
 	c.cms().DeleteDropWatch(configMap("ns", "delete", nil, "v1"))
@@ -204,23 +209,23 @@ func TestRelistSendsTrueDifferences(t *testing.T) {
 	if rest := collect(t, s, "z/marker"); len(rest) != 0 {
 		t.Fatalf("unexpected events after the relist's differences: %v", rest)
 	}
-	// The relist is one batch at the list's resourceVersion (9): first the
+	// The relist is one batch at the list's resourceVersion (10): first the
 	// objects that are gone, then the differences in LIST order, which the
 	// fake leaves unordered; a recreated object is DELETED, then ADDED.
-	if want := (ev{Type: "DELETED", Key: "ns/delete", Data: "v1", RV: "9"}); got[0] != want {
+	if want := (ev{Type: "DELETED", Key: "ns/delete", Data: "v1", RV: "10"}); got[0] != want {
 		t.Fatalf("first event = %v, want %v", got[0], want)
 	}
-	if i := slices.Index(got, ev{Type: "DELETED", Key: "ns/recreate", Data: "v1", RV: "9"}); i < 0 || i+1 >= len(got) ||
-		got[i+1] != (ev{Type: "ADDED", Key: "ns/recreate", Data: "v2", RV: "8"}) {
+	if i := slices.Index(got, ev{Type: "DELETED", Key: "ns/recreate", Data: "v1", RV: "10"}); i < 0 || i+1 >= len(got) ||
+		got[i+1] != (ev{Type: "ADDED", Key: "ns/recreate", Data: "v2", RV: "9"}) {
 		t.Fatalf("recreated object is not DELETED then ADDED: %v", got)
 	}
 	rest := slices.Clone(got[1:])
 	slices.SortFunc(rest, func(a, b ev) int { return strings.Compare(a.Key+a.Type, b.Key+b.Type) })
 	want := []ev{
-		{Type: "MODIFIED", Key: "ns/change", Data: "v2", RV: "5"},
-		{Type: "ADDED", Key: "ns/new", Data: "v1", RV: "9"},
-		{Type: "ADDED", Key: "ns/recreate", Data: "v2", RV: "8"},
-		{Type: "DELETED", Key: "ns/recreate", Data: "v1", RV: "9"},
+		{Type: "MODIFIED", Key: "ns/change", Data: "v2", RV: "6"},
+		{Type: "ADDED", Key: "ns/new", Data: "v1", RV: "10"},
+		{Type: "ADDED", Key: "ns/recreate", Data: "v2", RV: "9"},
+		{Type: "DELETED", Key: "ns/recreate", Data: "v1", RV: "10"},
 	}
 	if diff := cmp.Diff(want, rest); diff != "" {
 		t.Fatalf("relist differences (-want +got):\n%s", diff)
