@@ -364,7 +364,6 @@ func (s *Subscription) replayed(e watch.Event) (*Event, error) {
 	}
 	f.mu.Unlock()
 	r.rv = o.rv
-	s.at = position{rv: o.rv}
 	ev := &Event{
 		ResourceVersion: strconv.FormatUint(o.rv, 10),
 		Object:          o.json,
@@ -401,6 +400,5 @@ func (s *Subscription) startReplayLocked(rv uint64) {
 func (s *Subscription) joinLocked(seq uint64) {
 	s.at = position{epoch: s.feed.epoch, seq: seq, rv: s.replay.rv}
 	s.replay, s.cancelReplay = nil, nil
-	s.cursor = seq
 	s.phase = phaseCatchUp
 }

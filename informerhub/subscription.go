@@ -55,8 +55,7 @@ type Subscription struct {
 	replay      *replay      // phase replay
 	backlog     []*record    // phase catch-up: records read, not yet passed
 	backlogNext int
-	cursor      uint64   // phase catch-up: seq of the last record passed
-	at          position // phases replay and catch-up: the position of everything passed
+	at          position // phase catch-up: the position of everything passed (its seq is the last record's)
 	quietTicks  int      // bookmark ticks since the last event returned
 	bookmarks   *time.Ticker
 }
@@ -140,7 +139,7 @@ func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendIni
 			return nil, err
 		}
 	}
-	s.cursor, s.at = s.start.seq, s.start
+	s.at = s.start
 	if initial {
 		// Roll the clone back to the start position.
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -231,7 +230,7 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 			r := s.backlog[s.backlogNext]
 			s.backlog[s.backlogNext] = nil
 			s.backlogNext++
-			s.cursor, s.at = r.pos.seq, r.pos
+			s.at = r.pos
 			if v := s.sel.variant(r); v != variantNone {
 				return s.sent(f.event(r, v)), nil
 			}
@@ -241,7 +240,7 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 			f.mu.Unlock()
 			return nil, err
 		}
-		batch, ok := f.history.after(s.cursor, catchUpBatch, s.backlog[:0])
+		batch, ok := f.history.after(s.at.seq, catchUpBatch, s.backlog[:0])
 		if !ok {
 			// The history moved past this subscriber while it caught up:
 			// what it needs next is only upstream now.
