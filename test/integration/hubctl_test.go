@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,40 +23,42 @@ import (
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files of the hubctl tests")
 
-var (
-	hubctlOnce sync.Once
-	hubctlPath string
-	hubctlErr  error
-)
-
 // hubctl builds cmd/hubctl once per test run.
 func hubctl(t *testing.T) string {
 	t.Helper()
-	hubctlOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hubctl")
+	return goBuild(t, "github.com/informerhub/informerhub/cmd/hubctl")
+}
+
+// builds holds a *build per package goBuild was asked for.
+var builds sync.Map
+
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// goBuild builds a command package once per test run, and returns the
+// binary's path.
+func goBuild(t *testing.T, pkg string) string {
+	t.Helper()
+	v, _ := builds.LoadOrStore(pkg, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", filepath.Base(pkg))
 		if err != nil {
-			hubctlErr = err
+			b.err = err
 			return
 		}
-		hubctlPath = filepath.Join(dir, "hubctl")
-		out, err := exec.Command("go", "build", "-o", hubctlPath, "github.com/informerhub/informerhub/cmd/hubctl").CombinedOutput()
-		if err != nil {
-			hubctlErr = &buildError{out: out, err: err}
+		b.path = filepath.Join(dir, filepath.Base(pkg))
+		if out, err := exec.Command("go", "build", "-o", b.path, pkg).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("building %s: %w\n%s", pkg, err, out)
 		}
 	})
-	if hubctlErr != nil {
-		t.Fatal(hubctlErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return hubctlPath
-}
-
-type buildError struct {
-	out []byte
-	err error
-}
-
-func (e *buildError) Error() string {
-	return "building hubctl: " + e.err.Error() + "\n" + string(e.out)
+	return b.path
 }
 
 // normalize makes hubctl's output comparable across runs: the test's

@@ -17,33 +17,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
-var (
-	hubBinaryOnce sync.Once
-	hubBinaryPath string
-	hubBinaryErr  error
-)
-
-// hubBinary builds cmd/informerhub once per test run.
-func hubBinary(t *testing.T) string {
-	t.Helper()
-	hubBinaryOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "informerhub")
-		if err != nil {
-			hubBinaryErr = err
-			return
-		}
-		hubBinaryPath = filepath.Join(dir, "informerhub")
-		out, err := exec.Command("go", "build", "-o", hubBinaryPath, "github.com/informerhub/informerhub/cmd/informerhub").CombinedOutput()
-		if err != nil {
-			hubBinaryErr = &buildError{out: out, err: err}
-		}
-	})
-	if hubBinaryErr != nil {
-		t.Fatal(hubBinaryErr)
-	}
-	return hubBinaryPath
-}
-
 // hubProcess is the informerhub binary serving the control plane, run as a
 // process so that a test can kill it as a node failure would: SIGKILL, no
 // shutdown of any kind.
@@ -91,7 +64,7 @@ func startHubProcess(t *testing.T, extraArgs ...string) *hubProcess {
 	}
 	addr := lis.Addr().String()
 	lis.Close()
-	p := &hubProcess{t: t, bin: hubBinary(t), addr: addr, args: append([]string{
+	p := &hubProcess{t: t, bin: goBuild(t, "github.com/informerhub/informerhub/cmd/informerhub"), addr: addr, args: append([]string{
 		"--kubeconfig", kubeconfig, "--listen", addr, "--auth", "none",
 		"--max-subscriptions-per-identity", "100000", "--rate-per-identity", "100000", "--rate-burst-per-identity", "100000",
 		"--log-level", "warn",
