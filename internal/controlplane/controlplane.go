@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.uber.org/goleak"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -66,6 +67,17 @@ func Start() (*ControlPlane, error) {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", dir, err)
 	}
 	return &ControlPlane{env: env, Config: cfg, KubeConfig: env.KubeConfig}, nil
+}
+
+// IgnoredGoroutines are the goroutines a test package that talks to the
+// control plane leaves running on purpose, for goleak: the idle keep-alive
+// connections of client-go's shared transports, and klog's flush daemon.
+func IgnoredGoroutines() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+	}
 }
 
 // Stop stops the control plane and removes its data.

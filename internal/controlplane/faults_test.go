@@ -43,12 +43,7 @@ func runMain(m *testing.M) int {
 	if code != 0 {
 		return code
 	}
-	if err := goleak.Find(
-		// Idle keep-alive connections of client-go's shared transports.
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreAnyFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-	); err != nil {
+	if err := goleak.Find(controlplane.IgnoredGoroutines()...); err != nil {
 		fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
 		return 1
 	}
