@@ -71,12 +71,7 @@ func runMain(m *testing.M) int {
 	if code != 0 {
 		return code
 	}
-	if err := goleak.Find(
-		// Idle keep-alive connections of client-go's shared transports.
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreAnyFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-	); err != nil {
+	if err := goleak.Find(controlplane.IgnoredGoroutines()...); err != nil {
 		fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
 		return 1
 	}
@@ -113,6 +108,9 @@ type hub struct {
 	conn   *grpc.ClientConn
 	addr   string
 }
+
+// current returns the hub's client, for subscribers that always use it.
+func (h *hub) current() informerhubv1.InformerHubServiceClient { return h.client }
 
 // startHub runs a hub with cfg against the control plane, and a client
 // connected to it. Both stop when the test ends. Callers are anonymous and

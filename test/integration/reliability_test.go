@@ -201,7 +201,7 @@ func TestManySubscribeCycles(t *testing.T) {
 	w := newWorkload(t, ns, 20)
 	ref := startReference(t, ns)
 	h := startHub(t, informerhub.Config{})
-	client := func() informerhubv1.InformerHubServiceClient { return h.client }
+	client := h.current
 	long := subscribe(t, client, ns, "team=a")
 	m := w.marker()
 	long.waitFor(t, m)
@@ -293,7 +293,7 @@ func TestAPIServerKilledAndRestarted(t *testing.T) {
 	ref := startReference(t, ns)
 	upstream := etcdAPIServer(t)
 	h := startHubAt(t, upstream.Config, informerhub.Config{})
-	client := func() informerhubv1.InformerHubServiceClient { return h.client }
+	client := h.current
 	var subs []*subscriber
 	for i := range 100 {
 		subs = append(subs, subscribe(t, client, ns, []string{"", "team=a", "team notin (b)", "team in (a,b)"}[i%4]))
@@ -334,7 +334,7 @@ func TestCompactionForcesARelist(t *testing.T) {
 	upstream := etcdAPIServer(t)
 	restConfig, proxy := throughProxy(t, upstream.Config)
 	h := startHubAt(t, restConfig, informerhub.Config{})
-	client := func() informerhubv1.InformerHubServiceClient { return h.client }
+	client := h.current
 	subs := []*subscriber{subscribe(t, client, ns, ""), subscribe(t, client, ns, "team=a")}
 	w.step(10)
 	m := w.marker()
@@ -379,7 +379,7 @@ func TestNetworkToTheAPIServerStallsAndDrops(t *testing.T) {
 	ref := startReference(t, ns)
 	restConfig, proxy := throughProxy(t, cluster.Config)
 	h := startHubAt(t, restConfig, informerhub.Config{})
-	client := func() informerhubv1.InformerHubServiceClient { return h.client }
+	client := h.current
 	subs := []*subscriber{subscribe(t, client, ns, ""), subscribe(t, client, ns, "team=a")}
 	m := w.marker()
 	for _, s := range subs {
@@ -434,7 +434,7 @@ func TestStalledAndSlowSubscribers(t *testing.T) {
 	createConfigMap(t, ns, "big", map[string]string{"team": "a"}, "v0")
 	ref := startReference(t, ns)
 	h := startHubWith(t, informerhub.Config{QueueSize: 20}, server.Config{StalledSendGrace: 100 * time.Millisecond, MaxSendStall: maxSendStall})
-	client := func() informerhubv1.InformerHubServiceClient { return h.client }
+	client := h.current
 
 	// A fixed 64 KiB window (which also turns off gRPC's dynamic window),
 	// so the stalled client's buffers fill quickly.
