@@ -43,6 +43,7 @@ import (
 type options struct {
 	kubeconfig      string
 	listen          string
+	debugListen     string
 	hub             informerhub.Config
 	server          server.Config
 	kubeQPS         float64
@@ -68,6 +69,7 @@ func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("informerhub", flag.ContinueOnError)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "host:port to serve gRPC on")
+	fs.StringVar(&o.debugListen, "debug-listen", "", "host:port to serve Go profiles (/debug/pprof/) and memory statistics (/debug/vars) on; off when empty")
 
 	fs.StringVar(&o.auth, "auth", "kubernetes", "how callers authenticate: kubernetes (a bearer token, checked with a TokenReview), mtls (a client certificate signed by --client-ca), or none (local development only)")
 	fs.BoolVar(&o.insecureAllowRemote, "insecure-allow-remote", false, "allow --auth=none, or serving without TLS, on an address other than loopback")
@@ -191,7 +193,14 @@ func main() {
 		log.Error("cannot listen", "address", o.listen, "error", err)
 		os.Exit(1)
 	}
-	if err := run(ctx, o, log, lis); err != nil {
+	var debugLis net.Listener
+	if o.debugListen != "" {
+		if debugLis, err = listenDebug(o); err != nil {
+			log.Error("cannot serve debug endpoints", "error", err)
+			os.Exit(1)
+		}
+	}
+	if err := run(ctx, o, log, lis, debugLis); err != nil {
 		log.Error("informerhub failed", "error", err)
 		os.Exit(1)
 	}
@@ -208,8 +217,9 @@ func newLogger(o *options) *slog.Logger {
 	return log
 }
 
-// run serves on lis until ctx ends, then shuts down gracefully.
-func run(ctx context.Context, o *options, log *slog.Logger, lis net.Listener) error {
+// run serves on lis (and debug endpoints on debugLis, unless nil) until ctx
+// ends, then shuts down gracefully.
+func run(ctx context.Context, o *options, log *slog.Logger, lis, debugLis net.Listener) error {
 	// validate trusted the name in --listen; trust only the address bound
 	// ("localhost" could resolve to anything).
 	if needsLoopback := o.auth == "none" || o.tlsCert == ""; needsLoopback && !o.insecureAllowRemote {
@@ -244,6 +254,19 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis net.Listener) er
 	server.New(hub, o.server).Register(g)
 	healthpb.RegisterHealthServer(g, healthServer)
 	reflection.Register(g)
+
+	if debugLis != nil {
+		debugCtx, stopDebug := context.WithCancel(ctx)
+		debugDone := make(chan struct{})
+		go func() {
+			defer close(debugDone)
+			serveDebug(debugCtx, debugLis, log)
+		}()
+		defer func() {
+			stopDebug()
+			<-debugDone
+		}()
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()

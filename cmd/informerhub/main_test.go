@@ -80,6 +80,12 @@ func kubeconfig(t *testing.T) string {
 // the test ends, on a loopback port, and returns its address.
 func serve(t *testing.T, args ...string) string {
 	t.Helper()
+	return serveWithDebug(t, nil, args...)
+}
+
+// serveWithDebug is serve, with debug endpoints on debugLis unless nil.
+func serveWithDebug(t *testing.T, debugLis net.Listener, args ...string) string {
+	t.Helper()
 	o, err := parseFlags(append([]string{"--kubeconfig", kubeconfig(t)}, args...))
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +96,7 @@ func serve(t *testing.T, args ...string) string {
 	}
 	ctx, shutdown := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, o, slog.New(slog.DiscardHandler), lis) }()
+	go func() { done <- run(ctx, o, slog.New(slog.DiscardHandler), lis, debugLis) }()
 	t.Cleanup(func() {
 		shutdown()
 		if err := <-done; err != nil {
@@ -162,7 +168,7 @@ func TestServeAndShutDown(t *testing.T) {
 	ctx, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, o, slog.New(slog.DiscardHandler), lis) }()
+	go func() { done <- run(ctx, o, slog.New(slog.DiscardHandler), lis, nil) }()
 
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -249,7 +255,7 @@ func TestRefusesANonLoopbackListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lis.Close()
-	if err := run(context.Background(), o, slog.New(slog.DiscardHandler), lis); err == nil || !strings.Contains(err.Error(), "not loopback") {
+	if err := run(context.Background(), o, slog.New(slog.DiscardHandler), lis, nil); err == nil || !strings.Contains(err.Error(), "not loopback") {
 		t.Fatalf("run: %v, want a refusal", err)
 	}
 }

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"expvar"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+)
+
+// serveDebug serves Go's profiles (/debug/pprof/) and runtime memory
+// statistics (/debug/vars, from expvar) on lis until ctx ends. It is opt-in
+// (--debug-listen): profiles show the hub's internals, so like the gRPC port
+// without authentication it is for loopback unless told otherwise.
+//
+// Measure the heap after a collection by fetching /debug/pprof/heap?gc=1
+// first, then /debug/vars; the benchmark harness does (test/bench).
+func serveDebug(ctx context.Context, lis net.Listener, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/debug/vars", expvar.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	log.Info("serving debug endpoints", "address", lis.Addr().String())
+	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("debug endpoints stopped", "error", err)
+	}
+}
+
+// listenDebug binds --debug-listen, refusing an address other than loopback
+// unless --insecure-allow-remote.
+func listenDebug(o *options) (net.Listener, error) {
+	lis, err := net.Listen("tcp", o.debugListen)
+	if err != nil {
+		return nil, fmt.Errorf("--debug-listen: %w", err)
+	}
+	if addr, ok := lis.Addr().(*net.TCPAddr); !o.insecureAllowRemote && (!ok || !addr.IP.IsLoopback()) {
+		lis.Close()
+		return nil, fmt.Errorf("--debug-listen %s is not loopback: profiles expose the hub's memory; pass --insecure-allow-remote to serve them anyway", o.debugListen)
+	}
+	return lis, nil
+}
