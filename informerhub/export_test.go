@@ -1,6 +1,9 @@
 package informerhub
 
 import (
+	"fmt"
+	"slices"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 )
@@ -36,3 +39,70 @@ func PanicInProcess(h *Hub, gvr schema.GroupVersionResource) error {
 // Replaying reports whether a subscription still reads its replay's
 // upstream watch. Call it only between calls of Next.
 func Replaying(s *Subscription) bool { return s.replay != nil }
+
+// The label index's limits; see index.go.
+const (
+	LabelIndexMinObjects = labelIndexMinObjects
+	MaxLabelIndexKeys    = maxLabelIndexKeys
+)
+
+// SnapshotExamined counts the objects a snapshot has tested against its
+// selector so far: all of the state's when it scans, fewer when it reads a
+// label index.
+func SnapshotExamined(s *Snapshot) int { return s.cursor.examined }
+
+// InitialEventsExamined is SnapshotExamined for a subscription's initial
+// events. Call it only between calls of Next, before the initial events end.
+func InitialEventsExamined(s *Subscription) int { return s.initial.examined }
+
+// IndexedLabelKeys returns the label keys a resource's feed has indexed,
+// sorted.
+func IndexedLabelKeys(h *Hub, gvr schema.GroupVersionResource) []string {
+	f := feedOf(h, gvr)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var keys []string
+	for k := range f.index.keys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// CheckLabelIndex reports where the label index of a resource's feed
+// differs from its state: each indexed value's tree must hold exactly the
+// state's objects with that label, and no tree may be empty.
+func CheckLabelIndex(h *Hub, gvr schema.GroupVersionResource) error {
+	f := feedOf(h, gvr)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for key, values := range f.index.keys {
+		want := map[string][]*object{}
+		f.state.Ascend(func(o *object) bool {
+			if v, ok := o.labels[key]; ok {
+				want[v] = append(want[v], o)
+			}
+			return true
+		})
+		if len(want) != len(values) {
+			return fmt.Errorf("key %q: %d values indexed, the state has %d", key, len(values), len(want))
+		}
+		for v, t := range values {
+			var got []*object
+			t.Ascend(func(o *object) bool {
+				got = append(got, o)
+				return true
+			})
+			if !slices.Equal(got, want[v]) {
+				return fmt.Errorf("key %q value %q: %d objects indexed, the state has %d (or others)", key, v, len(got), len(want[v]))
+			}
+		}
+	}
+	return nil
+}
+
+func feedOf(h *Hub, gvr schema.GroupVersionResource) *feed {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.feeds[gvr]
+}

@@ -48,7 +48,10 @@ type feed struct {
 	// state is the current objects, ordered by namespace and name. Clones
 	// are taken for snapshots and initial events; it is never mutated
 	// outside mu.
-	state    *btree.BTreeG[*object]
+	state *btree.BTreeG[*object]
+	// index indexes some label keys of state; it changes with state, by
+	// putLocked and deleteLocked.
+	index    labelIndex
 	history  history
 	pos      position
 	subs     map[*Subscription]struct{} // live subscribers
@@ -79,6 +82,7 @@ func newFeed(h *Hub, info ResourceInfo) *feed {
 		listFailed: make(chan struct{}),
 		stopped:    make(chan struct{}),
 		state:      btree.NewG(btreeDegree, objectLess),
+		index:      newLabelIndex(),
 		subs:       map[*Subscription]struct{}{},
 	}
 }
@@ -257,10 +261,10 @@ func (f *feed) applyLocked(d cache.Delta) error {
 		if exists && prev.rv == o.rv {
 			return nil // not a change
 		}
-		f.state.ReplaceOrInsert(o)
+		f.putLocked(o)
 		f.appendLocked(&record{typ: typeOf(exists), obj: o, prev: prev, rv: max(o.rv, f.pos.rv)}, 0)
 	case cache.Deleted:
-		prev, exists := f.state.Delete(o)
+		prev, exists := f.deleteLocked(o)
 		if !exists {
 			return nil
 		}
@@ -295,7 +299,7 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 	}
 	if !f.isSynced {
 		for _, o := range objs {
-			f.state.ReplaceOrInsert(o)
+			f.putLocked(o)
 		}
 		f.pos = position{epoch: f.epoch, rv: listRV}
 		f.history = newHistory(f.hub.cfg.HistorySize, f.hub.cfg.HistoryBytes, listRV)
@@ -342,9 +346,9 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 	}
 	for i, c := range changes {
 		if c.typ == EventDeleted {
-			f.state.Delete(c.obj)
+			f.deleteLocked(c.obj)
 		} else {
-			f.state.ReplaceOrInsert(c.obj)
+			f.putLocked(c.obj)
 		}
 		offset := uint32(i + 1)
 		if i == len(changes)-1 {
@@ -355,6 +359,24 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 	f.pos.rv = batchRV
 	f.notifyAdvancedLocked()
 	return nil
+}
+
+// putLocked adds o to the state, or replaces the object of its namespace and
+// name, and returns what it replaced.
+func (f *feed) putLocked(o *object) (prev *object, existed bool) {
+	prev, existed = f.state.ReplaceOrInsert(o)
+	f.index.update(prev, o)
+	return prev, existed
+}
+
+// deleteLocked removes the object of o's namespace and name from the state,
+// and returns it.
+func (f *feed) deleteLocked(o *object) (prev *object, existed bool) {
+	prev, existed = f.state.Delete(o)
+	if existed {
+		f.index.update(prev, nil)
+	}
+	return prev, existed
 }
 
 // appendLocked adds r to the history, advances the position and hands r to

@@ -140,11 +140,12 @@ func (h *Hub) Snapshot(ctx context.Context, sel Selector) (*Snapshot, error) {
 		h.release(f)
 		return nil, f.err
 	}
-	state, pos := f.state.Clone(), f.pos
+	tree, _ := f.cloneForLocked(parsed)
+	pos := f.pos
 	f.mu.Unlock()
 	return &Snapshot{
 		feed:            f,
-		cursor:          newStateCursor(state, parsed),
+		cursor:          newStateCursor(tree, parsed),
 		resumeToken:     f.token(token{pos: pos}),
 		resourceVersion: strconv.FormatUint(pos.rv, 10),
 	}, nil

@@ -111,12 +111,13 @@ func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendIni
 			return nil, err
 		}
 	}
-	var state *btree.BTreeG[*object]
+	var tree *btree.BTreeG[*object] // what initial events walk
+	var eq *labelPair               // the label of tree's objects; nil when it is the state
 	switch {
 	case s.replay != nil:
 	case initial:
 		// A clone is O(1); the feed's later writes copy what they touch.
-		state = f.state.Clone()
+		tree, eq = f.cloneForLocked(sel)
 		undo, _ = f.history.after(s.start.seq, int(f.pos.seq-s.start.seq), nil)
 		s.phase = phaseInitial
 	case s.start.seq == f.pos.seq:
@@ -141,15 +142,17 @@ func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendIni
 	}
 	s.at = s.start
 	if initial {
-		// Roll the clone back to the start position.
+		// Roll the clone back to the start position. A clone of an index
+		// tree holds only the objects with its label, then as now.
 		for i := len(undo) - 1; i >= 0; i-- {
-			if r := undo[i]; r.prev == nil {
-				state.Delete(r.obj)
-			} else {
-				state.ReplaceOrInsert(r.prev)
+			switch r := undo[i]; {
+			case r.prev != nil && (eq == nil || eq.carriedBy(r.prev)):
+				tree.ReplaceOrInsert(r.prev)
+			case eq == nil || eq.carriedBy(r.obj):
+				tree.Delete(r.obj)
 			}
 		}
-		s.initial = newStateCursor(state, sel)
+		s.initial = newStateCursor(tree, sel)
 		if tok != nil && tok.initial && tok.afterName != "" {
 			s.initial.skipThrough(&object{namespace: tok.afterNamespace, name: tok.afterName})
 		}
@@ -409,9 +412,11 @@ func (s *Subscription) describe() string {
 }
 
 // stateCursor walks the matching objects of a state clone in order, scanning
-// a bounded batch at a time, reading the clone without locks.
+// a bounded batch at a time, reading the clone without locks. The clone may
+// be of a label index tree (see cloneForLocked), which holds fewer objects
+// in the same order.
 type stateCursor struct {
-	state   *btree.BTreeG[*object]
+	tree    *btree.BTreeG[*object]
 	sel     *selector
 	buf     []*object
 	bufNext int
@@ -419,12 +424,13 @@ type stateCursor struct {
 	from          *object
 	fromExclusive bool
 	done          bool
+	examined      int // objects tested against sel, for tests
 }
 
 const cursorBatch = 128
 
-func newStateCursor(state *btree.BTreeG[*object], sel *selector) *stateCursor {
-	return &stateCursor{state: state, sel: sel, from: &object{namespace: sel.namespace}}
+func newStateCursor(tree *btree.BTreeG[*object], sel *selector) *stateCursor {
+	return &stateCursor{tree: tree, sel: sel, from: &object{namespace: sel.namespace}}
 }
 
 // skipThrough makes the cursor continue after o.
@@ -492,7 +498,7 @@ func (c *stateCursor) fill() {
 	c.buf, c.bufNext = c.buf[:0], 0
 	scanned := 0
 	finished := true
-	c.state.AscendGreaterOrEqual(c.from, func(o *object) bool {
+	c.tree.AscendGreaterOrEqual(c.from, func(o *object) bool {
 		if c.fromExclusive && !objectLess(c.from, o) {
 			return true // o is from itself
 		}
@@ -500,6 +506,7 @@ func (c *stateCursor) fill() {
 			return false // past the namespace
 		}
 		c.from, c.fromExclusive = o, true
+		c.examined++
 		if c.sel.matches(o) {
 			c.buf = append(c.buf, o)
 		}
