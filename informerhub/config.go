@@ -56,8 +56,10 @@ type Config struct {
 	MaxSelectorTerms  int
 
 	// EncodeEvent, when set, encodes each event once for its transport;
-	// every subscriber then shares the bytes (Event.Encoded).
-	EncodeEvent func(*Event) []byte
+	// every subscriber then shares the encoding (Event.Encoded). It is the
+	// transport's to type: kept in the form the transport sends, it costs
+	// nothing per subscriber.
+	EncodeEvent func(*Event) any
 
 	// Logger receives the hub's logs. Default: slog.Default().
 	Logger *slog.Logger

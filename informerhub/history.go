@@ -43,12 +43,12 @@ type Event struct {
 	// InitialEventsEnd is set on the bookmark that closes initial events.
 	InitialEventsEnd bool
 
-	encoded []byte
+	encoded any
 }
 
 // Encoded returns what Config.EncodeEvent made of the event, computed once
 // per event however many subscribers send it; nil without an EncodeEvent.
-func (e *Event) Encoded() []byte { return e.encoded }
+func (e *Event) Encoded() any { return e.encoded }
 
 // variant is how one subscriber sees a record; see selector.variant.
 type variant uint8

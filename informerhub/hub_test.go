@@ -407,7 +407,7 @@ func TestInitialEventsAtTokenPosition(t *testing.T) {
 func TestOneInformerAndOneEncodingPerChange(t *testing.T) {
 	c := newFakeCluster(t)
 	var encoded atomic.Int64
-	h := newHub(t, c, informerhub.Config{EncodeEvent: func(e *informerhub.Event) []byte {
+	h := newHub(t, c, informerhub.Config{EncodeEvent: func(e *informerhub.Event) any {
 		if e.Type != informerhub.EventBookmark {
 			encoded.Add(1)
 		}

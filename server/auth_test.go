@@ -363,7 +363,7 @@ func TestPanicsBecomeInternalErrors(t *testing.T) {
 	cluster := hubtest.NewCluster(t)
 	cluster.ConfigMaps().Add(hubtest.ConfigMap("a", "x", nil, ""))
 	authz := &tableAuthorizer{allowed: map[string][]string{"alice": {"*"}}}
-	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: func(ev *informerhub.Event) []byte {
+	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: func(ev *informerhub.Event) any {
 		if strings.Contains(ev.Object, `"name":"boom"`) {
 			panic("an encoder broke")
 		}

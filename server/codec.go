@@ -10,17 +10,20 @@ import (
 	"github.com/informerhub/informerhub/informerhub"
 )
 
-// EncodeEvent encodes an event as a WatchResponse. Set it as the hub's
-// Config.EncodeEvent: the hub then encodes each change once, and the codec
-// below sends those bytes to every stream.
-func EncodeEvent(ev *informerhub.Event) []byte {
+// EncodeEvent encodes an event as a WatchResponse, in the mem.BufferSlice
+// the codec below returns. Set it as the hub's Config.EncodeEvent: the hub
+// then encodes each change once, and the codec sends those bytes to every
+// stream without allocating.
+func EncodeEvent(ev *informerhub.Event) any {
 	b, err := proto.Marshal(watchResponse(ev))
 	if err != nil {
 		// A WatchResponse of strings and scalars always encodes; without
-		// bytes the codec encodes the event per stream instead.
+		// an encoding the codec encodes the event per stream instead.
 		return nil
 	}
-	return b
+	// A SliceBuffer does not pool or free: the bytes stay the event's, and
+	// every stream may send them at once.
+	return mem.BufferSlice{mem.SliceBuffer(b)}
 }
 
 func watchResponse(ev *informerhub.Event) *informerhubv1.WatchResponse {
@@ -50,9 +53,8 @@ var _ encoding.CodecV2 = codec{}
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if ev, ok := v.(*informerhub.Event); ok {
-		if b := ev.Encoded(); b != nil {
-			// SliceBuffer does not pool or free: the bytes stay the event's.
-			return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+		if encoded, ok := ev.Encoded().(mem.BufferSlice); ok {
+			return encoded, nil
 		}
 		return c.proto.Marshal(watchResponse(ev))
 	}

@@ -47,8 +47,9 @@ func TestNoSendStartsOnceTheHandlerEndsTheStream(t *testing.T) {
 	s := New(nil, Config{Logger: discard, MaxSendStall: time.Millisecond})
 	snd := newSender(stream, "t0")
 	var produced atomic.Int32
-	next := func() (any, string, bool, error) {
-		return nil, fmt.Sprint("t", produced.Add(1)), false, nil
+	next := func() (any, *string, bool, error) {
+		token := fmt.Sprint("t", produced.Add(1))
+		return nil, &token, false, nil
 	}
 	if err := s.supervise(context.Background(), snd, nil, nil, next); !errors.Is(err, errStalled) {
 		t.Fatalf("supervise: %v, want errStalled", err)
@@ -65,10 +66,10 @@ func TestNoSendStartsOnceTheHandlerEndsTheStream(t *testing.T) {
 }
 
 // idleNext is a sender's next that produces nothing until ctx ends.
-func idleNext(ctx context.Context) func() (any, string, bool, error) {
-	return func() (any, string, bool, error) {
+func idleNext(ctx context.Context) func() (any, *string, bool, error) {
+	return func() (any, *string, bool, error) {
 		<-ctx.Done()
-		return nil, "", false, ctx.Err()
+		return nil, nil, false, ctx.Err()
 	}
 }
 
@@ -118,7 +119,8 @@ func TestAHangingRecheckDelaysNothingElse(t *testing.T) {
 			<-ctx.Done()
 			return &authUnavailableError{err: ctx.Err()}
 		}
-		next := func() (any, string, bool, error) { return nil, "t", false, nil }
+		token := "t"
+		next := func() (any, *string, bool, error) { return nil, &token, false, nil }
 		start := time.Now()
 		if err := s.supervise(context.Background(), newSender(stream, "t0"), nil, hang, next); !errors.Is(err, errStalled) {
 			t.Fatalf("supervise: %v, want errStalled", err)

@@ -164,13 +164,13 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 	}
 	snd := newSender(stream, sub.ResumeToken())
 	recheck := func(ctx context.Context) error { return s.recheckAccess(ctx, sel) }
-	err = s.supervise(ctx, snd, sub.Done(), recheck, func() (any, string, bool, error) {
+	err = s.supervise(ctx, snd, sub.Done(), recheck, func() (any, *string, bool, error) {
 		ev, err := sub.Next(ctx)
 		if err != nil {
-			return nil, "", false, err
+			return nil, nil, false, err
 		}
 		// The codec sends the event's shared encoding (see codec.go).
-		return ev, ev.ResumeToken, false, nil
+		return ev, &ev.ResumeToken, false, nil
 	})
 	if errors.Is(err, errStalled) {
 		// Why the subscription failed, if it did (overflow, informer
@@ -275,14 +275,14 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 		return toStatus(s.log, err)
 	}
 	defer snap.Close()
-	err = s.supervise(ctx, newSender(stream, ""), nil, nil, func() (any, string, bool, error) {
+	err = s.supervise(ctx, newSender(stream, ""), nil, nil, func() (any, *string, bool, error) {
 		objects, last := snap.NextPage()
 		return &informerhubv1.SnapshotResponse{
 			Objects:         objects,
 			ResumeToken:     snap.ResumeToken(),
 			ResourceVersion: snap.ResourceVersion(),
 			Last:            last,
-		}, "", last, nil
+		}, nil, last, nil
 	})
 	if errors.Is(err, errStalled) {
 		// Its token means "after the whole snapshot": useless to a client
@@ -335,9 +335,12 @@ func newSender(stream grpc.ServerStream, startToken string) *sender {
 func (snd *sender) lastToken() string { return *snd.lastSent.Load() }
 
 // run sends what next produces until it fails or produces the last message.
-// A panic becomes an error: it runs outside the handler's goroutine, where
-// the recovery interceptor cannot catch it.
-func (snd *sender) run(next func() (msg any, token string, last bool, err error)) (err error) {
+// next's token points to msg's resume token (nil when it has none) and must
+// not change afterwards: a pointer into the shared event costs nothing per
+// message, where the address of a copy would be an allocation. A panic
+// becomes an error: run runs outside the handler's goroutine, where the
+// recovery interceptor cannot catch it.
+func (snd *sender) run(next func() (msg any, token *string, last bool, err error)) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &panicError{value: p, stack: debug.Stack()}
@@ -357,8 +360,8 @@ func (snd *sender) run(next func() (msg any, token string, last bool, err error)
 		if err != nil {
 			return err
 		}
-		if token != "" {
-			snd.lastSent.Store(&token)
+		if token != nil {
+			snd.lastSent.Store(token)
 		}
 		if last {
 			return nil
@@ -373,7 +376,7 @@ func (snd *sender) run(next func() (msg any, token string, last bool, err error)
 // goroutine of its own so that a slow API server delays nothing else)
 // finds access revoked or credentials rejected, or none has confirmed
 // access for maxUnconfirmedRechecks intervals.
-func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struct{}, recheck func(context.Context) error, next func() (any, string, bool, error)) error {
+func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struct{}, recheck func(context.Context) error, next func() (any, *string, bool, error)) error {
 	done := make(chan error, 1)
 	go func() { done <- snd.run(next) }()
 	// However it ends, the sender starts no send after this returns: gRPC
