@@ -41,6 +41,26 @@ MODULES := . gen clients/go
 test: lint check-generate controlplane ## Lint, check generated code, run every test with -race.
 	go test -race -count=1 ./...
 	cd clients/go && go test -race -count=1 ./...
+	$(MAKE) bench-smoke
+
+# The benchmarks behind BENCHMARKS.md. `make test` runs each once at its
+# smallest (bench-smoke; the harness's own smoke test, TestHarnessSmoke,
+# runs with the other tests) so that none of them rots.
+GO_BENCHMARKS := ^(BenchmarkFanOut|BenchmarkGRPCFanOut|BenchmarkSnapshot)$$
+BENCH_RUNS    ?= 3
+BENCH_RESULTS := test/bench/results
+
+.PHONY: bench
+bench: build controlplane ## Measure the hub beside the API server; write BENCHMARKS.md and test/bench/results (about 40 min; not in CI).
+	mkdir -p $(BENCH_RESULTS)
+	go test -run '^$$' -bench '$(GO_BENCHMARKS)' -benchmem -count $(BENCH_RUNS) ./informerhub ./server | tee $(BENCH_RESULTS)/go-bench.txt
+	go run ./test/bench/cmd/hubbench -hub bin/informerhub -runs $(BENCH_RUNS) -results $(BENCH_RESULTS) -markdown BENCHMARKS.md \
+		-go-bench $(BENCH_RESULTS)/go-bench.txt -go-bench-command "go test -run '^\$$' -bench '$(GO_BENCHMARKS)' -benchmem -count $(BENCH_RUNS) ./informerhub ./server"
+	cd tools/benchplot && go run . -plots ../../$(BENCH_RESULTS)/plots.json
+
+.PHONY: bench-smoke
+bench-smoke: ## Run every Go benchmark once, at a single iteration.
+	go test -run '^$$' -bench '$(GO_BENCHMARKS)' -benchtime 1x ./informerhub ./server
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no control plane.
@@ -71,7 +91,8 @@ lint: tools ## buf lint and format, go vet, gofmt, go mod tidy.
 	for m in $(MODULES); do (cd $$m && go vet ./...) || exit 1; done
 	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | grep -v '^gen/')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
-	for m in $(MODULES) tools tools/controlplane; do (cd $$m && go mod tidy -diff) || exit 1; done
+	for m in $(MODULES) tools tools/controlplane tools/benchplot; do (cd $$m && go mod tidy -diff) || exit 1; done
+	cd tools/benchplot && go vet ./...
 
 .PHONY: generate
 generate: tools ## Generate gen/ from proto/.

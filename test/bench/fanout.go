@@ -1,0 +1,349 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+)
+
+// Sides of a fan-out run.
+const (
+	sideDirect = "direct" // N watches straight from the API server
+	sideHub    = "hub"    // N subscriptions to the hub
+	sideNone   = "none"   // no clients: the cost of the writes alone
+)
+
+// fanOutResult is one fan-out run.
+type fanOutResult struct {
+	writes     int
+	deliveries int64         // changes received, over all clients
+	elapsed    time.Duration // from the first write to the last receipt
+	cpu        time.Duration // of the side's processes over elapsed
+	p50, p99   time.Duration // write to receipt, over all receipts
+	watches    int           // the API server's open ConfigMap watches, mid-run
+	short      int           // clients that did not receive every change in time
+}
+
+// fanOut measures one run: clients receive every change the writer makes at
+// rate for o.FanOutDuration, on one side. stalled more hub subscribers, each
+// on a connection of its own with a small window, never read.
+func (e *Env) fanOut(ctx context.Context, o *Options, side string, hub *hubProcess, w *writer, clients, stalled int, rate float64) (fanOutResult, error) {
+	var res fanOutResult
+	ctx, cancel := context.WithCancel(ctx)
+	var rs receivers
+	defer rs.stopped()
+	defer cancel()
+
+	conns := min(clients, o.FanOutConnections)
+	switch side {
+	case sideDirect:
+		list, err := e.kube.CoreV1().ConfigMaps(w.ns).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return res, err
+		}
+		hcs, err := apiTransports(e.rest, conns)
+		if err != nil {
+			return res, err
+		}
+		defer closeTransports(hcs)
+		u := e.configMapsURL(w.ns, url.Values{"watch": {"true"}, "resourceVersion": {list.ResourceVersion}})
+		err = forEach(ctx, clients, 32, func(_ context.Context, i int) error {
+			// The watch lives on ctx, not on forEach's, which ends first.
+			body, err := openAPIWatch(ctx, hcs[i%conns], u)
+			if err != nil {
+				return err
+			}
+			r := newReceiver()
+			rs.add(r)
+			go receiveAPI(body, r)
+			return nil
+		})
+		if err != nil {
+			return res, fmt.Errorf("opening %d watches: %w", clients, err)
+		}
+	case sideHub:
+		cs, err := hubConns(hub.addr, conns, 0)
+		if err != nil {
+			return res, err
+		}
+		defer closeConns(cs)
+		req := &informerhubv1.WatchRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: w.ns}}
+		err = forEach(ctx, clients, 32, func(_ context.Context, i int) error {
+			// The stream lives on ctx, not on forEach's, which ends first.
+			stream, err := openHubWatch(ctx, cs[i%conns], req)
+			if err != nil {
+				return err
+			}
+			r := newReceiver()
+			rs.add(r)
+			go receiveHub(stream, r)
+			return nil
+		})
+		if err != nil {
+			return res, fmt.Errorf("opening %d subscriptions: %w", clients, err)
+		}
+		if stalled > 0 {
+			// The smallest window gRPC allows: a stalled client holds the
+			// hub's sender after about 15 changes.
+			stalledConns, err := hubConns(hub.addr, stalled, 64<<10)
+			if err != nil {
+				return res, err
+			}
+			defer closeConns(stalledConns)
+			for _, c := range stalledConns {
+				if _, err := openHubWatch(ctx, c, req); err != nil {
+					return res, err
+				}
+			}
+		}
+	}
+
+	// Warm up: every client has its stream open and has received a change.
+	if err := w.touch(ctx, 0); err != nil {
+		return res, err
+	}
+	if short := rs.waitFor(1, time.Now().Add(time.Minute)); short > 0 {
+		return res, fmt.Errorf("%d of %d clients did not receive the first change: %w", short, clients, errTimeout)
+	}
+
+	cpu0, err := e.sideCPU(side, hub)
+	if err != nil {
+		return res, err
+	}
+	start := time.Now()
+	writes := make(chan error, 1)
+	go func() {
+		var err error
+		res.writes, err = w.run(ctx, rate, o.FanOutDuration)
+		writes <- err
+	}()
+	// Mid-run, every client's watch is open.
+	if res.watches, err = e.clientWatches(ctx); err != nil {
+		return res, err
+	}
+	if err := <-writes; err != nil {
+		return res, fmt.Errorf("writing: %w", err)
+	}
+	res.short = rs.waitFor(int64(1+res.writes), time.Now().Add(o.FanOutDrain))
+	res.elapsed = time.Since(start)
+	cpu1, err := e.sideCPU(side, hub)
+	if err != nil {
+		return res, err
+	}
+	res.cpu = cpu1 - cpu0
+
+	cancel()
+	rs.stopped()
+	var latencies []time.Duration
+	for _, r := range rs.all {
+		res.deliveries += r.received.Load() - 1
+		latencies = append(latencies, r.latencies[1:]...) // not the warm-up change
+	}
+	res.p50, res.p99 = percentile(latencies, 50), percentile(latencies, 99)
+	return res, nil
+}
+
+// sideCPU is the CPU time of a side's processes: the control plane, and the
+// hub on the hub's side.
+func (e *Env) sideCPU(side string, hub *hubProcess) (time.Duration, error) {
+	cp, err := e.controlPlaneCPU()
+	if err != nil || side != sideHub {
+		return cp, err
+	}
+	h, err := cpuTime(hub.pid())
+	return cp + h, err
+}
+
+// fanOutScenario compares the sides at each client count. Runs alternate
+// the sides, so that drift in the machine's speed affects both alike.
+func fanOutScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
+	const ns = "bench-fanout"
+	if err := e.createNamespace(ctx, ns); err != nil {
+		return err
+	}
+	w, err := newWriter(ctx, e, ns, o.FanOutObjects, o.ObjectBytes)
+	if err != nil {
+		return err
+	}
+	hub, err := e.startHub(ctx)
+	if err != nil {
+		return err
+	}
+	defer hub.stop()
+
+	type key struct {
+		side    string
+		clients int
+	}
+	results := map[key][]fanOutResult{}
+	largest := o.FanOutClients[len(o.FanOutClients)-1]
+	for run := range o.Runs {
+		for _, n := range o.FanOutClients {
+			rate := min(o.FanOutRate, o.FanOutMaxDelivery/float64(n))
+			sides := []string{sideDirect, sideHub}
+			if run%2 == 1 {
+				sides = []string{sideHub, sideDirect}
+			}
+			if n == o.FanOutClients[0] {
+				sides = append(sides, sideNone)
+			}
+			for _, side := range sides {
+				clients := n
+				if side == sideNone {
+					clients = 0
+				}
+				var profiled chan error
+				if side == sideHub && n == largest && run == 0 && o.ProfileDir != "" {
+					profiled = make(chan error, 1)
+					go func() {
+						profiled <- hub.profile(ctx, fmt.Sprintf("profile?seconds=%d", int(o.FanOutDuration.Seconds())),
+							o.profilePath(fmt.Sprintf("hub-cpu-fanout-%d.pb.gz", n)))
+					}()
+				}
+				res, err := e.fanOut(ctx, o, side, hub, w, clients, 0, rate)
+				if err != nil {
+					return fmt.Errorf("%s side, %d clients: %w", side, n, err)
+				}
+				if profiled != nil {
+					if err := <-profiled; err != nil {
+						return fmt.Errorf("profiling the hub: %w", err)
+					}
+				}
+				o.logf("fan-out run %d: %s, %d clients, %.0f changes/s: %d deliveries in %v, CPU %v, p50 %v, p99 %v, %d watches, %d short",
+					run+1, side, clients, rate, res.deliveries, res.elapsed.Round(time.Millisecond), res.cpu, res.p50, res.p99, res.watches, res.short)
+				results[key{side, n}] = append(results[key{side, n}], res)
+			}
+		}
+	}
+
+	spreadBy := func(rs []fanOutResult, f func(fanOutResult) float64) Spread {
+		v := make([]float64, len(rs))
+		for i, x := range rs {
+			v[i] = f(x)
+		}
+		return spreadOf(v)
+	}
+	table := Table{Header: []string{"clients", "changes/s", "side", "delivered events/s", "CPU s (side's processes)", "CPU ms per 1k deliveries", "p50", "p99", "API server watches", "clients short"}}
+	ratios := Table{Header: []string{"clients", "hub CPU ÷ direct CPU", "hub CPU ÷ direct CPU, writes' cost removed", "hub p99 ÷ direct p99"}}
+	var cpuPlot, p99Plot, watchPlot [2]Series
+	baseCPU := spreadBy(results[key{sideNone, o.FanOutClients[0]}], func(x fanOutResult) float64 { return x.cpu.Seconds() })
+	table.Rows = append(table.Rows, []string{"0", fmt.Sprintf("%.0f", min(o.FanOutRate, o.FanOutMaxDelivery/float64(o.FanOutClients[0]))), "no clients (writes alone)", "–", baseCPU.format(seconds), "–", "–", "–", "–", "–"})
+	var at1000 struct{ cpuRatio, p99Ratio Spread }
+	for _, n := range o.FanOutClients {
+		rate := min(o.FanOutRate, o.FanOutMaxDelivery/float64(n))
+		for i, side := range []string{sideDirect, sideHub} {
+			rs := results[key{side, n}]
+			cpu := spreadBy(rs, func(x fanOutResult) float64 { return x.cpu.Seconds() })
+			p99 := spreadBy(rs, func(x fanOutResult) float64 { return ms1(x.p99) })
+			watches := spreadBy(rs, func(x fanOutResult) float64 { return float64(x.watches) })
+			table.Rows = append(table.Rows, []string{
+				fmt.Sprint(n), fmt.Sprintf("%.0f", rate), side,
+				spreadBy(rs, func(x fanOutResult) float64 { return float64(x.deliveries) / x.elapsed.Seconds() }).format(perSecond),
+				cpu.format(seconds),
+				spreadBy(rs, func(x fanOutResult) float64 { return 1e6 * x.cpu.Seconds() / float64(max(x.deliveries, 1)) }).format(ms),
+				spreadBy(rs, func(x fanOutResult) float64 { return ms1(x.p50) }).format(ms),
+				p99.format(ms), watches.format(count),
+				spreadBy(rs, func(x fanOutResult) float64 { return float64(x.short) }).format(count),
+			})
+			cpuPlot[i].Name, p99Plot[i].Name, watchPlot[i].Name = side, side, side
+			cpuPlot[i].Points = append(cpuPlot[i].Points, point(float64(n), cpu))
+			p99Plot[i].Points = append(p99Plot[i].Points, point(float64(n), p99))
+			watchPlot[i].Points = append(watchPlot[i].Points, point(float64(n), watches))
+		}
+		direct, hubRuns := results[key{sideDirect, n}], results[key{sideHub, n}]
+		var cpuRatio, netRatio, p99Ratio []float64
+		base := baseCPU.Median
+		for i := range direct {
+			cpuRatio = append(cpuRatio, hubRuns[i].cpu.Seconds()/direct[i].cpu.Seconds())
+			netRatio = append(netRatio, (hubRuns[i].cpu.Seconds()-base)/(direct[i].cpu.Seconds()-base))
+			p99Ratio = append(p99Ratio, float64(hubRuns[i].p99)/float64(direct[i].p99))
+		}
+		ratios.Rows = append(ratios.Rows, []string{fmt.Sprint(n), spreadOf(cpuRatio).format(ratio), spreadOf(netRatio).format(ratio), spreadOf(p99Ratio).format(ratio)})
+		at1000.cpuRatio, at1000.p99Ratio = spreadOf(cpuRatio), spreadOf(p99Ratio)
+	}
+	r.Sections = append(r.Sections, Section{
+		Title: "1. Fan-out against the API server",
+		Intro: fmt.Sprintf(`N clients receive every change of ConfigMaps of about %s in one namespace, made at a steady rate by a writer (merge patches, %d objects in turn): once as N watches straight from the API server, once as N hub subscriptions. Each run writes for %v after every client has received a first change. CPU is the user and system time, from /proc, of the side's processes over the run: kube-apiserver and etcd; kube-apiserver, etcd and the hub. Latency is from the writer's timestamp, taken just before its request, to the client's receipt. The API server's watch count is its apiserver_longrunning_requests metric for ConfigMap WATCHes, read mid-run. Clients spread over at most %d connections per side; they read raw bytes (HTTP chunks of JSON lines; gRPC messages left undecoded) and only find the timestamp, so the harness costs both sides the same. The change rate drops where N × rate would exceed %.0f deliveries/s, which is what the harness's clients can take on this machine beside both servers.`,
+			byteSize(float64(o.ObjectBytes)), o.FanOutObjects, o.FanOutDuration, o.FanOutConnections, o.FanOutMaxDelivery),
+		Tables: []Table{table, ratios},
+		Plots: []Plot{
+			{File: "fanout-cpu.png", Title: "CPU seconds of each side's processes per run", X: "clients", Y: "CPU s", LogX: true, Series: cpuPlot[:]},
+			{File: "fanout-p99.png", Title: "p99 latency, write to receipt", X: "clients", Y: "ms", LogX: true, Series: p99Plot[:]},
+			{File: "fanout-watches.png", Title: "API server ConfigMap watches", X: "clients", Y: "watches", LogX: true, LogY: true, Series: watchPlot[:]},
+		},
+	})
+	r.Targets = append(r.Targets,
+		Target{Name: fmt.Sprintf("End to end at %d clients: CPU", largest), Goal: "hub side ≤ 1/5 of direct", Measured: at1000.cpuRatio.format(ratio), Met: at1000.cpuRatio.Median <= 0.2},
+		Target{Name: fmt.Sprintf("End to end at %d clients: p99", largest), Goal: "hub p99 ≤ direct p99", Measured: at1000.p99Ratio.format(ratio), Met: at1000.p99Ratio.Median <= 1},
+	)
+	return nil
+}
+
+// slowSubscriberScenario measures healthy subscribers' latency beside 0, 1
+// and 10% stalled ones.
+func slowSubscriberScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
+	const ns = "bench-slow"
+	if err := e.createNamespace(ctx, ns); err != nil {
+		return err
+	}
+	w, err := newWriter(ctx, e, ns, o.FanOutObjects, o.ObjectBytes)
+	if err != nil {
+		return err
+	}
+	stalledCounts := []int{0, 1, max(1, o.SlowHealthy/10)}
+	rate := min(o.FanOutRate, o.FanOutMaxDelivery/float64(o.SlowHealthy))
+	p99s := make([][]float64, len(stalledCounts))
+	p50s := make([][]float64, len(stalledCounts))
+	for run := range o.Runs {
+		for i, stalled := range stalledCounts {
+			// A hub of its own per run: stalled subscribers of one run
+			// leave nothing behind for the next.
+			hub, err := e.startHub(ctx)
+			if err != nil {
+				return err
+			}
+			res, err := e.fanOut(ctx, o, sideHub, hub, w, o.SlowHealthy, stalled, rate)
+			hub.stop()
+			if err != nil {
+				return fmt.Errorf("%d stalled: %w", stalled, err)
+			}
+			o.logf("slow subscribers run %d: %d stalled: p50 %v, p99 %v, %d short", run+1, stalled, res.p50, res.p99, res.short)
+			if res.short > 0 {
+				return fmt.Errorf("%d stalled: %d healthy subscribers missed changes", stalled, res.short)
+			}
+			p50s[i], p99s[i] = append(p50s[i], ms1(res.p50)), append(p99s[i], ms1(res.p99))
+		}
+	}
+	table := Table{Header: []string{"stalled subscribers", "healthy subscribers", "p50", "p99", "p99 change against none stalled"}}
+	var series Series
+	series.Name = "healthy p99"
+	var worst Spread
+	for i, stalled := range stalledCounts {
+		var change []float64
+		for run := range p99s[i] {
+			change = append(change, p99s[i][run]/p99s[0][run]-1)
+		}
+		c := spreadOf(change)
+		if i == 1 || i > 1 && c.Median > worst.Median {
+			worst = c
+		}
+		table.Rows = append(table.Rows, []string{fmt.Sprint(stalled), fmt.Sprint(o.SlowHealthy), spreadOf(p50s[i]).format(ms), spreadOf(p99s[i]).format(ms), c.format(percent)})
+		series.Points = append(series.Points, point(float64(stalled), spreadOf(p99s[i])))
+	}
+	r.Sections = append(r.Sections, Section{
+		Title: "3. Slow-subscriber tax",
+		Intro: fmt.Sprintf(`%d healthy hub subscribers receive %.0f changes/s for %v, as in scenario 1, beside stalled subscribers: each on a connection of its own with gRPC's smallest flow-control window (64 KiB), never reading. A stalled subscriber blocks its own sender after about 15 changes; its queue of 1000 then fills and the hub disconnects it (RESOURCE_EXHAUSTED) without waiting for it. Each configuration runs on a fresh hub; the change is per run against that run's none-stalled p99.`,
+			o.SlowHealthy, rate, o.FanOutDuration),
+		Tables: []Table{table},
+		Plots:  []Plot{{File: "slow-p99.png", Title: "Healthy subscribers' p99 beside stalled ones", X: "stalled subscribers", Y: "ms", Series: []Series{series}}},
+	})
+	r.Targets = append(r.Targets, Target{Name: "Slow subscribers", Goal: "≤ 10% change in healthy p99", Measured: worst.format(percent), Met: worst.Median <= 0.10})
+	return nil
+}
+
+func ms1(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Options size a harness run.
+type Options struct {
+	Runs int // of every measurement; the report gives median and spread
+
+	FanOutClients     []int         // client counts to compare the sides at
+	FanOutRate        float64       // changes per second
+	FanOutMaxDelivery float64       // deliveries per second at most: the rate drops for many clients
+	FanOutDuration    time.Duration // of writing, per run
+	FanOutDrain       time.Duration // to wait for the last deliveries
+	FanOutConnections int           // connections per side at most; clients share them round-robin
+	FanOutObjects     int           // ConfigMaps the writer cycles through
+	ObjectBytes       int           // size of their data
+
+	SlowHealthy int // healthy subscribers beside the stalled ones
+
+	SnapshotObjects   int   // ConfigMaps cached, for snapshots, memory and startup
+	IdleSubscribers   []int // subscriber counts at which memory and watches are read
+	MemorySubscribers int   // subscribers open for the RSS reading
+
+	// ProfileDir, when set, receives pprof profiles of the hub taken
+	// during the largest fan-out run and after the memory scenario.
+	ProfileDir string
+	// Log receives progress.
+	Log func(format string, args ...any)
+}
+
+// FullOptions are the sizes of `make bench`.
+func FullOptions() Options {
+	return Options{
+		Runs:              3,
+		FanOutClients:     []int{1, 10, 100, 1000},
+		FanOutRate:        200,
+		FanOutMaxDelivery: 20000,
+		FanOutDuration:    10 * time.Second,
+		FanOutDrain:       30 * time.Second,
+		FanOutConnections: 100,
+		FanOutObjects:     100,
+		ObjectBytes:       4 << 10,
+		SlowHealthy:       100,
+		SnapshotObjects:   100000,
+		IdleSubscribers:   []int{1, 10, 100, 1000, 10000},
+		MemorySubscribers: 1000,
+	}
+}
+
+// SmokeOptions are tiny sizes that run every scenario in seconds, so that
+// the harness is exercised by `make test`.
+func SmokeOptions() Options {
+	return Options{
+		Runs:              1,
+		FanOutClients:     []int{1, 3},
+		FanOutRate:        50,
+		FanOutMaxDelivery: 1000,
+		FanOutDuration:    200 * time.Millisecond,
+		FanOutDrain:       30 * time.Second,
+		FanOutConnections: 2,
+		FanOutObjects:     3,
+		ObjectBytes:       1 << 10,
+		SlowHealthy:       3,
+		SnapshotObjects:   200,
+		IdleSubscribers:   []int{1, 5},
+		MemorySubscribers: 5,
+	}
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		o.Log(format, args...)
+	}
+}
+
+// Run runs every scenario against e and returns the report.
+func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
+	if o.ProfileDir != "" {
+		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	r := &Report{}
+	for _, scenario := range []struct {
+		name string
+		run  func(context.Context, *Env, *Options, *Report) error
+	}{
+		{"fan-out", fanOutScenario},
+		{"slow subscribers", slowSubscriberScenario},
+		{"snapshot, memory and startup", objectsScenarios},
+	} {
+		o.logf("scenario: %s", scenario.name)
+		if err := scenario.run(ctx, e, &o, r); err != nil {
+			return r, fmt.Errorf("%s: %w", scenario.name, err)
+		}
+	}
+	return r, nil
+}
+
+func (o *Options) profilePath(name string) string {
+	if o.ProfileDir == "" {
+		return ""
+	}
+	return filepath.Join(o.ProfileDir, name)
+}

@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// hubProcess is cmd/informerhub serving the Env's control plane, with debug
+// endpoints for memory statistics and profiles.
+type hubProcess struct {
+	addr, debugAddr string
+	cmd             *exec.Cmd
+	exited          chan struct{}
+	output          lockedBuffer
+	started         time.Time
+}
+
+// lockedBuffer is the process's output, written by exec's copying goroutine.
+type lockedBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startHub runs the hub with extra flags and waits until it serves. Limits
+// meant for many identities are lifted: every bench client is anonymous.
+func (e *Env) startHub(ctx context.Context, extraArgs ...string) (*hubProcess, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	debugAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p := &hubProcess{addr: addr, debugAddr: debugAddr, exited: make(chan struct{})}
+	args := append([]string{
+		"--kubeconfig", e.kubeconfig, "--listen", addr, "--debug-listen", debugAddr, "--auth", "none",
+		"--max-subscriptions-per-identity", "1000000", "--rate-per-identity", "1000000", "--rate-burst-per-identity", "1000000",
+		"--max-concurrent-streams", "100000", "--kube-api-qps", "1000", "--kube-api-burst", "1000",
+		"--log-level", "warn",
+	}, extraArgs...)
+	p.cmd = exec.Command(e.hubBinary, args...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.output, &p.output
+	p.started = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", e.hubBinary, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.exited)
+	}()
+	if err := p.waitServing(ctx); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("%w\n%s", err, p.output.String())
+	}
+	return p, nil
+}
+
+func (p *hubProcess) waitServing(ctx context.Context) error {
+	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		// WaitForReady rides out the moments before the process listens.
+		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+		if err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the hub does not serve: %v %w", resp, err)
+		case <-p.exited:
+			return fmt.Errorf("the hub exited")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (p *hubProcess) pid() int { return p.cmd.Process.Pid }
+
+// stop ends the hub with SIGTERM, then SIGKILL if it lingers.
+func (p *hubProcess) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// memStats is what the harness reads of the hub's runtime.MemStats.
+type memStats struct {
+	HeapAlloc  uint64
+	StackInuse uint64
+}
+
+// memory collects garbage in the hub, then reads its memory statistics.
+func (p *hubProcess) memory(ctx context.Context) (memStats, error) {
+	// A heap profile with gc=1 runs a collection first.
+	if _, err := p.debugGet(ctx, "/debug/pprof/heap?gc=1"); err != nil {
+		return memStats{}, err
+	}
+	body, err := p.debugGet(ctx, "/debug/vars")
+	if err != nil {
+		return memStats{}, err
+	}
+	var vars struct {
+		MemStats memStats `json:"memstats"`
+	}
+	if err := json.Unmarshal(body, &vars); err != nil {
+		return memStats{}, fmt.Errorf("/debug/vars: %w", err)
+	}
+	return vars.MemStats, nil
+}
+
+// profile saves one of the hub's pprof profiles (for example
+// "profile?seconds=10" or "heap") into file.
+func (p *hubProcess) profile(ctx context.Context, name, file string) error {
+	body, err := p.debugGet(ctx, "/debug/pprof/"+name)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, body, 0o644)
+}
+
+func (p *hubProcess) debugGet(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.debugAddr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
+	}
+	return body, nil
+}

@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times. It is 100
+// on every Linux architecture Go supports.
+const clockTicks = 100
+
+// cpuTime returns the user plus system CPU time a process has used.
+func cpuTime(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the CPU time of process %d needs /proc: %w", pid, err)
+	}
+	// The command name (field 2) may hold spaces; the fields after it do not.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	// Fields 14 (utime) and 15 (stime) of stat(5), counted after field 2.
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// cpuTimes sums cpuTime over processes.
+func cpuTimes(pids ...int) (time.Duration, error) {
+	var total time.Duration
+	for _, pid := range pids {
+		t, err := cpuTime(pid)
+		if err != nil {
+			return 0, err
+		}
+		total += t
+	}
+	return total, nil
+}
+
+// residentBytes returns a process's resident set size (VmRSS).
+func residentBytes(pid int) (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
+}
+
+// childProcess finds the child of this process running the executable
+// named base: the control plane's kube-apiserver and etcd, which envtest
+// starts.
+func childProcess(base string) (int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("finding %s needs /proc: %w", base, err)
+	}
+	self := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err != nil || filepath.Base(exe) != base {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(self) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no %s process started by this one", base)
+}

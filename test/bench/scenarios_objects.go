@@ -1,0 +1,310 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+)
+
+// objectsScenarios create o.SnapshotObjects ConfigMaps once, then measure
+// snapshots, memory and startup on them.
+func objectsScenarios(ctx context.Context, e *Env, o *Options, r *Report) error {
+	if err := e.createObjects(ctx, o, o.SnapshotObjects); err != nil {
+		return err
+	}
+	if err := e.createNamespace(ctx, idleNamespace); err != nil {
+		return err
+	}
+	for _, scenario := range []func(context.Context, *Env, *Options, *Report) error{snapshotScenario, memoryScenario, startupScenario} {
+		if err := scenario(ctx, e, o, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// snapshotScenario compares a full and a 1% label-selected snapshot with the
+// API server's LIST of the same selection.
+func snapshotScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
+	hub, err := e.startHub(ctx)
+	if err != nil {
+		return err
+	}
+	defer hub.stop()
+	conns, err := hubConns(hub.addr, 1, 0)
+	if err != nil {
+		return err
+	}
+	defer closeConns(conns)
+	hcs, err := apiTransports(e.rest, 1)
+	if err != nil {
+		return err
+	}
+	defer closeTransports(hcs)
+
+	type measured struct{ hubFirst, hubTotal, apiFirst, apiTotal, speedup []float64 }
+	selections := []struct{ name, selector string }{{"full", ""}, {"1% by label (" + selectedLabel + ")", selectedLabel}}
+	results := make([]measured, len(selections))
+	var full pagedRead
+	// One unmeasured round first: the hub's informer syncs, and builds the
+	// label index on the first selection that can use one.
+	for round := -1; round < o.Runs; round++ {
+		for i, sel := range selections {
+			h, err := hubSnapshot(ctx, conns[0], sel.selector, nil)
+			if err != nil {
+				return fmt.Errorf("hub snapshot %s: %w", sel.name, err)
+			}
+			a, err := e.apiList(ctx, hcs[0], sel.selector)
+			if err != nil {
+				return fmt.Errorf("API LIST %s: %w", sel.name, err)
+			}
+			if h.objects != a.objects {
+				return fmt.Errorf("%s: the hub's snapshot has %d objects, the API server's LIST %d", sel.name, h.objects, a.objects)
+			}
+			if round < 0 {
+				if sel.selector == "" {
+					full = h
+				}
+				continue
+			}
+			o.logf("snapshot run %d, %s: hub first page %v, all %v; API first page %v, all %v (%d objects)",
+				round+1, sel.name, h.firstPage, h.total, a.firstPage, a.total, h.objects)
+			m := &results[i]
+			m.hubFirst, m.hubTotal = append(m.hubFirst, ms1(h.firstPage)), append(m.hubTotal, ms1(h.total))
+			m.apiFirst, m.apiTotal = append(m.apiFirst, ms1(a.firstPage)), append(m.apiTotal, ms1(a.total))
+			m.speedup = append(m.speedup, float64(a.total)/float64(h.total))
+		}
+	}
+
+	// The memory a snapshot holds while its client reads slowly: read the
+	// first page, then stop reading while the hub's heap is measured.
+	before, err := hub.memory(ctx)
+	if err != nil {
+		return err
+	}
+	var during memStats
+	_, err = hubSnapshot(ctx, conns[0], "", func() error {
+		during, err = hub.memory(ctx)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	extra := float64(int64(during.HeapAlloc) - int64(before.HeapAlloc))
+
+	table := Table{Header: []string{"selection", "objects", "hub: first page", "hub: all", "API server LIST: first page", "API server LIST: all", "API ÷ hub (all)"}}
+	var bars [2]Series
+	bars[0].Name, bars[1].Name = "hub", "API server LIST"
+	var selected Spread
+	for i, sel := range selections {
+		m := results[i]
+		n := full.objects
+		if sel.selector != "" {
+			n = (full.objects + 99) / 100
+		}
+		speedup := spreadOf(m.speedup)
+		if sel.selector != "" {
+			selected = speedup
+		}
+		table.Rows = append(table.Rows, []string{sel.name, fmt.Sprint(n),
+			spreadOf(m.hubFirst).format(ms), spreadOf(m.hubTotal).format(ms),
+			spreadOf(m.apiFirst).format(ms), spreadOf(m.apiTotal).format(ms), speedup.format(ratio)})
+		bars[0].Points = append(bars[0].Points, point(float64(i+1), spreadOf(m.hubTotal)))
+		bars[1].Points = append(bars[1].Points, point(float64(i+1), spreadOf(m.apiTotal)))
+	}
+	r.Sections = append(r.Sections, Section{
+		Title: "4. Snapshot",
+		Intro: fmt.Sprintf(`%d ConfigMaps of about %s each (as served, with managedFields) are cached by the hub. A Snapshot is read whole, in pages of 500, and compared with the API server's LIST of the same selection in pages of 500 (limit and continue, as client-go's pager reads; a consistent LIST, which Kubernetes %s serves from its watch cache). Both clients read raw bytes and count objects without decoding them; the counts must agree. One unmeasured round comes first: the hub's informer syncs, and the first selection on a label builds the hub's index of that label.`,
+			full.objects, byteSize(full.perObject()), "v1.37"),
+		Tables: []Table{table, {
+			Caption: "Memory a snapshot holds while its client reads slowly (hub heap after a collection, with the first page read and the rest waiting):",
+			Header:  []string{"whole snapshot", "held by the hub mid-snapshot", "share"},
+			Rows:    [][]string{{byteSize(float64(full.bytes)), byteSize(extra), percent(extra / float64(full.bytes))}},
+		}},
+		Plots: []Plot{{File: "snapshot.png", Title: "Snapshot and LIST time (1 = full, 2 = 1% by label)", X: "selection", Y: "ms", LogY: true, Series: bars[:]}},
+	})
+	r.Targets = append(r.Targets,
+		Target{Name: "Snapshot of 1% by label", Goal: "≥ 10× faster than the API server's LIST", Measured: selected.format(ratio), Met: selected.Median >= 10},
+		Target{Name: "Snapshot memory", Goal: "O(page), not O(list)", Measured: fmt.Sprintf("%s held of a %s snapshot", byteSize(extra), byteSize(float64(full.bytes))), Met: extra < float64(full.bytes)/10},
+	)
+	return nil
+}
+
+// memoryScenario measures the hub's heap per cached object, with and
+// without managedFields, and per idle subscriber, with the API server's
+// watch count as subscribers grow.
+func memoryScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
+	type objectMemory struct {
+		perObject []float64
+		jsonSize  float64
+	}
+	var variants [2]objectMemory
+	var hub *hubProcess
+	defer func() {
+		if hub != nil {
+			hub.stop()
+		}
+	}()
+	for run := range o.Runs {
+		for i, args := range [][]string{nil, {"--strip-managed-fields"}} {
+			if hub != nil {
+				hub.stop()
+			}
+			var err error
+			if hub, err = e.startHub(ctx, args...); err != nil {
+				return err
+			}
+			before, err := hub.memory(ctx)
+			if err != nil {
+				return err
+			}
+			conns, err := hubConns(hub.addr, 1, 0)
+			if err != nil {
+				return err
+			}
+			snap, err := hubSnapshot(ctx, conns[0], "", nil)
+			closeConns(conns)
+			if err != nil {
+				return err
+			}
+			after, err := hub.memory(ctx)
+			if err != nil {
+				return err
+			}
+			perObject := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(snap.objects)
+			o.logf("memory run %d, %v: %.0f bytes of heap per object (%d objects of %.0f bytes)", run+1, args, perObject, snap.objects, snap.perObject())
+			variants[i].perObject = append(variants[i].perObject, perObject)
+			variants[i].jsonSize = snap.perObject()
+		}
+	}
+	if o.ProfileDir != "" {
+		if err := hub.profile(ctx, "heap?gc=1", o.profilePath("hub-heap-objects.pb.gz")); err != nil {
+			return err
+		}
+	}
+
+	// Idle subscribers, on the last hub (managedFields stripped, objects
+	// cached): memory and the API server's watches as they grow.
+	base, err := hub.memory(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	maxSubs := o.IdleSubscribers[len(o.IdleSubscribers)-1]
+	conns, err := hubConns(hub.addr, min(maxSubs, o.FanOutConnections), 0)
+	if err != nil {
+		return err
+	}
+	defer closeConns(conns)
+	req := &informerhubv1.WatchRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: idleNamespace}}
+	table := Table{Header: []string{"idle subscribers", "hub heap + stacks", "per subscriber", "hub RSS", "API server ConfigMap watches"}}
+	var watchSeries, memSeries Series
+	watchSeries.Name, memSeries.Name = "API server watches", "bytes per subscriber"
+	open, flat := 0, true
+	var perSub, rssAt float64
+	for _, n := range o.IdleSubscribers {
+		err := forEach(ctx, n-open, 32, func(_ context.Context, i int) error {
+			_, err := openHubWatch(ctx, conns[(open+i)%len(conns)], req)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("opening %d idle subscribers: %w", n, err)
+		}
+		open = n
+		m, err := hub.memory(ctx)
+		if err != nil {
+			return err
+		}
+		rss, err := residentBytes(hub.pid())
+		if err != nil {
+			return err
+		}
+		watches, err := e.clientWatches(ctx)
+		if err != nil {
+			return err
+		}
+		flat = flat && watches == 1
+		grown := float64(int64(m.HeapAlloc+m.StackInuse) - int64(base.HeapAlloc+base.StackInuse))
+		per := grown / float64(n)
+		if n == maxSubs {
+			perSub = per
+		}
+		if n == o.MemorySubscribers {
+			rssAt = float64(rss)
+		}
+		o.logf("idle subscribers %d: %.0f bytes each, RSS %s, %d API server watches", n, per, byteSize(float64(rss)), watches)
+		table.Rows = append(table.Rows, []string{fmt.Sprint(n), byteSize(float64(m.HeapAlloc + m.StackInuse)), byteSize(per), byteSize(float64(rss)), fmt.Sprint(watches)})
+		watchSeries.Points = append(watchSeries.Points, Point{X: float64(n), Y: float64(watches), Lo: float64(watches), Hi: float64(watches)})
+		memSeries.Points = append(memSeries.Points, Point{X: float64(n), Y: per, Lo: per, Hi: per})
+	}
+
+	full, stripped := spreadOf(variants[0].perObject), spreadOf(variants[1].perObject)
+	r.Sections = append(r.Sections, Section{
+		Title: "5. Memory",
+		Intro: fmt.Sprintf(`The hub's heap (HeapAlloc after a forced collection, from its --debug-listen endpoints) before and after its informer caches the %d ConfigMaps of scenario 4, divided by their number; with managedFields kept, and stripped (--strip-managed-fields). Then, on the stripped hub, idle subscribers (Watch on an empty namespace) are opened over %d connections; "per subscriber" is the growth of heap and goroutine stacks over the hub with none, divided by their number.`,
+			o.SnapshotObjects, min(maxSubs, o.FanOutConnections)),
+		Tables: []Table{{
+			Header: []string{"objects", "JSON per object", "hub heap per object"},
+			Rows: [][]string{
+				{"as served (managedFields kept)", byteSize(variants[0].jsonSize), full.format(byteSize)},
+				{"managedFields stripped", byteSize(variants[1].jsonSize), stripped.format(byteSize)},
+			},
+		}, table},
+		Plots: []Plot{{File: "idle-subscribers.png", Title: "Bytes per idle subscriber", X: "idle subscribers", Y: "bytes", LogX: true, Series: []Series{memSeries}}},
+		Notes: []string{fmt.Sprintf("RSS of the hub with %d objects cached and %d idle subscribers: %s.", o.SnapshotObjects, o.MemorySubscribers, byteSize(rssAt))},
+	})
+	r.Targets = append(r.Targets,
+		Target{Name: "Heap per cached ConfigMap, managedFields stripped", Goal: "≤ 2 KB", Measured: stripped.format(byteSize), Met: stripped.Median <= 2048},
+		Target{Name: "Memory per idle subscriber", Goal: "≤ 64 KB", Measured: byteSize(perSub), Met: perSub <= 64<<10},
+		Target{Name: "Upstream watches", Goal: fmt.Sprintf("one per resource type, flat from 1 to %d subscribers", maxSubs), Measured: fmt.Sprintf("see the table: %v", flat), Met: flat},
+	)
+	return nil
+}
+
+// startupScenario measures the time from the hub process's start to its
+// first snapshot page, which it serves once its informer has synced, against
+// client-go's informer syncing the same objects.
+func startupScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
+	var hubTimes, fromRequest, informerTimes, ratios []float64
+	for run := range o.Runs {
+		hub, err := e.startHub(ctx)
+		if err != nil {
+			return err
+		}
+		conns, err := hubConns(hub.addr, 1, 0)
+		if err != nil {
+			hub.stop()
+			return err
+		}
+		var synced, requested time.Duration
+		request := time.Now()
+		_, err = hubSnapshot(ctx, conns[0], selectedLabel, func() error {
+			synced, requested = time.Since(hub.started), time.Since(request)
+			return nil
+		})
+		closeConns(conns)
+		hub.stop()
+		if err != nil {
+			return err
+		}
+		informer, n, err := e.informerSync(ctx)
+		if err != nil {
+			return err
+		}
+		o.logf("startup run %d: hub %v (%v from the first request), client-go informer %v (%d objects)", run+1, synced, requested, informer, n)
+		hubTimes, fromRequest, informerTimes = append(hubTimes, ms1(synced)), append(fromRequest, ms1(requested)), append(informerTimes, ms1(informer))
+		ratios = append(ratios, float64(requested)/float64(informer))
+	}
+	r.Sections = append(r.Sections, Section{
+		Title: "6. Startup",
+		Intro: fmt.Sprintf(`From the start of the hub's process to the first page of a Snapshot, which the hub serves once its informer has synced the %d ConfigMaps (the informer starts on the first request); against client-go's own informer, in the harness's process, from its start to HasSynced, on the same objects. The hub's time from its process's start includes the process's start-up (waiting until the API server answers, then serving) and the first discovery of ConfigMaps; the time from the first request is the informer's own.`, o.SnapshotObjects),
+		Tables: []Table{{
+			Header: []string{"hub: process start to synced", "hub: first request to synced", "client-go informer: start to synced", "hub (from the request) ÷ informer"},
+			Rows:   [][]string{{spreadOf(hubTimes).format(ms), spreadOf(fromRequest).format(ms), spreadOf(informerTimes).format(ms), spreadOf(ratios).format(ratio)}},
+		}},
+	})
+	return nil
+}
