@@ -65,6 +65,9 @@ func perSecond(v float64) string {
 	return fmt.Sprintf("%.0f/s", v)
 }
 func byteSize(v float64) string {
+	if v < 0 {
+		return "−" + byteSize(-v)
+	}
 	switch {
 	case v >= 1<<30:
 		return fmt.Sprintf("%.2f GiB", v/(1<<30))

@@ -29,6 +29,7 @@ func main() {
 		markdown  = flag.String("markdown", "BENCHMARKS.md", "report to write")
 		goBench   = flag.String("go-bench", "", "file with `go test -bench` output of the fan-out core benchmarks, to include")
 		goCommand = flag.String("go-bench-command", "", "the command that produced -go-bench, for the report")
+		notes     = flag.String("notes", "", "markdown file to append to the report as is")
 		runs      = flag.Int("runs", 3, "runs of every measurement")
 		smoke     = flag.Bool("smoke", false, "tiny sizes: check that the harness works, in seconds")
 	)
@@ -43,12 +44,12 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, opts, *hubBinary, *results, *markdown, *goBench, *goCommand); err != nil {
+	if err := run(ctx, opts, *hubBinary, *results, *markdown, *goBench, *goCommand, *notes); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, opts bench.Options, hubBinary, results, markdown, goBench, goCommand string) error {
+func run(ctx context.Context, opts bench.Options, hubBinary, results, markdown, goBench, goCommand, notes string) error {
 	if err := os.MkdirAll(results, 0o755); err != nil {
 		return err
 	}
@@ -84,13 +85,20 @@ func run(ctx context.Context, opts bench.Options, hubBinary, results, markdown, 
 	fmt.Fprintf(&md, "Written by `make bench` (test/bench, cmd/hubbench) on %s, in %v. Every number is the median of %d runs, with the least and greatest value in brackets where they differ. Plots show the median with the range as error bars.\n\n",
 		started.UTC().Format("2006-01-02"), time.Since(started).Round(time.Second), opts.Runs)
 	fmt.Fprintf(&md, "## Machine\n\n%s\n\n", machine())
-	fmt.Fprintf(&md, "## How to reproduce\n\n```\nmake bench            # everything (about half an hour)\nmake bench BENCH_RUNS=5\n```\n\nRaw results, plots and the hub's pprof profiles are in `%s/`.\n\n", results)
+	fmt.Fprintf(&md, "## How to reproduce\n\n```\nmake bench            # everything (about 15 minutes)\nmake bench BENCH_RUNS=5\n```\n\nRaw results, plots and the hub's pprof profiles are in `%s/`.\n\n", results)
 	rel, err := filepath.Rel(filepath.Dir(markdown), results)
 	if err != nil {
 		return err
 	}
 	if err := report.WriteMarkdown(&md, rel); err != nil {
 		return err
+	}
+	if notes != "" {
+		b, err := os.ReadFile(notes)
+		if err != nil {
+			return err
+		}
+		md.Write(b)
 	}
 	return os.WriteFile(markdown, md.Bytes(), 0o644)
 }
