@@ -7,16 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/hubtest"
+	"github.com/informerhub/informerhub/internal/benchusage"
 )
 
 // BenchmarkFanOut measures the hub's cost per delivery: one change of a
@@ -101,7 +100,7 @@ func benchmarkFanOut(b *testing.B, subscribers int) {
 	encodes.Store(0)
 	changes := 0
 	b.ReportAllocs()
-	before := processUsageNow()
+	start := benchusage.Now()
 	for b.Loop() {
 		pending.Store(int64(subscribers))
 		change()
@@ -112,14 +111,11 @@ func benchmarkFanOut(b *testing.B, subscribers int) {
 			b.Fatalf("a subscriber failed: %v", err)
 		}
 	}
-	after := processUsageNow()
+	benchusage.ReportDeliveries(b, start, float64(changes*subscribers))
 
 	if got := encodes.Load(); got != int64(changes) {
 		b.Fatalf("%d encodings for %d changes to %d subscribers, want one per change", got, changes, subscribers)
 	}
-	deliveries := float64(changes * subscribers)
-	b.ReportMetric(deliveries/after.cpu.Sub(before.cpu), "deliveries/cpu-s")
-	b.ReportMetric(float64(after.mallocs-before.mallocs)/deliveries, "allocs/delivery")
 	b.ReportMetric(float64(encodes.Load())/float64(changes), "encodes/change")
 }
 
@@ -130,28 +126,4 @@ func encodeForBench(ev *informerhub.Event) []byte {
 	b = append(b, ev.Object...)
 	b = append(b, ev.ResourceVersion...)
 	return append(b, ev.ResumeToken...)
-}
-
-// processUsage is the process's CPU time and heap allocations so far.
-type processUsage struct {
-	cpu     cpuTime
-	mallocs uint64
-}
-
-type cpuTime time.Duration
-
-// Sub returns the seconds from u to t.
-func (t cpuTime) Sub(u cpuTime) float64 { return time.Duration(t - u).Seconds() }
-
-func processUsageNow() processUsage {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return processUsage{
-		cpu:     cpuTime(time.Duration(ru.Utime.Nano() + ru.Stime.Nano())),
-		mallocs: ms.Mallocs,
-	}
 }

@@ -6,11 +6,9 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/hubtest"
+	"github.com/informerhub/informerhub/internal/benchusage"
 )
 
 // BenchmarkGRPCFanOut measures Watch streams over loopback TCP: each
@@ -126,7 +125,7 @@ func benchmarkGRPCFanOut(b *testing.B, streams int, srv benchServer) {
 
 	changes := 0
 	b.ReportAllocs()
-	before := processUsageNow()
+	start := benchusage.Now()
 	for b.Loop() {
 		pending.Store(int64(streams))
 		srv.change()
@@ -137,10 +136,7 @@ func benchmarkGRPCFanOut(b *testing.B, streams int, srv benchServer) {
 			b.Fatalf("a stream failed: %v", err)
 		}
 	}
-	after := processUsageNow()
-	deliveries := float64(changes * streams)
-	b.ReportMetric(deliveries/after.cpu.Sub(before.cpu), "deliveries/cpu-s")
-	b.ReportMetric(float64(after.mallocs-before.mallocs)/deliveries, "allocs/delivery")
+	benchusage.ReportDeliveries(b, start, float64(changes*streams))
 }
 
 // serveHubForBench serves a Server on a Hub on the fake cluster; each
@@ -286,27 +282,3 @@ func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (c rawCodec) Name() string { return c.proto.Name() }
-
-// processUsage is the process's CPU time and heap allocations so far.
-type processUsage struct {
-	cpu     cpuTime
-	mallocs uint64
-}
-
-type cpuTime time.Duration
-
-// Sub returns the seconds from u to t.
-func (t cpuTime) Sub(u cpuTime) float64 { return time.Duration(t - u).Seconds() }
-
-func processUsageNow() processUsage {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return processUsage{
-		cpu:     cpuTime(time.Duration(ru.Utime.Nano() + ru.Stime.Nano())),
-		mallocs: ms.Mallocs,
-	}
-}
