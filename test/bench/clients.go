@@ -30,7 +30,6 @@ type receiver struct {
 	received  atomic.Int64
 	progress  chan struct{}   // signalled (without blocking) after each change
 	latencies []time.Duration // written by the receiving goroutine until done is closed
-	err       error           // why it stopped early, if it did; read after done
 	done      chan struct{}
 }
 
@@ -73,20 +72,31 @@ var sentAtKey = []byte(`"sentAt":"`)
 // sentAt finds the writer's timestamp in a message: the object's JSON is in
 // it verbatim, on both sides.
 func sentAt(msg []byte) (time.Time, bool) {
-	i := bytes.Index(msg, sentAtKey)
-	if i < 0 {
+	v, ok := quotedValue(msg, sentAtKey)
+	if !ok {
 		return time.Time{}, false
 	}
-	rest := msg[i+len(sentAtKey):]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 {
-		return time.Time{}, false
-	}
-	ns, err := strconv.ParseInt(string(rest[:j]), 10, 64)
+	ns, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil || ns == 0 {
 		return time.Time{}, false
 	}
 	return time.Unix(0, ns), true
+}
+
+// quotedValue finds key (a JSON key, its colon and the opening quote) in b
+// and returns the string after it up to its closing quote, without
+// decoding b. The values the harness reads this way hold no escapes.
+func quotedValue(b, key []byte) ([]byte, bool) {
+	i := bytes.Index(b, key)
+	if i < 0 {
+		return nil, false
+	}
+	rest := b[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return nil, false
+	}
+	return rest[:j], true
 }
 
 // rawMessage is a response kept as its protobuf bytes: the receivers do not
@@ -157,8 +167,7 @@ func receiveHub(stream grpc.ClientStream, r *receiver) {
 	var m rawMessage
 	for {
 		if err := stream.RecvMsg(&m); err != nil {
-			r.err = err
-			return
+			return // the run's end, or the stream failed: waitFor counts it short
 		}
 		r.record(m.b, time.Now())
 	}
@@ -188,9 +197,15 @@ func closeTransports(clients []*http.Client) {
 	}
 }
 
-// openAPIWatch opens a watch straight from the API server at u, and returns once the API server has
-// answered (its response header has arrived).
+// openAPIWatch opens a watch straight from the API server at u, and returns
+// once the API server has answered (its response header has arrived).
 func openAPIWatch(ctx context.Context, hc *http.Client, u string) (io.ReadCloser, error) {
+	return apiGet(ctx, hc, u)
+}
+
+// apiGet sends a GET for JSON to the API server and returns the body of a
+// 200 answer; any other is an error that quotes the body's start.
+func apiGet(ctx context.Context, hc *http.Client, u string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
@@ -203,7 +218,7 @@ func openAPIWatch(ctx context.Context, hc *http.Client, u string) (io.ReadCloser
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
-		return nil, fmt.Errorf("watch: %s: %s", resp.Status, body)
+		return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, body)
 	}
 	return resp.Body, nil
 }
@@ -221,8 +236,7 @@ func receiveAPI(body io.ReadCloser, r *receiver) {
 			long = append(long, line...)
 			continue
 		case err != nil:
-			r.err = err
-			return
+			return // the run's end, or the watch failed: waitFor counts it short
 		}
 		if long != nil {
 			line = append(long, line...)

@@ -116,19 +116,24 @@ func (e *Env) fanOut(ctx context.Context, o *Options, side string, hub *hubProce
 		return res, err
 	}
 	start := time.Now()
-	writes := make(chan error, 1)
+	type written struct {
+		n   int
+		err error
+	}
+	writes := make(chan written, 1)
 	go func() {
-		var err error
-		res.writes, err = w.run(ctx, rate, o.FanOutDuration)
-		writes <- err
+		n, err := w.run(ctx, rate, o.FanOutDuration)
+		writes <- written{n, err}
 	}()
 	// Mid-run, every client's watch is open.
 	if res.watches, err = e.clientWatches(ctx); err != nil {
 		return res, err
 	}
-	if err := <-writes; err != nil {
-		return res, fmt.Errorf("writing: %w", err)
+	wrote := <-writes
+	if wrote.err != nil {
+		return res, fmt.Errorf("writing: %w", wrote.err)
 	}
+	res.writes = wrote.n
 	res.short = rs.waitFor(int64(1+res.writes), time.Now().Add(o.FanOutDrain))
 	res.elapsed = time.Since(start)
 	cpu1, err := e.sideCPU(side, hub)

@@ -54,7 +54,7 @@ func parseGoBench(r io.Reader) ([]*goBenchmark, error) {
 	return order, sc.Err()
 }
 
-// GoBenchSection turns `go test -bench` output into the report's section
+// AddGoBenchmarks turns `go test -bench` output into the report's section
 // on the in-process fan-out core, and the targets it measures.
 func (r *Report) AddGoBenchmarks(output io.Reader, command string) error {
 	benchmarks, err := parseGoBench(output)

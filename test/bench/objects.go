@@ -122,22 +122,14 @@ func (e *Env) apiList(ctx context.Context, hc *http.Client, labelSelector string
 		if continueToken != "" {
 			q.Set("continue", continueToken)
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.configMapsURL(objectsNamespace, q), nil)
+		page, err := apiGet(ctx, hc, e.configMapsURL(objectsNamespace, q))
 		if err != nil {
 			return res, err
 		}
-		req.Header.Set("Accept", "application/json")
-		resp, err := hc.Do(req)
+		body, err := io.ReadAll(page)
+		page.Close()
 		if err != nil {
 			return res, err
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return res, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return res, fmt.Errorf("LIST: %s: %s", resp.Status, body)
 		}
 		if res.firstPage == 0 {
 			res.firstPage = time.Since(start)
@@ -156,17 +148,8 @@ func (e *Env) apiList(ctx context.Context, hc *http.Client, labelSelector string
 // listContinue finds metadata.continue, which the API server writes before
 // the items, without decoding the page.
 func listContinue(page []byte) string {
-	head := page[:min(len(page), 1024)]
-	i := bytes.Index(head, []byte(`"continue":"`))
-	if i < 0 {
-		return ""
-	}
-	rest := head[i+len(`"continue":"`):]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 {
-		return ""
-	}
-	return string(rest[:j])
+	v, _ := quotedValue(page[:min(len(page), 1024)], []byte(`"continue":"`))
+	return string(v)
 }
 
 // informerSync is client-go's own informer syncing the ConfigMaps: the
