@@ -89,18 +89,26 @@ func (p *hubProcess) waitServing(ctx context.Context) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	for {
-		// WaitForReady rides out the moments before the process listens.
-		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
-		if err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING {
-			return nil
-		}
+	go func() {
 		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the hub does not serve: %v %w", resp, err)
 		case <-p.exited:
-			return fmt.Errorf("the hub exited")
-		case <-time.After(50 * time.Millisecond):
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	// WaitForReady rides out the moments before the process listens; the
+	// health service then says SERVING once the API server answers.
+	health, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return fmt.Errorf("the hub does not serve: %w", err)
+	}
+	for {
+		resp, err := health.Recv()
+		if err != nil {
+			return fmt.Errorf("the hub does not serve: %w", err)
+		}
+		if resp.Status == healthpb.HealthCheckResponse_SERVING {
+			return nil
 		}
 	}
 }
