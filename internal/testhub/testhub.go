@@ -1,0 +1,167 @@
+// Package testhub runs the informerhub binary as a process against a test
+// control plane (internal/controlplane), for the tests that drive the hub
+// from outside Go: clients in other languages, grpcurl commands of the docs,
+// and the manifests of deploy/.
+package testhub
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// Process is the informerhub binary serving a control plane.
+type Process struct {
+	// Addr is the loopback host:port the hub serves gRPC on.
+	Addr string
+
+	t      testing.TB
+	bin    string
+	args   []string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	output syncBuffer // the process's logs, shown when the test fails
+}
+
+// Start runs the hub on a free loopback port, reading the cluster from the
+// kubeconfig content given, with args after the defaults (--auth none,
+// limits out of the way, warnings and errors logged); later flags win. It
+// waits until the hub's health service says SERVING, and kills the hub
+// when the test ends, logging its output if the test failed.
+func Start(t testing.TB, kubeconfig []byte, args ...string) *Process {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &Process{t: t, bin: Build(t, "github.com/informerhub/informerhub/cmd/informerhub"), Addr: FreeAddr(t)}
+	p.args = append([]string{
+		"--kubeconfig", path, "--listen", p.Addr, "--auth", "none",
+		"--max-subscriptions-per-identity", "100000", "--rate-per-identity", "100000", "--rate-burst-per-identity", "100000",
+		"--log-level", "warn",
+	}, args...)
+	p.Restart()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("hub process output:\n%s", p.Output())
+		}
+	})
+	return p
+}
+
+// Restart starts the process again after Kill (Start starts it the first
+// time), and waits until it serves.
+func (p *Process) Restart() {
+	p.t.Helper()
+	p.cmd = exec.Command(p.bin, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.output, &p.output
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.exited = make(chan struct{})
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.exited)
+	}()
+	conn, err := grpc.NewClient(p.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// WaitForReady rides out the moments before the process listens.
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+		p.t.Fatalf("the hub process does not serve: %v %v\n%s", resp, err, p.Output())
+	}
+}
+
+// Kill sends SIGKILL, as a node failure would, and waits for the process
+// to be gone.
+func (p *Process) Kill() {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+	p.cmd = nil
+}
+
+// Output returns what the process has logged so far.
+func (p *Process) Output() string { return p.output.String() }
+
+// FreeAddr returns a loopback host:port that nothing listened on a moment
+// ago, for a process that must be told its address up front.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().String()
+}
+
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var builds sync.Map // package path → *build
+
+// Build compiles a main package of the module once per test binary and
+// returns the executable's path.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	v, _ := builds.LoadOrStore(pkg, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", filepath.Base(pkg))
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, filepath.Base(pkg))
+		if out, err := exec.Command("go", "build", "-o", b.path, pkg).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("building %s: %w\n%s", pkg, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// syncBuffer is a bytes.Buffer the process's output goroutine writes while
+// the test may read it.
+type syncBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
