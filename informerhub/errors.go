@@ -77,7 +77,7 @@ func (e *ResourceError) Error() string {
 		return fmt.Sprintf("the cluster does not serve resource %q in group version %q; ListResources shows what it serves",
 			e.Resource.Resource, e.Resource.GroupVersion().String())
 	}
-	return fmt.Sprintf("%s: %v", formatResource(e.Resource), e.Err)
+	return fmt.Sprintf("%s: %v", FormatResource(e.Resource), e.Err)
 }
 
 func (e *ResourceError) Unwrap() error { return e.Err }
@@ -95,10 +95,10 @@ type ExpiredError struct {
 func (e *ExpiredError) Error() string {
 	if e.Upstream {
 		return fmt.Sprintf("resume token for %s is older than the API server's history (410 Gone): call Snapshot, or Watch with send_initial_events, and continue from there",
-			formatResource(e.Resource))
+			FormatResource(e.Resource))
 	}
 	return fmt.Sprintf("resume token for %s is older than the hub's history: call Snapshot, or Watch with send_initial_events, and continue from there",
-		formatResource(e.Resource))
+		FormatResource(e.Resource))
 }
 
 func (e *ExpiredError) Unwrap() error { return ErrTokenExpired }
@@ -114,7 +114,7 @@ type TooSlowError struct {
 
 func (e *TooSlowError) Error() string {
 	return fmt.Sprintf("subscriber did not keep up with the changes of %s and was disconnected: watch again from the resume token of the last event received",
-		formatResource(e.Resource))
+		FormatResource(e.Resource))
 }
 
 func (e *TooSlowError) Unwrap() error { return ErrSubscriberTooSlow }

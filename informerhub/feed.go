@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/google/btree"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,6 +32,7 @@ type feed struct {
 	resource string // the resource as tokens name it
 	epoch    uint64
 	log      *slog.Logger
+	counters *resourceCounters // the resource type's, shared with the feeds before and after this one
 
 	lw         cache.ListerWatcher // also opens the upstream watches of replays
 	cancel     context.CancelFunc
@@ -70,13 +72,14 @@ type idleTimer interface{ Stop() bool }
 
 const btreeDegree = 32
 
-func newFeed(h *Hub, info ResourceInfo) *feed {
+func newFeed(h *Hub, info ResourceInfo, counters *resourceCounters) *feed {
 	return &feed{
 		hub:        h,
+		counters:   counters,
 		info:       info,
-		resource:   formatResource(info.Resource),
+		resource:   FormatResource(info.Resource),
 		epoch:      rand.Uint64() | 1, // never 0, the epoch of replayed events' tokens
-		log:        h.log.With("resource", formatResource(info.Resource)),
+		log:        h.log.With("resource", FormatResource(info.Resource)),
 		done:       make(chan struct{}),
 		synced:     make(chan struct{}),
 		listFailed: make(chan struct{}),
@@ -99,7 +102,7 @@ func (f *feed) start(ctx context.Context, lw cache.ListerWatcher) {
 	})
 	controller := cache.New(&cache.Config{
 		Queue:                        fifo,
-		ListerWatcher:                lw,
+		ListerWatcher:                newCountedListerWatcher(lw, &f.counters.watchRestarts),
 		Process:                      f.process,
 		ObjectDescription:            f.resource,
 		WatchErrorHandlerWithContext: f.watchError,
@@ -302,7 +305,7 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 			f.putLocked(o)
 		}
 		f.pos = position{epoch: f.epoch, rv: listRV}
-		f.history = newHistory(f.hub.cfg.HistorySize, f.hub.cfg.HistoryBytes, listRV)
+		f.history = newHistory(f.hub.cfg.HistorySize, f.hub.cfg.HistoryBytes, listRV, time.Now().UnixNano())
 		f.isSynced = true
 		close(f.synced)
 		f.log.Info("informer synced", "objects", len(objs), "resourceVersion", listRV)
@@ -337,6 +340,7 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 		}
 	}
 	batchRV, relistFrom := max(listRV, f.pos.rv), f.pos.rv
+	f.counters.relists.Add(1)
 	f.log.Info("informer relisted", "objects", len(objs), "changes", len(changes), "resourceVersion", listRV)
 	// Remembered even when the relist changed nothing: objects may have
 	// come and gone in between, unseen.
@@ -385,6 +389,8 @@ func (f *feed) deleteLocked(o *object) (prev *object, existed bool) {
 // batch's last record (offset 0) completes it at r.rv.
 func (f *feed) appendLocked(r *record, offset uint32) {
 	r.pos = position{epoch: f.epoch, seq: f.pos.seq + 1, rv: r.rv, offset: offset}
+	r.received = time.Now().UnixNano()
+	f.counters.received.Add(1)
 	if offset != 0 {
 		r.pos.rv = f.pos.rv
 	}
@@ -403,6 +409,7 @@ func (f *feed) appendLocked(r *record, offset uint32) {
 			// the last event it received.
 			delete(f.subs, s)
 			s.failLocked(errOverflow)
+			f.counters.slowDisconnects.Add(1)
 			f.log.Warn("subscriber too slow; disconnecting it", "queueSize", cap(s.queue), "selector", s.describe())
 		}
 	}
@@ -435,6 +442,12 @@ func (f *feed) locateLocked(p position) (position, error) {
 		return position{}, &ExpiredError{Resource: f.info.Resource}
 	}
 	return position{epoch: f.epoch, seq: f.history.lastAtOrBefore(p.rv), rv: p.rv}, nil
+}
+
+// expired counts an answer of ErrTokenExpired, and returns it.
+func (f *feed) expired(upstream bool) *ExpiredError {
+	f.counters.expiredTokens.Add(1)
+	return &ExpiredError{Resource: f.info.Resource, Upstream: upstream}
 }
 
 // versionRange is the resourceVersions after from, up to and including to.

@@ -67,10 +67,13 @@ type record struct {
 	// rv is the resourceVersion of the change, which orders records for
 	// resuming by resourceVersion: the event's own, or for a change found by
 	// a relist, the list's.
-	rv   uint64
-	typ  EventType // EventAdded, EventModified or EventDeleted
-	obj  *object   // the new state; for EventDeleted, the final state
-	prev *object   // the state before; nil for EventAdded
+	rv  uint64
+	typ EventType // EventAdded, EventModified or EventDeleted
+	// received is when the hub took the change (Unix nanoseconds), for
+	// the age of the history window (Hub.Stats).
+	received int64
+	obj      *object // the new state; for EventDeleted, the final state
+	prev     *object // the state before; nil for EventAdded
 
 	// events holds the Event of each variant (index variant-1), built by
 	// the first subscriber that needs it and shared with the rest.
@@ -91,13 +94,24 @@ type history struct {
 	// floorRV is the rv of the newest record evicted (at first, that of the
 	// initial list): every record with a larger rv is held.
 	floorRV uint64
+	// floorAt is when the record of floorRV (or the initial list) arrived,
+	// in Unix nanoseconds: the age of the oldest point the history resumes.
+	floorAt int64
 	// bytes is the size of the records held (see recordSize); the oldest
 	// are evicted while it exceeds maxBytes, keeping at least the newest.
 	bytes, maxBytes int64
 }
 
-func newHistory(size int, maxBytes int64, baseRV uint64) history {
-	return history{ring: make([]*record, size), first: 1, last: 0, floorRV: baseRV, maxBytes: maxBytes}
+func newHistory(size int, maxBytes int64, baseRV uint64, baseAt int64) history {
+	return history{ring: make([]*record, size), first: 1, last: 0, floorRV: baseRV, floorAt: baseAt, maxBytes: maxBytes}
+}
+
+// newestAt is when the newest record arrived, or floorAt when there is none.
+func (h *history) newestAt() int64 {
+	if r, ok := h.get(h.last); ok {
+		return r.received
+	}
+	return h.floorAt
 }
 
 func (h *history) len() int { return int(h.last + 1 - h.first) }
@@ -128,7 +142,7 @@ func (h *history) evict() {
 	evicted := h.ring[i]
 	h.ring[i] = nil
 	h.bytes -= recordSize(evicted)
-	h.floorRV = evicted.rv
+	h.floorRV, h.floorAt = evicted.rv, evicted.received
 	h.first++
 }
 

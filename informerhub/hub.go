@@ -25,9 +25,12 @@ type Hub struct {
 	// replaySlots holds a token per replay running (Config.MaxConcurrentReplays).
 	replaySlots chan struct{}
 
-	mu     sync.Mutex // guards feeds and closed, and each feed's refs, idleGen and idleTimer
+	mu     sync.Mutex // guards feeds, counters and closed, and each feed's refs, idleGen and idleTimer
 	feeds  map[schema.GroupVersionResource]*feed
 	closed bool
+	// counters holds the running totals of each resource type that has had
+	// a feed; they outlive feeds (see Stats).
+	counters map[schema.GroupVersionResource]*resourceCounters
 }
 
 // Resolver tells which resource types the cluster serves.
@@ -93,6 +96,7 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		ctx:      ctx,
 		cancel:   cancel,
 		feeds:    map[schema.GroupVersionResource]*feed{},
+		counters: map[schema.GroupVersionResource]*resourceCounters{},
 
 		replaySlots: make(chan struct{}, cfg.MaxConcurrentReplays),
 	}
@@ -183,6 +187,9 @@ func (h *Hub) Resources(ctx context.Context) ([]ResourceStatus, error) {
 	return out, nil
 }
 
+// Config returns the hub's configuration, defaults filled in.
+func (h *Hub) Config() Config { return h.cfg }
+
 // Close stops every informer; subscriptions end with ErrClosed.
 func (h *Hub) Close() {
 	h.mu.Lock()
@@ -229,7 +236,7 @@ func (h *Hub) checkToken(s string, info ResourceInfo, sel *selector) (*token, er
 	if err != nil {
 		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken, Reason: err.Error()}
 	}
-	if want := formatResource(info.Resource); tok.resource != want {
+	if want := FormatResource(info.Resource); tok.resource != want {
 		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
 			Reason: "resume token was issued for " + strconv.Quote(tok.resource) + ", not " + strconv.Quote(want)}
 	}
@@ -251,7 +258,13 @@ func (h *Hub) acquire(ctx context.Context, info ResourceInfo) (*feed, error) {
 	}
 	f := h.feeds[info.Resource]
 	if f == nil || f.isStopped() {
-		f = newFeed(h, info)
+		counters := h.counters[info.Resource]
+		if counters == nil {
+			counters = &resourceCounters{}
+			h.counters[info.Resource] = counters
+		}
+		counters.starts.Add(1)
+		f = newFeed(h, info, counters)
 		h.feeds[info.Resource] = f
 		f.start(h.ctx, h.source.ListerWatcher(info))
 	}

@@ -235,7 +235,7 @@ func resourceInfo(gv schema.GroupVersion, res metav1.APIResource) (ResourceInfo,
 	}
 	if !watchable(res) {
 		return ResourceInfo{}, &RequestError{Field: FieldResource, Err: ErrInvalidRequest,
-			Reason: fmt.Sprintf("resource %s does not support list and watch (its verbs are %v)", formatResource(gvr), res.Verbs)}
+			Reason: fmt.Sprintf("resource %s does not support list and watch (its verbs are %v)", FormatResource(gvr), res.Verbs)}
 	}
 	return ResourceInfo{Resource: gvr, Kind: res.Kind, Namespaced: res.Namespaced}, nil
 }
@@ -312,9 +312,9 @@ func compareResources(a, b schema.GroupVersionResource) int {
 	return strings.Compare(a.Resource, b.Resource)
 }
 
-// formatResource names a resource the way kubectl does: "configmaps.v1",
+// FormatResource names a resource type the way kubectl does: "configmaps.v1",
 // "deployments.v1.apps".
-func formatResource(gvr schema.GroupVersionResource) string {
+func FormatResource(gvr schema.GroupVersionResource) string {
 	if gvr.Group == "" {
 		return gvr.Resource + "." + gvr.Version
 	}

@@ -167,7 +167,7 @@ func (f *feed) replayError(err error) error {
 	switch {
 	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
 		// The one answer that means the version is gone for good.
-		return &ExpiredError{Resource: f.info.Resource, Upstream: true}
+		return f.expired(true)
 	case apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge):
 		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
 			"%w: the API server has not reached the token's resourceVersion yet; retry shortly", ErrTokenAhead)}
@@ -386,6 +386,7 @@ func (s *Subscription) replayed(e watch.Event) (*Event, error) {
 // opens on the next call of Next, unless subscribe opens it first. The
 // caller holds feed.mu.
 func (s *Subscription) startReplayLocked(rv uint64) {
+	s.feed.counters.replays.Add(1)
 	s.replay = s.feed.newReplay(s.sel, rv)
 	s.cancelReplay = s.replay.cancel
 	if s.closed {

@@ -79,7 +79,7 @@ func parseSelector(s Selector, info ResourceInfo, cfg *Config) (*selector, error
 	if s.Namespace != "" {
 		if !info.Namespaced {
 			return nil, &RequestError{Field: FieldNamespace, Err: ErrInvalidRequest,
-				Reason: fmt.Sprintf("%s is cluster-scoped: namespace must be empty", formatResource(info.Resource))}
+				Reason: fmt.Sprintf("%s is cluster-scoped: namespace must be empty", FormatResource(info.Resource))}
 		}
 		if errs := validation.IsDNS1123Label(s.Namespace); len(errs) > 0 {
 			return nil, &RequestError{Field: FieldNamespace, Err: ErrInvalidRequest,
@@ -127,7 +127,7 @@ func parseSelector(s Selector, info ResourceInfo, cfg *Config) (*selector, error
 				// The API server refuses it too, and the hub replays
 				// with the same selector.
 				return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
-					Reason: fmt.Sprintf("%s is cluster-scoped: its objects have no metadata.namespace; select on metadata.name", formatResource(info.Resource))}
+					Reason: fmt.Sprintf("%s is cluster-scoped: its objects have no metadata.namespace; select on metadata.name", FormatResource(info.Resource))}
 			}
 			if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals && r.Operator != selection.NotEquals {
 				return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,

@@ -108,6 +108,9 @@ func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendIni
 			ahead = errors.Is(err, ErrTokenAhead)
 		default:
 			f.mu.Unlock()
+			if errors.Is(err, ErrTokenExpired) {
+				f.counters.expiredTokens.Add(1)
+			}
 			return nil, err
 		}
 	}
@@ -250,7 +253,7 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 			if s.at.offset != 0 || s.at.rv == 0 {
 				// Inside a relist's batch: no version says what it has.
 				f.mu.Unlock()
-				return nil, &ExpiredError{Resource: f.info.Resource}
+				return nil, f.expired(false)
 			}
 			s.startReplayLocked(s.at.rv)
 			f.mu.Unlock()
@@ -351,6 +354,7 @@ func (s *Subscription) Err() error {
 // sent records ev as the last event returned.
 func (s *Subscription) sent(ev *Event) *Event {
 	s.lastToken.Store(&ev.ResumeToken)
+	s.feed.counters.sent.Add(1)
 	s.quietTicks = 0
 	return ev
 }

@@ -32,7 +32,7 @@ type position struct {
 // token is what a resume token says.
 type token struct {
 	// resource is the GroupVersionResource the token belongs to, named as
-	// formatResource names it: "configmaps.v1", "deployments.v1.apps".
+	// FormatResource names it: "configmaps.v1", "deployments.v1.apps".
 	resource string
 	pos      position
 	// initial is set on tokens of initial events: the subscriber has

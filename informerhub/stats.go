@@ -1,0 +1,161 @@
+package informerhub
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
+)
+
+// ResourceStats is the hub's activity on one resource type, for metrics.
+// Hub.Stats reports every resource type the hub has run an informer for.
+type ResourceStats struct {
+	Resource schema.GroupVersionResource
+
+	// Levels, while the informer runs (InformerActive); zero otherwise.
+	InformerActive bool
+	// Subscribers counts open subscriptions and snapshots.
+	Subscribers   int
+	CachedObjects int
+	// The history window (see Config.HistorySize): its changes and their
+	// size, when the oldest point it resumes from arrived (the newest
+	// change it evicted, or the informer's initial list), and when its
+	// newest change arrived (or that point, without changes). Zero until
+	// the informer has synced.
+	HistoryEvents                int
+	HistoryBytes                 int64
+	HistoryOldest, HistoryNewest time.Time
+	// QueueDepths holds the changes waiting in each live subscriber's
+	// queue, of at most Config.QueueSize.
+	QueueDepths []int
+
+	// Totals since the hub started, across restarts of the informer.
+	//
+	// InformerStarts counts the informers started (the first, and one per
+	// start after an idle stop or a failure); WatchRestarts, the upstream
+	// watches an informer opened after its first (the API server closed or
+	// broke the previous one). EventsReceived counts the changes the
+	// informer took (a relist's differences included); EventsSent, the
+	// events subscriptions returned (initial events and bookmarks
+	// included). SlowDisconnects counts subscribers ended for falling
+	// QueueSize behind; ExpiredTokens, requests answered with
+	// ErrTokenExpired; Relists, the relists after the first sync; Replays,
+	// the tokens older than the history replayed from the API server.
+	InformerStarts  uint64
+	WatchRestarts   uint64
+	EventsReceived  uint64
+	EventsSent      uint64
+	SlowDisconnects uint64
+	ExpiredTokens   uint64
+	Relists         uint64
+	Replays         uint64
+}
+
+// resourceCounters are the running totals of one resource type. The hub
+// keeps them for its whole life, so that they only grow, whatever the
+// informer's restarts; see ResourceStats for what each counts.
+type resourceCounters struct {
+	starts, watchRestarts, received, sent, slowDisconnects, expiredTokens, relists, replays atomic.Uint64
+}
+
+// Stats reports the hub's activity on each resource type it has run an
+// informer for, in no particular order. It takes each informer's lock
+// briefly; it is meant for a metrics scrape, not a hot path.
+func (h *Hub) Stats() []ResourceStats {
+	h.mu.Lock()
+	out := make([]ResourceStats, 0, len(h.counters))
+	var active []*feed
+	for gvr, c := range h.counters {
+		st := ResourceStats{
+			Resource:        gvr,
+			InformerStarts:  c.starts.Load(),
+			WatchRestarts:   c.watchRestarts.Load(),
+			EventsReceived:  c.received.Load(),
+			EventsSent:      c.sent.Load(),
+			SlowDisconnects: c.slowDisconnects.Load(),
+			ExpiredTokens:   c.expiredTokens.Load(),
+			Relists:         c.relists.Load(),
+			Replays:         c.replays.Load(),
+		}
+		f := h.feeds[gvr]
+		if f != nil && !f.isStopped() {
+			st.InformerActive, st.Subscribers = true, f.refs
+			active = append(active, f)
+		} else {
+			active = append(active, nil)
+		}
+		out = append(out, st)
+	}
+	h.mu.Unlock()
+	for i, f := range active {
+		if f != nil {
+			f.levels(&out[i])
+		}
+	}
+	return out
+}
+
+// levels fills in the feed's current levels.
+func (f *feed) levels(st *ResourceStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st.CachedObjects = f.state.Len()
+	if f.isSynced {
+		st.HistoryEvents, st.HistoryBytes = f.history.len(), f.history.bytes
+		st.HistoryOldest = time.Unix(0, f.history.floorAt)
+		st.HistoryNewest = time.Unix(0, f.history.newestAt())
+	}
+	st.QueueDepths = make([]int, 0, len(f.subs))
+	for s := range f.subs {
+		st.QueueDepths = append(st.QueueDepths, len(s.queue))
+	}
+	slices.Sort(st.QueueDepths)
+}
+
+// countedListerWatcher is one informer's lister-watcher. It counts the
+// watches the informer opens after its first: the restarts after the API
+// server closed or broke one.
+type countedListerWatcher struct {
+	lw          cache.ListerWatcherWithContext
+	unsupported bool // the source cannot serve WatchList; see watchlist.DoesClientNotSupportWatchListSemantics
+	opened      atomic.Bool
+	restarts    *atomic.Uint64
+}
+
+func newCountedListerWatcher(lw cache.ListerWatcher, restarts *atomic.Uint64) *countedListerWatcher {
+	return &countedListerWatcher{
+		lw:          cache.ToListerWatcherWithContext(lw),
+		unsupported: watchlist.DoesClientNotSupportWatchListSemantics(lw),
+		restarts:    restarts,
+	}
+}
+
+func (c *countedListerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return c.ListWithContext(context.Background(), opts)
+}
+
+func (c *countedListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	return c.lw.ListWithContext(ctx, opts)
+}
+
+func (c *countedListerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return c.WatchWithContext(context.Background(), opts)
+}
+
+func (c *countedListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if c.opened.Swap(true) {
+		c.restarts.Add(1)
+	}
+	return c.lw.WatchWithContext(ctx, opts)
+}
+
+// IsWatchListSemanticsUnSupported passes on what the source says, which the
+// reflector asks to decide whether to stream its initial list.
+func (c *countedListerWatcher) IsWatchListSemanticsUnSupported() bool { return c.unsupported }
