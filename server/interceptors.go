@@ -26,6 +26,8 @@ import (
 // for grpc.NewServer: the codec that sends shared encoded events, the limits
 // of cfg, and go-grpc-middleware's interceptors, outermost first:
 //
+//   - metrics (cfg.Metrics, when set): every call counted and timed, those
+//     refused by the interceptors below included;
 //   - logging: one line per finished call, with the caller's identity;
 //     health checks are not logged;
 //   - authentication with cfg.Authenticator; health checks and reflection
@@ -64,6 +66,24 @@ func ServerOptions(cfg Config) []grpc.ServerOption {
 		return status.Error(codes.Internal, "internal error")
 	})
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+	unary := []grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(recover)}
+	stream := []grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(recover)}
+	if cfg.Metrics != nil {
+		unary = append(unary, cfg.Metrics.GRPC.UnaryServerInterceptor())
+		stream = append(stream, cfg.Metrics.GRPC.StreamServerInterceptor())
+	}
+	unary = append(unary,
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
+		selector.UnaryServerInterceptor(grpcauth.UnaryServerInterceptor(authenticate), needsAuth),
+		selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limiter), needsAuth),
+		recovery.UnaryServerInterceptor(recover),
+	)
+	stream = append(stream,
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
+		selector.StreamServerInterceptor(grpcauth.StreamServerInterceptor(authenticate), needsAuth),
+		selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limiter), needsAuth),
+		recovery.StreamServerInterceptor(recover),
+	)
 
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto")}),
@@ -71,20 +91,8 @@ func ServerOptions(cfg Config) []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(
-			recovery.UnaryServerInterceptor(recover),
-			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
-			selector.UnaryServerInterceptor(grpcauth.UnaryServerInterceptor(authenticate), needsAuth),
-			selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limiter), needsAuth),
-			recovery.UnaryServerInterceptor(recover),
-		),
-		grpc.ChainStreamInterceptor(
-			recovery.StreamServerInterceptor(recover),
-			selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
-			selector.StreamServerInterceptor(grpcauth.StreamServerInterceptor(authenticate), needsAuth),
-			selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limiter), needsAuth),
-			recovery.StreamServerInterceptor(recover),
-		),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -21,6 +22,7 @@ import (
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/server/auth"
+	"github.com/informerhub/informerhub/server/metrics"
 )
 
 // panicError is a panic of a stream's sender, turned into an error.
@@ -85,6 +87,9 @@ type Config struct {
 	// (its queue overflowed) waits for a send that is blocked on a client
 	// that stopped reading, before ending the stream anyway. Default: 1s.
 	StalledSendGrace time.Duration
+	// Metrics, when set, counts and times every call (go-grpc-middleware's
+	// prometheus provider) and records snapshot latencies. Default: none.
+	Metrics *metrics.Metrics
 	// Logger receives the service's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -201,6 +206,8 @@ func (s *Server) admit(ctx context.Context, req *informerhubv1.ResourceSelector)
 	if sel, err = selectorOf(req); err != nil {
 		return sel, nil, err
 	}
+	// The call's log line says what it was for.
+	logging.AddFields(ctx, logging.Fields{"resource", informerhub.FormatResource(sel.Resource), "namespace", sel.Namespace})
 	user, _ := auth.UserFrom(ctx)
 	if err := s.authorize(ctx, user, sel.Resource, sel.Namespace, s.cfg.AuthzRecheckInterval); err != nil {
 		return sel, nil, err
@@ -270,9 +277,13 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 		return toStatus(s.log, err)
 	}
 	defer release()
+	began := time.Now()
 	snap, err := s.hub.Snapshot(ctx, sel)
 	if err != nil {
 		return toStatus(s.log, err)
+	}
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.ObserveSnapshot(sel.Resource, time.Since(began))
 	}
 	defer snap.Close()
 	err = s.supervise(ctx, newSender(stream, ""), nil, nil, func() (any, *string, bool, error) {

@@ -1,25 +1,21 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"expvar"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"time"
 )
 
-// serveDebug serves Go's profiles (/debug/pprof/) and runtime memory
-// statistics (/debug/vars, from expvar) on lis until ctx ends. It is opt-in
-// (--debug-listen): profiles show the hub's internals, so like the gRPC port
-// without authentication it is for loopback unless told otherwise.
+// debugHandler serves Go's profiles (/debug/pprof/) and runtime memory
+// statistics (/debug/vars, from expvar). It is opt-in (--debug-listen):
+// profiles show the hub's internals, so like the gRPC port without
+// authentication it is for loopback unless told otherwise.
 //
 // Measure the heap after a collection by fetching /debug/pprof/heap?gc=1
 // first, then /debug/vars; the benchmark harness does (test/bench).
-func serveDebug(ctx context.Context, lis net.Listener, log *slog.Logger) {
+func debugHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -27,17 +23,7 @@ func serveDebug(ctx context.Context, lis net.Listener, log *slog.Logger) {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.Handle("/debug/vars", expvar.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdownCtx)
-	}()
-	log.Info("serving debug endpoints", "address", lis.Addr().String())
-	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error("debug endpoints stopped", "error", err)
-	}
+	return mux
 }
 
 // listenDebug binds --debug-listen, refusing an address other than loopback

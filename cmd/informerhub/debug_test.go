@@ -18,7 +18,7 @@ func TestDebugEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	debugAddr := lis.Addr().String()
-	serveWithDebug(t, lis, "--auth=none")
+	serveWith(t, listeners{debug: lis}, "--auth=none")
 
 	get := func(path string) []byte {
 		t.Helper()

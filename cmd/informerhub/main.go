@@ -4,8 +4,10 @@
 // It reads its cluster from --kubeconfig, else the in-cluster service
 // account, else $KUBECONFIG, else ~/.kube/config. It serves
 // informerhub.v1.InformerHubService, grpc.health.v1 and server reflection on
-// --listen, and on SIGTERM or SIGINT it ends every stream with UNAVAILABLE
-// (clients resume elsewhere with their tokens) and stops.
+// --listen; Prometheus metrics and the probes /healthz and /readyz on
+// --metrics-listen; Go profiles on --debug-listen. On SIGTERM or SIGINT it
+// says it is not ready, ends every stream with UNAVAILABLE (clients resume
+// elsewhere with their tokens) and stops.
 package main
 
 import (
@@ -20,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,22 +31,24 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/server"
 	"github.com/informerhub/informerhub/server/auth"
+	"github.com/informerhub/informerhub/server/metrics"
 )
 
 type options struct {
 	kubeconfig      string
 	listen          string
+	metricsListen   string
 	debugListen     string
+	apiServerCheck  time.Duration
+	printVersion    bool
 	hub             informerhub.Config
 	server          server.Config
 	kubeQPS         float64
@@ -69,7 +74,10 @@ func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("informerhub", flag.ContinueOnError)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "host:port to serve gRPC on")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "", "host:port to serve Prometheus metrics (/metrics) and the probes /healthz and /readyz on, over HTTP; off when empty")
 	fs.StringVar(&o.debugListen, "debug-listen", "", "host:port to serve Go profiles (/debug/pprof/) and memory statistics (/debug/vars) on; off when empty")
+	fs.DurationVar(&o.apiServerCheck, "apiserver-check-interval", 10*time.Second, "how often readiness checks that the Kubernetes API server answers; after 3 failures in a row the hub is not ready")
+	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 
 	fs.StringVar(&o.auth, "auth", "kubernetes", "how callers authenticate: kubernetes (a bearer token, checked with a TokenReview), mtls (a client certificate signed by --client-ca), or none (local development only)")
 	fs.BoolVar(&o.insecureAllowRemote, "insecure-allow-remote", false, "allow --auth=none, or serving without TLS, on an address other than loopback")
@@ -120,6 +128,9 @@ func parseFlags(args []string) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	if o.printVersion {
+		return o, nil
+	}
 	return o, o.validate()
 }
 
@@ -127,6 +138,9 @@ func parseFlags(args []string) (*options, error) {
 // expose the cluster: without authentication, or bearer tokens in plaintext,
 // the hub serves only loopback unless told otherwise.
 func (o *options) validate() error {
+	if o.apiServerCheck <= 0 {
+		return errors.New("--apiserver-check-interval must be positive")
+	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
 	}
@@ -185,22 +199,31 @@ func main() {
 		fmt.Fprintln(os.Stderr, "informerhub:", err)
 		os.Exit(2)
 	}
+	if o.printVersion {
+		fmt.Println(versionString())
+		return
+	}
 	log := newLogger(o)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	lis, err := net.Listen("tcp", o.listen)
-	if err != nil {
+	var lis listeners
+	if lis.grpc, err = net.Listen("tcp", o.listen); err != nil {
 		log.Error("cannot listen", "address", o.listen, "error", err)
 		os.Exit(1)
 	}
-	var debugLis net.Listener
+	if o.metricsListen != "" {
+		if lis.metrics, err = net.Listen("tcp", o.metricsListen); err != nil {
+			log.Error("cannot serve metrics", "address", o.metricsListen, "error", err)
+			os.Exit(1)
+		}
+	}
 	if o.debugListen != "" {
-		if debugLis, err = listenDebug(o); err != nil {
+		if lis.debug, err = listenDebug(o); err != nil {
 			log.Error("cannot serve debug endpoints", "error", err)
 			os.Exit(1)
 		}
 	}
-	if err := run(ctx, o, log, lis, debugLis); err != nil {
+	if err := run(ctx, o, log, lis); err != nil {
 		log.Error("informerhub failed", "error", err)
 		os.Exit(1)
 	}
@@ -217,16 +240,23 @@ func newLogger(o *options) *slog.Logger {
 	return log
 }
 
-// run serves on lis (and debug endpoints on debugLis, unless nil) until ctx
-// ends, then shuts down gracefully.
-func run(ctx context.Context, o *options, log *slog.Logger, lis, debugLis net.Listener) error {
+// listeners are where the hub serves: gRPC, and unless nil, metrics and
+// probes, and debug endpoints.
+type listeners struct {
+	grpc, metrics, debug net.Listener
+}
+
+// run serves on lis until ctx ends, then shuts down gracefully.
+func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error {
 	// validate trusted the name in --listen; trust only the address bound
 	// ("localhost" could resolve to anything).
 	if needsLoopback := o.auth == "none" || o.tlsCert == ""; needsLoopback && !o.insecureAllowRemote {
-		if addr, ok := lis.Addr().(*net.TCPAddr); !ok || !addr.IP.IsLoopback() {
-			return fmt.Errorf("listening on %s, which is not loopback: without authentication or TLS the hub serves only loopback (see --insecure-allow-remote)", lis.Addr())
+		if addr, ok := lis.grpc.Addr().(*net.TCPAddr); !ok || !addr.IP.IsLoopback() {
+			return fmt.Errorf("listening on %s, which is not loopback: without authentication or TLS the hub serves only loopback (see --insecure-allow-remote)", lis.grpc.Addr())
 		}
 	}
+	info := buildInfo()
+	log.Info("starting informerhub", "version", info.Version, "revision", info.Revision)
 	restConfig, source, err := loadKubeconfig(o.kubeconfig)
 	if err != nil {
 		return err
@@ -247,36 +277,36 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis, debugLis net.Li
 		return err
 	}
 	o.server.Logger = log
+	o.server.Metrics = metrics.New(hub, info)
 	healthServer := health.NewServer()
-	healthServer.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	healthServer.SetServingStatus(informerhubv1.InformerHubService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	ready := newReadiness(healthServer)
 	g := grpc.NewServer(append(server.ServerOptions(o.server), creds...)...)
 	server.New(hub, o.server).Register(g)
 	healthpb.RegisterHealthServer(g, healthServer)
 	reflection.Register(g)
+	o.server.Metrics.GRPC.InitializeMetrics(g)
 
-	if debugLis != nil {
-		debugCtx, stopDebug := context.WithCancel(ctx)
-		debugDone := make(chan struct{})
-		go func() {
-			defer close(debugDone)
-			serveDebug(debugCtx, debugLis, log)
-		}()
-		defer func() {
-			stopDebug()
-			<-debugDone
-		}()
+	// The HTTP endpoints and the API server check run until run returns.
+	bgCtx, stopBackground := context.WithCancel(ctx)
+	var background sync.WaitGroup
+	defer func() {
+		stopBackground()
+		background.Wait()
+	}()
+	if lis.metrics != nil {
+		background.Go(func() {
+			serveHTTP(bgCtx, lis.metrics, observabilityHandler(o.server.Metrics, ready), "metrics and probes", log)
+		})
 	}
+	if lis.debug != nil {
+		background.Go(func() { serveHTTP(bgCtx, lis.debug, debugHandler(), "debug endpoints", log) })
+	}
+	background.Go(func() { checkAPIServer(bgCtx, restConfig, o.apiServerCheck, ready, log) })
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- g.Serve(lis) }()
-	log.Info("serving gRPC", "address", lis.Addr().String())
-
-	// Serving once the API server answers; until then, health says so.
-	go waitForAPIServer(ctx, restConfig, log, func() {
-		healthServer.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-		healthServer.SetServingStatus(informerhubv1.InformerHubService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	})
+	go func() { serveErr <- g.Serve(lis.grpc) }()
+	ready.setServing()
+	log.Info("serving gRPC", "address", lis.grpc.Addr().String())
 
 	select {
 	case err := <-serveErr:
@@ -284,7 +314,7 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis, debugLis net.Li
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
-	healthServer.Shutdown()
+	ready.shutDown()
 	hub.Close() // every stream ends with UNAVAILABLE; clients resume elsewhere
 	stopped := make(chan struct{})
 	go func() {
@@ -373,26 +403,4 @@ func loadKubeconfig(path string) (*rest.Config, string, error) {
 		return nil, "", fmt.Errorf("no cluster: not in a cluster, and %w (set --kubeconfig)", err)
 	}
 	return cfg, "kubeconfig", nil
-}
-
-func waitForAPIServer(ctx context.Context, restConfig *rest.Config, log *slog.Logger, ready func()) {
-	client, err := discovery.NewDiscoveryClientForConfig(restConfig)
-	if err != nil {
-		log.Error("cannot check the API server", "error", err)
-		return
-	}
-	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 10*time.Second) {
-		version, err := client.ServerVersion()
-		if err == nil {
-			log.Info("API server reachable", "version", version.GitVersion)
-			ready()
-			return
-		}
-		log.Warn("API server not reachable yet", "error", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-	}
 }

@@ -80,30 +80,30 @@ func kubeconfig(t *testing.T) string {
 // the test ends, on a loopback port, and returns its address.
 func serve(t *testing.T, args ...string) string {
 	t.Helper()
-	return serveWithDebug(t, nil, args...)
+	return serveWith(t, listeners{}, args...)
 }
 
-// serveWithDebug is serve, with debug endpoints on debugLis unless nil.
-func serveWithDebug(t *testing.T, debugLis net.Listener, args ...string) string {
+// serveWith is serve, with metrics and debug endpoints on lis's listeners
+// of them, unless nil.
+func serveWith(t *testing.T, lis listeners, args ...string) string {
 	t.Helper()
 	o, err := parseFlags(append([]string{"--kubeconfig", kubeconfig(t)}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	if lis.grpc, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
 	ctx, shutdown := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, o, slog.New(slog.DiscardHandler), lis, debugLis) }()
+	go func() { done <- run(ctx, o, slog.New(slog.DiscardHandler), lis) }()
 	t.Cleanup(func() {
 		shutdown()
 		if err := <-done; err != nil {
 			t.Errorf("run: %v", err)
 		}
 	})
-	return lis.Addr().String()
+	return lis.grpc.Addr().String()
 }
 
 func TestParseFlags(t *testing.T) {
@@ -168,7 +168,7 @@ func TestServeAndShutDown(t *testing.T) {
 	ctx, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, o, slog.New(slog.DiscardHandler), lis, nil) }()
+	go func() { done <- run(ctx, o, slog.New(slog.DiscardHandler), listeners{grpc: lis}) }()
 
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -255,7 +255,7 @@ func TestRefusesANonLoopbackListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lis.Close()
-	if err := run(context.Background(), o, slog.New(slog.DiscardHandler), lis, nil); err == nil || !strings.Contains(err.Error(), "not loopback") {
+	if err := run(context.Background(), o, slog.New(slog.DiscardHandler), listeners{grpc: lis}); err == nil || !strings.Contains(err.Error(), "not loopback") {
 		t.Fatalf("run: %v, want a refusal", err)
 	}
 }

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	dto "github.com/prometheus/client_model/go"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+)
+
+// TestMetricsAndProbes: --metrics-listen serves the probes and the metrics
+// of what the hub does, against a real API server.
+func TestMetricsAndProbes(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + lis.Addr().String()
+	addr := serveWith(t, listeners{metrics: lis}, "--auth=none")
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	waitForHealth(t, ctx, conn, healthpb.HealthCheckResponse_SERVING)
+	// Health and /readyz say the same, from one state.
+	if code, body := get(t, base+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz: %d %s while health says SERVING", code, body)
+	}
+	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz: %d %s", code, body)
+	}
+
+	ns := "metrics-" + strings.ToLower(t.Name())
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	client := informerhubv1.NewInformerHubServiceClient(conn)
+	sel := &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: ns}
+	watch, err := client.Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for resp, err := watch.Recv(); !resp.GetInitialEventsEnd(); resp, err = watch.Recv() {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := watch.Recv(); err != nil || resp.Type != informerhubv1.EventType_EVENT_TYPE_ADDED {
+		t.Fatalf("watch: %v %v", resp, err)
+	}
+	snap, err := client.Snapshot(ctx, &informerhubv1.SnapshotRequest{Selector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read to the end of the stream: its handler has returned, and
+	// released the snapshot.
+	for _, err := snap.Recv(); err != io.EOF; _, err = snap.Recv() {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := client.ListResources(ctx, &informerhubv1.ListResourcesRequest{}); err != nil {
+		t.Fatal(err)
+	}
+
+	code, body := get(t, base+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	configMaps := map[string]string{"group": "", "version": "v1", "resource": "configmaps"}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		check  func(float64) bool
+		want   string
+	}{
+		{"informerhub_informers_active", nil, eq(1), "1"},
+		{"informerhub_subscribers", configMaps, eq(1), "1 (the watch; the snapshot has ended)"},
+		{"informerhub_events_received_total", configMaps, atLeast(1), "at least 1"},
+		{"informerhub_events_sent_total", configMaps, atLeast(2), "at least 2 (the bookmark ending initial events, and the change)"},
+		{"informerhub_subscriber_queue_depth_max", configMaps, atLeast(0), "reported"},
+		{"informerhub_history_oldest_age_seconds", configMaps, atLeast(0), "reported"},
+		{"informerhub_snapshot_duration_seconds", configMaps, eq(1), "1 observation"},
+		{"informerhub_build_info", map[string]string{"version": "dev"}, eq(1), "1"},
+		{"grpc_server_handled_total", map[string]string{"grpc_method": "ListResources", "grpc_code": "OK"}, eq(1), "1"},
+		{"grpc_server_started_total", map[string]string{"grpc_method": "Watch"}, eq(1), "1"},
+	} {
+		v, ok := find(families[c.name], c.labels)
+		if !ok || !c.check(v) {
+			t.Errorf("%s%v = %v (found %v), want %s", c.name, c.labels, v, ok, c.want)
+		}
+	}
+}
+
+func eq(want float64) func(float64) bool      { return func(v float64) bool { return v == want } }
+func atLeast(want float64) func(float64) bool { return func(v float64) bool { return v >= want } }
+
+// find returns the value of the metric of f whose labels include labels: a
+// counter's or gauge's value, a histogram's count.
+func find(f *dto.MetricFamily, labels map[string]string) (float64, bool) {
+	for _, m := range f.GetMetric() {
+		matches := 0
+		for _, l := range m.GetLabel() {
+			if want, ok := labels[l.GetName()]; ok && want == l.GetValue() {
+				matches++
+			}
+		}
+		if matches != len(labels) {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+func waitForHealth(t *testing.T, ctx context.Context, conn *grpc.ClientConn, want healthpb.HealthCheckResponse_ServingStatus) {
+	t.Helper()
+	stream, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{Service: "informerhub.v1.InformerHubService"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("waiting for %v: %v", want, err)
+		}
+		if resp.Status == want {
+			return
+		}
+	}
+}
+
+// TestReadinessFollowsTheAPIServer: the hub is ready while the API server
+// answers, not ready after apiServerFailureThreshold failed checks in a
+// row, ready again when it answers, and unready for good once shutting
+// down; gRPC health and /readyz agree throughout.
+func TestReadinessFollowsTheAPIServer(t *testing.T) {
+	var failing atomic.Bool
+	apiServer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/version" || failing.Load() {
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, `{"gitVersion":"v1.37.1"}`)
+	}))
+	defer apiServer.Close()
+
+	healthServer := health.NewServer()
+	ready := newReadiness(healthServer)
+	updates := make(chan healthpb.HealthCheckResponse_ServingStatus, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		_ = healthServer.Watch(&healthpb.HealthCheckRequest{}, &healthUpdates{ctx: ctx, ch: updates})
+	}()
+	checkDone := make(chan struct{})
+	go func() {
+		defer close(checkDone)
+		checkAPIServer(ctx, &rest.Config{Host: apiServer.URL}, time.Millisecond, ready, slog.New(slog.DiscardHandler))
+	}()
+	defer func() {
+		cancel()
+		<-checkDone
+		<-watchDone
+	}()
+
+	expect := func(want healthpb.HealthCheckResponse_ServingStatus, readyz int) {
+		t.Helper()
+		// The bound turns a bug into a failure, not a hang.
+		timeout := time.After(30 * time.Second)
+		for got := healthpb.HealthCheckResponse_UNKNOWN; got != want; {
+			select {
+			case got = <-updates:
+			case <-timeout:
+				t.Fatalf("health never said %v", want)
+			}
+		}
+		rec := httptest.NewRecorder()
+		ready.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		if rec.Code != readyz {
+			t.Fatalf("/readyz %d (%s) while health says %v, want %d", rec.Code, rec.Body, want, readyz)
+		}
+	}
+	expect(healthpb.HealthCheckResponse_NOT_SERVING, http.StatusServiceUnavailable) // not serving gRPC yet
+	ready.setServing()
+	expect(healthpb.HealthCheckResponse_SERVING, http.StatusOK)
+	failing.Store(true)
+	expect(healthpb.HealthCheckResponse_NOT_SERVING, http.StatusServiceUnavailable)
+	failing.Store(false)
+	expect(healthpb.HealthCheckResponse_SERVING, http.StatusOK)
+	ready.shutDown()
+	expect(healthpb.HealthCheckResponse_NOT_SERVING, http.StatusServiceUnavailable)
+	if _, why := ready.ready(); why != "shutting down" {
+		t.Fatalf("after shutdown, not ready because %q", why)
+	}
+}
+
+// healthUpdates is the stream of a health Watch, delivering its statuses
+// to a channel.
+type healthUpdates struct {
+	grpc.ServerStream
+	ctx context.Context
+	ch  chan healthpb.HealthCheckResponse_ServingStatus
+}
+
+func (h *healthUpdates) Context() context.Context { return h.ctx }
+func (h *healthUpdates) Send(resp *healthpb.HealthCheckResponse) error {
+	select {
+	case h.ch <- resp.Status:
+		return nil
+	case <-h.ctx.Done():
+		return h.ctx.Err()
+	}
+}
+
+func TestVersion(t *testing.T) {
+	o, err := parseFlags([]string{"--version", "--auth=bogus"})
+	if err != nil || !o.printVersion {
+		t.Fatalf("--version: %+v %v (the other flags need not be valid)", o, err)
+	}
+	if v := versionString(); !strings.HasPrefix(v, "informerhub dev (revision ") {
+		t.Fatalf("version %q", v)
+	}
+}

@@ -1,0 +1,186 @@
+package metrics
+
+import (
+	"net/http"
+	"runtime"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/informerhub/informerhub/informerhub"
+)
+
+// StatsSource is what the hub's metrics are read from: an
+// *informerhub.Hub.
+type StatsSource interface {
+	Stats() []informerhub.ResourceStats
+	Config() informerhub.Config
+}
+
+// BuildInfo describes the running binary, for informerhub_build_info.
+type BuildInfo struct {
+	Version  string // the release, or "dev"
+	Revision string // the VCS revision it was built from, if known
+}
+
+// Metrics is the hub's registry and the instruments the server updates.
+type Metrics struct {
+	// Registry holds every metric; Handler serves it.
+	Registry *prometheus.Registry
+	// GRPC counts and times every call; its interceptors go in the
+	// server's chain (server.Config.Metrics).
+	GRPC *grpcprom.ServerMetrics
+
+	snapshotSeconds *prometheus.HistogramVec
+}
+
+// New builds the registry: the hub's metrics from hub, build information,
+// gRPC server metrics, and the Go runtime and process collectors.
+func New(hub StatsSource, build BuildInfo) *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		GRPC: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+			// Unary calls take milliseconds; streams run for minutes
+			// to hours, so their buckets reach far.
+			grpcprom.WithHistogramBuckets([]float64{.001, .005, .025, .1, .5, 2.5, 10, 60, 600, 3600}),
+		)),
+		snapshotSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "informerhub_snapshot_duration_seconds",
+			Help: "Time from a Snapshot request until its point in time is fixed (the informer's initial list included, when the snapshot starts it), by resource type. Reading the pages is not included: the client sets that pace.",
+			// The label index answers in microseconds; a first snapshot
+			// waits for a LIST of the whole resource type.
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 11), // 100µs .. ~105s
+		}, resourceLabels),
+	}
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "informerhub_build_info",
+		Help: "Always 1; the labels say which informerhub is running.",
+	}, []string{"version", "revision", "goversion"})
+	buildInfo.WithLabelValues(build.Version, build.Revision, runtime.Version()).Set(1)
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo,
+		m.GRPC,
+		m.snapshotSeconds,
+		&hubCollector{hub: hub, now: time.Now},
+	)
+	return m
+}
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// ObserveSnapshot records how long a snapshot of gvr took to fix its point
+// in time.
+func (m *Metrics) ObserveSnapshot(gvr schema.GroupVersionResource, took time.Duration) {
+	m.snapshotSeconds.WithLabelValues(gvr.Group, gvr.Version, gvr.Resource).Observe(took.Seconds())
+}
+
+// resourceLabels name a resource type the way the API server's own metrics
+// do (apiserver_request_total).
+var resourceLabels = []string{"group", "version", "resource"}
+
+func newDesc(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, resourceLabels, nil)
+}
+
+var (
+	informersDesc = prometheus.NewDesc("informerhub_informers_active",
+		"Informers running, one per resource type in use: each holds one upstream watch.", nil, nil)
+	subscribersDesc = newDesc("informerhub_subscribers",
+		"Open subscriptions and snapshots.")
+	cachedObjectsDesc = newDesc("informerhub_cached_objects",
+		"Objects in the informer's state.")
+	historyEventsDesc = newDesc("informerhub_history_events",
+		"Changes the history holds for resuming from memory.")
+	historyBytesDesc = newDesc("informerhub_history_bytes",
+		"Approximate bytes of the changes the history holds (see --history-bytes).")
+	historyOldestDesc = newDesc("informerhub_history_oldest_age_seconds",
+		"Age of the oldest point the history resumes from: a token older than this is replayed from the API server.")
+	historyNewestDesc = newDesc("informerhub_history_newest_age_seconds",
+		"Time since the newest change arrived (since the informer synced, without changes).")
+	queueDepthDesc = newDesc("informerhub_subscriber_queue_depth_max",
+		"Changes waiting in the fullest live subscriber's queue; at informerhub_subscriber_queue_capacity the subscriber is disconnected as too slow.")
+	queueCapacityDesc = prometheus.NewDesc("informerhub_subscriber_queue_capacity",
+		"Changes that may wait for one subscriber (--queue-size).", nil, nil)
+	startsDesc = newDesc("informerhub_informer_starts_total",
+		"Informers started: the first, and again after an idle stop or a failure.")
+	watchRestartsDesc = newDesc("informerhub_upstream_watch_restarts_total",
+		"Upstream watches an informer opened after its first, because the API server closed or broke the previous one.")
+	relistsDesc = newDesc("informerhub_relists_total",
+		"Relists after an informer's first sync (its watch could not resume); their differences are sent as events.")
+	receivedDesc = newDesc("informerhub_events_received_total",
+		"Changes the informers took from the API server, a relist's differences included.")
+	sentDesc = newDesc("informerhub_events_sent_total",
+		"Events handed to subscribers' streams, initial events and bookmarks included.")
+	slowDesc = newDesc("informerhub_slow_subscriber_disconnects_total",
+		"Subscribers disconnected for falling --queue-size changes behind (RESOURCE_EXHAUSTED; they resume with their token).")
+	expiredDesc = newDesc("informerhub_expired_token_answers_total",
+		"Requests answered OUT_OF_RANGE: the resume token is older than both the history and the API server's.")
+	replaysDesc = newDesc("informerhub_replays_total",
+		"Resume tokens older than the history, replayed from the API server by an upstream watch of their own.")
+)
+
+// hubCollector reads the hub's metrics from its stats at scrape time.
+type hubCollector struct {
+	hub StatsSource
+	now func() time.Time
+}
+
+func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		informersDesc, subscribersDesc, cachedObjectsDesc, historyEventsDesc, historyBytesDesc,
+		historyOldestDesc, historyNewestDesc, queueDepthDesc, queueCapacityDesc, startsDesc,
+		watchRestartsDesc, relistsDesc, receivedDesc, sentDesc, slowDesc, expiredDesc, replaysDesc,
+	} {
+		ch <- d
+	}
+}
+
+func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.now()
+	active := 0
+	for _, st := range c.hub.Stats() {
+		labels := []string{st.Resource.Group, st.Resource.Version, st.Resource.Resource}
+		counter := func(d *prometheus.Desc, v uint64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+		}
+		gauge := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+		}
+		counter(startsDesc, st.InformerStarts)
+		counter(watchRestartsDesc, st.WatchRestarts)
+		counter(relistsDesc, st.Relists)
+		counter(receivedDesc, st.EventsReceived)
+		counter(sentDesc, st.EventsSent)
+		counter(slowDesc, st.SlowDisconnects)
+		counter(expiredDesc, st.ExpiredTokens)
+		counter(replaysDesc, st.Replays)
+		if !st.InformerActive {
+			continue // its levels are gone with it
+		}
+		active++
+		gauge(subscribersDesc, float64(st.Subscribers))
+		gauge(cachedObjectsDesc, float64(st.CachedObjects))
+		maxDepth := 0
+		if n := len(st.QueueDepths); n > 0 {
+			maxDepth = st.QueueDepths[n-1] // sorted
+		}
+		gauge(queueDepthDesc, float64(maxDepth))
+		if !st.HistoryOldest.IsZero() {
+			gauge(historyEventsDesc, float64(st.HistoryEvents))
+			gauge(historyBytesDesc, float64(st.HistoryBytes))
+			gauge(historyOldestDesc, now.Sub(st.HistoryOldest).Seconds())
+			gauge(historyNewestDesc, now.Sub(st.HistoryNewest).Seconds())
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(informersDesc, prometheus.GaugeValue, float64(active))
+	ch <- prometheus.MustNewConstMetric(queueCapacityDesc, prometheus.GaugeValue, float64(c.hub.Config().QueueSize))
+}

@@ -1,0 +1,120 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/informerhub/informerhub/informerhub"
+)
+
+type fakeHub struct{ stats []informerhub.ResourceStats }
+
+func (f fakeHub) Stats() []informerhub.ResourceStats { return f.stats }
+func (fakeHub) Config() informerhub.Config           { return informerhub.Config{QueueSize: 1000} }
+
+func TestHubMetrics(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	hub := fakeHub{stats: []informerhub.ResourceStats{{
+		Resource:       schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
+		InformerActive: true, Subscribers: 3, CachedObjects: 10,
+		HistoryEvents: 5, HistoryBytes: 4096,
+		HistoryOldest: now.Add(-90 * time.Second), HistoryNewest: now.Add(-2 * time.Second),
+		QueueDepths:    []int{0, 1, 7},
+		InformerStarts: 2, WatchRestarts: 4, EventsReceived: 100, EventsSent: 250,
+		SlowDisconnects: 1, ExpiredTokens: 2, Relists: 3, Replays: 6,
+	}, {
+		// Stopped: its totals stay, its levels are gone.
+		Resource:       schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"},
+		InformerStarts: 1, EventsReceived: 7, EventsSent: 7,
+	}}}
+	c := &hubCollector{hub: hub, now: func() time.Time { return now }}
+	want := `
+# HELP informerhub_informers_active Informers running, one per resource type in use: each holds one upstream watch.
+# TYPE informerhub_informers_active gauge
+informerhub_informers_active 1
+# HELP informerhub_subscribers Open subscriptions and snapshots.
+# TYPE informerhub_subscribers gauge
+informerhub_subscribers{group="",resource="configmaps",version="v1"} 3
+# HELP informerhub_subscriber_queue_depth_max Changes waiting in the fullest live subscriber's queue; at informerhub_subscriber_queue_capacity the subscriber is disconnected as too slow.
+# TYPE informerhub_subscriber_queue_depth_max gauge
+informerhub_subscriber_queue_depth_max{group="",resource="configmaps",version="v1"} 7
+# HELP informerhub_subscriber_queue_capacity Changes that may wait for one subscriber (--queue-size).
+# TYPE informerhub_subscriber_queue_capacity gauge
+informerhub_subscriber_queue_capacity 1000
+# HELP informerhub_history_oldest_age_seconds Age of the oldest point the history resumes from: a token older than this is replayed from the API server.
+# TYPE informerhub_history_oldest_age_seconds gauge
+informerhub_history_oldest_age_seconds{group="",resource="configmaps",version="v1"} 90
+# HELP informerhub_history_newest_age_seconds Time since the newest change arrived (since the informer synced, without changes).
+# TYPE informerhub_history_newest_age_seconds gauge
+informerhub_history_newest_age_seconds{group="",resource="configmaps",version="v1"} 2
+# HELP informerhub_events_received_total Changes the informers took from the API server, a relist's differences included.
+# TYPE informerhub_events_received_total counter
+informerhub_events_received_total{group="",resource="configmaps",version="v1"} 100
+informerhub_events_received_total{group="apps",resource="deployments",version="v1"} 7
+# HELP informerhub_events_sent_total Events handed to subscribers' streams, initial events and bookmarks included.
+# TYPE informerhub_events_sent_total counter
+informerhub_events_sent_total{group="",resource="configmaps",version="v1"} 250
+informerhub_events_sent_total{group="apps",resource="deployments",version="v1"} 7
+# HELP informerhub_upstream_watch_restarts_total Upstream watches an informer opened after its first, because the API server closed or broke the previous one.
+# TYPE informerhub_upstream_watch_restarts_total counter
+informerhub_upstream_watch_restarts_total{group="",resource="configmaps",version="v1"} 4
+informerhub_upstream_watch_restarts_total{group="apps",resource="deployments",version="v1"} 0
+# HELP informerhub_expired_token_answers_total Requests answered OUT_OF_RANGE: the resume token is older than both the history and the API server's.
+# TYPE informerhub_expired_token_answers_total counter
+informerhub_expired_token_answers_total{group="",resource="configmaps",version="v1"} 2
+informerhub_expired_token_answers_total{group="apps",resource="deployments",version="v1"} 0
+`
+	names := []string{"informerhub_informers_active", "informerhub_subscribers", "informerhub_subscriber_queue_depth_max",
+		"informerhub_subscriber_queue_capacity", "informerhub_history_oldest_age_seconds", "informerhub_history_newest_age_seconds",
+		"informerhub_events_received_total", "informerhub_events_sent_total", "informerhub_upstream_watch_restarts_total",
+		"informerhub_expired_token_answers_total"}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	// Every metric the collector describes, it collects for an active
+	// resource type: none is described but never reported.
+	if n := testutil.CollectAndCount(c); n != 2*8+7+2 {
+		t.Fatalf("collected %d metrics, want 8 totals per resource type, 7 levels of the active one and 2 of the hub", n)
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	m := New(fakeHub{}, BuildInfo{Version: "v1.2.3", Revision: "abc"})
+	m.ObserveSnapshot(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, 3*time.Millisecond)
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, f := range families {
+		byName[f.GetName()] = f
+	}
+	for _, name := range []string{"go_goroutines", "process_cpu_seconds_total", "informerhub_informers_active"} {
+		if byName[name] == nil {
+			t.Errorf("the registry has no %s", name)
+		}
+	}
+	build := byName["informerhub_build_info"]
+	if build == nil || len(build.Metric) != 1 || !hasLabel(build.Metric[0], "version", "v1.2.3") || !hasLabel(build.Metric[0], "revision", "abc") {
+		t.Errorf("build info: %v", build)
+	}
+	snapshots := byName["informerhub_snapshot_duration_seconds"]
+	if snapshots == nil || len(snapshots.Metric) != 1 || snapshots.Metric[0].GetHistogram().GetSampleCount() != 1 ||
+		!hasLabel(snapshots.Metric[0], "resource", "configmaps") {
+		t.Errorf("snapshot latency: %v", snapshots)
+	}
+}
+
+func hasLabel(m *dto.Metric, name, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue() == value
+		}
+	}
+	return false
+}
