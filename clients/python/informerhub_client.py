@@ -1,0 +1,531 @@
+"""A small Python client of informerhub.
+
+It wraps the generated gRPC stubs (see generate.sh) with what every client
+needs: bearer-token and TLS setup, events as dataclasses with decoded
+objects, snapshots read to their last page, and a watch that reconnects by
+itself and resumes from the last token it delivered, so that nothing is lost
+or repeated.
+
+    with Client("127.0.0.1:8080", token=open(".cache/run/token").read().strip()) as hub:
+        sel = Selector(resource="configmaps", namespace="demo")
+        with hub.resuming_watch(sel, send_initial_events=True) as watch:
+            for event in watch:
+                print(event.type, event.object["metadata"]["name"] if event.object else "")
+                save(event.resume_token)  # a later watch from it continues right here
+
+It mirrors the Go SDK (clients/go) in miniature; it has no replica failover.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+import json
+import logging
+import os
+import random
+import sys
+import threading
+from dataclasses import dataclass, replace
+from typing import Callable, Iterator, Optional, Sequence, Tuple, Union
+
+import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+try:
+    from informerhub.v1 import informerhub_pb2 as pb
+    from informerhub.v1 import informerhub_pb2_grpc as pb_grpc
+except ImportError:
+    # Not on PYTHONPATH: use what generate.sh wrote beside this file.
+    _BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "build")
+    if not os.path.isdir(os.path.join(_BUILD, "informerhub", "v1")):
+        raise ImportError(
+            "informerhub_client: the generated stubs are missing: run generate.sh, "
+            "or put the directory it wrote them to on PYTHONPATH") from None
+    sys.path.append(_BUILD)
+    from informerhub.v1 import informerhub_pb2 as pb
+    from informerhub.v1 import informerhub_pb2_grpc as pb_grpc
+
+__all__ = [
+    "Backoff", "Client", "ErrorInfo", "Event", "EventType", "IncompleteSnapshot",
+    "Resource", "ResumingWatch", "Selector", "Snapshot", "WatchStream", "error_info",
+]
+
+log = logging.getLogger("informerhub_client")
+
+StatusCode = grpc.StatusCode
+
+# A Watch that ends with one of these cannot succeed by retrying (README:
+# fix the request, get credentials or a RoleBinding).
+TERMINAL_CODES = frozenset({
+    StatusCode.INVALID_ARGUMENT,
+    StatusCode.NOT_FOUND,
+    StatusCode.PERMISSION_DENIED,
+    StatusCode.UNAUTHENTICATED,
+    StatusCode.UNIMPLEMENTED,
+})
+
+
+class EventType(str, enum.Enum):
+    """What an Event reports; the values are Kubernetes' watch event types."""
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    BOOKMARK = "BOOKMARK"
+
+
+_EVENT_TYPES = {
+    pb.EVENT_TYPE_ADDED: EventType.ADDED,
+    pb.EVENT_TYPE_MODIFIED: EventType.MODIFIED,
+    pb.EVENT_TYPE_DELETED: EventType.DELETED,
+    pb.EVENT_TYPE_BOOKMARK: EventType.BOOKMARK,
+}
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Objects of one resource type, as a Kubernetes LIST or WATCH selects them."""
+    resource: str                 # plural, as in the REST path: "configmaps"
+    version: str = "v1"
+    group: str = ""               # "" for the core group, "apps", ...
+    namespace: str = ""           # "" for all namespaces
+    label_selector: str = ""      # "app=web,tier in (front,back)"
+    field_selector: str = ""      # on metadata.name and metadata.namespace
+
+    def to_proto(self) -> pb.ResourceSelector:
+        return pb.ResourceSelector(
+            group=self.group, version=self.version, resource=self.resource,
+            namespace=self.namespace, label_selector=self.label_selector,
+            field_selector=self.field_selector)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of a watch."""
+    type: EventType
+    object: Optional[dict]        # the object, decoded from the API server's JSON; None on bookmarks
+    resource_version: str         # informational: resume with resume_token
+    resume_token: str             # a watch from it continues right after this event
+    initial_events_end: bool = False  # the bookmark that ends the initial events
+    # Set by ResumingWatch on the events of a re-sync: the hub could no
+    # longer resume (OUT_OF_RANGE), so the watch listed every object again
+    # as ADDED, then a BOOKMARK with resync set. Replace what you hold with
+    # what the re-sync lists: drop what it did not list.
+    resync: bool = False
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every matching object at one point in time."""
+    objects: list[dict]           # ordered by namespace and name
+    resume_token: str             # a watch from it yields exactly the later changes
+    resource_version: str         # informational
+    pages: int                    # how many pages the hub sent them in
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A resource type the cluster serves, and the hub's activity on it."""
+    group: str
+    version: str
+    resource: str
+    kind: str
+    namespaced: bool
+    informer_active: bool
+    subscribers: int
+    cached_objects: int
+
+
+class IncompleteSnapshot(Exception):
+    """The Snapshot stream ended before its last page."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with jitter, between reconnection attempts."""
+    initial: float = 0.1          # seconds
+    max: float = 30.0
+    multiplier: float = 2.0
+    jitter: float = 0.2           # spread each wait by this fraction up or down
+
+    def delay(self, failures: int) -> float:
+        d = min(self.initial * self.multiplier ** max(failures - 1, 0), self.max)
+        return d * (1 + self.jitter * (2 * random.random() - 1))
+
+
+TokenSource = Union[None, str, Callable[[], str]]
+
+
+class Client:
+    """A connection to one hub.
+
+    token: a Kubernetes bearer token, or a function returning one, called for
+    every call (projected tokens rotate; re-read the file). It is sent as
+    "authorization: Bearer <token>". Without TLS, tokens only go to loopback
+    addresses unless allow_token_without_tls.
+
+    tls, ca_file: connect with TLS, verified with the CA file's PEM (default:
+    the system's roots); a ca_file implies tls.
+
+    options: more gRPC channel options, after the client's own.
+    """
+
+    def __init__(self, address: str, *, token: TokenSource = None, tls: bool = False,
+                 ca_file: Optional[str] = None, allow_token_without_tls: bool = False,
+                 options: Sequence[Tuple[str, object]] = ()):
+        opts = [
+            # Notice a hub that died without closing the connection: a watch
+            # only reads. The hub allows pings every 10s.
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.keepalive_timeout_ms", 10_000),
+            ("grpc.http2.max_pings_without_data", 0),
+            # Objects are at most 1.5 MiB, snapshot pages about 1 MiB.
+            ("grpc.max_receive_message_length", 64 << 20),
+            *options,
+        ]
+        if tls or ca_file:
+            roots = None
+            if ca_file:
+                with open(ca_file, "rb") as f:
+                    roots = f.read()
+            self._channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(roots), opts)
+        else:
+            if token is not None and not allow_token_without_tls and not _is_loopback(address):
+                raise ValueError(f"a bearer token would cross the network to {address} in the clear: "
+                                 "use tls (or allow_token_without_tls)")
+            self._channel = grpc.insecure_channel(address, opts)
+        self._token = token
+        self._stub = pb_grpc.InformerHubServiceStub(self._channel)
+
+    def close(self) -> None:
+        """Close the connection; calls in progress end with CANCELLED."""
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _metadata(self) -> Tuple[Tuple[str, str], ...]:
+        if self._token is None:
+            return ()
+        token = self._token() if callable(self._token) else self._token
+        return (("authorization", "Bearer " + token),)
+
+    def watch(self, selector: Selector, *, send_initial_events: bool = False,
+              resume_token: str = "") -> "WatchStream":
+        """Start one Watch call: from resume_token if given, else from now;
+        with every current object as ADDED first if send_initial_events.
+        It does not reconnect: see resuming_watch."""
+        req = pb.WatchRequest(selector=selector.to_proto(), resume_token=resume_token,
+                              send_initial_events=send_initial_events)
+        return WatchStream(self._stub.Watch(req, metadata=self._metadata()), resume_token)
+
+    def resuming_watch(self, selector: Selector, *, send_initial_events: bool = False,
+                       resume_token: str = "", backoff: Backoff = Backoff()) -> "ResumingWatch":
+        """A watch that reconnects by itself and resumes from the last token
+        it delivered: see ResumingWatch."""
+        return ResumingWatch(self, selector, send_initial_events, resume_token, backoff)
+
+    def snapshot(self, selector: Selector, *, timeout: Optional[float] = None) -> Snapshot:
+        """Every object that matches selector, from one point in time, read
+        from all the pages of a Snapshot call. Raises grpc.RpcError."""
+        call = self._stub.Snapshot(pb.SnapshotRequest(selector=selector.to_proto()),
+                                   metadata=self._metadata(), timeout=timeout)
+        objects, pages = [], 0
+        try:
+            for page in call:
+                pages += 1
+                objects.extend(json.loads(o) for o in page.objects)
+                if page.last:
+                    return Snapshot(objects, page.resume_token, page.resource_version, pages)
+        finally:
+            call.cancel()
+        raise IncompleteSnapshot("the snapshot ended before its last page")
+
+    def list_resources(self, namespace: str = "", *, timeout: Optional[float] = None) -> list[Resource]:
+        """The resource types the caller may list and watch in namespace
+        (cluster-wide if empty), as Resource."""
+        resp = self._stub.ListResources(pb.ListResourcesRequest(namespace=namespace),
+                                        metadata=self._metadata(), timeout=timeout)
+        return [Resource(r.group, r.version, r.resource, r.kind, r.namespaced,
+                         r.informer_active, r.subscribers, r.cached_objects)
+                for r in resp.resources]
+
+
+def _event(resp: pb.WatchResponse) -> Event:
+    return Event(
+        type=_EVENT_TYPES[resp.type],
+        object=json.loads(resp.object) if resp.object else None,
+        resource_version=resp.resource_version,
+        resume_token=resp.resume_token,
+        initial_events_end=resp.initial_events_end)
+
+
+class WatchStream:
+    """One Watch call. Iterate for its events; iteration raises
+    grpc.RpcError when the hub or the network ends the call (code() says
+    why), and stops after cancel(), which any thread may call."""
+
+    def __init__(self, call, resume_token: str):
+        self._call = call
+        self._cancelled = threading.Event()
+        self.resume_token = resume_token  # of the last event, or the request's
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        try:
+            resp = next(self._call)
+        except grpc.RpcError as err:
+            if self._cancelled.is_set() and err.code() == StatusCode.CANCELLED:
+                raise StopIteration from None
+            raise
+        e = _event(resp)
+        self.resume_token = e.resume_token
+        return e
+
+    def start_token(self) -> str:
+        """The token of the stream's start, from its response headers (it
+        waits for them): resuming from it loses nothing even when the
+        stream drops before its first event. "" if the call failed first."""
+        for key, value in self._call.initial_metadata() or ():
+            if key == "resume-token":
+                return value
+        return ""
+
+    def cancel(self) -> None:
+        """End the call: a real disconnect, as far as the hub can tell."""
+        self._cancelled.set()
+        self._call.cancel()
+
+    def __enter__(self) -> "WatchStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cancel()
+
+
+class ResumingWatch:
+    """A watch without gaps. Iterating it yields events; when the stream
+    breaks on an error that retrying can fix (UNAVAILABLE, RESOURCE_EXHAUSTED,
+    INTERNAL, a dropped connection, ...), it reconnects with backoff and
+    resumes from the token of the last event it delivered (or, before the
+    first, from the token in the stream's headers), so nothing is lost or
+    repeated.
+
+    OUT_OF_RANGE (the token expired) makes it re-sync: it watches again
+    with initial events and yields every object as ADDED with resync set,
+    then a BOOKMARK with resync set; replace what you held with that. Until
+    that bookmark, its events carry the token from before the re-sync, so
+    a caller that stops halfway re-syncs again.
+
+    Errors that retrying cannot fix (INVALID_ARGUMENT, NOT_FOUND,
+    PERMISSION_DENIED, UNAUTHENTICATED, UNIMPLEMENTED) raise grpc.RpcError.
+    One exception: a running stream ended UNAUTHENTICATED because its
+    credentials expired is reopened (a token function gives fresh ones);
+    only a refusal to open it again raises. cancel(), from any thread, ends
+    the iteration.
+    """
+
+    def __init__(self, client: Client, selector: Selector, send_initial_events: bool,
+                 resume_token: str, backoff: Backoff):
+        self._client, self._selector, self._backoff = client, selector, backoff
+        self._position = resume_token        # where a reconnection continues
+        self._from_hub = False               # _position came from the hub (so it covers initial events)
+        self._send_initial = send_initial_events
+        self._initial_pending = send_initial_events
+        self._resync_from: Optional[str] = None  # during a re-sync: the token from before it
+        self._failures = 0
+        self._error: Optional[grpc.RpcError] = None
+        self._lock = threading.Lock()        # guards _stream against cancel()
+        self._stream: Optional[WatchStream] = None
+        self._closed = threading.Event()
+
+    @property
+    def resume_token(self) -> str:
+        """The token of the last event delivered (or the start): a new watch
+        from it continues exactly here."""
+        return self._position if self._resync_from is None else self._resync_from
+
+    def cancel(self) -> None:
+        self._closed.set()
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            stream.cancel()
+
+    def __enter__(self) -> "ResumingWatch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cancel()
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        while True:
+            if self._error is not None:
+                raise self._error
+            if self._closed.is_set():
+                raise StopIteration
+            if self._stream is None:
+                self._connect()
+                continue
+            try:
+                e = next(self._stream)
+            except StopIteration:
+                self._failed(None)  # cancelled, or the hub ended the stream
+                continue
+            except grpc.RpcError as err:
+                self._failed(err)
+                continue
+            self._failures = 0
+            return self._deliver(e)
+
+    def _connect(self) -> None:
+        if self._failures and self._closed.wait(self._backoff.delay(self._failures)):
+            return
+        # Until the hub has issued a token, ask for what the caller asked;
+        # the hub's tokens carry the initial events' progress themselves.
+        initial = self._send_initial and not self._from_hub
+        try:
+            stream = self._client.watch(self._selector, send_initial_events=initial,
+                                        resume_token=self._position)
+        except OSError as err:  # a token file in the middle of its rotation
+            self._failures += 1
+            log.warning("getting the bearer token: %s; retrying", err)
+            return
+        with self._lock:
+            self._stream = stream
+        if self._closed.is_set():
+            stream.cancel()
+            return
+        if not self._from_hub:
+            token = stream.start_token()
+            if token:
+                self._position, self._from_hub = token, True
+
+    def _deliver(self, e: Event) -> Event:
+        if e.resume_token:
+            self._position, self._from_hub = e.resume_token, True
+        if self._resync_from is not None:
+            end = e.initial_events_end
+            e = replace(e, resync=True, resume_token=e.resume_token if end else self._resync_from,
+                        initial_events_end=end and self._initial_pending)
+            if end:
+                self._resync_from = None
+        if e.initial_events_end:
+            self._initial_pending = False
+        return e
+
+    def _failed(self, err: Optional[grpc.RpcError]) -> None:
+        with self._lock:
+            stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.cancel()
+        if self._closed.is_set():
+            return
+        code = err.code() if err is not None else StatusCode.UNAVAILABLE
+        if code == StatusCode.OUT_OF_RANGE:
+            log.info("the hub can no longer resume this watch; re-syncing: %s", _details(err))
+            if self._resync_from is None:
+                self._resync_from = self.resume_token
+            else:
+                self._failures += 1  # the re-sync itself expired: do not spin
+            self._position, self._from_hub, self._send_initial = "", False, True
+        elif code == StatusCode.UNAUTHENTICATED and _ended_mid_stream(err):
+            log.info("the hub no longer accepts this watch's credentials; reconnecting: %s", _details(err))
+            self._failures += 1
+        elif code in TERMINAL_CODES:
+            self._error = err
+        else:
+            self._failures += 1
+            log.debug("watch interrupted (attempt %d); reconnecting: %s", self._failures, _details(err))
+
+
+def _details(err: Optional[grpc.RpcError]) -> str:
+    return "the hub ended the stream" if err is None else f"{err.code().name}: {err.details()}"
+
+
+def _ended_mid_stream(err: grpc.RpcError) -> bool:
+    """Whether the hub ended a running stream with err (its ErrorInfo then
+    carries the token to resume from), rather than refused to open it."""
+    info = error_info(err)
+    return info is not None and bool(info.metadata.get("resume_token"))
+
+
+def _is_loopback(address: str) -> bool:
+    if address.startswith("unix:"):
+        return True
+    host = address.removeprefix("dns:///").rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """The google.rpc.ErrorInfo detail of a hub error (README: error codes)."""
+    reason: str                   # "INVALID_RESUME_TOKEN", "FORBIDDEN", ...
+    domain: str                   # "informerhub.io"
+    metadata: dict[str, str]
+
+
+def error_info(err: grpc.RpcError) -> Optional[ErrorInfo]:
+    """The ErrorInfo among the error's details (the grpc-status-details-bin
+    trailer, a google.rpc.Status), or None."""
+    trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
+    for key, value in trailers or ():
+        if key != "grpc-status-details-bin":
+            continue
+        for detail in _RPC.Status.FromString(value).details:
+            if detail.type_url.endswith("/google.rpc.ErrorInfo"):
+                info = _RPC.ErrorInfo.FromString(detail.value)
+                return ErrorInfo(info.reason, info.domain, {e.key: e.value for e in info.metadata})
+    return None
+
+
+class _RPC:
+    """google.rpc.Status and ErrorInfo, wire-compatible, built at import from
+    descriptors in a pool of their own: Debian packages no googleapis
+    protos, and a private pool cannot clash with them where they exist."""
+    Status: type
+    ErrorInfo: type
+
+
+def _build_rpc_messages() -> None:
+    F = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(
+        name="informerhub_client/rpc.proto", package="informerhub_client.rpc", syntax="proto3")
+
+    def message(name, *fields):
+        m = file.message_type.add(name=name)
+        for number, (field, kind, repeated_of) in enumerate(fields, 1):
+            f = m.field.add(name=field, number=number, type=kind,
+                            label=F.LABEL_REPEATED if repeated_of else F.LABEL_OPTIONAL)
+            if repeated_of:
+                f.type_name = ".informerhub_client.rpc." + repeated_of
+
+    message("Any", ("type_url", F.TYPE_STRING, None), ("value", F.TYPE_BYTES, None))
+    message("Status", ("code", F.TYPE_INT32, None), ("message", F.TYPE_STRING, None),
+            ("details", F.TYPE_MESSAGE, "Any"))
+    # A map<string, string> is, on the wire, a repeated key/value message.
+    message("Entry", ("key", F.TYPE_STRING, None), ("value", F.TYPE_STRING, None))
+    message("ErrorInfo", ("reason", F.TYPE_STRING, None), ("domain", F.TYPE_STRING, None),
+            ("metadata", F.TYPE_MESSAGE, "Entry"))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    get_class = getattr(message_factory, "GetMessageClass", None) \
+        or message_factory.MessageFactory(pool).GetPrototype
+    for name in ("Status", "ErrorInfo"):
+        setattr(_RPC, name, get_class(pool.FindMessageTypeByName("informerhub_client.rpc." + name)))
+
+
+_build_rpc_messages()

@@ -1,0 +1,538 @@
+"""Tests of informerhub_client against a real hub and kube-apiserver.
+
+test/clients/python_test.go runs them (go test -run TestPythonClient
+./test/clients/): it starts the control plane and the hub, generates the
+stubs, and sets
+
+    INFORMERHUB_ADDR   the hub's host:port (plaintext, loopback)
+    INFORMERHUB_TOKEN  a token that may list and watch configmaps in TEST_NAMESPACE
+    KUBE_SERVER        the API server's URL
+    KUBE_CA_FILE       the CA of its serving certificate
+    KUBE_TOKEN         a token that may write configmaps in TEST_NAMESPACE
+    TEST_NAMESPACE     the namespace
+
+Without them every test fails. The suite writes ConfigMaps through the API
+server's REST API and checks what the hub delivers against what those
+writes returned: names, event types and resourceVersions, in order. Each
+test selects its own objects by label. Nothing waits by sleeping: each
+expected event is waited for, at most TIMEOUT seconds, and its absence
+fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+import urllib.error
+import urllib.request
+import uuid
+from concurrent import futures
+from typing import Optional
+
+import grpc
+
+import informerhub_client as hub
+from informerhub_client import EventType
+
+TIMEOUT = 30.0  # seconds an expected event may take
+
+ENV = {}
+
+
+def setUpModule():
+    names = ("INFORMERHUB_ADDR", "INFORMERHUB_TOKEN", "KUBE_SERVER", "KUBE_CA_FILE", "KUBE_TOKEN", "TEST_NAMESPACE")
+    missing = [n for n in names if not os.environ.get(n)]
+    if missing:
+        raise RuntimeError(f"{', '.join(missing)} not set: run these tests with "
+                           "`go test -run TestPythonClient ./test/clients/` (see test/clients/python_test.go)")
+    ENV.update({n: os.environ[n] for n in names})
+
+
+class Kube:
+    """Writes ConfigMaps in one namespace through the API server's REST API."""
+
+    def __init__(self, server: str, ca_file: str, token: str, namespace: str):
+        self.base = (server if "://" in server else "https://" + server).rstrip("/")
+        self.base += f"/api/v1/namespaces/{namespace}/configmaps"
+        self.tls = ssl.create_default_context(cafile=ca_file)
+        self.token = token
+
+    def _call(self, method: str, path: str = "", body: Optional[dict] = None) -> dict:
+        req = urllib.request.Request(
+            self.base + path, method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": "Bearer " + self.token, "Accept": "application/json",
+                     "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, context=self.tls, timeout=TIMEOUT) as resp:
+                return json.load(resp)
+        except urllib.error.HTTPError as err:
+            raise AssertionError(f"{method} {req.full_url}: {err.code} {err.read().decode()}") from None
+
+    def create(self, name: str, labels: dict, data: Optional[dict] = None) -> dict:
+        return self._call("POST", body={"apiVersion": "v1", "kind": "ConfigMap",
+                                        "metadata": {"name": name, "labels": labels}, "data": data or {}})
+
+    def update(self, obj: dict, data: dict) -> dict:
+        """Replace obj's data; obj's resourceVersion makes it fail if anything came between."""
+        return self._call("PUT", "/" + obj["metadata"]["name"], dict(obj, data=data))
+
+    def delete(self, obj: dict) -> "Deleted":
+        """Delete obj, if it is still at its resourceVersion."""
+        self._call("DELETE", "/" + obj["metadata"]["name"],
+                   {"kind": "DeleteOptions", "apiVersion": "v1",
+                    "preconditions": {"resourceVersion": obj["metadata"]["resourceVersion"]}})
+        return Deleted(obj)
+
+
+def change(type_: EventType, obj: dict) -> tuple:
+    """What a create or update, which returned obj, must look like through the hub."""
+    return (type_.value, obj["metadata"]["name"], obj["metadata"]["resourceVersion"])
+
+
+class Deleted:
+    """What a delete must look like through the hub. The API server answers
+    a DELETE of a ConfigMap with a Status, without the deletion's
+    resourceVersion: it must be later than the object's last one (and, as
+    Events checks, than every event's before it and earlier than every
+    event's after it)."""
+
+    def __init__(self, obj: dict):
+        self.name, self.after = obj["metadata"]["name"], int(obj["metadata"]["resourceVersion"])
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, tuple) and other[:2] == (EventType.DELETED.value, self.name)
+                and int(other[2]) > self.after)
+
+    def __repr__(self) -> str:
+        return f"('DELETED', {self.name!r}, > {self.after})"
+
+
+def seen(e: hub.Event) -> tuple:
+    """What an event says, in the form of change(); also checks it is whole."""
+    assert e.resume_token, f"an event without a resume token: {e}"
+    assert e.object is not None, f"a {e.type} without an object"
+    assert e.object["metadata"]["resourceVersion"] == e.resource_version, \
+        f"the event's resourceVersion {e.resource_version} is not its object's: {e.object['metadata']}"
+    return (e.type.value, e.object["metadata"]["name"], e.resource_version)
+
+
+class _End:
+    def __init__(self, error: Optional[BaseException]):
+        self.error = error
+
+
+class Events:
+    """Reads a WatchStream or ResumingWatch (or any iterator) on a thread of
+    its own, so that the test can wait for each event with a timeout."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.queue: queue.Queue = queue.Queue()
+        self.last_rv = 0
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        try:
+            for e in self.stream:
+                self.queue.put(e)
+            self.queue.put(_End(None))
+        except BaseException as err:  # handed to the test
+            self.queue.put(_End(err))
+
+    def _item(self):
+        try:
+            return self.queue.get(timeout=TIMEOUT)
+        except queue.Empty:
+            raise AssertionError(f"nothing arrived within {TIMEOUT}s") from None
+
+    def get(self):
+        """The next item, as read."""
+        item = self._item()
+        if isinstance(item, _End):
+            raise AssertionError(f"the stream ended: {item.error!r}")
+        return item
+
+    def next(self, bookmarks: bool = False) -> hub.Event:
+        """The next event. Periodic bookmarks (timing-dependent) are skipped
+        unless bookmarks; the one that ends the initial events never is."""
+        while True:
+            item = self.get()
+            if item.type == EventType.BOOKMARK and not item.initial_events_end and not bookmarks:
+                continue
+            if item.type != EventType.BOOKMARK:
+                # In the order they happened. (Clients must not compute with
+                # resourceVersions; a test of one API server may compare them.)
+                rv = int(item.resource_version)
+                assert rv > self.last_rv, f"resourceVersion {rv} after {self.last_rv}: out of order"
+                self.last_rv = rv
+            return item
+
+    def changes(self, n: int) -> list:
+        return [seen(self.next()) for _ in range(n)]
+
+    def end(self) -> Optional[BaseException]:
+        """Wait for the watch to end; what it raised, if anything. Events
+        still queued are an error: none may come after the end."""
+        while True:
+            item = self._item()
+            if isinstance(item, _End):
+                return item.error
+            if item.type != EventType.BOOKMARK:
+                raise AssertionError(f"an event where the end was expected: {item}")
+
+    def close(self):
+        self.stream.cancel()
+        self.thread.join(TIMEOUT)
+
+
+class Proxy:
+    """A TCP proxy in front of the hub whose connections the test cuts:
+    cut() closes every connection and refuses new ones until restore()."""
+
+    def __init__(self, target: str):
+        host, port = target.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.addr = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.lock = threading.Lock()  # guards blocked, open and forwarded
+        self.blocked = False
+        self.open: list = []
+        self.forwarded = 0  # connections passed to the hub
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            with self.lock:
+                if self.blocked:
+                    conn.close()
+                    continue
+                up = socket.create_connection(self.target)
+                self.open += [conn, up]
+                self.forwarded += 1
+            threading.Thread(target=self._serve, args=(conn, up), daemon=True).start()
+
+    def _serve(self, conn, up):
+        back = threading.Thread(target=self._pipe, args=(up, conn))
+        back.start()
+        self._pipe(conn, up)
+        back.join()
+        conn.close()
+        up.close()
+
+    @staticmethod
+    def _pipe(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        with self.lock:
+            self.blocked = True
+            cut, self.open = self.open, []
+        for s in cut:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def restore(self):
+        with self.lock:
+            self.blocked = False
+
+    def close(self):
+        self.listener.close()
+        self.cut()
+
+
+class HubTest(unittest.TestCase):
+    def setUp(self):
+        self.kube = Kube(ENV["KUBE_SERVER"], ENV["KUBE_CA_FILE"], ENV["KUBE_TOKEN"], ENV["TEST_NAMESPACE"])
+        self.client = self.connect()
+        # This test's objects: a label no other test uses.
+        self.labels = {"test": uuid.uuid4().hex[:12]}
+        self.prefix = self.id().rsplit(".", 1)[-1].removeprefix("test_").replace("_", "-")[:40]
+        # Every change of this test's objects as the hub delivers it. The
+        # hub serves from its cache, which a write the API server has
+        # acknowledged may not have reached yet: tests that read state wait
+        # here first (synced).
+        stream = self.client.watch(self.selector())
+        self.assertTrue(stream.start_token())  # the response headers: the watch is on
+        self.hub_changes = self.read(stream)
+
+    def connect(self, address: Optional[str] = None, **kwargs) -> hub.Client:
+        kwargs.setdefault("token", ENV["INFORMERHUB_TOKEN"])
+        client = hub.Client(address or ENV["INFORMERHUB_ADDR"], **kwargs)
+        self.addCleanup(client.close)
+        return client
+
+    def selector(self, **kwargs) -> hub.Selector:
+        kwargs.setdefault("label_selector", "test=" + self.labels["test"])
+        return hub.Selector(resource="configmaps", namespace=ENV["TEST_NAMESPACE"], **kwargs)
+
+    def create(self, name: str, data: Optional[dict] = None) -> dict:
+        return self.kube.create(f"{self.prefix}-{name}", self.labels, data)
+
+    def synced(self, write):
+        """Wait until the hub has delivered write (a change() or Deleted),
+        and so every write before it."""
+        while write != self.hub_changes.changes(1)[0]:
+            pass
+
+    def read(self, stream) -> Events:
+        events = Events(stream)
+        self.addCleanup(events.close)
+        return events
+
+    def assertNothingElse(self, events: Events):
+        """Nothing arrives before a change made now: the events so far were all."""
+        sentinel = self.create("sentinel")
+        self.assertEqual(events.changes(1), [change(EventType.ADDED, sentinel)],
+                         "an event arrived that no write explains")
+
+    def assertCode(self, err: BaseException, code: grpc.StatusCode, reason: Optional[str] = None):
+        self.assertIsInstance(err, grpc.RpcError)
+        self.assertEqual(err.code(), code, err.details())
+        if reason is not None:
+            info = hub.error_info(err)
+            self.assertIsNotNone(info, f"no ErrorInfo in {err.code().name}: {err.details()}")
+            self.assertEqual((info.domain, info.reason), ("informerhub.io", reason))
+
+    def test_watch_sends_initial_events_then_changes_in_order(self):
+        a, b = self.create("a"), self.create("b")
+        self.synced(change(EventType.ADDED, b))
+        events = self.read(self.client.watch(self.selector(), send_initial_events=True))
+        initial = [events.next(), events.next()]
+        self.assertEqual(sorted(seen(e) for e in initial), [change(EventType.ADDED, a), change(EventType.ADDED, b)])
+        end = events.next()
+        self.assertEqual((end.type, end.initial_events_end, end.object), (EventType.BOOKMARK, True, None), end)
+        self.assertTrue(end.resume_token)
+
+        c = self.create("c")
+        a2 = self.kube.update(a, {"k": "v2"})
+        gone = self.kube.delete(b)
+        self.assertEqual(events.changes(3), [change(EventType.ADDED, c), change(EventType.MODIFIED, a2), gone])
+        self.assertNothingElse(events)
+
+    def test_resume_after_disconnect_delivers_exactly_the_missed_changes(self):
+        x = self.create("x")
+        self.synced(change(EventType.ADDED, x))
+        first = self.connect()
+        stream = first.watch(self.selector(), send_initial_events=True)
+        events = Events(stream)
+        self.assertEqual(seen(events.next()), change(EventType.ADDED, x))
+        self.assertTrue(events.next().initial_events_end)
+        x = self.kube.update(x, {"k": "v2"})
+        last = events.next()
+        self.assertEqual(seen(last), change(EventType.MODIFIED, x))
+        self.assertEqual(stream.resume_token, last.resume_token)
+
+        # Disconnect: cancel the call and close the connection.
+        stream.cancel()
+        first.close()
+        self.assertIsNone(events.end())
+
+        missed = [change(EventType.ADDED, y := self.create("y"))]
+        missed.append(change(EventType.MODIFIED, x := self.kube.update(x, {"k": "v3"})))
+        missed.append(change(EventType.MODIFIED, self.kube.update(y, {"k": "v2"})))
+        missed.append(self.kube.delete(x))
+
+        events = self.read(self.client.watch(self.selector(), resume_token=last.resume_token))
+        self.assertEqual(events.changes(len(missed)), missed)
+        self.assertNothingElse(events)
+
+    def test_resuming_watch_reconnects_by_itself_after_the_connection_drops(self):
+        proxy = Proxy(ENV["INFORMERHUB_ADDR"])
+        self.addCleanup(proxy.close)
+        client = self.connect(proxy.addr, options=[
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 500),
+        ])
+        p = self.create("p")
+        self.synced(change(EventType.ADDED, p))
+        watch = client.resuming_watch(self.selector(), send_initial_events=True,
+                                      backoff=hub.Backoff(initial=0.05, max=0.5))
+        events = self.read(watch)
+        self.assertEqual(seen(events.next()), change(EventType.ADDED, p))
+        self.assertTrue(events.next().initial_events_end)
+        p = self.kube.update(p, {"k": "v2"})
+        self.assertEqual(events.changes(1), [change(EventType.MODIFIED, p)])
+        self.assertEqual(proxy.forwarded, 1)
+
+        proxy.cut()
+        missed = [change(EventType.ADDED, q := self.create("q"))]
+        missed.append(change(EventType.MODIFIED, self.kube.update(p, {"k": "v3"})))
+        missed.append(self.kube.delete(q))
+        proxy.restore()
+
+        self.assertEqual(events.changes(len(missed)), missed)
+        self.assertNothingElse(events)
+        self.assertGreaterEqual(proxy.forwarded, 2, "the watch never reconnected")
+
+    def test_snapshot_reads_every_page_and_its_token_resumes_after_it(self):
+        # Three objects of 600 KB: more than a page (--snapshot-page-bytes, 1 MiB) holds.
+        blob = {"blob": "x" * 600_000}
+        objs = [self.create(n, blob) for n in ("s1", "s2", "s3")]
+        self.synced(change(EventType.ADDED, objs[-1]))
+        snap = self.client.snapshot(self.selector())
+        self.assertEqual([(o["metadata"]["name"], o["metadata"]["resourceVersion"]) for o in snap.objects],
+                         [(o["metadata"]["name"], o["metadata"]["resourceVersion"]) for o in objs])
+        self.assertGreaterEqual(snap.pages, 2)
+        self.assertTrue(snap.resume_token)
+        self.assertTrue(snap.resource_version)
+
+        later = [change(EventType.MODIFIED, self.kube.update(objs[0], {"k": "small"}))]
+        later.append(change(EventType.ADDED, self.create("s4")))
+        later.append(self.kube.delete(objs[1]))
+        events = self.read(self.client.watch(self.selector(), resume_token=snap.resume_token))
+        self.assertEqual(events.changes(len(later)), later)
+        self.assertNothingElse(events)
+
+    def test_errors_carry_the_documented_codes(self):
+        with self.assertRaises(grpc.RpcError) as bad_selector:
+            self.client.snapshot(self.selector(label_selector="app in (web"))
+        self.assertCode(bad_selector.exception, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
+
+        events = self.read(self.client.watch(self.selector(), resume_token="garbage"))
+        self.assertCode(events.end(), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_RESUME_TOKEN")
+
+        with self.assertRaises(grpc.RpcError) as anonymous:
+            self.connect(token=None).list_resources(ENV["TEST_NAMESPACE"])
+        self.assertCode(anonymous.exception, grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED")
+
+        with self.assertRaises(grpc.RpcError) as secrets:
+            self.client.snapshot(hub.Selector(resource="secrets", namespace=ENV["TEST_NAMESPACE"]))
+        self.assertCode(secrets.exception, grpc.StatusCode.PERMISSION_DENIED, "FORBIDDEN")
+
+        # A resuming watch gives up on what retrying cannot fix.
+        watch = self.client.resuming_watch(self.selector(label_selector="app in (web"))
+        self.assertCode(self.read(watch).end(), grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_list_resources_shows_what_the_caller_may_watch(self):
+        resources = {(r.group, r.version, r.resource): r for r in self.client.list_resources(ENV["TEST_NAMESPACE"])}
+        cm = resources.get(("", "v1", "configmaps"))
+        self.assertIsNotNone(cm, sorted(resources))
+        self.assertEqual((cm.kind, cm.namespaced), ("ConfigMap", True))
+        self.assertNotIn(("", "v1", "secrets"), resources)
+
+    def test_example_prints_json_lines_and_the_token_to_resume_from(self):
+        obj = self.create("cli")
+        self.synced(change(EventType.ADDED, obj))
+        with tempfile.NamedTemporaryFile("w", suffix=".token", delete=False) as f:
+            f.write(ENV["INFORMERHUB_TOKEN"] + "\n")
+        self.addCleanup(os.remove, f.name)
+        example = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "example.py"),
+                   "--hub", ENV["INFORMERHUB_ADDR"], "--insecure", "--token-file", f.name]
+        sel = ["configmaps", "-n", ENV["TEST_NAMESPACE"], "-l", "test=" + self.labels["test"]]
+
+        snap = subprocess.run(example + ["snapshot", *sel], capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(snap.returncode, 0, snap.stderr)
+        self.assertEqual([json.loads(line)["metadata"]["resourceVersion"] for line in snap.stdout.splitlines()],
+                         [obj["metadata"]["resourceVersion"]])
+        self.assertIn("--resume-token ", snap.stderr)
+
+        watch = subprocess.Popen(example + ["watch", *sel], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(watch.kill)
+        lines = Events(iter(watch.stdout.readline, ""))  # reads the lines on a thread
+        added, end = json.loads(lines.get()), json.loads(lines.get())
+        self.assertEqual((added["type"], added["object"]["metadata"]["name"], added["resourceVersion"]),
+                         change(EventType.ADDED, obj))
+        self.assertEqual((end["type"], end.get("initialEventsEnd")), ("BOOKMARK", True))
+        watch.send_signal(signal.SIGINT)  # Ctrl-C
+        _, stderr = watch.communicate(timeout=TIMEOUT)
+        self.assertEqual(watch.returncode, 0, stderr)
+        self.assertIn("resume with: --resume-token " + end["resumeToken"], stderr)
+
+
+class FakeHub(hub.pb_grpc.InformerHubServiceServicer):
+    """Plays a script of Watch calls: the real hub cannot be made to expire
+    a token on demand, nor to drop a stream between its headers and its
+    first event."""
+
+    def __init__(self, script):
+        self.script = list(script)
+        self.requests = []
+        self.lock = threading.Lock()
+
+    def Watch(self, request, context):
+        with self.lock:
+            self.requests.append((request.resume_token, request.send_initial_events))
+            step = self.script.pop(0) if self.script else []
+        for item in step:
+            if isinstance(item, grpc.StatusCode):
+                context.abort(item, "scripted")
+            elif isinstance(item, str):
+                context.send_initial_metadata((("resume-token", item),))
+            else:
+                yield item
+        # A stream that the script does not end stays open until the client leaves.
+        left = threading.Event()
+        if context.add_callback(left.set):
+            left.wait()
+
+
+class ResumingWatchScriptTest(unittest.TestCase):
+    """The parts of ResumingWatch the real hub cannot be made to exercise
+    on demand, against a scripted server."""
+
+    def test_out_of_range_resyncs_and_a_drop_before_the_first_event_resumes_from_the_headers(self):
+        def resp(type_, token, name="", initial_end=False):
+            rv = token.removeprefix("t")
+            obj = json.dumps({"metadata": {"name": name, "resourceVersion": rv}}) if name else ""
+            return hub.pb.WatchResponse(type=type_, object=obj, resume_token=token, resource_version=rv,
+                                        initial_events_end=initial_end)
+
+        fake = FakeHub([
+            [grpc.StatusCode.OUT_OF_RANGE],  # the token expired
+            ["t0", grpc.StatusCode.UNAVAILABLE],  # headers, then a drop
+            [resp(hub.pb.EVENT_TYPE_ADDED, "t1", "a"),
+             resp(hub.pb.EVENT_TYPE_BOOKMARK, "t2", initial_end=True),
+             grpc.StatusCode.UNAVAILABLE],
+            [resp(hub.pb.EVENT_TYPE_MODIFIED, "t3", "a")],
+        ])
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        hub.pb_grpc.add_InformerHubServiceServicer_to_server(fake, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        self.addCleanup(server.stop, None)
+        client = hub.Client(f"127.0.0.1:{port}")
+        self.addCleanup(client.close)
+
+        watch = client.resuming_watch(hub.Selector(resource="configmaps"), resume_token="expired",
+                                      backoff=hub.Backoff(initial=0.01, max=0.05))
+        events = Events(watch)
+        self.addCleanup(events.close)
+        got = [events.next(bookmarks=True) for _ in range(3)]
+        self.assertEqual([(e.type, e.resume_token, e.resync, e.initial_events_end) for e in got], [
+            (EventType.ADDED, "expired", True, False),  # until the re-sync ends: the token from before it
+            (EventType.BOOKMARK, "t2", True, False),
+            (EventType.MODIFIED, "t3", False, False),
+        ])
+        self.assertEqual(watch.resume_token, "t3")
+        self.assertEqual(fake.requests, [("expired", False), ("", True), ("t0", False), ("t2", False)])
+
+
+if __name__ == "__main__":
+    unittest.main()
