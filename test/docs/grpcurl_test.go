@@ -1,0 +1,250 @@
+package docs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/internal/testhub"
+)
+
+// cookbookHubFlags are the flags the hub of docs/grpcurl.md runs with, as
+// the document says: small enough a history and snapshot pages that its
+// examples of an expired token and of pages take a few objects.
+var cookbookHubFlags = []string{"--auth", "kubernetes", "--history-size", "5", "--snapshot-page-size", "2"}
+
+// TestGRPCurlCookbook runs every command of docs/grpcurl.md against a hub
+// that authenticates its callers with the API server, and checks each
+// one's exit status and output. The document's blocks get:
+//
+//	HUB         the hub's loopback host:port (plaintext)
+//	TOKEN       a service account token that may list and watch configmaps in NS
+//	NS          a fresh namespace
+//	KUBECONFIG  an administrator's kubeconfig, for kubectl
+//	PATH        with grpcurl and kubectl (.cache/tools/bin) first
+//
+// After each block, the test waits until the hub's cache of NS holds what
+// the API server does, so that the next block sees every change the one
+// before made (the hub's informer learns of changes a moment later).
+func TestGRPCurlCookbook(t *testing.T) {
+	root := repoRoot(t)
+	doc := filepath.Join("docs", "grpcurl.md")
+	src, err := os.ReadFile(filepath.Join(root, doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := Parse(src)
+	if err != nil {
+		t.Fatalf("%s: %v", doc, err)
+	}
+	tools := filepath.Join(root, ".cache", "tools", "bin")
+	for _, tool := range []struct{ name, make string }{
+		{"grpcurl", "make tools"},
+		{"kubectl", "make .cache/tools/bin/kubectl (make run builds it too)"},
+	} {
+		if _, err := os.Stat(filepath.Join(tools, tool.name)); err != nil {
+			t.Fatalf("%s runs %s from %s, which is not there: run `%s`", doc, tool.name, tools, tool.make)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	ns, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "cookbook-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := configMapReader(ctx, t, ns.Name, "reader")
+	hub := testhub.Start(t, cluster.KubeConfig, cookbookHubFlags...)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, cluster.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(hub.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hubClient := informerhubv1.NewInformerHubServiceClient(conn)
+
+	env := environ(map[string]string{
+		"PATH":       tools + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"HUB":        hub.Addr,
+		"TOKEN":      token,
+		"NS":         ns.Name,
+		"KUBECONFIG": kubeconfig,
+		"HOME":       t.TempDir(), // kubectl's cache
+		"LC_ALL":     "C",
+	})
+	sh, err := NewShell(t.TempDir(), t.TempDir(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"NS": ns.Name}
+	for _, b := range blocks {
+		start := time.Now()
+		out, status, err := sh.Run(ctx, b.Script, 2*time.Minute)
+		where := doc + ":" + strconv.Itoa(b.Line)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s\noutput:\n%s", where, err, b.Script, out)
+		}
+		if status != b.Exit {
+			t.Fatalf("%s: exit status %d, want %d\n%s\noutput:\n%s", where, status, b.Exit, b.Script, out)
+		}
+		if b.Output != nil {
+			if err := Match(b.Output, out, vars); err != nil {
+				t.Fatalf("%s: %v (expected output at %s:%d)\n%s\noutput:\n%s", where, err, doc, b.OutputLine, b.Script, out)
+			}
+		}
+		t.Logf("%s: exit status %d in %v", where, status, time.Since(start).Round(time.Millisecond))
+		if err := waitForHub(ctx, hubClient, token, ns.Name); err != nil {
+			t.Fatalf("after %s: %v", where, err)
+		}
+	}
+	t.Logf("%s: %d blocks ran as documented", doc, len(blocks))
+}
+
+// repoRoot returns the repository's root, two levels above this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("no repository root at %s: %v", root, err)
+	}
+	return root
+}
+
+// environ returns the test process's environment with set applied.
+func environ(set map[string]string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); set[k] == "" {
+			env = append(env, kv)
+		}
+	}
+	for _, k := range sortedKeys(set) {
+		env = append(env, k+"="+set[k])
+	}
+	return env
+}
+
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+
+// configMapReader makes a service account in ns that may list and watch
+// configmaps there, and nothing else, and returns a token for it.
+func configMapReader(ctx context.Context, t *testing.T, ns, name string) string {
+	t.Helper()
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// waitForHub waits until a Snapshot of the configmaps of ns holds the
+// objects a LIST from the API server does, at the same resourceVersions:
+// then the hub has received every change made to them so far.
+func waitForHub(ctx context.Context, client informerhubv1.InformerHubServiceClient, token, ns string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var apiServer, hub map[string]string
+	for {
+		list, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		apiServer = map[string]string{}
+		for _, cm := range list.Items {
+			apiServer[cm.Name] = cm.ResourceVersion
+		}
+		if hub, err = snapshot(ctx, client, ns); err != nil {
+			return err
+		}
+		if maps.Equal(apiServer, hub) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.New("the hub did not catch up with the API server within 30s: the API server has " +
+				formatVersions(apiServer) + ", the hub " + formatVersions(hub))
+		case <-tick.C:
+		}
+	}
+}
+
+// snapshot returns the name and resourceVersion of every configmap of ns
+// in a Snapshot of the hub.
+func snapshot(ctx context.Context, client informerhubv1.InformerHubServiceClient, ns string) (map[string]string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := client.Snapshot(ctx, &informerhubv1.SnapshotRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: ns}})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for {
+		page, err := stream.Recv()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range page.Objects {
+			var obj struct {
+				Metadata struct{ Name, ResourceVersion string }
+			}
+			if err := json.Unmarshal([]byte(o), &obj); err != nil {
+				return nil, err
+			}
+			out[obj.Metadata.Name] = obj.Metadata.ResourceVersion
+		}
+	}
+}
+
+func formatVersions(m map[string]string) string {
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, k+"@"+m[k])
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
