@@ -41,12 +41,16 @@ const (
 // Errors use the standard gRPC codes, with a google.rpc.ErrorInfo detail
 // (domain "informerhub.io") whose reason says what happened:
 //   - INVALID_ARGUMENT: a malformed selector or request, or a resume_token
-//     that is garbage or was issued for another resource or selector
-//     (reason INVALID_RESUME_TOKEN). A google.rpc.BadRequest detail names
-//     the field.
+//     that is garbage, was issued for another resource, or was issued
+//     during the initial events of another selector (reason
+//     INVALID_RESUME_TOKEN). A google.rpc.BadRequest detail names the
+//     field. Any other token is accepted with any selector; the resume is
+//     exact for the selector it was issued with.
 //   - UNAUTHENTICATED: no credentials, or invalid ones (UNAUTHENTICATED).
 //     Send "authorization: Bearer <token>" (a Kubernetes token), or a client
-//     certificate, as the hub is configured. A running Watch whose
+//     certificate, as the hub is configured. (With client certificates, a
+//     connection without one fails its TLS handshake: the client sees
+//     UNAVAILABLE, from its own transport.) A running Watch whose
 //     credentials stop being accepted (an expired token or certificate, a
 //     deleted service account) ends this way too, with
 //     metadata["resume_token"].
@@ -64,7 +68,9 @@ const (
 //     Snapshot, or Watch with send_initial_events, and continue from
 //     there.
 //   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
-//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; or the client did
+//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; a request larger
+//     than the hub accepts (no details, from gRPC; retrying cannot help);
+//     or the client did
 //     not read fast enough: its queue
 //     overflowed, or it read nothing for a while (SUBSCRIBER_TOO_SLOW).
 //     Watch again from the token of the last response you received. On a
@@ -183,12 +189,16 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 // Errors use the standard gRPC codes, with a google.rpc.ErrorInfo detail
 // (domain "informerhub.io") whose reason says what happened:
 //   - INVALID_ARGUMENT: a malformed selector or request, or a resume_token
-//     that is garbage or was issued for another resource or selector
-//     (reason INVALID_RESUME_TOKEN). A google.rpc.BadRequest detail names
-//     the field.
+//     that is garbage, was issued for another resource, or was issued
+//     during the initial events of another selector (reason
+//     INVALID_RESUME_TOKEN). A google.rpc.BadRequest detail names the
+//     field. Any other token is accepted with any selector; the resume is
+//     exact for the selector it was issued with.
 //   - UNAUTHENTICATED: no credentials, or invalid ones (UNAUTHENTICATED).
 //     Send "authorization: Bearer <token>" (a Kubernetes token), or a client
-//     certificate, as the hub is configured. A running Watch whose
+//     certificate, as the hub is configured. (With client certificates, a
+//     connection without one fails its TLS handshake: the client sees
+//     UNAVAILABLE, from its own transport.) A running Watch whose
 //     credentials stop being accepted (an expired token or certificate, a
 //     deleted service account) ends this way too, with
 //     metadata["resume_token"].
@@ -206,7 +216,9 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     Snapshot, or Watch with send_initial_events, and continue from
 //     there.
 //   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
-//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; or the client did
+//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; a request larger
+//     than the hub accepts (no details, from gRPC; retrying cannot help);
+//     or the client did
 //     not read fast enough: its queue
 //     overflowed, or it read nothing for a while (SUBSCRIBER_TOO_SLOW).
 //     Watch again from the token of the last response you received. On a
