@@ -21,6 +21,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/hubtest"
 	"github.com/informerhub/informerhub/internal/benchusage"
+	"github.com/informerhub/informerhub/server/metrics"
 )
 
 // BenchmarkGRPCFanOut measures Watch streams over loopback TCP: each
@@ -29,6 +30,9 @@ import (
 //
 //   - hub: this package's Server on a Hub on the fake cluster, configured
 //     like --auth=none; each iteration modifies a ConfigMap.
+//   - hub-metrics: the same, with the Prometheus metrics the binary serves
+//     on --metrics-listen (go-grpc-middleware's provider counts every
+//     message sent);
 //   - limit: a bare gRPC server whose handler only sends, per iteration,
 //     one WatchResponse encoded once for all streams as a grpc.PreparedMsg:
 //     the cheapest send grpc-go offers (no codec call, no header to build),
@@ -43,7 +47,10 @@ import (
 func BenchmarkGRPCFanOut(b *testing.B) {
 	for _, streams := range []int{1, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("streams=%d/hub", streams), func(b *testing.B) {
-			benchmarkGRPCFanOut(b, streams, serveHubForBench(b, streams))
+			benchmarkGRPCFanOut(b, streams, serveHubForBench(b, streams, false))
+		})
+		b.Run(fmt.Sprintf("streams=%d/hub-metrics", streams), func(b *testing.B) {
+			benchmarkGRPCFanOut(b, streams, serveHubForBench(b, streams, true))
 		})
 		b.Run(fmt.Sprintf("streams=%d/limit", streams), func(b *testing.B) {
 			benchmarkGRPCFanOut(b, streams, serveLimitForBench(b, streams))
@@ -139,9 +146,10 @@ func benchmarkGRPCFanOut(b *testing.B, streams int, srv benchServer) {
 	benchusage.ReportDeliveries(b, start, float64(changes*streams))
 }
 
-// serveHubForBench serves a Server on a Hub on the fake cluster; each
-// change modifies a ConfigMap of the namespace the streams watch.
-func serveHubForBench(b *testing.B, streams int) benchServer {
+// serveHubForBench serves a Server on a Hub on the fake cluster, with
+// metrics or without; each change modifies a ConfigMap of the namespace the
+// streams watch.
+func serveHubForBench(b *testing.B, streams int, withMetrics bool) benchServer {
 	cluster := hubtest.NewCluster(b)
 	hub := informerhub.New(informerhub.Config{
 		Logger:    discard,
@@ -159,6 +167,9 @@ func serveHubForBench(b *testing.B, streams int) benchServer {
 		RateBurstPerIdentity:        streams,
 		MaxConcurrentStreams:        uint32(streams),
 		AuthzRecheckInterval:        time.Hour,
+	}
+	if withMetrics {
+		cfg.Metrics = metrics.New(hub, metrics.BuildInfo{Version: "bench"})
 	}
 	g := grpc.NewServer(ServerOptions(cfg)...)
 	New(hub, cfg).Register(g)
