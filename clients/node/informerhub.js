@@ -1,0 +1,656 @@
+'use strict';
+// A small Node.js client of informerhub: watches that resume exactly,
+// snapshots, and the list of watchable resources. It loads the service
+// definition from the repository's proto/ at run time; nothing is generated.
+//
+//   const hub = connect('127.0.0.1:8080', { token: 'eyJ…' });
+//   for await (const e of hub.resumingWatch({ version: 'v1', resource: 'configmaps', namespace: 'demo' },
+//                                           { sendInitialEvents: true })) {
+//     console.log(e.type, e.object?.metadata.name, e.resumeToken);
+//   }
+
+const fs = require('node:fs');
+const net = require('node:net');
+const path = require('node:path');
+const grpc = require('@grpc/grpc-js');
+const protoLoader = require('@grpc/proto-loader');
+
+const PROTO_DIR = path.join(__dirname, '..', '..', 'proto');
+const PROTO_FILE = 'informerhub/v1/informerhub.proto';
+
+const EVENT_TYPES = {
+  EVENT_TYPE_ADDED: 'ADDED',
+  EVENT_TYPE_MODIFIED: 'MODIFIED',
+  EVENT_TYPE_DELETED: 'DELETED',
+  EVENT_TYPE_BOOKMARK: 'BOOKMARK',
+};
+
+// Errors that retrying cannot fix: a watch ends with them.
+const FATAL = new Set([
+  grpc.status.INVALID_ARGUMENT,
+  grpc.status.NOT_FOUND,
+  grpc.status.PERMISSION_DENIED,
+  grpc.status.UNAUTHENTICATED,
+  grpc.status.UNIMPLEMENTED,
+]);
+
+// Objects are at most 1.5 MiB in etcd and snapshot pages about 1 MiB: never
+// refuse what a hub sends.
+const MAX_RECEIVE_BYTES = 64 << 20;
+
+/**
+ * Loads the service from the .proto files under protoDir (the repository's
+ * proto/ by default). Field names are camelCase (resumeToken), enums strings.
+ */
+function loadService(protoDir = PROTO_DIR) {
+  const definition = protoLoader.loadSync(PROTO_FILE, {
+    includeDirs: [protoDir],
+    keepCase: false,
+    enums: String,
+    longs: Number,
+    defaults: true,
+  });
+  return grpc.loadPackageDefinition(definition).informerhub.v1.InformerHubService;
+}
+
+/** Tells whether address (host:port) is on this machine. */
+function isLoopback(address) {
+  if (address.startsWith('unix:')) return true;
+  const match = /^(?:dns:\/\/\/)?(?:\[([^\]]+)\]|([^:]+)):\d+$/.exec(address);
+  if (!match) return false;
+  const host = match[1] ?? match[2];
+  if (host === 'localhost') return true;
+  if (net.isIPv4(host)) return host.startsWith('127.');
+  return host === '::1';
+}
+
+/**
+ * Returns a Client for the hub at address (host:port).
+ *
+ * options:
+ *   token       a bearer token, or a function (possibly async) returning one,
+ *               called before every call; sent as "authorization: Bearer <token>"
+ *   tokenFile   a file holding the token, re-read for every call (projected
+ *               service account tokens rotate)
+ *   caFile      verify the hub's TLS certificate with this CA (PEM)
+ *   insecure    plaintext. Default: plaintext to a loopback address without
+ *               caFile, TLS otherwise. Bearer tokens go in plaintext only to
+ *               loopback, unless allowTokensWithoutTLS.
+ *   protoDir    where informerhub/v1/informerhub.proto is
+ *   backoff     { initialMs: 100, maxMs: 30000, multiplier: 2, jitter: 0.2 } for resumingWatch
+ */
+function connect(address, options = {}) {
+  return new Client(address, options);
+}
+
+class Client {
+  constructor(address, options = {}) {
+    if (!address) throw new Error('informerhub: no address');
+    const { token, tokenFile, caFile, allowTokensWithoutTLS = false, protoDir, backoff = {} } = options;
+    if (token !== undefined && tokenFile !== undefined) throw new Error('informerhub: give token or tokenFile, not both');
+    const insecure = options.insecure ?? (caFile === undefined && isLoopback(address));
+    if (insecure && caFile !== undefined) throw new Error('informerhub: insecure and caFile contradict each other');
+    if (tokenFile !== undefined) {
+      this.tokenSource = async () => (await fs.promises.readFile(tokenFile, 'utf8')).trim();
+    } else if (typeof token === 'function') {
+      this.tokenSource = token;
+    } else if (token !== undefined) {
+      this.tokenSource = () => token;
+    }
+    if (this.tokenSource && insecure && !allowTokensWithoutTLS && !isLoopback(address)) {
+      throw new Error(`informerhub: a bearer token would cross the network to ${address} in the clear: use TLS (or allowTokensWithoutTLS)`);
+    }
+    const credentials = insecure
+      ? grpc.credentials.createInsecure()
+      : grpc.credentials.createSsl(caFile === undefined ? null : fs.readFileSync(caFile));
+    const Service = loadService(protoDir);
+    this.address = address;
+    this.backoff = { initialMs: 100, maxMs: 30000, multiplier: 2, jitter: 0.2, ...backoff };
+    this.stub = new Service(address, credentials, {
+      // Notice a hub that died without closing the connection: a watch only
+      // reads, so without pings it would wait forever. The hub allows pings
+      // every 10s.
+      'grpc.keepalive_time_ms': 30000,
+      'grpc.keepalive_timeout_ms': 10000,
+      'grpc.max_receive_message_length': MAX_RECEIVE_BYTES,
+    });
+  }
+
+  /** Closes the connection; calls in progress end. */
+  close() {
+    this.stub.close();
+  }
+
+  /** The metadata of one call: the bearer token, if any. */
+  async metadata() {
+    const md = new grpc.Metadata();
+    if (this.tokenSource) {
+      let token;
+      try {
+        token = await this.tokenSource();
+      } catch (err) {
+        // Worth retrying: a token file in the middle of its rotation.
+        throw statusError(grpc.status.UNAVAILABLE, `informerhub: getting the bearer token: ${err.message}`);
+      }
+      md.set('authorization', `Bearer ${token}`);
+    }
+    return md;
+  }
+
+  /**
+   * The resource types the caller may list and watch in namespace (or
+   * cluster-wide, with ''): [{group, version, resource, kind, namespaced,
+   * informerActive, subscribers, cachedObjects, ...}].
+   */
+  async listResources(namespace = '') {
+    const md = await this.metadata();
+    return new Promise((resolve, reject) => {
+      this.stub.listResources({ namespace }, md, (err, resp) => {
+        if (err) reject(withDetails(err));
+        else resolve(resp.resources);
+      });
+    });
+  }
+
+  /**
+   * Every object matching selector at one point in time, all pages read:
+   * { objects (parsed JSON, by namespace and name), resumeToken, resourceVersion }.
+   * A watch from resumeToken delivers exactly the changes after the snapshot.
+   */
+  async snapshot(selector, { signal } = {}) {
+    const stream = openStream(this.stub.snapshot({ selector: selectorProto(selector) }, await this.metadata()), signal);
+    try {
+      const snap = { objects: [], resumeToken: '', resourceVersion: '' };
+      for (;;) {
+        const page = await stream.next();
+        if (page === null) throw statusError(grpc.status.UNAVAILABLE, 'informerhub: the snapshot ended before its last page');
+        for (const o of page.objects) snap.objects.push(JSON.parse(o));
+        snap.resumeToken = page.resumeToken;
+        snap.resourceVersion = page.resourceVersion;
+        if (page.last) return snap;
+      }
+    } finally {
+      stream.cancel();
+    }
+  }
+
+  /**
+   * One Watch stream, as the hub sends it: iterate it with for await. It
+   * ends when the hub ends the stream, throws its gRPC error (err.code,
+   * err.reason), and stops on cancel() or signal. No reconnection: see
+   * resumingWatch.
+   */
+  watch(selector, { resumeToken = '', sendInitialEvents = false, signal } = {}) {
+    return new Watch(this, selector, { resumeToken, sendInitialEvents, signal });
+  }
+
+  /**
+   * A watch without gaps: on a disconnect that retrying can fix it
+   * reconnects, with exponential backoff and jitter, from the token of the
+   * last event it yielded (before the first, from the token of the stream's
+   * start, which the hub sends in its headers). When the hub can no longer
+   * resume (OUT_OF_RANGE), it lists again and yields the differences from
+   * what it had yielded, marked resync (see README). It throws the errors
+   * that retrying cannot fix: INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED,
+   * UNAUTHENTICATED (except a running stream whose credentials expired: it
+   * reconnects with the token source's current ones) and UNIMPLEMENTED.
+   * onRetry(err, delayMs) is called before each reconnection.
+   */
+  resumingWatch(selector, { resumeToken = '', sendInitialEvents = false, signal, onRetry } = {}) {
+    return new ResumingWatch(this, selector, { resumeToken, sendInitialEvents, signal, onRetry });
+  }
+
+  /** Opens a Watch call and returns its stream reader. */
+  async openWatch(selector, request, signal, onHeaders) {
+    const call = this.stub.watch({ selector: selectorProto(selector), ...request }, await this.metadata());
+    call.on('metadata', (md) => onHeaders?.(md.get('resume-token')[0] ?? ''));
+    return openStream(call, signal);
+  }
+}
+
+function selectorProto(selector) {
+  if (!selector || !selector.version || !selector.resource) {
+    throw new TypeError('informerhub: a selector needs version and resource, e.g. { version: "v1", resource: "configmaps" }');
+  }
+  const { group = '', version, resource, namespace = '', labelSelector = '', fieldSelector = '' } = selector;
+  return { group, version, resource, namespace, labelSelector, fieldSelector };
+}
+
+function eventOf(resp) {
+  return {
+    type: EVENT_TYPES[resp.type] ?? resp.type,
+    object: resp.object === '' ? null : JSON.parse(resp.object),
+    resourceVersion: resp.resourceVersion,
+    resumeToken: resp.resumeToken,
+    initialEventsEnd: resp.initialEventsEnd,
+  };
+}
+
+/**
+ * Reads a server stream message by message, with backpressure (the call is
+ * paused while messages wait). next() returns the next message, null at a
+ * clean end, or throws the call's error once the messages before it are read.
+ */
+function openStream(call, signal) {
+  const queue = [];
+  let ended = false;
+  let error = null;
+  let wake = null;
+  const notify = () => wake?.();
+  call.on('data', (msg) => {
+    queue.push(msg);
+    if (queue.length >= 16) call.pause();
+    notify();
+  });
+  // gRPC emits 'error' right after the last message was queued inside the
+  // stream, and 'end' once they were all read: end there.
+  call.on('error', (err) => {
+    error = withDetails(err);
+    notify();
+  });
+  call.on('end', () => {
+    ended = true;
+    notify();
+  });
+  const onAbort = () => call.cancel();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  if (signal?.aborted) call.cancel();
+  return {
+    async next() {
+      for (;;) {
+        // A call cancelled by its signal yields nothing more.
+        if (signal?.aborted) throw abortError(signal);
+        if (queue.length > 0) {
+          const msg = queue.shift();
+          if (queue.length < 4 && call.isPaused()) call.resume();
+          return msg;
+        }
+        if (ended) {
+          signal?.removeEventListener('abort', onAbort);
+          if (error) throw error;
+          return null;
+        }
+        await new Promise((resolve) => {
+          const stop = () => {
+            signal?.removeEventListener('abort', stop);
+            wake = null;
+            resolve();
+          };
+          wake = stop;
+          signal?.addEventListener('abort', stop, { once: true });
+        });
+      }
+    },
+    cancel() {
+      signal?.removeEventListener('abort', onAbort);
+      call.cancel();
+    },
+  };
+}
+
+/** One Watch call; see Client.watch. */
+class Watch {
+  constructor(client, selector, { resumeToken, sendInitialEvents, signal }) {
+    this.client = client;
+    this.selector = selector;
+    this.request = { resumeToken, sendInitialEvents };
+    this.controller = new AbortController();
+    this.signal = signal ? AbortSignal.any([signal, this.controller.signal]) : this.controller.signal;
+    /** The token of the last event yielded, or of the stream's start, or the one given. */
+    this.resumeToken = resumeToken;
+  }
+
+  /** Ends the watch: the call is cancelled and iteration stops. */
+  cancel() {
+    this.controller.abort();
+  }
+
+  async *[Symbol.asyncIterator]() {
+    let gotEvent = false;
+    const stream = await this.client.openWatch(this.selector, this.request, this.signal, (token) => {
+      if (token && !gotEvent) this.resumeToken = token;
+    });
+    try {
+      for (;;) {
+        let resp;
+        try {
+          resp = await stream.next();
+        } catch (err) {
+          if (this.signal.aborted) return;
+          throw err;
+        }
+        if (resp === null) return;
+        gotEvent = true;
+        const event = eventOf(resp);
+        this.resumeToken = event.resumeToken;
+        yield event;
+      }
+    } finally {
+      stream.cancel();
+    }
+  }
+}
+
+/** A watch that reconnects and resumes; see Client.resumingWatch. */
+class ResumingWatch {
+  constructor(client, selector, { resumeToken, sendInitialEvents, signal, onRetry }) {
+    this.client = client;
+    this.selector = selector;
+    this.sendInitialEvents = sendInitialEvents;
+    this.onRetry = onRetry;
+    this.controller = new AbortController();
+    this.signal = signal ? AbortSignal.any([signal, this.controller.signal]) : this.controller.signal;
+    /** The token of the last event yielded (or the watch's start): a new watch from it continues exactly here. */
+    this.resumeToken = resumeToken;
+    this.tokenFromHub = false; // the token came from the hub, so it covers sendInitialEvents
+    this.initialPending = sendInitialEvents; // initial events asked for and not ended
+    this.failures = 0; // consecutive failed attempts, for the backoff
+    // What the watch has yielded: every object that exists for the caller,
+    // by namespace/name. Re-syncs diff against it if it is all the caller
+    // holds (knowsAll): not so for a watch that started from a token.
+    this.seen = new Map();
+    this.knowsAll = resumeToken === '';
+    this.resync = null; // during a re-sync: the objects listed so far
+    this.resyncToken = ''; // and where to go on listing if its stream breaks
+    this.pending = []; // events a re-sync computed, not yet yielded
+  }
+
+  /** Ends the watch: the call is cancelled and iteration stops. */
+  cancel() {
+    this.controller.abort();
+  }
+
+  async *[Symbol.asyncIterator]() {
+    let stream = null;
+    try {
+      for (;;) {
+        if (this.signal.aborted) return;
+        if (this.pending.length > 0) {
+          const event = this.pending.shift();
+          this.deliver(event);
+          yield event;
+          continue;
+        }
+        if (stream === null) {
+          try {
+            stream = await this.connect();
+          } catch (err) {
+            await this.failed(err);
+          }
+          continue;
+        }
+        let resp;
+        try {
+          resp = await stream.next();
+          if (resp === null) throw statusError(grpc.status.UNAVAILABLE, 'informerhub: the hub ended the stream');
+        } catch (err) {
+          stream.cancel();
+          stream = null;
+          await this.failed(err);
+          continue;
+        }
+        this.failures = 0;
+        const event = eventOf(resp);
+        if (this.resync !== null) {
+          this.collect(event);
+          continue;
+        }
+        this.deliver(event);
+        yield event;
+      }
+    } finally {
+      stream?.cancel();
+    }
+  }
+
+  /** Opens a stream from where the watch is, after the backoff its failures call for. */
+  async connect() {
+    if (this.failures > 0) {
+      const b = this.client.backoff;
+      let delay = Math.min(b.initialMs * b.multiplier ** (this.failures - 1), b.maxMs);
+      delay *= 1 + b.jitter * (2 * Math.random() - 1);
+      await sleep(delay, this.signal);
+    }
+    const request = { resumeToken: this.resumeToken, sendInitialEvents: false };
+    if (this.resync !== null) {
+      // List again, or go on listing from where the last stream broke.
+      request.resumeToken = this.resyncToken;
+      request.sendInitialEvents = this.resyncToken === '';
+    } else if (!this.tokenFromHub) {
+      // Until the hub has issued a token, ask for what the caller asked; the
+      // hub's tokens carry the initial events' progress themselves.
+      request.sendInitialEvents = this.sendInitialEvents;
+    }
+    const fromHeaders = !this.tokenFromHub && this.resync === null;
+    return this.client.openWatch(this.selector, request, this.signal, (token) => {
+      // The token of the stream's start, so that a reconnection before the
+      // first event loses nothing. Headers come before any message.
+      if (fromHeaders && token && !this.tokenFromHub) {
+        this.resumeToken = token;
+        this.tokenFromHub = true;
+      }
+    });
+  }
+
+  /** Decides what an error means for the watch: throws if it ends it. */
+  async failed(err) {
+    if (this.signal.aborted) return;
+    switch (err.code) {
+      case grpc.status.OUT_OF_RANGE:
+        // The token expired: list again and yield the differences.
+        this.resync = new Map();
+        this.resyncToken = '';
+        this.failures = 0;
+        break;
+      case grpc.status.UNAUTHENTICATED:
+        // The credentials that opened a running stream expired: reconnect
+        // with the token source's current ones; if those are refused, end.
+        if (!err.errorInfo?.metadata.resume_token) throw err;
+        break;
+      case grpc.status.RESOURCE_EXHAUSTED:
+        this.failures++;
+        break;
+      default:
+        if (FATAL.has(err.code) || err.code === undefined) throw err;
+        this.failures++;
+    }
+    this.onRetry?.(err, this.failures);
+  }
+
+  /** Records event as yielded to the caller. */
+  deliver(event) {
+    if (event.resumeToken) {
+      this.resumeToken = event.resumeToken;
+      this.tokenFromHub = true;
+    }
+    if (event.initialEventsEnd) this.initialPending = false;
+    const id = identityOf(event.object);
+    if (id === null) return;
+    if (event.type === 'DELETED') this.seen.delete(keyOf(id));
+    else this.seen.set(keyOf(id), id);
+  }
+
+  /** Gathers a re-sync's objects; at their end, computes the differences. */
+  collect(event) {
+    if (event.type === 'ADDED' && event.object !== null) {
+      const id = identityOf(event.object);
+      if (id !== null) this.resync.set(keyOf(id), { id, object: event.object });
+      this.resyncToken = event.resumeToken;
+      return;
+    }
+    if (!event.initialEventsEnd) return;
+    // Until the re-sync is complete, its events carry the last token from
+    // before it: a caller that stops halfway re-syncs again.
+    const before = this.resumeToken;
+    const replaces = !this.knowsAll;
+    const mark = (type, object, resourceVersion) => ({
+      type, object, resourceVersion, resumeToken: before, initialEventsEnd: false, resync: true, resyncReplaces: replaces,
+    });
+    const diff = [];
+    if (replaces) {
+      // What the caller holds is unknown: list it all.
+      for (const key of [...this.resync.keys()].sort()) {
+        const now = this.resync.get(key);
+        diff.push(mark('ADDED', now.object, now.id.metadata.resourceVersion));
+      }
+      this.seen.clear();
+    } else {
+      for (const key of [...this.seen.keys()].sort()) {
+        const old = this.seen.get(key);
+        const now = this.resync.get(key);
+        // A DELETED found by listing carries the object's last known
+        // identity and the listing's resourceVersion.
+        if (!now || now.id.metadata.uid !== old.metadata.uid) diff.push(mark('DELETED', old, event.resourceVersion));
+      }
+      for (const key of [...this.resync.keys()].sort()) {
+        const now = this.resync.get(key);
+        const old = this.seen.get(key);
+        if (!old || old.metadata.uid !== now.id.metadata.uid) {
+          diff.push(mark('ADDED', now.object, now.id.metadata.resourceVersion));
+        } else if (old.metadata.resourceVersion !== now.id.metadata.resourceVersion) {
+          diff.push(mark('MODIFIED', now.object, now.id.metadata.resourceVersion));
+        }
+      }
+    }
+    diff.push({
+      type: 'BOOKMARK', object: null, resourceVersion: event.resourceVersion, resumeToken: event.resumeToken,
+      initialEventsEnd: this.initialPending, resync: true, resyncReplaces: replaces,
+    });
+    this.pending.push(...diff);
+    this.resync = null;
+    this.resyncToken = '';
+    this.knowsAll = true;
+  }
+}
+
+/** What a watch remembers of an object it yielded, or null. */
+function identityOf(object) {
+  const m = object?.metadata;
+  if (!m || typeof m.name !== 'string') return null;
+  const metadata = { name: m.name, uid: m.uid, resourceVersion: m.resourceVersion };
+  if (m.namespace) metadata.namespace = m.namespace;
+  return { apiVersion: object.apiVersion, kind: object.kind, metadata };
+}
+
+function keyOf(id) {
+  return `${id.metadata.namespace ?? ''}\u0000${id.metadata.name}`; // sorts as (namespace, name)
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+  });
+}
+
+function abortError(signal) {
+  return signal.reason instanceof Error ? signal.reason : new DOMException('The watch was cancelled', 'AbortError');
+}
+
+/** An Error like those of grpc-js, with code and details. */
+function statusError(code, message) {
+  const err = new Error(`${code} ${grpc.status[code]}: ${message}`);
+  err.code = code;
+  err.details = message;
+  err.metadata = new grpc.Metadata();
+  return err;
+}
+
+// ---- The error details of the hub (google.rpc.Status in the trailers) ----
+
+/**
+ * Adds what the hub says about an error to a grpc-js error: err.errorInfo
+ * ({reason, domain, metadata}, from google.rpc.ErrorInfo), err.reason, and
+ * err.fieldViolations ([{field, description}], from google.rpc.BadRequest).
+ */
+function withDetails(err) {
+  if (err.errorInfo !== undefined || !err.metadata) return err;
+  err.errorInfo = null;
+  err.reason = '';
+  err.fieldViolations = [];
+  const raw = err.metadata.get('grpc-status-details-bin')[0];
+  if (!raw) return err;
+  try {
+    for (const [no, value] of fields(raw)) {
+      if (no !== 3) continue; // google.rpc.Status.details: repeated Any
+      let type = '';
+      let body = Buffer.alloc(0);
+      for (const [f, v] of fields(value)) {
+        if (f === 1) type = v.toString();
+        if (f === 2) body = v;
+      }
+      if (type.endsWith('/google.rpc.ErrorInfo')) {
+        const info = { reason: '', domain: '', metadata: {} };
+        for (const [f, v] of fields(body)) {
+          if (f === 1) info.reason = v.toString();
+          if (f === 2) info.domain = v.toString();
+          if (f === 3) {
+            const entry = {};
+            for (const [g, w] of fields(v)) entry[g] = w.toString();
+            info.metadata[entry[1] ?? ''] = entry[2] ?? '';
+          }
+        }
+        err.errorInfo = info;
+        err.reason = info.reason;
+      } else if (type.endsWith('/google.rpc.BadRequest')) {
+        for (const [f, v] of fields(body)) {
+          if (f !== 1) continue;
+          const violation = { field: '', description: '' };
+          for (const [g, w] of fields(v)) {
+            if (g === 1) violation.field = w.toString();
+            if (g === 2) violation.description = w.toString();
+          }
+          err.fieldViolations.push(violation);
+        }
+      }
+    }
+  } catch {
+    // Details we cannot read do not change the error.
+  }
+  return err;
+}
+
+/** Yields [field number, value] of a protobuf message: varints as numbers, length-delimited as Buffers. */
+function* fields(buf) {
+  let i = 0;
+  const varint = () => {
+    let v = 0;
+    for (let shift = 1; ; shift *= 128) {
+      if (i >= buf.length) throw new Error('truncated varint');
+      const b = buf[i++];
+      v += (b & 0x7f) * shift;
+      if (b < 0x80) return v;
+    }
+  };
+  while (i < buf.length) {
+    const key = varint();
+    const no = Math.floor(key / 8);
+    switch (key % 8) {
+      case 0:
+        yield [no, varint()];
+        break;
+      case 1:
+        i += 8;
+        break;
+      case 2: {
+        const len = varint();
+        if (i + len > buf.length) throw new Error('truncated field');
+        yield [no, buf.subarray(i, i + len)];
+        i += len;
+        break;
+      }
+      case 5:
+        i += 4;
+        break;
+      default:
+        throw new Error(`unsupported wire type ${key % 8}`);
+    }
+  }
+}
+
+module.exports = { connect, Client, Watch, ResumingWatch, loadService, isLoopback, status: grpc.status, PROTO_DIR };

@@ -1,0 +1,436 @@
+'use strict';
+// The client against a real hub and API server. The Go driver
+// (test/clients/node_test.go, TestNodeClient) starts both and sets the
+// environment; see testlib.js. Each test selects its own ConfigMaps by the
+// label case=<test>, so that tests sharing the namespace do not see each
+// other's changes.
+
+const { describe, test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const readline = require('node:readline');
+
+const { connect, status } = require('../informerhub.js');
+const { hubEnv, Kube, EventReader, describe: describeEvent } = require('../testlib.js');
+
+let env;
+let hub;
+let kube;
+
+before(() => {
+  env = hubEnv();
+  hub = connect(env.INFORMERHUB_ADDR, { token: env.INFORMERHUB_TOKEN });
+  kube = new Kube(env);
+});
+
+after(() => hub?.close());
+
+function selector(testCase) {
+  return { version: 'v1', resource: 'configmaps', namespace: env.TEST_NAMESPACE, labelSelector: `case=${testCase}` };
+}
+
+/** A write and what the API server answered, as the event it should cause. */
+function change(type, object) {
+  return { type, name: object.metadata.name, resourceVersion: object.metadata.resourceVersion };
+}
+
+/** A deletion: the API server answers with a Status, so its resourceVersion is unknown here. */
+function deletion(name) {
+  return { type: 'DELETED', name, resourceVersion: null };
+}
+
+/**
+ * Reads the changes of a watch (periodic bookmarks aside) until as many as
+ * expected have arrived, then asserts that they are exactly those: the same
+ * types, names and resourceVersions, in order. The last expected change is
+ * a write made after all others, so a repeated or extra event shows up as a
+ * mismatch rather than going unread. A deletion's resourceVersion must lie
+ * between those of its neighbours.
+ */
+async function expectChanges(reader, expected) {
+  const got = [];
+  for (const want of expected) {
+    const e = await reader.nextChange(`${want.type} ${want.name} (change ${got.length + 1} of ${expected.length})`);
+    got.push(e);
+  }
+  const summary = (list) => list.map((c) => `${c.type} ${c.name}${c.resourceVersion ? ` @${c.resourceVersion}` : ''}`);
+  const actual = got.map((e) => ({
+    type: e.type,
+    name: e.object?.metadata?.name,
+    resourceVersion: e.resourceVersion,
+  }));
+  assert.deepEqual(
+    summary(actual.map((a, i) => (expected[i].resourceVersion === null ? { ...a, resourceVersion: null } : a))),
+    summary(expected),
+    `the changes differ from the writes; got:\n${got.map(describeEvent).join('\n')}`);
+  // resourceVersions are opaque to clients; this test knows the API server's
+  // are increasing integers, and checks the order and the deletions' ones.
+  for (let i = 1; i < got.length; i++) {
+    assert.ok(BigInt(got[i - 1].resourceVersion) < BigInt(got[i].resourceVersion),
+      `resourceVersions not increasing: ${got.map(describeEvent).join(', ')}`);
+  }
+  for (const e of got) {
+    assert.ok(e.resumeToken, `no resume token on ${describeEvent(e)}`);
+    assert.equal(e.object.metadata.resourceVersion, e.resourceVersion, `the object of ${describeEvent(e)}`);
+  }
+  return got;
+}
+
+/**
+ * Waits until the hub has seen a write (the API server's answer to it): the
+ * hub serves from its cache, which follows the API server an instant later.
+ * A watch of sel delivers an event at or after the write's resourceVersion
+ * once the hub's cache holds it; initial events and snapshots then do too.
+ */
+async function hubHasSeen(sel, written) {
+  const target = BigInt(written.metadata.resourceVersion);
+  const reader = new EventReader(hub.watch(sel, { sendInitialEvents: true }));
+  try {
+    for (;;) {
+      const e = await reader.next(`the hub to see ${written.metadata.name}@${target}`);
+      if (e.resourceVersion && BigInt(e.resourceVersion) >= target) return;
+    }
+  } finally {
+    await reader.close();
+  }
+}
+
+/** Reads the initial events: ADDED for each of objects (in any order), then the bookmark that ends them. */
+async function expectInitialEvents(reader, objects) {
+  const added = [];
+  for (let i = 0; i < objects.length; i++) {
+    const e = await reader.nextChange(`initial ADDED ${i + 1} of ${objects.length}`);
+    assert.equal(e.type, 'ADDED', `initial event ${describeEvent(e)}`);
+    assert.ok(e.resumeToken);
+    added.push(`${e.object.metadata.name}@${e.resourceVersion}`);
+  }
+  assert.deepEqual(added.sort(), objects.map((o) => `${o.metadata.name}@${o.metadata.resourceVersion}`).sort());
+  const end = await reader.nextChange('the bookmark that ends the initial events');
+  assert.equal(end.type, 'BOOKMARK', `expected the end of the initial events, got ${describeEvent(end)}`);
+  assert.equal(end.initialEventsEnd, true);
+  assert.equal(end.object, null);
+  assert.ok(end.resumeToken);
+  return end;
+}
+
+describe('watch', () => {
+  test('initial events: the objects as ADDED, the bookmark that ends them, then live changes in order', async () => {
+    const a = await kube.create('initial-a', { case: 'initial' }, { v: '1' });
+    const b = await kube.create('initial-b', { case: 'initial' }, { v: '1' });
+    await kube.create('other', { case: 'not-selected' }); // filtered out by the selector
+    await hubHasSeen(selector('initial'), b);
+
+    const reader = new EventReader(hub.watch(selector('initial'), { sendInitialEvents: true }));
+    try {
+      await expectInitialEvents(reader, [a, b]);
+
+      const c = await kube.create('initial-c', { case: 'initial' });
+      const a2 = await kube.modify('initial-a', { v: '2' });
+      await kube.delete('initial-b');
+      const d = await kube.create('initial-d', { case: 'initial' });
+      const got = await expectChanges(reader, [
+        change('ADDED', c), change('MODIFIED', a2), deletion('initial-b'), change('ADDED', d),
+      ]);
+      assert.equal(got[1].object.data.v, '2');
+    } finally {
+      await reader.close();
+    }
+  });
+
+  test('resume: after a disconnect, exactly the changes made meanwhile, in order', async () => {
+    const a = await kube.create('resume-a', { case: 'resume' }, { v: '1' });
+    await hubHasSeen(selector('resume'), a);
+    const reader = new EventReader(hub.watch(selector('resume'), { sendInitialEvents: true }));
+    await expectInitialEvents(reader, [a]);
+    const b = await kube.create('resume-b', { case: 'resume' });
+    const [added] = await expectChanges(reader, [change('ADDED', b)]);
+
+    // Disconnect: ending the iteration cancels the call.
+    await reader.close();
+
+    const c = await kube.create('resume-c', { case: 'resume' }, { v: '1' });
+    const a2 = await kube.modify('resume-a', { v: '2' });
+    await kube.delete('resume-b');
+    const c2 = await kube.modify('resume-c', { v: '2' });
+
+    const resumed = new EventReader(hub.watch(selector('resume'), { resumeToken: added.resumeToken }));
+    try {
+      const end = await kube.create('resume-end', { case: 'resume' });
+      await expectChanges(resumed, [
+        change('ADDED', c), change('MODIFIED', a2), deletion('resume-b'), change('MODIFIED', c2), change('ADDED', end),
+      ]);
+    } finally {
+      await resumed.close();
+    }
+  });
+
+  test('resumingWatch reconnects by itself after the connection drops, losing and repeating nothing', async () => {
+    const a = await kube.create('reconnect-a', { case: 'reconnect' }, { v: '1' });
+    await hubHasSeen(selector('reconnect'), a);
+    const proxy = await startProxy(env.INFORMERHUB_ADDR);
+    const client = connect(proxy.address, { token: env.INFORMERHUB_TOKEN, backoff: { initialMs: 50, maxMs: 500 } });
+    const retries = [];
+    let retried;
+    const watch = client.resumingWatch(selector('reconnect'), {
+      sendInitialEvents: true,
+      onRetry: (err) => {
+        retries.push(err);
+        retried?.();
+      },
+    });
+    const reader = new EventReader(watch);
+    try {
+      await expectInitialEvents(reader, [a]);
+      const live = await kube.create('reconnect-live', { case: 'reconnect' });
+      await expectChanges(reader, [change('ADDED', live)]);
+
+      // Cut the connection and refuse new ones; wait until the watch has
+      // noticed (its first retry), then change things while it is cut off.
+      const noticed = new Promise((resolve) => { retried = resolve; });
+      proxy.cut();
+      await withTimeout(noticed, 20000, 'the watch to notice the disconnect');
+      const b = await kube.create('reconnect-b', { case: 'reconnect' });
+      const a2 = await kube.modify('reconnect-a', { v: '2' });
+      await kube.delete('reconnect-b');
+      proxy.restore();
+      const end = await kube.create('reconnect-end', { case: 'reconnect' });
+
+      await expectChanges(reader, [change('ADDED', b), change('MODIFIED', a2), deletion('reconnect-b'), change('ADDED', end)]);
+      assert.ok(retries.length > 0);
+      assert.ok(retries.every((err) => err.code === status.UNAVAILABLE), `retried on ${retries.map((e) => e.message).join('; ')}`);
+    } finally {
+      await reader.close();
+      client.close();
+      await proxy.close();
+    }
+  });
+});
+
+describe('snapshot', () => {
+  test('all pages of objects and a token from which a watch yields exactly the later changes', async () => {
+    // Three objects of 450 KB: more than the hub's pages hold (1 MiB by
+    // default), so the snapshot spans pages.
+    const big = 'x'.repeat(450 * 1024);
+    const a = await kube.create('snap-a', { case: 'snapshot' }, { big });
+    const b = await kube.create('snap-b', { case: 'snapshot' }, { big });
+    const c = await kube.create('snap-c', { case: 'snapshot' }, { big });
+    await hubHasSeen(selector('snapshot'), c);
+
+    const snap = await hub.snapshot(selector('snapshot'));
+    assert.deepEqual(
+      snap.objects.map((o) => `${o.metadata.name}@${o.metadata.resourceVersion}`),
+      [a, b, c].map((o) => `${o.metadata.name}@${o.metadata.resourceVersion}`));
+    assert.equal(snap.objects[2].data.big.length, big.length);
+    assert.ok(snap.resumeToken);
+    assert.ok(BigInt(snap.resourceVersion) >= BigInt(c.metadata.resourceVersion));
+
+    const a2 = await kube.modify('snap-a', { big: 'small' });
+    await kube.delete('snap-b');
+    const d = await kube.create('snap-d', { case: 'snapshot' });
+
+    const reader = new EventReader(hub.watch(selector('snapshot'), { resumeToken: snap.resumeToken }));
+    try {
+      const end = await kube.create('snap-end', { case: 'snapshot' });
+      await expectChanges(reader, [change('MODIFIED', a2), deletion('snap-b'), change('ADDED', d), change('ADDED', end)]);
+    } finally {
+      await reader.close();
+    }
+  });
+});
+
+describe('listResources', () => {
+  test('lists configmaps as watchable in the namespace', async () => {
+    const resources = await hub.listResources(env.TEST_NAMESPACE);
+    const cm = resources.find((r) => r.group === '' && r.resource === 'configmaps');
+    assert.ok(cm, `no configmaps in ${JSON.stringify(resources)}`);
+    assert.equal(cm.version, 'v1');
+    assert.equal(cm.kind, 'ConfigMap');
+    assert.equal(cm.namespaced, true);
+    // The reader may watch configmaps, and nothing else.
+    assert.ok(!resources.some((r) => r.resource === 'secrets'));
+  });
+});
+
+describe('errors', () => {
+  /** Iterates a watch and returns the error it ends with. */
+  async function watchError(watch) {
+    const reader = new EventReader(watch);
+    try {
+      const e = await reader.next('an error');
+      assert.fail(`expected an error, got ${describeEvent(e)}`);
+    } catch (err) {
+      if (err.code === undefined) throw err;
+      return err;
+    } finally {
+      await reader.close();
+    }
+  }
+
+  test('an invalid label selector is INVALID_ARGUMENT, naming the field', async () => {
+    const err = await watchError(hub.watch({ ...selector('x'), labelSelector: 'app in (' }));
+    assert.equal(err.code, status.INVALID_ARGUMENT, err.message);
+    assert.equal(err.reason, 'INVALID_ARGUMENT');
+    assert.ok(err.fieldViolations.some((v) => v.field.includes('label_selector')), JSON.stringify(err.fieldViolations));
+  });
+
+  test('a resuming watch does not retry what retrying cannot fix', async () => {
+    const retries = [];
+    const err = await watchError(hub.resumingWatch({ ...selector('x'), labelSelector: 'app in (' }, { onRetry: (e) => retries.push(e) }));
+    assert.equal(err.code, status.INVALID_ARGUMENT, err.message);
+    assert.deepEqual(retries, []);
+  });
+
+  test('a garbage resume token is INVALID_ARGUMENT with reason INVALID_RESUME_TOKEN', async () => {
+    const err = await watchError(hub.watch(selector('x'), { resumeToken: 'garbage' }));
+    assert.equal(err.code, status.INVALID_ARGUMENT, err.message);
+    assert.equal(err.reason, 'INVALID_RESUME_TOKEN');
+    assert.equal(err.errorInfo.domain, 'informerhub.io');
+  });
+
+  test('no token is UNAUTHENTICATED', async () => {
+    const anonymous = connect(env.INFORMERHUB_ADDR);
+    try {
+      await assert.rejects(anonymous.snapshot(selector('x')), (err) => {
+        assert.equal(err.code, status.UNAUTHENTICATED, err.message);
+        assert.equal(err.reason, 'UNAUTHENTICATED');
+        return true;
+      });
+    } finally {
+      anonymous.close();
+    }
+  });
+
+  test('a resource the identity may not list is PERMISSION_DENIED', async () => {
+    await assert.rejects(hub.snapshot({ version: 'v1', resource: 'secrets', namespace: env.TEST_NAMESPACE }), (err) => {
+      assert.equal(err.code, status.PERMISSION_DENIED, err.message);
+      assert.equal(err.reason, 'FORBIDDEN');
+      return true;
+    });
+  });
+});
+
+describe('example CLI', () => {
+  let tokenFile;
+  before(() => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'informerhub-node-'));
+    tokenFile = path.join(dir, 'token');
+    fs.writeFileSync(tokenFile, env.INFORMERHUB_TOKEN);
+  });
+
+  function run(...args) {
+    const child = spawn(process.execPath, [path.join(__dirname, '..', 'example.js'),
+      '--addr', env.INFORMERHUB_ADDR, '--token-file', tokenFile, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const stderr = [];
+    child.stderr.on('data', (d) => stderr.push(d));
+    const exited = new Promise((resolve) => child.on('close', (code, signal) => resolve({ code, signal, stderr: Buffer.concat(stderr).toString() })));
+    return { child, exited, lines: readline.createInterface({ input: child.stdout }) };
+  }
+
+  test('snapshot prints one JSON object per line and the token to resume from', async () => {
+    const a = await kube.create('cli-a', { case: 'cli' });
+    await hubHasSeen(selector('cli'), a);
+    const { lines, exited } = run('snapshot', 'configmaps', '-n', env.TEST_NAMESPACE, '-l', 'case=cli');
+    const objects = [];
+    for await (const line of lines) objects.push(JSON.parse(line));
+    const { code, stderr } = await withTimeout(exited, 20000, 'the snapshot command to exit');
+    assert.equal(code, 0, stderr);
+    assert.deepEqual(objects.map((o) => o.metadata.name), ['cli-a']);
+    assert.equal(objects[0].metadata.resourceVersion, a.metadata.resourceVersion);
+    assert.match(stderr, /watch the changes after them with: --resume-token \S+/);
+  });
+
+  test('watch prints one JSON line per event, and on SIGINT the token to resume from', async () => {
+    const { child, lines, exited } = run('watch', 'configmaps', '-n', env.TEST_NAMESPACE, '-l', 'case=cli-watch');
+    const events = new EventReader(lines);
+    const next = async (what) => {
+      for (;;) {
+        const e = JSON.parse(await events.next(what));
+        if (e.type !== 'BOOKMARK' || e.initialEventsEnd) return e;
+      }
+    };
+    try {
+      const end = await next('the end of the initial events');
+      assert.equal(end.initialEventsEnd, true);
+      const b = await kube.create('cli-watch-b', { case: 'cli-watch' });
+      const added = await next('ADDED cli-watch-b');
+      assert.deepEqual([added.type, added.object.metadata.name, added.resourceVersion], ['ADDED', 'cli-watch-b', b.metadata.resourceVersion]);
+      assert.ok(added.resumeToken);
+      child.kill('SIGINT');
+      const { code, stderr } = await withTimeout(exited, 20000, 'the watch command to exit on SIGINT');
+      assert.equal(code, 0, stderr);
+      // The token of the last event printed (a periodic bookmark may follow the ADDED).
+      let last = added;
+      for (;;) {
+        try {
+          last = JSON.parse(await events.next('the rest of the output'));
+        } catch (err) {
+          if (/the watch ended/.test(err.message)) break;
+          throw err;
+        }
+      }
+      assert.ok(stderr.includes(`resume with: --resume-token ${last.resumeToken}`), stderr);
+    } finally {
+      child.kill();
+    }
+  });
+});
+
+/** Rejects if promise does not settle within ms. */
+async function withTimeout(promise, ms, what) {
+  let timer;
+  try {
+    return await Promise.race([promise, new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`timed out after ${ms}ms waiting for ${what}`)), ms);
+    })]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * A TCP proxy to target on a loopback port, whose connections can be cut:
+ * cut() closes them and refuses new ones until restore().
+ */
+async function startProxy(target) {
+  const [host, port] = [target.slice(0, target.lastIndexOf(':')), Number(target.slice(target.lastIndexOf(':') + 1))];
+  const sockets = new Set();
+  let open = true;
+  const track = (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+    s.on('error', () => s.destroy());
+  };
+  const server = net.createServer((client) => {
+    track(client);
+    if (!open) {
+      client.destroy();
+      return;
+    }
+    const upstream = net.connect(port, host);
+    track(upstream);
+    client.pipe(upstream);
+    upstream.pipe(client);
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    address: `127.0.0.1:${server.address().port}`,
+    cut() {
+      open = false;
+      for (const s of sockets) s.destroy();
+    },
+    restore() {
+      open = true;
+    },
+    close() {
+      open = false;
+      for (const s of sockets) s.destroy();
+      return new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
