@@ -10,6 +10,11 @@ TOOLS        := $(CACHE)/tools/bin
 K8S_VERSION  := v1.37.1
 CONTROLPLANE := $(CACHE)/controlplane/$(K8S_VERSION)
 LISTEN       ?= 127.0.0.1:8080
+METRICS_LISTEN ?= 127.0.0.1:9090
+# What `informerhub --version` and the informerhub_build_info metric say.
+VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION     ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS      := -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
 export PATH := $(TOOLS):$(PATH)
 export KUBEBUILDER_ASSETS := $(CONTROLPLANE)
@@ -19,7 +24,7 @@ K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 
 .PHONY: build
 build: ## Build bin/informerhub and bin/hubctl.
-	go build -trimpath -o bin/ ./cmd/informerhub ./cmd/hubctl
+	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/informerhub ./cmd/hubctl
 
 .PHONY: run
 run: build controlplane tools $(TOOLS)/kubectl ## Start a local kube-apiserver and etcd, and the hub on $(LISTEN).
@@ -30,18 +35,35 @@ run: build controlplane tools $(TOOLS)/kubectl ## Start a local kube-apiserver a
 	@echo '  grpcurl -plaintext -H "$$AUTH" $(LISTEN) informerhub.v1.InformerHubService/ListResources'
 	@echo '  bin/hubctl --insecure --token-file .cache/run/token watch configmaps -n demo'
 	@echo '  kubectl -n demo create configmap hello --from-literal=a=b'
+	@echo 'Metrics and probes: curl http://$(METRICS_LISTEN)/metrics (and /healthz, /readyz)'
 	go build -o bin/devcluster ./cmd/devcluster
-	bin/devcluster -kubeconfig .cache/run/kubeconfig -token .cache/run/token -- bin/informerhub --listen $(LISTEN)
+	bin/devcluster -kubeconfig .cache/run/kubeconfig -token .cache/run/token -- bin/informerhub --listen $(LISTEN) --metrics-listen $(METRICS_LISTEN)
 
 # The modules of the repository: the server (.), the generated API (gen),
 # and the Go SDK (clients/go).
 MODULES := . gen clients/go
 
 .PHONY: test
-test: lint check-generate controlplane ## Lint, check generated code, run every test with -race.
+test: lint check-generate controlplane $(TOOLS)/kubectl node-deps python-deps ## Lint, check generated code, run every test with -race.
 	go test -race -count=1 ./...
 	cd clients/go && go test -race -count=1 ./...
+	cd tools/dockerfilelint && go test -count=1 ./...
 	$(MAKE) bench-smoke
+
+# The clients in other languages (clients/node, clients/python) are tested
+# by test/clients against the control plane and the hub; these install
+# what they need.
+NODE_MODULES := clients/node/node_modules/.package-lock.json
+
+.PHONY: node-deps
+node-deps: $(NODE_MODULES) ## Install the Node.js client's packages from the npm registry (npm ci).
+$(NODE_MODULES): clients/node/package.json clients/node/package-lock.json clients/node/.npmrc
+	cd clients/node && npm ci --no-audit --no-fund
+	touch $@
+
+.PHONY: python-deps
+python-deps: ## Install the Debian packages of the Python client (python3-grpcio, python3-protobuf, python3-grpc-tools).
+	clients/python/install-deps.sh
 
 # The benchmarks behind BENCHMARKS.md. `make test` runs each once at its
 # smallest (bench-smoke; the harness's own smoke test, TestHarnessSmoke,
@@ -88,11 +110,13 @@ fuzz: ## Fuzz token decoding and request validation, a minute each; keep what fa
 lint: tools ## buf lint and format, go vet, gofmt, go mod tidy.
 	buf lint
 	buf format -d --exit-code
+	dockerfilelint Dockerfile
 	for m in $(MODULES); do (cd $$m && go vet ./...) || exit 1; done
 	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | grep -v '^gen/')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
-	for m in $(MODULES) tools tools/controlplane tools/benchplot; do (cd $$m && go mod tidy -diff) || exit 1; done
+	for m in $(MODULES) tools tools/controlplane tools/benchplot tools/dockerfilelint; do (cd $$m && go mod tidy -diff) || exit 1; done
 	cd tools/benchplot && go vet ./...
+	cd tools/dockerfilelint && go vet ./...
 
 .PHONY: generate
 generate: tools ## Generate gen/ from proto/.
@@ -106,7 +130,7 @@ check-generate: tools ## Fail if gen/ is not what make generate makes of proto/.
 		echo "gen/ is stale: run make generate and commit the result"; exit 1; fi
 
 .PHONY: tools
-tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/grpcurl ## Build the pinned tools.
+tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/grpcurl $(TOOLS)/dockerfilelint ## Build the pinned tools.
 
 $(TOOLS)/buf: tools/go.mod tools/go.sum
 	cd tools && go build -o $@ github.com/bufbuild/buf/cmd/buf
@@ -117,8 +141,13 @@ $(TOOLS)/protoc-gen-go-grpc: tools/go.mod tools/go.sum
 $(TOOLS)/grpcurl: tools/go.mod tools/go.sum
 	cd tools && go build -o $@ github.com/fullstorydev/grpcurl/cmd/grpcurl
 
+# BuildKit's Dockerfile linter (the checks of `docker build --check`),
+# without a Docker engine.
+$(TOOLS)/dockerfilelint: tools/dockerfilelint/go.mod tools/dockerfilelint/go.sum tools/dockerfilelint/main.go
+	cd tools/dockerfilelint && go build -o $@ .
+
 # kubectl of the control plane's version, for changing things while `make
-# run` runs.
+# run` runs, and for the tests of deploy/ and docs/grpcurl.md.
 $(TOOLS)/kubectl: tools/controlplane/go.mod tools/controlplane/go.sum
 	cd tools/controlplane && go build -trimpath -ldflags "-s -w $(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
 
