@@ -6,19 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/internal/testhub"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files of the hubctl tests")
@@ -26,39 +25,7 @@ var updateGolden = flag.Bool("update", false, "rewrite the golden files of the h
 // hubctl builds cmd/hubctl once per test run.
 func hubctl(t *testing.T) string {
 	t.Helper()
-	return goBuild(t, "github.com/informerhub/informerhub/cmd/hubctl")
-}
-
-// builds holds a *build per package goBuild was asked for.
-var builds sync.Map
-
-type build struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// goBuild builds a command package once per test run, and returns the
-// binary's path.
-func goBuild(t *testing.T, pkg string) string {
-	t.Helper()
-	v, _ := builds.LoadOrStore(pkg, &build{})
-	b := v.(*build)
-	b.once.Do(func() {
-		dir, err := os.MkdirTemp("", filepath.Base(pkg))
-		if err != nil {
-			b.err = err
-			return
-		}
-		b.path = filepath.Join(dir, filepath.Base(pkg))
-		if out, err := exec.Command("go", "build", "-o", b.path, pkg).CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("building %s: %w\n%s", pkg, err, out)
-		}
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.path
+	return testhub.Build(t, "github.com/informerhub/informerhub/cmd/hubctl")
 }
 
 // normalize makes hubctl's output comparable across runs: the test's

@@ -118,7 +118,7 @@ func TestHubKilledAndRestarted(t *testing.T) {
 	w := newWorkload(t, ns, 10)
 	ref := startReference(t, ns)
 	hub := startHubProcess(t)
-	conn, err := grpc.NewClient(hub.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(hub.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,9 +132,9 @@ func TestHubKilledAndRestarted(t *testing.T) {
 		for _, s := range subs {
 			s.waitFor(t, m)
 		}
-		hub.kill()
+		hub.Kill()
 		w.step(20) // while no hub runs
-		hub.start()
+		hub.Restart()
 		w.step(10)
 		t.Logf("round %d: killed and restarted", round)
 	}
