@@ -83,6 +83,14 @@ func (p *Process) Restart() {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	exited := p.exited
+	go func() {
+		select {
+		case <-exited: // a bad flag, say: no point waiting
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	// WaitForReady rides out the moments before the process listens.
 	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
 	if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
