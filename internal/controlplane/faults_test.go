@@ -2,22 +2,18 @@ package controlplane_test
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/klog/v2"
 
 	"github.com/informerhub/informerhub/internal/controlplane"
 )
@@ -25,29 +21,7 @@ import (
 var cluster *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
-	var err error
-	if cluster, err = controlplane.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if err := cluster.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		return 1
-	}
-	if code != 0 {
-		return code
-	}
-	if err := goleak.Find(controlplane.IgnoredGoroutines()...); err != nil {
-		fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-		return 1
-	}
-	return 0
+	os.Exit(controlplane.Main(m, func(c *controlplane.ControlPlane) { cluster = c }))
 }
 
 func ctxFor(t *testing.T) context.Context {

@@ -6,19 +6,14 @@ package clients
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"go.uber.org/goleak"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 
 	"github.com/informerhub/informerhub/internal/controlplane"
 	"github.com/informerhub/informerhub/internal/testhub"
@@ -30,30 +25,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
-	var err error
-	if cluster, err = controlplane.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	kube = kubernetes.NewForConfigOrDie(cluster.Config)
-	code := m.Run()
-	if err := cluster.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		return 1
-	}
-	if code != 0 {
-		return code
-	}
-	if err := goleak.Find(controlplane.IgnoredGoroutines()...); err != nil {
-		fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-		return 1
-	}
-	return 0
+	os.Exit(controlplane.Main(m, func(c *controlplane.ControlPlane) {
+		cluster, kube = c, kubernetes.NewForConfigOrDie(c.Config)
+	}))
 }
 
 // clientEnv starts a hub that authenticates callers with the API server
@@ -98,26 +72,10 @@ func clientEnv(t *testing.T) []string {
 // configmaps there, and returns a token for it.
 func serviceAccountToken(t *testing.T, ns, name string, verbs ...string) string {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: verbs}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	token, err := controlplane.ServiceAccountToken(t.Context(), kube, ns, name,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: verbs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tr.Status.Token
+	return token
 }

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,11 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 
 	"github.com/informerhub/informerhub/internal/controlplane"
 )
@@ -35,30 +32,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
-	var err error
-	if cluster, err = controlplane.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	kube = kubernetes.NewForConfigOrDie(cluster.Config)
-	code := m.Run()
-	if err := cluster.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		return 1
-	}
-	if code != 0 {
-		return code
-	}
-	if err := goleak.Find(controlplane.IgnoredGoroutines()...); err != nil {
-		fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-		return 1
-	}
-	return 0
+	os.Exit(controlplane.Main(m, func(c *controlplane.ControlPlane) {
+		cluster, kube = c, kubernetes.NewForConfigOrDie(c.Config)
+	}))
 }
 
 func ctxFor(t *testing.T) context.Context {

@@ -31,6 +31,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/internal/controlplane"
 	"github.com/informerhub/informerhub/internal/testhub"
 )
 
@@ -309,28 +310,12 @@ func callerNamespace(t *testing.T) string {
 // resource there, and returns a token for it.
 func serviceAccountToken(t *testing.T, ns, name, resource string, verbs ...string) string {
 	t.Helper()
-	ctx := ctxFor(t)
-	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{resource}, Verbs: verbs}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	token, err := controlplane.ServiceAccountToken(ctxFor(t), kube, ns, name,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{resource}, Verbs: verbs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tr.Status.Token
+	return token
 }
 
 func createConfigMap(t *testing.T, ns, name string) {

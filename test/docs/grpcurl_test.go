@@ -17,12 +17,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/internal/controlplane"
 	"github.com/informerhub/informerhub/internal/testhub"
 )
 
@@ -154,27 +154,12 @@ func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m
 // configmaps there, and nothing else, and returns a token for it.
 func configMapReader(ctx context.Context, t *testing.T, ns, name string) string {
 	t.Helper()
-	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	token, err := controlplane.ServiceAccountToken(ctx, kube, ns, name,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tr.Status.Token
+	return token
 }
 
 // waitForHub waits until a Snapshot of the configmaps of ns holds the
