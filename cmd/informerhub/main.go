@@ -277,14 +277,18 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 		return err
 	}
 	o.server.Logger = log
-	o.server.Metrics = metrics.New(hub, info)
+	if lis.metrics != nil {
+		o.server.Metrics = metrics.New(hub, info)
+	}
 	healthServer := health.NewServer()
 	ready := newReadiness(healthServer)
 	g := grpc.NewServer(append(server.ServerOptions(o.server), creds...)...)
 	server.New(hub, o.server).Register(g)
 	healthpb.RegisterHealthServer(g, healthServer)
 	reflection.Register(g)
-	o.server.Metrics.GRPC.InitializeMetrics(g)
+	if o.server.Metrics != nil {
+		o.server.Metrics.GRPC.InitializeMetrics(g)
+	}
 
 	// The HTTP endpoints and the API server check run until run returns.
 	bgCtx, stopBackground := context.WithCancel(ctx)
