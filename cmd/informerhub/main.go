@@ -77,7 +77,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "host:port to serve Prometheus metrics (/metrics) and the probes /healthz and /readyz on, over HTTP; off when empty")
 	fs.StringVar(&o.debugListen, "debug-listen", "", "host:port to serve Go profiles (/debug/pprof/) and memory statistics (/debug/vars) on; off when empty")
 	fs.DurationVar(&o.apiServerCheck, "apiserver-check-interval", 10*time.Second, "how often readiness checks that the Kubernetes API server answers; after 3 failures in a row the hub is not ready")
-	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
+	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit (after checking the other flags)")
 
 	fs.StringVar(&o.auth, "auth", "kubernetes", "how callers authenticate: kubernetes (a bearer token, checked with a TokenReview), mtls (a client certificate signed by --client-ca), or none (local development only)")
 	fs.BoolVar(&o.insecureAllowRemote, "insecure-allow-remote", false, "allow --auth=none, or serving without TLS, on an address other than loopback")
@@ -128,9 +128,8 @@ func parseFlags(args []string) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if o.printVersion {
-		return o, nil
-	}
+	// --version checks the other flags too, so that a deployment's flags
+	// can be checked without running the hub.
 	return o, o.validate()
 }
 
