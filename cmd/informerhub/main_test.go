@@ -178,19 +178,7 @@ func TestServeAndShutDown(t *testing.T) {
 	callCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	health, err := healthpb.NewHealthClient(conn).Watch(callCtx, &healthpb.HealthCheckRequest{Service: "informerhub.v1.InformerHubService"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		resp, err := health.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.Status == healthpb.HealthCheckResponse_SERVING {
-			break
-		}
-	}
+	waitForHealth(t, callCtx, conn, healthpb.HealthCheckResponse_SERVING)
 
 	reflection, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(callCtx)
 	if err != nil {
