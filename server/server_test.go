@@ -447,7 +447,7 @@ func TestOverflowWhileTheClientDoesNotRead(t *testing.T) {
 			t.Fatal(err)
 		}
 		if want := fmt.Sprintf(`"name":"big-%03d"`, i); !strings.Contains(resp.Object, want) {
-			t.Fatalf("after resuming, change %d is not big-%03d", i, i)
+			t.Fatalf("after resuming, change %d is not big-%03d: %s %.80s (rv %s)", i, i, resp.Type, resp.Object, resp.ResourceVersion)
 		}
 	}
 }
