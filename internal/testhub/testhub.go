@@ -32,7 +32,7 @@ type Process struct {
 	args   []string
 	cmd    *exec.Cmd
 	exited chan struct{}
-	output syncBuffer // the process's logs, shown when the test fails
+	output SyncBuffer // the process's logs, shown when the test fails
 }
 
 // Start runs the hub on a free loopback port, reading the cluster from the
@@ -76,25 +76,44 @@ func (p *Process) Restart() {
 		_ = p.cmd.Wait()
 		close(p.exited)
 	}()
-	conn, err := grpc.NewClient(p.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err := WaitServing(context.Background(), p.Addr, p.exited); err != nil {
+		p.t.Fatalf("%v\n%s", err, p.Output())
+	}
+}
+
+// WaitServing waits until the hub at addr says SERVING on its health
+// service, for at most a minute; it gives up at once when exited closes
+// (the process is gone: a bad flag, say). The hub says NOT_SERVING until it
+// has reached the API server, so it watches the status rather than
+// checking it once.
+func WaitServing(ctx context.Context, addr string, exited <-chan struct{}) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		p.t.Fatal(err)
+		return err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	exited := p.exited
 	go func() {
 		select {
-		case <-exited: // a bad flag, say: no point waiting
+		case <-exited:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	// WaitForReady rides out the moments before the process listens.
-	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
-	if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
-		p.t.Fatalf("the hub process does not serve: %v %v\n%s", resp, err, p.Output())
+	health, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return fmt.Errorf("the hub process does not serve: %w", err)
+	}
+	for {
+		resp, err := health.Recv()
+		if err != nil {
+			return fmt.Errorf("the hub process does not serve: %w", err)
+		}
+		if resp.Status == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
 	}
 }
 
@@ -155,20 +174,20 @@ func Build(t testing.TB, pkg string) string {
 	return b.path
 }
 
-// syncBuffer is a bytes.Buffer the process's output goroutine writes while
-// the test may read it.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer that a process's output goroutine writes
+// while others read it.
+type SyncBuffer struct {
 	mu  sync.Mutex // guards buf
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

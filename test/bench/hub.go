@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,13 +8,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"sync"
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"github.com/informerhub/informerhub/internal/testhub"
 )
 
 // hubProcess is cmd/informerhub serving the Env's control plane, with debug
@@ -24,26 +20,8 @@ type hubProcess struct {
 	addr, debugAddr string
 	cmd             *exec.Cmd
 	exited          chan struct{}
-	output          lockedBuffer
+	output          testhub.SyncBuffer
 	started         time.Time
-}
-
-// lockedBuffer is the process's output, written by exec's copying goroutine.
-type lockedBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startHub runs the hub with extra flags and waits until it serves. Limits
@@ -74,43 +52,11 @@ func (e *Env) startHub(ctx context.Context, extraArgs ...string) (*hubProcess, e
 		_ = p.cmd.Wait()
 		close(p.exited)
 	}()
-	if err := p.waitServing(ctx); err != nil {
+	if err := testhub.WaitServing(ctx, p.addr, p.exited); err != nil {
 		p.stop()
 		return nil, fmt.Errorf("%w\n%s", err, p.output.String())
 	}
 	return p, nil
-}
-
-func (p *hubProcess) waitServing(ctx context.Context) error {
-	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	go func() {
-		select {
-		case <-p.exited:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	// WaitForReady rides out the moments before the process listens; the
-	// health service then says SERVING once the API server answers.
-	health, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
-	if err != nil {
-		return fmt.Errorf("the hub does not serve: %w", err)
-	}
-	for {
-		resp, err := health.Recv()
-		if err != nil {
-			return fmt.Errorf("the hub does not serve: %w", err)
-		}
-		if resp.Status == healthpb.HealthCheckResponse_SERVING {
-			return nil
-		}
-	}
 }
 
 func (p *hubProcess) pid() int { return p.cmd.Process.Pid }
