@@ -33,7 +33,7 @@ type ResourceStats struct {
 	HistoryBytes                 int64
 	HistoryOldest, HistoryNewest time.Time
 	// QueueDepths holds the changes waiting in each live subscriber's
-	// queue, of at most Config.QueueSize.
+	// queue, of at most Config.QueueSize, in increasing order.
 	QueueDepths []int
 
 	// Totals since the hub started, across restarts of the informer.
@@ -97,6 +97,8 @@ func (h *Hub) Stats() []ResourceStats {
 	for i, f := range active {
 		if f != nil {
 			f.levels(&out[i])
+			// Sorted outside the feed's lock: process waits for none of it.
+			slices.Sort(out[i].QueueDepths)
 		}
 	}
 	return out
@@ -116,7 +118,6 @@ func (f *feed) levels(st *ResourceStats) {
 	for s := range f.subs {
 		st.QueueDepths = append(st.QueueDepths, len(s.queue))
 	}
-	slices.Sort(st.QueueDepths)
 }
 
 // countedListerWatcher is one informer's lister-watcher. It counts the
