@@ -106,10 +106,17 @@ fuzz: ## Fuzz token decoding and request validation, a minute each; keep what fa
 	go test -run '^$$' -fuzz '^FuzzDecodeTokenBody$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
 	go test -run '^$$' -fuzz '^FuzzRequestValidation$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
 
+# api/released.json is the API of the last release, as a buf image: the
+# contract outside clients are written against. `make lint` refuses any
+# change to proto/ that would break them (additions only); `make
+# release-api` records the current API when a release is cut.
+RELEASED_API := api/released.json
+
 .PHONY: lint
-lint: tools ## buf lint and format, go vet, gofmt, go mod tidy.
+lint: tools ## buf lint, format and breaking (against the released API), go vet, gofmt, go mod tidy.
 	buf lint
 	buf format -d --exit-code
+	buf breaking --against $(RELEASED_API)
 	dockerfilelint Dockerfile
 	for m in $(MODULES); do (cd $$m && go vet ./...) || exit 1; done
 	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | grep -v '^gen/')); \
@@ -117,6 +124,10 @@ lint: tools ## buf lint and format, go vet, gofmt, go mod tidy.
 	for m in $(MODULES) tools tools/controlplane tools/benchplot tools/dockerfilelint; do (cd $$m && go mod tidy -diff) || exit 1; done
 	cd tools/benchplot && go vet ./...
 	cd tools/dockerfilelint && go vet ./...
+
+.PHONY: release-api
+release-api: tools ## Record proto/ as the released API that buf breaking guards (when cutting a release).
+	buf build -o $(RELEASED_API)
 
 .PHONY: generate
 generate: tools ## Generate gen/ from proto/.

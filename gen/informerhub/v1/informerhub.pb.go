@@ -9,6 +9,7 @@ package informerhubv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -20,6 +21,59 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// ObjectFormat says how a response carries objects.
+type ObjectFormat int32
+
+const (
+	// JSON strings in object, previous_object and objects: the API server's
+	// own bytes (the default).
+	ObjectFormat_OBJECT_FORMAT_UNSPECIFIED ObjectFormat = 0
+	// google.protobuf.Struct in object_struct, previous_object_struct and
+	// object_structs, which grpcurl and other JSON renderings print as
+	// nested JSON. Numbers become doubles: integers beyond 2^53 lose
+	// precision.
+	ObjectFormat_OBJECT_FORMAT_STRUCT ObjectFormat = 1
+)
+
+// Enum value maps for ObjectFormat.
+var (
+	ObjectFormat_name = map[int32]string{
+		0: "OBJECT_FORMAT_UNSPECIFIED",
+		1: "OBJECT_FORMAT_STRUCT",
+	}
+	ObjectFormat_value = map[string]int32{
+		"OBJECT_FORMAT_UNSPECIFIED": 0,
+		"OBJECT_FORMAT_STRUCT":      1,
+	}
+)
+
+func (x ObjectFormat) Enum() *ObjectFormat {
+	p := new(ObjectFormat)
+	*p = x
+	return p
+}
+
+func (x ObjectFormat) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ObjectFormat) Descriptor() protoreflect.EnumDescriptor {
+	return file_informerhub_v1_informerhub_proto_enumTypes[0].Descriptor()
+}
+
+func (ObjectFormat) Type() protoreflect.EnumType {
+	return &file_informerhub_v1_informerhub_proto_enumTypes[0]
+}
+
+func (x ObjectFormat) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ObjectFormat.Descriptor instead.
+func (ObjectFormat) EnumDescriptor() ([]byte, []int) {
+	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{0}
+}
 
 // EventType says what a WatchResponse reports.
 type EventType int32
@@ -69,11 +123,11 @@ func (x EventType) String() string {
 }
 
 func (EventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_informerhub_v1_informerhub_proto_enumTypes[0].Descriptor()
+	return file_informerhub_v1_informerhub_proto_enumTypes[1].Descriptor()
 }
 
 func (EventType) Type() protoreflect.EnumType {
-	return &file_informerhub_v1_informerhub_proto_enumTypes[0]
+	return &file_informerhub_v1_informerhub_proto_enumTypes[1]
 }
 
 func (x EventType) Number() protoreflect.EnumNumber {
@@ -82,7 +136,7 @@ func (x EventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventType.Descriptor instead.
 func (EventType) EnumDescriptor() ([]byte, []int) {
-	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{0}
+	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{1}
 }
 
 // ResourceSelector selects objects of one resource type.
@@ -101,9 +155,27 @@ type ResourceSelector struct {
 	// A Kubernetes label selector, e.g. "app=web,tier in (front,back)".
 	// Empty selects everything.
 	LabelSelector string `protobuf:"bytes,5,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
-	// A Kubernetes field selector on metadata.name and metadata.namespace,
-	// e.g. "metadata.name=config". Empty selects everything.
+	// A Kubernetes field selector, e.g. "spec.nodeName=node-1" for pods,
+	// with the meaning the API server gives it: the fields the API server
+	// supports for the resource type (metadata.name and, for namespaced
+	// types, metadata.namespace for every type; per type fields such as
+	// pods' spec.nodeName and status.phase, events' involvedObject.* and
+	// reason, secrets' type; a custom resource's selectableFields), with the
+	// operators =, == and !=. Resource.selectable_fields lists them. Empty
+	// selects everything.
 	FieldSelector string `protobuf:"bytes,6,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// A CEL expression over `object` (the Kubernetes object as the API server
+	// serves it, as JSON values); an object is selected when it evaluates to
+	// true. "" selects everything. Same enter/leave semantics as labels: an
+	// object whose change makes the expression true is ADDED, one whose
+	// change makes it false is DELETED. The dialect and libraries are those
+	// of Kubernetes' own CEL (as in ValidatingAdmissionPolicy), e.g.
+	// `object.status.phase == "Running" && object.spec.containers.exists(c,
+	// c.image.startsWith("nginx"))`. An evaluation that fails (a missing
+	// field: guard it with has(); a type mismatch; the runtime cost limit)
+	// does not select the object. The expression's length and estimated cost
+	// are bounded by the hub (INVALID_ARGUMENT beyond them).
+	Filter        string `protobuf:"bytes,7,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -180,6 +252,13 @@ func (x *ResourceSelector) GetFieldSelector() string {
 	return ""
 }
 
+func (x *ResourceSelector) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
 // WatchRequest starts a Watch.
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -193,8 +272,24 @@ type WatchRequest struct {
 	// Send every matching object as ADDED first, then a BOOKMARK with
 	// initial_events_end set, then changes.
 	SendInitialEvents bool `protobuf:"varint,3,opt,name=send_initial_events,json=sendInitialEvents,proto3" json:"send_initial_events,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Projection: the paths of the object to keep, e.g. "status.phase",
+	// "metadata.labels"; empty keeps everything. apiVersion, kind, and
+	// metadata name, namespace, uid and resourceVersion are always kept.
+	// Names are separated by dots; a name that holds a dot is written in
+	// brackets and quotes (metadata.labels["app.kubernetes.io/name"]).
+	// Through a list a path applies to every element ("spec.containers.image").
+	// A MODIFIED that changes none of these paths is not sent: the stream's
+	// position moves on with the next response or bookmark.
+	Fields []string `protobuf:"bytes,4,rep,name=fields,proto3" json:"fields,omitempty"`
+	// MODIFIED responses carry previous_object: the state before the change,
+	// projected like object.
+	IncludePrevious bool `protobuf:"varint,5,opt,name=include_previous,json=includePrevious,proto3" json:"include_previous,omitempty"`
+	// How objects are sent: as JSON strings (object, previous_object; the
+	// default) or as google.protobuf.Struct (object_struct,
+	// previous_object_struct).
+	ObjectFormat  ObjectFormat `protobuf:"varint,6,opt,name=object_format,json=objectFormat,proto3,enum=informerhub.v1.ObjectFormat" json:"object_format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchRequest) Reset() {
@@ -248,13 +343,35 @@ func (x *WatchRequest) GetSendInitialEvents() bool {
 	return false
 }
 
+func (x *WatchRequest) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *WatchRequest) GetIncludePrevious() bool {
+	if x != nil {
+		return x.IncludePrevious
+	}
+	return false
+}
+
+func (x *WatchRequest) GetObjectFormat() ObjectFormat {
+	if x != nil {
+		return x.ObjectFormat
+	}
+	return ObjectFormat_OBJECT_FORMAT_UNSPECIFIED
+}
+
 // WatchResponse is one event of a Watch.
 type WatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What happened.
 	Type EventType `protobuf:"varint,1,opt,name=type,proto3,enum=informerhub.v1.EventType" json:"type,omitempty"`
 	// The object as JSON, as the API server served it (see the README for
-	// the few exceptions); empty on BOOKMARK.
+	// the few exceptions), projected by the request's fields; empty on
+	// BOOKMARK, and with OBJECT_FORMAT_STRUCT (see object_struct).
 	Object string `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
 	// Watch from this token to get what follows this response. Set on every
 	// response.
@@ -264,8 +381,14 @@ type WatchResponse struct {
 	ResourceVersion string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
 	// Set on the BOOKMARK that closes the initial events.
 	InitialEventsEnd bool `protobuf:"varint,5,opt,name=initial_events_end,json=initialEventsEnd,proto3" json:"initial_events_end,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// On MODIFIED, with include_previous: the object's state before the
+	// change, as JSON, projected like object.
+	PreviousObject string `protobuf:"bytes,6,opt,name=previous_object,json=previousObject,proto3" json:"previous_object,omitempty"`
+	// object and previous_object, with OBJECT_FORMAT_STRUCT.
+	ObjectStruct         *structpb.Struct `protobuf:"bytes,7,opt,name=object_struct,json=objectStruct,proto3" json:"object_struct,omitempty"`
+	PreviousObjectStruct *structpb.Struct `protobuf:"bytes,8,opt,name=previous_object_struct,json=previousObjectStruct,proto3" json:"previous_object_struct,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *WatchResponse) Reset() {
@@ -333,11 +456,36 @@ func (x *WatchResponse) GetInitialEventsEnd() bool {
 	return false
 }
 
+func (x *WatchResponse) GetPreviousObject() string {
+	if x != nil {
+		return x.PreviousObject
+	}
+	return ""
+}
+
+func (x *WatchResponse) GetObjectStruct() *structpb.Struct {
+	if x != nil {
+		return x.ObjectStruct
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetPreviousObjectStruct() *structpb.Struct {
+	if x != nil {
+		return x.PreviousObjectStruct
+	}
+	return nil
+}
+
 // SnapshotRequest starts a Snapshot.
 type SnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What to list. Required.
-	Selector      *ResourceSelector `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	Selector *ResourceSelector `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	// Projection, as in WatchRequest.fields.
+	Fields []string `protobuf:"bytes,2,rep,name=fields,proto3" json:"fields,omitempty"`
+	// How objects are sent, as in WatchRequest.object_format.
+	ObjectFormat  ObjectFormat `protobuf:"varint,3,opt,name=object_format,json=objectFormat,proto3,enum=informerhub.v1.ObjectFormat" json:"object_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -379,10 +527,25 @@ func (x *SnapshotRequest) GetSelector() *ResourceSelector {
 	return nil
 }
 
+func (x *SnapshotRequest) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *SnapshotRequest) GetObjectFormat() ObjectFormat {
+	if x != nil {
+		return x.ObjectFormat
+	}
+	return ObjectFormat_OBJECT_FORMAT_UNSPECIFIED
+}
+
 // SnapshotResponse is one page of a Snapshot.
 type SnapshotResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The matching objects of this page as JSON, ordered by namespace and name.
+	// The matching objects of this page as JSON, ordered by namespace and name,
+	// projected by the request's fields; empty with OBJECT_FORMAT_STRUCT.
 	// The last page may be empty.
 	Objects []string `protobuf:"bytes,1,rep,name=objects,proto3" json:"objects,omitempty"`
 	// The point in time of the whole snapshot; the same on every page. Watch
@@ -391,7 +554,9 @@ type SnapshotResponse struct {
 	// The Kubernetes resourceVersion of the snapshot. Informational.
 	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
 	// Set on the last page.
-	Last          bool `protobuf:"varint,4,opt,name=last,proto3" json:"last,omitempty"`
+	Last bool `protobuf:"varint,4,opt,name=last,proto3" json:"last,omitempty"`
+	// objects, with OBJECT_FORMAT_STRUCT.
+	ObjectStructs []*structpb.Struct `protobuf:"bytes,5,rep,name=object_structs,json=objectStructs,proto3" json:"object_structs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -452,6 +617,13 @@ func (x *SnapshotResponse) GetLast() bool {
 		return x.Last
 	}
 	return false
+}
+
+func (x *SnapshotResponse) GetObjectStructs() []*structpb.Struct {
+	if x != nil {
+		return x.ObjectStructs
+	}
+	return nil
 }
 
 // ListResourcesRequest asks which resource types can be watched.
@@ -578,8 +750,12 @@ type Resource struct {
 	// Tokens at or after this resourceVersion resume from the history; older
 	// ones are replayed from the API server.
 	HistoryResourceVersion string `protobuf:"bytes,11,opt,name=history_resource_version,json=historyResourceVersion,proto3" json:"history_resource_version,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// The fields a field_selector may name for this resource type, as the
+	// API server supports them, sorted; aliases the API server also accepts
+	// (pods' spec.host for spec.nodeName) are not listed.
+	SelectableFields []string `protobuf:"bytes,12,rep,name=selectable_fields,json=selectableFields,proto3" json:"selectable_fields,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Resource) Reset() {
@@ -689,39 +865,56 @@ func (x *Resource) GetHistoryResourceVersion() string {
 	return ""
 }
 
+func (x *Resource) GetSelectableFields() []string {
+	if x != nil {
+		return x.SelectableFields
+	}
+	return nil
+}
+
 var File_informerhub_v1_informerhub_proto protoreflect.FileDescriptor
 
 const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\n" +
-	" informerhub/v1/informerhub.proto\x12\x0einformerhub.v1\"\xca\x01\n" +
+	" informerhub/v1/informerhub.proto\x12\x0einformerhub.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xe2\x01\n" +
 	"\x10ResourceSelector\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
 	"\bresource\x18\x03 \x01(\tR\bresource\x12\x1c\n" +
 	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12%\n" +
 	"\x0elabel_selector\x18\x05 \x01(\tR\rlabelSelector\x12%\n" +
-	"\x0efield_selector\x18\x06 \x01(\tR\rfieldSelector\"\x9f\x01\n" +
+	"\x0efield_selector\x18\x06 \x01(\tR\rfieldSelector\x12\x16\n" +
+	"\x06filter\x18\a \x01(\tR\x06filter\"\xa5\x02\n" +
 	"\fWatchRequest\x12<\n" +
 	"\bselector\x18\x01 \x01(\v2 .informerhub.v1.ResourceSelectorR\bselector\x12!\n" +
 	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12.\n" +
-	"\x13send_initial_events\x18\x03 \x01(\bR\x11sendInitialEvents\"\xd2\x01\n" +
+	"\x13send_initial_events\x18\x03 \x01(\bR\x11sendInitialEvents\x12\x16\n" +
+	"\x06fields\x18\x04 \x03(\tR\x06fields\x12)\n" +
+	"\x10include_previous\x18\x05 \x01(\bR\x0fincludePrevious\x12A\n" +
+	"\robject_format\x18\x06 \x01(\x0e2\x1c.informerhub.v1.ObjectFormatR\fobjectFormat\"\x88\x03\n" +
 	"\rWatchResponse\x12-\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x19.informerhub.v1.EventTypeR\x04type\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12!\n" +
 	"\fresume_token\x18\x03 \x01(\tR\vresumeToken\x12)\n" +
 	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x12,\n" +
-	"\x12initial_events_end\x18\x05 \x01(\bR\x10initialEventsEnd\"O\n" +
+	"\x12initial_events_end\x18\x05 \x01(\bR\x10initialEventsEnd\x12'\n" +
+	"\x0fprevious_object\x18\x06 \x01(\tR\x0epreviousObject\x12<\n" +
+	"\robject_struct\x18\a \x01(\v2\x17.google.protobuf.StructR\fobjectStruct\x12M\n" +
+	"\x16previous_object_struct\x18\b \x01(\v2\x17.google.protobuf.StructR\x14previousObjectStruct\"\xaa\x01\n" +
 	"\x0fSnapshotRequest\x12<\n" +
-	"\bselector\x18\x01 \x01(\v2 .informerhub.v1.ResourceSelectorR\bselector\"\x8e\x01\n" +
+	"\bselector\x18\x01 \x01(\v2 .informerhub.v1.ResourceSelectorR\bselector\x12\x16\n" +
+	"\x06fields\x18\x02 \x03(\tR\x06fields\x12A\n" +
+	"\robject_format\x18\x03 \x01(\x0e2\x1c.informerhub.v1.ObjectFormatR\fobjectFormat\"\xce\x01\n" +
 	"\x10SnapshotResponse\x12\x18\n" +
 	"\aobjects\x18\x01 \x03(\tR\aobjects\x12!\n" +
 	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\x12\x12\n" +
-	"\x04last\x18\x04 \x01(\bR\x04last\"4\n" +
+	"\x04last\x18\x04 \x01(\bR\x04last\x12>\n" +
+	"\x0eobject_structs\x18\x05 \x03(\v2\x17.google.protobuf.StructR\robjectStructs\"4\n" +
 	"\x14ListResourcesRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"O\n" +
 	"\x15ListResourcesResponse\x126\n" +
-	"\tresources\x18\x01 \x03(\v2\x18.informerhub.v1.ResourceR\tresources\"\x82\x03\n" +
+	"\tresources\x18\x01 \x03(\v2\x18.informerhub.v1.ResourceR\tresources\"\xaf\x03\n" +
 	"\bResource\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -736,7 +929,11 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\x0ehistory_events\x18\t \x01(\rR\rhistoryEvents\x12#\n" +
 	"\rhistory_bytes\x18\n" +
 	" \x01(\x04R\fhistoryBytes\x128\n" +
-	"\x18history_resource_version\x18\v \x01(\tR\x16historyResourceVersion*\x87\x01\n" +
+	"\x18history_resource_version\x18\v \x01(\tR\x16historyResourceVersion\x12+\n" +
+	"\x11selectable_fields\x18\f \x03(\tR\x10selectableFields*G\n" +
+	"\fObjectFormat\x12\x1d\n" +
+	"\x19OBJECT_FORMAT_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14OBJECT_FORMAT_STRUCT\x10\x01*\x87\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_TYPE_ADDED\x10\x01\x12\x17\n" +
@@ -761,35 +958,42 @@ func file_informerhub_v1_informerhub_proto_rawDescGZIP() []byte {
 	return file_informerhub_v1_informerhub_proto_rawDescData
 }
 
-var file_informerhub_v1_informerhub_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_informerhub_v1_informerhub_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_informerhub_v1_informerhub_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_informerhub_v1_informerhub_proto_goTypes = []any{
-	(EventType)(0),                // 0: informerhub.v1.EventType
-	(*ResourceSelector)(nil),      // 1: informerhub.v1.ResourceSelector
-	(*WatchRequest)(nil),          // 2: informerhub.v1.WatchRequest
-	(*WatchResponse)(nil),         // 3: informerhub.v1.WatchResponse
-	(*SnapshotRequest)(nil),       // 4: informerhub.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),      // 5: informerhub.v1.SnapshotResponse
-	(*ListResourcesRequest)(nil),  // 6: informerhub.v1.ListResourcesRequest
-	(*ListResourcesResponse)(nil), // 7: informerhub.v1.ListResourcesResponse
-	(*Resource)(nil),              // 8: informerhub.v1.Resource
+	(ObjectFormat)(0),             // 0: informerhub.v1.ObjectFormat
+	(EventType)(0),                // 1: informerhub.v1.EventType
+	(*ResourceSelector)(nil),      // 2: informerhub.v1.ResourceSelector
+	(*WatchRequest)(nil),          // 3: informerhub.v1.WatchRequest
+	(*WatchResponse)(nil),         // 4: informerhub.v1.WatchResponse
+	(*SnapshotRequest)(nil),       // 5: informerhub.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),      // 6: informerhub.v1.SnapshotResponse
+	(*ListResourcesRequest)(nil),  // 7: informerhub.v1.ListResourcesRequest
+	(*ListResourcesResponse)(nil), // 8: informerhub.v1.ListResourcesResponse
+	(*Resource)(nil),              // 9: informerhub.v1.Resource
+	(*structpb.Struct)(nil),       // 10: google.protobuf.Struct
 }
 var file_informerhub_v1_informerhub_proto_depIdxs = []int32{
-	1, // 0: informerhub.v1.WatchRequest.selector:type_name -> informerhub.v1.ResourceSelector
-	0, // 1: informerhub.v1.WatchResponse.type:type_name -> informerhub.v1.EventType
-	1, // 2: informerhub.v1.SnapshotRequest.selector:type_name -> informerhub.v1.ResourceSelector
-	8, // 3: informerhub.v1.ListResourcesResponse.resources:type_name -> informerhub.v1.Resource
-	2, // 4: informerhub.v1.InformerHubService.Watch:input_type -> informerhub.v1.WatchRequest
-	4, // 5: informerhub.v1.InformerHubService.Snapshot:input_type -> informerhub.v1.SnapshotRequest
-	6, // 6: informerhub.v1.InformerHubService.ListResources:input_type -> informerhub.v1.ListResourcesRequest
-	3, // 7: informerhub.v1.InformerHubService.Watch:output_type -> informerhub.v1.WatchResponse
-	5, // 8: informerhub.v1.InformerHubService.Snapshot:output_type -> informerhub.v1.SnapshotResponse
-	7, // 9: informerhub.v1.InformerHubService.ListResources:output_type -> informerhub.v1.ListResourcesResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	2,  // 0: informerhub.v1.WatchRequest.selector:type_name -> informerhub.v1.ResourceSelector
+	0,  // 1: informerhub.v1.WatchRequest.object_format:type_name -> informerhub.v1.ObjectFormat
+	1,  // 2: informerhub.v1.WatchResponse.type:type_name -> informerhub.v1.EventType
+	10, // 3: informerhub.v1.WatchResponse.object_struct:type_name -> google.protobuf.Struct
+	10, // 4: informerhub.v1.WatchResponse.previous_object_struct:type_name -> google.protobuf.Struct
+	2,  // 5: informerhub.v1.SnapshotRequest.selector:type_name -> informerhub.v1.ResourceSelector
+	0,  // 6: informerhub.v1.SnapshotRequest.object_format:type_name -> informerhub.v1.ObjectFormat
+	10, // 7: informerhub.v1.SnapshotResponse.object_structs:type_name -> google.protobuf.Struct
+	9,  // 8: informerhub.v1.ListResourcesResponse.resources:type_name -> informerhub.v1.Resource
+	3,  // 9: informerhub.v1.InformerHubService.Watch:input_type -> informerhub.v1.WatchRequest
+	5,  // 10: informerhub.v1.InformerHubService.Snapshot:input_type -> informerhub.v1.SnapshotRequest
+	7,  // 11: informerhub.v1.InformerHubService.ListResources:input_type -> informerhub.v1.ListResourcesRequest
+	4,  // 12: informerhub.v1.InformerHubService.Watch:output_type -> informerhub.v1.WatchResponse
+	6,  // 13: informerhub.v1.InformerHubService.Snapshot:output_type -> informerhub.v1.SnapshotResponse
+	8,  // 14: informerhub.v1.InformerHubService.ListResources:output_type -> informerhub.v1.ListResourcesResponse
+	12, // [12:15] is the sub-list for method output_type
+	9,  // [9:12] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_informerhub_v1_informerhub_proto_init() }
@@ -802,7 +1006,7 @@ func file_informerhub_v1_informerhub_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_informerhub_v1_informerhub_proto_rawDesc), len(file_informerhub_v1_informerhub_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -40,11 +40,14 @@ const (
 //
 // Errors use the standard gRPC codes, with a google.rpc.ErrorInfo detail
 // (domain "informerhub.io") whose reason says what happened:
-//   - INVALID_ARGUMENT: a malformed selector or request, or a resume_token
-//     that is garbage, was issued for another resource, or was issued
-//     during the initial events of another selector (reason
-//     INVALID_RESUME_TOKEN). A google.rpc.BadRequest detail names the
-//     field. Any other token is accepted with any selector; the resume is
+//   - INVALID_ARGUMENT: a malformed selector or request (a field selector
+//     on a field the resource type does not support, a filter that does not
+//     compile or may cost more than the hub allows, a path in fields that
+//     cannot be valid), or a resume_token that is garbage, was issued for
+//     another resource, or was issued during the initial events of another
+//     selector (reason INVALID_RESUME_TOKEN). A google.rpc.BadRequest
+//     detail names the field (and, for a filter, the position of the
+//     error in its description). Any other token is accepted with any selector; the resume is
 //     exact for the selector it was issued with.
 //   - UNAUTHENTICATED: no credentials, or invalid ones (UNAUTHENTICATED).
 //     Send "authorization: Bearer <token>" (a Kubernetes token), or a client
@@ -68,11 +71,13 @@ const (
 //     Snapshot, or Watch with send_initial_events, and continue from
 //     there.
 //   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
-//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; a request larger
-//     than the hub accepts (no details, from gRPC; retrying cannot help);
-//     or the client did
-//     not read fast enough: its queue
-//     overflowed, or it read nothing for a while (SUBSCRIBER_TOO_SLOW).
+//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; too many distinct
+//     filters or projections in use on the resource type at once
+//     (TOO_MANY_DISTINCT; metadata["limit"] names the limit: use an
+//     expression or projection already in use, or retry later); a request
+//     larger than the hub accepts (no details, from gRPC; retrying cannot
+//     help); or the client did not read fast enough: its queue overflowed,
+//     or it read nothing for a while (SUBSCRIBER_TOO_SLOW).
 //     Watch again from the token of the last response you received. On a
 //     Watch, ErrorInfo.metadata["resume_token"] holds the token of the last
 //     response the hub handed to the network: never newer than yours, and
@@ -188,11 +193,14 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //
 // Errors use the standard gRPC codes, with a google.rpc.ErrorInfo detail
 // (domain "informerhub.io") whose reason says what happened:
-//   - INVALID_ARGUMENT: a malformed selector or request, or a resume_token
-//     that is garbage, was issued for another resource, or was issued
-//     during the initial events of another selector (reason
-//     INVALID_RESUME_TOKEN). A google.rpc.BadRequest detail names the
-//     field. Any other token is accepted with any selector; the resume is
+//   - INVALID_ARGUMENT: a malformed selector or request (a field selector
+//     on a field the resource type does not support, a filter that does not
+//     compile or may cost more than the hub allows, a path in fields that
+//     cannot be valid), or a resume_token that is garbage, was issued for
+//     another resource, or was issued during the initial events of another
+//     selector (reason INVALID_RESUME_TOKEN). A google.rpc.BadRequest
+//     detail names the field (and, for a filter, the position of the
+//     error in its description). Any other token is accepted with any selector; the resume is
 //     exact for the selector it was issued with.
 //   - UNAUTHENTICATED: no credentials, or invalid ones (UNAUTHENTICATED).
 //     Send "authorization: Bearer <token>" (a Kubernetes token), or a client
@@ -216,11 +224,13 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     Snapshot, or Watch with send_initial_events, and continue from
 //     there.
 //   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
-//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; a request larger
-//     than the hub accepts (no details, from gRPC; retrying cannot help);
-//     or the client did
-//     not read fast enough: its queue
-//     overflowed, or it read nothing for a while (SUBSCRIBER_TOO_SLOW).
+//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; too many distinct
+//     filters or projections in use on the resource type at once
+//     (TOO_MANY_DISTINCT; metadata["limit"] names the limit: use an
+//     expression or projection already in use, or retry later); a request
+//     larger than the hub accepts (no details, from gRPC; retrying cannot
+//     help); or the client did not read fast enough: its queue overflowed,
+//     or it read nothing for a while (SUBSCRIBER_TOO_SLOW).
 //     Watch again from the token of the last response you received. On a
 //     Watch, ErrorInfo.metadata["resume_token"] holds the token of the last
 //     response the hub handed to the network: never newer than yours, and
