@@ -36,6 +36,11 @@ var (
 	// the API server cannot be reached or refuses the hub. Retrying later may
 	// work.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrLimitExceeded: a request would take a resource type past one of
+	// the hub's limits on what its subscribers ask for at once, such as
+	// distinct filters or projections (*LimitError). Retrying later, or
+	// asking for what others already do, may work.
+	ErrLimitExceeded = errors.New("limit exceeded")
 	// ErrClosed: the hub is shutting down.
 	ErrClosed = errors.New("hub closed")
 	// ErrSubscriptionClosed: Next was called on, or was waiting in, a
@@ -52,6 +57,9 @@ const (
 	FieldNamespace         = "selector.namespace"
 	FieldLabelSelector     = "selector.label_selector"
 	FieldFieldSelector     = "selector.field_selector"
+	FieldFilter            = "selector.filter"
+	FieldFields            = "fields"
+	FieldObjectFormat      = "object_format"
 	FieldResumeToken       = "resume_token"
 	FieldSendInitialEvents = "send_initial_events"
 )

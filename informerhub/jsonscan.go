@@ -1,0 +1,251 @@
+package informerhub
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+)
+
+// This file reads JSON documents in place: it finds where values start and
+// end without decoding them, so that the hub can read a few fields of an
+// object (field selectors) or copy parts of it (projection) at the cost of
+// one scan, with no allocation per value, and with the API server's own
+// bytes for everything it keeps.
+//
+// The input is JSON the API server produced, but nothing here trusts it:
+// every function is bounded by the input's length, never recurses on it,
+// and returns errBadJSON rather than panicking on anything malformed.
+
+var errBadJSON = errors.New("malformed JSON")
+
+// skipSpace returns the index of the first non-space byte at or after i.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// stringEnd returns the index just after the string that starts at b[i]
+// (a '"'), and whether it holds escapes.
+func stringEnd(b []byte, i int) (end int, escaped bool, err error) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, false, errBadJSON
+	}
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			return i + 1, escaped, nil
+		case '\\':
+			escaped = true
+			i++ // the escaped byte; \uXXXX's hex digits need no care
+		}
+	}
+	return 0, false, errBadJSON
+}
+
+// valueEnd returns the index just after the value that starts at b[i].
+// Nested values are skipped by counting brackets, outside strings, without
+// recursion.
+func valueEnd(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return 0, errBadJSON
+	}
+	switch b[i] {
+	case '"':
+		end, _, err := stringEnd(b, i)
+		return end, err
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1, nil
+				}
+			case '"':
+				end, _, err := stringEnd(b, i)
+				if err != nil {
+					return 0, err
+				}
+				i = end - 1
+			}
+		}
+		return 0, errBadJSON
+	default: // a number, true, false or null: up to the next delimiter
+		start := i
+		for i < len(b) {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				if i == start {
+					return 0, errBadJSON
+				}
+				return i, nil
+			}
+			i++
+		}
+		if i == start {
+			return 0, errBadJSON
+		}
+		return i, nil
+	}
+}
+
+// jsonMember is one member of a JSON object: its key as written (quotes
+// included) and its value's bounds.
+type jsonMember struct {
+	key        []byte // the key's JSON string, quotes included
+	escaped    bool   // the key holds escapes: compare keyString, not key
+	start, end int    // the value is b[start:end]
+}
+
+// keyIs reports whether the member's key is name.
+func (m *jsonMember) keyIs(name string) bool {
+	if !m.escaped {
+		k := m.key[1 : len(m.key)-1]
+		return len(k) == len(name) && string(k) == name
+	}
+	return m.keyString() == name
+}
+
+// keyString returns the member's key, unescaped.
+func (m *jsonMember) keyString() string {
+	if !m.escaped {
+		return string(m.key[1 : len(m.key)-1])
+	}
+	var s string
+	if json.Unmarshal(m.key, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// eachMember calls fn with each member of the object that starts at b[i],
+// until fn returns false. It returns the index just after the object.
+func eachMember(b []byte, i int, fn func(m *jsonMember) bool) (int, error) {
+	if i >= len(b) || b[i] != '{' {
+		return 0, errBadJSON
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	stopped := false
+	var m jsonMember
+	for {
+		keyEnd, escaped, err := stringEnd(b, i)
+		if err != nil {
+			return 0, err
+		}
+		m.key, m.escaped = b[i:keyEnd], escaped
+		i = skipSpace(b, keyEnd)
+		if i >= len(b) || b[i] != ':' {
+			return 0, errBadJSON
+		}
+		m.start = skipSpace(b, i+1)
+		if m.end, err = valueEnd(b, m.start); err != nil {
+			return 0, err
+		}
+		if !stopped && !fn(&m) {
+			stopped = true
+		}
+		i = skipSpace(b, m.end)
+		if i >= len(b) {
+			return 0, errBadJSON
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return i + 1, nil
+		default:
+			return 0, errBadJSON
+		}
+	}
+}
+
+// eachElement calls fn with the bounds of each element of the array that
+// starts at b[i]. It returns the index just after the array.
+func eachElement(b []byte, i int, fn func(start, end int)) (int, error) {
+	if i >= len(b) || b[i] != '[' {
+		return 0, errBadJSON
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		end, err := valueEnd(b, i)
+		if err != nil {
+			return 0, err
+		}
+		fn(i, end)
+		i = skipSpace(b, end)
+		if i >= len(b) {
+			return 0, errBadJSON
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case ']':
+			return i + 1, nil
+		default:
+			return 0, errBadJSON
+		}
+	}
+}
+
+// lookup returns the value at path in the JSON object b, descending through
+// objects only: nil when some step is missing or not an object.
+func lookup(b []byte, path ...string) []byte {
+	start, end := skipSpace(b, 0), len(b)
+	for _, name := range path {
+		if start >= end || b[start] != '{' {
+			return nil
+		}
+		found := false
+		_, err := eachMember(b[:end], start, func(m *jsonMember) bool {
+			if m.keyIs(name) {
+				start, end, found = m.start, m.end, true
+				return false
+			}
+			return true
+		})
+		if err != nil || !found {
+			return nil
+		}
+	}
+	if start >= end {
+		return nil
+	}
+	return bytes.TrimRight(b[start:end], " \t\r\n")
+}
+
+// scalarString returns what a field selector compares of a JSON scalar: a
+// string's value, or a number's or boolean's text. ok is false for null,
+// objects and arrays (and nothing at all).
+func scalarString(v []byte) (s string, ok bool) {
+	if len(v) == 0 {
+		return "", false
+	}
+	switch v[0] {
+	case '"':
+		if bytes.IndexByte(v, '\\') < 0 {
+			return string(v[1 : len(v)-1]), true
+		}
+		if json.Unmarshal(v, &s) != nil {
+			return "", false
+		}
+		return s, true
+	case '{', '[', 'n':
+		return "", false
+	}
+	return string(v), true
+}
