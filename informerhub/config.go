@@ -55,6 +55,33 @@ type Config struct {
 	MaxSelectorLength int
 	MaxSelectorTerms  int
 
+	// MaxFilterLength bounds the length of a filter, in bytes. Default:
+	// 4096.
+	MaxFilterLength int
+	// MaxFilterEstimatedCost bounds a filter's cost as estimated when it
+	// is compiled, on the largest objects the API server accepts (see
+	// filter.go): it refuses expressions whose cost grows with the square
+	// of an object's size. Default: 10,000,000, the API server's limit on
+	// a CRD validation rule.
+	MaxFilterEstimatedCost uint64
+	// MaxFilterCost bounds the cost of one evaluation of a filter on one
+	// object, in CEL's cost units (about 0.1 to 0.4 µs each); an
+	// evaluation that would cost more does not select the object. It is
+	// far below the API server's limit (1,000,000) because the hub
+	// evaluates filters as it dispatches every change. Default: 10,000.
+	MaxFilterCost uint64
+	// MaxFiltersPerResource bounds the distinct filters in use on one
+	// resource type at once: each costs an evaluation per change. A
+	// subscription with one more is refused (ErrLimitExceeded). Default:
+	// 32.
+	MaxFiltersPerResource int
+	// MaxProjectionsPerResource bounds the distinct projections (Fields)
+	// in use on one resource type at once: each costs a projection per
+	// change. Default: 32.
+	MaxProjectionsPerResource int
+	// MaxFields bounds the paths of one projection. Default: 64.
+	MaxFields int
+
 	// EncodeEvent, when set, encodes each event once for its transport;
 	// every subscriber then shares the encoding (Event.Encoded). It is the
 	// transport's to type: kept in the form the transport sends, it costs
@@ -77,6 +104,13 @@ const (
 	DefaultSnapshotPageBytes    = 1 << 20
 	DefaultMaxSelectorLength    = 4096
 	DefaultMaxSelectorTerms     = 64
+
+	DefaultMaxFilterLength           = 4096
+	DefaultMaxFilterEstimatedCost    = 10_000_000
+	DefaultMaxFilterCost             = 10_000
+	DefaultMaxFiltersPerResource     = 32
+	DefaultMaxProjectionsPerResource = 32
+	DefaultMaxFields                 = 64
 )
 
 func (c *Config) setDefaults() {
@@ -110,6 +144,24 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxSelectorTerms <= 0 {
 		c.MaxSelectorTerms = DefaultMaxSelectorTerms
+	}
+	if c.MaxFilterLength <= 0 {
+		c.MaxFilterLength = DefaultMaxFilterLength
+	}
+	if c.MaxFilterEstimatedCost == 0 {
+		c.MaxFilterEstimatedCost = DefaultMaxFilterEstimatedCost
+	}
+	if c.MaxFilterCost == 0 {
+		c.MaxFilterCost = DefaultMaxFilterCost
+	}
+	if c.MaxFiltersPerResource <= 0 {
+		c.MaxFiltersPerResource = DefaultMaxFiltersPerResource
+	}
+	if c.MaxProjectionsPerResource <= 0 {
+		c.MaxProjectionsPerResource = DefaultMaxProjectionsPerResource
+	}
+	if c.MaxFields <= 0 {
+		c.MaxFields = DefaultMaxFields
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

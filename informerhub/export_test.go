@@ -24,7 +24,7 @@ func LiveSubscribers(h *Hub, gvr schema.GroupVersionResource) int {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.subs)
+	return f.live.subscribers
 }
 
 // PanicInProcess makes the informer handler of a resource's feed panic, as
@@ -106,3 +106,35 @@ func feedOf(h *Hub, gvr schema.GroupVersionResource) *feed {
 	defer h.mu.Unlock()
 	return h.feeds[gvr]
 }
+
+// WaitForResourceVersion waits until a resource's feed has taken every
+// change up to rv: its live subscribers then hold all of theirs in their
+// queues.
+func WaitForResourceVersion(h *Hub, gvr schema.GroupVersionResource, rv uint64) {
+	f := feedOf(h, gvr)
+	for {
+		f.mu.Lock()
+		if f.pos.rv >= rv {
+			f.mu.Unlock()
+			return
+		}
+		advanced := f.advancedLocked()
+		f.mu.Unlock()
+		<-advanced
+	}
+}
+
+// Pending counts the deliveries waiting in a live subscription's queue.
+func Pending(s *Subscription) int { return len(s.queue) }
+
+// DispatchVisits counts the subscriber groups a resource's feed has matched
+// changes against, and the groups it has now.
+func DispatchVisits(h *Hub, gvr schema.GroupVersionResource) (visits uint64, groups int) {
+	f := feedOf(h, gvr)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.live.visits, len(f.live.groups)
+}
+
+// FilterDecodes counts the objects decoded for filters, by every hub.
+func FilterDecodes() uint64 { return decodes.Load() }

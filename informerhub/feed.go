@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -56,8 +55,16 @@ type feed struct {
 	index    labelIndex
 	history  history
 	pos      position
-	subs     map[*Subscription]struct{} // live subscribers
-	advanced chan struct{}              // closed when pos moves; see advancedLocked
+	live     dispatcher    // live subscribers
+	advanced chan struct{} // closed when pos moves; see advancedLocked
+	// views are the forms subscribers receive objects in (view.go), by
+	// key; projections counts the views of each distinct projection, and
+	// filters the subscriptions of each distinct filter, both for the
+	// limits on them (Config.MaxProjectionsPerResource and
+	// MaxFiltersPerResource).
+	views       map[string]*view
+	projections map[string]int
+	filters     map[string]int
 	// relists are the version ranges relists jumped across that the
 	// history still reaches; see insideRelistLocked.
 	relists         []versionRange
@@ -74,19 +81,22 @@ const btreeDegree = 32
 
 func newFeed(h *Hub, info ResourceInfo, counters *resourceCounters) *feed {
 	return &feed{
-		hub:        h,
-		counters:   counters,
-		info:       info,
-		resource:   FormatResource(info.Resource),
-		epoch:      rand.Uint64() | 1, // never 0, the epoch of replayed events' tokens
-		log:        h.log.With("resource", FormatResource(info.Resource)),
-		done:       make(chan struct{}),
-		synced:     make(chan struct{}),
-		listFailed: make(chan struct{}),
-		stopped:    make(chan struct{}),
-		state:      btree.NewG(btreeDegree, objectLess),
-		index:      newLabelIndex(),
-		subs:       map[*Subscription]struct{}{},
+		hub:         h,
+		counters:    counters,
+		info:        info,
+		resource:    FormatResource(info.Resource),
+		epoch:       rand.Uint64() | 1, // never 0, the epoch of replayed events' tokens
+		log:         h.log.With("resource", FormatResource(info.Resource)),
+		done:        make(chan struct{}),
+		synced:      make(chan struct{}),
+		listFailed:  make(chan struct{}),
+		stopped:     make(chan struct{}),
+		state:       btree.NewG(btreeDegree, objectLess),
+		index:       newLabelIndex(),
+		live:        newDispatcher(),
+		views:       map[string]*view{},
+		projections: map[string]int{},
+		filters:     map[string]int{},
 	}
 }
 
@@ -126,10 +136,10 @@ func (f *feed) stopLocked(err error) {
 		return
 	}
 	f.err = err
-	for s := range f.subs {
+	f.live.each(func(s *Subscription) {
+		f.live.remove(s)
 		s.failLocked(err)
-	}
-	clear(f.subs)
+	})
 	close(f.stopped)
 	f.cancel()
 	f.log.Info("informer stopped", "reason", err)
@@ -397,22 +407,25 @@ func (f *feed) appendLocked(r *record, offset uint32) {
 	f.history.push(r)
 	f.pos = r.pos
 	f.notifyAdvancedLocked()
-	for s := range f.subs {
-		v := s.sel.variant(r)
+	var decoded decodeCache // each object is decoded for filters at most once
+	f.live.dispatch(r, func(g *subscriberGroup) {
+		v := g.sel.variant(r, &decoded)
 		if v == variantNone {
-			continue
+			return
 		}
-		select {
-		case s.queue <- delivery{rec: r, variant: v}:
-		default:
-			// Never wait for a subscriber: drop it, and let it resume from
-			// the last event it received.
-			delete(f.subs, s)
-			s.failLocked(errOverflow)
-			f.counters.slowDisconnects.Add(1)
-			f.log.Warn("subscriber too slow; disconnecting it", "queueSize", cap(s.queue), "selector", s.describe())
+		for s := range g.subs {
+			select {
+			case s.queue <- delivery{rec: r, variant: v}:
+			default:
+				// Never wait for a subscriber: drop it, and let it resume
+				// from the last event it received.
+				f.live.remove(s)
+				s.failLocked(errOverflow)
+				f.counters.slowDisconnects.Add(1)
+				f.log.Warn("subscriber too slow; disconnecting it", "queueSize", cap(s.queue), "selector", s.describe())
+			}
 		}
-	}
+	})
 }
 
 // locateLocked turns a token's position into one of this feed instance.
@@ -467,38 +480,4 @@ func (f *feed) insideRelistLocked(rv uint64) bool {
 func (f *feed) token(t token) string {
 	t.resource = f.resource
 	return t.encode()
-}
-
-// event returns the shared Event of a record for one variant, building it on
-// first use.
-func (f *feed) event(r *record, v variant) *Event {
-	slot := &r.events[v-1]
-	slot.once.Do(func() {
-		ev := &Event{ResumeToken: f.token(token{pos: r.pos})}
-		switch v {
-		case variantOwn:
-			ev.Type, ev.Object = r.typ, r.obj.json
-			ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
-			if r.typ == EventDeleted {
-				ev.ResourceVersion = strconv.FormatUint(r.rv, 10)
-			}
-		case variantEnter:
-			ev.Type, ev.Object = EventAdded, r.obj.json
-			ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
-		case variantLeave:
-			// Like the Kubernetes watch cache: the last state that matched,
-			// at the resourceVersion of the change that made it stop.
-			ev.Type = EventDeleted
-			ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
-			ev.Object = r.prev.json
-			if patched, err := rewriteMetadata([]byte(r.prev.json), func(m map[string]any) {
-				m["resourceVersion"] = ev.ResourceVersion
-			}); err == nil {
-				ev.Object = string(patched)
-			}
-		}
-		f.hub.encode(ev)
-		slot.ev = ev
-	})
-	return slot.ev
 }

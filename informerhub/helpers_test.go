@@ -25,6 +25,7 @@ func TestMain(m *testing.M) {
 var (
 	configMaps = hubtest.ConfigMaps
 	namespaces = hubtest.Namespaces
+	pods       = hubtest.Pods
 	configMap  = hubtest.ConfigMap
 )
 

@@ -31,17 +31,26 @@ func (t EventType) String() string {
 }
 
 // Event is one response of a subscription. Events of changes are shared by
-// every subscriber that receives them: never modify one.
+// every subscriber that receives them in the same form (projection,
+// previous state, encoding): never modify one.
 type Event struct {
 	Type EventType
-	// Object is the object's JSON; empty on bookmarks.
+	// Object is the object's JSON, projected by the subscription's Fields;
+	// empty on bookmarks.
 	Object string
+	// PreviousObject is, on MODIFIED events of a subscription with
+	// IncludePrevious, the object's JSON before the change, projected like
+	// Object.
+	PreviousObject string
 	// ResourceVersion is the Kubernetes resourceVersion of the event.
 	ResourceVersion string
 	// ResumeToken resumes a subscription right after this event.
 	ResumeToken string
 	// InitialEventsEnd is set on the bookmark that closes initial events.
 	InitialEventsEnd bool
+	// Encoding is the subscription's WatchRequest.Encoding, for
+	// Config.EncodeEvent.
+	Encoding Encoding
 
 	encoded any
 }
@@ -49,6 +58,15 @@ type Event struct {
 // Encoded returns what Config.EncodeEvent made of the event, computed once
 // per event however many subscribers send it; nil without an EncodeEvent.
 func (e *Event) Encoded() any { return e.encoded }
+
+// Encoding is a form a transport sends events in, such as objects as JSON
+// strings (0, the default) or as structured values. The hub keeps events of
+// different encodings apart and encodes each once (Config.EncodeEvent); what
+// each value means is the transport's to say, below MaxEncodings.
+type Encoding uint8
+
+// MaxEncodings bounds the encodings a transport may use.
+const MaxEncodings = 4
 
 // variant is how one subscriber sees a record; see selector.variant.
 type variant uint8
@@ -75,12 +93,28 @@ type record struct {
 	obj      *object // the new state; for EventDeleted, the final state
 	prev     *object // the state before; nil for EventAdded
 
-	// events holds the Event of each variant (index variant-1), built by
+	// events holds the Event of each variant (index variant-1) in the
+	// default view (whole objects, no previous state, encoding 0), built by
 	// the first subscriber that needs it and shared with the rest.
-	events [3]struct {
-		once sync.Once
-		ev   *Event
-	}
+	events [3]eventSlot
+	// viewEvents holds the Events of other views the same way (see
+	// feed.event), guarded by viewMu.
+	viewMu     sync.Mutex
+	viewEvents []viewEvent
+}
+
+// eventSlot is an Event built once. A nil ev after once means the record
+// has nothing to send in the slot's view: a MODIFIED none of whose projected
+// fields changed.
+type eventSlot struct {
+	once sync.Once
+	ev   *Event
+}
+
+type viewEvent struct {
+	view    *view
+	variant variant
+	slot    *eventSlot
 }
 
 // history is a ring of a feed's most recent records, bounded by count and by

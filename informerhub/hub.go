@@ -2,6 +2,7 @@ package informerhub
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -24,6 +25,11 @@ type Hub struct {
 
 	// replaySlots holds a token per replay running (Config.MaxConcurrentReplays).
 	replaySlots chan struct{}
+	// filters compiles the filters of selectors, once per expression.
+	filters *filterCompiler
+	// closers stop what New's caller started for the hub, after its
+	// informers (see NewForConfig).
+	closers []func()
 
 	mu     sync.Mutex // guards feeds, counters and closed, and each feed's refs, idleGen and idleTimer
 	feeds  map[schema.GroupVersionResource]*feed
@@ -54,6 +60,20 @@ type ResourceInfo struct {
 	Resource   schema.GroupVersionResource
 	Kind       string
 	Namespaced bool
+	// Fields are the fields its field selectors may name; nil means those
+	// of a built-in type (BuiltinFields).
+	Fields *FieldSet
+}
+
+// FieldSet returns the fields field selectors of the resource type may name.
+func (i *ResourceInfo) FieldSet() *FieldSet { return i.fields() }
+
+// fields returns the resource type's field set.
+func (i *ResourceInfo) fields() *FieldSet {
+	if i.Fields != nil {
+		return i.Fields
+	}
+	return BuiltinFields(i.Resource)
 }
 
 // ResourceStatus is a resource type with the hub's activity on it.
@@ -81,6 +101,33 @@ type WatchRequest struct {
 	// SendInitialEvents first sends every matching object (as of the
 	// resume token, or now), then a bookmark with InitialEventsEnd.
 	SendInitialEvents bool
+	// Fields keeps only these paths of each object (see projection.go);
+	// empty keeps whole objects. A MODIFIED that changes none of them is
+	// not sent.
+	Fields []string
+	// IncludePrevious makes MODIFIED events carry the state before the
+	// change (Event.PreviousObject).
+	IncludePrevious bool
+	// Encoding is the form Config.EncodeEvent encodes the subscription's
+	// events in, below MaxEncodings.
+	Encoding Encoding
+}
+
+// SnapshotRequest asks for a snapshot.
+type SnapshotRequest struct {
+	Selector Selector
+	// Fields keeps only these paths of each object, as in WatchRequest.
+	Fields []string
+}
+
+// watchParams is a validated WatchRequest.
+type watchParams struct {
+	sel               *selector
+	proj              *projection
+	tok               *token
+	sendInitialEvents bool
+	includePrevious   bool
+	encoding          Encoding
 }
 
 // New returns a Hub that resolves resource types with resolver and runs
@@ -99,19 +146,28 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		counters: map[schema.GroupVersionResource]*resourceCounters{},
 
 		replaySlots: make(chan struct{}, cfg.MaxConcurrentReplays),
+		filters:     newFilterCompiler(&cfg),
 	}
 }
 
 // Watch starts a subscription. It waits for the resource type's informer to
 // sync when it is the first subscriber. Close the subscription when done.
 func (h *Hub) Watch(ctx context.Context, req WatchRequest) (*Subscription, error) {
+	if req.Encoding >= MaxEncodings {
+		return nil, &RequestError{Field: FieldObjectFormat, Err: ErrInvalidRequest, Reason: fmt.Sprintf("encoding %d is not one the hub knows", req.Encoding)}
+	}
+	proj, err := parseProjection(req.Fields, h.cfg.MaxFields)
+	if err != nil {
+		return nil, err
+	}
 	info, sel, err := h.prepare(ctx, req.Selector)
 	if err != nil {
 		return nil, err
 	}
-	var tok *token
+	params := &watchParams{sel: sel, proj: proj, sendInitialEvents: req.SendInitialEvents,
+		includePrevious: req.IncludePrevious, encoding: req.Encoding}
 	if req.ResumeToken != "" {
-		if tok, err = h.checkToken(req.ResumeToken, info, sel); err != nil {
+		if params.tok, err = h.checkToken(req.ResumeToken, info, sel); err != nil {
 			return nil, err
 		}
 	}
@@ -119,7 +175,7 @@ func (h *Hub) Watch(ctx context.Context, req WatchRequest) (*Subscription, error
 	if err != nil {
 		return nil, err
 	}
-	s, err := f.subscribe(ctx, sel, tok, req.SendInitialEvents)
+	s, err := f.subscribe(ctx, params)
 	if err != nil {
 		h.release(f)
 		return nil, err
@@ -129,8 +185,12 @@ func (h *Hub) Watch(ctx context.Context, req WatchRequest) (*Subscription, error
 
 // Snapshot returns the matching objects of one point in time, to be read in
 // pages. Close it when done.
-func (h *Hub) Snapshot(ctx context.Context, sel Selector) (*Snapshot, error) {
-	info, parsed, err := h.prepare(ctx, sel)
+func (h *Hub) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, error) {
+	proj, err := parseProjection(req.Fields, h.cfg.MaxFields)
+	if err != nil {
+		return nil, err
+	}
+	info, parsed, err := h.prepare(ctx, req.Selector)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +209,7 @@ func (h *Hub) Snapshot(ctx context.Context, sel Selector) (*Snapshot, error) {
 	f.mu.Unlock()
 	return &Snapshot{
 		feed:            f,
+		proj:            proj,
 		cursor:          newStateCursor(tree, parsed),
 		resumeToken:     f.token(token{pos: pos}),
 		resourceVersion: strconv.FormatUint(pos.rv, 10),
@@ -213,6 +274,9 @@ func (h *Hub) Close() {
 		<-f.done
 	}
 	h.cancel()
+	for _, c := range h.closers {
+		c()
+	}
 }
 
 // prepare validates a selector and resolves its resource type.
@@ -224,7 +288,7 @@ func (h *Hub) prepare(ctx context.Context, s Selector) (ResourceInfo, *selector,
 	if err != nil {
 		return ResourceInfo{}, nil, err
 	}
-	sel, err := parseSelector(s, info, &h.cfg)
+	sel, err := parseSelector(s, info, &h.cfg, h.filters)
 	if err != nil {
 		return ResourceInfo{}, nil, err
 	}
@@ -328,6 +392,7 @@ func (h *Hub) encode(ev *Event) {
 // called from one goroutine at a time.
 type Snapshot struct {
 	feed            *feed
+	proj            *projection // nil: whole objects
 	cursor          *stateCursor
 	resumeToken     string
 	resourceVersion string
@@ -353,8 +418,14 @@ func (s *Snapshot) NextPage() (objects []string, last bool) {
 			break
 		}
 		s.cursor.next()
-		objects = append(objects, o.json)
-		size += len(o.json)
+		json := o.json
+		if s.proj != nil {
+			if projected, err := s.proj.apply(o.jsonBytes()); err == nil {
+				json = string(projected)
+			}
+		}
+		objects = append(objects, json)
+		size += len(json)
 	}
 	return objects, !s.cursor.more()
 }

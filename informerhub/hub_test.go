@@ -335,7 +335,7 @@ func TestSnapshotIsConsistentWithWatch(t *testing.T) {
 		c.cms().Add(configMap("ns", fmt.Sprint(i), map[string]string{"even": fmt.Sprint(i%2 == 0)}, "v0"))
 	}
 	h := newHub(t, c, informerhub.Config{SnapshotPageSize: 2})
-	snap, err := h.Snapshot(context.Background(), informerhub.Selector{Resource: configMaps, LabelSelector: "even=true"})
+	snap, err := h.Snapshot(context.Background(), informerhub.SnapshotRequest{Selector: informerhub.Selector{Resource: configMaps, LabelSelector: "even=true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,6 +451,7 @@ func TestResources(t *testing.T) {
 	want := []informerhub.ResourceStatus{
 		{ResourceInfo: informerhub.ResourceInfo{Resource: configMaps, Kind: "ConfigMap", Namespaced: true}, InformerActive: true, Subscribers: 2, CachedObjects: 1, HistoryResourceVersion: "1"},
 		{ResourceInfo: informerhub.ResourceInfo{Resource: namespaces, Kind: "Namespace"}},
+		{ResourceInfo: informerhub.ResourceInfo{Resource: pods, Kind: "Pod", Namespaced: true}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("Resources (-want +got):\n%s", diff)

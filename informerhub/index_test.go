@@ -147,7 +147,7 @@ func listed(t *testing.T, c *fakeCluster, sel informerhub.Selector) []string {
 func snapshotPages(t *testing.T, h *informerhub.Hub, sel informerhub.Selector) (pages [][]string, examined int) {
 	t.Helper()
 	sel.Resource = configMaps
-	snap, err := h.Snapshot(context.Background(), sel)
+	snap, err := h.Snapshot(context.Background(), informerhub.SnapshotRequest{Selector: sel})
 	if err != nil {
 		t.Fatalf("Snapshot(%s): %v", describe(sel), err)
 	}

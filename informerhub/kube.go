@@ -38,8 +38,16 @@ func NewForConfig(restConfig *rest.Config, cfg Config) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
-	resolver := NewDiscoveryResolver(discoveryClient, DiscoveryResolverConfig{})
-	return New(cfg, resolver, source), nil
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	crds := newCRDFields(source, logger)
+	resolver := NewDiscoveryResolver(discoveryClient, DiscoveryResolverConfig{Logger: logger, crds: crds})
+	h := New(cfg, resolver, source)
+	crds.start()
+	h.closers = append(h.closers, crds.stop)
+	return h, nil
 }
 
 // kubeSource lists and watches resources through a REST client that keeps
@@ -112,6 +120,10 @@ type DiscoveryResolverConfig struct {
 	ListTTL time.Duration
 	// Logger receives discovery problems. Default: slog.Default().
 	Logger *slog.Logger
+
+	// crds, when set, tells the fields of custom resources; without it,
+	// every resource type gets the fields of built-in ones.
+	crds *crdFields
 }
 
 func (c *DiscoveryResolverConfig) setDefaults() {
@@ -161,6 +173,32 @@ type groupVersionResources struct {
 }
 
 func (r *discoveryResolver) Resolve(ctx context.Context, gvr schema.GroupVersionResource) (ResourceInfo, error) {
+	info, err := r.resolve(ctx, gvr)
+	if err != nil {
+		return info, err
+	}
+	if info.Fields, err = r.fields(ctx, gvr); err != nil {
+		return ResourceInfo{}, err
+	}
+	return info, nil
+}
+
+// fields returns the fields of a resource type: its CRD's, or a built-in
+// type's.
+func (r *discoveryResolver) fields(ctx context.Context, gvr schema.GroupVersionResource) (*FieldSet, error) {
+	if r.cfg.crds != nil {
+		set, isCRD, err := r.cfg.crds.fields(ctx, gvr)
+		switch {
+		case err != nil:
+			return nil, err
+		case isCRD:
+			return set, nil
+		}
+	}
+	return BuiltinFields(gvr), nil
+}
+
+func (r *discoveryResolver) resolve(ctx context.Context, gvr schema.GroupVersionResource) (ResourceInfo, error) {
 	gv := gvr.GroupVersion()
 	r.mu.Lock()
 	entry, known := r.groupVersions[gv]
@@ -245,6 +283,22 @@ func watchable(res metav1.APIResource) bool {
 }
 
 func (r *discoveryResolver) Resources(ctx context.Context) ([]ResourceInfo, error) {
+	all, err := r.resources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Fields are looked up per call: the list is reused for ListTTL, but
+	// a CRD's selectable fields may change in between.
+	out := slices.Clone(all)
+	for i := range out {
+		if out[i].Fields, err = r.fields(ctx, out[i].Resource); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (r *discoveryResolver) resources(ctx context.Context) ([]ResourceInfo, error) {
 	r.mu.Lock()
 	if r.all != nil && time.Since(r.allFetched) < r.cfg.ListTTL {
 		all := r.all

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync/atomic"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -21,7 +23,21 @@ type object struct {
 	rv        uint64
 	labels    labels.Set
 	json      string
+
+	// What selectors computed of the object, cached because the object
+	// never changes: the field values read from its JSON (see field), and
+	// the results of filters (see filter.matches).
+	fields  atomic.Pointer[[]fieldValue]
+	filters atomic.Pointer[[]filterResult]
 }
+
+// jsonBytes returns the object's JSON as bytes without copying it. The
+// bytes must never be written to: they are the string's.
+func (o *object) jsonBytes() []byte { return unsafeBytes(o.json) }
+
+// unsafeBytes returns the bytes of s without copying them, for functions
+// that only read them (jsonscan.go). They must never be written to.
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // objectLess orders objects by namespace, then name: the order of initial
 // events and snapshot pages.
@@ -30,22 +46,6 @@ func objectLess(a, b *object) bool {
 		return a.namespace < b.namespace
 	}
 	return a.name < b.name
-}
-
-// Has and Get make an object a fields.Fields for field selectors. Only
-// metadata.name and metadata.namespace are supported; see parseSelector.
-func (o *object) Has(field string) bool {
-	return field == "metadata.name" || field == "metadata.namespace"
-}
-
-func (o *object) Get(field string) string {
-	switch field {
-	case "metadata.name":
-		return o.name
-	case "metadata.namespace":
-		return o.namespace
-	}
-	return ""
 }
 
 // newObject converts what the informer delivers into an object. The kube

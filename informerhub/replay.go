@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
@@ -26,9 +27,26 @@ import (
 // resourceVersions are etcd revisions, shared by every API server and every
 // replica of the hub: that is what lets a fresh hub honour a token another
 // one issued.
+//
+// The API server can evaluate neither filters nor projections, and its watch
+// carries no previous state. A subscription that has any of them replays
+// statefully: before its first watch, it lists the upstream selection as it
+// was at the token's resourceVersion (a LIST with resourceVersionMatch
+// Exact, which the API server serves until etcd compacts that version, and
+// answers 410 Gone after), and keeps, for each object, whether the filter
+// selected it and the state the subscriber last received of it. Each
+// upstream change is then turned into what the subscriber would have
+// received live (enter, leave, the previous state, no MODIFIED whose
+// projection did not change), and nothing is guessed: a token whose state
+// can no longer be listed is ErrTokenExpired.
 type replay struct {
 	lw   cache.ListerWatcher
 	opts metav1.ListOptions // the selector; ResourceVersion is set per watch
+	// state is what a stateful replay knows of each object of the upstream
+	// selection (see replayEntry); nil for a stateless one, and until its
+	// LIST.
+	stateful bool
+	state    map[objectKey]replayEntry
 
 	// ctx ends the upstream watch; cancel is called when the replay ends and
 	// by the subscription's Close, from any goroutine.
@@ -59,7 +77,19 @@ func replayable(tok *token) bool {
 	return tok.pos.offset == 0 && !tok.initial && tok.pos.rv > 0
 }
 
-func (f *feed) newReplay(sel *selector, rv uint64) *replay {
+// objectKey names an object of a resource type.
+type objectKey struct{ namespace, name string }
+
+// replayEntry is what a stateful replay knows of an object of the upstream
+// selection: whether the subscription's whole selector (its filter
+// included) selects it, and if so the state the subscriber received last,
+// in its view's projection.
+type replayEntry struct {
+	selected bool
+	json     string
+}
+
+func (f *feed) newReplay(sel *selector, vw *view, rv uint64) *replay {
 	opts := metav1.ListOptions{AllowWatchBookmarks: true, TimeoutSeconds: &replayWatchTimeout}
 	if sel.labels != nil {
 		opts.LabelSelector = sel.labels.String()
@@ -77,19 +107,33 @@ func (f *feed) newReplay(sel *selector, rv uint64) *replay {
 		opts.FieldSelector = fields.AndSelectors(terms...).String()
 	}
 	ctx, cancel := context.WithCancel(f.hub.ctx)
-	return &replay{lw: f.lw, opts: opts, ctx: ctx, cancel: cancel, rv: rv}
+	stateful := sel.filter != nil || vw.proj != nil || vw.includePrevious
+	return &replay{lw: f.lw, opts: opts, ctx: ctx, cancel: cancel, rv: rv, stateful: stateful}
 }
 
 // open starts an upstream watch from r.rv. Its request also ends with the
 // caller's ctx, so a caller that goes away does not wait for a slow API
 // server; the replay itself lives on for the next call.
-func (r *replay) open(ctx context.Context, f *feed) error {
+func (r *replay) open(ctx context.Context, s *Subscription) error {
+	f := s.feed
 	if err := r.acquire(ctx, f.hub.replaySlots); err != nil {
 		return err
 	}
 	watchCtx, cancelWatch := context.WithCancel(r.ctx)
 	stop := context.AfterFunc(ctx, cancelWatch)
 	defer stop()
+	if r.stateful && r.state == nil {
+		if err := r.listState(watchCtx, s); err != nil {
+			cancelWatch()
+			switch {
+			case r.ctx.Err() != nil:
+				return ErrSubscriptionClosed
+			case ctx.Err() != nil:
+				return ctx.Err()
+			}
+			return err
+		}
+	}
 	opts := r.opts
 	opts.ResourceVersion = strconv.FormatUint(r.rv, 10)
 	w, err := cache.ToListerWatcherWithContext(r.lw).WatchWithContext(watchCtx, opts)
@@ -108,6 +152,61 @@ func (r *replay) open(ctx context.Context, f *feed) error {
 	// Close from another goroutine ends r.ctx, and must reach it too.
 	r.unwatch = context.AfterFunc(watchCtx, w.Stop)
 	return nil
+}
+
+// replayListPage is the page size of a stateful replay's LIST.
+var replayListPage = int64(500)
+
+// listState fills r.state with the upstream selection as it was at r.rv.
+func (r *replay) listState(ctx context.Context, s *Subscription) error {
+	f := s.feed
+	opts := metav1.ListOptions{
+		LabelSelector:        r.opts.LabelSelector,
+		FieldSelector:        r.opts.FieldSelector,
+		ResourceVersion:      strconv.FormatUint(r.rv, 10),
+		ResourceVersionMatch: metav1.ResourceVersionMatchExact,
+		Limit:                replayListPage,
+	}
+	lw := cache.ToListerWatcherWithContext(r.lw)
+	state := map[objectKey]replayEntry{}
+	for {
+		list, err := lw.ListWithContext(ctx, opts)
+		if err != nil {
+			return f.replayError(err)
+		}
+		err = meta.EachListItem(list, func(obj runtime.Object) error {
+			o, err := newObject(obj)
+			if err != nil {
+				return err
+			}
+			state[objectKey{o.namespace, o.name}] = s.replayEntryOf(o)
+			return nil
+		})
+		if err != nil {
+			return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
+		}
+		m, err := meta.ListAccessor(list)
+		if err != nil {
+			return f.replayError(err)
+		}
+		if m.GetContinue() == "" {
+			break
+		}
+		// The continue token holds the version: the next page is of the
+		// same point in time.
+		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = m.GetContinue(), "", ""
+	}
+	r.state = state
+	return nil
+}
+
+// replayEntryOf is what a stateful replay keeps of an object the upstream
+// selection holds.
+func (s *Subscription) replayEntryOf(o *object) replayEntry {
+	if !s.sel.matches(o) {
+		return replayEntry{}
+	}
+	return replayEntry{selected: true, json: s.feed.project(s.view, o.json)}
 }
 
 // closeWatch stops the current watch, which has ended or is no longer needed.
@@ -267,7 +366,7 @@ func (s *Subscription) stepReplay(ctx context.Context) (*Event, error) {
 		f.mu.Unlock()
 
 		if r.w == nil {
-			if err := r.open(ctx, f); err != nil {
+			if err := r.open(ctx, s); err != nil {
 				return nil, err
 			}
 		}
@@ -369,6 +468,7 @@ func (s *Subscription) replayed(e watch.Event) (*Event, error) {
 		Object:          o.json,
 		// A token of no feed instance: any hub places it by resourceVersion.
 		ResumeToken: f.token(token{pos: position{rv: o.rv}}),
+		Encoding:    s.view.encoding,
 	}
 	switch e.Type {
 	case watch.Added:
@@ -378,8 +478,50 @@ func (s *Subscription) replayed(e watch.Event) (*Event, error) {
 	default:
 		ev.Type = EventDeleted
 	}
+	if r.stateful && !s.replayedStateful(ev, o) {
+		return nil, nil // nothing for this subscriber
+	}
 	f.hub.encode(ev)
 	return s.sent(ev), nil
+}
+
+// replayedStateful turns an upstream change into what the subscriber
+// would have received live (see replay), and reports whether it receives
+// anything. ev holds the upstream change; o is its object.
+func (s *Subscription) replayedStateful(ev *Event, o *object) bool {
+	r := s.replay
+	key := objectKey{o.namespace, o.name}
+	prev := r.state[key]
+	cur := replayEntry{}
+	if ev.Type != EventDeleted {
+		cur = s.replayEntryOf(o)
+		r.state[key] = cur
+	} else {
+		delete(r.state, key)
+	}
+	switch {
+	case cur.selected && prev.selected:
+		ev.Type, ev.Object = EventModified, cur.json
+		if s.view.proj != nil {
+			if same, err := s.view.proj.sameAsked(unsafeBytes(prev.json), unsafeBytes(cur.json)); err == nil && same {
+				return false
+			}
+		}
+		if s.view.includePrevious {
+			ev.PreviousObject = prev.json
+		}
+	case cur.selected:
+		ev.Type, ev.Object = EventAdded, cur.json
+	case prev.selected && ev.Type == EventDeleted:
+		ev.Object = s.feed.project(s.view, o.json) // the API server's last state
+	case prev.selected:
+		// It stopped matching the filter: as live, its last matching state
+		// at the version of the change.
+		ev.Type, ev.Object = EventDeleted, atVersion(prev.json, ev.ResourceVersion)
+	default:
+		return false
+	}
+	return true
 }
 
 // startReplayLocked moves the subscription to a replay from rv; its watch
@@ -387,7 +529,7 @@ func (s *Subscription) replayed(e watch.Event) (*Event, error) {
 // caller holds feed.mu.
 func (s *Subscription) startReplayLocked(rv uint64) {
 	s.feed.counters.replays.Add(1)
-	s.replay = s.feed.newReplay(s.sel, rv)
+	s.replay = s.feed.newReplay(s.sel, s.view, rv)
 	s.cancelReplay = s.replay.cancel
 	if s.closed {
 		s.cancelReplay()

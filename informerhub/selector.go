@@ -3,6 +3,7 @@ package informerhub
 import (
 	"fmt"
 	"hash/fnv"
+	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/fields"
@@ -13,25 +14,33 @@ import (
 )
 
 // Selector chooses objects of one resource type, with the meaning Kubernetes
-// gives a LIST or WATCH request.
+// gives a LIST or WATCH request, and a filter besides.
 type Selector struct {
 	Resource schema.GroupVersionResource
 	// Namespace restricts to one namespace; "" means all namespaces.
 	Namespace string
 	// LabelSelector in Kubernetes syntax; "" selects everything.
 	LabelSelector string
-	// FieldSelector on metadata.name and metadata.namespace; "" selects
+	// FieldSelector in Kubernetes syntax, on the fields the API server
+	// supports for the resource type (ResourceInfo.Fields); "" selects
 	// everything.
 	FieldSelector string
+	// Filter is a CEL expression over `object`, the object as JSON values;
+	// the objects it evaluates to true for are selected (see filter.go).
+	// "" selects everything.
+	Filter string
 }
-
-const supportedFieldsString = "metadata.name, metadata.namespace"
 
 // selector is a parsed Selector.
 type selector struct {
 	namespace string
 	labels    labels.Selector // nil selects everything
-	fields    fields.Selector // nil selects everything
+	fields    fields.Selector // nil selects everything; fields by their canonical names
+	fieldSet  *FieldSet       // the resource type's fields, as of parsing
+	filter    *filter         // nil selects everything
+	// key identifies what the selector selects: selectors with equal keys
+	// select the same objects and share their matching (see dispatch.go).
+	key string
 	// fingerprint identifies the selector in tokens of initial events.
 	fingerprint uint64
 }
@@ -72,10 +81,10 @@ func validateResource(s Selector) error {
 
 // parseSelector validates a Selector for a resolved resource type, within
 // the limits of cfg, so no request can make the hub parse or match without
-// bound.
-func parseSelector(s Selector, info ResourceInfo, cfg *Config) (*selector, error) {
+// bound. filters compiles the selector's filter, if it has one.
+func parseSelector(s Selector, info ResourceInfo, cfg *Config, filters *filterCompiler) (*selector, error) {
 	maxSelectorLength, maxSelectorTerms := cfg.MaxSelectorLength, cfg.MaxSelectorTerms
-	sel := &selector{namespace: s.Namespace}
+	sel := &selector{namespace: s.Namespace, fieldSet: info.fields()}
 	if s.Namespace != "" {
 		if !info.Namespaced {
 			return nil, &RequestError{Field: FieldNamespace, Err: ErrInvalidRequest,
@@ -105,46 +114,150 @@ func parseSelector(s Selector, info ResourceInfo, cfg *Config) (*selector, error
 		}
 	}
 	if s.FieldSelector != "" {
-		if len(s.FieldSelector) > maxSelectorLength {
-			return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
-				Reason: fmt.Sprintf("field selector is longer than %d bytes", maxSelectorLength)}
-		}
-		parsed, err := fields.ParseSelector(s.FieldSelector)
+		parsed, err := parseFieldSelector(s.FieldSelector, info, sel.fieldSet, cfg)
 		if err != nil {
-			return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest, Reason: err.Error()}
-		}
-		requirements := parsed.Requirements()
-		if len(requirements) > maxSelectorTerms {
-			return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
-				Reason: fmt.Sprintf("field selector has %d terms; at most %d are allowed", len(requirements), maxSelectorTerms)}
-		}
-		for _, r := range requirements {
-			if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
-				return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
-					Reason: fmt.Sprintf("field %q is not supported; supported fields: %s", truncate(r.Field), supportedFieldsString)}
-			}
-			if r.Field == "metadata.namespace" && !info.Namespaced {
-				// The API server refuses it too, and the hub replays
-				// with the same selector.
-				return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
-					Reason: fmt.Sprintf("%s is cluster-scoped: its objects have no metadata.namespace; select on metadata.name", FormatResource(info.Resource))}
-			}
-			if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals && r.Operator != selection.NotEquals {
-				return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
-					Reason: fmt.Sprintf("operator %q is not supported; use =, == or !=", r.Operator)}
-			}
+			return nil, err
 		}
 		if !parsed.Empty() {
 			sel.fields = parsed
 		}
 	}
+	if s.Filter != "" {
+		if len(s.Filter) > cfg.MaxFilterLength {
+			return nil, &RequestError{Field: FieldFilter, Err: ErrInvalidRequest,
+				Reason: fmt.Sprintf("filter is %d bytes long; at most %d are allowed", len(s.Filter), cfg.MaxFilterLength)}
+		}
+		f, err := filters.compile(s.Filter)
+		if err != nil {
+			return nil, err
+		}
+		sel.filter = f
+	}
+	// The fingerprint of selectors without a filter is what hubs before
+	// filters computed, so their tokens of initial events stay valid.
 	h := fnv.New64a()
-	for _, part := range []string{s.Namespace, canonical(sel.labels), canonical(sel.fields)} {
+	parts := []string{s.Namespace, canonical(sel.labels), canonical(sel.fields)}
+	if sel.filter != nil {
+		parts = append(parts, sel.filter.expr)
+	}
+	for _, part := range parts {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
 	sel.fingerprint = h.Sum64()
+	sel.key = selectorKey(sel)
 	return sel, nil
+}
+
+// parseFieldSelector validates a field selector against the fields of a
+// resource type, and returns it with every field by its canonical name.
+func parseFieldSelector(s string, info ResourceInfo, set *FieldSet, cfg *Config) (fields.Selector, error) {
+	if len(s) > cfg.MaxSelectorLength {
+		return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
+			Reason: fmt.Sprintf("field selector is longer than %d bytes", cfg.MaxSelectorLength)}
+	}
+	parsed, err := fields.ParseSelector(s)
+	if err != nil {
+		return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest, Reason: err.Error()}
+	}
+	if n := len(parsed.Requirements()); n > cfg.MaxSelectorTerms {
+		return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
+			Reason: fmt.Sprintf("field selector has %d terms; at most %d are allowed", n, cfg.MaxSelectorTerms)}
+	}
+	return parsed.Transform(func(field, value string) (string, string, error) {
+		name, ok := set.canonical(field)
+		switch {
+		case !ok && field == "metadata.namespace" && !info.Namespaced:
+			// The API server refuses it too, and the hub replays with
+			// the same selector.
+			return "", "", &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
+				Reason: fmt.Sprintf("%s is cluster-scoped: its objects have no metadata.namespace; select on metadata.name", FormatResource(info.Resource))}
+		case !ok:
+			return "", "", &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
+				Reason: fmt.Sprintf("field %q is not supported for %s; supported fields: %s", truncate(field), FormatResource(info.Resource), set.describe())}
+		}
+		return name, value, nil
+	})
+}
+
+// selectorKey is what identifies a selector's selection: its namespace, its
+// label and field requirements in a canonical order, and its filter.
+func selectorKey(sel *selector) string {
+	var fieldTerms []string
+	if sel.fields != nil {
+		for _, r := range sel.fields.Requirements() {
+			op := r.Operator
+			if op == selection.DoubleEquals {
+				op = selection.Equals
+			}
+			fieldTerms = append(fieldTerms, r.Field+string(op)+fields.EscapeValue(r.Value))
+		}
+		sort.Strings(fieldTerms)
+	}
+	var labelTerms []string
+	if sel.labels != nil {
+		reqs, _ := sel.labels.Requirements()
+		for _, r := range reqs {
+			// k in (v) is k=v, k notin (v) is k!=v.
+			op, values := r.Operator(), r.ValuesUnsorted()
+			switch {
+			case (op == selection.In || op == selection.DoubleEquals) && len(values) == 1:
+				op = selection.Equals
+			case op == selection.NotIn && len(values) == 1:
+				op = selection.NotEquals
+			}
+			if canon, err := labels.NewRequirement(r.Key(), op, values); err == nil {
+				labelTerms = append(labelTerms, canon.String())
+			} else {
+				labelTerms = append(labelTerms, r.String())
+			}
+		}
+		sort.Strings(labelTerms)
+	}
+	filter := ""
+	if sel.filter != nil {
+		filter = sel.filter.expr
+	}
+	return strings.Join([]string{sel.namespace, strings.Join(labelTerms, ","), strings.Join(fieldTerms, ","), filter}, "\x01")
+}
+
+// trigger returns the equality the dispatcher indexes the selector by:
+// one that every object it selects satisfies, the most selective there is
+// (a name, another field, a label, a namespace), or false when it has none.
+func (s *selector) trigger() (trigger, bool) {
+	var field, namespace *trigger
+	if s.namespace != "" {
+		namespace = &trigger{kind: triggerNamespace, value: s.namespace}
+	}
+	if s.fields != nil {
+		for _, r := range s.fields.Requirements() {
+			if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals {
+				continue
+			}
+			switch r.Field {
+			case "metadata.name":
+				return trigger{kind: triggerName, value: r.Value}, true
+			case "metadata.namespace":
+				if namespace == nil {
+					namespace = &trigger{kind: triggerNamespace, value: r.Value}
+				}
+			default:
+				if field == nil {
+					field = &trigger{kind: triggerField, key: r.Field, value: r.Value}
+				}
+			}
+		}
+	}
+	if field != nil {
+		return *field, true
+	}
+	if pairs := equalities(s.labels); len(pairs) > 0 {
+		return trigger{kind: triggerLabel, key: pairs[0].key, value: pairs[0].value}, true
+	}
+	if namespace != nil {
+		return *namespace, true
+	}
+	return trigger{}, false
 }
 
 func canonical(s fmt.Stringer) string {
@@ -155,31 +268,34 @@ func canonical(s fmt.Stringer) string {
 }
 
 // matches reports whether an object is selected.
-func (s *selector) matches(o *object) bool {
+func (s *selector) matches(o *object) bool { return s.match(o, nil) }
+
+// match is matches, sharing the objects decoded for filters through dc.
+func (s *selector) match(o *object, dc *decodeCache) bool {
 	if s.namespace != "" && o.namespace != s.namespace {
 		return false
 	}
 	if s.labels != nil && !s.labels.Matches(o.labels) {
 		return false
 	}
-	if s.fields != nil && !s.fields.Matches(o) {
+	if s.fields != nil && !s.fields.Matches(objectFields{o: o, set: s.fieldSet}) {
 		return false
 	}
-	return true
+	return s.filter == nil || s.filter.matches(o, dc)
 }
 
 // variant says how a subscriber sees a record, following the Kubernetes watch
 // cache: an object that starts matching is ADDED, one that stops matching is
 // DELETED (with its last matching state).
-func (s *selector) variant(r *record) variant {
-	prev := r.prev != nil && s.matches(r.prev)
+func (s *selector) variant(r *record, dc *decodeCache) variant {
+	prev := r.prev != nil && s.match(r.prev, dc)
 	switch r.typ {
 	case EventAdded:
-		if s.matches(r.obj) {
+		if s.match(r.obj, dc) {
 			return variantOwn
 		}
 	case EventModified:
-		cur := s.matches(r.obj)
+		cur := s.match(r.obj, dc)
 		switch {
 		case cur && prev:
 			return variantOwn

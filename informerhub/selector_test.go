@@ -32,11 +32,11 @@ func FuzzRequestValidation(f *testing.F) {
 			FieldSelector: fieldSelector,
 		}
 		_ = validateResource(s)
-		sel, err := parseSelector(s, info, &cfg)
+		sel, err := parseSelector(s, info, &cfg, newFilterCompiler(&cfg))
 		if err != nil {
 			return
 		}
 		sel.matches(obj)
-		sel.variant(&record{typ: EventModified, obj: obj, prev: obj})
+		sel.variant(&record{typ: EventModified, obj: obj, prev: obj}, nil)
 	})
 }

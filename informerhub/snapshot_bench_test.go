@@ -57,7 +57,7 @@ func BenchmarkSnapshot(b *testing.B) {
 // readSnapshot reads a whole snapshot and returns the time to its first page.
 func readSnapshot(b *testing.B, h *informerhub.Hub, sel informerhub.Selector) (firstPage time.Duration) {
 	start := time.Now()
-	snap, err := h.Snapshot(context.Background(), sel)
+	snap, err := h.Snapshot(context.Background(), informerhub.SnapshotRequest{Selector: sel})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -114,10 +114,10 @@ func (f *feed) levels(st *ResourceStats) {
 		st.HistoryOldest = time.Unix(0, f.history.floorAt)
 		st.HistoryNewest = time.Unix(0, f.history.newestAt())
 	}
-	st.QueueDepths = make([]int, 0, len(f.subs))
-	for s := range f.subs {
+	st.QueueDepths = make([]int, 0, f.live.subscribers)
+	f.live.each(func(s *Subscription) {
 		st.QueueDepths = append(st.QueueDepths, len(s.queue))
-	}
+	})
 }
 
 // countedListerWatcher is one informer's lister-watcher. It counts the

@@ -29,7 +29,11 @@ import (
 type Subscription struct {
 	feed  *feed
 	sel   *selector
+	view  *view         // the form events take; see view.go
 	queue chan delivery // set when the subscription goes live
+	// group is the subscription's group among the feed's live
+	// subscribers, while it is one (dispatch.go). Guarded by feed.mu.
+	group *subscriberGroup
 
 	// failed is closed, under feed.mu, when the subscription can deliver no
 	// more: its queue overflowed (failure is errOverflow) or its informer
@@ -37,6 +41,9 @@ type Subscription struct {
 	failed  chan struct{}
 	failure error
 	closed  bool // guarded by feed.mu: Close was called; never go live
+	// released is set, under feed.mu, once the subscription has given back
+	// its share of the feed's filters and views (releaseLocked).
+	released bool
 
 	// lastToken points to the resume token of the last event Next
 	// returned (or the start token); Err reads it from any goroutine.
@@ -85,9 +92,10 @@ const catchUpBatch = 256
 // A token the history cannot place is replayed from the API server, whose
 // watch opens here, bounded by ctx, so that a version the API server no
 // longer has is refused before the subscription starts.
-func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendInitialEvents bool) (*Subscription, error) {
+func (f *feed) subscribe(ctx context.Context, req *watchParams) (*Subscription, error) {
+	sel, tok := req.sel, req.tok
 	s := &Subscription{feed: f, sel: sel, failed: make(chan struct{})}
-	initial := sendInitialEvents || (tok != nil && tok.initial)
+	initial := req.sendInitialEvents || (tok != nil && tok.initial)
 	var undo []*record
 	ahead := false // the token is ahead of the feed
 
@@ -95,6 +103,10 @@ func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendIni
 	if f.err != nil {
 		f.mu.Unlock()
 		return nil, f.err
+	}
+	if err := s.acquireLocked(req); err != nil {
+		f.mu.Unlock()
+		return nil, err
 	}
 	s.start = f.pos
 	if tok != nil {
@@ -107,6 +119,7 @@ func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendIni
 			s.startReplayLocked(s.start.rv)
 			ahead = errors.Is(err, ErrTokenAhead)
 		default:
+			s.releaseLocked()
 			f.mu.Unlock()
 			if errors.Is(err, ErrTokenExpired) {
 				f.counters.expiredTokens.Add(1)
@@ -136,10 +149,13 @@ func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendIni
 			err = f.checkNotAhead(ctx, s.start.rv)
 		}
 		if err == nil {
-			err = s.replay.open(ctx, f)
+			err = s.replay.open(ctx, s)
 		}
 		if err != nil {
 			s.replay.stop()
+			f.mu.Lock()
+			s.releaseLocked()
+			f.mu.Unlock()
 			return nil, err
 		}
 	}
@@ -174,6 +190,45 @@ func (f *feed) subscribe(ctx context.Context, sel *selector, tok *token, sendIni
 	s.lastToken.Store(&startToken)
 	s.bookmarks = time.NewTicker(f.hub.cfg.BookmarkInterval / 2)
 	return s, nil
+}
+
+// acquireLocked takes what the subscription holds of the feed while it
+// lasts: a share of its filter and its view, within the feed's limits on
+// distinct ones. The caller holds feed.mu; releaseLocked gives them back.
+func (s *Subscription) acquireLocked(req *watchParams) error {
+	f := s.feed
+	if flt := s.sel.filter; flt != nil {
+		if f.filters[flt.expr] == 0 && len(f.filters) >= f.hub.cfg.MaxFiltersPerResource {
+			return &LimitError{Resource: f.info.Resource, Limit: LimitFilters, Max: f.hub.cfg.MaxFiltersPerResource}
+		}
+		f.filters[flt.expr]++
+	}
+	v, err := f.acquireViewLocked(req.proj, req.includePrevious, req.encoding)
+	if err != nil {
+		s.releaseFilterLocked()
+		return err
+	}
+	s.view = v
+	return nil
+}
+
+// releaseLocked gives back what acquireLocked took, once.
+func (s *Subscription) releaseLocked() {
+	if s.released {
+		return
+	}
+	s.released = true
+	s.releaseFilterLocked()
+	s.feed.releaseViewLocked(s.view)
+}
+
+func (s *Subscription) releaseFilterLocked() {
+	if flt := s.sel.filter; flt != nil {
+		f := s.feed
+		if f.filters[flt.expr]--; f.filters[flt.expr] == 0 {
+			delete(f.filters, flt.expr)
+		}
+	}
 }
 
 // Next returns the next event. It blocks until there is one, the context
@@ -237,8 +292,10 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 			s.backlog[s.backlogNext] = nil
 			s.backlogNext++
 			s.at = r.pos
-			if v := s.sel.variant(r); v != variantNone {
-				return s.sent(f.event(r, v)), nil
+			if v := s.sel.variant(r, nil); v != variantNone {
+				if ev := f.event(r, v, s.view); ev != nil {
+					return s.sent(ev), nil
+				}
 			}
 		}
 		f.mu.Lock()
@@ -286,7 +343,7 @@ func (s *Subscription) goLiveLocked() {
 	s.queue = make(chan delivery, s.feed.hub.cfg.QueueSize)
 	s.phase = phaseLive
 	if !s.closed {
-		s.feed.subs[s] = struct{}{}
+		s.feed.live.add(s)
 	}
 }
 
@@ -301,7 +358,11 @@ func (s *Subscription) nextLive(ctx context.Context) (*Event, error) {
 		}
 		select {
 		case d := <-s.queue:
-			return s.sent(f.event(d.rec, d.variant)), nil
+			if ev := f.event(d.rec, d.variant, s.view); ev != nil {
+				return s.sent(ev), nil
+			}
+			// Nothing the subscriber asked for changed: its position
+			// moves on with the next event or bookmark.
 		case <-s.failed:
 			return nil, s.Err()
 		case <-ctx.Done():
@@ -362,10 +423,11 @@ func (s *Subscription) sent(ev *Event) *Event {
 func (s *Subscription) initialEvent(o *object) *Event {
 	ev := &Event{
 		Type:            EventAdded,
-		Object:          o.json,
+		Object:          s.feed.project(s.view, o.json),
 		ResourceVersion: strconv.FormatUint(o.rv, 10),
 		ResumeToken: s.feed.token(token{pos: s.start, initial: true, selector: s.sel.fingerprint,
 			afterNamespace: o.namespace, afterName: o.name}),
+		Encoding: s.view.encoding,
 	}
 	s.feed.hub.encode(ev)
 	return ev
@@ -377,6 +439,7 @@ func (s *Subscription) bookmark(pos position, initialEventsEnd bool) *Event {
 		ResourceVersion:  strconv.FormatUint(pos.rv, 10),
 		ResumeToken:      s.feed.token(token{pos: pos}),
 		InitialEventsEnd: initialEventsEnd,
+		Encoding:         s.view.encoding,
 	}
 	s.feed.hub.encode(ev)
 	return ev
@@ -397,7 +460,8 @@ func (s *Subscription) Close() {
 		f := s.feed
 		f.mu.Lock()
 		s.closed = true
-		delete(f.subs, s)
+		f.live.remove(s)
+		s.releaseLocked()
 		if s.failure == nil {
 			s.failLocked(ErrSubscriptionClosed)
 		}

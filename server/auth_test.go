@@ -279,9 +279,9 @@ func TestListResourcesShowsWhatTheCallerMayWatch(t *testing.T) {
 		user, namespace string
 		want            string
 	}{
-		{"admin", "", "configmaps namespaces"},
-		{"admin", "a", "configmaps"}, // in a namespace, only namespaced types
-		{"alice", "a", "configmaps"},
+		{"admin", "", "configmaps namespaces pods"},
+		{"admin", "a", "configmaps pods"}, // in a namespace, only namespaced types
+		{"alice", "a", "configmaps pods"},
 		{"alice", "", ""},
 		{"nobody", "a", ""},
 	} {

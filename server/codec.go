@@ -1,19 +1,25 @@
 package server
 
 import (
+	"fmt"
+	"unsafe"
+
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the codec this one wraps
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
 )
 
 // EncodeEvent encodes an event as a WatchResponse, in the mem.BufferSlice
-// the codec below returns. Set it as the hub's Config.EncodeEvent: the hub
-// then encodes each change once, and the codec sends those bytes to every
-// stream without allocating.
+// the codec below returns, its objects as JSON strings or as Structs as the
+// event's Encoding says. Set it as the hub's Config.EncodeEvent: the hub
+// then encodes each change once per form, and the codec sends those bytes to
+// every stream of that form without allocating.
 func EncodeEvent(ev *informerhub.Event) any {
 	b, err := proto.Marshal(watchResponse(ev))
 	if err != nil {
@@ -27,14 +33,61 @@ func EncodeEvent(ev *informerhub.Event) any {
 }
 
 func watchResponse(ev *informerhub.Event) *informerhubv1.WatchResponse {
-	return &informerhubv1.WatchResponse{
+	resp := &informerhubv1.WatchResponse{
 		Type:             eventTypes[ev.Type],
-		Object:           ev.Object,
 		ResumeToken:      ev.ResumeToken,
 		ResourceVersion:  ev.ResourceVersion,
 		InitialEventsEnd: ev.InitialEventsEnd,
 	}
+	if ev.Encoding == encodingStruct {
+		obj, errObj := structOf(ev.Object)
+		prev, errPrev := structOf(ev.PreviousObject)
+		if errObj == nil && errPrev == nil {
+			resp.ObjectStruct, resp.PreviousObjectStruct = obj, prev
+			return resp
+		}
+		// The API server's JSON is always an object; should it ever not
+		// be, the client gets the string rather than nothing.
+	}
+	resp.Object, resp.PreviousObject = ev.Object, ev.PreviousObject
+	return resp
 }
+
+// The hub's encodings of events (informerhub.Encoding), one per
+// ObjectFormat.
+const (
+	encodingJSON   informerhub.Encoding = 0
+	encodingStruct informerhub.Encoding = 1
+)
+
+// encodingOf maps a request's object format to the hub's encoding.
+func encodingOf(format informerhubv1.ObjectFormat) (informerhub.Encoding, error) {
+	switch format {
+	case informerhubv1.ObjectFormat_OBJECT_FORMAT_UNSPECIFIED:
+		return encodingJSON, nil
+	case informerhubv1.ObjectFormat_OBJECT_FORMAT_STRUCT:
+		return encodingStruct, nil
+	}
+	return 0, &informerhub.RequestError{Field: informerhub.FieldObjectFormat, Err: informerhub.ErrInvalidRequest,
+		Reason: fmt.Sprintf("object_format %d is not one of OBJECT_FORMAT_UNSPECIFIED (JSON strings) and OBJECT_FORMAT_STRUCT", format)}
+}
+
+// structOf converts an object's JSON into a google.protobuf.Struct; nil for
+// no object.
+func structOf(json string) (*structpb.Struct, error) {
+	if json == "" {
+		return nil, nil
+	}
+	s := &structpb.Struct{}
+	if err := protojson.Unmarshal(unsafeBytes(json), s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// unsafeBytes returns the bytes of s without copying them, for a decoder
+// that only reads them.
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 var eventTypes = map[informerhub.EventType]informerhubv1.EventType{
 	informerhub.EventAdded:    informerhubv1.EventType_EVENT_TYPE_ADDED,

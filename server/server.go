@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -152,10 +153,17 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		return toStatus(s.log, err)
 	}
 	defer release()
+	encoding, err := encodingOf(req.GetObjectFormat())
+	if err != nil {
+		return toStatus(s.log, err)
+	}
 	sub, err := s.hub.Watch(ctx, informerhub.WatchRequest{
 		Selector:          sel,
 		ResumeToken:       req.GetResumeToken(),
 		SendInitialEvents: req.GetSendInitialEvents(),
+		Fields:            req.GetFields(),
+		IncludePrevious:   req.GetIncludePrevious(),
+		Encoding:          encoding,
 	})
 	if err != nil {
 		return toStatus(s.log, err)
@@ -277,8 +285,12 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 		return toStatus(s.log, err)
 	}
 	defer release()
+	encoding, err := encodingOf(req.GetObjectFormat())
+	if err != nil {
+		return toStatus(s.log, err)
+	}
 	began := time.Now()
-	snap, err := s.hub.Snapshot(ctx, sel)
+	snap, err := s.hub.Snapshot(ctx, informerhub.SnapshotRequest{Selector: sel, Fields: req.GetFields()})
 	if err != nil {
 		return toStatus(s.log, err)
 	}
@@ -288,12 +300,24 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 	defer snap.Close()
 	err = s.supervise(ctx, newSender(stream, ""), nil, nil, func() (any, *string, bool, error) {
 		objects, last := snap.NextPage()
-		return &informerhubv1.SnapshotResponse{
-			Objects:         objects,
+		resp := &informerhubv1.SnapshotResponse{
 			ResumeToken:     snap.ResumeToken(),
 			ResourceVersion: snap.ResourceVersion(),
 			Last:            last,
-		}, nil, last, nil
+		}
+		if encoding != encodingStruct {
+			resp.Objects = objects
+			return resp, nil, last, nil
+		}
+		resp.ObjectStructs = make([]*structpb.Struct, len(objects))
+		for i, o := range objects {
+			st, err := structOf(o)
+			if err != nil {
+				return nil, nil, false, fmt.Errorf("converting a snapshot object to a Struct: %w", err)
+			}
+			resp.ObjectStructs[i] = st
+		}
+		return resp, nil, last, nil
 	})
 	if errors.Is(err, errStalled) {
 		// Its token means "after the whole snapshot": useless to a client
@@ -521,6 +545,7 @@ func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResou
 			res.InformerActive, res.Subscribers, res.CachedObjects = r.InformerActive, uint32(r.Subscribers), uint64(r.CachedObjects)
 			res.HistoryEvents, res.HistoryBytes, res.HistoryResourceVersion = uint32(r.HistoryEvents), uint64(r.HistoryBytes), r.HistoryResourceVersion
 		}
+		res.SelectableFields = r.FieldSet().Names()
 		resp.Resources = append(resp.Resources, res)
 	}
 	return resp, nil
@@ -536,5 +561,6 @@ func selectorOf(sel *informerhubv1.ResourceSelector) (informerhub.Selector, erro
 		Namespace:     sel.GetNamespace(),
 		LabelSelector: sel.GetLabelSelector(),
 		FieldSelector: sel.GetFieldSelector(),
+		Filter:        sel.GetFilter(),
 	}, nil
 }

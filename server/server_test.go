@@ -288,8 +288,12 @@ func TestSnapshotAndListResources(t *testing.T) {
 	}
 	want := &informerhubv1.ListResourcesResponse{Resources: []*informerhubv1.Resource{
 		// The history starts at the initial list (rv 5) and holds nothing yet.
-		{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, InformerActive: true, CachedObjects: 5, HistoryResourceVersion: "5"},
-		{Version: "v1", Resource: "namespaces", Kind: "Namespace"},
+		{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, InformerActive: true, CachedObjects: 5, HistoryResourceVersion: "5",
+			SelectableFields: []string{"metadata.name", "metadata.namespace"}},
+		{Version: "v1", Resource: "namespaces", Kind: "Namespace", SelectableFields: []string{"metadata.name", "status.phase"}},
+		{Version: "v1", Resource: "pods", Kind: "Pod", Namespaced: true, SelectableFields: []string{
+			"metadata.name", "metadata.namespace", "spec.hostNetwork", "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+			"spec.serviceAccountName", "status.nominatedNodeName", "status.phase", "status.podIP", "status.podIPs"}},
 	}}
 	if diff := cmp.Diff(want, resources, protocmp.Transform()); diff != "" {
 		t.Errorf("ListResources (-want +got):\n%s", diff)

@@ -34,6 +34,7 @@ const (
 	ReasonUnauthenticated      = "UNAUTHENTICATED"
 	ReasonForbidden            = "FORBIDDEN"
 	ReasonTooManySubscriptions = "TOO_MANY_SUBSCRIPTIONS"
+	ReasonTooManyDistinct      = "TOO_MANY_DISTINCT"
 )
 
 // toStatus is the one place where the hub's errors become gRPC statuses.
@@ -48,6 +49,7 @@ func toStatus(log *slog.Logger, err error) error {
 		lost        *accessLostError
 		unavailable *authUnavailableError
 		tooMany     *auth.TooManySubscriptionsError
+		limitErr    *informerhub.LimitError
 		panicked    *panicError
 	)
 	if _, ok := status.FromError(err); ok {
@@ -93,6 +95,11 @@ func toStatus(log *slog.Logger, err error) error {
 	case errors.As(err, &tooMany):
 		return withDetails(codes.ResourceExhausted, tooMany.Error(),
 			&errdetails.ErrorInfo{Reason: ReasonTooManySubscriptions, Domain: ErrorDomain, Metadata: map[string]string{"user": tooMany.User, "limit": strconv.Itoa(tooMany.Max)}})
+	case errors.As(err, &limitErr):
+		md := resourceMetadata(limitErr.Resource.Group, limitErr.Resource.Version, limitErr.Resource.Resource)
+		md["limit"], md["max"] = limitErr.Limit, strconv.Itoa(limitErr.Max)
+		return withDetails(codes.ResourceExhausted, limitErr.Error(),
+			&errdetails.ErrorInfo{Reason: ReasonTooManyDistinct, Domain: ErrorDomain, Metadata: md})
 	case errors.As(err, &panicked):
 		log.Error("panic in a stream's sender", "error", err)
 		return status.Error(codes.Internal, "internal error")

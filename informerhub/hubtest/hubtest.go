@@ -23,9 +23,11 @@ import (
 var (
 	ConfigMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	Namespaces = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	Pods       = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 )
 
-// Cluster serves ConfigMaps (namespaced) and Namespaces (cluster-scoped).
+// Cluster serves ConfigMaps and Pods (namespaced), and Namespaces
+// (cluster-scoped).
 type Cluster struct {
 	infos   map[schema.GroupVersionResource]informerhub.ResourceInfo
 	sources map[schema.GroupVersionResource]*fcache.FakeControllerSource
@@ -47,6 +49,7 @@ func NewCluster(t testing.TB) *Cluster {
 		infos: map[schema.GroupVersionResource]informerhub.ResourceInfo{
 			ConfigMaps: {Resource: ConfigMaps, Kind: "ConfigMap", Namespaced: true},
 			Namespaces: {Resource: Namespaces, Kind: "Namespace"},
+			Pods:       {Resource: Pods, Kind: "Pod", Namespaced: true},
 		},
 		sources:   map[schema.GroupVersionResource]*fcache.FakeControllerSource{},
 		started:   map[schema.GroupVersionResource]int{},
@@ -84,7 +87,7 @@ func (c *Cluster) Resolve(_ context.Context, gvr schema.GroupVersionResource) (i
 }
 
 func (c *Cluster) Resources(context.Context) ([]informerhub.ResourceInfo, error) {
-	return []informerhub.ResourceInfo{c.infos[ConfigMaps], c.infos[Namespaces]}, nil
+	return []informerhub.ResourceInfo{c.infos[ConfigMaps], c.infos[Namespaces], c.infos[Pods]}, nil
 }
 
 func (c *Cluster) ListerWatcher(info informerhub.ResourceInfo) cache.ListerWatcher {
@@ -146,5 +149,16 @@ func ConfigMap(ns, name string, labels map[string]string, data string) *corev1.C
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, UID: types.UID(ns + "/" + name)},
 		Data:       map[string]string{"v": data},
+	}
+}
+
+// Pod returns a Pod on a node, in a phase. Its UID is derived from its name,
+// so re-adding it keeps its identity.
+func Pod(ns, name string, labels map[string]string, node string, phase corev1.PodPhase) *corev1.Pod {
+	return &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, UID: types.UID(ns + "/" + name)},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "nginx"}}},
+		Status:     corev1.PodStatus{Phase: phase},
 	}
 }

@@ -1,0 +1,143 @@
+package informerhub
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func testFilterCompiler(cfg Config) *filterCompiler {
+	cfg.setDefaults()
+	return newFilterCompiler(&cfg)
+}
+
+func TestFilterCompileErrors(t *testing.T) {
+	c := testFilterCompiler(Config{})
+	tests := []struct {
+		expr string
+		want string // in the reason
+	}{
+		{"foo == 1", "ERROR: <input>:1:1: undeclared reference to 'foo'"},
+		{"object.spec.replicas ==", "ERROR: <input>:1:24: Syntax error"},
+		{"object.metadata.name == 'a' &&\n  bar", "ERROR: <input>:2:3: undeclared reference to 'bar'"},
+		{`object.metadata.name.matches("[")`, "ERROR: <input>:1:30:"},
+		{"object.metadata.name", "must evaluate to bool but is of type dyn"},
+		{"1 + 2", "must evaluate to bool but is of type int"},
+		{"object.spec.containers.all(c, object.spec.containers.all(d, c.name != d.name || c == d))", "estimated cost on the largest objects"},
+	}
+	for _, tt := range tests {
+		_, err := c.compile(tt.expr)
+		var reqErr *RequestError
+		if !errors.As(err, &reqErr) || reqErr.Field != FieldFilter || !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("compile(%q) = %v, want a RequestError on %s", tt.expr, err, FieldFilter)
+			continue
+		}
+		if !strings.Contains(reqErr.Reason, tt.want) {
+			t.Errorf("compile(%q): reason %q does not say %q", tt.expr, reqErr.Reason, tt.want)
+		}
+	}
+}
+
+func TestIdenticalExpressionsCompileOnce(t *testing.T) {
+	c := testFilterCompiler(Config{})
+	a, err := c.compile(`object.metadata.name == "a"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.compile(`object.metadata.name == "a"`)
+	if err != nil || a != b {
+		t.Errorf("the same expression compiled twice: %p and %p (%v)", a, b, err)
+	}
+	_, err1 := c.compile("nope")
+	_, err2 := c.compile("nope")
+	if err1 == nil || err1 != err2 {
+		t.Errorf("an expression that does not compile: %v, then %v; want the same error, cached", err1, err2)
+	}
+}
+
+func TestFilterEvaluation(t *testing.T) {
+	c := testFilterCompiler(Config{})
+	o := &object{json: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1","labels":{"app":"web"}},"spec":{"replicas":3,"containers":[{"image":"nginx:1"},{"image":"envoy"}]},"status":{"phase":"Running"}}`}
+	tests := []struct {
+		expr string
+		want bool
+	}{
+		{`object.status.phase == "Running"`, true},
+		{`object.spec.replicas == 3 && object.spec.replicas > 2.5`, true},
+		{`object.spec.containers.exists(c, c.image.startsWith("nginx"))`, true},
+		{`object.metadata.labels["app"] == "web"`, true},
+		{`"tier" in object.metadata.labels`, false},
+		{`object.metadata.name.matches("^web-[0-9]+$")`, true},
+		// Evaluation errors do not select.
+		{`object.spec.missing == 1`, false},
+		{`object.metadata.annotations["a"] == "b"`, false},
+		{`has(object.metadata.annotations) && object.metadata.annotations["a"] == "b"`, false},
+		{`!has(object.metadata.annotations)`, true},
+		{`object.?metadata.?annotations["a"].orValue("") == ""`, true},
+	}
+	for _, tt := range tests {
+		f, err := c.compile(tt.expr)
+		if err != nil {
+			t.Fatalf("compile(%q): %v", tt.expr, err)
+		}
+		if got := f.matches(o, nil); got != tt.want {
+			t.Errorf("%s = %v, want %v", tt.expr, got, tt.want)
+		}
+	}
+}
+
+func TestFilterRuntimeCostLimit(t *testing.T) {
+	var items []string
+	for range 200 {
+		items = append(items, `{"image":"busybox"}`)
+	}
+	o := &object{json: `{"metadata":{"name":"a"},"spec":{"containers":[` + strings.Join(items, ",") + `]}}`}
+	const expr = `object.spec.containers.exists(c, c.image.startsWith("nginx")) || true`
+	for _, tt := range []struct {
+		maxCost uint64
+		want    bool
+	}{{maxCost: 100, want: false}, {maxCost: DefaultMaxFilterCost, want: true}} {
+		c := testFilterCompiler(Config{MaxFilterCost: tt.maxCost})
+		f, err := c.compile(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.matches(o, nil); got != tt.want {
+			t.Errorf("MaxFilterCost %d: matches = %v, want %v", tt.maxCost, got, tt.want)
+		}
+		if errs := c.evalErrors.Load(); (errs == 1) == tt.want {
+			t.Errorf("MaxFilterCost %d: %d evaluation errors counted", tt.maxCost, errs)
+		}
+	}
+}
+
+func TestFilterResultsAreCachedOnObjects(t *testing.T) {
+	c := testFilterCompiler(Config{})
+	o := &object{json: `{"metadata":{"name":"a"}}`}
+	var filters []*filter
+	for i := range maxCachedFilterResults + 2 {
+		f, err := c.compile(`object.metadata.name == "a" || ` + strings.Repeat("true && ", i) + `false`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		filters = append(filters, f)
+	}
+	before := decodes.Load()
+	dc := &decodeCache{}
+	for _, f := range filters {
+		if !f.matches(o, dc) {
+			t.Fatal("no match")
+		}
+	}
+	if n := decodes.Load() - before; n != 1 {
+		t.Errorf("%d filters on one object decoded it %d times, want once", len(filters), n)
+	}
+	last := filters[len(filters)-1]
+	before = decodes.Load()
+	if !last.matches(o, nil) || decodes.Load() != before {
+		t.Error("the result of the last filter evaluated is not cached on the object")
+	}
+	if n := len(*o.filters.Load()); n != maxCachedFilterResults {
+		t.Errorf("the object caches %d results, want at most %d", n, maxCachedFilterResults)
+	}
+}

@@ -1,0 +1,192 @@
+package informerhub
+
+import (
+	"fmt"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// A view is the form in which a subscriber receives objects: whole or
+// projected (projection.go), with or without the previous state on
+// MODIFIED, in one of the transport's encodings. Views are interned per
+// feed, so that subscribers that ask for the same form share one view, and
+// each record's event in that view is built once for all of them
+// (feed.event).
+type view struct {
+	key             string
+	proj            *projection // nil: whole objects
+	includePrevious bool
+	encoding        Encoding
+	refs            int // subscriptions using the view; guarded by feed.mu
+}
+
+// defaultView is the form of every subscriber that asks for nothing else.
+// It is not interned: records keep its events apart, without a lock.
+var defaultView = &view{}
+
+func viewKey(proj *projection, includePrevious bool, enc Encoding) string {
+	key := strconv.Itoa(int(enc))
+	if includePrevious {
+		key += "p"
+	}
+	if proj != nil {
+		key += "\n" + proj.key
+	}
+	return key
+}
+
+// acquireViewLocked returns the feed's view of that form, interning it,
+// and counts one more subscription on it. A new projection beyond
+// Config.MaxProjectionsPerResource is refused. The caller holds f.mu, and
+// pairs it with releaseViewLocked.
+func (f *feed) acquireViewLocked(proj *projection, includePrevious bool, enc Encoding) (*view, error) {
+	if proj == nil && !includePrevious && enc == 0 {
+		return defaultView, nil
+	}
+	key := viewKey(proj, includePrevious, enc)
+	v := f.views[key]
+	if v == nil {
+		if proj != nil && f.projections[proj.key] == 0 && len(f.projections) >= f.hub.cfg.MaxProjectionsPerResource {
+			return nil, &LimitError{Resource: f.info.Resource, Limit: LimitProjections, Max: f.hub.cfg.MaxProjectionsPerResource}
+		}
+		v = &view{key: key, proj: proj, includePrevious: includePrevious, encoding: enc}
+		f.views[key] = v
+	}
+	if v.refs == 0 && proj != nil {
+		f.projections[proj.key]++
+	}
+	v.refs++
+	return v, nil
+}
+
+func (f *feed) releaseViewLocked(v *view) {
+	if v == defaultView {
+		return
+	}
+	if v.refs--; v.refs > 0 {
+		return
+	}
+	delete(f.views, v.key)
+	if v.proj != nil {
+		if f.projections[v.proj.key]--; f.projections[v.proj.key] == 0 {
+			delete(f.projections, v.proj.key)
+		}
+	}
+}
+
+// event returns the shared Event of a record for one variant in one view,
+// building it on first use; nil when the record has nothing for that view
+// (see buildEvent).
+func (f *feed) event(r *record, v variant, vw *view) *Event {
+	var slot *eventSlot
+	if vw == defaultView {
+		slot = &r.events[v-1]
+	} else {
+		r.viewMu.Lock()
+		for i := range r.viewEvents {
+			if e := &r.viewEvents[i]; e.view == vw && e.variant == v {
+				slot = e.slot
+				break
+			}
+		}
+		if slot == nil {
+			slot = &eventSlot{}
+			r.viewEvents = append(r.viewEvents, viewEvent{view: vw, variant: v, slot: slot})
+		}
+		r.viewMu.Unlock()
+	}
+	slot.once.Do(func() { slot.ev = f.buildEvent(r, v, vw) })
+	return slot.ev
+}
+
+// buildEvent makes the Event of a record for one variant in one view, or
+// returns nil for a MODIFIED whose projection is the same before and after:
+// the subscriber asked only for fields that did not change.
+func (f *feed) buildEvent(r *record, v variant, vw *view) *Event {
+	ev := &Event{ResumeToken: f.token(token{pos: r.pos}), Encoding: vw.encoding}
+	var prev string
+	switch v {
+	case variantOwn:
+		ev.Type, ev.Object = r.typ, r.obj.json
+		ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
+		if r.typ == EventDeleted {
+			ev.ResourceVersion = strconv.FormatUint(r.rv, 10)
+		}
+		if r.typ == EventModified {
+			if vw.proj != nil {
+				if same, err := vw.proj.sameAsked(r.obj.jsonBytes(), r.prev.jsonBytes()); err == nil && same {
+					return nil
+				}
+			}
+			if vw.includePrevious {
+				prev = r.prev.json
+			}
+		}
+	case variantEnter:
+		ev.Type, ev.Object = EventAdded, r.obj.json
+		ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
+	case variantLeave:
+		// Like the Kubernetes watch cache: the last state that matched,
+		// at the resourceVersion of the change that made it stop.
+		ev.Type = EventDeleted
+		ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
+		ev.Object = atVersion(f.project(vw, r.prev.json), ev.ResourceVersion)
+		f.hub.encode(ev)
+		return ev
+	}
+	ev.Object = f.project(vw, ev.Object)
+	ev.PreviousObject = f.project(vw, prev)
+	f.hub.encode(ev)
+	return ev
+}
+
+// atVersion returns an object's JSON with its metadata.resourceVersion set
+// to rv, for the DELETED of an object that left a selection.
+func atVersion(obj, rv string) string {
+	patched, err := rewriteMetadata([]byte(obj), func(m map[string]any) { m["resourceVersion"] = rv })
+	if err != nil {
+		return obj
+	}
+	return string(patched)
+}
+
+// project applies a view's projection to an object's JSON.
+func (f *feed) project(vw *view, obj string) string {
+	if vw.proj == nil || obj == "" {
+		return obj
+	}
+	projected, err := vw.proj.apply(unsafeBytes(obj))
+	if err != nil {
+		// The API server's JSON always scans; if it ever does not, the
+		// subscriber gets the whole object rather than nothing.
+		f.log.Error("cannot project an object; sending it whole", "error", err)
+		return obj
+	}
+	return string(projected)
+}
+
+// LimitError refuses a request that would take a resource type past one of
+// the hub's limits on what its subscribers may ask for at once.
+type LimitError struct {
+	Resource schema.GroupVersionResource
+	Limit    string // LimitFilters or LimitProjections
+	Max      int
+}
+
+// Names of the limits of LimitError.
+const (
+	LimitFilters     = "max-filters-per-resource"
+	LimitProjections = "max-projections-per-resource"
+)
+
+func (e *LimitError) Error() string {
+	what := "filters"
+	if e.Limit == LimitProjections {
+		what = "projections (fields)"
+	}
+	return fmt.Sprintf("%d distinct %s are in use on %s, the most the hub allows (%s): use an expression or projection other clients use, or retry later",
+		e.Max, what, FormatResource(e.Resource), e.Limit)
+}
+
+func (e *LimitError) Unwrap() error { return ErrLimitExceeded }

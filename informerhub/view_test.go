@@ -1,0 +1,216 @@
+package informerhub_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/informerhub/informerhub/informerhub"
+)
+
+// eventLine is what tests compare of an event.
+func eventLine(t *testing.T, ev *informerhub.Event) string {
+	t.Helper()
+	line := ev.Type.String()
+	if ev.Object != "" {
+		line += " " + ev.Object
+	}
+	if ev.PreviousObject != "" {
+		line += " previous " + ev.PreviousObject
+	}
+	return line
+}
+
+func nextLines(t *testing.T, s *informerhub.Subscription, n int) []string {
+	t.Helper()
+	var lines []string
+	for range n {
+		ev, err := s.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, eventLine(t, ev))
+	}
+	return lines
+}
+
+func TestFilterEntersAndLeaves(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{})
+	s := watch(t, h, informerhub.WatchRequest{
+		Selector: informerhub.Selector{Filter: `object.data.v == "on"`},
+		Fields:   []string{"data"},
+	})
+	c.cms().Add(configMap("ns", "a", nil, "off"))
+	c.cms().Modify(configMap("ns", "a", nil, "on"))  // enters
+	c.cms().Modify(configMap("ns", "a", nil, "on"))  // stays (a new version)
+	c.cms().Modify(configMap("ns", "a", nil, "off")) // leaves
+	c.cms().Add(configMap("ns", "b", nil, "on"))
+	c.cms().Delete(configMap("ns", "b", nil, "on"))
+	want := []string{
+		`ADDED {"metadata":{"name":"a","namespace":"ns","uid":"ns/a","resourceVersion":"2"},"data":{"v":"on"}}`,
+		// Projected on data, which did not change: not sent.
+		// The last state that matched, at the version of the change.
+		`DELETED {"data":{"v":"on"},"metadata":{"name":"a","namespace":"ns","resourceVersion":"4","uid":"ns/a"}}`,
+		`ADDED {"metadata":{"name":"b","namespace":"ns","uid":"ns/b","resourceVersion":"5"},"data":{"v":"on"}}`,
+		`DELETED {"metadata":{"name":"b","namespace":"ns","uid":"ns/b","resourceVersion":"6"},"data":{"v":"on"}}`,
+	}
+	if diff := cmp.Diff(want, nextLines(t, s, len(want))); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+func TestProjectionSkipsModificationsOfOtherFields(t *testing.T) {
+	c := newFakeCluster(t)
+	c.cms().Add(configMap("ns", "a", nil, "1"))
+	h := newHub(t, c, informerhub.Config{})
+	s := watch(t, h, informerhub.WatchRequest{Fields: []string{"metadata.labels"}, IncludePrevious: true})
+	c.cms().Modify(configMap("ns", "a", nil, "2"))                           // data only: skipped
+	c.cms().Modify(configMap("ns", "a", map[string]string{"app": "x"}, "3")) // labels
+	c.cms().Modify(configMap("ns", "a", map[string]string{"app": "x"}, "4")) // data only: skipped
+	c.cms().Delete(configMap("ns", "a", map[string]string{"app": "x"}, "4"))
+	want := []string{
+		`MODIFIED {"metadata":{"name":"a","namespace":"ns","uid":"ns/a","resourceVersion":"3","labels":{"app":"x"}}} previous {"metadata":{"name":"a","namespace":"ns","uid":"ns/a","resourceVersion":"2"}}`,
+		`DELETED {"metadata":{"name":"a","namespace":"ns","uid":"ns/a","resourceVersion":"5","labels":{"app":"x"}}}`,
+	}
+	var got []string
+	var modified *informerhub.Event
+	for range want {
+		ev, err := s.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == informerhub.EventModified {
+			modified = ev
+		}
+		got = append(got, eventLine(t, ev))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	// The skipped modification after it is covered by the next event's
+	// token: resuming from the MODIFIED yields the DELETED, and nothing of
+	// the skipped one.
+	r := watch(t, h, informerhub.WatchRequest{Fields: []string{"metadata.labels"}, ResumeToken: modified.ResumeToken})
+	if diff := cmp.Diff(want[1:], nextLines(t, r, 1)); diff != "" {
+		t.Errorf("resumed after the MODIFIED (-want +got):\n%s", diff)
+	}
+}
+
+func TestIncludePreviousCarriesTheStateBefore(t *testing.T) {
+	c := newFakeCluster(t)
+	c.cms().Add(configMap("ns", "a", nil, "1"))
+	h := newHub(t, c, informerhub.Config{})
+	s := watch(t, h, informerhub.WatchRequest{IncludePrevious: true})
+	c.cms().Modify(configMap("ns", "a", nil, "2"))
+	ev, err := s.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ev.Object, `"v":"2"`) || !strings.Contains(ev.PreviousObject, `"v":"1"`) || !strings.Contains(ev.PreviousObject, `"resourceVersion":"1"`) {
+		t.Errorf("MODIFIED: object %s, previous %s; want v 2 after v 1 at resourceVersion 1", ev.Object, ev.PreviousObject)
+	}
+	plain := watch(t, h, informerhub.WatchRequest{ResumeToken: s.ResumeToken()})
+	c.cms().Modify(configMap("ns", "a", nil, "3"))
+	if ev, err := plain.Next(context.Background()); err != nil || ev.PreviousObject != "" {
+		t.Errorf("without IncludePrevious: previous %q (%v), want none", ev.PreviousObject, err)
+	}
+}
+
+// TestEventsAreBuiltOncePerForm checks that each change is projected and
+// encoded once per distinct form, however many subscribers share it.
+func TestEventsAreBuiltOncePerForm(t *testing.T) {
+	c := newFakeCluster(t)
+	var encoded [informerhub.MaxEncodings]atomic.Int64
+	h := newHub(t, c, informerhub.Config{EncodeEvent: func(ev *informerhub.Event) any {
+		encoded[ev.Encoding].Add(1)
+		return nil
+	}})
+	forms := []informerhub.WatchRequest{
+		{},
+		{Encoding: 1},
+		{Fields: []string{"data"}},
+		{Fields: []string{"data"}, Encoding: 1},
+		{Fields: []string{"data"}, IncludePrevious: true},
+	}
+	var subs []*informerhub.Subscription
+	for _, form := range forms {
+		for range 10 {
+			subs = append(subs, watch(t, h, form))
+		}
+	}
+	const changes = 5
+	for i := range changes {
+		c.cms().Add(configMap("ns", fmt.Sprint("c", i), nil, "x"))
+	}
+	for _, s := range subs {
+		nextLines(t, s, changes)
+	}
+	// Encoding 0: the plain, the projected, and the projected with
+	// previous state; encoding 1: the plain and the projected.
+	if got := [2]int64{encoded[0].Load(), encoded[1].Load()}; got != [2]int64{3 * changes, 2 * changes} {
+		t.Errorf("events encoded per encoding: %v, want %v", got, [2]int64{3 * changes, 2 * changes})
+	}
+}
+
+func TestLimitsOnDistinctFiltersAndProjections(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{MaxFiltersPerResource: 2, MaxProjectionsPerResource: 1})
+	ctx := context.Background()
+	filter := func(i int) informerhub.WatchRequest {
+		return informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, Filter: fmt.Sprintf("object.metadata.name != %q", strconv.Itoa(i))}}
+	}
+	a := watch(t, h, filter(1))
+	watch(t, h, filter(2))
+	watch(t, h, filter(2)) // the same expression: no more
+	_, err := h.Watch(ctx, filter(3))
+	var limit *informerhub.LimitError
+	if !errors.As(err, &limit) || limit.Limit != informerhub.LimitFilters || !errors.Is(err, informerhub.ErrLimitExceeded) {
+		t.Fatalf("a third distinct filter: %v, want a LimitError on %s", err, informerhub.LimitFilters)
+	}
+	a.Close()
+	if _, err := h.Watch(ctx, filter(3)); err != nil {
+		t.Fatalf("after one closed: %v", err)
+	}
+
+	watch(t, h, informerhub.WatchRequest{Fields: []string{"data"}})
+	watch(t, h, informerhub.WatchRequest{Fields: []string{".data"}, IncludePrevious: true}) // the same projection
+	_, err = h.Watch(ctx, informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps}, Fields: []string{"metadata.labels"}})
+	if !errors.As(err, &limit) || limit.Limit != informerhub.LimitProjections {
+		t.Fatalf("a second distinct projection: %v, want a LimitError on %s", err, informerhub.LimitProjections)
+	}
+}
+
+func TestFiltersDecodeEachChangeOnce(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{})
+	var subs []*informerhub.Subscription
+	for i := range 10 {
+		for range 10 {
+			subs = append(subs, watch(t, h, informerhub.WatchRequest{Selector: informerhub.Selector{
+				Filter: fmt.Sprintf(`object.data.v != "%d"`, i),
+			}}))
+		}
+	}
+	before := informerhub.FilterDecodes()
+	const changes = 20
+	for i := range changes {
+		if i < 10 {
+			c.cms().Add(configMap("ns", fmt.Sprint("c", i), nil, "x"))
+		} else {
+			c.cms().Modify(configMap("ns", fmt.Sprint("c", i-10), nil, "y"))
+		}
+	}
+	for _, s := range subs {
+		nextLines(t, s, changes)
+	}
+	if n := informerhub.FilterDecodes() - before; n != changes {
+		t.Errorf("%d changes past 10 distinct filters of 10 subscribers each decoded %d objects, want one each", changes, n)
+	}
+}
