@@ -210,7 +210,7 @@ func (w *testWriter) Write(p []byte) (int, error) {
 // without a controller manager they would stay Terminating anyway.
 func namespace(t *testing.T) string {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ".", "-").Replace(t.Name()))
 	if len(name) > 50 {
 		name = name[:50]
 	}
