@@ -50,8 +50,6 @@ type filter struct {
 	expr string
 	id   uint64 // unique per compiled filter, for the results cached on objects
 	prog cel.Program
-	// evalErrors counts evaluations that failed, shared with the compiler.
-	evalErrors *atomic.Uint64
 }
 
 // filterCompiler compiles filters and keeps them, so that subscribers of
@@ -64,8 +62,6 @@ type filterCompiler struct {
 	envOnce sync.Once
 	env     *cel.Env
 	envErr  error
-
-	evalErrors atomic.Uint64
 
 	mu sync.Mutex // guards cache
 	// cache holds compiled filters, and the errors of expressions that do
@@ -183,7 +179,7 @@ func (c *filterCompiler) build(expr string) (*filter, error) {
 	if err != nil {
 		return nil, invalid("cannot plan the expression: " + err.Error())
 	}
-	return &filter{expr: expr, id: nextFilterID.Add(1), prog: prog, evalErrors: &c.evalErrors}, nil
+	return &filter{expr: expr, id: nextFilterID.Add(1), prog: prog}, nil
 }
 
 // nextFilterID numbers filters across every hub of the process: the results
@@ -234,8 +230,9 @@ type filterResult struct {
 const maxCachedFilterResults = 16
 
 // matches reports whether the filter selects o. dc, when not nil, shares
-// decoded objects between the filters evaluated on one change.
-func (f *filter) matches(o *object, dc *decodeCache) bool {
+// decoded objects between the filters evaluated on one change; errs, when
+// not nil, counts the evaluations that fail.
+func (f *filter) matches(o *object, dc *decodeCache, errs *atomic.Uint64) bool {
 	cached := o.filters.Load()
 	if cached != nil {
 		for _, r := range *cached {
@@ -245,14 +242,14 @@ func (f *filter) matches(o *object, dc *decodeCache) bool {
 		}
 	}
 	match := false
-	if val, err := dc.value(o); err == nil {
-		out, _, err := f.prog.Eval(activation{object: val})
+	val, err := dc.value(o)
+	if err == nil {
+		var out ref.Val
+		out, _, err = f.prog.Eval(activation{object: val})
 		match = err == nil && out == types.True
-		if err != nil {
-			f.evalErrors.Add(1)
-		}
-	} else {
-		f.evalErrors.Add(1)
+	}
+	if err != nil && errs != nil {
+		errs.Add(1)
 	}
 	for {
 		n := 0

@@ -292,6 +292,11 @@ func (h *Hub) prepare(ctx context.Context, s Selector) (ResourceInfo, *selector,
 	if err != nil {
 		return ResourceInfo{}, nil, err
 	}
+	if sel.filter != nil {
+		h.mu.Lock()
+		sel.filterErrors = &h.countersLocked(info.Resource).filterErrors
+		h.mu.Unlock()
+	}
 	return info, sel, nil
 }
 
@@ -322,11 +327,7 @@ func (h *Hub) acquire(ctx context.Context, info ResourceInfo) (*feed, error) {
 	}
 	f := h.feeds[info.Resource]
 	if f == nil || f.isStopped() {
-		counters := h.counters[info.Resource]
-		if counters == nil {
-			counters = &resourceCounters{}
-			h.counters[info.Resource] = counters
-		}
+		counters := h.countersLocked(info.Resource)
 		counters.starts.Add(1)
 		f = newFeed(h, info, counters)
 		h.feeds[info.Resource] = f
@@ -345,6 +346,17 @@ func (h *Hub) acquire(ctx context.Context, info ResourceInfo) (*feed, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// countersLocked returns the running totals of a resource type, which
+// outlive its feeds. The caller holds h.mu.
+func (h *Hub) countersLocked(gvr schema.GroupVersionResource) *resourceCounters {
+	c := h.counters[gvr]
+	if c == nil {
+		c = &resourceCounters{}
+		h.counters[gvr] = c
+	}
+	return c
 }
 
 // release undoes one acquire. The last release starts the idle timer, after

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -38,6 +39,9 @@ type selector struct {
 	fields    fields.Selector // nil selects everything; fields by their canonical names
 	fieldSet  *FieldSet       // the resource type's fields, as of parsing
 	filter    *filter         // nil selects everything
+	// filterErrors counts the filter's evaluations that fail, for the
+	// resource type's statistics; nil counts nothing.
+	filterErrors *atomic.Uint64
 	// key identifies what the selector selects: selectors with equal keys
 	// select the same objects and share their matching (see dispatch.go).
 	key string
@@ -281,7 +285,7 @@ func (s *selector) match(o *object, dc *decodeCache) bool {
 	if s.fields != nil && !s.fields.Matches(objectFields{o: o, set: s.fieldSet}) {
 		return false
 	}
-	return s.filter == nil || s.filter.matches(o, dc)
+	return s.filter == nil || s.filter.matches(o, dc, s.filterErrors)
 }
 
 // variant says how a subscriber sees a record, following the Kubernetes watch

@@ -35,6 +35,12 @@ type ResourceStats struct {
 	// QueueDepths holds the changes waiting in each live subscriber's
 	// queue, of at most Config.QueueSize, in increasing order.
 	QueueDepths []int
+	// SubscriberGroups counts the distinct selectors of live subscribers,
+	// each matched once per change it may concern (see dispatch.go);
+	// Filters and Projections, the distinct filters and projections in
+	// use (bounded by Config.MaxFiltersPerResource and
+	// MaxProjectionsPerResource).
+	SubscriberGroups, Filters, Projections int
 
 	// Totals since the hub started, across restarts of the informer.
 	//
@@ -48,6 +54,8 @@ type ResourceStats struct {
 	// QueueSize behind; ExpiredTokens, requests answered with
 	// ErrTokenExpired; Relists, the relists after the first sync; Replays,
 	// the tokens older than the history replayed from the API server.
+	// FilterErrors counts evaluations of filters that failed (a missing
+	// field, a type mismatch, the cost limit), which select nothing.
 	InformerStarts  uint64
 	WatchRestarts   uint64
 	EventsReceived  uint64
@@ -56,13 +64,14 @@ type ResourceStats struct {
 	ExpiredTokens   uint64
 	Relists         uint64
 	Replays         uint64
+	FilterErrors    uint64
 }
 
 // resourceCounters are the running totals of one resource type. The hub
 // keeps them for its whole life, so that they only grow, whatever the
 // informer's restarts; see ResourceStats for what each counts.
 type resourceCounters struct {
-	starts, watchRestarts, received, sent, slowDisconnects, expiredTokens, relists, replays atomic.Uint64
+	starts, watchRestarts, received, sent, slowDisconnects, expiredTokens, relists, replays, filterErrors atomic.Uint64
 }
 
 // Stats reports the hub's activity on each resource type it has run an
@@ -83,6 +92,7 @@ func (h *Hub) Stats() []ResourceStats {
 			ExpiredTokens:   c.expiredTokens.Load(),
 			Relists:         c.relists.Load(),
 			Replays:         c.replays.Load(),
+			FilterErrors:    c.filterErrors.Load(),
 		}
 		f := h.feeds[gvr]
 		if f != nil && !f.isStopped() {
@@ -114,6 +124,7 @@ func (f *feed) levels(st *ResourceStats) {
 		st.HistoryOldest = time.Unix(0, f.history.floorAt)
 		st.HistoryNewest = time.Unix(0, f.history.newestAt())
 	}
+	st.SubscriberGroups, st.Filters, st.Projections = len(f.live.groups), len(f.filters), len(f.projections)
 	st.QueueDepths = make([]int, 0, f.live.subscribers)
 	f.live.each(func(s *Subscription) {
 		st.QueueDepths = append(st.QueueDepths, len(s.queue))

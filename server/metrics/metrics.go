@@ -126,6 +126,14 @@ var (
 		"Requests answered OUT_OF_RANGE: the resume token is older than both the history and the API server's.")
 	replaysDesc = newDesc("informerhub_replays_total",
 		"Resume tokens older than the history, replayed from the API server by an upstream watch of their own.")
+	filterErrorsDesc = newDesc("informerhub_filter_evaluation_errors_total",
+		"Evaluations of CEL filters that failed (a missing field, a type mismatch, the cost limit); they select nothing.")
+	groupsDesc = newDesc("informerhub_subscriber_groups",
+		"Distinct selectors of live subscribers: each is matched once per change it may concern.")
+	filtersDesc = newDesc("informerhub_filters_in_use",
+		"Distinct CEL filters in use (at most --max-filters-per-resource); each costs an evaluation per change.")
+	projectionsDesc = newDesc("informerhub_projections_in_use",
+		"Distinct projections in use (at most --max-projections-per-resource); each costs a projection per change.")
 )
 
 // hubCollector reads the hub's metrics from its stats at scrape time.
@@ -139,6 +147,7 @@ func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
 		informersDesc, subscribersDesc, cachedObjectsDesc, historyEventsDesc, historyBytesDesc,
 		historyOldestDesc, historyNewestDesc, queueDepthDesc, queueCapacityDesc, startsDesc,
 		watchRestartsDesc, relistsDesc, receivedDesc, sentDesc, slowDesc, expiredDesc, replaysDesc,
+		filterErrorsDesc, groupsDesc, filtersDesc, projectionsDesc,
 	} {
 		ch <- d
 	}
@@ -163,12 +172,16 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(slowDesc, st.SlowDisconnects)
 		counter(expiredDesc, st.ExpiredTokens)
 		counter(replaysDesc, st.Replays)
+		counter(filterErrorsDesc, st.FilterErrors)
 		if !st.InformerActive {
 			continue // its levels are gone with it
 		}
 		active++
 		gauge(subscribersDesc, float64(st.Subscribers))
 		gauge(cachedObjectsDesc, float64(st.CachedObjects))
+		gauge(groupsDesc, float64(st.SubscriberGroups))
+		gauge(filtersDesc, float64(st.Filters))
+		gauge(projectionsDesc, float64(st.Projections))
 		maxDepth := 0
 		if n := len(st.QueueDepths); n > 0 {
 			maxDepth = st.QueueDepths[n-1] // sorted
