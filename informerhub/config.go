@@ -10,7 +10,10 @@ type Config struct {
 	// HistorySize and HistoryBytes bound the changes per resource type the
 	// hub keeps for resuming: at most HistorySize of them, holding at most
 	// HistoryBytes of object JSON (approximately: each change counts its
-	// object's JSON and a fixed overhead). A resume token older than the
+	// object's JSON and a fixed overhead). Besides them, the events built
+	// for subscribers' projections, previous states and encodings are kept
+	// for sharing while they fit in another HistoryBytes; past that, each
+	// subscriber builds its own. A resume token older than the
 	// history is replayed from the API server, which costs one upstream
 	// watch while it lasts; only when the API server no longer has the
 	// token's resourceVersion is it answered with ErrTokenExpired.
@@ -21,6 +24,12 @@ type Config struct {
 	// MaxConcurrentReplays bounds the replays (see HistoryBytes) running at
 	// once, each an upstream watch; more wait for a slot. Default: 64.
 	MaxConcurrentReplays int
+	// MaxReplayStateBytes bounds the state all replays with a filter,
+	// projection or previous state hold at once: each keeps the objects of
+	// its selection, listed at its token's version (see replay.go). A
+	// replay that would take them past it is refused (ErrLimitExceeded),
+	// and a client retries later. Default: 256 MiB.
+	MaxReplayStateBytes int64
 
 	// QueueSize bounds the changes waiting to be sent to one subscriber. A
 	// subscriber that falls further behind is ended with a *TooSlowError
@@ -97,6 +106,7 @@ const (
 	DefaultHistorySize          = 10000
 	DefaultHistoryBytes         = 256 << 20
 	DefaultMaxConcurrentReplays = 64
+	DefaultMaxReplayStateBytes  = 256 << 20
 	DefaultQueueSize            = 1000
 	DefaultBookmarkInterval     = time.Minute
 	DefaultIdleTimeout          = 5 * time.Minute
@@ -122,6 +132,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxConcurrentReplays <= 0 {
 		c.MaxConcurrentReplays = DefaultMaxConcurrentReplays
+	}
+	if c.MaxReplayStateBytes <= 0 {
+		c.MaxReplayStateBytes = DefaultMaxReplayStateBytes
 	}
 	if c.QueueSize <= 0 {
 		c.QueueSize = DefaultQueueSize

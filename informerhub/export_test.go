@@ -138,3 +138,6 @@ func DispatchVisits(h *Hub, gvr schema.GroupVersionResource) (visits uint64, gro
 
 // FilterDecodes counts the objects decoded for filters, by every hub.
 func FilterDecodes() uint64 { return decodes.Load() }
+
+// ReplayStateBytes is what a hub's stateful replays hold of their budget.
+func ReplayStateBytes(h *Hub) int64 { return h.replayBytes.used.Load() }

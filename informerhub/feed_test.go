@@ -542,3 +542,47 @@ func (fx *resumeFixture) add(ns string, n int) {
 		}
 	}
 }
+
+// TestStatefulReplaysAreBoundedByBytes: a replay with a filter holds the
+// objects of its selection; one that would take the replays past
+// MaxReplayStateBytes is refused, and what a replay held is given back
+// when it ends.
+func TestStatefulReplaysAreBoundedByBytes(t *testing.T) {
+	// Room for the state of one replay of six small ConfigMaps (about
+	// 1000 bytes), not two.
+	fx := newResumeFixture(t, Config{HistorySize: 2, MaxReplayStateBytes: 1500})
+	h, ctx, start := fx.h, fx.ctx, fx.start
+	fx.add("ns", 5) // past the history
+	filtered := Selector{Resource: hubtest.ConfigMaps, Filter: `object.metadata.name != "x"`}
+	first, err := h.Watch(ctx, WatchRequest{Selector: filtered, ResumeToken: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Replaying(first) {
+		t.Fatal("the subscription does not replay: the test tests nothing")
+	}
+	_, err = h.Watch(ctx, WatchRequest{Selector: filtered, ResumeToken: start, IncludePrevious: true})
+	var limit *LimitError
+	if !errors.As(err, &limit) || limit.Limit != LimitReplayState || !errors.Is(err, ErrLimitExceeded) {
+		t.Fatalf("a second replay past the budget: %v, want a LimitError on %s", err, LimitReplayState)
+	}
+	if used := ReplayStateBytes(h); used <= 0 || used > 1500 {
+		t.Fatalf("the replays hold %d bytes of a budget of 1500", used)
+	}
+	// Without a filter, projection or previous state, a replay holds
+	// nothing and is not refused.
+	plain, err := h.Watch(ctx, WatchRequest{Selector: Selector{Resource: hubtest.ConfigMaps}, ResumeToken: start})
+	if err != nil {
+		t.Fatalf("a replay without state: %v", err)
+	}
+	plain.Close()
+	first.Close()
+	if used := ReplayStateBytes(h); used != 0 {
+		t.Fatalf("after the replays ended, %d bytes are still held", used)
+	}
+	second, err := h.Watch(ctx, WatchRequest{Selector: filtered, ResumeToken: start, IncludePrevious: true})
+	if err != nil {
+		t.Fatalf("once the first replay ended: %v", err)
+	}
+	second.Close()
+}

@@ -1,9 +1,11 @@
 package informerhub
 
 import (
+	"math"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // EventType says what an Event reports.
@@ -101,14 +103,19 @@ type record struct {
 	// feed.event), guarded by viewMu.
 	viewMu     sync.Mutex
 	viewEvents []viewEvent
+	// views is the record's share of the history's bytes, for the events
+	// kept in viewEvents, while the record is in the history.
+	views budgetShare
 }
 
 // eventSlot is an Event built once. A nil ev after once means the record
 // has nothing to send in the slot's view: a MODIFIED none of whose projected
-// fields changed.
+// fields changed. kept says whether ev is kept for every subscriber (always
+// in the default view; in others while the history's budget has room).
 type eventSlot struct {
 	once sync.Once
 	ev   *Event
+	kept bool
 }
 
 type viewEvent struct {
@@ -131,13 +138,86 @@ type history struct {
 	// floorAt is when the record of floorRV (or the initial list) arrived,
 	// in Unix nanoseconds: the age of the oldest point the history resumes.
 	floorAt int64
-	// bytes is the size of the records held (see recordSize); the oldest
-	// are evicted while it exceeds maxBytes, keeping at least the newest.
-	bytes, maxBytes int64
+	// recordBytes is the size of the records held (see recordSize); the
+	// oldest are evicted while it exceeds bytes.max, keeping at least the
+	// newest. The events built for records in views other than the default
+	// one do not evict records: what one subscriber asks for never
+	// shortens the window others resume from.
+	recordBytes int64
+	// bytes is the size of the records held and of their events kept for
+	// views (see bytesBudget).
+	bytes *bytesBudget
+}
+
+// bytesBudget is what a history holds, in bytes, against its maximum. The
+// feed counts records under its lock; subscribers count the events they
+// build for views, without it, and keep them only while the total has room
+// (see feed.event). Records fill at most the maximum, and so do the events
+// kept beside them: however many forms subscribers ask for, a history holds
+// at most twice its maximum.
+type bytesBudget struct {
+	used atomic.Int64
+	max  int64
+}
+
+// tryAdd adds n to the budget if it fits.
+func (b *bytesBudget) tryAdd(n int64) bool {
+	for {
+		used := b.used.Load()
+		if used+n > b.max {
+			return false
+		}
+		if b.used.CompareAndSwap(used, used+n) {
+			return true
+		}
+	}
+}
+
+// budgetShare is one holder's part of a bytesBudget: what it added, given
+// back at once by release, after which it adds nothing. Its methods may be
+// called from any goroutine.
+type budgetShare struct {
+	budget *bytesBudget
+	held   atomic.Int64
+}
+
+// releasedShare marks a share that has been released.
+const releasedShare = math.MinInt64
+
+// add adds n bytes (or takes -n back) and reports whether they fit; they
+// never do once the share is released.
+func (s *budgetShare) add(n int64) bool {
+	if s.budget == nil {
+		return false
+	}
+	if n > 0 && !s.budget.tryAdd(n) {
+		return false
+	}
+	if n <= 0 {
+		s.budget.used.Add(n)
+	}
+	for {
+		held := s.held.Load()
+		if held == releasedShare {
+			// Released meanwhile: what release gave back did not include n.
+			s.budget.used.Add(-n)
+			return false
+		}
+		if s.held.CompareAndSwap(held, held+n) {
+			return true
+		}
+	}
+}
+
+// release gives back everything the share holds, once.
+func (s *budgetShare) release() {
+	if held := s.held.Swap(releasedShare); held != releasedShare && s.budget != nil {
+		s.budget.used.Add(-held)
+	}
 }
 
 func newHistory(size int, maxBytes int64, baseRV uint64, baseAt int64) history {
-	return history{ring: make([]*record, size), first: 1, last: 0, floorRV: baseRV, floorAt: baseAt, maxBytes: maxBytes}
+	return history{ring: make([]*record, size), first: 1, last: 0, floorRV: baseRV, floorAt: baseAt, bytes: &bytesBudget{max: maxBytes}}
 }
 
 // newestAt is when the newest record arrived, or floorAt when there is none.
@@ -165,8 +245,10 @@ func (h *history) push(r *record) {
 	}
 	h.last = r.pos.seq
 	h.ring[r.pos.seq%uint64(len(h.ring))] = r
-	h.bytes += recordSize(r)
-	for h.bytes > h.maxBytes && h.len() > 1 {
+	r.views.budget = h.bytes
+	h.recordBytes += recordSize(r)
+	h.bytes.used.Add(recordSize(r))
+	for h.recordBytes > h.bytes.max && h.len() > 1 {
 		h.evict()
 	}
 }
@@ -175,7 +257,9 @@ func (h *history) evict() {
 	i := h.first % uint64(len(h.ring))
 	evicted := h.ring[i]
 	h.ring[i] = nil
-	h.bytes -= recordSize(evicted)
+	h.recordBytes -= recordSize(evicted)
+	h.bytes.used.Add(-recordSize(evicted))
+	evicted.views.release()
 	h.floorRV, h.floorAt = evicted.rv, evicted.received
 	h.first++
 }

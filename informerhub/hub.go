@@ -25,6 +25,8 @@ type Hub struct {
 
 	// replaySlots holds a token per replay running (Config.MaxConcurrentReplays).
 	replaySlots chan struct{}
+	// replayBytes is what stateful replays hold (Config.MaxReplayStateBytes).
+	replayBytes *bytesBudget
 	// filters compiles the filters of selectors, once per expression.
 	filters *filterCompiler
 	// closers stop what New's caller started for the hub, after its
@@ -146,6 +148,7 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		counters: map[schema.GroupVersionResource]*resourceCounters{},
 
 		replaySlots: make(chan struct{}, cfg.MaxConcurrentReplays),
+		replayBytes: &bytesBudget{max: cfg.MaxReplayStateBytes},
 		filters:     newFilterCompiler(&cfg),
 	}
 }
@@ -240,7 +243,7 @@ func (h *Hub) Resources(ctx context.Context) ([]ResourceStatus, error) {
 		out[i].CachedObjects = f.state.Len()
 		if f.isSynced {
 			out[i].HistoryEvents = f.history.len()
-			out[i].HistoryBytes = f.history.bytes
+			out[i].HistoryBytes = f.history.bytes.used.Load()
 			out[i].HistoryResourceVersion = strconv.FormatUint(f.history.floorRV, 10)
 		}
 		f.mu.Unlock()

@@ -47,6 +47,9 @@ type replay struct {
 	// LIST.
 	stateful bool
 	state    map[objectKey]replayEntry
+	// stateBytes is the state's share of the hub's replay budget
+	// (Config.MaxReplayStateBytes), given back when the replay ends.
+	stateBytes budgetShare
 
 	// ctx ends the upstream watch; cancel is called when the replay ends and
 	// by the subscription's Close, from any goroutine.
@@ -107,8 +110,22 @@ func (f *feed) newReplay(sel *selector, vw *view, rv uint64) *replay {
 		opts.FieldSelector = fields.AndSelectors(terms...).String()
 	}
 	ctx, cancel := context.WithCancel(f.hub.ctx)
-	stateful := sel.filter != nil || vw.proj != nil || vw.includePrevious
-	return &replay{lw: f.lw, opts: opts, ctx: ctx, cancel: cancel, rv: rv, stateful: stateful}
+	r := &replay{lw: f.lw, opts: opts, ctx: ctx, cancel: cancel, rv: rv}
+	if r.stateful = sel.filter != nil || vw.proj != nil || vw.includePrevious; r.stateful {
+		r.stateBytes.budget = f.hub.replayBytes
+	}
+	return r
+}
+
+// size is what an entry counts against the replay budget.
+func (e replayEntry) size(k objectKey) int64 {
+	return int64(len(e.json)+len(k.namespace)+len(k.name)) + 64
+}
+
+// errReplayBudget refuses a stateful replay whose state would take the
+// hub's replays past Config.MaxReplayStateBytes.
+func (f *feed) errReplayBudget() error {
+	return &LimitError{Resource: f.info.Resource, Limit: LimitReplayState, Max: int(f.hub.cfg.MaxReplayStateBytes)}
 }
 
 // open starts an upstream watch from r.rv. Its request also ends with the
@@ -177,13 +194,21 @@ func (r *replay) listState(ctx context.Context, s *Subscription) error {
 		err = meta.EachListItem(list, func(obj runtime.Object) error {
 			o, err := newObject(obj)
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)
 			}
-			state[objectKey{o.namespace, o.name}] = s.replayEntryOf(o)
+			k, e := objectKey{o.namespace, o.name}, s.replayEntryOf(o)
+			if !r.stateBytes.add(e.size(k)) {
+				return f.errReplayBudget()
+			}
+			state[k] = e
 			return nil
 		})
-		if err != nil {
-			return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
+		var limit *LimitError
+		switch {
+		case errors.As(err, &limit):
+			return err
+		case err != nil:
+			return &ResourceError{Resource: f.info.Resource, Err: err}
 		}
 		m, err := meta.ListAccessor(list)
 		if err != nil {
@@ -257,8 +282,16 @@ func (r *replay) reopenDelay() (time.Duration, bool) {
 }
 
 func (r *replay) stop() {
-	r.cancel()
+	r.end()
 	r.closeWatch()
+}
+
+// end ends the replay's context, which gives back its replay slot, and
+// gives back what its state held. It may be called from any goroutine, more
+// than once.
+func (r *replay) end() {
+	r.cancel()
+	r.stateBytes.release()
 }
 
 // replayError turns an upstream failure of a replay into the hub's errors.
@@ -478,8 +511,11 @@ func (s *Subscription) replayed(e watch.Event) (*Event, error) {
 	default:
 		ev.Type = EventDeleted
 	}
-	if r.stateful && !s.replayedStateful(ev, o) {
-		return nil, nil // nothing for this subscriber
+	if r.stateful {
+		send, err := s.replayedStateful(ev, o)
+		if !send || err != nil {
+			return nil, err // nothing for this subscriber, or no room for its state
+		}
 	}
 	f.hub.encode(ev)
 	return s.sent(ev), nil
@@ -488,13 +524,25 @@ func (s *Subscription) replayed(e watch.Event) (*Event, error) {
 // replayedStateful turns an upstream change into what the subscriber
 // would have received live (see replay), and reports whether it receives
 // anything. ev holds the upstream change; o is its object.
-func (s *Subscription) replayedStateful(ev *Event, o *object) bool {
+func (s *Subscription) replayedStateful(ev *Event, o *object) (bool, error) {
 	r := s.replay
 	key := objectKey{o.namespace, o.name}
-	prev := r.state[key]
+	prev, had := r.state[key]
 	cur := replayEntry{}
 	if ev.Type != EventDeleted {
 		cur = s.replayEntryOf(o)
+	}
+	grows := cur.size(key)
+	if ev.Type == EventDeleted {
+		grows = 0
+	}
+	if had {
+		grows -= prev.size(key)
+	}
+	if !r.stateBytes.add(grows) {
+		return false, s.feed.errReplayBudget()
+	}
+	if ev.Type != EventDeleted {
 		r.state[key] = cur
 	} else {
 		delete(r.state, key)
@@ -504,7 +552,7 @@ func (s *Subscription) replayedStateful(ev *Event, o *object) bool {
 		ev.Type, ev.Object = EventModified, cur.json
 		if s.view.proj != nil {
 			if same, err := s.view.proj.sameAsked(unsafeBytes(prev.json), unsafeBytes(cur.json)); err == nil && same {
-				return false
+				return false, nil
 			}
 		}
 		if s.view.includePrevious {
@@ -519,9 +567,9 @@ func (s *Subscription) replayedStateful(ev *Event, o *object) bool {
 		// at the version of the change.
 		ev.Type, ev.Object = EventDeleted, atVersion(prev.json, ev.ResourceVersion)
 	default:
-		return false
+		return false, nil
 	}
-	return true
+	return true, nil
 }
 
 // startReplayLocked moves the subscription to a replay from rv; its watch
@@ -530,7 +578,7 @@ func (s *Subscription) replayedStateful(ev *Event, o *object) bool {
 func (s *Subscription) startReplayLocked(rv uint64) {
 	s.feed.counters.replays.Add(1)
 	s.replay = s.feed.newReplay(s.sel, s.view, rv)
-	s.cancelReplay = s.replay.cancel
+	s.cancelReplay = s.replay.end
 	if s.closed {
 		s.cancelReplay()
 	}

@@ -78,26 +78,51 @@ func (f *feed) releaseViewLocked(v *view) {
 // event returns the shared Event of a record for one variant in one view,
 // building it on first use; nil when the record has nothing for that view
 // (see buildEvent).
+//
+// The events of other views than the default one count against the
+// history's bytes while their record is in it, and are kept only while
+// they fit: past that, each subscriber of the view builds its own, which
+// costs it CPU but nobody memory.
 func (f *feed) event(r *record, v variant, vw *view) *Event {
-	var slot *eventSlot
 	if vw == defaultView {
-		slot = &r.events[v-1]
-	} else {
-		r.viewMu.Lock()
-		for i := range r.viewEvents {
-			if e := &r.viewEvents[i]; e.view == vw && e.variant == v {
-				slot = e.slot
-				break
-			}
-		}
-		if slot == nil {
-			slot = &eventSlot{}
-			r.viewEvents = append(r.viewEvents, viewEvent{view: vw, variant: v, slot: slot})
-		}
-		r.viewMu.Unlock()
+		slot := &r.events[v-1]
+		slot.once.Do(func() { slot.ev = f.buildEvent(r, v, vw) })
+		return slot.ev
 	}
-	slot.once.Do(func() { slot.ev = f.buildEvent(r, v, vw) })
-	return slot.ev
+	var slot *eventSlot
+	r.viewMu.Lock()
+	for i := range r.viewEvents {
+		if e := &r.viewEvents[i]; e.view == vw && e.variant == v {
+			slot = e.slot
+			break
+		}
+	}
+	if slot == nil {
+		slot = &eventSlot{}
+		r.viewEvents = append(r.viewEvents, viewEvent{view: vw, variant: v, slot: slot})
+	}
+	r.viewMu.Unlock()
+	var built *Event
+	fresh := false
+	slot.once.Do(func() {
+		built, fresh = f.buildEvent(r, v, vw), true
+		if built == nil || r.views.add(eventSize(built)) {
+			slot.ev, slot.kept = built, true
+		}
+	})
+	switch {
+	case fresh:
+		return built
+	case slot.kept:
+		return slot.ev
+	}
+	return f.buildEvent(r, v, vw)
+}
+
+// eventSize approximates what an event of a view holds: its objects, their
+// encoding (about as large), its token, and the rest.
+func eventSize(ev *Event) int64 {
+	return int64(2*(len(ev.Object)+len(ev.PreviousObject))+len(ev.ResumeToken)) + 128
 }
 
 // buildEvent makes the Event of a record for one variant in one view, or
@@ -178,15 +203,20 @@ type LimitError struct {
 const (
 	LimitFilters     = "max-filters-per-resource"
 	LimitProjections = "max-projections-per-resource"
+	LimitReplayState = "max-replay-state-bytes"
 )
 
 func (e *LimitError) Error() string {
-	what := "filters"
-	if e.Limit == LimitProjections {
-		what = "projections (fields)"
+	switch e.Limit {
+	case LimitReplayState:
+		return fmt.Sprintf("replaying %s from the API server with a filter, projection or previous state would take the hub's replays past %d bytes of state (%s): retry later, or resume from a newer token",
+			FormatResource(e.Resource), e.Max, e.Limit)
+	case LimitProjections:
+		return fmt.Sprintf("%d distinct projections (fields) are in use on %s, the most the hub allows (%s): use a projection other clients use, or retry later",
+			e.Max, FormatResource(e.Resource), e.Limit)
 	}
-	return fmt.Sprintf("%d distinct %s are in use on %s, the most the hub allows (%s): use an expression or projection other clients use, or retry later",
-		e.Max, what, FormatResource(e.Resource), e.Limit)
+	return fmt.Sprintf("%d distinct filters are in use on %s, the most the hub allows (%s): use an expression other clients use, or retry later",
+		e.Max, FormatResource(e.Resource), e.Limit)
 }
 
 func (e *LimitError) Unwrap() error { return ErrLimitExceeded }

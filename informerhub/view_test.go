@@ -214,3 +214,40 @@ func TestFiltersDecodeEachChangeOnce(t *testing.T) {
 		t.Errorf("%d changes past 10 distinct filters of 10 subscribers each decoded %d objects, want one each", changes, n)
 	}
 }
+
+// TestViewEventsCountAgainstTheHistoryBytes checks that however many forms
+// subscribers ask for, the events kept for them fill at most the history's
+// bytes beside its records, without evicting any; and that subscribers
+// still receive every event once they are no longer kept.
+func TestViewEventsCountAgainstTheHistoryBytes(t *testing.T) {
+	c := newFakeCluster(t)
+	const maxBytes = 64 << 10
+	h := newHub(t, c, informerhub.Config{HistoryBytes: maxBytes, MaxProjectionsPerResource: 64})
+	var subs []*informerhub.Subscription
+	for i := range 20 {
+		// Projections that keep the whole object, each distinct.
+		subs = append(subs, watch(t, h, informerhub.WatchRequest{Fields: []string{"data", "metadata", fmt.Sprint("x", i)}, Encoding: informerhub.Encoding(i % 2)}))
+	}
+	const changes = 40
+	big := strings.Repeat("x", 1000)
+	for i := range changes {
+		c.cms().Add(configMap("ns", fmt.Sprint("c", i), nil, big))
+	}
+	for _, s := range subs {
+		if got := nextLines(t, s, changes); !strings.Contains(got[changes-1], fmt.Sprintf(`"name":"c%d"`, changes-1)) {
+			t.Fatalf("last event: %s", got[changes-1])
+		}
+	}
+	for _, st := range h.Stats() {
+		if st.Resource != configMaps {
+			continue
+		}
+		// The records alone hold a little over changes × (1000 + 512).
+		if st.HistoryEvents != changes || st.HistoryBytes <= changes*1512 {
+			t.Errorf("the history holds %d events in %d bytes: the events built for views are not counted", st.HistoryEvents, st.HistoryBytes)
+		}
+		if st.HistoryBytes > 2*maxBytes {
+			t.Errorf("the history holds %d bytes, more than twice its %d", st.HistoryBytes, maxBytes)
+		}
+	}
+}

@@ -35,6 +35,7 @@ const (
 	ReasonForbidden            = "FORBIDDEN"
 	ReasonTooManySubscriptions = "TOO_MANY_SUBSCRIPTIONS"
 	ReasonTooManyDistinct      = "TOO_MANY_DISTINCT"
+	ReasonReplayLimit          = "REPLAY_LIMIT"
 )
 
 // toStatus is the one place where the hub's errors become gRPC statuses.
@@ -98,8 +99,12 @@ func toStatus(log *slog.Logger, err error) error {
 	case errors.As(err, &limitErr):
 		md := resourceMetadata(limitErr.Resource.Group, limitErr.Resource.Version, limitErr.Resource.Resource)
 		md["limit"], md["max"] = limitErr.Limit, strconv.Itoa(limitErr.Max)
+		reason := ReasonTooManyDistinct
+		if limitErr.Limit == informerhub.LimitReplayState {
+			reason = ReasonReplayLimit
+		}
 		return withDetails(codes.ResourceExhausted, limitErr.Error(),
-			&errdetails.ErrorInfo{Reason: ReasonTooManyDistinct, Domain: ErrorDomain, Metadata: md})
+			&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: md})
 	case errors.As(err, &panicked):
 		log.Error("panic in a stream's sender", "error", err)
 		return status.Error(codes.Internal, "internal error")

@@ -74,10 +74,13 @@ const (
 //     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; too many distinct
 //     filters or projections in use on the resource type at once
 //     (TOO_MANY_DISTINCT; metadata["limit"] names the limit: use an
-//     expression or projection already in use, or retry later); a request
-//     larger than the hub accepts (no details, from gRPC; retrying cannot
-//     help); or the client did not read fast enough: its queue overflowed,
-//     or it read nothing for a while (SUBSCRIBER_TOO_SLOW).
+//     expression or projection already in use, or retry later); a resume
+//     token older than the hub's history, with a filter, fields or
+//     include_previous, whose replay would need more memory than the hub
+//     has left for replays (REPLAY_LIMIT: retry later); a request larger
+//     than the hub accepts (no details, from gRPC; retrying cannot help);
+//     or the client did not read fast enough: its queue overflowed, or it
+//     read nothing for a while (SUBSCRIBER_TOO_SLOW).
 //     Watch again from the token of the last response you received. On a
 //     Watch, ErrorInfo.metadata["resume_token"] holds the token of the last
 //     response the hub handed to the network: never newer than yours, and
@@ -227,10 +230,13 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; too many distinct
 //     filters or projections in use on the resource type at once
 //     (TOO_MANY_DISTINCT; metadata["limit"] names the limit: use an
-//     expression or projection already in use, or retry later); a request
-//     larger than the hub accepts (no details, from gRPC; retrying cannot
-//     help); or the client did not read fast enough: its queue overflowed,
-//     or it read nothing for a while (SUBSCRIBER_TOO_SLOW).
+//     expression or projection already in use, or retry later); a resume
+//     token older than the hub's history, with a filter, fields or
+//     include_previous, whose replay would need more memory than the hub
+//     has left for replays (REPLAY_LIMIT: retry later); a request larger
+//     than the hub accepts (no details, from gRPC; retrying cannot help);
+//     or the client did not read fast enough: its queue overflowed, or it
+//     read nothing for a while (SUBSCRIBER_TOO_SLOW).
 //     Watch again from the token of the last response you received. On a
 //     Watch, ErrorInfo.metadata["resume_token"] holds the token of the last
 //     response the hub handed to the network: never newer than yours, and
