@@ -51,10 +51,30 @@ type Selector struct {
 	Resource schema.GroupVersionResource
 	// Namespace restricts to one namespace; "" means all.
 	Namespace string
-	// LabelSelector and FieldSelector use Kubernetes syntax; the hub
-	// supports fields metadata.name and metadata.namespace.
+	// LabelSelector and FieldSelector use Kubernetes syntax, with the
+	// meaning the API server gives them. FieldSelector may name any field
+	// the API server supports for the resource type: metadata.name, and
+	// metadata.namespace for namespaced types, for every type; per type
+	// fields such as pods' spec.nodeName and status.phase, events'
+	// involvedObject.*, secrets' type; a custom resource's
+	// selectableFields. [Resource.SelectableFields] lists them.
 	LabelSelector string
 	FieldSelector string
+	// Filter is a CEL expression over `object` (the object as the API
+	// server serves it, as JSON values), in the dialect and with the
+	// libraries of Kubernetes' own CEL (as in ValidatingAdmissionPolicy):
+	// an object is selected when it evaluates to true, e.g.
+	//
+	//	object.status.phase == "Running" && object.spec.containers.exists(c, c.image.startsWith("nginx"))
+	//
+	// "" selects everything. As with labels, an object whose change makes
+	// the expression true arrives as ADDED, one whose change makes it
+	// false as DELETED. An evaluation that fails (a missing field: guard
+	// it with has()) does not select the object. An expression that does
+	// not compile, or may cost more than the hub allows, fails the call
+	// with INVALID_ARGUMENT (a google.rpc.BadRequest names
+	// "selector.filter" and says where the error is).
+	Filter string
 }
 
 func (s Selector) proto() *informerhubv1.ResourceSelector {
@@ -65,6 +85,7 @@ func (s Selector) proto() *informerhubv1.ResourceSelector {
 		Namespace:     s.Namespace,
 		LabelSelector: s.LabelSelector,
 		FieldSelector: s.FieldSelector,
+		Filter:        s.Filter,
 	}
 }
 

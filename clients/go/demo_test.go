@@ -2,9 +2,11 @@ package hubclient_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -98,13 +100,48 @@ func (h demoHub) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 	}
 	page := &informerhubv1.SnapshotResponse{ResumeToken: demoToken, ResourceVersion: demoResourceVersion, Last: true}
 	for _, o := range objects {
-		page.Objects = append(page.Objects, o.json())
+		projected, err := demoProject(o.json(), req.GetFields())
+		if err != nil {
+			return err
+		}
+		page.Objects = append(page.Objects, projected)
 	}
 	return stream.Send(page)
 }
 
+// demoProject keeps the fields of an object that plain dotted paths name,
+// and its identity; enough of the hub's projection for the examples.
+func demoProject(object string, fields []string) (string, error) {
+	if len(fields) == 0 {
+		return object, nil
+	}
+	var in map[string]any
+	if err := json.Unmarshal([]byte(object), &in); err != nil {
+		return "", err
+	}
+	out := map[string]any{}
+	for _, path := range append(fields, "apiVersion", "kind", "metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion") {
+		from, to, names := in, out, strings.Split(path, ".")
+		for _, name := range names[:len(names)-1] {
+			child, ok := from[name].(map[string]any)
+			if !ok {
+				break
+			}
+			if to[name] == nil {
+				to[name] = map[string]any{}
+			}
+			from, to = child, to[name].(map[string]any)
+		}
+		if v, ok := from[names[len(names)-1]]; ok {
+			to[names[len(names)-1]] = v
+		}
+	}
+	b, err := json.Marshal(out)
+	return string(b), err
+}
+
 func (demoHub) ListResources(context.Context, *informerhubv1.ListResourcesRequest) (*informerhubv1.ListResourcesResponse, error) {
 	return &informerhubv1.ListResourcesResponse{Resources: []*informerhubv1.Resource{
-		{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true},
+		{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, SelectableFields: []string{"metadata.name", "metadata.namespace"}},
 	}}, nil
 }

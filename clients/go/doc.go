@@ -24,8 +24,21 @@
 //		...
 //	}
 //
-// [Client.Snapshot] returns the objects of one point in time and the token
-// to watch on from; [Client.ListResources] what can be watched.
+// A [Selector] chooses objects as a Kubernetes LIST does, by namespace,
+// labels and fields (any field the API server supports for the type, such
+// as pods' spec.nodeName), and beyond: by a CEL expression (Filter), with
+// the same semantics (an object that starts matching arrives as ADDED, one
+// that stops as DELETED). [WatchOptions] Fields projects objects to the
+// paths asked for, and the watch then receives only the changes of those;
+// IncludePrevious adds the state before each change ([Event.Previous]):
+//
+//	sel := hubclient.Selector{Resource: podsGVR, FieldSelector: "spec.nodeName=node-1", Filter: `object.status.phase != "Succeeded"`}
+//	w := client.Watch(ctx, sel, hubclient.WatchOptions{Fields: []string{"status.phase"}, IncludePrevious: true})
+//
+// [Client.Snapshot] (and [Client.SnapshotWithOptions], to project) returns
+// the objects of one point in time and the token to watch on from;
+// [Client.ListResources] what can be watched, and the fields each type can
+// be selected by.
 //
 // [Client.ListerWatcher] plugs the hub into client-go: a stock
 // SharedIndexInformer, and anything built on it, can then run against the hub

@@ -30,12 +30,20 @@ var eventTypes = map[informerhubv1.EventType]EventType{
 // Event is one event of a Watch.
 type Event struct {
 	Type EventType
-	// Object is the object as JSON, as the API server served it; nil for
-	// bookmarks. A DELETED produced by a re-sync (the object vanished while
-	// the watch could not follow) carries the object's identity only:
-	// apiVersion, kind, and metadata name, namespace, uid and resourceVersion
-	// of the last state this watch delivered.
+	// Object is the object as JSON, as the API server served it, projected
+	// by WatchOptions.Fields; nil for bookmarks. A DELETED produced by a
+	// re-sync (the object vanished, or stopped matching, while the watch
+	// could not follow) carries the last state this watch delivered with
+	// IncludePrevious, and otherwise the object's identity only:
+	// apiVersion, kind, and metadata name, namespace, uid and
+	// resourceVersion of that state.
 	Object []byte
+	// Previous is, on a MODIFIED of a watch with IncludePrevious, the
+	// object's state before the change as JSON, projected like Object; nil
+	// otherwise. On a MODIFIED produced by a re-sync it is the state this
+	// watch delivered last, which may be several changes before Object.
+	// Decode it with DecodeJSON.
+	Previous []byte
 	// ResourceVersion is the event's Kubernetes resourceVersion;
 	// informational.
 	ResourceVersion string
@@ -66,6 +74,9 @@ func eventOf(resp *informerhubv1.WatchResponse) Event {
 	if o := resp.GetObject(); o != "" {
 		e.Object = []byte(o)
 	}
+	if o := resp.GetPreviousObject(); o != "" {
+		e.Previous = []byte(o)
+	}
 	return e
 }
 
@@ -85,6 +96,9 @@ func (e Event) Unstructured() (*unstructured.Unstructured, error) {
 // corev1.Pod:
 //
 //	pod, err := hubclient.Decode[corev1.Pod](event)
+//
+// A projected object (WatchOptions.Fields) decodes too: what was not sent
+// keeps its zero value.
 func Decode[T any](e Event) (*T, error) {
 	return DecodeJSON[T](e.Object)
 }

@@ -100,6 +100,73 @@ func ExampleClient_Snapshot() {
 	// true
 }
 
+// ExampleClient_SnapshotWithOptions lists objects projected to the fields
+// asked for: the rest of each object is not sent.
+func ExampleClient_SnapshotWithOptions() {
+	client, err := hubclient.New([]string{hubAddress}, hubclient.WithInsecure())
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+
+	snap, err := client.SnapshotWithOptions(context.Background(), hubclient.Selector{Resource: configMapsGVR, Namespace: "demo"},
+		hubclient.SnapshotOptions{Fields: []string{"metadata.labels"}})
+	if err != nil {
+		panic(err)
+	}
+	for _, o := range snap.Objects {
+		cm, err := hubclient.DecodeJSON[corev1.ConfigMap](o)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(cm.Name, cm.Labels, len(cm.Data))
+	}
+	// Output:
+	// db-2 map[app:db] 0
+	// web-0 map[app:web] 0
+	// web-1 map[app:web] 0
+}
+
+// ExampleWatchOptions follows the phase of the nginx pods of one node. The
+// hub selects them, by a field selector on any field the API server
+// supports for pods and by a CEL filter; it sends only the field asked for,
+// only when it changes, with its state before the change.
+func ExampleWatchOptions() {
+	client, err := hubclient.New([]string{"hub-0.hub:8080", "hub-1.hub:8080"}, hubclient.WithBearerToken("token"))
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+
+	pods := hubclient.Selector{
+		Resource:      schema.GroupVersionResource{Version: "v1", Resource: "pods"},
+		FieldSelector: "spec.nodeName=node-1",
+		Filter:        `object.spec.containers.exists(c, c.image.startsWith("nginx"))`,
+	}
+	w := client.Watch(ctx, pods, hubclient.WatchOptions{Fields: []string{"status.phase"}, IncludePrevious: true})
+	defer w.Close()
+	for {
+		e, err := w.Next()
+		if err != nil {
+			return // the context ended, or the hub refused the watch for good
+		}
+		if e.Type != hubclient.Modified {
+			continue
+		}
+		before, err := hubclient.DecodeJSON[corev1.Pod](e.Previous)
+		if err != nil {
+			panic(err)
+		}
+		now, err := hubclient.Decode[corev1.Pod](e)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%s/%s: %s -> %s\n", now.Namespace, now.Name, before.Status.Phase, now.Status.Phase)
+	}
+}
+
 func ExampleClient_ListResources() {
 	client, err := hubclient.New([]string{hubAddress}, hubclient.WithInsecure())
 	if err != nil {
@@ -112,9 +179,10 @@ func ExampleClient_ListResources() {
 		panic(err)
 	}
 	for _, r := range resources {
-		fmt.Println(r.GroupVersionResource, r.Kind, r.Namespaced)
+		// SelectableFields: what a Selector's FieldSelector may name.
+		fmt.Println(r.GroupVersionResource, r.Kind, r.Namespaced, r.SelectableFields)
 	}
-	// Output: /v1, Resource=configmaps ConfigMap true
+	// Output: /v1, Resource=configmaps ConfigMap true [metadata.name metadata.namespace]
 }
 
 // ExampleClient_ListerWatcher runs a stock client-go informer against the

@@ -30,6 +30,7 @@ type fakeHub struct {
 	requests  []*informerhubv1.WatchRequest
 	auth      []string // authorization metadata of each call
 	snapshot  []*informerhubv1.SnapshotResponse
+	snapshots []*informerhubv1.SnapshotRequest // each Snapshot request served
 	resources *informerhubv1.ListResourcesResponse
 	served    chan *informerhubv1.WatchRequest // each Watch request, as it comes
 }
@@ -79,8 +80,9 @@ func (h *fakeHub) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStrea
 	return stream.Context().Err()
 }
 
-func (h *fakeHub) Snapshot(_ *informerhubv1.SnapshotRequest, stream grpc.ServerStreamingServer[informerhubv1.SnapshotResponse]) error {
+func (h *fakeHub) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.ServerStreamingServer[informerhubv1.SnapshotResponse]) error {
 	h.mu.Lock()
+	h.snapshots = append(h.snapshots, req)
 	pages := h.snapshot
 	h.mu.Unlock()
 	for _, p := range pages {
@@ -101,6 +103,12 @@ func (h *fakeHub) watchRequests() []*informerhubv1.WatchRequest {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]*informerhubv1.WatchRequest(nil), h.requests...)
+}
+
+func (h *fakeHub) snapshotRequests() []*informerhubv1.SnapshotRequest {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]*informerhubv1.SnapshotRequest(nil), h.snapshots...)
 }
 
 // next waits for the next Watch request the hub serves.

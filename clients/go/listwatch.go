@@ -51,7 +51,11 @@ func WithScheme(scheme *runtime.Scheme) ListerWatcherOption {
 // are the 429 on which it backs off and watches again from where it was.
 // Objects keep their Kubernetes resourceVersions, so they can be used for
 // updates. Label and field selectors of the reflector's ListOptions are
-// combined with sel's.
+// combined with sel's, and go to the hub, which selects as the API server
+// would: a field selector may name any field the resource type supports
+// (an informer of one node's pods: "spec.nodeName=node-1"). sel.Filter
+// applies too; objects that stop matching any of them reach the informer
+// as deletions.
 func (c *Client) ListerWatcher(sel Selector, opts ...ListerWatcherOption) *ListerWatcher {
 	lw := &ListerWatcher{client: c, sel: sel, tokens: newTokenIndex(4096)}
 	for _, o := range opts {

@@ -5,12 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	hubclient "github.com/informerhub/informerhub/clients/go"
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 )
 
@@ -143,5 +147,37 @@ func TestListerWatcherSkipsADeadReplica(t *testing.T) {
 		}
 		alive.next(t)
 		w.Stop()
+	}
+}
+
+// TestListerWatcherPassesAnyFieldSelectorAndTheFilter: the informer's List
+// and Watch ask the hub with sel's filter and with field selectors on any
+// field (the hub selects as the API server would), combined with the
+// reflector's own.
+func TestListerWatcherPassesAnyFieldSelectorAndTheFilter(t *testing.T) {
+	hub := newFakeHub("hub")
+	hub.snapshot = []*informerhubv1.SnapshotResponse{{ResumeToken: "s", ResourceVersion: "1", Last: true}}
+	sel := hubclient.Selector{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: "ns",
+		FieldSelector: "spec.nodeName=node-1", Filter: `object.status.phase != "Succeeded"`}
+	lw := serveFakes(t, nil, hub).ListerWatcher(sel)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts := metav1.ListOptions{FieldSelector: "status.phase!=Failed"}
+	if _, err := lw.ListWithContext(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	opts.ResourceVersion = "1"
+	w, err := lw.WatchWithContext(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	want := &informerhubv1.ResourceSelector{Version: "v1", Resource: "pods", Namespace: "ns",
+		FieldSelector: "spec.nodeName=node-1,status.phase!=Failed", Filter: `object.status.phase != "Succeeded"`}
+	if diff := cmp.Diff(want, hub.snapshotRequests()[0].GetSelector(), protocmp.Transform()); diff != "" {
+		t.Errorf("List's selector (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, hub.next(t).GetSelector(), protocmp.Transform()); diff != "" {
+		t.Errorf("Watch's selector (-want +got):\n%s", diff)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,7 +15,8 @@ import (
 
 // Snapshot is every matching object at one point in time.
 type Snapshot struct {
-	// Objects are the objects as JSON, ordered by namespace and name.
+	// Objects are the objects as JSON, ordered by namespace and name,
+	// projected by SnapshotOptions.Fields.
 	Objects [][]byte
 	// ResumeToken is the snapshot's point in time: a Watch from it
 	// delivers exactly the changes after the snapshot.
@@ -24,13 +26,30 @@ type Snapshot struct {
 	ResourceVersion string
 }
 
+// SnapshotOptions says what a snapshot's objects carry.
+type SnapshotOptions struct {
+	// Fields projects the objects, as WatchOptions.Fields does: the paths
+	// to keep; empty keeps everything.
+	Fields []string
+}
+
 // Snapshot returns every object that matches sel, all from one point in
 // time. It tries each replica once on errors a retry can fix.
 func (c *Client) Snapshot(ctx context.Context, sel Selector) (*Snapshot, error) {
+	return c.SnapshotWithOptions(ctx, sel, SnapshotOptions{})
+}
+
+// SnapshotWithOptions is Snapshot with options: the objects projected to
+// some fields. A Watch from its ResumeToken with the same Fields continues
+// it. A projection the hub cannot take on now, because too many distinct
+// ones are in use on the resource type, fails with RESOURCE_EXHAUSTED
+// (reason TOO_MANY_DISTINCT): use one in use already, or retry later.
+func (c *Client) SnapshotWithOptions(ctx context.Context, sel Selector, opts SnapshotOptions) (*Snapshot, error) {
+	req := &informerhubv1.SnapshotRequest{Selector: sel.proto(), Fields: slices.Clone(opts.Fields)}
 	return retry(ctx, c, func(svc informerhubv1.InformerHubServiceClient) (*Snapshot, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		stream, err := svc.Snapshot(ctx, &informerhubv1.SnapshotRequest{Selector: sel.proto()})
+		stream, err := svc.Snapshot(ctx, req)
 		if err != nil {
 			return nil, err
 		}
@@ -60,10 +79,16 @@ type Resource struct {
 	Kind       string
 	Namespaced bool
 	// InformerActive, Subscribers and CachedObjects describe what the
-	// replica that answered is doing with it.
+	// replica that answered is doing with it, across all namespaces: they
+	// are zero when ListResources was asked about one namespace.
 	InformerActive bool
 	Subscribers    int
 	CachedObjects  int
+	// SelectableFields are the fields a Selector.FieldSelector may name for
+	// this resource type, as the API server supports them, sorted (aliases
+	// the API server also accepts, such as pods' spec.host for
+	// spec.nodeName, are not listed).
+	SelectableFields []string
 }
 
 // ListResources lists the resource types the cluster serves that the
@@ -85,6 +110,7 @@ func (c *Client) ListResources(ctx context.Context, namespace string) ([]Resourc
 				InformerActive:       r.GetInformerActive(),
 				Subscribers:          int(r.GetSubscribers()),
 				CachedObjects:        int(r.GetCachedObjects()),
+				SelectableFields:     r.GetSelectableFields(),
 			}
 		}
 		return out, nil

@@ -1,7 +1,9 @@
 package hubclient
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"io"
@@ -17,7 +19,7 @@ import (
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 )
 
-// WatchOptions says where a Watch starts.
+// WatchOptions says where a Watch starts, and what its events carry.
 type WatchOptions struct {
 	// ResumeToken continues right after the event that carried it (from
 	// this or an earlier watch, or a snapshot). Empty starts from now.
@@ -25,6 +27,19 @@ type WatchOptions struct {
 	// SendInitialEvents first delivers every matching object as ADDED (as
 	// of ResumeToken, or now), then a bookmark with InitialEventsEnd.
 	SendInitialEvents bool
+	// Fields projects objects: the paths of the object to keep, such as
+	// "status.phase" or "metadata.labels"; empty keeps everything.
+	// apiVersion, kind, and metadata name, namespace, uid and
+	// resourceVersion are always kept. Names are separated by dots; a name
+	// that holds a dot is written in brackets and quotes
+	// (metadata.labels["app.kubernetes.io/name"]); through a list a path
+	// applies to every element ("spec.containers.image"). A change that
+	// changes none of these paths is not delivered: the watch's position
+	// moves on with the next event.
+	Fields []string
+	// IncludePrevious sets Event.Previous on MODIFIED events: the object's
+	// state before the change, projected like Object.
+	IncludePrevious bool
 }
 
 // Watcher delivers the events of one watch, without gaps: it reconnects on
@@ -33,20 +48,41 @@ type WatchOptions struct {
 // delivered, so nothing is lost or repeated.
 //
 // When the hub can no longer resume (OUT_OF_RANGE: the API server compacted
-// the token's resourceVersion away), the watcher re-syncs: it lists every matching object again
-// and delivers only the real differences from what it had delivered, each
-// marked Resync, then a bookmark with Resync set. A watch that started from
-// a ResumeToken does not know what its caller holds from before, so its
-// re-sync instead lists every object as ADDED with ResyncReplaces set: the
-// caller drops what it holds that was not listed.
+// the token's resourceVersion away), the watcher re-syncs: it lists every
+// matching object again, with the same selector (filter included) and
+// fields, and delivers only the real differences from what it had
+// delivered, each marked Resync, then a bookmark with Resync set: DELETED
+// for an object that is gone or no longer matches, ADDED for one that is
+// new or matches now, MODIFIED for one that changed. Changed means a new
+// resourceVersion; with Fields, a change of what the caller was sent (the
+// projected object, resourceVersion aside unless Fields ask for it), as the
+// hub itself delivers only those. With IncludePrevious, a MODIFIED of a
+// re-sync carries as Previous the state the watch delivered last, and a
+// DELETED that state whole. A watch that started from a ResumeToken does
+// not know what its caller holds from before, so its re-sync instead lists
+// every object as ADDED with ResyncReplaces set: the caller drops what it
+// holds that was not listed.
 //
-// Errors that retrying cannot fix end the watch: INVALID_ARGUMENT,
-// NOT_FOUND, PERMISSION_DENIED, UNAUTHENTICATED and UNIMPLEMENTED, returned
-// by Next as gRPC status errors; so do the end of its context and
-// ErrClientClosed. The exception: a running stream that the hub ends
-// because the credentials it opened with expired is reopened, with the
-// token source's current credentials; only if those are refused does the
-// watch end.
+// To compute re-syncs, the watcher remembers each object it delivered that
+// still exists for the caller: its identity (apiVersion, kind, name,
+// namespace, uid and resourceVersion, about 200 bytes); with Fields, a
+// 32-byte digest of what the caller was sent; and with IncludePrevious, the
+// whole JSON it delivered last (as much memory as the caller's own copy of
+// the objects, projected). Its memory grows with the number of objects it
+// follows.
+//
+// Errors that retrying cannot fix end the watch: INVALID_ARGUMENT (a
+// filter that does not compile, a field the resource type cannot be
+// selected by, a path in Fields that cannot be valid), NOT_FOUND,
+// PERMISSION_DENIED, UNAUTHENTICATED and UNIMPLEMENTED, returned by Next as
+// gRPC status errors; so do the end of its context and ErrClientClosed.
+// The exception: a running stream that the hub ends because the
+// credentials it opened with expired is reopened, with the token source's
+// current credentials; only if those are refused does the watch end.
+// RESOURCE_EXHAUSTED is retried after a backoff, whatever its reason: this
+// client read too slowly or called too often, or too many distinct filters
+// or projections are in use on the resource type (TOO_MANY_DISTINCT: the
+// watch opens once some of them are gone).
 //
 // A Watcher is for one goroutine; Close may be called from any.
 type Watcher struct {
@@ -70,8 +106,12 @@ type Watcher struct {
 	// the caller, by namespace and name. Re-syncs diff against it, if it is
 	// all the caller holds (knowsAll): not so for a watch that started from
 	// a token, until its first re-sync.
-	seen     map[objectKey]identity
+	seen     map[objectKey]delivered
 	knowsAll bool
+	// byContent: with Fields, re-syncs compare what the caller was sent
+	// rather than resourceVersions (keepRV: with the resourceVersion, when
+	// Fields ask for it).
+	byContent, keepRV bool
 	// During a re-sync: the objects listed so far, and the token to resume
 	// the listing from if its stream breaks.
 	resync      map[objectKey]initialObject
@@ -95,6 +135,15 @@ type identity struct {
 
 func (id identity) key() objectKey { return objectKey{id.Metadata.Namespace, id.Metadata.Name} }
 
+// delivered is what a watch remembers of the last state of an object it
+// delivered: its identity, and what a re-sync needs to compare it and to
+// report Previous (see Watcher).
+type delivered struct {
+	id     identity
+	sum    [sha256.Size]byte // with Fields: contentSum of the object delivered
+	object string            // with IncludePrevious: the object delivered
+}
+
 type initialObject struct {
 	id    identity
 	event Event
@@ -111,12 +160,15 @@ func identityOf(object []byte) (identity, error) {
 // ends the watch too.
 func (c *Client) Watch(ctx context.Context, sel Selector, opts WatchOptions) *Watcher {
 	ctx, cancel := context.WithCancel(ctx)
+	opts.Fields = slices.Clone(opts.Fields)
 	return &Watcher{
 		client: c, sel: sel, opts: opts, ctx: ctx, cancel: cancel,
 		token:          opts.ResumeToken,
 		initialPending: opts.SendInitialEvents,
-		seen:           map[objectKey]identity{},
+		seen:           map[objectKey]delivered{},
 		knowsAll:       opts.ResumeToken == "",
+		byContent:      len(opts.Fields) > 0,
+		keepRV:         asksForResourceVersion(opts.Fields),
 	}
 }
 
@@ -181,9 +233,16 @@ func (w *Watcher) deliver(e Event) {
 	}
 	if e.Type == Deleted {
 		delete(w.seen, id.key())
-	} else {
-		w.seen[id.key()] = id
+		return
 	}
+	d := delivered{id: id}
+	if w.byContent {
+		d.sum = contentSum(e.Object, w.keepRV)
+	}
+	if w.opts.IncludePrevious {
+		d.object = string(e.Object) // a copy: the caller may modify e.Object
+	}
+	w.seen[id.key()] = d
 }
 
 // connect opens a stream, after the backoff its failures call for.
@@ -208,7 +267,8 @@ func (w *Watcher) connect() {
 		w.client.failed(endpoint)
 		return
 	}
-	req := &informerhubv1.WatchRequest{Selector: w.sel.proto(), ResumeToken: w.token}
+	req := &informerhubv1.WatchRequest{Selector: w.sel.proto(), ResumeToken: w.token,
+		Fields: w.opts.Fields, IncludePrevious: w.opts.IncludePrevious}
 	switch {
 	case w.resync != nil:
 		// List again, or go on listing from where the last stream broke.
@@ -315,6 +375,14 @@ func (w *Watcher) collect(e Event) {
 	mark := func(t EventType, object []byte, rv string) Event {
 		return Event{Type: t, Object: object, ResourceVersion: rv, ResumeToken: before, Resync: true, ResyncReplaces: replaces}
 	}
+	// Previous and a DELETED's object: the last state delivered, if the
+	// watch kept it (IncludePrevious).
+	last := func(old delivered) []byte {
+		if old.object == "" {
+			return nil
+		}
+		return []byte(old.object)
+	}
 	var diff []Event
 	if replaces {
 		// What the caller holds is unknown: list it all.
@@ -327,8 +395,11 @@ func (w *Watcher) collect(e Event) {
 		for _, key := range sortedKeys(w.seen) {
 			old := w.seen[key]
 			now, exists := w.resync[key]
-			if !exists || now.id.Metadata.UID != old.Metadata.UID {
-				tombstone, _ := json.Marshal(old)
+			if !exists || now.id.Metadata.UID != old.id.Metadata.UID {
+				tombstone := last(old)
+				if tombstone == nil {
+					tombstone, _ = json.Marshal(old.id)
+				}
 				diff = append(diff, mark(Deleted, tombstone, e.ResourceVersion))
 			}
 		}
@@ -336,10 +407,12 @@ func (w *Watcher) collect(e Event) {
 			now := w.resync[key]
 			old, existed := w.seen[key]
 			switch {
-			case !existed || old.Metadata.UID != now.id.Metadata.UID:
+			case !existed || old.id.Metadata.UID != now.id.Metadata.UID:
 				diff = append(diff, mark(Added, now.event.Object, now.id.Metadata.ResourceVersion))
-			case old.Metadata.ResourceVersion != now.id.Metadata.ResourceVersion:
-				diff = append(diff, mark(Modified, now.event.Object, now.id.Metadata.ResourceVersion))
+			case w.changed(old, now):
+				modified := mark(Modified, now.event.Object, now.id.Metadata.ResourceVersion)
+				modified.Previous = last(old)
+				diff = append(diff, modified)
 			}
 		}
 	}
@@ -347,6 +420,38 @@ func (w *Watcher) collect(e Event) {
 	w.pending = append(diff, Event{Type: Bookmark, ResourceVersion: e.ResourceVersion, ResumeToken: e.ResumeToken,
 		Resync: true, ResyncReplaces: replaces, InitialEventsEnd: w.initialPending})
 	w.resync, w.resyncToken, w.knowsAll = nil, "", true
+}
+
+// changed tells whether a listed object differs from what the watch
+// delivered of it, as the hub decides whether to send a MODIFIED: by
+// resourceVersion, or, with a projection, by what the caller was sent.
+func (w *Watcher) changed(old delivered, now initialObject) bool {
+	if w.byContent {
+		return contentSum(now.event.Object, w.keepRV) != old.sum
+	}
+	return old.id.Metadata.ResourceVersion != now.id.Metadata.ResourceVersion
+}
+
+// contentSum digests an object's JSON in canonical form (keys sorted,
+// numbers as written), without its metadata.resourceVersion unless keepRV:
+// the projection of an object whose only change was to fields it leaves out
+// differs from before in its resourceVersion alone, and the hub did not send
+// that change.
+func contentSum(object []byte, keepRV bool) [sha256.Size]byte {
+	dec := json.NewDecoder(bytes.NewReader(object))
+	dec.UseNumber()
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil {
+		return sha256.Sum256(object) // not an object the hub sends
+	}
+	if m, ok := v["metadata"].(map[string]any); ok && !keepRV {
+		delete(m, "resourceVersion")
+	}
+	canonical, err := json.Marshal(v)
+	if err != nil {
+		return sha256.Sum256(object)
+	}
+	return sha256.Sum256(canonical)
 }
 
 func sortedKeys[V any](m map[objectKey]V) []objectKey {

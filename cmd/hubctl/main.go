@@ -5,8 +5,10 @@
 //
 //	hubctl watch configmaps -n demo            initial objects, then every change
 //	hubctl watch deployments.apps -l app=web   a resource.group shorthand
+//	hubctl watch pods --field-selector spec.nodeName=node-1 --fields status.phase --show-previous
+//	hubctl watch configmaps --filter 'has(object.data.mode) && object.data.mode == "debug"'
 //	hubctl snapshot configmaps -n demo -o json
-//	hubctl resources
+//	hubctl resources -o wide                   with the fields each type can be selected by
 //
 // On Ctrl-C, watch prints the resume token to continue from, to stderr.
 package main
@@ -53,6 +55,15 @@ Usage:
 RESOURCE is a plural resource name with an optional version and group:
 configmaps, deployments.apps, deployments.v1.apps. Without a version, the
 newest one the cluster serves is used.
+
+Examples:
+  hubctl watch configmaps -n demo -l app=web
+  hubctl watch pods --field-selector spec.nodeName=node-1 --fields status.phase --show-previous
+  hubctl watch configmaps --filter 'has(object.data.mode) && object.data.mode == "debug"'
+  hubctl snapshot pods --fields metadata.labels,status.phase -o json
+  hubctl resources -o wide     the fields each type can be selected by
+
+"hubctl COMMAND -h" describes a command's flags.
 
 Global flags:
 `
@@ -208,12 +219,18 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 	fs.SetOutput(c.stderr)
 	var sel hubclient.Selector
 	var output, resumeToken, group, versionFlag, resourceFlag string
-	var watchOnly bool
+	var fields fieldList
+	var watchOnly, showPrevious bool
 	fs.StringVar(&sel.Namespace, "namespace", "", "the namespace (default: all)")
 	fs.StringVar(&sel.Namespace, "n", "", "shorthand for --namespace")
 	fs.StringVar(&sel.LabelSelector, "selector", "", "a label selector, e.g. app=web")
 	fs.StringVar(&sel.LabelSelector, "l", "", "shorthand for --selector")
-	fs.StringVar(&sel.FieldSelector, "field-selector", "", "a field selector on metadata.name and metadata.namespace")
+	fs.StringVar(&sel.FieldSelector, "field-selector", "",
+		"a field selector, e.g. spec.nodeName=node-1,status.phase!=Succeeded for pods: any field the resource type supports, with =, == and != (hubctl resources -o wide lists them)")
+	fs.StringVar(&sel.Filter, "filter", "",
+		"a CEL `expression` over object, Kubernetes' dialect: only the objects it is true for, e.g. 'object.status.phase == \"Running\"'")
+	fs.Var(&fields, "fields",
+		"only these `paths` of each object, comma-separated or repeated, e.g. status.phase,metadata.labels (with apiVersion, kind and metadata name, namespace, uid and resourceVersion); a watch then shows only the changes of these")
 	fs.StringVar(&output, "output", "", "output format: empty for a table, json for one JSON document per line")
 	fs.StringVar(&output, "o", "", "shorthand for --output")
 	fs.StringVar(&group, "group", "", "the API group (instead of RESOURCE)")
@@ -222,6 +239,8 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 	if command == "watch" {
 		fs.StringVar(&resumeToken, "resume-token", "", "continue right after the event that carried this token")
 		fs.BoolVar(&watchOnly, "watch-only", false, "only changes: do not list the current objects first")
+		fs.BoolVar(&showPrevious, "show-previous", false,
+			"show the state before each MODIFIED: in the table, what changed (~ changed, + added, - removed; resourceVersion and managedFields aside); with -o json, as previousObject")
 	}
 	positional, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -236,10 +255,52 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 	if sel.Resource, err = c.resolve(ctx, sel.Namespace, positional, group, versionFlag, resourceFlag); err != nil {
 		return err
 	}
-	if command == "snapshot" {
-		return c.snapshot(ctx, sel, output == "json")
+	asJSON := output == "json"
+	if len(fields) > 0 && !asJSON {
+		// The table's AGE; it never changes, so it adds no events.
+		fields = append(fields, "metadata.creationTimestamp")
 	}
-	return c.watch(ctx, sel, hubclient.WatchOptions{ResumeToken: resumeToken, SendInitialEvents: !watchOnly && resumeToken == ""}, output == "json")
+	if command == "snapshot" {
+		return c.snapshot(ctx, sel, hubclient.SnapshotOptions{Fields: fields}, asJSON)
+	}
+	return c.watch(ctx, sel, hubclient.WatchOptions{ResumeToken: resumeToken, SendInitialEvents: !watchOnly && resumeToken == "",
+		Fields: fields, IncludePrevious: showPrevious}, asJSON)
+}
+
+// fieldList is the paths of --fields: comma-separated, or the flag
+// repeated. A comma inside brackets (metadata.labels["a,b"]) belongs to
+// the name.
+type fieldList []string
+
+func (f *fieldList) String() string { return strings.Join(*f, ",") }
+
+func (f *fieldList) Set(value string) error {
+	var quote rune // the quote of an open bracketed name
+	start := 0
+	split := func(end int) error {
+		path := strings.TrimSpace(value[start:end])
+		if path == "" {
+			return errors.New("an empty path: separate paths with single commas, e.g. status.phase,metadata.labels")
+		}
+		*f = append(*f, path)
+		start = end + 1
+		return nil
+	}
+	for i, r := range value {
+		switch {
+		case quote != 0:
+			if r == quote && strings.HasPrefix(value[i+1:], "]") {
+				quote = 0
+			}
+		case (r == '"' || r == '\'') && i > 0 && value[i-1] == '[':
+			quote = r
+		case r == ',':
+			if err := split(i); err != nil {
+				return err
+			}
+		}
+	}
+	return split(len(value))
 }
 
 // parseInterspersed parses flags that may come before or after the
@@ -340,8 +401,8 @@ func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.
 			return err
 		}
 		if asJSON {
-			if err := c.printJSON(eventJSON{Type: e.Type, Object: json.RawMessage(e.Object), ResourceVersion: e.ResourceVersion,
-				ResumeToken: e.ResumeToken, InitialEventsEnd: e.InitialEventsEnd, Resync: e.Resync}); err != nil {
+			if err := c.printJSON(eventJSON{Type: e.Type, Object: json.RawMessage(e.Object), PreviousObject: json.RawMessage(e.Previous),
+				ResourceVersion: e.ResourceVersion, ResumeToken: e.ResumeToken, InitialEventsEnd: e.InitialEventsEnd, Resync: e.Resync}); err != nil {
 				return err
 			}
 			continue
@@ -367,6 +428,15 @@ func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.
 			table = c.table(true, "EVENT", "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
 		}
 		table.row(eventType, u.GetNamespace(), u.GetName(), u.GetResourceVersion(), c.age(u))
+		if e.Type == hubclient.Modified && e.Previous != nil {
+			changes, err := diffObjects(e.Previous, e.Object)
+			if err != nil {
+				return err
+			}
+			for _, change := range changes {
+				table.detail(change)
+			}
+		}
 	}
 }
 
@@ -374,14 +444,15 @@ func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.
 type eventJSON struct {
 	Type             hubclient.EventType `json:"type"`
 	Object           json.RawMessage     `json:"object,omitempty"`
+	PreviousObject   json.RawMessage     `json:"previousObject,omitempty"`
 	ResourceVersion  string              `json:"resourceVersion"`
 	ResumeToken      string              `json:"resumeToken"`
 	InitialEventsEnd bool                `json:"initialEventsEnd,omitempty"`
 	Resync           bool                `json:"resync,omitempty"`
 }
 
-func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, asJSON bool) error {
-	snap, err := c.client.Snapshot(ctx, sel)
+func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclient.SnapshotOptions, asJSON bool) error {
+	snap, err := c.client.SnapshotWithOptions(ctx, sel, opts)
 	if err != nil {
 		return err
 	}
@@ -414,7 +485,7 @@ func (c *cli) resources(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("resources", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	var output, namespace string
-	fs.StringVar(&output, "output", "", "output format: empty for a table, json")
+	fs.StringVar(&output, "output", "", "output format: empty for a table, wide for a table with the fields each type can be selected by (--field-selector), json")
 	fs.StringVar(&output, "o", "", "shorthand for --output")
 	fs.StringVar(&namespace, "namespace", "", "what you may list and watch in this namespace (default: cluster-wide)")
 	fs.StringVar(&namespace, "n", "", "shorthand for --namespace")
@@ -424,6 +495,11 @@ func (c *cli) resources(ctx context.Context, args []string) error {
 		}
 		return usageError{err}
 	}
+	switch output {
+	case "", "wide", "json":
+	default:
+		return usageError{fmt.Errorf("--output must be wide, json or empty, not %q", output)}
+	}
 	resources, err := c.client.ListResources(ctx, namespace)
 	if err != nil {
 		return err
@@ -431,23 +507,29 @@ func (c *cli) resources(ctx context.Context, args []string) error {
 	if output == "json" {
 		return c.printJSON(resources)
 	}
-	if namespace != "" {
-		// The hub shows its activity, which spans all namespaces, only to
-		// callers asking cluster-wide.
-		table := c.table(false, "GROUP", "VERSION", "RESOURCE", "KIND")
-		for _, r := range resources {
-			table.row(r.Group, r.Version, r.Resource, r.Kind)
-		}
-		table.flush()
-		return nil
+	// The hub shows its activity, which spans all namespaces, only to
+	// callers asking cluster-wide.
+	header := []string{"GROUP", "VERSION", "RESOURCE", "KIND"}
+	if namespace == "" {
+		header = append(header, "NAMESPACED", "INFORMER", "SUBSCRIBERS", "OBJECTS")
 	}
-	table := c.table(false, "GROUP", "VERSION", "RESOURCE", "KIND", "NAMESPACED", "INFORMER", "SUBSCRIBERS", "OBJECTS")
+	if output == "wide" {
+		header = append(header, "SELECTABLE-FIELDS")
+	}
+	table := c.table(false, header...)
 	for _, r := range resources {
-		informer := "-"
-		if r.InformerActive {
-			informer = "running"
+		row := []string{r.Group, r.Version, r.Resource, r.Kind}
+		if namespace == "" {
+			informer := "-"
+			if r.InformerActive {
+				informer = "running"
+			}
+			row = append(row, fmt.Sprint(r.Namespaced), informer, fmt.Sprint(r.Subscribers), fmt.Sprint(r.CachedObjects))
 		}
-		table.row(r.Group, r.Version, r.Resource, r.Kind, fmt.Sprint(r.Namespaced), informer, fmt.Sprint(r.Subscribers), fmt.Sprint(r.CachedObjects))
+		if output == "wide" {
+			row = append(row, strings.Join(r.SelectableFields, ","))
+		}
+		table.row(row...)
 	}
 	table.flush()
 	return nil
@@ -506,6 +588,12 @@ func (t *table) row(cells ...string) {
 		return
 	}
 	t.rows = append(t.rows, cells)
+}
+
+// detail writes a line under the last row of a streaming table, aligned
+// with its second column.
+func (t *table) detail(line string) {
+	fmt.Fprintf(t.out, "%s%s\n", strings.Repeat(" ", t.widths[0]+3), line)
 }
 
 func (t *table) flush() {

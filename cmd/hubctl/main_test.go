@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,10 +105,69 @@ func TestHelpAndUsage(t *testing.T) {
 		{[]string{"--ca-file", "/nonexistent", "resources"}, 2},
 		{[]string{"--cert-file", "/nonexistent", "--key-file", "/nonexistent", "resources"}, 2},
 		{[]string{"--insecure", "watch", "--output", "yaml", "configmaps"}, 2},
+		{[]string{"--insecure", "watch", "--fields", "a,,b", "configmaps"}, 2},
+		{[]string{"--insecure", "snapshot", "--show-previous", "configmaps"}, 2}, // watch only
+		{[]string{"--insecure", "resources", "-o", "yaml"}, 2},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), tt.args, &stdout, &stderr, time.Now); code != tt.code {
 			t.Errorf("hubctl %q exited %d, want %d: %s", tt.args, code, tt.code, stderr.String())
+		}
+	}
+}
+
+func TestDiffObjects(t *testing.T) {
+	before := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","resourceVersion":"1","labels":{"app":"web","app.kubernetes.io/name":"web"},
+		"managedFields":[{"manager":"a"}]},"spec":{"containers":[{"name":"app","image":"nginx:1"},{"name":"side","image":"envoy"}],"replicas":1.50},
+		"status":{"phase":"Pending","conditions":[{"type":"Ready"}]}}`
+	after := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","resourceVersion":"2","labels":{"app":"web","tier":"front"},
+		"managedFields":[{"manager":"b"}]},"spec":{"containers":[{"name":"app","image":"nginx:2"},{"name":"side","image":"envoy"}],"replicas":1.50},
+		"status":{"phase":"Running","conditions":[{"type":"Ready"},{"type":"Initialized"}],"message":"` + strings.Repeat("é", 100) + `"}}`
+	got, err := diffObjects([]byte(before), []byte(after))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`- metadata.labels["app.kubernetes.io/name"]: "web"`,
+		`+ metadata.labels.tier: "front"`,
+		`~ spec.containers[0].image: "nginx:1" -> "nginx:2"`,
+		`~ status.conditions: [{"type":"Ready"}] -> [{"type":"Ready"},{"type":"Initialized"}]`,
+		`+ status.message: "` + strings.Repeat("é", 76) + `...`,
+		`~ status.phase: "Pending" -> "Running"`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("diff (-want +got):\n%s", diff)
+	}
+	if got, err := diffObjects([]byte(after), []byte(after)); err != nil || len(got) != 0 {
+		t.Errorf("an object against itself: %q, %v", got, err)
+	}
+	if _, err := diffObjects([]byte("{"), []byte(after)); err == nil {
+		t.Error("a previous object that is not JSON: no error")
+	}
+}
+
+func TestFieldsFlag(t *testing.T) {
+	for _, tt := range []struct {
+		values []string
+		want   fieldList
+		ok     bool
+	}{
+		{[]string{"status.phase"}, fieldList{"status.phase"}, true},
+		{[]string{"status.phase, metadata.labels", "spec.nodeName"}, fieldList{"status.phase", "metadata.labels", "spec.nodeName"}, true},
+		{[]string{`metadata.labels["a,b"],data`}, fieldList{`metadata.labels["a,b"]`, "data"}, true},
+		{[]string{`metadata.annotations['x.io/y,z'],status`}, fieldList{`metadata.annotations['x.io/y,z']`, "status"}, true},
+		{[]string{"status.phase,"}, nil, false},
+		{[]string{""}, nil, false},
+	} {
+		var got fieldList
+		var err error
+		for _, v := range tt.values {
+			if err = got.Set(v); err != nil {
+				break
+			}
+		}
+		if (err == nil) != tt.ok || tt.ok && !cmp.Equal(tt.want, got) {
+			t.Errorf("--fields %q: %q, %v; want %q (ok=%v)", tt.values, got, err, tt.want, tt.ok)
 		}
 	}
 }
