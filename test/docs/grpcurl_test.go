@@ -36,14 +36,15 @@ var cookbookHubFlags = []string{"--auth", "kubernetes", "--history-size", "5", "
 // one's exit status and output. The document's blocks get:
 //
 //	HUB         the hub's loopback host:port (plaintext)
-//	TOKEN       a service account token that may list and watch configmaps in NS
+//	TOKEN       a service account token that may list and watch configmaps and pods in NS
 //	NS          a fresh namespace
 //	KUBECONFIG  an administrator's kubeconfig, for kubectl
 //	PATH        with grpcurl and kubectl (.cache/tools/bin) first
 //
-// After each block, the test waits until the hub's cache of NS holds what
-// the API server does, so that the next block sees every change the one
-// before made (the hub's informer learns of changes a moment later).
+// After each block, the test waits until the hub's cache of NS's configmaps
+// and pods holds what the API server does, so that the next block sees
+// every change the one before made (the hub's informer learns of changes a
+// moment later).
 func TestGRPCurlCookbook(t *testing.T) {
 	root := repoRoot(t)
 	doc := filepath.Join("docs", "grpcurl.md")
@@ -71,7 +72,7 @@ func TestGRPCurlCookbook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := configMapReader(ctx, t, ns.Name, "reader")
+	token := reader(ctx, t, ns.Name, "reader")
 	hub := testhub.Start(t, cluster.KubeConfig, cookbookHubFlags...)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, cluster.KubeConfig, 0o600); err != nil {
@@ -150,58 +151,85 @@ func environ(set map[string]string) []string {
 
 func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
 
-// configMapReader makes a service account in ns that may list and watch
-// configmaps there, and nothing else, and returns a token for it.
-func configMapReader(ctx context.Context, t *testing.T, ns, name string) string {
+// reader makes a service account in ns that may list and watch configmaps
+// and pods there, and nothing else, and returns a token for it.
+func reader(ctx context.Context, t *testing.T, ns, name string) string {
 	t.Helper()
 	token, err := controlplane.ServiceAccountToken(ctx, kube, ns, name,
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}})
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps", "pods"}, Verbs: []string{"list", "watch"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return token
 }
 
-// waitForHub waits until a Snapshot of the configmaps of ns holds the
-// objects a LIST from the API server does, at the same resourceVersions:
-// then the hub has received every change made to them so far.
+// cookbookResources are the resources of NS that docs/grpcurl.md changes,
+// which waitForHub compares.
+var cookbookResources = []string{"configmaps", "pods"}
+
+// waitForHub waits until, for each of cookbookResources, a Snapshot of ns
+// holds the objects a LIST from the API server does, at the same
+// resourceVersions: then the hub has received every change made to them so
+// far.
 func waitForHub(ctx context.Context, client informerhubv1.InformerHubServiceClient, token, ns string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	var apiServer, hub map[string]string
-	for {
-		list, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		apiServer = map[string]string{}
-		for _, cm := range list.Items {
-			apiServer[cm.Name] = cm.ResourceVersion
-		}
-		if hub, err = snapshot(ctx, client, ns); err != nil {
-			return err
-		}
-		if maps.Equal(apiServer, hub) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.New("the hub did not catch up with the API server within 30s: the API server has " +
-				formatVersions(apiServer) + ", the hub " + formatVersions(hub))
-		case <-tick.C:
+	for _, resource := range cookbookResources {
+		for {
+			apiServer, err := list(ctx, resource, ns)
+			if err != nil {
+				return err
+			}
+			hub, err := snapshot(ctx, client, resource, ns)
+			if err != nil {
+				return err
+			}
+			if maps.Equal(apiServer, hub) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return errors.New("the hub did not catch up with the API server within 30s: for " + resource + ", the API server has " +
+					formatVersions(apiServer) + ", the hub " + formatVersions(hub))
+			case <-tick.C:
+			}
 		}
 	}
+	return nil
 }
 
-// snapshot returns the name and resourceVersion of every configmap of ns
-// in a Snapshot of the hub.
-func snapshot(ctx context.Context, client informerhubv1.InformerHubServiceClient, ns string) (map[string]string, error) {
+// objectMeta is what waitForHub reads of an object.
+type objectMeta struct {
+	Metadata struct{ Name, ResourceVersion string }
+}
+
+// list returns the name and resourceVersion of every object of a core (v1)
+// resource in ns, as the API server lists them.
+func list(ctx context.Context, resource, ns string) (map[string]string, error) {
+	raw, err := kube.CoreV1().RESTClient().Get().Namespace(ns).Resource(resource).DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var l struct{ Items []objectMeta }
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, o := range l.Items {
+		out[o.Metadata.Name] = o.Metadata.ResourceVersion
+	}
+	return out, nil
+}
+
+// snapshot returns the name and resourceVersion of every object of a core
+// (v1) resource in ns, in a Snapshot of the hub.
+func snapshot(ctx context.Context, client informerhubv1.InformerHubServiceClient, resource, ns string) (map[string]string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := client.Snapshot(ctx, &informerhubv1.SnapshotRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: ns}})
+	stream, err := client.Snapshot(ctx, &informerhubv1.SnapshotRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: resource, Namespace: ns}})
 	if err != nil {
 		return nil, err
 	}
@@ -215,9 +243,7 @@ func snapshot(ctx context.Context, client informerhubv1.InformerHubServiceClient
 			return nil, err
 		}
 		for _, o := range page.Objects {
-			var obj struct {
-				Metadata struct{ Name, ResourceVersion string }
-			}
+			var obj objectMeta
 			if err := json.Unmarshal([]byte(o), &obj); err != nil {
 				return nil, err
 			}
