@@ -2,10 +2,12 @@ package integration
 
 import (
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -386,7 +388,9 @@ func nested(path ...string) func(e map[string]any, value string) {
 // builtinFieldCases is every field of a built-in type that the hub
 // supports, beyond metadata.name and metadata.namespace (which the other
 // tests select on throughout), with one cluster-scoped type that has only
-// those, whose metadata.namespace the API server accepts and finds "".
+// those, whose metadata.namespace the API server accepts and finds "". The
+// unsupported ones (a namespaced type that refuses metadata.namespace
+// among them) are in TestUnsupportedFieldsAreRefusedAsTheAPIServerRefusesThem.
 func builtinFieldCases(t *testing.T) []fieldCase {
 	var cases []fieldCase
 	podSpec := func(field, key string, v0, v1 string) fieldCase {
@@ -472,6 +476,7 @@ func builtinFieldCases(t *testing.T) []fieldCase {
 	csrs := schema.GroupVersionResource{Group: "certificates.k8s.io", Version: "v1", Resource: "certificatesigningrequests"}
 	ctbs := schema.GroupVersionResource{Group: "certificates.k8s.io", Version: "v1", Resource: "clustertrustbundles"}
 	slices := schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
+	pcrs := schema.GroupVersionResource{Group: "certificates.k8s.io", Version: "v1", Resource: "podcertificaterequests"}
 	pvs := schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumes"}
 	podTemplate := func(restartPolicy string) map[string]any {
 		return map[string]any{
@@ -547,6 +552,9 @@ func builtinFieldCases(t *testing.T) []fieldCase {
 		fieldCase{gvr: slices, field: "spec.pool.name", v0: "pool-a", v1: "pool-b", make: resourceSlice(func(spec map[string]any, v string) {
 			spec["pool"].(map[string]any)["name"] = v
 		})},
+		fieldCase{gvr: pcrs, field: "spec.signerName", v0: "example.com/a", v1: "example.com/b", make: podCertificateRequest(func(spec map[string]any, v string) { spec["signerName"] = v })},
+		fieldCase{gvr: pcrs, field: "spec.podName", v0: "pod-a", v1: "pod-b", make: podCertificateRequest(func(spec map[string]any, v string) { spec["podName"] = v })},
+		fieldCase{gvr: pcrs, field: "spec.nodeName", v0: "node-a", v1: "node-b", make: podCertificateRequest(func(spec map[string]any, v string) { spec["nodeName"] = v })},
 		// A cluster-scoped type with the API server's default fields:
 		// metadata.namespace is accepted, and "" for every object.
 		fieldCase{gvr: pvs, field: "metadata.namespace", v0: "", v1: "x", sameForAll: true, make: func(t *testing.T, _, name, _ string) {
@@ -597,6 +605,31 @@ func resourceSlice(field func(spec map[string]any, v string)) makeFunc {
 		}
 		create(t, schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}, "",
 			obj("resource.k8s.io/v1", "ResourceSlice", "", name, map[string]any{"spec": spec}), nil)
+	}
+}
+
+// podCertificateRequest makes a PodCertificateRequest whose field sets to
+// the value, with the empty stub CSR kubelets send.
+func podCertificateRequest(field func(spec map[string]any, v string)) makeFunc {
+	return func(t *testing.T, ns, name, value string) {
+		t.Helper()
+		_, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stub, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := map[string]any{
+			"signerName": "example.com/a", "podName": "pod-a", "podUID": "00000000-0000-0000-0000-00000000000a",
+			"serviceAccountName": "default", "serviceAccountUID": "00000000-0000-0000-0000-00000000000b",
+			"nodeName": "node-a", "nodeUID": "00000000-0000-0000-0000-00000000000c",
+			"stubPKCS10Request": base64.StdEncoding.EncodeToString(stub),
+		}
+		field(spec, value)
+		create(t, schema.GroupVersionResource{Group: "certificates.k8s.io", Version: "v1", Resource: "podcertificaterequests"}, ns,
+			obj("certificates.k8s.io/v1", "PodCertificateRequest", ns, name, map[string]any{"spec": spec}), nil)
 	}
 }
 
@@ -666,6 +699,7 @@ func TestUnsupportedFieldsAreRefusedAsTheAPIServerRefusesThem(t *testing.T) {
 		{schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "metadata.namespace=x", "cluster-scoped"},
 		{events, "involvedObject.kind=Pod", "regarding.kind"},
 		{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}, "status.replicas=1", "supported fields: metadata.name, metadata.namespace"},
+		{schema.GroupVersionResource{Group: "certificates.k8s.io", Version: "v1", Resource: "podcertificaterequests"}, "metadata.namespace=x", "supported fields: metadata.name, spec.nodeName"},
 	} {
 		sel := fieldCase{gvr: tt.gvr}.selector("", tt.fieldSelector)
 		_, apiErr := fieldCase{gvr: tt.gvr}.resource("").List(ctxFor(t), metav1.ListOptions{FieldSelector: tt.fieldSelector, Limit: 1})
