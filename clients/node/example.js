@@ -4,21 +4,34 @@
 // JSON lines. Run `node example.js --help`.
 
 const { parseArgs } = require('node:util');
-const { connect } = require('./informerhub.js');
+const { connect, ObjectFormat } = require('./informerhub.js');
 
 const USAGE = `usage:
-  node example.js [global flags] watch RESOURCE [-n NAMESPACE] [-l LABELS] [--field-selector FIELDS] [--resume-token TOKEN] [--watch-only]
-  node example.js [global flags] snapshot RESOURCE [-n NAMESPACE] [-l LABELS] [--field-selector FIELDS]
+  node example.js [global flags] watch RESOURCE [selection] [view] [--include-previous] [--resume-token TOKEN] [--watch-only]
+  node example.js [global flags] snapshot RESOURCE [selection] [view]
   node example.js [global flags] resources [-n NAMESPACE]
 
-watch     prints one JSON line per event ({type, object, resourceVersion, resumeToken, ...}):
-          the current objects, the bookmark that ends them, then every change. It
-          reconnects and resumes by itself; on Ctrl-C it prints the token to resume from.
+watch     prints one JSON line per event ({type, object, previousObject, resourceVersion,
+          resumeToken, ...}): the current objects, the bookmark that ends them, then every
+          change. It reconnects and resumes by itself; on Ctrl-C it prints the token to
+          resume from.
 snapshot  prints one JSON line per object, then (on stderr) the token to watch from.
-resources prints one JSON line per resource type you may watch.
+resources prints one JSON line per resource type you may watch (selectableFields: what
+          --field-selector may name).
 
 RESOURCE is a plural resource name with an optional version and group:
 configmaps, deployments.apps, deployments.v1.apps.
+
+selection:
+  -n, --namespace NAMESPACE  the namespace (default: all)
+  -l, --selector LABELS      a label selector, e.g. app=web
+  --field-selector FIELDS    a field selector, e.g. status.phase=Running (see resources)
+  --filter EXPR              a CEL expression over object, e.g. 'object.data.mode == "on"'
+view:
+  --field PATH               keep only this field of each object, e.g. status.phase
+                             (repeatable; name, namespace, uid, resourceVersion stay)
+  --object-format FORMAT     json (default) or struct: how the hub sends objects
+  --include-previous         MODIFIED events carry previousObject, the state before
 
 global flags:
   --addr HOST:PORT     the hub (default: $INFORMERHUB_ADDRESS, else 127.0.0.1:8080)
@@ -40,6 +53,10 @@ async function main(argv) {
       namespace: { type: 'string', short: 'n', default: '' },
       selector: { type: 'string', short: 'l', default: '' },
       'field-selector': { type: 'string', default: '' },
+      filter: { type: 'string', default: '' },
+      field: { type: 'string', multiple: true, default: [] },
+      'object-format': { type: 'string', default: 'json' },
+      'include-previous': { type: 'boolean', default: false },
       'resume-token': { type: 'string', default: '' },
       'watch-only': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' },
@@ -55,6 +72,14 @@ async function main(argv) {
     process.stderr.write(USAGE);
     return 2;
   }
+  if (!Object.values(ObjectFormat).includes(flags['object-format'])) {
+    process.stderr.write(`--object-format is json or struct, not ${JSON.stringify(flags['object-format'])}\n`);
+    return 2;
+  }
+  if (flags['include-previous'] && command !== 'watch') {
+    process.stderr.write('--include-previous is for watch\n');
+    return 2;
+  }
   const hub = connect(flags.addr, { tokenFile: flags['token-file'], caFile: flags['ca-file'], insecure: flags.insecure });
   try {
     if (command === 'resources') {
@@ -66,9 +91,11 @@ async function main(argv) {
       namespace: flags.namespace,
       labelSelector: flags.selector,
       fieldSelector: flags['field-selector'],
+      filter: flags.filter,
     };
+    const view = { fields: flags.field, objectFormat: flags['object-format'] };
     if (command === 'snapshot') {
-      const snap = await hub.snapshot(selector);
+      const snap = await hub.snapshot(selector, view);
       for (const o of snap.objects) print(o);
       process.stderr.write(`${snap.objects.length} objects at resourceVersion ${snap.resourceVersion}; ` +
         `watch the changes after them with: --resume-token ${snap.resumeToken}\n`);
@@ -76,6 +103,8 @@ async function main(argv) {
     }
     const resumeToken = flags['resume-token'];
     const watch = hub.resumingWatch(selector, {
+      ...view,
+      includePrevious: flags['include-previous'],
       resumeToken,
       sendInitialEvents: !flags['watch-only'] && resumeToken === '',
       onRetry: (err) => process.stderr.write(`(reconnecting: ${err.message})\n`),

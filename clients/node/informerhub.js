@@ -1,7 +1,8 @@
 'use strict';
-// A small Node.js client of informerhub: watches that resume exactly,
-// snapshots, and the list of watchable resources. It loads the service
-// definition from the repository's proto/ at run time; nothing is generated.
+// A small Node.js client of informerhub: watches that resume exactly (with
+// filters, projections and previous states), snapshots, and the list of
+// watchable resources. It loads the service definition from the
+// repository's proto/ at run time; nothing is generated.
 //
 //   const hub = connect('127.0.0.1:8080', { token: 'eyJ…' });
 //   for await (const e of hub.resumingWatch({ version: 'v1', resource: 'configmaps', namespace: 'demo' },
@@ -17,6 +18,18 @@ const protoLoader = require('@grpc/proto-loader');
 
 const PROTO_DIR = path.join(__dirname, '..', '..', 'proto');
 const PROTO_FILE = 'informerhub/v1/informerhub.proto';
+
+/**
+ * How the hub sends objects (WatchRequest.object_format): as JSON strings,
+ * the API server's own bytes (the default), or as google.protobuf.Struct.
+ * Either way the client delivers plain objects; see README.
+ */
+const ObjectFormat = Object.freeze({ JSON: 'json', STRUCT: 'struct' });
+
+const OBJECT_FORMATS = {
+  [ObjectFormat.JSON]: 'OBJECT_FORMAT_UNSPECIFIED',
+  [ObjectFormat.STRUCT]: 'OBJECT_FORMAT_STRUCT',
+};
 
 const EVENT_TYPES = {
   EVENT_TYPE_ADDED: 'ADDED',
@@ -40,7 +53,9 @@ const MAX_RECEIVE_BYTES = 64 << 20;
 
 /**
  * Loads the service from the .proto files under protoDir (the repository's
- * proto/ by default). Field names are camelCase (resumeToken), enums strings.
+ * proto/ by default). Field names are camelCase (resumeToken), enums
+ * strings; a oneof's member is named by its virtual field (a
+ * google.protobuf.Value's kind).
  */
 function loadService(protoDir = PROTO_DIR) {
   const definition = protoLoader.loadSync(PROTO_FILE, {
@@ -49,6 +64,7 @@ function loadService(protoDir = PROTO_DIR) {
     enums: String,
     longs: Number,
     defaults: true,
+    oneofs: true,
   });
   return grpc.loadPackageDefinition(definition).informerhub.v1.InformerHubService;
 }
@@ -140,7 +156,8 @@ class Client {
   /**
    * The resource types the caller may list and watch in namespace (or
    * cluster-wide, with ''): [{group, version, resource, kind, namespaced,
-   * informerActive, subscribers, cachedObjects, ...}].
+   * selectableFields, informerActive, subscribers, cachedObjects, ...}].
+   * selectableFields are the fields a fieldSelector may name.
    */
   async listResources(namespace = '') {
     const md = await this.metadata();
@@ -154,17 +171,26 @@ class Client {
 
   /**
    * Every object matching selector at one point in time, all pages read:
-   * { objects (parsed JSON, by namespace and name), resumeToken, resourceVersion }.
+   * { objects (plain objects, by namespace and name), resumeToken, resourceVersion }.
    * A watch from resumeToken delivers exactly the changes after the snapshot.
+   * Options: fields (projection paths) and objectFormat, as for watch.
    */
-  async snapshot(selector, { signal } = {}) {
-    const stream = openStream(this.stub.snapshot({ selector: selectorProto(selector) }, await this.metadata()), signal);
+  async snapshot(selector, { fields = [], objectFormat = ObjectFormat.JSON, signal, ...unknown } = {}) {
+    rejectUnknown(unknown, 'snapshot');
+    const request = {
+      selector: selectorProto(selector),
+      fields: fieldsProto(fields),
+      objectFormat: objectFormatProto(objectFormat),
+    };
+    const stream = openStream(this.stub.snapshot(request, await this.metadata()), signal);
     try {
       const snap = { objects: [], resumeToken: '', resourceVersion: '' };
       for (;;) {
         const page = await stream.next();
         if (page === null) throw statusError(grpc.status.UNAVAILABLE, 'informerhub: the snapshot ended before its last page');
+        // A page holds JSON strings or Structs, as asked.
         for (const o of page.objects) snap.objects.push(JSON.parse(o));
+        for (const s of page.objectStructs) snap.objects.push(structToObject(s));
         snap.resumeToken = page.resumeToken;
         snap.resourceVersion = page.resourceVersion;
         if (page.last) return snap;
@@ -179,9 +205,18 @@ class Client {
    * ends when the hub ends the stream, throws its gRPC error (err.code,
    * err.reason), and stops on cancel() or signal. No reconnection: see
    * resumingWatch.
+   *
+   * options:
+   *   resumeToken        continue right after the event that carried it
+   *   sendInitialEvents  every matching object as ADDED first, then a BOOKMARK
+   *   fields             projection: the paths to keep (['status.phase', 'metadata.labels']);
+   *                      a MODIFIED that changes none of them is not sent
+   *   includePrevious    MODIFIED events carry previousObject, the state before the change
+   *   objectFormat       ObjectFormat.JSON (default) or ObjectFormat.STRUCT
+   *   signal             an AbortSignal that cancels the watch
    */
-  watch(selector, { resumeToken = '', sendInitialEvents = false, signal } = {}) {
-    return new Watch(this, selector, { resumeToken, sendInitialEvents, signal });
+  watch(selector, { resumeToken = '', sendInitialEvents = false, signal, ...view } = {}) {
+    return new Watch(this, selector, { resumeToken, sendInitialEvents, signal, view: viewProto(view) });
   }
 
   /**
@@ -194,10 +229,12 @@ class Client {
    * that retrying cannot fix: INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED,
    * UNAUTHENTICATED (except a running stream whose credentials expired: it
    * reconnects with the token source's current ones) and UNIMPLEMENTED.
-   * onRetry(err, delayMs) is called before each reconnection.
+   * Every reconnection and re-sync asks for the same selector (filter
+   * included), fields, includePrevious and objectFormat. Options are
+   * watch's, and onRetry(err, failures), called before each reconnection.
    */
-  resumingWatch(selector, { resumeToken = '', sendInitialEvents = false, signal, onRetry } = {}) {
-    return new ResumingWatch(this, selector, { resumeToken, sendInitialEvents, signal, onRetry });
+  resumingWatch(selector, { resumeToken = '', sendInitialEvents = false, signal, onRetry, ...view } = {}) {
+    return new ResumingWatch(this, selector, { resumeToken, sendInitialEvents, signal, onRetry, view: viewProto(view) });
   }
 
   /** Opens a Watch call and returns its stream reader. */
@@ -212,18 +249,87 @@ function selectorProto(selector) {
   if (!selector || !selector.version || !selector.resource) {
     throw new TypeError('informerhub: a selector needs version and resource, e.g. { version: "v1", resource: "configmaps" }');
   }
-  const { group = '', version, resource, namespace = '', labelSelector = '', fieldSelector = '' } = selector;
-  return { group, version, resource, namespace, labelSelector, fieldSelector };
+  const { group = '', version, resource, namespace = '', labelSelector = '', fieldSelector = '', filter = '' } = selector;
+  return { group, version, resource, namespace, labelSelector, fieldSelector, filter };
+}
+
+function fieldsProto(fields) {
+  if (!Array.isArray(fields) || !fields.every((f) => typeof f === 'string')) {
+    throw new TypeError('informerhub: fields is a list of paths, e.g. ["status.phase", "metadata.labels"]');
+  }
+  return [...fields];
+}
+
+function objectFormatProto(format) {
+  const proto = Object.hasOwn(OBJECT_FORMATS, format) ? OBJECT_FORMATS[format] : undefined;
+  if (proto === undefined) {
+    const known = Object.values(ObjectFormat).map((f) => JSON.stringify(f)).join(' or ');
+    throw new TypeError(`informerhub: objectFormat is ${known}, not ${JSON.stringify(format)}`);
+  }
+  return proto;
+}
+
+/** Throws for options a call does not know: a misspelt one would otherwise go unnoticed. */
+function rejectUnknown(options, call) {
+  const names = Object.keys(options);
+  if (names.length > 0) throw new TypeError(`informerhub: ${call} has no option ${names.join(', ')}`);
+}
+
+/** The fields of a WatchRequest that say what form events take. */
+function viewProto({ fields = [], includePrevious = false, objectFormat = ObjectFormat.JSON, ...unknown }) {
+  rejectUnknown(unknown, 'watch');
+  return { fields: fieldsProto(fields), includePrevious: Boolean(includePrevious), objectFormat: objectFormatProto(objectFormat) };
+}
+
+/** An object of a response: from its Struct if the hub sent one, else its JSON; null if neither. */
+function objectOf(json, struct) {
+  if (struct) return structToObject(struct);
+  return json === '' ? null : JSON.parse(json);
 }
 
 function eventOf(resp) {
   return {
     type: EVENT_TYPES[resp.type] ?? resp.type,
-    object: resp.object === '' ? null : JSON.parse(resp.object),
+    object: objectOf(resp.object, resp.objectStruct),
+    previousObject: objectOf(resp.previousObject, resp.previousObjectStruct),
     resourceVersion: resp.resourceVersion,
     resumeToken: resp.resumeToken,
     initialEventsEnd: resp.initialEventsEnd,
   };
+}
+
+/**
+ * A google.protobuf.Struct as decoded by proto-loader ({fields: {name:
+ * Value}}) as the plain object JSON.parse would give for its JSON.
+ */
+function structToObject(struct) {
+  const object = {};
+  for (const [key, value] of Object.entries(struct.fields ?? {})) {
+    // As JSON.parse does, "__proto__" is a key like any other (ConfigMap
+    // data may hold one), not the object's prototype.
+    Object.defineProperty(object, key, { value: valueToJS(value), enumerable: true, writable: true, configurable: true });
+  }
+  return object;
+}
+
+function valueToJS(value) {
+  switch (value.kind) {
+    case 'nullValue':
+      return null;
+    case 'numberValue':
+      return value.numberValue;
+    case 'stringValue':
+      return value.stringValue;
+    case 'boolValue':
+      return value.boolValue;
+    case 'structValue':
+      return structToObject(value.structValue);
+    case 'listValue':
+      return (value.listValue.values ?? []).map(valueToJS);
+    default:
+      // An unset Value; JSON has no such thing.
+      return null;
+  }
 }
 
 /**
@@ -290,10 +396,10 @@ function openStream(call, signal) {
 
 /** One Watch call; see Client.watch. */
 class Watch {
-  constructor(client, selector, { resumeToken, sendInitialEvents, signal }) {
+  constructor(client, selector, { resumeToken, sendInitialEvents, signal, view }) {
     this.client = client;
     this.selector = selector;
-    this.request = { resumeToken, sendInitialEvents };
+    this.request = { resumeToken, sendInitialEvents, ...view };
     this.controller = new AbortController();
     this.signal = signal ? AbortSignal.any([signal, this.controller.signal]) : this.controller.signal;
     /** The token of the last event yielded, or of the stream's start, or the one given. */
@@ -333,9 +439,10 @@ class Watch {
 
 /** A watch that reconnects and resumes; see Client.resumingWatch. */
 class ResumingWatch {
-  constructor(client, selector, { resumeToken, sendInitialEvents, signal, onRetry }) {
+  constructor(client, selector, { resumeToken, sendInitialEvents, signal, onRetry, view }) {
     this.client = client;
     this.selector = selector;
+    this.view = view; // fields, includePrevious, objectFormat: the same on every call
     this.sendInitialEvents = sendInitialEvents;
     this.onRetry = onRetry;
     this.controller = new AbortController();
@@ -346,9 +453,12 @@ class ResumingWatch {
     this.initialPending = sendInitialEvents; // initial events asked for and not ended
     this.failures = 0; // consecutive failed attempts, for the backoff
     // What the watch has yielded: every object that exists for the caller,
-    // by namespace/name. Re-syncs diff against it if it is all the caller
-    // holds (knowsAll): not so for a watch that started from a token.
+    // by namespace/name, as {id, object}. Re-syncs diff against it if it is
+    // all the caller holds (knowsAll): not so for a watch that started from
+    // a token. The object itself is kept only when a re-sync needs it: to
+    // compare projections (fields), or to be a MODIFIED's previousObject.
     this.seen = new Map();
+    this.keepObjects = view.fields.length > 0 || view.includePrevious;
     this.knowsAll = resumeToken === '';
     this.resync = null; // during a re-sync: the objects listed so far
     this.resyncToken = ''; // and where to go on listing if its stream breaks
@@ -411,7 +521,7 @@ class ResumingWatch {
       delay *= 1 + b.jitter * (2 * Math.random() - 1);
       await sleep(delay, this.signal);
     }
-    const request = { resumeToken: this.resumeToken, sendInitialEvents: false };
+    const request = { resumeToken: this.resumeToken, sendInitialEvents: false, ...this.view };
     if (this.resync !== null) {
       // List again, or go on listing from where the last stream broke.
       request.resumeToken = this.resyncToken;
@@ -467,7 +577,7 @@ class ResumingWatch {
     const id = identityOf(event.object);
     if (id === null) return;
     if (event.type === 'DELETED') this.seen.delete(keyOf(id));
-    else this.seen.set(keyOf(id), id);
+    else this.seen.set(keyOf(id), { id, object: this.keepObjects ? event.object : null });
   }
 
   /** Gathers a re-sync's objects; at their end, computes the differences. */
@@ -483,8 +593,8 @@ class ResumingWatch {
     // before it: a caller that stops halfway re-syncs again.
     const before = this.resumeToken;
     const replaces = !this.knowsAll;
-    const mark = (type, object, resourceVersion) => ({
-      type, object, resourceVersion, resumeToken: before, initialEventsEnd: false, resync: true, resyncReplaces: replaces,
+    const mark = (type, object, resourceVersion, previousObject = null) => ({
+      type, object, previousObject, resourceVersion, resumeToken: before, initialEventsEnd: false, resync: true, resyncReplaces: replaces,
     });
     const diff = [];
     if (replaces) {
@@ -498,22 +608,26 @@ class ResumingWatch {
       for (const key of [...this.seen.keys()].sort()) {
         const old = this.seen.get(key);
         const now = this.resync.get(key);
-        // A DELETED found by listing carries the object's last known
-        // identity and the listing's resourceVersion.
-        if (!now || now.id.metadata.uid !== old.metadata.uid) diff.push(mark('DELETED', old, event.resourceVersion));
+        // A DELETED found by listing carries the object's last known state
+        // (or only its identity, if that is all the watch kept) and the
+        // listing's resourceVersion.
+        if (!now || now.id.metadata.uid !== old.id.metadata.uid) {
+          diff.push(mark('DELETED', old.object ?? old.id, event.resourceVersion));
+        }
       }
       for (const key of [...this.resync.keys()].sort()) {
         const now = this.resync.get(key);
         const old = this.seen.get(key);
-        if (!old || old.metadata.uid !== now.id.metadata.uid) {
+        if (!old || old.id.metadata.uid !== now.id.metadata.uid) {
           diff.push(mark('ADDED', now.object, now.id.metadata.resourceVersion));
-        } else if (old.metadata.resourceVersion !== now.id.metadata.resourceVersion) {
-          diff.push(mark('MODIFIED', now.object, now.id.metadata.resourceVersion));
+        } else if (this.modified(old, now)) {
+          diff.push(mark('MODIFIED', now.object, now.id.metadata.resourceVersion,
+            this.view.includePrevious ? old.object : null));
         }
       }
     }
     diff.push({
-      type: 'BOOKMARK', object: null, resourceVersion: event.resourceVersion, resumeToken: event.resumeToken,
+      type: 'BOOKMARK', object: null, previousObject: null, resourceVersion: event.resourceVersion, resumeToken: event.resumeToken,
       initialEventsEnd: this.initialPending, resync: true, resyncReplaces: replaces,
     });
     this.pending.push(...diff);
@@ -521,6 +635,32 @@ class ResumingWatch {
     this.resyncToken = '';
     this.knowsAll = true;
   }
+
+  /**
+   * Whether a re-sync found an object changed since the watch yielded it.
+   * With fields, as the hub decides whether to send a MODIFIED: only a
+   * change of what was asked for counts, not a new resourceVersion alone.
+   */
+  modified(old, now) {
+    if (old.id.metadata.resourceVersion === now.id.metadata.resourceVersion) return false;
+    if (this.view.fields.length === 0) return true;
+    return canonicalJSON(withoutVersion(old.object)) !== canonicalJSON(withoutVersion(now.object));
+  }
+}
+
+/** An object without its metadata.resourceVersion (a shallow copy). */
+function withoutVersion(object) {
+  const { resourceVersion: _, ...metadata } = object.metadata;
+  return { ...object, metadata };
+}
+
+/** JSON with every object's keys sorted: equal for equal values, whatever their keys' order. */
+function canonicalJSON(value) {
+  if (Array.isArray(value)) return `[${value.map(canonicalJSON).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJSON(value[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
 }
 
 /** What a watch remembers of an object it yielded, or null. */
@@ -653,4 +793,6 @@ function* fields(buf) {
   }
 }
 
-module.exports = { connect, Client, Watch, ResumingWatch, loadService, isLoopback, status: grpc.status, PROTO_DIR };
+module.exports = {
+  connect, Client, Watch, ResumingWatch, ObjectFormat, loadService, isLoopback, status: grpc.status, PROTO_DIR,
+};

@@ -11,7 +11,10 @@ const https = require('node:https');
  * test/clients/main_test.go sets it. Missing variables fail the test.
  */
 function hubEnv() {
-  const names = ['INFORMERHUB_ADDR', 'INFORMERHUB_TOKEN', 'KUBE_SERVER', 'KUBE_CA_FILE', 'KUBE_TOKEN', 'TEST_NAMESPACE'];
+  const names = [
+    'INFORMERHUB_ADDR', 'INFORMERHUB_SHORT_HISTORY_ADDR', 'INFORMERHUB_SHORT_HISTORY_SIZE', 'INFORMERHUB_LIMITED_ADDR',
+    'INFORMERHUB_TOKEN', 'KUBE_SERVER', 'KUBE_CA_FILE', 'KUBE_TOKEN', 'TEST_NAMESPACE',
+  ];
   const missing = names.filter((n) => !process.env[n]);
   if (missing.length > 0) {
     throw new Error(`missing ${missing.join(', ')}: these tests need a hub and an API server; ` +

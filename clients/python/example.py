@@ -4,11 +4,13 @@
     example.py --insecure --token-file .cache/run/token watch configmaps -n demo
     example.py --insecure --token-file .cache/run/token snapshot configmaps -n demo
     example.py --insecure --token-file .cache/run/token resources -n demo
+    example.py --insecure --token-file .cache/run/token watch configmaps -n demo \
+        --filter 'object.data.mode == "on"' --field data.mode --include-previous
 
 watch prints one JSON line per event (the objects first, then every change;
 it reconnects and resumes by itself); on Ctrl-C it prints the token to
 continue from with --resume-token. snapshot prints one JSON line per object,
-resources one per resource type.
+resources one per resource type (with the fields a field selector may name).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import sys
 
 import grpc
 
-from informerhub_client import Client, Selector
+from informerhub_client import Client, ObjectFormat, Selector
 
 _VERSION = re.compile(r"v\d+((alpha|beta)\d+)?$")
 
@@ -52,8 +54,17 @@ def main(argv: list[str]) -> int:
         c.add_argument("--version", default="", help="the API version (default: from RESOURCE, or v1)")
         c.add_argument("-n", "--namespace", default="", help="the namespace (default: all)")
         c.add_argument("-l", "--selector", default="", help="a label selector, e.g. app=web")
-        c.add_argument("--field-selector", default="", help="on metadata.name and metadata.namespace")
+        c.add_argument("--field-selector", default="",
+                       help="e.g. status.phase=Running (the fields `resources` lists for the type)")
+        c.add_argument("--filter", default="", help="a CEL expression over object, e.g. 'object.data.mode == \"on\"'")
+        c.add_argument("--field", action="append", default=[], dest="fields", metavar="PATH",
+                       help="keep only this field of each object, e.g. status.phase (repeatable; "
+                            "name, namespace, uid and resourceVersion stay)")
+        c.add_argument("--object-format", choices=[f.name.lower() for f in ObjectFormat], default="json",
+                       help="how the hub sends objects (struct: every number becomes a float)")
         if command == "watch":
+            c.add_argument("--include-previous", action="store_true",
+                           help="MODIFIED events carry previousObject, the state before the change")
             c.add_argument("--resume-token", default="", help="continue right after the event that carried it")
             c.add_argument("--watch-only", action="store_true", help="only changes, not the current objects first")
     r = sub.add_parser("resources")
@@ -80,15 +91,16 @@ def main(argv: list[str]) -> int:
             return 0
         resource, version, group = parse_resource(args.resource, args.version)
         sel = Selector(resource=resource, version=version, group=group, namespace=args.namespace,
-                       label_selector=args.selector, field_selector=args.field_selector)
+                       label_selector=args.selector, field_selector=args.field_selector, filter=args.filter)
+        view = {"fields": args.fields, "object_format": ObjectFormat[args.object_format.upper()]}
         if args.command == "snapshot":
-            snap = client.snapshot(sel)
+            snap = client.snapshot(sel, **view)
             for obj in snap.objects:
                 print(json.dumps(obj), file=out)
             print(f"watch from here with: --resume-token {snap.resume_token}", file=sys.stderr)
             return 0
-        watch = client.resuming_watch(sel, resume_token=args.resume_token,
-                                      send_initial_events=not args.watch_only and not args.resume_token)
+        watch = client.resuming_watch(sel, resume_token=args.resume_token, include_previous=args.include_previous,
+                                      send_initial_events=not args.watch_only and not args.resume_token, **view)
         try:
             for e in watch:
                 line = {"type": e.type.value, "resourceVersion": e.resource_version, "resumeToken": e.resume_token}
@@ -98,6 +110,8 @@ def main(argv: list[str]) -> int:
                     line["resync"] = True
                 if e.object is not None:
                     line["object"] = e.object
+                if e.previous_object is not None:
+                    line["previousObject"] = e.previous_object
                 print(json.dumps(line), file=out, flush=True)
         except KeyboardInterrupt:
             watch.cancel()

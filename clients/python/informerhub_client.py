@@ -2,9 +2,10 @@
 
 It wraps the generated gRPC stubs (see generate.sh) with what every client
 needs: bearer-token and TLS setup, events as dataclasses with decoded
-objects, snapshots read to their last page, and a watch that reconnects by
-itself and resumes from the last token it delivered, so that nothing is lost
-or repeated.
+objects (and their previous states), snapshots read to their last page, and
+a watch that reconnects by itself and resumes from the last token it
+delivered, so that nothing is lost or repeated. Selectors, filters (CEL),
+projections (fields) and object formats are the contract's.
 
     with Client("127.0.0.1:8080", token=open(".cache/run/token").read().strip()) as hub:
         sel = Selector(resource="configmaps", namespace="demo")
@@ -30,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Optional, Sequence, Tuple, Union
 
 import grpc
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 
 try:
     from informerhub.v1 import informerhub_pb2 as pb
@@ -47,8 +48,9 @@ except ImportError:
     from informerhub.v1 import informerhub_pb2_grpc as pb_grpc
 
 __all__ = [
-    "Backoff", "Client", "ErrorInfo", "Event", "EventType", "IncompleteSnapshot",
-    "Resource", "ResumingWatch", "Selector", "Snapshot", "WatchStream", "error_info",
+    "Backoff", "Client", "ErrorInfo", "Event", "EventType", "FieldViolation", "IncompleteSnapshot",
+    "ObjectFormat", "Resource", "ResumingWatch", "Selector", "Snapshot", "WatchStream",
+    "error_info", "field_violations",
 ]
 
 log = logging.getLogger("informerhub_client")
@@ -82,21 +84,30 @@ _EVENT_TYPES = {
 }
 
 
+class ObjectFormat(enum.Enum):
+    """How the hub sends objects. Either way they are delivered as dicts;
+    STRUCT turns every number into a float (see README)."""
+    JSON = pb.OBJECT_FORMAT_UNSPECIFIED     # the API server's JSON (the default)
+    STRUCT = pb.OBJECT_FORMAT_STRUCT        # google.protobuf.Struct
+
+
 @dataclass(frozen=True)
 class Selector:
-    """Objects of one resource type, as a Kubernetes LIST or WATCH selects them."""
+    """Objects of one resource type, as a Kubernetes LIST or WATCH selects
+    them, and a CEL filter."""
     resource: str                 # plural, as in the REST path: "configmaps"
     version: str = "v1"
     group: str = ""               # "" for the core group, "apps", ...
     namespace: str = ""           # "" for all namespaces
     label_selector: str = ""      # "app=web,tier in (front,back)"
-    field_selector: str = ""      # on metadata.name and metadata.namespace
+    field_selector: str = ""      # "status.phase=Running": Resource.selectable_fields
+    filter: str = ""              # CEL over object: 'object.status.phase == "Running"'
 
     def to_proto(self) -> pb.ResourceSelector:
         return pb.ResourceSelector(
             group=self.group, version=self.version, resource=self.resource,
             namespace=self.namespace, label_selector=self.label_selector,
-            field_selector=self.field_selector)
+            field_selector=self.field_selector, filter=self.filter)
 
 
 @dataclass(frozen=True)
@@ -112,6 +123,9 @@ class Event:
     # as ADDED, then a BOOKMARK with resync set. Replace what you hold with
     # what the re-sync lists: drop what it did not list.
     resync: bool = False
+    # On MODIFIED, with include_previous: the state before the change,
+    # projected like object. None otherwise.
+    previous_object: Optional[dict] = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +148,8 @@ class Resource:
     informer_active: bool
     subscribers: int
     cached_objects: int
+    # The fields a Selector's field_selector may name for this type, sorted.
+    selectable_fields: tuple[str, ...] = ()
 
 
 class IncompleteSnapshot(Exception):
@@ -214,30 +230,48 @@ class Client:
         return (("authorization", "Bearer " + token),)
 
     def watch(self, selector: Selector, *, send_initial_events: bool = False,
-              resume_token: str = "") -> "WatchStream":
+              resume_token: str = "", fields: Sequence[str] = (), include_previous: bool = False,
+              object_format: ObjectFormat = ObjectFormat.JSON) -> "WatchStream":
         """Start one Watch call: from resume_token if given, else from now;
         with every current object as ADDED first if send_initial_events.
-        It does not reconnect: see resuming_watch."""
+        It does not reconnect: see resuming_watch.
+
+        fields: projection, the paths to keep ("status.phase",
+        "metadata.labels"); a MODIFIED that changes none of them is not sent.
+        include_previous: MODIFIED events carry previous_object.
+        object_format: how the hub sends objects (ObjectFormat)."""
         req = pb.WatchRequest(selector=selector.to_proto(), resume_token=resume_token,
-                              send_initial_events=send_initial_events)
+                              send_initial_events=send_initial_events, fields=_paths(fields),
+                              include_previous=include_previous,
+                              object_format=_object_format(object_format).value)
         return WatchStream(self._stub.Watch(req, metadata=self._metadata()), resume_token)
 
     def resuming_watch(self, selector: Selector, *, send_initial_events: bool = False,
-                       resume_token: str = "", backoff: Backoff = Backoff()) -> "ResumingWatch":
+                       resume_token: str = "", fields: Sequence[str] = (), include_previous: bool = False,
+                       object_format: ObjectFormat = ObjectFormat.JSON,
+                       backoff: Backoff = Backoff()) -> "ResumingWatch":
         """A watch that reconnects by itself and resumes from the last token
-        it delivered: see ResumingWatch."""
-        return ResumingWatch(self, selector, send_initial_events, resume_token, backoff)
+        it delivered: see ResumingWatch. The options are watch's; every
+        reconnection and re-sync asks for the same."""
+        view = _View(_paths(fields), include_previous, _object_format(object_format))
+        return ResumingWatch(self, selector, send_initial_events, resume_token, backoff, view)
 
-    def snapshot(self, selector: Selector, *, timeout: Optional[float] = None) -> Snapshot:
+    def snapshot(self, selector: Selector, *, fields: Sequence[str] = (),
+                 object_format: ObjectFormat = ObjectFormat.JSON,
+                 timeout: Optional[float] = None) -> Snapshot:
         """Every object that matches selector, from one point in time, read
-        from all the pages of a Snapshot call. Raises grpc.RpcError."""
-        call = self._stub.Snapshot(pb.SnapshotRequest(selector=selector.to_proto()),
-                                   metadata=self._metadata(), timeout=timeout)
+        from all the pages of a Snapshot call, projected by fields and sent
+        as object_format says (as in watch). Raises grpc.RpcError."""
+        req = pb.SnapshotRequest(selector=selector.to_proto(), fields=_paths(fields),
+                                 object_format=_object_format(object_format).value)
+        call = self._stub.Snapshot(req, metadata=self._metadata(), timeout=timeout)
         objects, pages = [], 0
         try:
             for page in call:
                 pages += 1
+                # A page holds JSON strings or Structs, as asked.
                 objects.extend(json.loads(o) for o in page.objects)
+                objects.extend(_dict(s) for s in page.object_structs)
                 if page.last:
                     return Snapshot(objects, page.resume_token, page.resource_version, pages)
         finally:
@@ -250,14 +284,52 @@ class Client:
         resp = self._stub.ListResources(pb.ListResourcesRequest(namespace=namespace),
                                         metadata=self._metadata(), timeout=timeout)
         return [Resource(r.group, r.version, r.resource, r.kind, r.namespaced,
-                         r.informer_active, r.subscribers, r.cached_objects)
+                         r.informer_active, r.subscribers, r.cached_objects,
+                         tuple(r.selectable_fields))
                 for r in resp.resources]
+
+
+@dataclass(frozen=True)
+class _View:
+    """The options of a watch that say what form its events take."""
+    fields: tuple[str, ...]
+    include_previous: bool
+    object_format: ObjectFormat
+
+
+def _paths(fields: Sequence[str]) -> tuple[str, ...]:
+    # A string is a sequence too: "status.phase" would ask for 12 paths.
+    if isinstance(fields, (str, bytes)) or not all(isinstance(f, str) for f in fields):
+        raise TypeError(f"fields is a list of paths, like ['status.phase', 'metadata.labels'], not {fields!r}")
+    return tuple(fields)
+
+
+def _object_format(value: ObjectFormat) -> ObjectFormat:
+    if not isinstance(value, ObjectFormat):
+        raise TypeError(f"object_format is ObjectFormat.JSON or ObjectFormat.STRUCT, not {value!r}")
+    return value
+
+
+def _dict(struct) -> dict:
+    """A google.protobuf.Struct as the dict json.loads gives for its JSON,
+    except that every number is a float."""
+    return json_format.MessageToDict(struct)
+
+
+def _object(resp, json_field: str, struct_field: str) -> Optional[dict]:
+    """An object of a response: from its Struct if the hub sent one, else
+    from its JSON; None if neither."""
+    if resp.HasField(struct_field):
+        return _dict(getattr(resp, struct_field))
+    raw = getattr(resp, json_field)
+    return json.loads(raw) if raw else None
 
 
 def _event(resp: pb.WatchResponse) -> Event:
     return Event(
         type=_EVENT_TYPES[resp.type],
-        object=json.loads(resp.object) if resp.object else None,
+        object=_object(resp, "object", "object_struct"),
+        previous_object=_object(resp, "previous_object", "previous_object_struct"),
         resource_version=resp.resource_version,
         resume_token=resp.resume_token,
         initial_events_end=resp.initial_events_end)
@@ -320,7 +392,12 @@ class ResumingWatch:
     with initial events and yields every object as ADDED with resync set,
     then a BOOKMARK with resync set; replace what you held with that. Until
     that bookmark, its events carry the token from before the re-sync, so
-    a caller that stops halfway re-syncs again.
+    a caller that stops halfway re-syncs again. The re-sync asks for the
+    same selector (its filter too), fields and format as the watch.
+
+    RESOURCE_EXHAUSTED, whatever its reason (a slow reader, the rate
+    limit, TOO_MANY_DISTINCT filters or projections), is retried with
+    backoff.
 
     Errors that retrying cannot fix (INVALID_ARGUMENT, NOT_FOUND,
     PERMISSION_DENIED, UNAUTHENTICATED, UNIMPLEMENTED) raise grpc.RpcError.
@@ -331,8 +408,9 @@ class ResumingWatch:
     """
 
     def __init__(self, client: Client, selector: Selector, send_initial_events: bool,
-                 resume_token: str, backoff: Backoff):
+                 resume_token: str, backoff: Backoff, view: Optional[_View] = None):
         self._client, self._selector, self._backoff = client, selector, backoff
+        self._view = view or _View((), False, ObjectFormat.JSON)
         self._position = resume_token        # where a reconnection continues
         self._from_hub = False               # _position came from the hub (so it covers initial events)
         self._send_initial = send_initial_events
@@ -394,7 +472,9 @@ class ResumingWatch:
         initial = self._send_initial and not self._from_hub
         try:
             stream = self._client.watch(self._selector, send_initial_events=initial,
-                                        resume_token=self._position)
+                                        resume_token=self._position, fields=self._view.fields,
+                                        include_previous=self._view.include_previous,
+                                        object_format=self._view.object_format)
         except OSError as err:  # a token file in the middle of its rotation
             self._failures += 1
             log.warning("getting the bearer token: %s; retrying", err)
@@ -478,26 +558,52 @@ class ErrorInfo:
     metadata: dict[str, str]
 
 
-def error_info(err: grpc.RpcError) -> Optional[ErrorInfo]:
-    """The ErrorInfo among the error's details (the grpc-status-details-bin
-    trailer, a google.rpc.Status), or None."""
+@dataclass(frozen=True)
+class FieldViolation:
+    """One entry of the google.rpc.BadRequest detail of an INVALID_ARGUMENT:
+    the request's field ("selector.filter", "fields", "resume_token", ...)
+    and what is wrong with it."""
+    field: str
+    description: str
+
+
+def _status_details(err: grpc.RpcError, type_name: str) -> list[bytes]:
+    """The encoded details of that type (google.rpc.ErrorInfo, ...) in the
+    error's grpc-status-details-bin trailer, a google.rpc.Status."""
     trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
+    found = []
     for key, value in trailers or ():
-        if key != "grpc-status-details-bin":
-            continue
-        for detail in _RPC.Status.FromString(value).details:
-            if detail.type_url.endswith("/google.rpc.ErrorInfo"):
-                info = _RPC.ErrorInfo.FromString(detail.value)
-                return ErrorInfo(info.reason, info.domain, {e.key: e.value for e in info.metadata})
+        if key == "grpc-status-details-bin":
+            found.extend(d.value for d in _RPC.Status.FromString(value).details
+                         if d.type_url.endswith("/" + type_name))
+    return found
+
+
+def error_info(err: grpc.RpcError) -> Optional[ErrorInfo]:
+    """The ErrorInfo among the error's details, or None. Its reason says
+    what happened (README: the contract)."""
+    for raw in _status_details(err, "google.rpc.ErrorInfo"):
+        info = _RPC.ErrorInfo.FromString(raw)
+        return ErrorInfo(info.reason, info.domain, {e.key: e.value for e in info.metadata})
     return None
 
 
+def field_violations(err: grpc.RpcError) -> list[FieldViolation]:
+    """The fields of the request an INVALID_ARGUMENT names (its
+    google.rpc.BadRequest detail); empty if none."""
+    return [FieldViolation(v.field, v.description)
+            for raw in _status_details(err, "google.rpc.BadRequest")
+            for v in _RPC.BadRequest.FromString(raw).field_violations]
+
+
 class _RPC:
-    """google.rpc.Status and ErrorInfo, wire-compatible, built at import from
-    descriptors in a pool of their own: Debian packages no googleapis
-    protos, and a private pool cannot clash with them where they exist."""
+    """google.rpc.Status, ErrorInfo and BadRequest, wire-compatible, built at
+    import from descriptors in a pool of their own: Debian packages no
+    googleapis protos, and a private pool cannot clash with them where they
+    exist."""
     Status: type
     ErrorInfo: type
+    BadRequest: type
 
 
 def _build_rpc_messages() -> None:
@@ -520,11 +626,13 @@ def _build_rpc_messages() -> None:
     message("Entry", ("key", F.TYPE_STRING, None), ("value", F.TYPE_STRING, None))
     message("ErrorInfo", ("reason", F.TYPE_STRING, None), ("domain", F.TYPE_STRING, None),
             ("metadata", F.TYPE_MESSAGE, "Entry"))
+    message("FieldViolation", ("field", F.TYPE_STRING, None), ("description", F.TYPE_STRING, None))
+    message("BadRequest", ("field_violations", F.TYPE_MESSAGE, "FieldViolation"))
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
     get_class = getattr(message_factory, "GetMessageClass", None) \
         or message_factory.MessageFactory(pool).GetPrototype
-    for name in ("Status", "ErrorInfo"):
+    for name in ("Status", "ErrorInfo", "BadRequest"):
         setattr(_RPC, name, get_class(pool.FindMessageTypeByName("informerhub_client.rpc." + name)))
 
 

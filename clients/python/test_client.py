@@ -4,12 +4,15 @@ test/clients/python_test.go runs them (go test -run TestPythonClient
 ./test/clients/): it starts the control plane and the hub, generates the
 stubs, and sets
 
-    INFORMERHUB_ADDR   the hub's host:port (plaintext, loopback)
-    INFORMERHUB_TOKEN  a token that may list and watch configmaps in TEST_NAMESPACE
-    KUBE_SERVER        the API server's URL
-    KUBE_CA_FILE       the CA of its serving certificate
-    KUBE_TOKEN         a token that may write configmaps in TEST_NAMESPACE
-    TEST_NAMESPACE     the namespace
+    INFORMERHUB_ADDR                the hub's host:port (plaintext, loopback)
+    INFORMERHUB_SHORT_HISTORY_ADDR  a hub whose history holds INFORMERHUB_SHORT_HISTORY_SIZE changes
+    INFORMERHUB_SHORT_HISTORY_SIZE  (one test makes it answer OUT_OF_RANGE)
+    INFORMERHUB_LIMITED_ADDR        a hub that allows one distinct filter and projection per type
+    INFORMERHUB_TOKEN               a token that may list and watch configmaps in TEST_NAMESPACE
+    KUBE_SERVER                     the API server's URL
+    KUBE_CA_FILE                    the CA of its serving certificate
+    KUBE_TOKEN                      a token that may write configmaps in TEST_NAMESPACE
+    TEST_NAMESPACE                  the namespace
 
 Without them every test fails. The suite writes ConfigMaps through the API
 server's REST API and checks what the hub delivers against what those
@@ -22,6 +25,7 @@ fails the test.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import signal
@@ -45,11 +49,16 @@ from informerhub_client import EventType
 
 TIMEOUT = 30.0  # seconds an expected event may take
 
+# Selects ConfigMaps whose data.state is "on".
+STATE_ON = 'has(object.data) && has(object.data.state) && object.data.state == "on"'
+
 ENV = {}
 
 
 def setUpModule():
-    names = ("INFORMERHUB_ADDR", "INFORMERHUB_TOKEN", "KUBE_SERVER", "KUBE_CA_FILE", "KUBE_TOKEN", "TEST_NAMESPACE")
+    names = ("INFORMERHUB_ADDR", "INFORMERHUB_SHORT_HISTORY_ADDR", "INFORMERHUB_SHORT_HISTORY_SIZE",
+             "INFORMERHUB_LIMITED_ADDR", "INFORMERHUB_TOKEN", "KUBE_SERVER", "KUBE_CA_FILE", "KUBE_TOKEN",
+             "TEST_NAMESPACE")
     missing = [n for n in names if not os.environ.get(n)]
     if missing:
         raise RuntimeError(f"{', '.join(missing)} not set: run these tests with "
@@ -266,6 +275,20 @@ class Proxy:
         self.cut()
 
 
+class LogSeen(logging.Handler):
+    """Notices a log record of informerhub_client that contains text: the
+    library logs each reconnection of a resuming watch, with its cause."""
+
+    def __init__(self, text: str):
+        super().__init__(logging.DEBUG)
+        self.text = text
+        self.seen = threading.Event()
+
+    def emit(self, record):
+        if self.text in record.getMessage():
+            self.seen.set()
+
+
 class HubTest(unittest.TestCase):
     def setUp(self):
         self.kube = Kube(ENV["KUBE_SERVER"], ENV["KUBE_CA_FILE"], ENV["KUBE_TOKEN"], ENV["TEST_NAMESPACE"])
@@ -305,11 +328,25 @@ class HubTest(unittest.TestCase):
         self.addCleanup(events.close)
         return events
 
-    def assertNothingElse(self, events: Events):
-        """Nothing arrives before a change made now: the events so far were all."""
-        sentinel = self.create("sentinel")
+    def assertNothingElse(self, events: Events, data: Optional[dict] = None):
+        """Nothing arrives before a change made now (an object with data,
+        which the watch must select): the events so far were all."""
+        sentinel = self.create("sentinel", data)
         self.assertEqual(events.changes(1), [change(EventType.ADDED, sentinel)],
                          "an event arrived that no write explains")
+
+    def has_seen(self, client: hub.Client, selector: hub.Selector, written: dict):
+        """Wait until the hub of client has seen written (what the API server
+        answered to a write), for a hub other than the one synced() reads."""
+        target = int(written["metadata"]["resourceVersion"])
+        events = Events(client.watch(selector, send_initial_events=True))
+        try:
+            while True:
+                e = events.get()
+                if e.resource_version and int(e.resource_version) >= target:
+                    return
+        finally:
+            events.close()
 
     def assertCode(self, err: BaseException, code: grpc.StatusCode, reason: Optional[str] = None):
         self.assertIsInstance(err, grpc.RpcError)
@@ -410,6 +447,175 @@ class HubTest(unittest.TestCase):
         self.assertEqual(events.changes(len(later)), later)
         self.assertNothingElse(events)
 
+    def test_filter_selects_objects_as_updates_make_them_enter_and_leave(self):
+        x, y = self.create("x", {"state": "off"}), self.create("y", {"state": "on"})
+        self.synced(change(EventType.ADDED, y))
+        events = self.read(self.client.watch(self.selector(filter=STATE_ON), send_initial_events=True))
+        self.assertEqual(seen(events.next()), change(EventType.ADDED, y))  # not x: it is off
+        self.assertTrue(events.next().initial_events_end)
+
+        x_on = self.kube.update(x, {"state": "on"})
+        x_more = self.kube.update(x_on, {"state": "on", "more": "1"})
+        x_off = self.kube.update(x_more, {"state": "off", "more": "1"})
+        self.kube.update(x_off, {"state": "off", "more": "2"})  # still off: nothing
+        got = [events.next() for _ in range(3)]
+        self.assertEqual([seen(e) for e in got], [change(EventType.ADDED, x_on), change(EventType.MODIFIED, x_more),
+                                                  change(EventType.DELETED, x_off)])
+        # It left with the change to off, in the last state the filter selected.
+        self.assertEqual(got[2].object["data"], {"state": "on", "more": "1"})
+        self.assertNothingElse(events, {"state": "on"})
+
+    def test_fields_project_objects_and_skip_modifications_of_other_fields(self):
+        a = self.create("a", {"watched": "1", "other": "1"})
+        self.synced(change(EventType.ADDED, a))
+        events = self.read(self.client.watch(self.selector(), send_initial_events=True, fields=["data.watched"]))
+        added = events.next()
+        self.assertEqual(added.object, {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {k: a["metadata"][k] for k in ("name", "namespace", "uid", "resourceVersion")},
+            "data": {"watched": "1"},
+        })
+        self.assertTrue(events.next().initial_events_end)
+
+        a2 = self.kube.update(a, {"watched": "1", "other": "2"})  # not sent
+        a3 = self.kube.update(a2, {"watched": "2", "other": "2"})
+        gone = self.kube.delete(a3)
+        got = [events.next(), events.next()]
+        self.assertEqual([seen(e) for e in got], [change(EventType.MODIFIED, a3), gone])
+        self.assertEqual([e.object["data"] for e in got], [{"watched": "2"}, {"watched": "2"}])
+        self.assertNothingElse(events)
+
+    def test_include_previous_carries_the_state_before_each_modification(self):
+        a = self.create("a", {"v": "1"})
+        self.synced(change(EventType.ADDED, a))
+        events = self.read(self.client.watch(self.selector(), send_initial_events=True, include_previous=True))
+        added = events.next()
+        self.assertEqual((seen(added), added.previous_object), (change(EventType.ADDED, a), None))
+        self.assertTrue(events.next().initial_events_end)
+
+        a2 = self.kube.update(a, {"v": "2"})
+        a3 = self.kube.update(a2, {"v": "3"})
+        gone = self.kube.delete(a3)
+        got = [events.next() for _ in range(3)]
+        self.assertEqual([seen(e) for e in got], [change(EventType.MODIFIED, a2), change(EventType.MODIFIED, a3), gone])
+        # The states before, exactly as the API server returned them.
+        self.assertEqual([e.previous_object for e in got], [a, a2, None])
+
+    def test_struct_format_delivers_the_same_objects_as_dicts(self):
+        a = self.create("a", {"v": "1"})
+        self.synced(change(EventType.ADDED, a))
+        options = dict(send_initial_events=True, include_previous=True, fields=["data", "metadata.labels"])
+        as_json = self.read(self.client.watch(self.selector(), **options))
+        as_struct = self.read(self.client.watch(self.selector(), object_format=hub.ObjectFormat.STRUCT, **options))
+        initial = []
+        for events in (as_json, as_struct):
+            initial.append(events.next())
+            self.assertEqual(seen(initial[-1]), change(EventType.ADDED, a))
+            self.assertTrue(events.next().initial_events_end)
+        self.assertEqual(initial[1].object, initial[0].object)
+        self.assertEqual(initial[1].object["metadata"]["labels"], self.labels)  # nested dicts
+
+        a2 = self.kube.update(a, {"v": "2"})
+        b = self.create("b", {"v": "b"})
+        expected = [change(EventType.MODIFIED, a2), change(EventType.ADDED, b)]
+        got_json, got_struct = [as_json.next(), as_json.next()], [as_struct.next(), as_struct.next()]
+        self.assertEqual([seen(e) for e in got_json], expected)
+        self.assertEqual([seen(e) for e in got_struct], expected)
+        for from_json, from_struct in zip(got_json, got_struct):
+            self.assertEqual((from_struct.object, from_struct.previous_object),
+                             (from_json.object, from_json.previous_object))
+        self.assertEqual(got_struct[0].previous_object["data"], {"v": "1"})
+
+    def test_snapshot_with_a_filter_fields_and_struct_format(self):
+        a = self.create("a", {"keep": "a", "drop": "a"})
+        b = self.create("b", {"keep": "b"})
+        c = self.create("c", {"drop": "c"})
+        self.synced(change(EventType.ADDED, c))
+        sel = self.selector(filter="has(object.data) && has(object.data.keep)")
+        snap = self.client.snapshot(sel, fields=["data.keep"])
+        self.assertEqual([(o["metadata"]["name"], o["metadata"]["resourceVersion"], o["data"]) for o in snap.objects],
+                         [(o["metadata"]["name"], o["metadata"]["resourceVersion"], {"keep": o["data"]["keep"]})
+                          for o in (a, b)])
+        self.assertTrue(all("labels" not in o["metadata"] for o in snap.objects))
+        struct = self.client.snapshot(sel, fields=["data.keep"], object_format=hub.ObjectFormat.STRUCT)
+        self.assertEqual(struct.objects, snap.objects)
+        self.assertTrue(struct.resume_token)
+
+    def test_resuming_watch_resyncs_with_its_filter_and_fields_when_its_token_expired(self):
+        # This hub keeps INFORMERHUB_SHORT_HISTORY_SIZE changes: a token from
+        # inside initial events, which only its history can resume, expires
+        # after that many more.
+        short = self.connect(ENV["INFORMERHUB_SHORT_HISTORY_ADDR"])
+        sel, fields = self.selector(filter=STATE_ON), ["data.state"]
+        a = self.create("a", {"state": "on", "other": "a"})
+        b = self.create("b", {"state": "on", "other": "b"})
+        c = self.create("c", {"state": "off"})
+        self.has_seen(short, self.selector(), c)
+        first = Events(short.watch(sel, send_initial_events=True, fields=fields))
+        inside = first.next()
+        self.assertEqual(seen(inside), change(EventType.ADDED, a))
+        first.close()
+
+        self.kube.update(a, {"state": "off", "other": "a"})  # leaves
+        c_on = self.kube.update(c, {"state": "on"})  # enters
+        filler = self.kube.create(self.prefix + "-filler", {"test": "filler-" + self.labels["test"]})
+        for i in range(int(ENV["INFORMERHUB_SHORT_HISTORY_SIZE"])):
+            filler = self.kube.update(filler, {"i": str(i)})
+        self.has_seen(short, self.selector(field_selector="metadata.name=" + filler["metadata"]["name"],
+                                           label_selector=""), filler)
+
+        watch = short.resuming_watch(sel, resume_token=inside.resume_token, fields=fields,
+                                     backoff=hub.Backoff(initial=0.05, max=0.5))
+        events = self.read(watch)
+        listed = [events.next(bookmarks=True) for _ in range(3)]
+        # What the filter selects now (b, and c, which entered; not a, which
+        # left), projected by fields.
+        self.assertEqual([(e.type, e.resync) for e in listed],
+                         [(EventType.ADDED, True), (EventType.ADDED, True), (EventType.BOOKMARK, True)])
+        self.assertEqual([seen(e) for e in listed[:2]], [change(EventType.ADDED, b), change(EventType.ADDED, c_on)])
+        self.assertEqual([e.object["data"] for e in listed[:2]], [{"state": "on"}, {"state": "on"}])
+
+        b2 = self.kube.update(b, {"state": "on", "other": "b2"})  # not in fields: not sent
+        b_off = self.kube.update(b2, {"state": "off", "other": "b2"})  # leaves
+        self.assertEqual(events.changes(1), [change(EventType.DELETED, b_off)])
+        self.assertNothingElse(events, {"state": "on"})
+
+    def test_too_many_distinct_filters_or_projections_is_resource_exhausted(self):
+        # This hub allows one distinct filter and one distinct projection
+        # per resource type at once.
+        limited = self.connect(ENV["INFORMERHUB_LIMITED_ADDR"])
+
+        def started(sel, **options) -> Events:
+            # This test's selection is empty: the first event ends the initial ones.
+            events = self.read(limited.watch(sel, send_initial_events=True, **options))
+            self.assertTrue(events.next().initial_events_end)
+            return events
+
+        holder = started(self.selector(filter="true"), fields=["data"])
+        filters = self.read(limited.watch(self.selector(filter="!false"))).end()
+        self.assertCode(filters, grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_DISTINCT")
+        self.assertEqual((hub.error_info(filters).metadata["limit"], hub.error_info(filters).metadata["max"]),
+                         ("max-filters-per-resource", "1"))
+        projections = self.read(limited.watch(self.selector(), fields=["metadata.labels"])).end()
+        self.assertCode(projections, grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_DISTINCT")
+        self.assertEqual(hub.error_info(projections).metadata["limit"], "max-projections-per-resource")
+        # The expression and the projection in use are fine.
+        same = started(self.selector(filter="true"), fields=["data"])
+
+        # A resuming watch retries until there is room.
+        log = logging.getLogger("informerhub_client")
+        refused = LogSeen("max-filters-per-resource")
+        log.addHandler(refused)
+        self.addCleanup(log.removeHandler, refused)
+        self.addCleanup(log.setLevel, log.level)
+        log.setLevel(logging.DEBUG)
+        waiting = self.read(limited.resuming_watch(self.selector(filter="!false"), send_initial_events=True,
+                                                   backoff=hub.Backoff(initial=0.05, max=0.2)))
+        self.assertTrue(refused.seen.wait(TIMEOUT), "the resuming watch was not refused")
+        holder.close()
+        same.close()
+        self.assertTrue(waiting.next().initial_events_end)
+
     def test_errors_carry_the_documented_codes(self):
         with self.assertRaises(grpc.RpcError) as bad_selector:
             self.client.snapshot(self.selector(label_selector="app in (web"))
@@ -430,21 +636,49 @@ class HubTest(unittest.TestCase):
         watch = self.client.resuming_watch(self.selector(label_selector="app in (web"))
         self.assertCode(self.read(watch).end(), grpc.StatusCode.INVALID_ARGUMENT)
 
+    def test_invalid_filters_fields_and_field_selectors_name_the_field(self):
+        cases = {
+            "selector.filter": dict(selector=self.selector(filter="object.data.(")),  # a CEL syntax error
+            # data.v is not a field a field selector on configmaps may name
+            "selector.field_selector": dict(selector=self.selector(field_selector="data.v=1")),
+            "fields": dict(selector=self.selector(), fields=["metadata..name"]),
+        }
+        for field, request in cases.items():
+            with self.subTest(field):
+                selector = request.pop("selector")
+                err = self.read(self.client.watch(selector, **request)).end()
+                self.assertCode(err, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
+                self.assertEqual(hub.error_info(err).metadata["field"], field)
+                violations = hub.field_violations(err)
+                self.assertEqual([v.field for v in violations], [field])
+                self.assertTrue(violations[0].description, "the violation says what is wrong")
+                # A resuming watch does not retry it either.
+                self.assertCode(self.read(self.client.resuming_watch(selector, **request)).end(),
+                                grpc.StatusCode.INVALID_ARGUMENT)
+        # The field selector's refusal names the fields there are.
+        err = self.read(self.client.watch(self.selector(field_selector="data.v=1"))).end()
+        self.assertIn("metadata.name", hub.field_violations(err)[0].description)
+
     def test_list_resources_shows_what_the_caller_may_watch(self):
         resources = {(r.group, r.version, r.resource): r for r in self.client.list_resources(ENV["TEST_NAMESPACE"])}
         cm = resources.get(("", "v1", "configmaps"))
         self.assertIsNotNone(cm, sorted(resources))
         self.assertEqual((cm.kind, cm.namespaced), ("ConfigMap", True))
+        self.assertEqual(cm.selectable_fields, ("metadata.name", "metadata.namespace"))
         self.assertNotIn(("", "v1", "secrets"), resources)
+
+    def example(self) -> list[str]:
+        """The command line of example.py against the hub, with a token file."""
+        with tempfile.NamedTemporaryFile("w", suffix=".token", delete=False) as f:
+            f.write(ENV["INFORMERHUB_TOKEN"] + "\n")
+        self.addCleanup(os.remove, f.name)
+        return [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "example.py"),
+                "--hub", ENV["INFORMERHUB_ADDR"], "--insecure", "--token-file", f.name]
 
     def test_example_prints_json_lines_and_the_token_to_resume_from(self):
         obj = self.create("cli")
         self.synced(change(EventType.ADDED, obj))
-        with tempfile.NamedTemporaryFile("w", suffix=".token", delete=False) as f:
-            f.write(ENV["INFORMERHUB_TOKEN"] + "\n")
-        self.addCleanup(os.remove, f.name)
-        example = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "example.py"),
-                   "--hub", ENV["INFORMERHUB_ADDR"], "--insecure", "--token-file", f.name]
+        example = self.example()
         sel = ["configmaps", "-n", ENV["TEST_NAMESPACE"], "-l", "test=" + self.labels["test"]]
 
         snap = subprocess.run(example + ["snapshot", *sel], capture_output=True, text=True, timeout=TIMEOUT)
@@ -465,11 +699,49 @@ class HubTest(unittest.TestCase):
         self.assertEqual(watch.returncode, 0, stderr)
         self.assertIn("resume with: --resume-token " + end["resumeToken"], stderr)
 
+    def test_example_watches_with_a_filter_fields_previous_states_and_structs(self):
+        self.create("off", {"state": "off", "v": "1"})
+        on = self.create("on", {"state": "on", "v": "1"})
+        self.synced(change(EventType.ADDED, on))
+        watch = subprocess.Popen(self.example() + [
+            "watch", "configmaps", "-n", ENV["TEST_NAMESPACE"], "-l", "test=" + self.labels["test"],
+            "--filter", STATE_ON, "--field", "data.v", "--include-previous", "--object-format", "struct",
+        ], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(watch.kill)
+        lines = Events(iter(watch.stdout.readline, ""))  # reads the lines on a thread
+
+        def change_line() -> dict:
+            while (line := json.loads(lines.get()))["type"] == "BOOKMARK" and not line.get("initialEventsEnd"):
+                pass  # a periodic bookmark
+            return line
+
+        added = change_line()
+        self.assertEqual((added["type"], added["object"]["metadata"]["name"], added["object"]["data"]),
+                         ("ADDED", on["metadata"]["name"], {"v": "1"}))  # not "off"; only data.v
+        self.assertNotIn("labels", added["object"]["metadata"])
+        self.assertTrue(change_line()["initialEventsEnd"])
+        on2 = self.kube.update(on, {"state": "on", "v": "2"})
+        modified = change_line()
+        self.assertEqual((modified["type"], modified["resourceVersion"]),
+                         ("MODIFIED", on2["metadata"]["resourceVersion"]))
+        self.assertEqual((modified["object"]["data"], modified["previousObject"]["data"]), ({"v": "2"}, {"v": "1"}))
+        watch.send_signal(signal.SIGINT)
+        _, stderr = watch.communicate(timeout=TIMEOUT)
+        self.assertEqual(watch.returncode, 0, stderr)
+
+    def test_example_lists_resources_with_their_selectable_fields(self):
+        out = subprocess.run(self.example() + ["resources", "-n", ENV["TEST_NAMESPACE"]],
+                             capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        resources = [json.loads(line) for line in out.stdout.splitlines()]
+        cm = [r for r in resources if (r["group"], r["resource"]) == ("", "configmaps")]
+        self.assertEqual([r["selectable_fields"] for r in cm], [["metadata.name", "metadata.namespace"]], resources)
+
 
 class FakeHub(hub.pb_grpc.InformerHubServiceServicer):
-    """Plays a script of Watch calls: the real hub cannot be made to expire
-    a token on demand, nor to drop a stream between its headers and its
-    first event."""
+    """Plays a script of Watch calls: the real hub cannot be made to drop a
+    stream between its headers and its first event, nor to expire the token
+    of a watch that has been running."""
 
     def __init__(self, script):
         self.script = list(script)
@@ -478,7 +750,7 @@ class FakeHub(hub.pb_grpc.InformerHubServiceServicer):
 
     def Watch(self, request, context):
         with self.lock:
-            self.requests.append((request.resume_token, request.send_initial_events))
+            self.requests.append(request)
             step = self.script.pop(0) if self.script else []
         for item in step:
             if isinstance(item, grpc.StatusCode):
@@ -497,21 +769,8 @@ class ResumingWatchScriptTest(unittest.TestCase):
     """The parts of ResumingWatch the real hub cannot be made to exercise
     on demand, against a scripted server."""
 
-    def test_out_of_range_resyncs_and_a_drop_before_the_first_event_resumes_from_the_headers(self):
-        def resp(type_, token, name="", initial_end=False):
-            rv = token.removeprefix("t")
-            obj = json.dumps({"metadata": {"name": name, "resourceVersion": rv}}) if name else ""
-            return hub.pb.WatchResponse(type=type_, object=obj, resume_token=token, resource_version=rv,
-                                        initial_events_end=initial_end)
-
-        fake = FakeHub([
-            [grpc.StatusCode.OUT_OF_RANGE],  # the token expired
-            ["t0", grpc.StatusCode.UNAVAILABLE],  # headers, then a drop
-            [resp(hub.pb.EVENT_TYPE_ADDED, "t1", "a"),
-             resp(hub.pb.EVENT_TYPE_BOOKMARK, "t2", initial_end=True),
-             grpc.StatusCode.UNAVAILABLE],
-            [resp(hub.pb.EVENT_TYPE_MODIFIED, "t3", "a")],
-        ])
+    def serve(self, script) -> tuple[FakeHub, hub.Client]:
+        fake = FakeHub(script)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         hub.pb_grpc.add_InformerHubServiceServicer_to_server(fake, server)
         port = server.add_insecure_port("127.0.0.1:0")
@@ -519,8 +778,26 @@ class ResumingWatchScriptTest(unittest.TestCase):
         self.addCleanup(server.stop, None)
         client = hub.Client(f"127.0.0.1:{port}")
         self.addCleanup(client.close)
+        return fake, client
 
-        watch = client.resuming_watch(hub.Selector(resource="configmaps"), resume_token="expired",
+    def test_out_of_range_resyncs_and_a_drop_before_the_first_event_resumes_from_the_headers(self):
+        def resp(type_, token, name="", initial_end=False):
+            rv = token.removeprefix("t")
+            obj = json.dumps({"metadata": {"name": name, "resourceVersion": rv}}) if name else ""
+            return hub.pb.WatchResponse(type=type_, object=obj, resume_token=token, resource_version=rv,
+                                        initial_events_end=initial_end)
+
+        fake, client = self.serve([
+            [grpc.StatusCode.OUT_OF_RANGE],  # the token expired
+            ["t0", grpc.StatusCode.UNAVAILABLE],  # headers, then a drop
+            [resp(hub.pb.EVENT_TYPE_ADDED, "t1", "a"),
+             resp(hub.pb.EVENT_TYPE_BOOKMARK, "t2", initial_end=True),
+             grpc.StatusCode.UNAVAILABLE],
+            [resp(hub.pb.EVENT_TYPE_MODIFIED, "t3", "a")],
+        ])
+        selector = hub.Selector(resource="configmaps", label_selector="app=web", filter="has(object.data)")
+        watch = client.resuming_watch(selector, resume_token="expired", fields=["data", "metadata.labels"],
+                                      include_previous=True, object_format=hub.ObjectFormat.STRUCT,
                                       backoff=hub.Backoff(initial=0.01, max=0.05))
         events = Events(watch)
         self.addCleanup(events.close)
@@ -531,7 +808,42 @@ class ResumingWatchScriptTest(unittest.TestCase):
             (EventType.MODIFIED, "t3", False, False),
         ])
         self.assertEqual(watch.resume_token, "t3")
-        self.assertEqual(fake.requests, [("expired", False), ("", True), ("t0", False), ("t2", False)])
+        self.assertEqual([(r.resume_token, r.send_initial_events) for r in fake.requests],
+                         [("expired", False), ("", True), ("t0", False), ("t2", False)])
+        # Every call, the re-sync's too, asks for the same selection and view.
+        for r in fake.requests:
+            self.assertEqual((r.selector, list(r.fields), r.include_previous, r.object_format),
+                             (selector.to_proto(), ["data", "metadata.labels"], True, hub.pb.OBJECT_FORMAT_STRUCT))
+
+    def test_structs_are_delivered_as_dicts_with_float_numbers(self):
+        obj = {"apiVersion": "v1", "kind": "Thing",
+               "metadata": {"name": "a", "resourceVersion": "2", "labels": {"app": "web"}},
+               "spec": {"replicas": 3, "ratio": 0.5, "paused": False, "none": None, "ports": [80, {"name": "http"}]}}
+        before = dict(obj, spec={"replicas": 2})
+        resp = hub.pb.WatchResponse(type=hub.pb.EVENT_TYPE_MODIFIED, resume_token="t1", resource_version="2")
+        resp.object_struct.update(obj)
+        resp.previous_object_struct.update(before)
+        fake, client = self.serve([[resp]])
+        events = Events(client.watch(hub.Selector(resource="things", group="example.com"),
+                                     include_previous=True, object_format=hub.ObjectFormat.STRUCT))
+        self.addCleanup(events.close)
+        e = events.next()
+        self.assertEqual((e.object, e.previous_object), (obj, before))
+        # Numbers come as floats: 3 == 3.0, but it is not an int.
+        self.assertIsInstance(e.object["spec"]["replicas"], float)
+        self.assertEqual((fake.requests[0].object_format, fake.requests[0].include_previous),
+                         (hub.pb.OBJECT_FORMAT_STRUCT, True))
+
+    def test_options_are_checked_before_any_call(self):
+        client = hub.Client("127.0.0.1:1")
+        self.addCleanup(client.close)
+        sel = hub.Selector(resource="configmaps")
+        with self.assertRaisesRegex(TypeError, "fields is a list of paths"):
+            client.watch(sel, fields="status.phase")
+        with self.assertRaisesRegex(TypeError, "object_format is ObjectFormat.JSON or ObjectFormat.STRUCT"):
+            client.resuming_watch(sel, object_format="struct")
+        with self.assertRaisesRegex(TypeError, "fields is a list of paths"):
+            client.snapshot(sel, fields="status.phase")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,20 +31,33 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// clientEnv starts a hub that authenticates callers with the API server
-// (--auth kubernetes), makes a fresh namespace with two service accounts,
-// and returns what a client's test suite needs, as environment variables
-// (after the test process's own):
+// shortHistory is the history (--history-size) of the hub at
+// INFORMERHUB_SHORT_HISTORY_ADDR: a token issued during initial events
+// expires (OUT_OF_RANGE) once that many changes of configmaps follow it.
+const shortHistory = 8
+
+// clientEnv starts the hubs a client's suite runs against, all of which
+// authenticate callers with the API server (--auth kubernetes), makes a
+// fresh namespace with two service accounts, and returns what the suite
+// needs, as environment variables (after the test process's own):
 //
-//	INFORMERHUB_ADDR   the hub's host:port (loopback, plaintext)
-//	INFORMERHUB_TOKEN  a bearer token that may list and watch configmaps in TEST_NAMESPACE
-//	KUBE_SERVER        the API server's URL
-//	KUBE_CA_FILE       the CA of the API server's serving certificate (PEM)
-//	KUBE_TOKEN         a bearer token that may create, update and delete configmaps in TEST_NAMESPACE
-//	TEST_NAMESPACE     the namespace
+//	INFORMERHUB_ADDR                the hub's host:port (loopback, plaintext), with default settings
+//	INFORMERHUB_SHORT_HISTORY_ADDR  a hub whose history holds only INFORMERHUB_SHORT_HISTORY_SIZE
+//	                                changes, so that tests can make it answer OUT_OF_RANGE
+//	INFORMERHUB_SHORT_HISTORY_SIZE  that hub's --history-size
+//	INFORMERHUB_LIMITED_ADDR        a hub that allows one distinct filter and one distinct
+//	                                projection per resource type at once (TOO_MANY_DISTINCT)
+//	INFORMERHUB_TOKEN               a bearer token that may list and watch configmaps in TEST_NAMESPACE
+//	KUBE_SERVER                     the API server's URL
+//	KUBE_CA_FILE                    the CA of the API server's serving certificate (PEM)
+//	KUBE_TOKEN                      a bearer token that may create, update and delete configmaps in TEST_NAMESPACE
+//	TEST_NAMESPACE                  the namespace
 //
 // The suite writes configmaps with KUBE_TOKEN through the API server's
-// REST API, and reads them through the hub with INFORMERHUB_TOKEN.
+// REST API, and reads them through the hubs with INFORMERHUB_TOKEN. The
+// hubs other than INFORMERHUB_ADDR each serve one test, so that what one
+// test leaves on them (a history moved on, filters in use) cannot change
+// what another sees.
 func clientEnv(t *testing.T) []string {
 	t.Helper()
 	ctx := context.Background()
@@ -58,8 +72,14 @@ func clientEnv(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	hub := testhub.Start(t, cluster.KubeConfig, "--auth", "kubernetes")
+	short := testhub.Start(t, cluster.KubeConfig, "--auth", "kubernetes", "--history-size", strconv.Itoa(shortHistory))
+	limited := testhub.Start(t, cluster.KubeConfig, "--auth", "kubernetes",
+		"--max-filters-per-resource", "1", "--max-projections-per-resource", "1")
 	return append(os.Environ(),
 		"INFORMERHUB_ADDR="+hub.Addr,
+		"INFORMERHUB_SHORT_HISTORY_ADDR="+short.Addr,
+		"INFORMERHUB_SHORT_HISTORY_SIZE="+strconv.Itoa(shortHistory),
+		"INFORMERHUB_LIMITED_ADDR="+limited.Addr,
 		"INFORMERHUB_TOKEN="+reader,
 		"KUBE_SERVER="+cluster.Config.Host,
 		"KUBE_CA_FILE="+caFile,

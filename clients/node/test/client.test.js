@@ -3,7 +3,9 @@
 // (test/clients/node_test.go, TestNodeClient) starts both and sets the
 // environment; see testlib.js. Each test selects its own ConfigMaps by the
 // label case=<test>, so that tests sharing the namespace do not see each
-// other's changes.
+// other's changes. Two more hubs serve one test each: one with a short
+// history (re-sync after OUT_OF_RANGE), one with tight limits
+// (TOO_MANY_DISTINCT).
 
 const { describe, test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
@@ -14,7 +16,7 @@ const os = require('node:os');
 const path = require('node:path');
 const readline = require('node:readline');
 
-const { connect, status } = require('../informerhub.js');
+const { connect, status, ObjectFormat } = require('../informerhub.js');
 const { hubEnv, Kube, EventReader, describe: describeEvent } = require('../testlib.js');
 
 let env;
@@ -86,9 +88,9 @@ async function expectChanges(reader, expected) {
  * A watch of sel delivers an event at or after the write's resourceVersion
  * once the hub's cache holds it; initial events and snapshots then do too.
  */
-async function hubHasSeen(sel, written) {
+async function hubHasSeen(sel, written, client = hub) {
   const target = BigInt(written.metadata.resourceVersion);
-  const reader = new EventReader(hub.watch(sel, { sendInitialEvents: true }));
+  const reader = new EventReader(client.watch(sel, { sendInitialEvents: true }));
   try {
     for (;;) {
       const e = await reader.next(`the hub to see ${written.metadata.name}@${target}`);
@@ -116,6 +118,23 @@ async function expectInitialEvents(reader, objects) {
   assert.ok(end.resumeToken);
   return end;
 }
+
+/** Iterates a watch and returns the error it ends with. */
+async function watchError(watch) {
+  const reader = new EventReader(watch);
+  try {
+    const e = await reader.next('an error');
+    assert.fail(`expected an error, got ${describeEvent(e)}`);
+  } catch (err) {
+    if (err.code === undefined) throw err;
+    return err;
+  } finally {
+    await reader.close();
+  }
+}
+
+/** The name and data of objects, for comparisons. */
+const namesAndData = (objects) => objects.map((o) => [o.metadata.name, o.data]);
 
 describe('watch', () => {
   test('initial events: the objects as ADDED, the bookmark that ends them, then live changes in order', async () => {
@@ -210,7 +229,159 @@ describe('watch', () => {
   });
 });
 
+describe('filter', () => {
+  const stateOn = 'has(object.data) && has(object.data.state) && object.data.state == "on"';
+
+  test('an update that makes the filter true adds the object; one that makes it false deletes it, in its last matching state', async () => {
+    const x = await kube.create('filter-x', { case: 'filter' }, { state: 'off' });
+    const y = await kube.create('filter-y', { case: 'filter' }, { state: 'on' });
+    await hubHasSeen(selector('filter'), y);
+
+    const reader = new EventReader(hub.watch({ ...selector('filter'), filter: stateOn }, { sendInitialEvents: true }));
+    try {
+      await expectInitialEvents(reader, [y]); // not x: its state is off
+      const xOn = await kube.modify('filter-x', { state: 'on' });
+      const xMore = await kube.modify('filter-x', { more: '1' });
+      const xOff = await kube.modify('filter-x', { state: 'off' });
+      await kube.modify('filter-x', { more: '2' }); // still off: nothing
+      const z = await kube.create('filter-z', { case: 'filter' }, { state: 'on' });
+      const got = await expectChanges(reader, [
+        change('ADDED', xOn), change('MODIFIED', xMore), change('DELETED', xOff), change('ADDED', z),
+      ]);
+      assert.equal(x.metadata.uid, got[0].object.metadata.uid);
+      // It left with the change to off, in the last state the filter selected.
+      assert.deepEqual(got[2].object.data, { state: 'on', more: '1' });
+    } finally {
+      await reader.close();
+    }
+  });
+
+  test('a filter that does not compile is INVALID_ARGUMENT naming selector.filter; a resuming watch does not retry it', async () => {
+    const err = await watchError(hub.watch({ ...selector('x'), filter: 'object.data.(' }));
+    assert.equal(err.code, status.INVALID_ARGUMENT, err.message);
+    assert.equal(err.reason, 'INVALID_ARGUMENT');
+    assert.equal(err.errorInfo.metadata.field, 'selector.filter');
+    assert.deepEqual(err.fieldViolations.map((v) => v.field), ['selector.filter']);
+    assert.ok(err.fieldViolations[0].description, 'the violation says what is wrong');
+
+    const retries = [];
+    const resuming = await watchError(hub.resumingWatch({ ...selector('x'), filter: 'object.data.(' }, { onRetry: (e) => retries.push(e) }));
+    assert.equal(resuming.code, status.INVALID_ARGUMENT, resuming.message);
+    assert.deepEqual(retries, []);
+  });
+});
+
+describe('fields', () => {
+  test('objects hold only the fields asked for, and what names them; a MODIFIED of other fields is not sent', async () => {
+    const a = await kube.create('fields-a', { case: 'fields' }, { watched: '1', other: '1' });
+    await hubHasSeen(selector('fields'), a);
+
+    const reader = new EventReader(hub.watch(selector('fields'), { sendInitialEvents: true, fields: ['data.watched'] }));
+    try {
+      const added = await reader.nextChange('the initial ADDED');
+      assert.equal(added.type, 'ADDED');
+      assert.deepEqual(added.object, {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'fields-a', namespace: env.TEST_NAMESPACE, uid: a.metadata.uid, resourceVersion: a.metadata.resourceVersion },
+        data: { watched: '1' },
+      });
+      assert.equal((await reader.nextChange('the end of the initial events')).initialEventsEnd, true);
+
+      await kube.modify('fields-a', { other: '2' }); // not sent
+      const a3 = await kube.modify('fields-a', { watched: '2' });
+      await kube.delete('fields-a');
+      const b = await kube.create('fields-b', { case: 'fields' }, { watched: 'b' });
+      const got = await expectChanges(reader, [change('MODIFIED', a3), deletion('fields-a'), change('ADDED', b)]);
+      assert.deepEqual(namesAndData(got.map((e) => e.object)),
+        [['fields-a', { watched: '2' }], ['fields-a', { watched: '2' }], ['fields-b', { watched: 'b' }]]);
+      assert.ok(got.every((e) => e.object.metadata.labels === undefined), 'labels were not asked for');
+    } finally {
+      await reader.close();
+    }
+  });
+
+  test('a path that cannot be valid is INVALID_ARGUMENT naming fields', async () => {
+    const err = await watchError(hub.watch(selector('x'), { fields: ['metadata..name'] }));
+    assert.equal(err.code, status.INVALID_ARGUMENT, err.message);
+    assert.deepEqual(err.fieldViolations.map((v) => v.field), ['fields']);
+  });
+});
+
+describe('includePrevious', () => {
+  test('a MODIFIED carries the state before the change; ADDED and DELETED carry none', async () => {
+    const a = await kube.create('previous-a', { case: 'previous' }, { v: '1' });
+    await hubHasSeen(selector('previous'), a);
+
+    const reader = new EventReader(hub.watch(selector('previous'), { sendInitialEvents: true, includePrevious: true }));
+    try {
+      const added = await reader.nextChange('the initial ADDED');
+      assert.deepEqual([added.type, added.previousObject], ['ADDED', null]);
+      assert.equal((await reader.nextChange('the end of the initial events')).initialEventsEnd, true);
+
+      const a2 = await kube.modify('previous-a', { v: '2' });
+      const a3 = await kube.modify('previous-a', { v: '3' });
+      await kube.delete('previous-a');
+      const end = await kube.create('previous-end', { case: 'previous' });
+      const got = await expectChanges(reader, [change('MODIFIED', a2), change('MODIFIED', a3), deletion('previous-a'), change('ADDED', end)]);
+      // The states before, exactly as the API server returned them.
+      assert.deepEqual(got[0].previousObject, a);
+      assert.deepEqual(got[1].previousObject, a2);
+      assert.deepEqual(got.slice(2).map((e) => e.previousObject), [null, null]);
+    } finally {
+      await reader.close();
+    }
+  });
+});
+
+describe('objectFormat struct', () => {
+  test('a watch delivers the same plain objects as with JSON, previous states and projections too', async () => {
+    const a = await kube.create('struct-a', { case: 'struct' }, { v: '1' });
+    await hubHasSeen(selector('struct'), a);
+
+    const options = { sendInitialEvents: true, includePrevious: true, fields: ['data', 'metadata.labels'] };
+    const asJSON = new EventReader(hub.watch(selector('struct'), options));
+    const asStruct = new EventReader(hub.watch(selector('struct'), { ...options, objectFormat: ObjectFormat.STRUCT }));
+    try {
+      const [fromJSON, fromStruct] = [await asJSON.nextChange('ADDED (JSON)'), await asStruct.nextChange('ADDED (struct)')];
+      assert.deepStrictEqual(fromStruct.object, fromJSON.object);
+      assert.deepStrictEqual(fromStruct.object.metadata.labels, { case: 'struct' }); // nested objects, not Structs
+      for (const reader of [asJSON, asStruct]) assert.equal((await reader.nextChange('the end of the initial events')).initialEventsEnd, true);
+
+      const a2 = await kube.modify('struct-a', { v: '2', list: '["x"]' });
+      const end = await kube.create('struct-end', { case: 'struct' });
+      const expected = [change('MODIFIED', a2), change('ADDED', end)];
+      const [gotJSON, gotStruct] = [await expectChanges(asJSON, expected), await expectChanges(asStruct, expected)];
+      for (let i = 0; i < expected.length; i++) {
+        assert.deepStrictEqual(gotStruct[i].object, gotJSON[i].object);
+        assert.deepStrictEqual(gotStruct[i].previousObject, gotJSON[i].previousObject);
+      }
+      assert.deepStrictEqual(gotStruct[0].previousObject.data, { v: '1' });
+    } finally {
+      await asJSON.close();
+      await asStruct.close();
+    }
+  });
+});
+
 describe('snapshot', () => {
+  test('with a filter, fields and objectFormat struct: the selected objects, projected, as plain objects', async () => {
+    const a = await kube.create('snapview-a', { case: 'snapshot-view' }, { keep: 'a', drop: 'a' });
+    const b = await kube.create('snapview-b', { case: 'snapshot-view' }, { keep: 'b' });
+    const c = await kube.create('snapview-c', { case: 'snapshot-view' }, { drop: 'c' });
+    await hubHasSeen(selector('snapshot-view'), c);
+
+    const sel = { ...selector('snapshot-view'), filter: 'has(object.data) && has(object.data.keep)' };
+    const json = await hub.snapshot(sel, { fields: ['data.keep'] });
+    assert.deepEqual(namesAndData(json.objects), [['snapview-a', { keep: 'a' }], ['snapview-b', { keep: 'b' }]]);
+    assert.deepEqual(json.objects.map((o) => o.metadata.resourceVersion), [a, b].map((o) => o.metadata.resourceVersion));
+    assert.ok(json.objects.every((o) => o.metadata.labels === undefined), 'labels were not asked for');
+
+    const struct = await hub.snapshot(sel, { fields: ['data.keep'], objectFormat: ObjectFormat.STRUCT });
+    assert.deepStrictEqual(struct.objects, json.objects);
+    assert.equal(struct.resourceVersion !== '' && struct.resumeToken !== '', true);
+  });
+
   test('all pages of objects and a token from which a watch yields exactly the later changes', async () => {
     // Three objects of 450 KB: more than the hub's pages hold (1 MiB by
     // default), so the snapshot spans pages.
@@ -250,26 +421,14 @@ describe('listResources', () => {
     assert.equal(cm.version, 'v1');
     assert.equal(cm.kind, 'ConfigMap');
     assert.equal(cm.namespaced, true);
+    // The fields a field selector may name on configmaps.
+    assert.deepEqual(cm.selectableFields, ['metadata.name', 'metadata.namespace']);
     // The reader may watch configmaps, and nothing else.
     assert.ok(!resources.some((r) => r.resource === 'secrets'));
   });
 });
 
 describe('errors', () => {
-  /** Iterates a watch and returns the error it ends with. */
-  async function watchError(watch) {
-    const reader = new EventReader(watch);
-    try {
-      const e = await reader.next('an error');
-      assert.fail(`expected an error, got ${describeEvent(e)}`);
-    } catch (err) {
-      if (err.code === undefined) throw err;
-      return err;
-    } finally {
-      await reader.close();
-    }
-  }
-
   test('an invalid label selector is INVALID_ARGUMENT, naming the field', async () => {
     const err = await watchError(hub.watch({ ...selector('x'), labelSelector: 'app in (' }));
     assert.equal(err.code, status.INVALID_ARGUMENT, err.message);
@@ -282,6 +441,14 @@ describe('errors', () => {
     const err = await watchError(hub.resumingWatch({ ...selector('x'), labelSelector: 'app in (' }, { onRetry: (e) => retries.push(e) }));
     assert.equal(err.code, status.INVALID_ARGUMENT, err.message);
     assert.deepEqual(retries, []);
+  });
+
+  test('a field selector on a field the resource type does not have is INVALID_ARGUMENT naming selector.field_selector', async () => {
+    const err = await watchError(hub.watch({ ...selector('x'), fieldSelector: 'data.v=1' }));
+    assert.equal(err.code, status.INVALID_ARGUMENT, err.message);
+    assert.deepEqual(err.fieldViolations.map((v) => v.field), ['selector.field_selector']);
+    // It names the fields there are.
+    assert.match(err.fieldViolations[0].description, /metadata\.name/);
   });
 
   test('a garbage resume token is INVALID_ARGUMENT with reason INVALID_RESUME_TOKEN', async () => {
@@ -310,6 +477,115 @@ describe('errors', () => {
       assert.equal(err.reason, 'FORBIDDEN');
       return true;
     });
+  });
+});
+
+describe('re-sync', () => {
+  test('a resuming watch whose token expired lists again with the same filter and fields, then goes on with them', async () => {
+    // This hub keeps INFORMERHUB_SHORT_HISTORY_SIZE changes: a token from
+    // inside initial events, which only its history can resume, expires
+    // after that many more.
+    const short = connect(env.INFORMERHUB_SHORT_HISTORY_ADDR, { token: env.INFORMERHUB_TOKEN, backoff: { initialMs: 50, maxMs: 500 } });
+    const sel = { ...selector('resync'), filter: 'has(object.data) && has(object.data.state) && object.data.state == "on"' };
+    const fields = ['data.state'];
+    try {
+      await kube.create('resync-a', { case: 'resync' }, { state: 'on', other: 'a' });
+      await kube.create('resync-b', { case: 'resync' }, { state: 'on', other: 'b' });
+      const c = await kube.create('resync-c', { case: 'resync' }, { state: 'off' });
+      await hubHasSeen(selector('resync'), c, short);
+      const first = new EventReader(short.watch(sel, { sendInitialEvents: true, fields }));
+      const inside = await first.nextChange('the first initial event');
+      assert.equal(inside.object.metadata.name, 'resync-a');
+      await first.close();
+
+      await kube.modify('resync-a', { state: 'off' }); // leaves
+      const cOn = await kube.modify('resync-c', { state: 'on' }); // enters
+      let filler = await kube.create('resync-filler', { case: 'resync-filler' });
+      for (let i = 0; i < Number(env.INFORMERHUB_SHORT_HISTORY_SIZE); i++) filler = await kube.modify('resync-filler', { i: String(i) });
+      await hubHasSeen(selector('resync-filler'), filler, short);
+
+      const retries = [];
+      const watch = short.resumingWatch(sel, { resumeToken: inside.resumeToken, fields, onRetry: (err) => retries.push(err) });
+      const reader = new EventReader(watch);
+      try {
+        const listed = [];
+        for (;;) {
+          const e = await reader.next('the re-sync');
+          assert.equal(e.resync, true, `not a re-sync event: ${describeEvent(e)}`);
+          assert.equal(e.resyncReplaces, true); // a watch from a saved token: what the caller holds is unknown
+          if (e.type === 'BOOKMARK') break;
+          listed.push(e);
+        }
+        // What the filter selects now (b, and c which entered; not a, which
+        // left), projected by fields.
+        assert.deepEqual(listed.map((e) => e.type), ['ADDED', 'ADDED']);
+        assert.deepEqual(namesAndData(listed.map((e) => e.object)), [['resync-b', { state: 'on' }], ['resync-c', { state: 'on' }]]);
+        assert.equal(listed[1].resourceVersion, cOn.metadata.resourceVersion);
+        assert.deepEqual(retries.map((err) => [err.code, err.reason]), [[status.OUT_OF_RANGE, 'RESUME_TOKEN_EXPIRED']]);
+
+        await kube.modify('resync-b', { other: 'b2' }); // not in fields: not sent
+        const bOff = await kube.modify('resync-b', { state: 'off' }); // leaves
+        const d = await kube.create('resync-d', { case: 'resync' }, { state: 'on', other: 'd' });
+        const got = await expectChanges(reader, [change('DELETED', bOff), change('ADDED', d)]);
+        assert.deepEqual(got[1].object.data, { state: 'on' });
+      } finally {
+        await reader.close();
+      }
+    } finally {
+      short.close();
+    }
+  });
+});
+
+describe('limits', () => {
+  test('one distinct filter or projection too many is RESOURCE_EXHAUSTED TOO_MANY_DISTINCT; a resuming watch waits for room', async () => {
+    // This hub allows one distinct filter and one distinct projection per
+    // resource type at once.
+    const limited = connect(env.INFORMERHUB_LIMITED_ADDR, { token: env.INFORMERHUB_TOKEN, backoff: { initialMs: 50, maxMs: 200 } });
+    const open = [];
+    /** A watch that holds its filter and projection once its initial events have ended. */
+    const started = async (sel, options = {}) => {
+      const reader = new EventReader(limited.watch(sel, { sendInitialEvents: true, ...options }));
+      open.push(reader);
+      assert.equal((await reader.nextChange('the end of the initial events')).initialEventsEnd, true);
+      return reader;
+    };
+    try {
+      const holder = await started({ ...selector('limits'), filter: 'true' }, { fields: ['data'] });
+
+      const filters = await watchError(limited.watch({ ...selector('limits'), filter: '!false' }));
+      assert.equal(filters.code, status.RESOURCE_EXHAUSTED, filters.message);
+      assert.equal(filters.reason, 'TOO_MANY_DISTINCT');
+      assert.deepEqual([filters.errorInfo.metadata.limit, filters.errorInfo.metadata.max], ['max-filters-per-resource', '1']);
+      const projections = await watchError(limited.watch(selector('limits'), { fields: ['metadata.labels'] }));
+      assert.equal(projections.reason, 'TOO_MANY_DISTINCT');
+      assert.equal(projections.errorInfo.metadata.limit, 'max-projections-per-resource');
+
+      // The expression and the projection in use are fine.
+      const same = await started({ ...selector('limits'), filter: 'true' }, { fields: ['data'] });
+
+      let noticed;
+      const refused = new Promise((resolve) => { noticed = resolve; });
+      const retries = [];
+      const waiting = new EventReader(limited.resumingWatch({ ...selector('limits'), filter: '!false' }, {
+        sendInitialEvents: true,
+        onRetry: (err) => {
+          retries.push(err);
+          noticed();
+        },
+      }));
+      open.push(waiting);
+      await withTimeout(refused, 20000, 'the resuming watch to be refused');
+      assert.equal(retries[0].reason, 'TOO_MANY_DISTINCT');
+      // Once the other filter is gone, a retry gets in.
+      await holder.close();
+      await same.close();
+      assert.equal((await waiting.nextChange('the initial events, once there is room')).initialEventsEnd, true);
+      assert.ok(retries.every((err) => err.reason === 'TOO_MANY_DISTINCT'), retries.map((e) => e.message).join('; '));
+    } finally {
+      for (const reader of open) await reader.close();
+      limited.close();
+    }
   });
 });
 
@@ -376,6 +652,47 @@ describe('example CLI', () => {
     } finally {
       child.kill();
     }
+  });
+
+  test('watch with --filter, --field, --include-previous and --object-format struct', async () => {
+    const off = await kube.create('cli-view-off', { case: 'cli-view' }, { state: 'off', v: '1' });
+    const a = await kube.create('cli-view-a', { case: 'cli-view' }, { state: 'on', v: '1' });
+    await hubHasSeen(selector('cli-view'), off);
+    const { child, lines, exited } = run('watch', 'configmaps', '-n', env.TEST_NAMESPACE, '-l', 'case=cli-view',
+      '--filter', 'object.data.state == "on"', '--field', 'data.v', '--include-previous', '--object-format', 'struct');
+    const events = new EventReader(lines);
+    const next = async (what) => {
+      for (;;) {
+        const e = JSON.parse(await events.next(what));
+        if (e.type !== 'BOOKMARK' || e.initialEventsEnd) return e;
+      }
+    };
+    try {
+      const added = await next('ADDED cli-view-a');
+      assert.deepEqual([added.type, added.object.metadata.name, added.object.data], ['ADDED', 'cli-view-a', { v: '1' }]);
+      assert.equal(added.object.metadata.labels, undefined);
+      assert.equal((await next('the end of the initial events')).initialEventsEnd, true);
+      const a2 = await kube.modify('cli-view-a', { v: '2' });
+      const modified = await next('MODIFIED cli-view-a');
+      assert.deepEqual([modified.type, modified.resourceVersion], ['MODIFIED', a2.metadata.resourceVersion]);
+      assert.deepEqual([modified.object.data, modified.previousObject.data], [{ v: '2' }, { v: '1' }]);
+      assert.equal(modified.previousObject.metadata.resourceVersion, a.metadata.resourceVersion);
+      child.kill('SIGINT');
+      const { code, stderr } = await withTimeout(exited, 20000, 'the watch command to exit on SIGINT');
+      assert.equal(code, 0, stderr);
+    } finally {
+      child.kill();
+    }
+  });
+
+  test('resources prints each resource type with the fields a field selector may name', async () => {
+    const { lines, exited } = run('resources', '-n', env.TEST_NAMESPACE);
+    const resources = [];
+    for await (const line of lines) resources.push(JSON.parse(line));
+    const { code, stderr } = await withTimeout(exited, 20000, 'the resources command to exit');
+    assert.equal(code, 0, stderr);
+    const cm = resources.find((r) => r.group === '' && r.resource === 'configmaps');
+    assert.deepEqual(cm?.selectableFields, ['metadata.name', 'metadata.namespace'], JSON.stringify(resources));
   });
 });
 

@@ -1,10 +1,13 @@
 'use strict';
 // resumingWatch against a scripted in-process hub (a grpc-js server with the
 // same service definition): the reconnection, re-sync and give-up paths
-// that a real hub produces only rarely (OUT_OF_RANGE needs the API server to
-// have compacted the token's version away). These need no cluster.
+// that a real hub produces only rarely (OUT_OF_RANGE for a running watch
+// needs the API server to have compacted the token's version away; the
+// real-hub suite provokes it only for a saved token, on a hub with a short
+// history), and what every request of a watch asks for. These need no
+// cluster.
 
-const { describe, test, before, after } = require('node:test');
+const { describe, test, before, afterEach } = require('node:test');
 const assert = require('node:assert/strict');
 const grpc = require('@grpc/grpc-js');
 
@@ -14,12 +17,29 @@ const { EventReader } = require('../testlib.js');
 const selector = { version: 'v1', resource: 'configmaps', namespace: 'ns' };
 
 /** A ConfigMap's JSON as the hub would send it. */
-function cm(name, uid, rv) {
-  return JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: 'ns', uid, resourceVersion: rv } });
+function cm(name, uid, rv, data) {
+  return JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: 'ns', uid, resourceVersion: rv }, data });
 }
 
-function event(type, object, rv, token, initialEventsEnd = false) {
-  return { type: `EVENT_TYPE_${type}`, object, resourceVersion: rv, resumeToken: token, initialEventsEnd };
+function event(type, object, rv, token, initialEventsEnd = false, previousObject = '') {
+  return { type: `EVENT_TYPE_${type}`, object, previousObject, resourceVersion: rv, resumeToken: token, initialEventsEnd };
+}
+
+/** A JSON value as the google.protobuf.Value proto-loader encodes. */
+function toValue(v) {
+  if (v === null) return { nullValue: 'NULL_VALUE' };
+  if (Array.isArray(v)) return { listValue: { values: v.map(toValue) } };
+  switch (typeof v) {
+    case 'number': return { numberValue: v };
+    case 'string': return { stringValue: v };
+    case 'boolean': return { boolValue: v };
+    default: return { structValue: toStruct(v) };
+  }
+}
+
+/** A JSON object as a google.protobuf.Struct. */
+function toStruct(object) {
+  return { fields: Object.fromEntries(Object.entries(object).map(([k, v]) => [k, toValue(v)])) };
 }
 
 function failure(code, details, errorInfo) {
@@ -118,7 +138,10 @@ async function read(watch, n) {
 
 describe('resumingWatch against a scripted hub', () => {
   let hub;
-  after(() => hub?.stop());
+  afterEach(() => {
+    hub?.stop();
+    hub = null;
+  });
 
   test('reconnects after UNAVAILABLE from the last token, and from the header token before any event', async () => {
     hub = await scriptedHub([
@@ -140,7 +163,6 @@ describe('resumingWatch against a scripted hub', () => {
     assert.ok(hub.requests.every((r) => r.authorization === 'Bearer t0k3n'));
     assert.deepEqual(retries, [status.UNAVAILABLE, status.UNAVAILABLE, status.UNAVAILABLE]);
     assert.equal(watch.resumeToken, 'tok3');
-    hub.stop();
   });
 
   test('re-syncs after OUT_OF_RANGE with the real differences', async () => {
@@ -174,7 +196,6 @@ describe('resumingWatch against a scripted hub', () => {
     assert.equal(events[8].resumeToken, 'r5');
     assert.equal(events[8].initialEventsEnd, false);
     assert.deepEqual(hub.requests.map((r) => [r.resumeToken, r.sendInitialEvents]), [['', true], ['', true], ['r1', false]]);
-    hub.stop();
   });
 
   test('a watch from a saved token re-syncs by listing everything, marked resyncReplaces', async () => {
@@ -186,7 +207,6 @@ describe('resumingWatch against a scripted hub', () => {
     const events = await read(watch, 3);
     assert.deepEqual(typesAndNames(events), ['ADDED a resync replaces', 'ADDED b resync replaces', 'BOOKMARK resync replaces']);
     assert.deepEqual(hub.requests.map((r) => [r.resumeToken, r.sendInitialEvents]), [['saved', false], ['', true]]);
-    hub.stop();
   });
 
   for (const code of [status.INVALID_ARGUMENT, status.NOT_FOUND, status.PERMISSION_DENIED, status.UNAUTHENTICATED]) {
@@ -202,8 +222,7 @@ describe('resumingWatch against a scripted hub', () => {
       }
       assert.deepEqual(retries, []);
       assert.equal(hub.requests.length, 1);
-      hub.stop();
-    });
+      });
   }
 
   test('reconnects with fresh credentials when a running stream\'s expire', async () => {
@@ -218,7 +237,96 @@ describe('resumingWatch against a scripted hub', () => {
     assert.deepEqual(typesAndNames(events), ['BOOKMARK', 'ADDED a']);
     assert.deepEqual(hub.requests.map((r) => [r.resumeToken, r.authorization]), [['', 'Bearer first'], ['t1', 'Bearer second']]);
     assert.deepEqual(retries.map((e) => [e.code, e.reason, e.errorInfo.metadata.resume_token]), [[status.UNAUTHENTICATED, 'UNAUTHENTICATED', 't1']]);
-    hub.stop();
+  });
+
+  test('every call, re-syncs included, asks for the same filter, fields, includePrevious and objectFormat', async () => {
+    hub = await scriptedHub([
+      send([event('ADDED', cm('a', 'u1', '1'), '1', 't1'), event('BOOKMARK', '', '1', 't2', true)], status.UNAVAILABLE),
+      send([], status.OUT_OF_RANGE),
+      send([event('ADDED', cm('a', 'u1', '1'), '9', 'r1'), event('BOOKMARK', '', '9', 'r2', true)]),
+    ]);
+    const filtered = { ...selector, labelSelector: 'app=web', fieldSelector: 'metadata.name!=b', filter: 'has(object.data)' };
+    const watch = hub.client.resumingWatch(filtered, {
+      sendInitialEvents: true, fields: ['data', 'metadata.labels'], includePrevious: true, objectFormat: 'struct',
+    });
+    await read(watch, 3);
+    assert.equal(hub.requests.length, 3);
+    for (const r of hub.requests) {
+      assert.deepEqual(r.selector, {
+        group: '', version: 'v1', resource: 'configmaps', namespace: 'ns',
+        labelSelector: 'app=web', fieldSelector: 'metadata.name!=b', filter: 'has(object.data)',
+      });
+      assert.deepEqual([r.fields, r.includePrevious, r.objectFormat], [['data', 'metadata.labels'], true, 'OBJECT_FORMAT_STRUCT']);
+    }
+    assert.deepEqual(hub.requests.map((r) => [r.resumeToken, r.sendInitialEvents]), [['', true], ['t2', false], ['', true]]);
+  });
+
+  test('with fields, a re-sync yields MODIFIED only where the fields changed, with previousObject', async () => {
+    hub = await scriptedHub([
+      send([
+        event('ADDED', cm('a', 'u1', '1', { x: '1' }), '1', 't1'),
+        event('ADDED', cm('b', 'u2', '1', { x: '1' }), '1', 't2'),
+        event('BOOKMARK', '', '1', 't3', true),
+        event('MODIFIED', cm('b', 'u2', '2', { x: '2' }), '2', 't4', false, cm('b', 'u2', '1', { x: '1' })),
+      ], status.OUT_OF_RANGE),
+      send([
+        // a changed in fields it did not ask for: a new resourceVersion, the same projection.
+        event('ADDED', cm('a', 'u1', '5', { x: '1' }), '9', 'r1'),
+        event('ADDED', cm('b', 'u2', '6', { x: '3' }), '9', 'r2'),
+        event('BOOKMARK', '', '9', 'r3', true),
+      ]),
+    ]);
+    const watch = hub.client.resumingWatch(selector, { sendInitialEvents: true, fields: ['data.x'], includePrevious: true });
+    const events = await read(watch, 4 + 2);
+    assert.deepEqual(typesAndNames(events), ['ADDED a', 'ADDED b', 'BOOKMARK', 'MODIFIED b', 'MODIFIED b resync', 'BOOKMARK resync']);
+    assert.deepEqual(events[3].previousObject.data, { x: '1' });
+    const resynced = events[4];
+    assert.deepEqual([resynced.object.data, resynced.resourceVersion], [{ x: '3' }, '6']);
+    // What the watch had yielded last: the state before the re-sync.
+    assert.deepEqual([resynced.previousObject.data, resynced.previousObject.metadata.resourceVersion], [{ x: '2' }, '2']);
+  });
+
+  test('without includePrevious or fields, a re-sync\'s MODIFIED has no previousObject, and a new resourceVersion is a change', async () => {
+    hub = await scriptedHub([
+      send([event('ADDED', cm('a', 'u1', '1', { x: '1' }), '1', 't1'), event('BOOKMARK', '', '1', 't2', true)], status.OUT_OF_RANGE),
+      send([event('ADDED', cm('a', 'u1', '5', { x: '1' }), '9', 'r1'), event('BOOKMARK', '', '9', 'r2', true)]),
+    ]);
+    const events = await read(hub.client.resumingWatch(selector, { sendInitialEvents: true }), 2 + 2);
+    assert.deepEqual(typesAndNames(events), ['ADDED a', 'BOOKMARK', 'MODIFIED a resync', 'BOOKMARK resync']);
+    assert.equal(events[2].previousObject, null);
+  });
+
+  test('objects sent as Structs are delivered as the plain objects JSON.parse gives', async () => {
+    // ConfigMap data may have a key "__proto__": JSON.parse makes it an own
+    // property like any other.
+    const json = JSON.stringify({
+      apiVersion: 'v1', kind: 'ConfigMap',
+      metadata: { name: 'a', namespace: 'ns', uid: 'u1', resourceVersion: '2', labels: { app: 'web' } },
+      data: { PROTO: 'a key like any other', empty: '' },
+      spec: { replicas: 3, ratio: 0.5, paused: false, none: null, ports: [80, { name: 'http' }], nested: [[]] },
+    }).replace('"PROTO"', '"__proto__"');
+    const before = { ...JSON.parse(json), data: { v: 'old' } };
+    hub = await scriptedHub([send([{
+      type: 'EVENT_TYPE_MODIFIED', objectStruct: toStruct(JSON.parse(json)), previousObjectStruct: toStruct(before),
+      resourceVersion: '2', resumeToken: 't1',
+    }])]);
+    const [e] = await read(hub.client.watch(selector, { objectFormat: 'struct', includePrevious: true }), 1);
+    assert.deepStrictEqual(e.object, JSON.parse(json));
+    assert.ok(Object.hasOwn(e.object.data, '__proto__'));
+    assert.equal(Object.getPrototypeOf(e.object.data), Object.prototype);
+    assert.deepStrictEqual(e.previousObject, before);
+    assert.deepEqual(hub.requests.map((r) => [r.objectFormat, r.includePrevious]), [['OBJECT_FORMAT_STRUCT', true]]);
+  });
+
+  test('options are checked before any call', () => {
+    const client = connect('127.0.0.1:1');
+    try {
+      assert.throws(() => client.watch(selector, { objectFormat: 'yaml' }), /objectFormat is "json" or "struct", not "yaml"/);
+      assert.throws(() => client.resumingWatch(selector, { fields: 'status.phase' }), /fields is a list of paths/);
+      assert.throws(() => client.watch(selector, { includePrevius: true }), /watch has no option includePrevius/);
+    } finally {
+      client.close();
+    }
   });
 
   test('cancel() ends the iteration', async () => {
@@ -230,7 +338,6 @@ describe('resumingWatch against a scripted hub', () => {
       watch.cancel();
     }
     assert.deepEqual(seen, ['BOOKMARK']);
-    hub.stop();
   });
 });
 
