@@ -353,10 +353,10 @@ func TestQueriesFollowTheAPIServer(t *testing.T) {
 	// Phase 2: the hub restarts and its history begins after these
 	// changes; resuming from marker-1 replays them from the API server.
 	hub.kill()
-	put("cm-1", "off", map[string]string{"team": "a"})                // leaves the filter
-	put("cm-2", "on", map[string]string{"team": "b", "x": "y3"})      // labels only
-	put("cm-5", "on", map[string]string{"team": "b"})                 // enters
-	put("cm-6", "on", map[string]string{"team": "a", "note": "more"}) // labels only, stays in
+	put("cm-1", "off", map[string]string{"team": "a"})                 // leaves the filter
+	put("cm-2", "on", map[string]string{"team": "b", "x": "y3"})       // labels only
+	put("cm-5", "on", map[string]string{"team": "b"})                  // enters
+	put("cm-6", "on", map[string]string{"team": "a", "note": "more"})  // labels only, stays in
 	put("cm-6", "on2", map[string]string{"team": "a", "note": "more"}) // leaves
 	deleteConfigMap(t, ns, "cm-4")
 	put("cm-7", "on", map[string]string{"team": "a"})
