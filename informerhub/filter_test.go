@@ -143,3 +143,27 @@ func TestFilterResultsAreCachedOnObjects(t *testing.T) {
 		t.Errorf("the object caches %d results, want at most %d", n, maxCachedFilterResults)
 	}
 }
+
+// FuzzFilter compiles arbitrary expressions and evaluates those that
+// compile on an object: no input may panic, and every evaluation ends
+// within its cost limit.
+func FuzzFilter(f *testing.F) {
+	f.Add(`object.metadata.name == "a"`)
+	f.Add(`object.spec.containers.exists(c, c.image.startsWith("nginx"))`)
+	f.Add(`object.metadata.labels.all(k, k.matches("^[a-z]+$"))`)
+	f.Add(`size(object.spec.containers.map(c, c.name).filter(n, n != "")) > 1`)
+	f.Add(`object.?status.?phase.orValue("") == "Running" && quantity("1Gi").isGreaterThan(quantity("1Mi"))`)
+	c := testFilterCompiler(Config{})
+	o := &object{json: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1","labels":{"app":"web","tier":"a"}},"spec":{"containers":[{"name":"a","image":"nginx"},{"name":"b","image":"envoy"}]},"status":{"phase":"Running"}}`}
+	f.Fuzz(func(t *testing.T, expr string) {
+		if len(expr) > DefaultMaxFilterLength {
+			return
+		}
+		flt, err := c.compile(expr)
+		if err != nil {
+			return
+		}
+		var errs atomic.Uint64
+		flt.matches(o, nil, &errs)
+	})
+}
