@@ -141,3 +141,19 @@ func FilterDecodes() uint64 { return decodes.Load() }
 
 // ReplayStateBytes is what a hub's stateful replays hold of their budget.
 func ReplayStateBytes(h *Hub) int64 { return h.replayBytes.used.Load() }
+
+// MaxViewSlots returns the most view event slots any record of a
+// resource's history has.
+func MaxViewSlots(h *Hub, gvr schema.GroupVersionResource) int {
+	f := feedOf(h, gvr)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	most := 0
+	for seq := f.history.first; seq <= f.history.last; seq++ {
+		r, _ := f.history.get(seq)
+		r.viewMu.Lock()
+		most = max(most, len(r.viewEvents))
+		r.viewMu.Unlock()
+	}
+	return most
+}

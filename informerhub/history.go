@@ -103,8 +103,8 @@ type record struct {
 	// feed.event), guarded by viewMu.
 	viewMu     sync.Mutex
 	viewEvents []viewEvent
-	// views is the record's share of the history's bytes, for the events
-	// kept in viewEvents, while the record is in the history.
+	// views is the record's share of the history's viewBytes, for the
+	// events kept in viewEvents, while the record is in the history.
 	views budgetShare
 }
 
@@ -119,7 +119,7 @@ type eventSlot struct {
 }
 
 type viewEvent struct {
-	view    *view
+	viewKey string
 	variant variant
 	slot    *eventSlot
 }
@@ -139,22 +139,22 @@ type history struct {
 	// in Unix nanoseconds: the age of the oldest point the history resumes.
 	floorAt int64
 	// recordBytes is the size of the records held (see recordSize); the
-	// oldest are evicted while it exceeds bytes.max, keeping at least the
-	// newest. The events built for records in views other than the default
-	// one do not evict records: what one subscriber asks for never
-	// shortens the window others resume from.
-	recordBytes int64
-	// bytes is the size of the records held and of their events kept for
-	// views (see bytesBudget).
-	bytes *bytesBudget
+	// oldest are evicted while it exceeds maxBytes, keeping at least the
+	// newest.
+	recordBytes, maxBytes int64
+	// viewBytes is the size of the events kept for the records' views
+	// other than the default one, bounded by as much again as the records
+	// (see feed.event). They never evict records: what one subscriber asks
+	// for never shortens the window others resume from.
+	viewBytes *bytesBudget
 }
 
-// bytesBudget is what a history holds, in bytes, against its maximum. The
-// feed counts records under its lock; subscribers count the events they
-// build for views, without it, and keep them only while the total has room
-// (see feed.event). Records fill at most the maximum, and so do the events
-// kept beside them: however many forms subscribers ask for, a history holds
-// at most twice its maximum.
+// bytes is what the history holds: its records and the events kept for
+// them.
+func (h *history) bytes() int64 { return h.recordBytes + h.viewBytes.used.Load() }
+
+// bytesBudget is a number of bytes that holders add to up to a maximum,
+// from any goroutine.
 type bytesBudget struct {
 	used atomic.Int64
 	max  int64
@@ -217,7 +217,8 @@ func (s *budgetShare) release() {
 }
 
 func newHistory(size int, maxBytes int64, baseRV uint64, baseAt int64) history {
-	return history{ring: make([]*record, size), first: 1, last: 0, floorRV: baseRV, floorAt: baseAt, bytes: &bytesBudget{max: maxBytes}}
+	return history{ring: make([]*record, size), first: 1, last: 0, floorRV: baseRV, floorAt: baseAt, maxBytes: maxBytes,
+		viewBytes: &bytesBudget{max: maxBytes}}
 }
 
 // newestAt is when the newest record arrived, or floorAt when there is none.
@@ -245,10 +246,9 @@ func (h *history) push(r *record) {
 	}
 	h.last = r.pos.seq
 	h.ring[r.pos.seq%uint64(len(h.ring))] = r
-	r.views.budget = h.bytes
+	r.views.budget = h.viewBytes
 	h.recordBytes += recordSize(r)
-	h.bytes.used.Add(recordSize(r))
-	for h.recordBytes > h.bytes.max && h.len() > 1 {
+	for h.recordBytes > h.maxBytes && h.len() > 1 {
 		h.evict()
 	}
 }
@@ -258,7 +258,6 @@ func (h *history) evict() {
 	evicted := h.ring[i]
 	h.ring[i] = nil
 	h.recordBytes -= recordSize(evicted)
-	h.bytes.used.Add(-recordSize(evicted))
 	evicted.views.release()
 	h.floorRV, h.floorAt = evicted.rv, evicted.received
 	h.first++

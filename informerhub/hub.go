@@ -243,7 +243,7 @@ func (h *Hub) Resources(ctx context.Context) ([]ResourceStatus, error) {
 		out[i].CachedObjects = f.state.Len()
 		if f.isSynced {
 			out[i].HistoryEvents = f.history.len()
-			out[i].HistoryBytes = f.history.bytes.used.Load()
+			out[i].HistoryBytes = f.history.bytes()
 			out[i].HistoryResourceVersion = strconv.FormatUint(f.history.floorRV, 10)
 		}
 		f.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -222,7 +223,15 @@ func selectorKey(sel *selector) string {
 	if sel.filter != nil {
 		filter = sel.filter.expr
 	}
-	return strings.Join([]string{sel.namespace, strings.Join(labelTerms, ","), strings.Join(fieldTerms, ","), filter}, "\x01")
+	// Each part is length-prefixed: field values and filters may hold any
+	// byte, and two selectors must never share a key by accident.
+	var b strings.Builder
+	for _, part := range []string{sel.namespace, strings.Join(labelTerms, ","), strings.Join(fieldTerms, ","), filter} {
+		b.WriteString(strconv.Itoa(len(part)))
+		b.WriteByte(':')
+		b.WriteString(part)
+	}
+	return b.String()
 }
 
 // trigger returns the equality the dispatcher indexes the selector by:

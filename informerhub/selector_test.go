@@ -40,3 +40,21 @@ func FuzzRequestValidation(f *testing.F) {
 		sel.variant(&record{typ: EventModified, obj: obj, prev: obj}, nil)
 	})
 }
+
+func TestSelectorKeysAreDistinct(t *testing.T) {
+	var cfg Config
+	cfg.setDefaults()
+	filters := newFilterCompiler(&cfg)
+	info := ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespaced: true}
+	a, err := parseSelector(Selector{Resource: info.Resource, FieldSelector: "spec.nodeName=v\x01true // ", Filter: "true"}, info, &cfg, filters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := parseSelector(Selector{Resource: info.Resource, FieldSelector: "spec.nodeName=v", Filter: "true // \x01true"}, info, &cfg, filters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.key == b.key {
+		t.Errorf("two selectors of different objects share the key %q", a.key)
+	}
+}

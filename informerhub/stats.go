@@ -120,7 +120,7 @@ func (f *feed) levels(st *ResourceStats) {
 	defer f.mu.Unlock()
 	st.CachedObjects = f.state.Len()
 	if f.isSynced {
-		st.HistoryEvents, st.HistoryBytes = f.history.len(), f.history.bytes.used.Load()
+		st.HistoryEvents, st.HistoryBytes = f.history.len(), f.history.bytes()
 		st.HistoryOldest = time.Unix(0, f.history.floorAt)
 		st.HistoryNewest = time.Unix(0, f.history.newestAt())
 	}

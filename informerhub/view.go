@@ -92,14 +92,16 @@ func (f *feed) event(r *record, v variant, vw *view) *Event {
 	var slot *eventSlot
 	r.viewMu.Lock()
 	for i := range r.viewEvents {
-		if e := &r.viewEvents[i]; e.view == vw && e.variant == v {
+		// By key: a view is interned while in use, and a subscriber of
+		// the same form after it was released gets a new one.
+		if e := &r.viewEvents[i]; e.viewKey == vw.key && e.variant == v {
 			slot = e.slot
 			break
 		}
 	}
 	if slot == nil {
 		slot = &eventSlot{}
-		r.viewEvents = append(r.viewEvents, viewEvent{view: vw, variant: v, slot: slot})
+		r.viewEvents = append(r.viewEvents, viewEvent{viewKey: vw.key, variant: v, slot: slot})
 	}
 	r.viewMu.Unlock()
 	var built *Event

@@ -216,12 +216,14 @@ func TestFiltersDecodeEachChangeOnce(t *testing.T) {
 }
 
 // TestViewEventsCountAgainstTheHistoryBytes checks that however many forms
-// subscribers ask for, the events kept for them fill at most the history's
-// bytes beside its records, without evicting any; and that subscribers
-// still receive every event once they are no longer kept.
+// subscribers ask for, the events kept for them fill at most as many bytes
+// again as the history's records, without evicting any, even when the
+// records fill theirs; and that subscribers still receive every event once
+// they are no longer kept.
 func TestViewEventsCountAgainstTheHistoryBytes(t *testing.T) {
 	c := newFakeCluster(t)
-	const maxBytes = 64 << 10
+	// The records alone (a little over 40 × 1512 bytes) fill it.
+	const maxBytes = 60 << 10
 	h := newHub(t, c, informerhub.Config{HistoryBytes: maxBytes, MaxProjectionsPerResource: 64})
 	var subs []*informerhub.Subscription
 	for i := range 20 {
@@ -242,12 +244,36 @@ func TestViewEventsCountAgainstTheHistoryBytes(t *testing.T) {
 		if st.Resource != configMaps {
 			continue
 		}
-		// The records alone hold a little over changes × (1000 + 512).
-		if st.HistoryEvents != changes || st.HistoryBytes <= changes*1512 {
-			t.Errorf("the history holds %d events in %d bytes: the events built for views are not counted", st.HistoryEvents, st.HistoryBytes)
+		// The records hold about maxBytes; the events kept for views as
+		// much again at most, but not nothing.
+		if st.HistoryBytes <= maxBytes+maxBytes/2 {
+			t.Errorf("the history holds %d events in %d bytes: no events are kept for the views", st.HistoryEvents, st.HistoryBytes)
 		}
 		if st.HistoryBytes > 2*maxBytes {
 			t.Errorf("the history holds %d bytes, more than twice its %d", st.HistoryBytes, maxBytes)
 		}
+	}
+}
+
+// TestResubscribingReusesTheRecordsEvents checks that subscribers of one
+// form, one after the other, share the events kept on the records, however
+// often the form's last subscriber left in between.
+func TestResubscribingReusesTheRecordsEvents(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{})
+	first := watch(t, h, informerhub.WatchRequest{})
+	start := first.ResumeToken()
+	const changes = 20
+	for i := range changes {
+		c.cms().Add(configMap("ns", fmt.Sprint("c", i), nil, "x"))
+	}
+	nextLines(t, first, changes)
+	for range 10 {
+		s := watch(t, h, informerhub.WatchRequest{Fields: []string{"data"}, ResumeToken: start})
+		nextLines(t, s, changes)
+		s.Close()
+	}
+	if n := informerhub.MaxViewSlots(h, configMaps); n != 1 {
+		t.Errorf("records hold up to %d events of one form, want 1", n)
 	}
 }
