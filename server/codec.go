@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -46,8 +47,9 @@ func watchResponse(ev *informerhub.Event) *informerhubv1.WatchResponse {
 			resp.ObjectStruct, resp.PreviousObjectStruct = obj, prev
 			return resp
 		}
-		// The API server's JSON is always an object; should it ever not
-		// be, the client gets the string rather than nothing.
+		// An object nested too deep for a Struct (see maxStructDepth),
+		// or that is not a JSON object, goes as the string rather than not
+		// at all.
 	}
 	resp.Object, resp.PreviousObject = ev.Object, ev.PreviousObject
 	return resp
@@ -72,17 +74,52 @@ func encodingOf(format informerhubv1.ObjectFormat) (informerhub.Encoding, error)
 		Reason: fmt.Sprintf("object_format %d is not one of OBJECT_FORMAT_UNSPECIFIED (JSON strings) and OBJECT_FORMAT_STRUCT", format)}
 }
 
+// maxStructDepth bounds how deep an object sent as a Struct may nest. Each
+// level of JSON is two of protobuf (a Struct in a Value), and protobuf
+// decoders refuse messages nested deeper than 10,000 (protobuf-go's
+// default): an object nested deeper than this is sent as JSON instead, so
+// that no client is sent what it cannot decode. Kubernetes objects nest a
+// few dozen levels at most; only a custom resource that preserves unknown
+// fields can go deeper.
+const maxStructDepth = 200
+
+// errTooDeep refuses an object nested deeper than maxStructDepth.
+var errTooDeep = errors.New("the object nests too deep for a Struct")
+
 // structOf converts an object's JSON into a google.protobuf.Struct; nil for
 // no object.
 func structOf(json string) (*structpb.Struct, error) {
 	if json == "" {
 		return nil, nil
 	}
+	if jsonDepth(json) > maxStructDepth {
+		return nil, errTooDeep
+	}
 	s := &structpb.Struct{}
 	if err := protojson.Unmarshal(unsafeBytes(json), s); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// jsonDepth returns how deep a JSON document nests its objects and arrays.
+func jsonDepth(json string) int {
+	depth, deepest, inString := 0, 0, false
+	for i := 0; i < len(json); i++ {
+		switch c := json[i]; {
+		case inString && c == '\\':
+			i++ // the escaped byte
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // unsafeBytes returns the bytes of s without copying them, for a decoder

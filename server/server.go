@@ -305,18 +305,14 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 			ResourceVersion: snap.ResourceVersion(),
 			Last:            last,
 		}
-		if encoding != encodingStruct {
-			resp.Objects = objects
-			return resp, nil, last, nil
-		}
-		resp.ObjectStructs = make([]*structpb.Struct, len(objects))
-		for i, o := range objects {
-			st, err := structOf(o)
-			if err != nil {
-				return nil, nil, false, fmt.Errorf("converting a snapshot object to a Struct: %w", err)
+		if encoding == encodingStruct {
+			if resp.ObjectStructs = structsOf(objects); resp.ObjectStructs != nil {
+				return resp, nil, last, nil
 			}
-			resp.ObjectStructs[i] = st
 		}
+		// JSON strings, as asked, or because an object of the page cannot
+		// be a Struct (see maxStructDepth): as a Watch does.
+		resp.Objects = objects
 		return resp, nil, last, nil
 	})
 	if errors.Is(err, errStalled) {
@@ -549,6 +545,20 @@ func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResou
 		resp.Resources = append(resp.Resources, res)
 	}
 	return resp, nil
+}
+
+// structsOf converts a snapshot page's objects into Structs; nil if one of
+// them cannot be.
+func structsOf(objects []string) []*structpb.Struct {
+	structs := make([]*structpb.Struct, len(objects))
+	for i, o := range objects {
+		st, err := structOf(o)
+		if err != nil {
+			return nil
+		}
+		structs[i] = st
+	}
+	return structs
 }
 
 func selectorOf(sel *informerhubv1.ResourceSelector) (informerhub.Selector, error) {
