@@ -1,14 +1,17 @@
 package informerhub
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"regexp/syntax"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
+	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -57,37 +60,57 @@ type filter struct {
 type filterCompiler struct {
 	maxEstimatedCost uint64
 	maxCost          uint64
-	maxCached        int
 
 	envOnce sync.Once
 	env     *cel.Env
 	envErr  error
 
-	mu sync.Mutex // guards cache
+	mu sync.Mutex // guards cache, order and cachedBytes
 	// cache holds compiled filters, and the errors of expressions that do
-	// not compile, by expression; bounded by maxCached.
-	cache map[string]compiled
+	// not compile, by the expression's digest; order holds the digests
+	// from the oldest. Together they are bounded by filterCacheEntries and
+	// filterCacheBytes (each entry's weight); the oldest go first. A
+	// filter in use stays referenced by its selectors whatever the cache
+	// drops.
+	cache       map[[sha256.Size]byte]compiled
+	order       [][sha256.Size]byte
+	cachedBytes int64
 }
 
 type compiled struct {
-	f   *filter
-	err error
+	f      *filter
+	err    error
+	weight int64
 }
 
-// Cost model of the static estimate: see filter.
 const (
+	// maxObjectBytes is the cost model's size of the largest object: see
+	// filter.
 	maxObjectBytes = uint64(celconfig.MaxRequestSizeBytes)
-	// filterCacheSize bounds the compiled expressions kept; more are
-	// compiled again when asked for.
-	filterCacheSize = 1024
+	// filterCacheEntries and filterCacheBytes bound the compiled
+	// expressions (and refused ones) kept for reuse.
+	filterCacheEntries = 1024
+	filterCacheBytes   = 32 << 20
+	// maxFilterRegexInsts bounds the instructions of the regular
+	// expressions a filter compiles ahead of its evaluations (the
+	// constant patterns of matches, find and findAll): a few hundred bytes
+	// of pattern can compile into megabytes.
+	maxFilterRegexInsts = 20_000
+	// Weights of a compiled filter in the cache: its expression's bytes
+	// (its AST and program hold some tens of times as much) and its
+	// compiled patterns' instructions.
+	filterWeightPerExprByte  = 64
+	filterWeightPerRegexInst = 64
+	// maxCachedReason bounds the reason of a refused expression kept in
+	// the cache.
+	maxCachedReason = 2048
 )
 
 func newFilterCompiler(cfg *Config) *filterCompiler {
 	return &filterCompiler{
 		maxEstimatedCost: cfg.MaxFilterEstimatedCost,
 		maxCost:          cfg.MaxFilterCost,
-		maxCached:        filterCacheSize,
-		cache:            map[string]compiled{},
+		cache:            map[[sha256.Size]byte]compiled{},
 	}
 }
 
@@ -116,35 +139,45 @@ func (c *filterCompiler) celEnv() (*cel.Env, error) {
 // selector.filter when it does not compile, is not of type bool, or may
 // cost more than allowed.
 func (c *filterCompiler) compile(expr string) (*filter, error) {
+	key := sha256.Sum256([]byte(expr))
 	c.mu.Lock()
-	if hit, ok := c.cache[expr]; ok {
+	if hit, ok := c.cache[key]; ok {
 		c.mu.Unlock()
 		return hit.f, hit.err
 	}
 	c.mu.Unlock()
-	f, err := c.build(expr)
-	if err != nil && !errors.Is(err, ErrInvalidRequest) {
+	f, weight, err := c.build(expr)
+	var reqErr *RequestError
+	switch {
+	case errors.As(err, &reqErr):
+		if len(reqErr.Reason) > maxCachedReason {
+			reqErr.Reason = reqErr.Reason[:maxCachedReason] + "..."
+		}
+		weight = int64(len(reqErr.Reason)) + 128
+	case err != nil:
 		return nil, err // not the expression's fault: not cached
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if hit, ok := c.cache[expr]; ok {
+	if hit, ok := c.cache[key]; ok {
 		return hit.f, hit.err // compiled meanwhile by another request
 	}
-	if len(c.cache) >= c.maxCached {
-		for k := range c.cache { // drop one, any: it is compiled again if asked for
-			delete(c.cache, k)
-			break
-		}
+	for len(c.order) > 0 && (len(c.order) >= filterCacheEntries || c.cachedBytes+weight > filterCacheBytes) {
+		c.cachedBytes -= c.cache[c.order[0]].weight
+		delete(c.cache, c.order[0])
+		c.order = c.order[1:]
 	}
-	c.cache[expr] = compiled{f: f, err: err}
+	c.cache[key] = compiled{f: f, err: err, weight: weight}
+	c.order = append(c.order, key)
+	c.cachedBytes += weight
 	return f, err
 }
 
-func (c *filterCompiler) build(expr string) (*filter, error) {
+// build compiles an expression, and returns its weight in the cache.
+func (c *filterCompiler) build(expr string) (*filter, int64, error) {
 	env, err := c.celEnv()
 	if err != nil {
-		return nil, fmt.Errorf("informerhub: building the CEL environment: %w", err)
+		return nil, 0, fmt.Errorf("informerhub: building the CEL environment: %w", err)
 	}
 	invalid := func(reason string) error {
 		return &RequestError{Field: FieldFilter, Err: ErrInvalidRequest, Reason: reason}
@@ -157,29 +190,82 @@ func (c *filterCompiler) build(expr string) (*filter, error) {
 			// prints them.
 			msgs = append(msgs, fmt.Sprintf("ERROR: <input>:%d:%d: %s", e.Location.Line(), e.Location.Column()+1, e.Message))
 		}
-		return nil, invalid(strings.Join(msgs, "; "))
+		return nil, 0, invalid(strings.Join(msgs, "; "))
 	}
 	if !ast.OutputType().IsExactType(cel.BoolType) {
-		return nil, invalid(fmt.Sprintf("the expression must evaluate to bool but is of type %v: compare it, e.g. object.spec.paused == true", ast.OutputType()))
+		return nil, 0, invalid(fmt.Sprintf("the expression must evaluate to bool but is of type %v: compare it, e.g. object.spec.paused == true", ast.OutputType()))
 	}
 	estimate, err := env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: objectSizes{}})
 	if err != nil {
-		return nil, invalid("cannot estimate the expression's cost: " + err.Error())
+		return nil, 0, invalid("cannot estimate the expression's cost: " + err.Error())
 	}
 	if estimate.Max > c.maxEstimatedCost {
-		return nil, invalid(fmt.Sprintf("the expression's estimated cost on the largest objects is %d, more than the %d allowed: avoid nested comprehensions over the object",
+		return nil, 0, invalid(fmt.Sprintf("the expression's estimated cost on the largest objects is %d, more than the %d allowed: avoid nested comprehensions over the object",
 			estimate.Max, c.maxEstimatedCost))
 	}
-	prog, err := env.Program(ast,
-		// The environment's program options (cost tracking) come first;
-		// this limit replaces its PerCallLimit.
-		cel.CostLimit(c.maxCost),
-		cel.InterruptCheckFrequency(celconfig.CheckFrequency),
-	)
+	insts, err := regexInstructions(ast)
 	if err != nil {
-		return nil, invalid("cannot plan the expression: " + err.Error())
+		return nil, 0, invalid(err.Error())
 	}
-	return &filter{expr: expr, id: nextFilterID.Add(1), prog: prog}, nil
+	if insts > maxFilterRegexInsts {
+		return nil, 0, invalid(fmt.Sprintf("the expression's regular expressions compile into %d instructions, more than the %d allowed: simplify them", insts, maxFilterRegexInsts))
+	}
+	// The environment's program options (cost tracking) come first; this
+	// limit replaces its PerCallLimit.
+	prog, err := env.Program(ast, cel.CostLimit(c.maxCost))
+	if err != nil {
+		return nil, 0, invalid("cannot plan the expression: " + err.Error())
+	}
+	weight := int64(len(expr))*filterWeightPerExprByte + int64(insts)*filterWeightPerRegexInst
+	return &filter{expr: expr, id: nextFilterID.Add(1), prog: prog}, weight, nil
+}
+
+// regexInstructions counts the instructions of the regular expressions an
+// expression compiles ahead of its evaluations: the constant patterns of
+// matches, find and findAll.
+func regexInstructions(checked *cel.Ast) (int, error) {
+	total := 0
+	var bad error
+	celast.PreOrderVisit(checked.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		if e.Kind() != celast.CallKind || bad != nil {
+			return
+		}
+		call := e.AsCall()
+		switch call.FunctionName() {
+		case "matches", "find", "findAll":
+		default:
+			return
+		}
+		args := call.Args()
+		if len(args) == 0 {
+			return
+		}
+		// The pattern: matches' last argument, find's and findAll's first
+		// (their target is the string searched).
+		pattern := args[len(args)-1]
+		if call.FunctionName() != "matches" {
+			pattern = args[0]
+		}
+		if pattern.Kind() != celast.LiteralKind {
+			return // a pattern computed at run time costs its evaluation
+		}
+		s, ok := pattern.AsLiteral().Value().(string)
+		if !ok {
+			return
+		}
+		re, err := syntax.Parse(s, syntax.Perl)
+		if err != nil {
+			bad = fmt.Errorf("invalid regular expression %q: %v", truncate(s), err)
+			return
+		}
+		prog, err := syntax.Compile(re.Simplify())
+		if err != nil {
+			bad = fmt.Errorf("invalid regular expression %q: %v", truncate(s), err)
+			return
+		}
+		total += len(prog.Inst)
+	}))
+	return total, bad
 }
 
 // nextFilterID numbers filters across every hub of the process: the results

@@ -2,6 +2,7 @@ package informerhub
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,6 +26,9 @@ func TestFilterCompileErrors(t *testing.T) {
 		{"object.metadata.name", "must evaluate to bool but is of type dyn"},
 		{"1 + 2", "must evaluate to bool but is of type int"},
 		{"object.spec.containers.all(c, object.spec.containers.all(d, c.name != d.name || c == d))", "estimated cost on the largest objects"},
+		// A few hundred bytes of pattern that would compile into megabytes.
+		{`object.metadata.name.matches("` + strings.Repeat("[a-z]{1000}", 30) + `")`, "regular expressions compile into"},
+		{`object.metadata.name.findAll("` + strings.Repeat("[a-z]{1000}", 30) + `").size() > 0`, "regular expressions compile into"},
 	}
 	for _, tt := range tests {
 		_, err := c.compile(tt.expr)
@@ -166,4 +170,42 @@ func FuzzFilter(f *testing.F) {
 		var errs atomic.Uint64
 		flt.matches(o, nil, &errs)
 	})
+}
+
+// TestFilterCacheIsBounded checks that the compiled expressions kept for
+// reuse stay within their bounds of entries and bytes, however many
+// distinct ones are asked for.
+func TestFilterCacheIsBounded(t *testing.T) {
+	c := testFilterCompiler(Config{})
+	check := func(what string) {
+		t.Helper()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if len(c.cache) != len(c.order) || len(c.cache) > filterCacheEntries || c.cachedBytes > filterCacheBytes {
+			t.Errorf("%s: the cache holds %d entries (%d in order) weighing %d bytes, bounds %d and %d",
+				what, len(c.cache), len(c.order), c.cachedBytes, filterCacheEntries, filterCacheBytes)
+		}
+		var sum int64
+		for _, e := range c.cache {
+			sum += e.weight
+		}
+		if sum != c.cachedBytes {
+			t.Errorf("%s: the entries weigh %d bytes, the cache counts %d", what, sum, c.cachedBytes)
+		}
+	}
+	// Long expressions reach the bound of bytes (each weighs about 230 KB).
+	long := strings.Repeat(`object.metadata.name == "abcdefghij" || `, 90)
+	for i := range 200 {
+		c.compile(fmt.Sprintf(`%sobject.metadata.name == "%d"`, long, i))
+	}
+	check("long expressions")
+	// Short ones, that of entries; refused ones count too, by their reason.
+	for i := range filterCacheEntries + 100 {
+		expr := fmt.Sprintf(`object.metadata.name == "%d"`, i)
+		if i%3 == 0 {
+			expr += " +"
+		}
+		c.compile(expr)
+	}
+	check("short expressions")
 }
