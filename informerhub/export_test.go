@@ -157,3 +157,6 @@ func MaxViewSlots(h *Hub, gvr schema.GroupVersionResource) int {
 	}
 	return most
 }
+
+// FilterEvaluations counts the evaluations of filters, by every hub.
+func FilterEvaluations() uint64 { return evaluations.Load() }

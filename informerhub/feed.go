@@ -2,6 +2,7 @@ package informerhub
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,7 +65,10 @@ type feed struct {
 	// MaxFiltersPerResource).
 	views       map[string]*view
 	projections map[string]int
-	filters     map[string]int
+	filters     map[string]*filterUse
+	// costlyFilters are the filters refused until the time given, by the
+	// digest of their expression (see filteruse.go).
+	costlyFilters map[[sha256.Size]byte]time.Time
 	// relists are the version ranges relists jumped across that the
 	// history still reaches; see insideRelistLocked.
 	relists         []versionRange
@@ -81,22 +85,23 @@ const btreeDegree = 32
 
 func newFeed(h *Hub, info ResourceInfo, counters *resourceCounters) *feed {
 	return &feed{
-		hub:         h,
-		counters:    counters,
-		info:        info,
-		resource:    FormatResource(info.Resource),
-		epoch:       rand.Uint64() | 1, // never 0, the epoch of replayed events' tokens
-		log:         h.log.With("resource", FormatResource(info.Resource)),
-		done:        make(chan struct{}),
-		synced:      make(chan struct{}),
-		listFailed:  make(chan struct{}),
-		stopped:     make(chan struct{}),
-		state:       btree.NewG(btreeDegree, objectLess),
-		index:       newLabelIndex(),
-		live:        newDispatcher(),
-		views:       map[string]*view{},
-		projections: map[string]int{},
-		filters:     map[string]int{},
+		hub:           h,
+		counters:      counters,
+		info:          info,
+		resource:      FormatResource(info.Resource),
+		epoch:         rand.Uint64() | 1, // never 0, the epoch of replayed events' tokens
+		log:           h.log.With("resource", FormatResource(info.Resource)),
+		done:          make(chan struct{}),
+		synced:        make(chan struct{}),
+		listFailed:    make(chan struct{}),
+		stopped:       make(chan struct{}),
+		state:         btree.NewG(btreeDegree, objectLess),
+		index:         newLabelIndex(),
+		live:          newDispatcher(),
+		views:         map[string]*view{},
+		projections:   map[string]int{},
+		filters:       map[string]*filterUse{},
+		costlyFilters: map[[sha256.Size]byte]time.Time{},
 	}
 }
 
@@ -218,13 +223,14 @@ func (f *feed) process(obj any, _ bool) (err error) {
 	if !ok {
 		return fmt.Errorf("informerhub: process got %T, not cache.Deltas", obj)
 	}
+	prepared := f.prepare(deltas) // filters, before the lock
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return nil
 	}
-	for _, d := range deltas {
-		if err := f.applyLocked(d); err != nil {
+	for i, d := range deltas {
+		if err := f.applyLocked(d, prepared[i]); err != nil {
 			// The hub cannot represent the stream faithfully; end it loudly
 			// rather than lose changes silently. Subscribers retry, which
 			// starts a fresh informer.
@@ -236,7 +242,8 @@ func (f *feed) process(obj any, _ bool) (err error) {
 	return nil
 }
 
-func (f *feed) applyLocked(d cache.Delta) error {
+// applyLocked takes one delta; p is what prepare made of it, if anything.
+func (f *feed) applyLocked(d cache.Delta, p prepared) error {
 	switch d.Type {
 	case cache.ReplacedAll:
 		info, ok := d.Object.(cache.ReplacedAllInfo)
@@ -264,9 +271,12 @@ func (f *feed) applyLocked(d cache.Delta) error {
 	if !f.isSynced {
 		return errors.New("a change arrived before the initial list")
 	}
-	o, err := newObject(d.Object)
-	if err != nil {
-		return err
+	o := p.obj
+	if o == nil {
+		var err error
+		if o, err = newObject(d.Object); err != nil {
+			return err
+		}
 	}
 	switch d.Type {
 	case cache.Added, cache.Updated, cache.Replaced:
@@ -275,13 +285,13 @@ func (f *feed) applyLocked(d cache.Delta) error {
 			return nil // not a change
 		}
 		f.putLocked(o)
-		f.appendLocked(&record{typ: typeOf(exists), obj: o, prev: prev, rv: max(o.rv, f.pos.rv)}, 0)
+		f.appendLocked(&record{typ: typeOf(exists), obj: o, prev: prev, rv: max(o.rv, f.pos.rv)}, 0, p.eval)
 	case cache.Deleted:
 		prev, exists := f.deleteLocked(o)
 		if !exists {
 			return nil
 		}
-		f.appendLocked(&record{typ: EventDeleted, obj: o, prev: prev, rv: max(o.rv, f.pos.rv)}, 0)
+		f.appendLocked(&record{typ: EventDeleted, obj: o, prev: prev, rv: max(o.rv, f.pos.rv)}, 0, p.eval)
 	default:
 		return fmt.Errorf("unexpected delta type %q", d.Type)
 	}
@@ -368,7 +378,7 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 		if i == len(changes)-1 {
 			offset = 0 // the batch is complete: the position is listRV
 		}
-		f.appendLocked(&record{typ: c.typ, obj: c.obj, prev: c.prev, rv: batchRV}, offset)
+		f.appendLocked(&record{typ: c.typ, obj: c.obj, prev: c.prev, rv: batchRV}, offset, nil)
 	}
 	f.pos.rv = batchRV
 	f.notifyAdvancedLocked()
@@ -396,8 +406,9 @@ func (f *feed) deleteLocked(o *object) (prev *object, existed bool) {
 // appendLocked adds r to the history, advances the position and hands r to
 // every live subscriber that selects it. A record inside a relist batch has
 // an offset, and its position keeps the version before the batch: only the
-// batch's last record (offset 0) completes it at r.rv.
-func (f *feed) appendLocked(r *record, offset uint32) {
+// batch's last record (offset 0) completes it at r.rv. ev holds what
+// filters evaluated of r before the lock (nil: nothing).
+func (f *feed) appendLocked(r *record, offset uint32, ev *evaluation) {
 	r.pos = position{epoch: f.epoch, seq: f.pos.seq + 1, rv: r.rv, offset: offset}
 	r.received = time.Now().UnixNano()
 	f.counters.received.Add(1)
@@ -407,9 +418,11 @@ func (f *feed) appendLocked(r *record, offset uint32) {
 	f.history.push(r)
 	f.pos = r.pos
 	f.notifyAdvancedLocked()
-	var decoded decodeCache // each object is decoded for filters at most once
+	if ev == nil {
+		ev = &evaluation{}
+	}
 	f.live.dispatch(r, func(g *subscriberGroup) {
-		v := g.sel.variant(r, &decoded)
+		v := g.sel.variant(r, ev)
 		if v == variantNone {
 			return
 		}
@@ -426,6 +439,9 @@ func (f *feed) appendLocked(r *record, offset uint32) {
 			}
 		}
 	})
+	if len(ev.costly) > 0 {
+		f.tripLocked(ev.costly)
+	}
 }
 
 // locateLocked turns a token's position into one of this feed instance.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/version"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
@@ -30,9 +32,9 @@ import (
 // be of type bool.
 //
 // Evaluation: an expression whose evaluation fails (a field that is missing,
-// which has() guards against; a type mismatch; the runtime cost limit) does
-// not select the object. So an object whose change makes an expression fail
-// where it was true leaves the selection (DELETED), as if it were false.
+// which has() guards against; a type mismatch) does not select the object.
+// So an object whose change makes an expression fail where it was true
+// leaves the selection (DELETED), as if it were false.
 //
 // Cost is bounded twice, as the API server bounds CEL: at compile time by
 // the expression's estimated cost (Config.MaxFilterEstimatedCost), where
@@ -40,15 +42,15 @@ import (
 // request the API server accepts (3 MiB; metadata name and labels are
 // bounded by their own limits), which refuses expressions that grow with
 // the square of an object's size; and at run time by the cost of each
-// evaluation (Config.MaxFilterCost). The runtime limit is far below the API
-// server's (1,000,000) because the hub evaluates filters as it dispatches
-// each change, once per distinct expression: the limit bounds what one
-// change can cost, MaxFiltersPerResource times MaxFilterCost.
+// evaluation (Config.MaxFilterCost), far below the API server's (1,000,000)
+// because the hub evaluates filters on the path of every change. A filter
+// that exceeds it is refused on the resource type (filteruse.go).
 //
 // Sharing: identical expressions compile once (filterCompiler) and share one
 // filter. Each object caches the results of the filters evaluated on it
-// (objects are immutable), and dispatch decodes an object for CEL at most
-// once per change however many filters evaluate it (decodeCache).
+// (objects are immutable), and one change decodes its objects for CEL at
+// most once and evaluates each filter once per object, however many
+// selectors hold it (evaluation).
 type filter struct {
 	expr string
 	id   uint64 // unique per compiled filter, for the results cached on objects
@@ -315,10 +317,15 @@ type filterResult struct {
 // first.
 const maxCachedFilterResults = 16
 
-// matches reports whether the filter selects o. dc, when not nil, shares
-// decoded objects between the filters evaluated on one change; errs, when
-// not nil, counts the evaluations that fail.
-func (f *filter) matches(o *object, dc *decodeCache, errs *atomic.Uint64) bool {
+// matches reports whether the filter selects o. ev, when not nil, shares
+// decoded objects and results between the filters evaluated on one change
+// (or one object of a scan), and collects the filters that exceeded their
+// cost; errs, when not nil, counts the evaluations that fail.
+//
+// Results are cached on the object, except those of evaluations that
+// exceeded the cost limit: each evaluator of such a filter on such an
+// object learns it (see costlyFilterError).
+func (f *filter) matches(o *object, ev *evaluation, errs *atomic.Uint64) bool {
 	cached := o.filters.Load()
 	if cached != nil {
 		for _, r := range *cached {
@@ -327,15 +334,25 @@ func (f *filter) matches(o *object, dc *decodeCache, errs *atomic.Uint64) bool {
 			}
 		}
 	}
-	match := false
-	val, err := dc.value(o)
+	if match, ok := ev.result(o, f); ok {
+		return match
+	}
+	match, costly := false, false
+	evaluations.Add(1)
+	val, err := ev.value(o)
 	if err == nil {
 		var out ref.Val
 		out, _, err = f.prog.Eval(activation{object: val})
 		match = err == nil && out == types.True
+		var cancelled interpreter.EvalCancelledError
+		costly = errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded
 	}
 	if err != nil && errs != nil {
 		errs.Add(1)
+	}
+	ev.remember(o, f, match, costly)
+	if costly {
+		return false
 	}
 	for {
 		n := 0
@@ -366,22 +383,65 @@ func (a activation) ResolveName(name string) (any, bool) {
 
 func (activation) Parent() cel.Activation { return nil }
 
-// decodeCache holds the CEL values of the objects of one change (its new and
-// previous state), decoded on first use. A nil *decodeCache decodes every
-// time.
-type decodeCache struct {
-	objs [2]*object
-	vals [2]ref.Val
+// evaluation is the scratch of the filter evaluations on the objects of
+// one change (its new and previous state), or on one object of a scan: each
+// object is decoded for CEL at most once, each filter evaluated on it at
+// most once, whatever the number of groups that ask (the results the
+// objects cache themselves are bounded, and fewer than the filters a
+// resource type may have); and it collects the filters whose evaluation
+// exceeded the cost limit. A nil *evaluation shares and collects nothing.
+type evaluation struct {
+	objs    [2]*object
+	vals    [2]ref.Val
+	results []evaluated
+	// costly are the filters that exceeded their cost limit, once each.
+	costly []*filter
 }
 
-// decodes counts the objects decoded for filters, for the benchmarks.
-var decodes atomic.Uint64
+type evaluated struct {
+	obj   *object
+	id    uint64
+	match bool
+}
 
-func (c *decodeCache) value(o *object) (ref.Val, error) {
-	if c != nil {
-		for i, cached := range c.objs {
+func (ev *evaluation) result(o *object, f *filter) (match, ok bool) {
+	if ev == nil {
+		return false, false
+	}
+	for _, r := range ev.results {
+		if r.obj == o && r.id == f.id {
+			return r.match, true
+		}
+	}
+	return false, false
+}
+
+func (ev *evaluation) remember(o *object, f *filter, match, costly bool) {
+	if ev == nil {
+		return
+	}
+	ev.results = append(ev.results, evaluated{obj: o, id: f.id, match: match})
+	if costly && !slices.Contains(ev.costly, f) {
+		ev.costly = append(ev.costly, f)
+	}
+}
+
+// reset forgets the objects and results, for the next object of a scan;
+// what was costly stays.
+func (ev *evaluation) reset() {
+	ev.objs, ev.vals, ev.results = [2]*object{}, [2]ref.Val{}, ev.results[:0]
+}
+
+// decodes counts the objects decoded for filters, and evaluations the
+// filters evaluated, for the tests and benchmarks.
+var decodes, evaluations atomic.Uint64
+
+// value returns the CEL value of o, decoding it on first use.
+func (ev *evaluation) value(o *object) (ref.Val, error) {
+	if ev != nil {
+		for i, cached := range ev.objs {
 			if cached == o {
-				return c.vals[i], nil
+				return ev.vals[i], nil
 			}
 		}
 	}
@@ -391,12 +451,12 @@ func (c *decodeCache) value(o *object) (ref.Val, error) {
 		return nil, err
 	}
 	val := types.DefaultTypeAdapter.NativeToValue(m)
-	if c != nil {
+	if ev != nil {
 		i := 0
-		if c.objs[0] != nil {
+		if ev.objs[0] != nil {
 			i = 1
 		}
-		c.objs[i], c.vals[i] = o, val
+		ev.objs[i], ev.vals[i] = o, val
 	}
 	return val, nil
 }

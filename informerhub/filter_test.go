@@ -129,7 +129,7 @@ func TestFilterResultsAreCachedOnObjects(t *testing.T) {
 		filters = append(filters, f)
 	}
 	before := decodes.Load()
-	dc := &decodeCache{}
+	dc := &evaluation{}
 	for _, f := range filters {
 		if !f.matches(o, dc, nil) {
 			t.Fatal("no match")

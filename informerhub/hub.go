@@ -423,8 +423,10 @@ func (s *Snapshot) ResourceVersion() string { return s.resourceVersion }
 
 // NextPage returns the next page of objects as JSON, and whether it is the
 // last. A page holds at most SnapshotPageSize objects and, unless it holds
-// one, at most SnapshotPageBytes bytes of them.
-func (s *Snapshot) NextPage() (objects []string, last bool) {
+// one, at most SnapshotPageBytes bytes of them. It fails only when the
+// selector's filter exceeded its cost on an object (a *RequestError on
+// selector.filter; see filteruse.go).
+func (s *Snapshot) NextPage() (objects []string, last bool, err error) {
 	cfg := &s.feed.hub.cfg
 	size := 0
 	for len(objects) < cfg.SnapshotPageSize {
@@ -442,7 +444,15 @@ func (s *Snapshot) NextPage() (objects []string, last bool) {
 		objects = append(objects, json)
 		size += len(json)
 	}
-	return objects, !s.cursor.more()
+	more := s.cursor.more()
+	if s.cursor.costly() {
+		f := s.feed
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.tripLocked(s.cursor.eval.costly)
+		return nil, false, f.costlyFilterErrorLocked(s.cursor.sel.filter)
+	}
+	return objects, !more, nil
 }
 
 // Close releases the snapshot's informer.

@@ -348,7 +348,10 @@ func TestSnapshotIsConsistentWithWatch(t *testing.T) {
 
 	var pages [][]string
 	for {
-		objs, last := snap.NextPage()
+		objs, last, err := snap.NextPage()
+		if err != nil {
+			t.Fatal(err)
+		}
 		var keys []string
 		for _, o := range objs {
 			var cm corev1.ConfigMap

@@ -153,7 +153,10 @@ func snapshotPages(t *testing.T, h *informerhub.Hub, sel informerhub.Selector) (
 	}
 	defer snap.Close()
 	for {
-		objs, last := snap.NextPage()
+		objs, last, err := snap.NextPage()
+		if err != nil {
+			t.Fatal(err)
+		}
 		page := []string{}
 		for _, o := range objs {
 			var cm corev1.ConfigMap

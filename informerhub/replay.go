@@ -196,7 +196,11 @@ func (r *replay) listState(ctx context.Context, s *Subscription) error {
 			if err != nil {
 				return fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)
 			}
-			k, e := objectKey{o.namespace, o.name}, s.replayEntryOf(o)
+			e, err := s.replayEntryOf(o)
+			if err != nil {
+				return err
+			}
+			k := objectKey{o.namespace, o.name}
 			if !r.stateBytes.add(e.size(k)) {
 				return f.errReplayBudget()
 			}
@@ -204,8 +208,9 @@ func (r *replay) listState(ctx context.Context, s *Subscription) error {
 			return nil
 		})
 		var limit *LimitError
+		var refused *RequestError
 		switch {
-		case errors.As(err, &limit):
+		case errors.As(err, &limit), errors.As(err, &refused):
 			return err
 		case err != nil:
 			return &ResourceError{Resource: f.info.Resource, Err: err}
@@ -226,12 +231,17 @@ func (r *replay) listState(ctx context.Context, s *Subscription) error {
 }
 
 // replayEntryOf is what a stateful replay keeps of an object the upstream
-// selection holds.
-func (s *Subscription) replayEntryOf(o *object) replayEntry {
-	if !s.sel.matches(o) {
-		return replayEntry{}
+// selection holds; an error when its filter exceeded its cost on it.
+func (s *Subscription) replayEntryOf(o *object) (replayEntry, error) {
+	s.eval.reset()
+	selected := s.sel.matches(o, &s.eval)
+	if len(s.eval.costly) > 0 {
+		return replayEntry{}, s.endCostly(&s.eval)
 	}
-	return replayEntry{selected: true, json: s.feed.project(s.view, o.json)}
+	if !selected {
+		return replayEntry{}, nil
+	}
+	return replayEntry{selected: true, json: s.feed.project(s.view, o.json)}, nil
 }
 
 // closeWatch stops the current watch, which has ended or is no longer needed.
@@ -530,7 +540,10 @@ func (s *Subscription) replayedStateful(ev *Event, o *object) (bool, error) {
 	prev, had := r.state[key]
 	cur := replayEntry{}
 	if ev.Type != EventDeleted {
-		cur = s.replayEntryOf(o)
+		var err error
+		if cur, err = s.replayEntryOf(o); err != nil {
+			return false, err
+		}
 	}
 	grows := cur.size(key)
 	if ev.Type == EventDeleted {

@@ -280,11 +280,9 @@ func canonical(s fmt.Stringer) string {
 	return s.String()
 }
 
-// matches reports whether an object is selected.
-func (s *selector) matches(o *object) bool { return s.match(o, nil) }
-
-// match is matches, sharing the objects decoded for filters through dc.
-func (s *selector) match(o *object, dc *decodeCache) bool {
+// matches reports whether an object is selected; ev, when not nil, shares
+// and collects what filters evaluate (see evaluation).
+func (s *selector) matches(o *object, ev *evaluation) bool {
 	if s.namespace != "" && o.namespace != s.namespace {
 		return false
 	}
@@ -294,21 +292,21 @@ func (s *selector) match(o *object, dc *decodeCache) bool {
 	if s.fields != nil && !s.fields.Matches(objectFields{o: o, set: s.fieldSet}) {
 		return false
 	}
-	return s.filter == nil || s.filter.matches(o, dc, s.filterErrors)
+	return s.filter == nil || s.filter.matches(o, ev, s.filterErrors)
 }
 
 // variant says how a subscriber sees a record, following the Kubernetes watch
 // cache: an object that starts matching is ADDED, one that stops matching is
 // DELETED (with its last matching state).
-func (s *selector) variant(r *record, dc *decodeCache) variant {
-	prev := r.prev != nil && s.match(r.prev, dc)
+func (s *selector) variant(r *record, ev *evaluation) variant {
+	prev := r.prev != nil && s.matches(r.prev, ev)
 	switch r.typ {
 	case EventAdded:
-		if s.match(r.obj, dc) {
+		if s.matches(r.obj, ev) {
 			return variantOwn
 		}
 	case EventModified:
-		cur := s.match(r.obj, dc)
+		cur := s.matches(r.obj, ev)
 		switch {
 		case cur && prev:
 			return variantOwn

@@ -36,7 +36,7 @@ func FuzzRequestValidation(f *testing.F) {
 		if err != nil {
 			return
 		}
-		sel.matches(obj)
+		sel.matches(obj, nil)
 		sel.variant(&record{typ: EventModified, obj: obj, prev: obj}, nil)
 	})
 }

@@ -62,10 +62,13 @@ func readSnapshot(b *testing.B, h *informerhub.Hub, sel informerhub.Selector) (f
 		b.Fatal(err)
 	}
 	defer snap.Close()
-	_, last := snap.NextPage()
+	_, last, err := snap.NextPage()
 	firstPage = time.Since(start)
-	for !last {
-		_, last = snap.NextPage()
+	for err == nil && !last {
+		_, last, err = snap.NextPage()
+	}
+	if err != nil {
+		b.Fatal(err)
 	}
 	return firstPage
 }

@@ -56,6 +56,7 @@ type Subscription struct {
 	cancelReplay context.CancelFunc
 
 	// Owned by the goroutine calling Next.
+	eval        evaluation // scratch of the filter's evaluations in catch-up and replays
 	phase       phase
 	start       position     // where the subscription started
 	initial     *stateCursor // phase initial
@@ -198,10 +199,18 @@ func (f *feed) subscribe(ctx context.Context, req *watchParams) (*Subscription, 
 func (s *Subscription) acquireLocked(req *watchParams) error {
 	f := s.feed
 	if flt := s.sel.filter; flt != nil {
-		if f.filters[flt.expr] == 0 && len(f.filters) >= f.hub.cfg.MaxFiltersPerResource {
-			return &LimitError{Resource: f.info.Resource, Limit: LimitFilters, Max: f.hub.cfg.MaxFiltersPerResource}
+		if err := f.costlyFilterErrorLocked(flt); err != nil {
+			return err
 		}
-		f.filters[flt.expr]++
+		use := f.filters[flt.expr]
+		if use == nil {
+			if len(f.filters) >= f.hub.cfg.MaxFiltersPerResource {
+				return &LimitError{Resource: f.info.Resource, Limit: LimitFilters, Max: f.hub.cfg.MaxFiltersPerResource}
+			}
+			use = &filterUse{filter: flt}
+			f.filters[flt.expr] = use
+		}
+		use.refs++
 	}
 	v, err := f.acquireViewLocked(req.proj, req.includePrevious, req.encoding)
 	if err != nil {
@@ -225,8 +234,10 @@ func (s *Subscription) releaseLocked() {
 func (s *Subscription) releaseFilterLocked() {
 	if flt := s.sel.filter; flt != nil {
 		f := s.feed
-		if f.filters[flt.expr]--; f.filters[flt.expr] == 0 {
-			delete(f.filters, flt.expr)
+		if use := f.filters[flt.expr]; use != nil {
+			if use.refs--; use.refs == 0 {
+				delete(f.filters, flt.expr)
+			}
 		}
 	}
 }
@@ -242,6 +253,9 @@ func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 				return nil, err
 			}
 			o, done := s.initial.step()
+			if s.initial.costly() {
+				return nil, s.endCostly(&s.initial.eval)
+			}
 			if o != nil {
 				return s.sent(s.initialEvent(o)), nil
 			}
@@ -292,7 +306,12 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 			s.backlog[s.backlogNext] = nil
 			s.backlogNext++
 			s.at = r.pos
-			if v := s.sel.variant(r, nil); v != variantNone {
+			s.eval.reset()
+			v := s.sel.variant(r, &s.eval)
+			if len(s.eval.costly) > 0 {
+				return nil, s.endCostly(&s.eval)
+			}
+			if v != variantNone {
 				if ev := f.event(r, v, s.view); ev != nil {
 					return s.sent(ev), nil
 				}
@@ -334,7 +353,29 @@ func (s *Subscription) endedLocked() error {
 	if s.failure != nil {
 		return s.Err()
 	}
-	return s.feed.err
+	if s.feed.err != nil {
+		return s.feed.err
+	}
+	if flt := s.sel.filter; flt != nil {
+		// Refused since the subscription started (see filteruse.go).
+		return s.feed.costlyFilterErrorLocked(flt)
+	}
+	return nil
+}
+
+// endCostly ends the subscription on its filter exceeding its cost in one
+// of its own evaluations (initial events, catch-up, a replay), and refuses
+// the filter on the feed, ending its other subscriptions too.
+func (s *Subscription) endCostly(ev *evaluation) error {
+	f := s.feed
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tripLocked(ev.costly)
+	ev.costly = nil
+	if s.failure == nil {
+		s.failLocked(f.costlyFilterErrorLocked(s.sel.filter))
+	}
+	return s.Err()
 }
 
 // goLiveLocked makes s one of the feed's live subscribers. The caller holds
@@ -493,7 +534,14 @@ type stateCursor struct {
 	fromExclusive bool
 	done          bool
 	examined      int // objects tested against sel, for tests
+	// eval is the scratch of the filter's evaluations; once it holds a
+	// filter that exceeded its cost, the cursor stops (see costly).
+	eval evaluation
 }
+
+// costly reports whether the cursor stopped on a filter that exceeded its
+// cost.
+func (c *stateCursor) costly() bool { return len(c.eval.costly) > 0 }
 
 const cursorBatch = 128
 
@@ -575,8 +623,13 @@ func (c *stateCursor) fill() {
 		}
 		c.from, c.fromExclusive = o, true
 		c.examined++
-		if c.sel.matches(o) {
+		c.eval.reset()
+		if c.sel.matches(o, &c.eval) {
 			c.buf = append(c.buf, o)
+		}
+		if c.costly() {
+			finished = true
+			return false
 		}
 		scanned++
 		if len(c.buf) == cursorBatch || scanned == 16*cursorBatch {

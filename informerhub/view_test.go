@@ -277,3 +277,78 @@ func TestResubscribingReusesTheRecordsEvents(t *testing.T) {
 		t.Errorf("records hold up to %d events of one form, want 1", n)
 	}
 }
+
+// TestFilterEvaluationsPerChangeAreBoundedByDistinctFilters checks that a
+// change costs each distinct filter one evaluation per state of its object,
+// however many groups (selectors) share the filter.
+func TestFilterEvaluationsPerChangeAreBoundedByDistinctFilters(t *testing.T) {
+	c := newFakeCluster(t)
+	const filters = 32
+	h := newHub(t, c, informerhub.Config{MaxFiltersPerResource: filters})
+	var subs []*informerhub.Subscription
+	for i := range filters {
+		for _, labels := range []string{"", "app", "!tier"} { // three groups per filter
+			subs = append(subs, watch(t, h, informerhub.WatchRequest{Selector: informerhub.Selector{
+				LabelSelector: labels, Filter: fmt.Sprintf(`object.data.v != "%d"`, i),
+			}}))
+		}
+	}
+	before := informerhub.FilterEvaluations()
+	c.cms().Add(configMap("ns", "a", map[string]string{"app": "x"}, "v"))
+	c.cms().Modify(configMap("ns", "a", map[string]string{"app": "x"}, "w"))
+	for _, s := range subs {
+		nextLines(t, s, 2)
+	}
+	// The ADDED: one state; the MODIFIED: the new one (the previous one's
+	// results are the ADDED's, cached on its object... but only 16 of
+	// them), so at most 32 + 2 × 32.
+	if n := informerhub.FilterEvaluations() - before; n > 3*filters {
+		t.Errorf("two changes past %d distinct filters in %d groups cost %d evaluations, want at most %d", filters, 3*filters, n, 3*filters)
+	}
+}
+
+// TestFilterExceedingItsCostIsRefused checks that a filter exceeding its
+// runtime cost on an object ends its subscriptions, and is refused on the
+// resource type afterwards, while the other subscribers go on.
+func TestFilterExceedingItsCostIsRefused(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{MaxFilterCost: 100})
+	costly := informerhub.Selector{Resource: configMaps, Filter: `object.data.v.matches("^(a|b)*c$")`}
+	cheap := informerhub.Selector{Resource: configMaps, Filter: `object.metadata.name == "big"`}
+	costlySub := watch(t, h, informerhub.WatchRequest{Selector: costly})
+	cheapSub := watch(t, h, informerhub.WatchRequest{Selector: cheap})
+	plain := watch(t, h, informerhub.WatchRequest{})
+
+	c.cms().Add(configMap("ns", "small", nil, "ab"))
+	c.cms().Add(configMap("ns", "big", nil, strings.Repeat("ab", 5000)))
+	for _, s := range []*informerhub.Subscription{plain, plain, cheapSub} {
+		if _, err := s.Next(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	isRefusal := func(err error) bool {
+		var reqErr *informerhub.RequestError
+		return errors.As(err, &reqErr) && reqErr.Field == informerhub.FieldFilter && strings.Contains(reqErr.Reason, "exceeded its cost limit")
+	}
+	if _, err := costlySub.Next(context.Background()); !isRefusal(err) {
+		t.Fatalf("the costly filter's subscriber: %v, want its refusal", err)
+	}
+	if _, err := h.Watch(context.Background(), informerhub.WatchRequest{Selector: costly}); !isRefusal(err) {
+		t.Fatalf("a new Watch of the costly filter: %v, want its refusal", err)
+	}
+	// A snapshot that evaluates it on the big object learns it too.
+	other := informerhub.Selector{Resource: configMaps, Filter: `object.data.v.matches("^(a|b)*d$")`}
+	snap, err := h.Snapshot(context.Background(), informerhub.SnapshotRequest{Selector: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	if _, _, err := snap.NextPage(); !isRefusal(err) {
+		t.Fatalf("a snapshot of another costly filter: %v, want its refusal", err)
+	}
+	// The others go on.
+	c.cms().Modify(configMap("ns", "big", nil, "x"))
+	if ev, err := cheapSub.Next(context.Background()); err != nil || ev.Type != informerhub.EventModified {
+		t.Fatalf("the cheap filter's subscriber: %v, %v", ev, err)
+	}
+}

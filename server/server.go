@@ -299,7 +299,10 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 	}
 	defer snap.Close()
 	err = s.supervise(ctx, newSender(stream, ""), nil, nil, func() (any, *string, bool, error) {
-		objects, last := snap.NextPage()
+		objects, last, err := snap.NextPage()
+		if err != nil {
+			return nil, nil, false, err
+		}
 		resp := &informerhubv1.SnapshotResponse{
 			ResumeToken:     snap.ResumeToken(),
 			ResourceVersion: snap.ResourceVersion(),

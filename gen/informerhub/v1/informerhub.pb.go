@@ -174,9 +174,14 @@ type ResourceSelector struct {
 	// of Kubernetes' own CEL (as in ValidatingAdmissionPolicy), e.g.
 	// `object.status.phase == "Running" && object.spec.containers.exists(c,
 	// c.image.startsWith("nginx"))`. An evaluation that fails (a missing
-	// field: guard it with has(); a type mismatch; the runtime cost limit)
-	// does not select the object. The expression's length and estimated cost
-	// are bounded by the hub (INVALID_ARGUMENT beyond them).
+	// field: guard it with has(); a type mismatch) does not select the
+	// object. The expression's length and estimated cost are bounded by the
+	// hub (INVALID_ARGUMENT beyond them). An evaluation on an object that
+	// would cost more than the hub allows one evaluation ends the call with
+	// INVALID_ARGUMENT on selector.filter, and the hub refuses the
+	// expression on the resource type for ten minutes: its cost depends on
+	// the objects, so select fewer of them first (namespace, labels,
+	// fields), or test cheaper fields.
 	Filter        string `protobuf:"bytes,7,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
