@@ -98,9 +98,16 @@ type ExpiredError struct {
 	// position the history no longer holds that cannot be replayed (inside
 	// initial events or a relist).
 	Upstream bool
+	// TooLarge is set when replaying from the token would hold more state
+	// than the hub allows all replays (Config.MaxReplayStateBytes).
+	TooLarge bool
 }
 
 func (e *ExpiredError) Error() string {
+	if e.TooLarge {
+		return fmt.Sprintf("replaying %s from the resume token, with its filter, fields or previous state, would hold more than the hub allows replays: call Snapshot, or Watch with send_initial_events, and continue from there",
+			FormatResource(e.Resource))
+	}
 	if e.Upstream {
 		return fmt.Sprintf("resume token for %s is older than the API server's history (410 Gone): call Snapshot, or Watch with send_initial_events, and continue from there",
 			FormatResource(e.Resource))

@@ -586,3 +586,31 @@ func TestStatefulReplaysAreBoundedByBytes(t *testing.T) {
 	}
 	second.Close()
 }
+
+// TestStatefulReplaysListOnlyWhatTheAPIServerStillHas: the watch of a
+// stateful replay opens before its LIST, so a token the API server no
+// longer has costs it a refused watch, not a LIST of the selection; and a
+// replay whose state alone would exceed MaxReplayStateBytes is answered
+// ErrTokenExpired (start over from a snapshot), not a retry that could
+// never succeed.
+func TestStatefulReplaysListOnlyWhatTheAPIServerStillHas(t *testing.T) {
+	fx := newResumeFixture(t, Config{HistorySize: 2, MaxReplayStateBytes: 300})
+	c, h, ctx, start := fx.c, fx.h, fx.ctx, fx.start
+	fx.add("ns", 5) // past the history
+	previous := WatchRequest{Selector: Selector{Resource: hubtest.ConfigMaps}, ResumeToken: start, IncludePrevious: true}
+
+	_, err := h.Watch(ctx, previous)
+	var expired *ExpiredError
+	if !errors.As(err, &expired) || !expired.TooLarge {
+		t.Fatalf("a replay whose state exceeds the whole budget: %v, want ErrTokenExpired for its size", err)
+	}
+
+	c.Compact(hubtest.ConfigMaps)
+	lists := c.Lists(hubtest.ConfigMaps)
+	if _, err := h.Watch(ctx, previous); !errors.As(err, &expired) || !expired.Upstream {
+		t.Fatalf("a compacted token: %v, want ErrTokenExpired from the API server", err)
+	}
+	if n := c.Lists(hubtest.ConfigMaps) - lists; n != 0 {
+		t.Errorf("a compacted token cost %d LISTs, want none", n)
+	}
+}

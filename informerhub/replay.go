@@ -122,9 +122,14 @@ func (e replayEntry) size(k objectKey) int64 {
 	return int64(len(e.json)+len(k.namespace)+len(k.name)) + 64
 }
 
-// errReplayBudget refuses a stateful replay whose state would take the
-// hub's replays past Config.MaxReplayStateBytes.
-func (f *feed) errReplayBudget() error {
+// budgetError refuses a stateful replay whose state, n bytes more than it
+// holds, does not fit Config.MaxReplayStateBytes: for now, while other
+// replays hold the rest (a LimitError: retry later), or ever (the token is
+// expired for this hub: start over from a snapshot, which holds nothing).
+func (r *replay) budgetError(f *feed, n int64) error {
+	if r.stateBytes.held.Load()+n > r.stateBytes.budget.max {
+		return &ExpiredError{Resource: f.info.Resource, TooLarge: true}
+	}
 	return &LimitError{Resource: f.info.Resource, Limit: LimitReplayState, Max: int(f.hub.cfg.MaxReplayStateBytes)}
 }
 
@@ -139,22 +144,7 @@ func (r *replay) open(ctx context.Context, s *Subscription) error {
 	watchCtx, cancelWatch := context.WithCancel(r.ctx)
 	stop := context.AfterFunc(ctx, cancelWatch)
 	defer stop()
-	if r.stateful && r.state == nil {
-		if err := r.listState(watchCtx, s); err != nil {
-			cancelWatch()
-			switch {
-			case r.ctx.Err() != nil:
-				return ErrSubscriptionClosed
-			case ctx.Err() != nil:
-				return ctx.Err()
-			}
-			return err
-		}
-	}
-	opts := r.opts
-	opts.ResourceVersion = strconv.FormatUint(r.rv, 10)
-	w, err := cache.ToListerWatcherWithContext(r.lw).WatchWithContext(watchCtx, opts)
-	if err != nil {
+	failed := func(err error) error {
 		cancelWatch()
 		switch {
 		case r.ctx.Err() != nil:
@@ -162,7 +152,22 @@ func (r *replay) open(ctx context.Context, s *Subscription) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		}
-		return f.replayError(err)
+		return err
+	}
+	opts := r.opts
+	opts.ResourceVersion = strconv.FormatUint(r.rv, 10)
+	w, err := cache.ToListerWatcherWithContext(r.lw).WatchWithContext(watchCtx, opts)
+	if err != nil {
+		return failed(f.replayError(err))
+	}
+	// The state is listed once the watch has accepted the version: a
+	// version the API server no longer has costs it a refused watch, not
+	// a LIST of the whole selection.
+	if r.stateful && r.state == nil {
+		if err := r.listState(watchCtx, s); err != nil {
+			w.Stop()
+			return failed(err)
+		}
 	}
 	r.w, r.cancelWatch, r.openedAt = w, cancelWatch, time.Now()
 	// A watcher blocked handing over an event stops only when told to; a
@@ -202,7 +207,7 @@ func (r *replay) listState(ctx context.Context, s *Subscription) error {
 			}
 			k := objectKey{o.namespace, o.name}
 			if !r.stateBytes.add(e.size(k)) {
-				return f.errReplayBudget()
+				return r.budgetError(f, e.size(k))
 			}
 			state[k] = e
 			return nil
@@ -313,6 +318,12 @@ func (f *feed) replayError(err error) error {
 	case apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge):
 		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
 			"%w: the API server has not reached the token's resourceVersion yet; retry shortly", ErrTokenAhead)}
+	case apierrors.IsBadRequest(err):
+		// The API server refuses the selector it was given, as it was
+		// when the stream started (a custom resource's selectable field
+		// removed since): retrying cannot help.
+		return &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
+			Reason: "the API server refuses the stream's selector now, replaying it: " + err.Error()}
 	}
 	return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
 }
@@ -553,7 +564,7 @@ func (s *Subscription) replayedStateful(ev *Event, o *object) (bool, error) {
 		grows -= prev.size(key)
 	}
 	if !r.stateBytes.add(grows) {
-		return false, s.feed.errReplayBudget()
+		return false, r.budgetError(s.feed, grows)
 	}
 	if ev.Type != EventDeleted {
 		r.state[key] = cur

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -32,9 +33,10 @@ type Cluster struct {
 	infos   map[schema.GroupVersionResource]informerhub.ResourceInfo
 	sources map[schema.GroupVersionResource]*fcache.FakeControllerSource
 
-	mu        sync.Mutex // guards started and compacted
+	mu        sync.Mutex // guards started, compacted and lists
 	started   map[schema.GroupVersionResource]int
 	compacted map[schema.GroupVersionResource]int
+	lists     map[schema.GroupVersionResource]int
 }
 
 var (
@@ -54,6 +56,7 @@ func NewCluster(t testing.TB) *Cluster {
 		sources:   map[schema.GroupVersionResource]*fcache.FakeControllerSource{},
 		started:   map[schema.GroupVersionResource]int{},
 		compacted: map[schema.GroupVersionResource]int{},
+		lists:     map[schema.GroupVersionResource]int{},
 	}
 	for gvr := range c.infos {
 		src := fcache.NewFakeControllerSource()
@@ -97,6 +100,13 @@ func (c *Cluster) ListerWatcher(info informerhub.ResourceInfo) cache.ListerWatch
 	return &listerWatcher{c.sources[info.Resource], c, info.Resource}
 }
 
+// Lists counts the LIST calls made of gvr, by informers and replays.
+func (c *Cluster) Lists(gvr schema.GroupVersionResource) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lists[gvr]
+}
+
 // Compact makes the fake answer like an API server whose etcd was compacted
 // at the current version: a watch from an older version gets 410 Gone.
 func (c *Cluster) Compact(gvr schema.GroupVersionResource) {
@@ -121,6 +131,15 @@ type listerWatcher struct {
 // IsWatchListSemanticsUnSupported tells the reflector that the fake cannot
 // stream initial events.
 func (*listerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
+
+// List lists everything (the fake ignores selectors and versions), and
+// counts the call.
+func (lw *listerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
+	lw.cluster.mu.Lock()
+	lw.cluster.lists[lw.gvr]++
+	lw.cluster.mu.Unlock()
+	return lw.FakeControllerSource.List(opts)
+}
 
 func (lw *listerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	if rv, err := strconv.Atoi(opts.ResourceVersion); err == nil && rv > 0 {
