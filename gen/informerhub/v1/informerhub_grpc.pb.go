@@ -67,9 +67,10 @@ const (
 //     API server no longer has its resourceVersion either (410 Gone: older
 //     than its watch cache, or compacted in etcd); or it names a position
 //     only the hub's history can (inside initial events or a relist, or
-//     with send_initial_events) and that history has moved past it. Call
-//     Snapshot, or Watch with send_initial_events, and continue from
-//     there.
+//     with send_initial_events) and that history has moved past it; or
+//     replaying from it, with a filter, fields or include_previous, would
+//     hold more than the hub allows all replays. Call Snapshot, or Watch
+//     with send_initial_events, and continue from there.
 //   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
 //     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; too many distinct
 //     filters or projections in use on the resource type at once
@@ -223,9 +224,10 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     API server no longer has its resourceVersion either (410 Gone: older
 //     than its watch cache, or compacted in etcd); or it names a position
 //     only the hub's history can (inside initial events or a relist, or
-//     with send_initial_events) and that history has moved past it. Call
-//     Snapshot, or Watch with send_initial_events, and continue from
-//     there.
+//     with send_initial_events) and that history has moved past it; or
+//     replaying from it, with a filter, fields or include_previous, would
+//     hold more than the hub allows all replays. Call Snapshot, or Watch
+//     with send_initial_events, and continue from there.
 //   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
 //     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; too many distinct
 //     filters or projections in use on the resource type at once
