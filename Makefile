@@ -68,12 +68,12 @@ python-deps: ## Install the Debian packages of the Python client (python3-grpcio
 # The benchmarks behind BENCHMARKS.md. `make test` runs each once at its
 # smallest (bench-smoke; the harness's own smoke test, TestHarnessSmoke,
 # runs with the other tests) so that none of them rots.
-GO_BENCHMARKS := ^(BenchmarkFanOut|BenchmarkGRPCFanOut|BenchmarkSnapshot)$$
+GO_BENCHMARKS := ^(BenchmarkFanOut|BenchmarkGRPCFanOut|BenchmarkSnapshot|BenchmarkOneObjectEach|BenchmarkNodeAgents|BenchmarkFilter|BenchmarkProjection)$$
 BENCH_RUNS    ?= 3
 BENCH_RESULTS := test/bench/results
 
 .PHONY: bench
-bench: build controlplane ## Measure the hub beside the API server; write BENCHMARKS.md and test/bench/results (about 15 min; not in CI).
+bench: build controlplane ## Measure the hub beside the API server; write BENCHMARKS.md and test/bench/results (about 20 min; not in CI).
 	mkdir -p $(BENCH_RESULTS)
 	go test -run '^$$' -bench '$(GO_BENCHMARKS)' -benchmem -count $(BENCH_RUNS) ./informerhub ./server | tee $(BENCH_RESULTS)/go-bench.txt
 	go run ./test/bench/cmd/hubbench -hub bin/informerhub -runs $(BENCH_RUNS) -results $(BENCH_RESULTS) -markdown BENCHMARKS.md -notes test/bench/improvements.md \

@@ -37,3 +37,11 @@ func ReportDeliveries(b *testing.B, start Usage, deliveries float64) {
 	b.ReportMetric(deliveries/(end.cpu-start.cpu).Seconds(), "deliveries/cpu-s")
 	b.ReportMetric(float64(end.mallocs-start.mallocs)/deliveries, "allocs/delivery")
 }
+
+// ReportCPUPerChange reports on b the process's CPU time per change since
+// start, in nanoseconds (cpu-ns/change): every goroutine's, the fake API
+// server's and the subscribers' included.
+func ReportCPUPerChange(b *testing.B, start Usage, changes int) {
+	cpu := Now().cpu - start.cpu
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(max(changes, 1)), "cpu-ns/change")
+}

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,8 +49,18 @@ func TestHarnessSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As `go test -bench` writes them (the query benchmarks' lines are a
+	// real run's, shortened).
 	goBench := "BenchmarkGRPCFanOut/streams=100/hub-2 \t 1\t 100 ns/op\t 300000 deliveries/cpu-s\t 0 B/op\t 0 allocs/op\n" +
-		"BenchmarkGRPCFanOut/streams=100/limit-2 \t 1\t 100 ns/op\t 400000 deliveries/cpu-s\t 0 B/op\t 0 allocs/op\n"
+		"BenchmarkGRPCFanOut/streams=100/limit-2 \t 1\t 100 ns/op\t 400000 deliveries/cpu-s\t 0 B/op\t 0 allocs/op\n" +
+		"BenchmarkOneObjectEach/subscribers=50-2 \t 38184\t 13104 ns/op\t 16594 cpu-ns/change\t 1.000 groups/change\t 16563 B/op\t 33 allocs/op\n" +
+		"BenchmarkOneObjectEach/subscribers=5000-2 \t 32352\t 16208 ns/op\t 20449 cpu-ns/change\t 1.000 groups/change\t 16552 B/op\t 33 allocs/op\n" +
+		"BenchmarkNodeAgents/subscribers=50-2 \t 15040\t 40896 ns/op\t 49637 cpu-ns/change\t 1.000 groups/change\t 24617 B/op\t 97 allocs/op\n" +
+		"BenchmarkNodeAgents/subscribers=5000-2 \t 10000\t 57012 ns/op\t 57785 cpu-ns/change\t 1.000 groups/change\t 24670 B/op\t 97 allocs/op\n" +
+		"BenchmarkFilter/subscribers=1000/selector=labels-2 \t 7611\t 76285 ns/op\t 87086 cpu-ns/change\t 0 decodes/change\t 24432 B/op\t 91 allocs/op\n" +
+		"BenchmarkFilter/subscribers=1000/selector=cel-2 \t 3543\t 150388 ns/op\t 178019 cpu-ns/change\t 1.000 decodes/change\t 80302 B/op\t 1133 allocs/op\n" +
+		"BenchmarkProjection/subscribers=1000/objects=whole-2 \t 1884\t 352739 ns/op\t 6197 bytes/delivery\t 479168 cpu-ns/change\t 24319 B/op\t 89 allocs/op\n" +
+		"BenchmarkProjection/subscribers=1000/objects=projected-2 \t 1718\t 435015 ns/op\t 384.5 bytes/delivery\t 655912 cpu-ns/change\t 21979 B/op\t 112 allocs/op\n"
 	if err := report.AddGoBenchmarks(strings.NewReader(goBench), "go test -bench"); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +69,10 @@ func TestHarnessSmoke(t *testing.T) {
 	if err := report.WriteMarkdown(&md, "results"); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"1. Fan-out", "2. Fan-out core", "3. Slow-subscriber", "4. Snapshot", "5. Memory", "6. Startup", "75%"} {
+	for _, want := range []string{"1. Fan-out", "2. Fan-out core", "3. Slow-subscriber", "4. Snapshot", "5. Memory", "6. Startup", "75%",
+		"7. One object each", "8. Node agents", "9. Projection", "10. Indexed dispatch",
+		"One object each: hub CPU per change (end to end)", "Node agents: hub CPU per change (end to end)", "(in process)",
+		"Projection to metadata.labels, status.phase (end to end)", "Filters: 1000 subscribers sharing 10 CEL expressions"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, md.String())
 		}
@@ -73,8 +87,17 @@ func TestHarnessSmoke(t *testing.T) {
 	if b, err := os.ReadFile(plots); err != nil || !bytes.Contains(b, []byte(`"fanout-cpu.png"`)) {
 		t.Errorf("plots: %v\n%s", err, b)
 	}
-	if _, err := os.Stat(filepath.Join(o.ProfileDir, "hub-heap-objects.pb.gz")); err != nil {
-		t.Errorf("the heap profile: %v", err)
+	largest := o.SelectiveSubscribers[len(o.SelectiveSubscribers)-1]
+	for _, profile := range []string{
+		"hub-heap-objects.pb.gz",
+		fmt.Sprintf("hub-cpu-fanout-%d.pb.gz", o.FanOutClients[len(o.FanOutClients)-1]),
+		fmt.Sprintf("hub-cpu-one-object-each-%d.pb.gz", largest),
+		fmt.Sprintf("hub-cpu-node-agents-%d.pb.gz", largest),
+		"hub-cpu-projection-whole.pb.gz", "hub-cpu-projection-projected.pb.gz",
+	} {
+		if _, err := os.Stat(filepath.Join(o.ProfileDir, profile)); err != nil {
+			t.Errorf("a profile: %v", err)
+		}
 	}
 	t.Logf("report:\n%s", md.String())
 }

@@ -28,6 +28,7 @@ import (
 // harness's own CPU is the same for both.
 type receiver struct {
 	received  atomic.Int64
+	bytes     atomic.Int64    // of the changes received: their messages' (gRPC) or lines' (HTTP) length
 	progress  chan struct{}   // signalled (without blocking) after each change
 	latencies []time.Duration // written by the receiving goroutine until done is closed
 	done      chan struct{}
@@ -59,6 +60,7 @@ func (r *receiver) record(msg []byte, now time.Time) {
 		return // not a change of the writer's (a bookmark)
 	}
 	r.latencies = append(r.latencies, now.Sub(sent))
+	r.bytes.Add(int64(len(msg)))
 	r.received.Add(1)
 	select {
 	case r.progress <- struct{}{}:

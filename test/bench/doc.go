@@ -14,15 +14,25 @@
 //   - fan-out: N clients receive the same changes, as N direct API server
 //     watches and as N hub subscriptions;
 //   - slow subscribers: healthy subscribers' latency beside stalled ones;
+//   - one object each: N hub subscribers each on one object's name, while
+//     changes go round the objects; the hub's CPU per change as N grows;
+//   - node agents: N agents each watching the pods of its node
+//     (spec.nodeName), as N direct API server watches and as N hub
+//     subscriptions; the hub's CPU per change as N grows;
+//   - projection: the same fan-out of pods, whole and projected: bytes per
+//     delivery and the hub's CPU;
 //   - snapshot: a full and a label-selected snapshot against the API
 //     server's LIST with the same selector;
 //   - memory: heap per cached object and per idle subscriber, RSS, and the
 //     API server's watch count as subscribers grow;
 //   - startup: from process start to a synced informer.
 //
-// The in-process fan-out core benchmarks are Go benchmarks in the
-// informerhub and server packages (BenchmarkFanOut, BenchmarkGRPCFanOut);
-// cmd/hubbench runs them and folds their results into the same report.
+// The in-process benchmarks are Go benchmarks in the informerhub and server
+// packages: the fan-out core (BenchmarkFanOut, BenchmarkGRPCFanOut,
+// BenchmarkSnapshot) and the query features (BenchmarkOneObjectEach,
+// BenchmarkNodeAgents, BenchmarkFilter, BenchmarkProjection); `make bench`
+// runs them, and cmd/hubbench folds their results into the same report,
+// with the ratios and targets they measure.
 //
 // Nothing here asserts a speed: the smoke test runs every scenario at tiny
 // sizes so the harness keeps working, and the numbers go to BENCHMARKS.md.

@@ -202,20 +202,16 @@ func fanOutScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 				if side == sideNone {
 					clients = 0
 				}
-				var profiled chan error
+				var profiled func() error
 				if side == sideHub && n == largest && run == 0 && o.ProfileDir != "" {
-					profiled = make(chan error, 1)
-					go func() {
-						profiled <- hub.profile(ctx, fmt.Sprintf("profile?seconds=%d", int(o.FanOutDuration.Seconds())),
-							o.profilePath(fmt.Sprintf("hub-cpu-fanout-%d.pb.gz", n)))
-					}()
+					profiled = hub.cpuProfile(ctx, o.FanOutDuration, o.profilePath(fmt.Sprintf("hub-cpu-fanout-%d.pb.gz", n)))
 				}
 				res, err := e.fanOut(ctx, o, side, hub, w, clients, 0, rate)
 				if err != nil {
 					return fmt.Errorf("%s side, %d clients: %w", side, n, err)
 				}
 				if profiled != nil {
-					if err := <-profiled; err != nil {
+					if err := profiled(); err != nil {
 						return fmt.Errorf("profiling the hub: %w", err)
 					}
 				}

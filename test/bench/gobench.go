@@ -54,36 +54,35 @@ func parseGoBench(r io.Reader) ([]*goBenchmark, error) {
 	return order, sc.Err()
 }
 
-// AddGoBenchmarks turns `go test -bench` output into the report's section
-// on the in-process fan-out core, and the targets it measures.
+// AddGoBenchmarks turns `go test -bench` output into the report's sections
+// on the in-process fan-out core and on the query features (see
+// addQueryBenchmarks), and the targets they measure.
 func (r *Report) AddGoBenchmarks(output io.Reader, command string) error {
-	benchmarks, err := parseGoBench(output)
+	all, err := parseGoBench(output)
 	if err != nil {
 		return err
 	}
-	if len(benchmarks) == 0 {
+	if len(all) == 0 {
 		return fmt.Errorf("no benchmark results in the output of %s", command)
 	}
-	var units []string
-	for _, b := range benchmarks {
-		for _, u := range b.units {
-			if !slices.Contains(units, u) {
-				units = append(units, u)
-			}
+	var benchmarks, query []*goBenchmark
+	for _, b := range all {
+		if isQueryBenchmark(b.name) {
+			query = append(query, b)
+		} else {
+			benchmarks = append(benchmarks, b)
 		}
 	}
-	table := Table{Header: append([]string{"benchmark"}, units...)}
-	for _, b := range benchmarks {
-		row := []string{"`" + b.name + "`"}
-		for _, u := range units {
-			row = append(row, spreadOf(b.metrics[u]).format(number))
-		}
-		table.Rows = append(table.Rows, row)
+	if len(query) > 0 {
+		r.addQueryBenchmarks(query, command)
+	}
+	if len(benchmarks) == 0 {
+		return nil
 	}
 	sec := Section{
 		Title:  "2. Fan-out core and the gRPC limit",
 		Intro:  "Go benchmarks (b.Loop, ReportAllocs), run with `" + command + "`. Every value is the median of the runs, with the least and greatest in brackets.",
-		Tables: []Table{table},
+		Tables: []Table{benchTable(benchmarks)},
 	}
 
 	// The hub against the bare gRPC limit, stream count by stream count.
@@ -126,6 +125,27 @@ func (r *Report) AddGoBenchmarks(output io.Reader, command string) error {
 	}
 	r.Sections = append(r.Sections, sec)
 	return nil
+}
+
+// benchTable is a table of benchmarks with every unit they report.
+func benchTable(benchmarks []*goBenchmark) Table {
+	var units []string
+	for _, b := range benchmarks {
+		for _, u := range b.units {
+			if !slices.Contains(units, u) {
+				units = append(units, u)
+			}
+		}
+	}
+	table := Table{Header: append([]string{"benchmark"}, units...)}
+	for _, b := range benchmarks {
+		row := []string{"`" + b.name + "`"}
+		for _, u := range units {
+			row = append(row, spreadOf(b.metrics[u]).format(number))
+		}
+		table.Rows = append(table.Rows, row)
+	}
+	return table
 }
 
 func find(bs []*goBenchmark, name string) *goBenchmark {

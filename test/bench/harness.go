@@ -23,12 +23,21 @@ type Options struct {
 
 	SlowHealthy int // healthy subscribers beside the stalled ones
 
+	// The selective scenarios (one object each, node agents) and
+	// projection. They change objects at FanOutRate (projection: at most
+	// FanOutMaxDelivery deliveries/s) for FanOutDuration.
+	SelectiveSubscribers  []int         // subscriber counts: one object each, and as many nodes
+	PodsPerNode           int           // the node agents' pods on each node
+	ProjectionSubscribers int           // subscribers of every pod of a namespace, whole or projected
+	WarmUp                time.Duration // of changes, before a selective run's measurement
+
 	SnapshotObjects   int   // ConfigMaps cached, for snapshots, memory and startup
 	IdleSubscribers   []int // subscriber counts at which memory and watches are read
 	MemorySubscribers int   // subscribers open for the RSS reading
 
 	// ProfileDir, when set, receives pprof profiles of the hub taken
-	// during the largest fan-out run and after the memory scenario.
+	// during the largest fan-out, one-object-each and node-agents runs and
+	// the projection runs, and after the memory scenario.
 	ProfileDir string
 	// Log receives progress.
 	Log func(format string, args ...any)
@@ -47,6 +56,12 @@ func FullOptions() Options {
 		FanOutObjects:     100,
 		ObjectBytes:       4 << 10,
 		SlowHealthy:       100,
+
+		SelectiveSubscribers:  []int{50, 500, 5000},
+		PodsPerNode:           2,
+		ProjectionSubscribers: 100,
+		WarmUp:                time.Second,
+
 		SnapshotObjects:   100000,
 		IdleSubscribers:   []int{1, 10, 100, 1000, 10000},
 		MemorySubscribers: 1000,
@@ -67,6 +82,12 @@ func SmokeOptions() Options {
 		FanOutObjects:     3,
 		ObjectBytes:       1 << 10,
 		SlowHealthy:       3,
+
+		SelectiveSubscribers:  []int{2, 4},
+		PodsPerNode:           1,
+		ProjectionSubscribers: 3,
+		WarmUp:                100 * time.Millisecond,
+
 		SnapshotObjects:   200,
 		IdleSubscribers:   []int{1, 5},
 		MemorySubscribers: 5,
@@ -93,6 +114,9 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 	}{
 		{"fan-out", fanOutScenario},
 		{"slow subscribers", slowSubscriberScenario},
+		// Before the objects' scenarios, which fill the API server; these
+		// remove what they create.
+		{"one object each, node agents and projection", selectiveScenarios},
 		{"snapshot, memory and startup", objectsScenarios},
 	} {
 		o.logf("scenario: %s", scenario.name)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -125,4 +126,14 @@ func (p *hubProcess) debugGet(ctx context.Context, path string) ([]byte, error) 
 		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
 	}
 	return body, nil
+}
+
+// cpuProfile starts a CPU profile of the hub lasting d, rounded up to whole
+// seconds (at least one), saved into file; the function it returns waits
+// for the profile and returns its error.
+func (p *hubProcess) cpuProfile(ctx context.Context, d time.Duration, file string) func() error {
+	done := make(chan error, 1)
+	seconds := max(1, int(math.Ceil(d.Seconds())))
+	go func() { done <- p.profile(ctx, fmt.Sprintf("profile?seconds=%d", seconds), file) }()
+	return func() error { return <-done }
 }

@@ -48,18 +48,23 @@ func (w *writer) touch(ctx context.Context, i int) error {
 }
 
 // run makes changes at rate per second for d, and returns how many it made.
-// Changes are paced by the clock, not by their answers, so a slow API
-// server shows as latency, not as a lower rate (up to the workers' number
-// in flight).
 func (w *writer) run(ctx context.Context, rate float64, d time.Duration) (int, error) {
+	return paced(ctx, w.workers, rate, d, w.touch)
+}
+
+// paced calls change(ctx, i) for i from 0, at rate per second for d, on
+// workers goroutines, and returns how many calls it made. Calls are paced
+// by the clock, not by their answers, so a slow API server shows as
+// latency, not as a lower rate (up to the workers' number in flight).
+func paced(ctx context.Context, workers int, rate float64, d time.Duration, change func(ctx context.Context, i int) error) (int, error) {
 	total := max(1, int(rate*d.Seconds()))
 	interval := time.Duration(float64(time.Second) / rate)
 	jobs := make(chan int)
 	g, gctx := errgroup.WithContext(ctx)
-	for range w.workers {
+	for range workers {
 		g.Go(func() error {
 			for i := range jobs {
-				if err := w.touch(gctx, i); err != nil {
+				if err := change(gctx, i); err != nil {
 					return err
 				}
 			}

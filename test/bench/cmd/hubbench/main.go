@@ -5,16 +5,19 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,7 +30,7 @@ func main() {
 		hubBinary = flag.String("hub", "bin/informerhub", "the informerhub binary to measure")
 		results   = flag.String("results", "test/bench/results", "directory for plots, profiles and raw results")
 		markdown  = flag.String("markdown", "BENCHMARKS.md", "report to write")
-		goBench   = flag.String("go-bench", "", "file with `go test -bench` output of the fan-out core benchmarks, to include")
+		goBench   = flag.String("go-bench", "", "file with `go test -bench` output of the in-process benchmarks, to include")
 		goCommand = flag.String("go-bench-command", "", "the command that produced -go-bench, for the report")
 		notes     = flag.String("notes", "", "markdown file to append to the report as is")
 		runs      = flag.Int("runs", 3, "runs of every measurement")
@@ -75,7 +78,7 @@ func run(ctx context.Context, opts bench.Options, hubBinary, results, markdown, 
 		}
 	}
 	// Scenarios in the order of their numbers, whoever measured them.
-	slices.SortStableFunc(report.Sections, func(a, b bench.Section) int { return strings.Compare(a.Title, b.Title) })
+	slices.SortStableFunc(report.Sections, func(a, b bench.Section) int { return cmp.Compare(sectionNumber(a.Title), sectionNumber(b.Title)) })
 	if err := report.WritePlots(filepath.Join(results, "plots.json")); err != nil {
 		return err
 	}
@@ -85,7 +88,7 @@ func run(ctx context.Context, opts bench.Options, hubBinary, results, markdown, 
 	fmt.Fprintf(&md, "Written by `make bench` (test/bench, cmd/hubbench) on %s, in %v. Every number is the median of %d runs, with the least and greatest value in brackets where they differ. Plots show the median with the range as error bars.\n\n",
 		started.UTC().Format("2006-01-02"), time.Since(started).Round(time.Second), opts.Runs)
 	fmt.Fprintf(&md, "## Machine\n\n%s\n\n", machine())
-	fmt.Fprintf(&md, "## How to reproduce\n\n```\nmake bench            # everything (about 15 minutes)\nmake bench BENCH_RUNS=5\n```\n\nRaw results, plots and the hub's pprof profiles are in `%s/`.\n\n", results)
+	fmt.Fprintf(&md, "## How to reproduce\n\n```\nmake bench            # everything (about 20 minutes)\nmake bench BENCH_RUNS=5\n```\n\nRaw results, plots and the hub's pprof profiles are in `%s/`.\n\n", results)
 	rel, err := filepath.Rel(filepath.Dir(markdown), results)
 	if err != nil {
 		return err
@@ -101,6 +104,17 @@ func run(ctx context.Context, opts bench.Options, hubBinary, results, markdown, 
 		md.Write(b)
 	}
 	return os.WriteFile(markdown, md.Bytes(), 0o644)
+}
+
+// sectionNumber is the number a section's title starts with ("7. One
+// object each"); titles without one go last.
+func sectionNumber(title string) int {
+	n, _, _ := strings.Cut(title, ".")
+	v, err := strconv.Atoi(n)
+	if err != nil {
+		return math.MaxInt
+	}
+	return v
 }
 
 // machine describes where the numbers were measured.
