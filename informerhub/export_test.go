@@ -151,9 +151,9 @@ func MaxViewSlots(h *Hub, gvr schema.GroupVersionResource) int {
 	most := 0
 	for seq := f.history.first; seq <= f.history.last; seq++ {
 		r, _ := f.history.get(seq)
-		r.viewMu.Lock()
-		most = max(most, len(r.viewEvents))
-		r.viewMu.Unlock()
+		if events := r.viewEvents.Load(); events != nil {
+			most = max(most, len(*events))
+		}
 	}
 	return most
 }

@@ -100,9 +100,9 @@ type record struct {
 	// the first subscriber that needs it and shared with the rest.
 	events [3]eventSlot
 	// viewEvents holds the Events of other views the same way (see
-	// feed.event), guarded by viewMu.
-	viewMu     sync.Mutex
-	viewEvents []viewEvent
+	// feed.event): an immutable slice, replaced whole to add one, so that
+	// subscribers find theirs without a lock.
+	viewEvents atomic.Pointer[[]viewEvent]
 	// views is the record's share of the history's viewBytes, for the
 	// events kept in viewEvents, while the record is in the history.
 	views budgetShare

@@ -205,10 +205,20 @@ func eachElement(b []byte, i int, fn func(start, end int)) (int, error) {
 // lookup returns the value at path in the JSON object b, descending through
 // objects only: nil when some step is missing or not an object.
 func lookup(b []byte, path ...string) []byte {
-	start, end := skipSpace(b, 0), len(b)
+	start, end, ok := lookupBounds(b, path...)
+	if !ok {
+		return nil
+	}
+	return b[start:end]
+}
+
+// lookupBounds returns where the value at path starts and ends in the JSON
+// object b, and whether there is one (see lookup).
+func lookupBounds(b []byte, path ...string) (start, end int, ok bool) {
+	start, end = skipSpace(b, 0), len(b)
 	for _, name := range path {
 		if start >= end || b[start] != '{' {
-			return nil
+			return 0, 0, false
 		}
 		found := false
 		_, err := eachMember(b[:end], start, func(m *jsonMember) bool {
@@ -219,13 +229,13 @@ func lookup(b []byte, path ...string) []byte {
 			return true
 		})
 		if err != nil || !found {
-			return nil
+			return 0, 0, false
 		}
 	}
 	if start >= end {
-		return nil
+		return 0, 0, false
 	}
-	return bytes.TrimRight(b[start:end], " \t\r\n")
+	return start, start + len(bytes.TrimRight(b[start:end], " \t\r\n")), true
 }
 
 // scalarString returns what a field selector compares of a JSON scalar: a

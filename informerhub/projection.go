@@ -31,9 +31,9 @@ type projection struct {
 	paths []string
 	// tree is what apply keeps: the paths and the fields always kept.
 	tree *projNode
-	// asked is the paths alone: two states of an object that agree on
-	// them are the same to the subscriber (see sameAsked).
-	asked *projNode
+	// asksResourceVersion is set when the paths asked for hold
+	// metadata.resourceVersion (see sameAsked).
+	asksResourceVersion bool
 }
 
 // projNode is one step of a projection: keep the whole value, or only the
@@ -66,15 +66,17 @@ func parseProjection(paths []string, maxPaths int) (*projection, error) {
 		return nil, &RequestError{Field: FieldFields, Err: ErrInvalidRequest,
 			Reason: fmt.Sprintf("%d fields asked for; at most %d are allowed: ask for a common parent instead", len(paths), maxPaths)}
 	}
-	p := &projection{tree: &projNode{}, asked: &projNode{}}
+	p := &projection{tree: &projNode{}}
 	for _, s := range paths {
 		segments, err := parseFieldPath(s)
 		if err != nil {
 			return nil, &RequestError{Field: FieldFields, Err: ErrInvalidRequest, Reason: fmt.Sprintf("%q: %v", truncate(s), err)}
 		}
 		p.tree.add(segments)
-		p.asked.add(segments)
 		p.paths = append(p.paths, formatFieldPath(segments))
+		if segments[0] == "metadata" && (len(segments) == 1 || segments[1] == "resourceVersion") {
+			p.asksResourceVersion = true
+		}
 	}
 	for _, segments := range alwaysKept {
 		p.tree.add(segments)
@@ -109,17 +111,21 @@ func (p *projection) apply(obj []byte) ([]byte, error) {
 	return project(p.tree, obj, len(obj)/4)
 }
 
-// sameAsked reports whether two JSON objects agree on the paths asked for.
-func (p *projection) sameAsked(a, b []byte) (bool, error) {
-	pa, err := project(p.asked, a, 0)
-	if err != nil {
-		return false, err
+// sameAsked reports whether two projections of states of one object agree
+// on the paths asked for. They always agree on the identity every
+// projection keeps (apiVersion, kind, name, namespace, uid), and never on
+// its resourceVersion: the paths asked for are the same in both unless the
+// bytes differ elsewhere than there.
+func (p *projection) sameAsked(a, b []byte) bool {
+	if p.asksResourceVersion {
+		return false
 	}
-	pb, err := project(p.asked, b, 0)
-	if err != nil {
-		return false, err
+	aFrom, aTo, aOK := lookupBounds(a, "metadata", "resourceVersion")
+	bFrom, bTo, bOK := lookupBounds(b, "metadata", "resourceVersion")
+	if !aOK || !bOK {
+		return string(a) == string(b)
 	}
-	return string(pa) == string(pb), nil
+	return string(a[:aFrom]) == string(b[:bFrom]) && string(a[aTo:]) == string(b[bTo:])
 }
 
 func project(n *projNode, obj []byte, sizeHint int) ([]byte, error) {

@@ -101,14 +101,33 @@ func TestProjectionSameAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	same := func(a, b string) bool {
+		t.Helper()
+		pa, err := p.apply([]byte(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pb, err := p.apply([]byte(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.sameAsked(pa, pb)
+	}
 	newer := strings.Replace(strings.Replace(podJSON, `"42"`, `"43"`, 1), `"node-a"`, `"node-b"`, 1)
-	same, err := p.sameAsked([]byte(podJSON), []byte(newer))
-	if err != nil || !same {
-		t.Errorf("a change of resourceVersion and spec only: sameAsked = %v, %v; want true", same, err)
+	if !same(podJSON, newer) {
+		t.Error("a change of resourceVersion and spec only: not the same")
 	}
 	running := strings.Replace(newer, `"Running"`, `"Failed"`, 1)
-	if same, err := p.sameAsked([]byte(podJSON), []byte(running)); err != nil || same {
-		t.Errorf("a change of status.phase: sameAsked = %v, %v; want false", same, err)
+	if same(podJSON, running) {
+		t.Error("a change of status.phase: the same")
+	}
+	// Asking for the resourceVersion makes every change one asked for.
+	p, err = parseProjection([]string{"status.phase", "metadata.resourceVersion"}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same(podJSON, newer) {
+		t.Error("asked for metadata.resourceVersion: a change of it is the same")
 	}
 }
 

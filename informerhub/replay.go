@@ -575,7 +575,7 @@ func (s *Subscription) replayedStateful(ev *Event, o *object) (bool, error) {
 	case cur.selected && prev.selected:
 		ev.Type, ev.Object = EventModified, cur.json
 		if s.view.proj != nil {
-			if same, err := s.view.proj.sameAsked(unsafeBytes(prev.json), unsafeBytes(cur.json)); err == nil && same {
+			if s.view.proj.sameAsked(unsafeBytes(prev.json), unsafeBytes(cur.json)) {
 				return false, nil
 			}
 		}

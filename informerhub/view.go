@@ -89,21 +89,7 @@ func (f *feed) event(r *record, v variant, vw *view) *Event {
 		slot.once.Do(func() { slot.ev = f.buildEvent(r, v, vw) })
 		return slot.ev
 	}
-	var slot *eventSlot
-	r.viewMu.Lock()
-	for i := range r.viewEvents {
-		// By key: a view is interned while in use, and a subscriber of
-		// the same form after it was released gets a new one.
-		if e := &r.viewEvents[i]; e.viewKey == vw.key && e.variant == v {
-			slot = e.slot
-			break
-		}
-	}
-	if slot == nil {
-		slot = &eventSlot{}
-		r.viewEvents = append(r.viewEvents, viewEvent{viewKey: vw.key, variant: v, slot: slot})
-	}
-	r.viewMu.Unlock()
+	slot := r.viewSlot(vw, v)
 	var built *Event
 	fresh := false
 	slot.once.Do(func() {
@@ -119,6 +105,33 @@ func (f *feed) event(r *record, v variant, vw *view) *Event {
 		return slot.ev
 	}
 	return f.buildEvent(r, v, vw)
+}
+
+// viewSlot returns the record's slot of a variant in a view, adding it on
+// first use.
+func (r *record) viewSlot(vw *view, v variant) *eventSlot {
+	for {
+		current := r.viewEvents.Load()
+		if current != nil {
+			for _, e := range *current {
+				// By key: a view is interned while in use, and a
+				// subscriber of the same form after it was released gets
+				// a new one.
+				if e.viewKey == vw.key && e.variant == v {
+					return e.slot
+				}
+			}
+		}
+		var next []viewEvent
+		if current != nil {
+			next = append(make([]viewEvent, 0, len(*current)+1), *current...)
+		}
+		slot := &eventSlot{}
+		next = append(next, viewEvent{viewKey: vw.key, variant: v, slot: slot})
+		if r.viewEvents.CompareAndSwap(current, &next) {
+			return slot
+		}
+	}
 }
 
 // eventSize approximates what an event of a view holds: its objects, their
@@ -140,15 +153,23 @@ func (f *feed) buildEvent(r *record, v variant, vw *view) *Event {
 		if r.typ == EventDeleted {
 			ev.ResourceVersion = strconv.FormatUint(r.rv, 10)
 		}
-		if r.typ == EventModified {
-			if vw.proj != nil {
-				if same, err := vw.proj.sameAsked(r.obj.jsonBytes(), r.prev.jsonBytes()); err == nil && same {
-					return nil
-				}
+		if r.typ == EventModified && vw.proj != nil {
+			// Projected once each, the two states tell whether the change
+			// is one of the paths asked for, and give the event its
+			// objects.
+			obj, prevObj := f.project(vw, r.obj.json), f.project(vw, r.prev.json)
+			if vw.proj.sameAsked(unsafeBytes(obj), unsafeBytes(prevObj)) {
+				return nil
 			}
+			ev.Object = obj
 			if vw.includePrevious {
-				prev = r.prev.json
+				ev.PreviousObject = prevObj
 			}
+			f.hub.encode(ev)
+			return ev
+		}
+		if r.typ == EventModified && vw.includePrevious {
+			prev = r.prev.json
 		}
 	case variantEnter:
 		ev.Type, ev.Object = EventAdded, r.obj.json
