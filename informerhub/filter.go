@@ -13,6 +13,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
@@ -55,6 +56,10 @@ type filter struct {
 	expr string
 	id   uint64 // unique per compiled filter, for the results cached on objects
 	prog cel.Program
+	// reads are the paths of `object` the expression reads, each whole (see
+	// objectReads); nil when it reads the object as a whole. Only they are
+	// decoded for it.
+	reads *projNode
 }
 
 // filterCompiler compiles filters and keeps them, so that subscribers of
@@ -219,7 +224,67 @@ func (c *filterCompiler) build(expr string) (*filter, int64, error) {
 		return nil, 0, invalid("cannot plan the expression: " + err.Error())
 	}
 	weight := int64(len(expr))*filterWeightPerExprByte + int64(insts)*filterWeightPerRegexInst
-	return &filter{expr: expr, id: nextFilterID.Add(1), prog: prog}, weight, nil
+	return &filter{expr: expr, id: nextFilterID.Add(1), prog: prog, reads: objectReads(ast)}, weight, nil
+}
+
+// objectReads returns the paths of `object` an expression reads, as a
+// projection that keeps each whole: the chains of field selections and
+// indexes by constant strings that start at `object` (object.spec.nodeName,
+// object.metadata.labels["app"], has(object.status.phase)), each up to
+// where something else is done with its value. An object projected on them
+// is the same to the expression as the whole object, and costs a fraction
+// of decoding it. It returns nil, the whole object, when the expression
+// uses `object` itself (iterates over it, compares it, passes it to a
+// function).
+func objectReads(checked *cel.Ast) *projNode {
+	idents := celast.MatchDescendants(celast.NavigateAST(checked.NativeRep()), func(e celast.NavigableExpr) bool {
+		return e.Kind() == celast.IdentKind && e.AsIdent() == "object"
+	})
+	reads := &projNode{}
+	for _, ident := range idents {
+		var path []string
+		for e := ident; ; {
+			parent, ok := e.Parent()
+			if !ok {
+				break
+			}
+			step, ok := readStep(parent, e)
+			if !ok {
+				break
+			}
+			path, e = append(path, step), parent
+		}
+		if len(path) == 0 {
+			return nil
+		}
+		reads.add(path)
+	}
+	return reads
+}
+
+// readStep returns the member of child that parent reads, if parent is a
+// field selection (plain, optional, or a presence test) or an index by a
+// constant string of child.
+func readStep(parent, child celast.NavigableExpr) (string, bool) {
+	switch parent.Kind() {
+	case celast.SelectKind:
+		sel := parent.AsSelect()
+		return sel.FieldName(), sel.Operand().ID() == child.ID()
+	case celast.CallKind:
+		call := parent.AsCall()
+		switch call.FunctionName() {
+		case operators.Index, operators.OptIndex, operators.OptSelect:
+		default:
+			return "", false
+		}
+		args := call.Args()
+		if len(args) != 2 || args[0].ID() != child.ID() || args[1].Kind() != celast.LiteralKind {
+			return "", false
+		}
+		name, ok := args[1].AsLiteral().Value().(string)
+		return name, ok
+	}
+	return "", false
 }
 
 // regexInstructions counts the instructions of the regular expressions an
@@ -339,7 +404,7 @@ func (f *filter) matches(o *object, ev *evaluation, errs *atomic.Uint64) bool {
 	}
 	match, costly := false, false
 	evaluations.Add(1)
-	val, err := ev.value(o)
+	val, err := ev.value(o, f)
 	if err == nil {
 		var out ref.Val
 		out, _, err = f.prog.Eval(activation{object: val})
@@ -391,11 +456,56 @@ func (activation) Parent() cel.Activation { return nil }
 // resource type may have); and it collects the filters whose evaluation
 // exceeded the cost limit. A nil *evaluation shares and collects nothing.
 type evaluation struct {
-	objs    [2]*object
-	vals    [2]ref.Val
+	// decoded are the objects decoded for CEL, each as projected on the
+	// paths some filters read (nil: whole).
+	decoded []decodedObject
 	results []evaluated
 	// costly are the filters that exceeded their cost limit, once each.
 	costly []*filter
+	// reads, when set, is what the filters shared holds read of every
+	// object, together (see union): each object of the change is decoded
+	// once, for all of them.
+	reads  *projNode
+	shared []uint64 // the ids of those filters
+}
+
+type decodedObject struct {
+	obj   *object
+	reads *projNode
+	val   ref.Val
+}
+
+// share makes the evaluation decode each object once for all the filters,
+// as projected on what they read together.
+func (ev *evaluation) share(filters []*filter) {
+	ev.reads = &projNode{}
+	for _, f := range filters {
+		if f.reads == nil {
+			ev.reads = nil // one of them reads the whole object
+		} else if ev.reads != nil {
+			ev.reads.merge(f.reads)
+		}
+		ev.shared = append(ev.shared, f.id)
+	}
+	if ev.reads == nil {
+		ev.reads = wholeObject
+	}
+}
+
+// wholeObject is what an evaluation decodes for a filter that reads the
+// whole object.
+var wholeObject = &projNode{whole: true}
+
+// readsOf returns what to decode of objects for f: what the evaluation's
+// shared filters read, if f is one of them, or else what f reads.
+func (ev *evaluation) readsOf(f *filter) *projNode {
+	if ev != nil && ev.reads != nil && slices.Contains(ev.shared, f.id) {
+		return ev.reads
+	}
+	if f.reads == nil {
+		return wholeObject
+	}
+	return f.reads
 }
 
 type evaluated struct {
@@ -429,34 +539,45 @@ func (ev *evaluation) remember(o *object, f *filter, match, costly bool) {
 // reset forgets the objects and results, for the next object of a scan;
 // what was costly stays.
 func (ev *evaluation) reset() {
-	ev.objs, ev.vals, ev.results = [2]*object{}, [2]ref.Val{}, ev.results[:0]
+	clear(ev.decoded)
+	ev.decoded, ev.results = ev.decoded[:0], ev.results[:0]
 }
 
 // decodes counts the objects decoded for filters, and evaluations the
 // filters evaluated, for the tests and benchmarks.
 var decodes, evaluations atomic.Uint64
 
-// value returns the CEL value of o, decoding it on first use.
-func (ev *evaluation) value(o *object) (ref.Val, error) {
+// decodeWhole returns the CEL value of the whole object, for tests.
+func (ev *evaluation) decodeWhole(o *object) (ref.Val, error) {
+	return ev.value(o, &filter{})
+}
+
+// value returns the CEL value of o as f reads it, decoding it on first use.
+func (ev *evaluation) value(o *object, f *filter) (ref.Val, error) {
+	reads := ev.readsOf(f)
 	if ev != nil {
-		for i, cached := range ev.objs {
-			if cached == o {
-				return ev.vals[i], nil
+		for _, d := range ev.decoded {
+			if d.obj == o && d.reads == reads {
+				return d.val, nil
 			}
 		}
 	}
 	decodes.Add(1)
+	data := o.jsonBytes()
+	if reads != wholeObject {
+		projected, err := project(reads, data, 0)
+		if err != nil {
+			return nil, err
+		}
+		data = projected
+	}
 	var m map[string]any
-	if err := utiljson.Unmarshal(o.jsonBytes(), &m); err != nil {
+	if err := utiljson.Unmarshal(data, &m); err != nil {
 		return nil, err
 	}
 	val := types.DefaultTypeAdapter.NativeToValue(m)
 	if ev != nil {
-		i := 0
-		if ev.objs[0] != nil {
-			i = 1
-		}
-		ev.objs[i], ev.vals[i] = o, val
+		ev.decoded = append(ev.decoded, decodedObject{obj: o, reads: reads, val: val})
 	}
 	return val, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/google/cel-go/common/types"
 )
 
 func testFilterCompiler(cfg Config) *filterCompiler {
@@ -130,6 +132,7 @@ func TestFilterResultsAreCachedOnObjects(t *testing.T) {
 	}
 	before := decodes.Load()
 	dc := &evaluation{}
+	dc.share(filters) // as the feed does before dispatch
 	for _, f := range filters {
 		if !f.matches(o, dc, nil) {
 			t.Fatal("no match")
@@ -208,4 +211,65 @@ func TestFilterCacheIsBounded(t *testing.T) {
 		c.compile(expr)
 	}
 	check("short expressions")
+}
+
+// TestFilterReadsDecideAsTheWholeObject checks that the object projected on
+// what a filter reads gives every expression the result the whole object
+// gives, errors included, on objects that have and lack what it reads.
+func TestFilterReadsDecideAsTheWholeObject(t *testing.T) {
+	c := testFilterCompiler(Config{})
+	objects := []string{
+		podJSON,
+		`{"kind":"Pod","metadata":{"name":"a","labels":{"app":"db","x":"1"}},"spec":{"containers":[{"name":"c","image":"envoy"}],"replicas":3},"status":{"phase":"Failed"}}`,
+		`{"kind":"Pod","metadata":{"name":"b"},"spec":{},"status":{}}`,
+		`{"kind":"Pod","metadata":{"name":"c","annotations":{"a.b/c":"d"}},"spec":{"nodeName":null,"containers":"not a list"},"data":{"v":"on","w":"2"}}`,
+		`{"metadata":{"name":"d"}}`,
+	}
+	exprs := []struct {
+		expr      string
+		readsSome bool // objectReads is not the whole object
+	}{
+		{`object.spec.nodeName == "node-a"`, true},
+		{`has(object.spec.nodeName)`, true},
+		{`has(object.status.phase) && object.status.phase == "Running"`, true},
+		{`object.metadata.labels["app"] == "web"`, true},
+		{`object.metadata.labels.app == "web"`, true},
+		{`"app" in object.metadata.labels`, true},
+		{`object.metadata.labels.exists(k, k.startsWith("a"))`, true},
+		{`object.spec.containers.exists(c, c.image.startsWith("nginx"))`, true},
+		{`object.spec.containers[0].image == "nginx:1"`, true},
+		{`size(object.spec.containers) > 1`, true},
+		{`object.?status.?phase.orValue("") == "Running"`, true},
+		{`object.?metadata.?annotations[?"a.b/c"].orValue("") == "d"`, true},
+		{`object["spec"]["nodeName"] == "node-a"`, true},
+		{`object.spec.replicas == 3 || object.data.v == "on"`, true},
+		{`object.metadata.name.startsWith("a") && object.spec.containers.all(c, c.name != "x")`, true},
+		{`object.exists(k, k == "status")`, false},
+		{`size(object) > 3`, false},
+		{`object.metadata == {"name": "d"}`, true},
+	}
+	for _, tt := range exprs {
+		f, err := c.compile(tt.expr)
+		if err != nil {
+			t.Fatalf("compile(%q): %v", tt.expr, err)
+		}
+		if (f.reads != nil) != tt.readsSome {
+			t.Errorf("%s: reads %v, want some paths: %v", tt.expr, f.reads, tt.readsSome)
+		}
+		for _, obj := range objects {
+			whole, err := (*evaluation)(nil).decodeWhole(&object{json: obj})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantOut, _, wantErr := f.prog.Eval(activation{object: whole})
+			part, err := (*evaluation)(nil).value(&object{json: obj}, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotOut, _, gotErr := f.prog.Eval(activation{object: part})
+			if (wantErr != nil) != (gotErr != nil) || wantErr == nil && gotOut.Equal(wantOut) != types.True {
+				t.Errorf("%s on %s: the whole object gives %v (%v), what it reads %v (%v)", tt.expr, obj, wantOut, wantErr, gotOut, gotErr)
+			}
+		}
+	}
 }

@@ -145,6 +145,7 @@ func (f *feed) prepare(deltas cache.Deltas) []prepared {
 			continue
 		}
 		ev := &evaluation{}
+		ev.share(filters) // one decode of each object for all filters
 		for _, flt := range filters {
 			if deltas[i].Type != cache.Deleted {
 				flt.matches(p.obj, ev, &f.counters.filterErrors)

@@ -106,6 +106,28 @@ func (n *projNode) add(path []string) {
 	n.whole, n.children = true, nil
 }
 
+// merge makes n keep what other keeps too.
+func (n *projNode) merge(other *projNode) {
+	if n.whole {
+		return
+	}
+	if other.whole {
+		n.whole, n.children = true, nil
+		return
+	}
+	for name, child := range other.children {
+		if n.children == nil {
+			n.children = map[string]*projNode{}
+		}
+		mine := n.children[name]
+		if mine == nil {
+			mine = &projNode{}
+			n.children[name] = mine
+		}
+		mine.merge(child)
+	}
+}
+
 // apply returns the projection of the JSON object obj.
 func (p *projection) apply(obj []byte) ([]byte, error) {
 	return project(p.tree, obj, len(obj)/4)
