@@ -89,6 +89,13 @@ type Config struct {
 	// in use on one resource type at once: each costs a projection per
 	// change. Default: 32.
 	MaxProjectionsPerResource int
+	// MaxFiltersPerOwner and MaxProjectionsPerOwner bound the distinct
+	// filters and projections the subscriptions of one owner
+	// (WatchRequest.Owner: one identity) hold on one resource type, so
+	// that no one client takes every slot of MaxFiltersPerResource or
+	// MaxProjectionsPerResource. Defaults: 8 and 8.
+	MaxFiltersPerOwner     int
+	MaxProjectionsPerOwner int
 	// MaxFields bounds the paths of one projection. Default: 64.
 	MaxFields int
 
@@ -121,6 +128,8 @@ const (
 	DefaultMaxFilterCost             = 10_000
 	DefaultMaxFiltersPerResource     = 32
 	DefaultMaxProjectionsPerResource = 32
+	DefaultMaxFiltersPerOwner        = 8
+	DefaultMaxProjectionsPerOwner    = 8
 	DefaultMaxFields                 = 64
 )
 
@@ -173,6 +182,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxProjectionsPerResource <= 0 {
 		c.MaxProjectionsPerResource = DefaultMaxProjectionsPerResource
+	}
+	if c.MaxFiltersPerOwner <= 0 {
+		c.MaxFiltersPerOwner = DefaultMaxFiltersPerOwner
+	}
+	if c.MaxProjectionsPerOwner <= 0 {
+		c.MaxProjectionsPerOwner = DefaultMaxProjectionsPerOwner
 	}
 	if c.MaxFields <= 0 {
 		c.MaxFields = DefaultMaxFields

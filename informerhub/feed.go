@@ -69,6 +69,9 @@ type feed struct {
 	// costlyFilters are the filters refused until the time given, by the
 	// digest of their expression (see filteruse.go).
 	costlyFilters map[[sha256.Size]byte]time.Time
+	// owners are what each owner's subscriptions hold (see
+	// checkOwnerLocked).
+	owners map[string]*ownerUse
 	// relists are the version ranges relists jumped across that the
 	// history still reaches; see insideRelistLocked.
 	relists         []versionRange
@@ -102,6 +105,7 @@ func newFeed(h *Hub, info ResourceInfo, counters *resourceCounters) *feed {
 		projections:   map[string]int{},
 		filters:       map[string]*filterUse{},
 		costlyFilters: map[[sha256.Size]byte]time.Time{},
+		owners:        map[string]*ownerUse{},
 	}
 }
 

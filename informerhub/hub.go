@@ -113,6 +113,11 @@ type WatchRequest struct {
 	// Encoding is the form Config.EncodeEvent encodes the subscription's
 	// events in, below MaxEncodings.
 	Encoding Encoding
+	// Owner names who asks, for the limits that keep one client from
+	// taking what a resource type's subscribers share
+	// (Config.MaxFiltersPerOwner, MaxProjectionsPerOwner). A transport
+	// sets it to the caller's identity; "" is no one, and not limited.
+	Owner string
 }
 
 // SnapshotRequest asks for a snapshot.
@@ -130,6 +135,7 @@ type watchParams struct {
 	sendInitialEvents bool
 	includePrevious   bool
 	encoding          Encoding
+	owner             string
 }
 
 // New returns a Hub that resolves resource types with resolver and runs
@@ -168,7 +174,7 @@ func (h *Hub) Watch(ctx context.Context, req WatchRequest) (*Subscription, error
 		return nil, err
 	}
 	params := &watchParams{sel: sel, proj: proj, sendInitialEvents: req.SendInitialEvents,
-		includePrevious: req.IncludePrevious, encoding: req.Encoding}
+		includePrevious: req.IncludePrevious, encoding: req.Encoding, owner: req.Owner}
 	if req.ResumeToken != "" {
 		if params.tok, err = h.checkToken(req.ResumeToken, info, sel); err != nil {
 			return nil, err

@@ -44,6 +44,9 @@ type Subscription struct {
 	// released is set, under feed.mu, once the subscription has given back
 	// its share of the feed's filters and views (releaseLocked).
 	released bool
+	// owner is the request's (WatchRequest.Owner), for the limits per
+	// owner. Set under feed.mu before the subscription is shared.
+	owner string
 
 	// lastToken points to the resume token of the last event Next
 	// returned (or the start token); Err reads it from any goroutine.
@@ -195,9 +198,18 @@ func (f *feed) subscribe(ctx context.Context, req *watchParams) (*Subscription, 
 
 // acquireLocked takes what the subscription holds of the feed while it
 // lasts: a share of its filter and its view, within the feed's limits on
-// distinct ones. The caller holds feed.mu; releaseLocked gives them back.
+// distinct ones, overall and per owner. The caller holds feed.mu;
+// releaseLocked gives them back.
 func (s *Subscription) acquireLocked(req *watchParams) error {
 	f := s.feed
+	s.owner = req.owner
+	var projKey string
+	if req.proj != nil {
+		projKey = req.proj.key
+	}
+	if err := f.checkOwnerLocked(s.owner, s.sel.filter, projKey); err != nil {
+		return err
+	}
 	if flt := s.sel.filter; flt != nil {
 		if err := f.costlyFilterErrorLocked(flt); err != nil {
 			return err
@@ -218,6 +230,7 @@ func (s *Subscription) acquireLocked(req *watchParams) error {
 		return err
 	}
 	s.view = v
+	f.addOwnerLocked(s.owner, s.sel.filter, projKey, 1)
 	return nil
 }
 
@@ -228,6 +241,11 @@ func (s *Subscription) releaseLocked() {
 	}
 	s.released = true
 	s.releaseFilterLocked()
+	var projKey string
+	if s.view.proj != nil {
+		projKey = s.view.proj.key
+	}
+	s.feed.addOwnerLocked(s.owner, s.sel.filter, projKey, -1)
 	s.feed.releaseViewLocked(s.view)
 }
 
@@ -239,6 +257,56 @@ func (s *Subscription) releaseFilterLocked() {
 				delete(f.filters, flt.expr)
 			}
 		}
+	}
+}
+
+// ownerUse is the distinct filters and projections one owner's
+// subscriptions of a feed hold, with how many hold each.
+type ownerUse struct {
+	filters, projections map[string]int
+}
+
+// checkOwnerLocked refuses a subscription that would take its owner past
+// Config.MaxFiltersPerOwner or MaxProjectionsPerOwner distinct ones, so that
+// no one client takes every slot of the resource type.
+func (f *feed) checkOwnerLocked(owner string, flt *filter, projKey string) error {
+	use := f.owners[owner]
+	if owner == "" || use == nil {
+		return nil
+	}
+	if flt != nil && use.filters[flt.expr] == 0 && len(use.filters) >= f.hub.cfg.MaxFiltersPerOwner {
+		return &LimitError{Resource: f.info.Resource, Limit: LimitFiltersPerOwner, Max: f.hub.cfg.MaxFiltersPerOwner}
+	}
+	if projKey != "" && use.projections[projKey] == 0 && len(use.projections) >= f.hub.cfg.MaxProjectionsPerOwner {
+		return &LimitError{Resource: f.info.Resource, Limit: LimitProjectionsPerOwner, Max: f.hub.cfg.MaxProjectionsPerOwner}
+	}
+	return nil
+}
+
+// addOwnerLocked counts (delta 1) or uncounts (-1) a subscription of owner's
+// holding a filter and a projection.
+func (f *feed) addOwnerLocked(owner string, flt *filter, projKey string, delta int) {
+	if owner == "" || flt == nil && projKey == "" {
+		return
+	}
+	use := f.owners[owner]
+	if use == nil {
+		use = &ownerUse{filters: map[string]int{}, projections: map[string]int{}}
+		f.owners[owner] = use
+	}
+	count := func(m map[string]int, key string) {
+		if m[key] += delta; m[key] <= 0 {
+			delete(m, key)
+		}
+	}
+	if flt != nil {
+		count(use.filters, flt.expr)
+	}
+	if projKey != "" {
+		count(use.projections, projKey)
+	}
+	if len(use.filters) == 0 && len(use.projections) == 0 {
+		delete(f.owners, owner)
 	}
 }
 

@@ -352,3 +352,32 @@ func TestFilterExceedingItsCostIsRefused(t *testing.T) {
 		t.Fatalf("the cheap filter's subscriber: %v, %v", ev, err)
 	}
 }
+
+// TestLimitsPerOwner checks that one owner's subscriptions hold at most
+// MaxFiltersPerOwner distinct filters and MaxProjectionsPerOwner distinct
+// projections on a resource type, leaving the rest to others.
+func TestLimitsPerOwner(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{MaxFiltersPerOwner: 2, MaxProjectionsPerOwner: 1})
+	ctx := context.Background()
+	req := func(owner string, i int, fields ...string) informerhub.WatchRequest {
+		return informerhub.WatchRequest{Owner: owner, Fields: fields, Selector: informerhub.Selector{
+			Resource: configMaps, Filter: fmt.Sprintf("object.metadata.name != %q", strconv.Itoa(i))}}
+	}
+	watch(t, h, req("alice", 1))
+	watch(t, h, req("alice", 2))
+	watch(t, h, req("alice", 2)) // one she holds: no more
+	var limit *informerhub.LimitError
+	if _, err := h.Watch(ctx, req("alice", 3)); !errors.As(err, &limit) || limit.Limit != informerhub.LimitFiltersPerOwner {
+		t.Fatalf("alice's third distinct filter: %v, want a LimitError on %s", err, informerhub.LimitFiltersPerOwner)
+	}
+	watch(t, h, req("bob", 3)) // others are not held back
+	watch(t, h, req("", 4))    // nor is no one
+
+	a := watch(t, h, req("carol", 1, "data"))
+	if _, err := h.Watch(ctx, req("carol", 1, "metadata.labels")); !errors.As(err, &limit) || limit.Limit != informerhub.LimitProjectionsPerOwner {
+		t.Fatalf("carol's second distinct projection: %v, want a LimitError on %s", err, informerhub.LimitProjectionsPerOwner)
+	}
+	a.Close()
+	watch(t, h, req("carol", 1, "metadata.labels")) // once her first is closed
+}

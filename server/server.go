@@ -157,6 +157,7 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 	if err != nil {
 		return toStatus(s.log, err)
 	}
+	user, _ := auth.UserFrom(ctx)
 	sub, err := s.hub.Watch(ctx, informerhub.WatchRequest{
 		Selector:          sel,
 		ResumeToken:       req.GetResumeToken(),
@@ -164,6 +165,7 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		Fields:            req.GetFields(),
 		IncludePrevious:   req.GetIncludePrevious(),
 		Encoding:          encoding,
+		Owner:             user.Name,
 	})
 	if err != nil {
 		return toStatus(s.log, err)

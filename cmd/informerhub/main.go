@@ -109,6 +109,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.Uint64Var(&o.hub.MaxFilterCost, "max-filter-cost", informerhub.DefaultMaxFilterCost, "the CEL cost one evaluation of a filter on one object may have (about 0.1-0.4 µs a unit); a filter whose evaluation costs more is refused on that resource type for ten minutes, its streams ended")
 	fs.IntVar(&o.hub.MaxFiltersPerResource, "max-filters-per-resource", informerhub.DefaultMaxFiltersPerResource, "distinct CEL filters in use on one resource type at once; each costs an evaluation per change")
 	fs.IntVar(&o.hub.MaxProjectionsPerResource, "max-projections-per-resource", informerhub.DefaultMaxProjectionsPerResource, "distinct projections (fields) in use on one resource type at once")
+	fs.IntVar(&o.hub.MaxFiltersPerOwner, "max-filters-per-identity", informerhub.DefaultMaxFiltersPerOwner, "distinct CEL filters one identity's streams may hold on one resource type")
+	fs.IntVar(&o.hub.MaxProjectionsPerOwner, "max-projections-per-identity", informerhub.DefaultMaxProjectionsPerOwner, "distinct projections (fields) one identity's streams may hold on one resource type")
 	fs.IntVar(&o.hub.MaxFields, "max-fields", informerhub.DefaultMaxFields, "paths one projection (fields) may have")
 	fs.DurationVar(&o.server.MaxSendStall, "max-send-stall", 30*time.Second, "end a stream whose client has not read anything for this long")
 

@@ -73,9 +73,10 @@ const (
 //     with send_initial_events, and continue from there.
 //   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
 //     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; too many distinct
-//     filters or projections in use on the resource type at once
-//     (TOO_MANY_DISTINCT; metadata["limit"] names the limit: use an
-//     expression or projection already in use, or retry later); a resume
+//     filters or projections in use on the resource type at once, or held
+//     by the caller's streams on it (TOO_MANY_DISTINCT; metadata["limit"]
+//     names the limit: use an expression or projection already in use,
+//     close a stream, or retry later); a resume
 //     token older than the hub's history, with a filter, fields or
 //     include_previous, whose replay would need more memory than the hub
 //     has left for replays (REPLAY_LIMIT: retry later); a request larger
@@ -230,9 +231,10 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     with send_initial_events, and continue from there.
 //   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
 //     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; too many distinct
-//     filters or projections in use on the resource type at once
-//     (TOO_MANY_DISTINCT; metadata["limit"] names the limit: use an
-//     expression or projection already in use, or retry later); a resume
+//     filters or projections in use on the resource type at once, or held
+//     by the caller's streams on it (TOO_MANY_DISTINCT; metadata["limit"]
+//     names the limit: use an expression or projection already in use,
+//     close a stream, or retry later); a resume
 //     token older than the hub's history, with a filter, fields or
 //     include_previous, whose replay would need more memory than the hub
 //     has left for replays (REPLAY_LIMIT: retry later); a request larger
