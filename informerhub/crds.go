@@ -118,10 +118,6 @@ func (c *crdFields) start() {
 	c.cancel = cancel
 	var wg sync.WaitGroup
 	wg.Go(func() { c.informer.RunWithContext(ctx) })
-	go func() {
-		wg.Wait()
-		close(c.done)
-	}()
 	wg.Go(func() {
 		if cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
 			c.mu.Lock()
@@ -129,6 +125,10 @@ func (c *crdFields) start() {
 			c.closeSyncedLocked()
 		}
 	})
+	go func() {
+		wg.Wait()
+		close(c.done)
+	}()
 }
 
 func (c *crdFields) stop() {

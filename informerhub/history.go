@@ -1,7 +1,6 @@
 package informerhub
 
 import (
-	"math"
 	"sort"
 	"strconv"
 	"sync"
@@ -152,69 +151,6 @@ type history struct {
 // bytes is what the history holds: its records and the events kept for
 // them.
 func (h *history) bytes() int64 { return h.recordBytes + h.viewBytes.used.Load() }
-
-// bytesBudget is a number of bytes that holders add to up to a maximum,
-// from any goroutine.
-type bytesBudget struct {
-	used atomic.Int64
-	max  int64
-}
-
-// tryAdd adds n to the budget if it fits.
-func (b *bytesBudget) tryAdd(n int64) bool {
-	for {
-		used := b.used.Load()
-		if used+n > b.max {
-			return false
-		}
-		if b.used.CompareAndSwap(used, used+n) {
-			return true
-		}
-	}
-}
-
-// budgetShare is one holder's part of a bytesBudget: what it added, given
-// back at once by release, after which it adds nothing. Its methods may be
-// called from any goroutine.
-type budgetShare struct {
-	budget *bytesBudget
-	held   atomic.Int64
-}
-
-// releasedShare marks a share that has been released.
-const releasedShare = math.MinInt64
-
-// add adds n bytes (or takes -n back) and reports whether they fit; they
-// never do once the share is released.
-func (s *budgetShare) add(n int64) bool {
-	if s.budget == nil {
-		return false
-	}
-	if n > 0 && !s.budget.tryAdd(n) {
-		return false
-	}
-	if n <= 0 {
-		s.budget.used.Add(n)
-	}
-	for {
-		held := s.held.Load()
-		if held == releasedShare {
-			// Released meanwhile: what release gave back did not include n.
-			s.budget.used.Add(-n)
-			return false
-		}
-		if s.held.CompareAndSwap(held, held+n) {
-			return true
-		}
-	}
-}
-
-// release gives back everything the share holds, once.
-func (s *budgetShare) release() {
-	if held := s.held.Swap(releasedShare); held != releasedShare && s.budget != nil {
-		s.budget.used.Add(-held)
-	}
-}
 
 func newHistory(size int, maxBytes int64, baseRV uint64, baseAt int64) history {
 	return history{ring: make([]*record, size), first: 1, last: 0, floorRV: baseRV, floorAt: baseAt, maxBytes: maxBytes,

@@ -42,9 +42,10 @@ import (
 type replay struct {
 	lw   cache.ListerWatcher
 	opts metav1.ListOptions // the selector; ResourceVersion is set per watch
-	// state is what a stateful replay knows of each object of the upstream
-	// selection (see replayEntry); nil for a stateless one, and until its
-	// LIST.
+	// stateful is set for a subscription with a filter, a projection or
+	// previous states (see above). state is what such a replay knows of
+	// each object of the upstream selection (see replayEntry); nil for a
+	// stateless one, and until its LIST.
 	stateful bool
 	state    map[objectKey]replayEntry
 	// stateBytes is the state's share of the hub's replay budget

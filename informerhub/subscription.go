@@ -585,7 +585,14 @@ func (s *Subscription) Close() {
 }
 
 func (s *Subscription) describe() string {
-	return fmt.Sprintf("namespace=%q labels=%q fields=%q", s.sel.namespace, canonical(s.sel.labels), canonical(s.sel.fields))
+	desc := fmt.Sprintf("namespace=%q labels=%q fields=%q", s.sel.namespace, canonical(s.sel.labels), canonical(s.sel.fields))
+	if s.sel.filter != nil {
+		desc += fmt.Sprintf(" filter=%q", truncate(s.sel.filter.expr))
+	}
+	if s.view != defaultView {
+		desc += fmt.Sprintf(" view=%q", truncate(s.view.key))
+	}
+	return desc
 }
 
 // stateCursor walks the matching objects of a state clone in order, scanning

@@ -1,10 +1,7 @@
 package informerhub
 
 import (
-	"fmt"
 	"strconv"
-
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // A view is the form in which a subscriber receives objects: whole or
@@ -213,38 +210,3 @@ func (f *feed) project(vw *view, obj string) string {
 	}
 	return string(projected)
 }
-
-// LimitError refuses a request that would take a resource type past one of
-// the hub's limits on what its subscribers may ask for at once.
-type LimitError struct {
-	Resource schema.GroupVersionResource
-	Limit    string // LimitFilters or LimitProjections
-	Max      int
-}
-
-// Names of the limits of LimitError.
-const (
-	LimitFilters             = "max-filters-per-resource"
-	LimitProjections         = "max-projections-per-resource"
-	LimitFiltersPerOwner     = "max-filters-per-identity"
-	LimitProjectionsPerOwner = "max-projections-per-identity"
-	LimitReplayState         = "max-replay-state-bytes"
-)
-
-func (e *LimitError) Error() string {
-	r := FormatResource(e.Resource)
-	switch e.Limit {
-	case LimitReplayState:
-		return fmt.Sprintf("replaying %s from the API server with a filter, projection or previous state would take the hub's replays past %d bytes of state (%s): retry later, or resume from a newer token",
-			r, e.Max, e.Limit)
-	case LimitProjections:
-		return fmt.Sprintf("%d distinct projections (fields) are in use on %s, the most the hub allows (%s): use a projection other clients use, or retry later", e.Max, r, e.Limit)
-	case LimitFiltersPerOwner:
-		return fmt.Sprintf("your streams hold %d distinct filters on %s, the most the hub allows one identity (%s): reuse one of them, or close a stream", e.Max, r, e.Limit)
-	case LimitProjectionsPerOwner:
-		return fmt.Sprintf("your streams hold %d distinct projections (fields) on %s, the most the hub allows one identity (%s): reuse one of them, or close a stream", e.Max, r, e.Limit)
-	}
-	return fmt.Sprintf("%d distinct filters are in use on %s, the most the hub allows (%s): use an expression other clients use, or retry later", e.Max, r, e.Limit)
-}
-
-func (e *LimitError) Unwrap() error { return ErrLimitExceeded }

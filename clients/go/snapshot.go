@@ -41,9 +41,8 @@ func (c *Client) Snapshot(ctx context.Context, sel Selector) (*Snapshot, error) 
 
 // SnapshotWithOptions is Snapshot with options: the objects projected to
 // some fields. A Watch from its ResumeToken with the same Fields continues
-// it. A projection the hub cannot take on now, because too many distinct
-// ones are in use on the resource type, fails with RESOURCE_EXHAUSTED
-// (reason TOO_MANY_DISTINCT): use one in use already, or retry later.
+// it. A filter that exceeds the hub's cost limit on an object fails it with
+// INVALID_ARGUMENT on selector.filter.
 func (c *Client) SnapshotWithOptions(ctx context.Context, sel Selector, opts SnapshotOptions) (*Snapshot, error) {
 	req := &informerhubv1.SnapshotRequest{Selector: sel.proto(), Fields: slices.Clone(opts.Fields)}
 	return retry(ctx, c, func(svc informerhubv1.InformerHubServiceClient) (*Snapshot, error) {
