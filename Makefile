@@ -101,12 +101,13 @@ soak: controlplane ## Run the fault suite SOAK_COUNT times (not in CI).
 
 .PHONY: fuzz
 # -fuzzminimizetime caps minimization, which can stall (golang/go#48820).
-fuzz: ## Fuzz token decoding, request validation, projection and filters, a minute each; keep what fails in testdata/fuzz.
+fuzz: ## Fuzz token decoding, request validation, projection, filters and the JSON scanner, a minute each; keep what fails in testdata/fuzz.
 	go test -run '^$$' -fuzz '^FuzzDecodeToken$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
 	go test -run '^$$' -fuzz '^FuzzDecodeTokenBody$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
 	go test -run '^$$' -fuzz '^FuzzRequestValidation$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
 	go test -run '^$$' -fuzz '^FuzzProjection$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
 	go test -run '^$$' -fuzz '^FuzzFilter$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
+	go test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime 1m -fuzzminimizetime 2s ./internal/jsonscan/
 
 # api/released.json is the API of the last release, as a buf image: the
 # contract outside clients are written against. `make lint` refuses any

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/informerhub/informerhub/internal/jsonscan"
 )
 
 // FieldSet is the fields that field selectors of one resource type may
@@ -70,7 +72,7 @@ func (s *FieldSet) describe() string { return strings.Join(s.names, ", ") }
 // or null as def.
 func pathValue(def string, path ...string) func([]byte) string {
 	return func(obj []byte) string {
-		if v, ok := scalarString(lookup(obj, path...)); ok {
+		if v, ok := jsonscan.ScalarString(jsonscan.Lookup(obj, path...)); ok {
 			return v
 		}
 		return def

@@ -2,6 +2,8 @@ package informerhub
 
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/informerhub/informerhub/internal/jsonscan"
 )
 
 // The fields the kube-apiserver (v1.37) supports in field selectors of its
@@ -195,17 +197,17 @@ func firstValue(values ...func([]byte) string) func([]byte) string {
 // element of the list at listPath.
 func firstElementValue(listPath []string, member string) func([]byte) string {
 	return func(obj []byte) string {
-		list := lookup(obj, listPath...)
+		list := jsonscan.Lookup(obj, listPath...)
 		if len(list) == 0 || list[0] != '[' {
 			return ""
 		}
 		var first []byte
-		_, _ = eachElement(list, 0, func(start, end int) {
+		_, _ = jsonscan.EachElement(list, 0, func(start, end int) {
 			if first == nil {
 				first = list[start:end]
 			}
 		})
-		if v, ok := scalarString(lookup(first, member)); ok {
+		if v, ok := jsonscan.ScalarString(jsonscan.Lookup(first, member)); ok {
 			return v
 		}
 		return ""

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/informerhub/informerhub/internal/jsonscan"
 )
 
 // A projection keeps only some fields of each object it is applied to, as
@@ -142,8 +144,8 @@ func (p *projection) sameAsked(a, b []byte) bool {
 	if p.asksResourceVersion {
 		return false
 	}
-	aFrom, aTo, aOK := lookupBounds(a, "metadata", "resourceVersion")
-	bFrom, bTo, bOK := lookupBounds(b, "metadata", "resourceVersion")
+	aFrom, aTo, aOK := jsonscan.LookupBounds(a, "metadata", "resourceVersion")
+	bFrom, bTo, bOK := jsonscan.LookupBounds(b, "metadata", "resourceVersion")
 	if !aOK || !bOK {
 		return string(a) == string(b)
 	}
@@ -151,11 +153,11 @@ func (p *projection) sameAsked(a, b []byte) bool {
 }
 
 func project(n *projNode, obj []byte, sizeHint int) ([]byte, error) {
-	start := skipSpace(obj, 0)
+	start := jsonscan.SkipSpace(obj, 0)
 	if start >= len(obj) || obj[start] != '{' {
-		return nil, errBadJSON
+		return nil, jsonscan.ErrBadJSON
 	}
-	end, err := valueEnd(obj, start)
+	end, err := jsonscan.ValueEnd(obj, start)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +176,7 @@ func (n *projNode) appendProjected(dst, obj []byte, start, end int) ([]byte, boo
 	case '{':
 		dst = append(dst, '{')
 		first := true
-		_, scanErr := eachMember(obj[:end], start, func(m *jsonMember) bool {
+		_, scanErr := jsonscan.EachMember(obj[:end], start, func(m *jsonscan.Member) bool {
 			child := n.child(m)
 			if child == nil {
 				return true
@@ -183,10 +185,10 @@ func (n *projNode) appendProjected(dst, obj []byte, start, end int) ([]byte, boo
 			if !first {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, m.key...)
+			dst = append(dst, m.Key...)
 			dst = append(dst, ':')
 			var kept bool
-			if dst, kept, err = child.appendProjected(dst, obj, m.start, m.end); err != nil {
+			if dst, kept, err = child.appendProjected(dst, obj, m.Start, m.End); err != nil {
 				return false
 			}
 			if kept {
@@ -203,7 +205,7 @@ func (n *projNode) appendProjected(dst, obj []byte, start, end int) ([]byte, boo
 	case '[':
 		dst = append(dst, '[')
 		first := true
-		_, scanErr := eachElement(obj[:end], start, func(s, e int) {
+		_, scanErr := jsonscan.EachElement(obj[:end], start, func(s, e int) {
 			if err != nil {
 				return
 			}
@@ -226,11 +228,11 @@ func (n *projNode) appendProjected(dst, obj []byte, start, end int) ([]byte, boo
 	return dst, false, nil // a scalar where the path goes on: nothing here
 }
 
-func (n *projNode) child(m *jsonMember) *projNode {
-	if !m.escaped {
-		return n.children[string(m.key[1:len(m.key)-1])] // no allocation: the compiler sees the conversion is for a lookup
+func (n *projNode) child(m *jsonscan.Member) *projNode {
+	if !m.Escaped {
+		return n.children[string(m.Key[1:len(m.Key)-1])] // no allocation: the compiler sees the conversion is for a jsonscan.Lookup
 	}
-	return n.children[m.keyString()]
+	return n.children[m.KeyString()]
 }
 
 // parseFieldPath splits a path into the member names it steps through.

@@ -160,31 +160,6 @@ func TestFieldPathRoundTrip(t *testing.T) {
 	}
 }
 
-func TestLookup(t *testing.T) {
-	b := []byte(podJSON)
-	for _, tt := range []struct {
-		path []string
-		want string
-	}{
-		{[]string{"spec", "nodeName"}, `"node-a"`},
-		{[]string{"spec", "hostNetwork"}, `true`},
-		{[]string{"metadata", "labels", "app.kubernetes.io/name"}, `"web"`},
-		{[]string{"status", "conditions"}, `[]`},
-		{[]string{"spec", "missing"}, ``},
-		{[]string{"status", "phase", "deeper"}, ``},
-	} {
-		if got := string(lookup(b, tt.path...)); got != tt.want {
-			t.Errorf("lookup(%q) = %s, want %s", tt.path, got, tt.want)
-		}
-	}
-	if got := lookup([]byte(`{"a\u0062":1, "x" : { "y" : "z\"" } }`), "ab"); string(got) != "1" {
-		t.Errorf("an escaped key: %s", got)
-	}
-	if got, ok := scalarString(lookup([]byte(`{"x" : { "y" : "z\"\u00e9" } }`), "x", "y")); !ok || got != `z"é` {
-		t.Errorf("an escaped value: %q, %v", got, ok)
-	}
-}
-
 // FuzzProjection checks the in-place projection against the same
 // projection of the decoded document, and that it never fails on JSON that
 // encoding/json accepts.

@@ -1,4 +1,4 @@
-package informerhub
+package jsonscan
 
 import (
 	"bytes"
@@ -14,12 +14,12 @@ import (
 //
 // The input is JSON the API server produced, but nothing here trusts it:
 // every function is bounded by the input's length, never recurses on it,
-// and returns errBadJSON rather than panicking on anything malformed.
+// and returns ErrBadJSON rather than panicking on anything malformed.
 
-var errBadJSON = errors.New("malformed JSON")
+var ErrBadJSON = errors.New("malformed JSON")
 
-// skipSpace returns the index of the first non-space byte at or after i.
-func skipSpace(b []byte, i int) int {
+// SkipSpace returns the index of the first non-space byte at or after i.
+func SkipSpace(b []byte, i int) int {
 	for i < len(b) {
 		switch b[i] {
 		case ' ', '\t', '\n', '\r':
@@ -31,11 +31,11 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// stringEnd returns the index just after the string that starts at b[i]
+// StringEnd returns the index just after the string that starts at b[i]
 // (a '"'), and whether it holds escapes.
-func stringEnd(b []byte, i int) (end int, escaped bool, err error) {
+func StringEnd(b []byte, i int) (end int, escaped bool, err error) {
 	if i >= len(b) || b[i] != '"' {
-		return 0, false, errBadJSON
+		return 0, false, ErrBadJSON
 	}
 	for i++; i < len(b); i++ {
 		switch b[i] {
@@ -46,19 +46,19 @@ func stringEnd(b []byte, i int) (end int, escaped bool, err error) {
 			i++ // the escaped byte; \uXXXX's hex digits need no care
 		}
 	}
-	return 0, false, errBadJSON
+	return 0, false, ErrBadJSON
 }
 
-// valueEnd returns the index just after the value that starts at b[i].
+// ValueEnd returns the index just after the value that starts at b[i].
 // Nested values are skipped by counting brackets, outside strings, without
 // recursion.
-func valueEnd(b []byte, i int) (int, error) {
+func ValueEnd(b []byte, i int) (int, error) {
 	if i >= len(b) {
-		return 0, errBadJSON
+		return 0, ErrBadJSON
 	}
 	switch b[i] {
 	case '"':
-		end, _, err := stringEnd(b, i)
+		end, _, err := StringEnd(b, i)
 		return end, err
 	case '{', '[':
 		depth := 0
@@ -71,159 +71,159 @@ func valueEnd(b []byte, i int) (int, error) {
 					return i + 1, nil
 				}
 			case '"':
-				end, _, err := stringEnd(b, i)
+				end, _, err := StringEnd(b, i)
 				if err != nil {
 					return 0, err
 				}
 				i = end - 1
 			}
 		}
-		return 0, errBadJSON
+		return 0, ErrBadJSON
 	default: // a number, true, false or null: up to the next delimiter
 		start := i
 		for i < len(b) {
 			switch b[i] {
 			case ',', '}', ']', ' ', '\t', '\n', '\r':
 				if i == start {
-					return 0, errBadJSON
+					return 0, ErrBadJSON
 				}
 				return i, nil
 			}
 			i++
 		}
 		if i == start {
-			return 0, errBadJSON
+			return 0, ErrBadJSON
 		}
 		return i, nil
 	}
 }
 
-// jsonMember is one member of a JSON object: its key as written (quotes
+// Member is one member of a JSON object: its key as written (quotes
 // included) and its value's bounds.
-type jsonMember struct {
-	key        []byte // the key's JSON string, quotes included
-	escaped    bool   // the key holds escapes: compare keyString, not key
-	start, end int    // the value is b[start:end]
+type Member struct {
+	Key        []byte // the key's JSON string, quotes included
+	Escaped    bool   // the key holds escapes: compare KeyString, not Key
+	Start, End int    // the value is b[Start:End]
 }
 
-// keyIs reports whether the member's key is name.
-func (m *jsonMember) keyIs(name string) bool {
-	if !m.escaped {
-		k := m.key[1 : len(m.key)-1]
+// KeyIs reports whether the member's key is name.
+func (m *Member) KeyIs(name string) bool {
+	if !m.Escaped {
+		k := m.Key[1 : len(m.Key)-1]
 		return len(k) == len(name) && string(k) == name
 	}
-	return m.keyString() == name
+	return m.KeyString() == name
 }
 
-// keyString returns the member's key, unescaped.
-func (m *jsonMember) keyString() string {
-	if !m.escaped {
-		return string(m.key[1 : len(m.key)-1])
+// KeyString returns the member's key, unescaped.
+func (m *Member) KeyString() string {
+	if !m.Escaped {
+		return string(m.Key[1 : len(m.Key)-1])
 	}
 	var s string
-	if json.Unmarshal(m.key, &s) != nil {
+	if json.Unmarshal(m.Key, &s) != nil {
 		return ""
 	}
 	return s
 }
 
-// eachMember calls fn with each member of the object that starts at b[i],
+// EachMember calls fn with each member of the object that starts at b[i],
 // until fn returns false. It returns the index just after the object.
-func eachMember(b []byte, i int, fn func(m *jsonMember) bool) (int, error) {
+func EachMember(b []byte, i int, fn func(m *Member) bool) (int, error) {
 	if i >= len(b) || b[i] != '{' {
-		return 0, errBadJSON
+		return 0, ErrBadJSON
 	}
-	i = skipSpace(b, i+1)
+	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, nil
 	}
 	stopped := false
-	var m jsonMember
+	var m Member
 	for {
-		keyEnd, escaped, err := stringEnd(b, i)
+		keyEnd, escaped, err := StringEnd(b, i)
 		if err != nil {
 			return 0, err
 		}
-		m.key, m.escaped = b[i:keyEnd], escaped
-		i = skipSpace(b, keyEnd)
+		m.Key, m.Escaped = b[i:keyEnd], escaped
+		i = SkipSpace(b, keyEnd)
 		if i >= len(b) || b[i] != ':' {
-			return 0, errBadJSON
+			return 0, ErrBadJSON
 		}
-		m.start = skipSpace(b, i+1)
-		if m.end, err = valueEnd(b, m.start); err != nil {
+		m.Start = SkipSpace(b, i+1)
+		if m.End, err = ValueEnd(b, m.Start); err != nil {
 			return 0, err
 		}
 		if !stopped && !fn(&m) {
 			stopped = true
 		}
-		i = skipSpace(b, m.end)
+		i = SkipSpace(b, m.End)
 		if i >= len(b) {
-			return 0, errBadJSON
+			return 0, ErrBadJSON
 		}
 		switch b[i] {
 		case ',':
-			i = skipSpace(b, i+1)
+			i = SkipSpace(b, i+1)
 		case '}':
 			return i + 1, nil
 		default:
-			return 0, errBadJSON
+			return 0, ErrBadJSON
 		}
 	}
 }
 
-// eachElement calls fn with the bounds of each element of the array that
+// EachElement calls fn with the bounds of each element of the array that
 // starts at b[i]. It returns the index just after the array.
-func eachElement(b []byte, i int, fn func(start, end int)) (int, error) {
+func EachElement(b []byte, i int, fn func(start, end int)) (int, error) {
 	if i >= len(b) || b[i] != '[' {
-		return 0, errBadJSON
+		return 0, ErrBadJSON
 	}
-	i = skipSpace(b, i+1)
+	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return i + 1, nil
 	}
 	for {
-		end, err := valueEnd(b, i)
+		end, err := ValueEnd(b, i)
 		if err != nil {
 			return 0, err
 		}
 		fn(i, end)
-		i = skipSpace(b, end)
+		i = SkipSpace(b, end)
 		if i >= len(b) {
-			return 0, errBadJSON
+			return 0, ErrBadJSON
 		}
 		switch b[i] {
 		case ',':
-			i = skipSpace(b, i+1)
+			i = SkipSpace(b, i+1)
 		case ']':
 			return i + 1, nil
 		default:
-			return 0, errBadJSON
+			return 0, ErrBadJSON
 		}
 	}
 }
 
-// lookup returns the value at path in the JSON object b, descending through
+// Lookup returns the value at path in the JSON object b, descending through
 // objects only: nil when some step is missing or not an object.
-func lookup(b []byte, path ...string) []byte {
-	start, end, ok := lookupBounds(b, path...)
+func Lookup(b []byte, path ...string) []byte {
+	start, end, ok := LookupBounds(b, path...)
 	if !ok {
 		return nil
 	}
 	return b[start:end]
 }
 
-// lookupBounds returns where the value at path starts and ends in the JSON
-// object b, and whether there is one (see lookup).
-func lookupBounds(b []byte, path ...string) (start, end int, ok bool) {
-	start, end = skipSpace(b, 0), len(b)
+// LookupBounds returns where the value at path starts and ends in the JSON
+// object b, and whether there is one (see Lookup).
+func LookupBounds(b []byte, path ...string) (start, end int, ok bool) {
+	start, end = SkipSpace(b, 0), len(b)
 	for _, name := range path {
 		if start >= end || b[start] != '{' {
 			return 0, 0, false
 		}
 		found := false
-		_, err := eachMember(b[:end], start, func(m *jsonMember) bool {
-			if m.keyIs(name) {
-				start, end, found = m.start, m.end, true
+		_, err := EachMember(b[:end], start, func(m *Member) bool {
+			if m.KeyIs(name) {
+				start, end, found = m.Start, m.End, true
 				return false
 			}
 			return true
@@ -238,10 +238,10 @@ func lookupBounds(b []byte, path ...string) (start, end int, ok bool) {
 	return start, start + len(bytes.TrimRight(b[start:end], " \t\r\n")), true
 }
 
-// scalarString returns what a field selector compares of a JSON scalar: a
+// ScalarString returns what a field selector compares of a JSON scalar: a
 // string's value, or a number's or boolean's text. ok is false for null,
 // objects and arrays (and nothing at all).
-func scalarString(v []byte) (s string, ok bool) {
+func ScalarString(v []byte) (s string, ok bool) {
 	if len(v) == 0 {
 		return "", false
 	}
