@@ -17,8 +17,20 @@
 //   - the position: where the stream is, as a sequence number of this feed
 //     instance and the Kubernetes resourceVersion (token.go).
 //
-// Each change is recorded once; its event is encoded once, by the first
-// subscriber that needs it, and shared by the rest (Event.Encoded).
+// Each change is recorded once; its event is built and encoded once per form
+// (whole or projected, with or without the previous state, per encoding:
+// view.go), by the first subscriber that needs it, and shared by the rest
+// (Event.Encoded).
+//
+// A selector (selector.go) is a namespace, label and field selectors, and a
+// CEL filter. Field selectors name the fields the API server supports for
+// the resource type (fieldset*.go; a CRD's selectableFields, from crds.go),
+// read from objects' JSON without decoding them (internal/jsonscan).
+// Filters (filter.go) are Kubernetes' CEL, compiled once per expression,
+// evaluated once per distinct filter per change before the feed's lock, on
+// the paths of the object they read (filteruse.go). Live subscribers are
+// grouped by selector and the groups indexed by an equality they require
+// (dispatch.go), so a change visits the subscribers it may concern.
 //
 // A [Subscription] (subscription.go) starts at a position: now, or a resume
 // token's. It first sends initial events, when asked, from an O(1) clone of
@@ -28,6 +40,11 @@
 // bounded queue that process fills without ever blocking. A subscriber whose
 // queue overflows is dropped with a *TooSlowError carrying the token to
 // resume from; nobody else waits for it.
+//
+// A token the history no longer holds is replayed from the API server
+// (replay.go): its watch from the token's resourceVersion, and for a filter,
+// projection or previous state, which the API server cannot compute, its
+// LIST of the selection at exactly that version.
 //
 // Resume tokens are opaque strings (token.go) tied to their resource type.
 // A token of the running feed instance resumes by sequence number; any other
