@@ -160,3 +160,12 @@ func MaxViewSlots(h *Hub, gvr schema.GroupVersionResource) int {
 
 // FilterEvaluations counts the evaluations of filters, by every hub.
 func FilterEvaluations() uint64 { return evaluations.Load() }
+
+// Projector returns the projection of fields, to apply to objects' JSON.
+func Projector(fields []string) (func(obj []byte) ([]byte, error), error) {
+	p, err := parseProjection(fields, len(fields))
+	if err != nil {
+		return nil, err
+	}
+	return p.apply, nil
+}

@@ -104,10 +104,38 @@ type prepared struct {
 func (f *feed) prepare(deltas cache.Deltas) []prepared {
 	out := make([]prepared, len(deltas))
 	prevs := make([]*object, len(deltas))
-	f.mu.Lock()
-	if len(f.filters) == 0 || !f.isSynced || f.err != nil {
-		f.mu.Unlock()
+	filters := f.preparedLocked(deltas, out, prevs)
+	if len(filters) == 0 {
 		return out
+	}
+	for i, p := range out {
+		if p.obj == nil {
+			continue
+		}
+		ev := &evaluation{}
+		ev.share(filters) // one decode of each object for all filters
+		for _, flt := range filters {
+			if deltas[i].Type != cache.Deleted {
+				flt.matches(p.obj, ev, &f.counters.filterErrors)
+			}
+			if prevs[i] != nil {
+				flt.matches(prevs[i], ev, &f.counters.filterErrors)
+			}
+		}
+		out[i].eval = ev
+	}
+	return out
+}
+
+// preparedLocked returns the filters in use, and fills in the objects of
+// deltas and the states they replace, under the feed's lock (released
+// however it returns: process recovers from panics by stopping the feed,
+// which takes the lock).
+func (f *feed) preparedLocked(deltas cache.Deltas, out []prepared, prevs []*object) []*filter {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.filters) == 0 || !f.isSynced || f.err != nil {
+		return nil
 	}
 	filters := make([]*filter, 0, len(f.filters))
 	for _, use := range f.filters {
@@ -138,23 +166,5 @@ func (f *feed) prepare(deltas cache.Deltas) []prepared {
 			pending[key] = o
 		}
 	}
-	f.mu.Unlock()
-
-	for i, p := range out {
-		if p.obj == nil {
-			continue
-		}
-		ev := &evaluation{}
-		ev.share(filters) // one decode of each object for all filters
-		for _, flt := range filters {
-			if deltas[i].Type != cache.Deleted {
-				flt.matches(p.obj, ev, &f.counters.filterErrors)
-			}
-			if prevs[i] != nil {
-				flt.matches(prevs[i], ev, &f.counters.filterErrors)
-			}
-		}
-		out[i].eval = ev
-	}
-	return out
+	return filters
 }

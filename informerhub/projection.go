@@ -157,81 +157,101 @@ func project(n *projNode, obj []byte, sizeHint int) ([]byte, error) {
 	if start >= len(obj) || obj[start] != '{' {
 		return nil, jsonscan.ErrBadJSON
 	}
-	end, err := jsonscan.ValueEnd(obj, start)
-	if err != nil {
-		return nil, err
+	out, end, _, err := n.appendProjected(make([]byte, 0, sizeHint), obj, start)
+	if err == nil && jsonscan.SkipSpace(obj, end) != len(obj) {
+		err = jsonscan.ErrBadJSON // more than one value
 	}
-	out, _, err := n.appendProjected(make([]byte, 0, sizeHint), obj, start, end)
 	return out, err
 }
 
-// appendProjected appends to dst what n keeps of the value obj[start:end],
-// and reports whether it kept anything.
-func (n *projNode) appendProjected(dst, obj []byte, start, end int) ([]byte, bool, error) {
+// appendProjected appends to dst what n keeps of the value that starts at
+// obj[start], and returns where the value ends and whether it kept
+// anything. It reads each byte once: a value it keeps whole or skips it
+// scans to its end, one it descends into it walks.
+func (n *projNode) appendProjected(dst, obj []byte, start int) (out []byte, end int, kept bool, err error) {
 	if n.whole {
-		return append(dst, obj[start:end]...), true, nil
+		end, err := jsonscan.ValueEnd(obj, start)
+		if err != nil {
+			return dst, 0, false, err
+		}
+		return append(dst, obj[start:end]...), end, true, nil
 	}
-	var err error
+	var closing byte
 	switch obj[start] {
 	case '{':
-		dst = append(dst, '{')
-		first := true
-		_, scanErr := jsonscan.EachMember(obj[:end], start, func(m *jsonscan.Member) bool {
-			child := n.child(m)
-			if child == nil {
-				return true
-			}
-			mark := len(dst)
-			if !first {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, m.Key...)
-			dst = append(dst, ':')
-			var kept bool
-			if dst, kept, err = child.appendProjected(dst, obj, m.Start, m.End); err != nil {
-				return false
-			}
-			if kept {
-				first = false
-			} else {
-				dst = dst[:mark]
-			}
-			return true
-		})
-		if err == nil {
-			err = scanErr
-		}
-		return append(dst, '}'), true, err
+		closing = '}'
 	case '[':
-		dst = append(dst, '[')
-		first := true
-		_, scanErr := jsonscan.EachElement(obj[:end], start, func(s, e int) {
+		closing = ']'
+	default: // a scalar where the path goes on: nothing here
+		end, err := jsonscan.ValueEnd(obj, start)
+		return dst, end, false, err
+	}
+	dst = append(dst, obj[start])
+	first := true
+	i := jsonscan.SkipSpace(obj, start+1)
+	if i < len(obj) && obj[i] == closing {
+		return append(dst, closing), i + 1, true, nil
+	}
+	for {
+		// One member (its key, then its value) or element.
+		child, mark := n, len(dst)
+		if closing == '}' {
+			keyEnd, escaped, err := jsonscan.StringEnd(obj, i)
 			if err != nil {
-				return
+				return dst, 0, false, err
 			}
-			mark := len(dst)
-			if !first {
-				dst = append(dst, ',')
+			key := obj[i:keyEnd]
+			if i = jsonscan.SkipSpace(obj, keyEnd); i >= len(obj) || obj[i] != ':' {
+				return dst, 0, false, jsonscan.ErrBadJSON
 			}
-			var kept bool
-			if dst, kept, err = n.appendProjected(dst, obj, s, e); kept {
+			i = jsonscan.SkipSpace(obj, i+1)
+			if child = n.child(key, escaped); child != nil {
+				if !first {
+					dst = append(dst, ',')
+				}
+				dst = append(dst, key...)
+				dst = append(dst, ':')
+			}
+		} else if !first {
+			dst = append(dst, ',')
+		}
+		var valueEnd int
+		if child == nil {
+			if valueEnd, err = jsonscan.ValueEnd(obj, i); err != nil {
+				return dst, 0, false, err
+			}
+		} else {
+			var keptValue bool
+			if dst, valueEnd, keptValue, err = child.appendProjected(dst, obj, i); err != nil {
+				return dst, 0, false, err
+			}
+			if keptValue {
 				first = false
 			} else {
 				dst = dst[:mark]
 			}
-		})
-		if err == nil {
-			err = scanErr
 		}
-		return append(dst, ']'), true, err
+		if i = jsonscan.SkipSpace(obj, valueEnd); i >= len(obj) {
+			return dst, 0, false, jsonscan.ErrBadJSON
+		}
+		switch obj[i] {
+		case ',':
+			i = jsonscan.SkipSpace(obj, i+1)
+		case closing:
+			return append(dst, closing), i + 1, true, nil
+		default:
+			return dst, 0, false, jsonscan.ErrBadJSON
+		}
 	}
-	return dst, false, nil // a scalar where the path goes on: nothing here
 }
 
-func (n *projNode) child(m *jsonscan.Member) *projNode {
-	if !m.Escaped {
-		return n.children[string(m.Key[1:len(m.Key)-1])] // no allocation: the compiler sees the conversion is for a jsonscan.Lookup
+// child returns the node of an object member's key (its JSON string,
+// quotes included), nil if n keeps nothing of it.
+func (n *projNode) child(key []byte, escaped bool) *projNode {
+	if !escaped {
+		return n.children[string(key[1:len(key)-1])] // no allocation: the compiler sees the conversion is for a map lookup
 	}
+	m := jsonscan.Member{Key: key, Escaped: true}
 	return n.children[m.KeyString()]
 }
 

@@ -168,6 +168,9 @@ func FuzzProjection(f *testing.F) {
 	f.Add([]byte(`{"a":[1,{"b":2},[{"b":3}]],"b":{"b":{}}}`), "a.b")
 	f.Add([]byte(`{ "a" : { "b\"" : [ ] } , "c":null}`), `a["b\""]`)
 	f.Fuzz(func(t *testing.T, doc []byte, path string) {
+		if !json.Valid(doc) {
+			return
+		}
 		var decoded map[string]any
 		dec := json.NewDecoder(bytes.NewReader(doc))
 		dec.UseNumber()

@@ -76,10 +76,11 @@ func (f *feed) releaseViewLocked(v *view) {
 // building it on first use; nil when the record has nothing for that view
 // (see buildEvent).
 //
-// The events of other views than the default one count against the
-// history's bytes while their record is in it, and are kept only while
-// they fit: past that, each subscriber of the view builds its own, which
-// costs it CPU but nobody memory.
+// The events of other views than the default one count against a budget of
+// as many bytes as the history's records may hold (history.viewBytes) while
+// their record is in it, and are kept only while they fit: past that, each
+// subscriber of the view builds its own, which costs it CPU but nobody
+// memory.
 func (f *feed) event(r *record, v variant, vw *view) *Event {
 	if vw == defaultView {
 		slot := &r.events[v-1]
