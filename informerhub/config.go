@@ -74,9 +74,10 @@ type Config struct {
 	// a CRD validation rule.
 	MaxFilterEstimatedCost uint64
 	// MaxFilterCost bounds the cost of one evaluation of a filter on one
-	// object, in CEL's cost units (about 0.1 to 0.4 µs each). A filter
-	// whose evaluation would cost more is refused on the resource type for
-	// ten minutes, and its subscriptions end (see filteruse.go). It is far
+	// object, in CEL's cost units (about 0.1 to 0.4 µs each). A selector
+	// whose filter's evaluation on an object it otherwise selects would cost
+	// more is refused on the resource type for ten minutes, and its
+	// subscriptions end (see filteruse.go). It is far
 	// below the API server's limit (1,000,000) because the hub evaluates
 	// filters on the path of every change. Default: 10,000.
 	MaxFilterCost uint64

@@ -46,8 +46,8 @@ type subscriberGroup struct {
 	// visited by every change.
 	trigger trigger
 	indexed bool
-	// visited is the dispatch that last visited the group, so that a
-	// change reaching it through several triggers matches it once.
+	// visited is the walk of candidates that last visited the group, so
+	// that a change reaching it through several triggers matches it once.
 	visited uint64
 }
 
@@ -64,7 +64,8 @@ type dispatcher struct {
 	// change does not look up its object's labels.
 	labelGroups int
 	subscribers int
-	dispatches  uint64
+	// stamp numbers the walks of candidates, to visit each group once.
+	stamp uint64
 	// visits counts the groups matched against changes, for tests and
 	// benchmarks of the index.
 	visits uint64
@@ -176,13 +177,22 @@ func (d *dispatcher) dispatch(r *record, deliver func(g *subscriberGroup)) {
 	if d.subscribers == 0 {
 		return
 	}
-	d.dispatches++
+	d.candidates(r.obj, r.prev, func(g *subscriberGroup) {
+		d.visits++
+		deliver(g)
+	})
+}
+
+// candidates calls fn with each group whose selector may select obj or
+// prev, once: the unindexed groups, and those of the triggers either
+// satisfies. fn may remove subscribers of the group it is given.
+func (d *dispatcher) candidates(obj, prev *object, fn func(g *subscriberGroup)) {
+	d.stamp++
 	visit := func(set map[*subscriberGroup]struct{}) {
 		for g := range set {
-			if g.visited != d.dispatches {
-				g.visited = d.dispatches
-				d.visits++
-				deliver(g)
+			if g.visited != d.stamp {
+				g.visited = d.stamp
+				fn(g)
 			}
 		}
 	}
@@ -190,8 +200,8 @@ func (d *dispatcher) dispatch(r *record, deliver func(g *subscriberGroup)) {
 	if len(d.triggered) == 0 {
 		return
 	}
-	for i, o := range [2]*object{r.obj, r.prev} {
-		if o == nil || i == 1 && o == r.obj {
+	for i, o := range [2]*object{obj, prev} {
+		if o == nil || i == 1 && o == obj {
 			continue
 		}
 		visit(d.triggered[trigger{kind: triggerName, value: o.name}])

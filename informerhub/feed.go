@@ -66,9 +66,10 @@ type feed struct {
 	views       map[string]*view
 	projections map[string]int
 	filters     map[string]*filterUse
-	// costlyFilters are the filters refused until the time given, by the
-	// digest of their expression (see filteruse.go).
-	costlyFilters map[[sha256.Size]byte]time.Time
+	// refused are the selectors refused until the time given because their
+	// filter exceeded its cost, by the digest of their key (see
+	// filteruse.go).
+	refused map[[sha256.Size]byte]time.Time
 	// owners are what each owner's subscriptions hold (see
 	// checkOwnerLocked).
 	owners map[string]*ownerUse
@@ -88,24 +89,24 @@ const btreeDegree = 32
 
 func newFeed(h *Hub, info ResourceInfo, counters *resourceCounters) *feed {
 	return &feed{
-		hub:           h,
-		counters:      counters,
-		info:          info,
-		resource:      FormatResource(info.Resource),
-		epoch:         rand.Uint64() | 1, // never 0, the epoch of replayed events' tokens
-		log:           h.log.With("resource", FormatResource(info.Resource)),
-		done:          make(chan struct{}),
-		synced:        make(chan struct{}),
-		listFailed:    make(chan struct{}),
-		stopped:       make(chan struct{}),
-		state:         btree.NewG(btreeDegree, objectLess),
-		index:         newLabelIndex(),
-		live:          newDispatcher(),
-		views:         map[string]*view{},
-		projections:   map[string]int{},
-		filters:       map[string]*filterUse{},
-		costlyFilters: map[[sha256.Size]byte]time.Time{},
-		owners:        map[string]*ownerUse{},
+		hub:         h,
+		counters:    counters,
+		info:        info,
+		resource:    FormatResource(info.Resource),
+		epoch:       rand.Uint64() | 1, // never 0, the epoch of replayed events' tokens
+		log:         h.log.With("resource", FormatResource(info.Resource)),
+		done:        make(chan struct{}),
+		synced:      make(chan struct{}),
+		listFailed:  make(chan struct{}),
+		stopped:     make(chan struct{}),
+		state:       btree.NewG(btreeDegree, objectLess),
+		index:       newLabelIndex(),
+		live:        newDispatcher(),
+		views:       map[string]*view{},
+		projections: map[string]int{},
+		filters:     map[string]*filterUse{},
+		refused:     map[[sha256.Size]byte]time.Time{},
+		owners:      map[string]*ownerUse{},
 	}
 }
 
@@ -444,7 +445,7 @@ func (f *feed) appendLocked(r *record, offset uint32, ev *evaluation) {
 		}
 	})
 	if len(ev.costly) > 0 {
-		f.tripLocked(ev.costly)
+		f.tripLocked(ev.costly, nil)
 	}
 }
 

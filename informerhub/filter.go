@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math"
+	"regexp"
 	"regexp/syntax"
 	"slices"
 	"strings"
@@ -12,8 +14,10 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/common"
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/operators"
+	"github.com/google/cel-go/common/overloads"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
@@ -30,7 +34,9 @@ import (
 // sees `object`: the Kubernetes base environment of k8s.io/apiserver
 // (its libraries, its language options, its cost model), at the default
 // compatibility version, with `object` of type dyn, and an expression must
-// be of type bool.
+// be of type bool. Two differences, both about regular expressions (see
+// regexPatterns): their patterns must be string literals, and they cost
+// what they compile into, where Kubernetes counts their length.
 //
 // Evaluation: an expression whose evaluation fails (a field that is missing,
 // which has() guards against; a type mismatch) does not select the object.
@@ -45,7 +51,8 @@ import (
 // the square of an object's size; and at run time by the cost of each
 // evaluation (Config.MaxFilterCost), far below the API server's (1,000,000)
 // because the hub evaluates filters on the path of every change. A filter
-// that exceeds it is refused on the resource type (filteruse.go).
+// that exceeds it on an object its selector otherwise selects is refused
+// with that selector (filteruse.go).
 //
 // Sharing: identical expressions compile once (filterCompiler) and share one
 // filter. Each object caches the results of the filters evaluated on it
@@ -98,11 +105,11 @@ const (
 	// expressions (and refused ones) kept for reuse.
 	filterCacheEntries = 1024
 	filterCacheBytes   = 32 << 20
-	// maxFilterRegexInsts bounds the instructions of the regular
-	// expressions a filter compiles ahead of its evaluations (the
-	// constant patterns of matches, find and findAll): a few hundred bytes
-	// of pattern can compile into megabytes.
-	maxFilterRegexInsts = 20_000
+	// maxFilterRegexInsts bounds the instructions of a filter's regular
+	// expressions together: a few bytes of pattern can compile into
+	// thousands, each a step per byte matched. Patterns of real filters
+	// take tens.
+	maxFilterRegexInsts = 5_000
 	// Weights of a compiled filter in the cache: its expression's bytes
 	// (its AST and program hold some tens of times as much) and its
 	// compiled patterns' instructions.
@@ -157,9 +164,7 @@ func (c *filterCompiler) compile(expr string) (*filter, error) {
 	var reqErr *RequestError
 	switch {
 	case errors.As(err, &reqErr):
-		if len(reqErr.Reason) > maxCachedReason {
-			reqErr.Reason = reqErr.Reason[:maxCachedReason] + "..."
-		}
+		reqErr.Reason = truncateTo(reqErr.Reason, maxCachedReason)
 		weight = int64(len(reqErr.Reason)) + 128
 	case err != nil:
 		return nil, err // not the expression's fault: not cached
@@ -189,42 +194,58 @@ func (c *filterCompiler) build(expr string) (*filter, int64, error) {
 	invalid := func(reason string) error {
 		return &RequestError{Field: FieldFilter, Err: ErrInvalidRequest, Reason: reason}
 	}
-	ast, issues := env.Compile(expr)
+	// Parsed first, so that its regular expressions are bounded before
+	// the checker compiles them (see regexPatterns).
+	parsed, issues := env.Parse(expr)
 	if issues != nil && issues.Err() != nil {
-		var msgs []string
-		for _, e := range issues.Errors() {
-			// Lines from 1, columns from 1 (in characters), as cel-go
-			// prints them.
-			msgs = append(msgs, fmt.Sprintf("ERROR: <input>:%d:%d: %s", e.Location.Line(), e.Location.Column()+1, e.Message))
-		}
-		return nil, 0, invalid(strings.Join(msgs, "; "))
+		return nil, 0, invalid(celErrors(issues))
+	}
+	costs := &filterCosts{lib: &library.CostEstimator{SizeEstimator: objectSizes{}}}
+	var insts int
+	costs.patterns, insts, err = regexPatterns(parsed)
+	if err != nil {
+		return nil, 0, invalid(err.Error())
+	}
+	ast, issues := env.Check(parsed)
+	if issues != nil && issues.Err() != nil {
+		return nil, 0, invalid(celErrors(issues))
 	}
 	if !ast.OutputType().IsExactType(cel.BoolType) {
 		return nil, 0, invalid(fmt.Sprintf("the expression must evaluate to bool but is of type %v: compare it, e.g. object.spec.paused == true", ast.OutputType()))
 	}
-	estimate, err := env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: objectSizes{}})
+	estimate, err := env.EstimateCost(ast, costs)
 	if err != nil {
 		return nil, 0, invalid("cannot estimate the expression's cost: " + err.Error())
 	}
 	if estimate.Max > c.maxEstimatedCost {
-		return nil, 0, invalid(fmt.Sprintf("the expression's estimated cost on the largest objects is %d, more than the %d allowed: avoid nested comprehensions over the object",
+		return nil, 0, invalid(fmt.Sprintf("the expression's estimated cost on the largest objects is %d, more than the %d allowed: avoid nested comprehensions over the object, and regular expressions over strings of unbounded size",
 			estimate.Max, c.maxEstimatedCost))
 	}
-	insts, err := regexInstructions(ast)
-	if err != nil {
-		return nil, 0, invalid(err.Error())
-	}
-	if insts > maxFilterRegexInsts {
-		return nil, 0, invalid(fmt.Sprintf("the expression's regular expressions compile into %d instructions, more than the %d allowed: simplify them", insts, maxFilterRegexInsts))
-	}
-	// The environment's program options (cost tracking) come first; this
-	// limit replaces its PerCallLimit.
-	prog, err := env.Program(ast, cel.CostLimit(c.maxCost))
+	// The environment's program options (cost tracking, its regular
+	// expressions) come first: these replace its PerCallLimit, its cost
+	// of regular expressions, and their evaluation.
+	var planned int
+	prog, err := env.Program(ast, cel.CostLimit(c.maxCost), cel.CostTracking(costs),
+		cel.OptimizeRegex(costs.regexOptimizations(c.maxCost, &planned)...))
 	if err != nil {
 		return nil, 0, invalid("cannot plan the expression: " + err.Error())
 	}
+	if planned != regexCalls(ast) {
+		// Every call of a regular expression must be gated by its cost.
+		return nil, 0, fmt.Errorf("informerhub: %d of the filter's %d regular expression calls were planned with their cost", planned, regexCalls(ast))
+	}
 	weight := int64(len(expr))*filterWeightPerExprByte + int64(insts)*filterWeightPerRegexInst
 	return &filter{expr: expr, id: nextFilterID.Add(1), prog: prog, reads: objectReads(ast)}, weight, nil
+}
+
+// celErrors formats the issues of an expression as cel-go prints them,
+// with lines from 1 and columns from 1 (in characters).
+func celErrors(issues *cel.Issues) string {
+	var msgs []string
+	for _, e := range issues.Errors() {
+		msgs = append(msgs, fmt.Sprintf("ERROR: <input>:%d:%d: %s", e.Location.Line(), e.Location.Column()+1, e.Message))
+	}
+	return strings.Join(msgs, "; ")
 }
 
 // objectReads returns the paths of `object` an expression reads, as a
@@ -287,52 +308,272 @@ func readStep(parent, child celast.NavigableExpr) (string, bool) {
 	return "", false
 }
 
-// regexInstructions counts the instructions of the regular expressions an
-// expression compiles ahead of its evaluations: the constant patterns of
-// matches, find and findAll.
-func regexInstructions(checked *cel.Ast) (int, error) {
-	total := 0
+// Regular expressions. The cost model of CEL and Kubernetes charges a
+// regular expression by its pattern's length, and a call's cost only once
+// it has run; Go's regexp takes time in the length of the string times the
+// instructions the pattern compiles into, and a short pattern
+// ("(a?){999}") compiles into thousands. So a filter's regular expressions
+// are bounded three ways:
+//
+//   - Their patterns must be string literals, bounded together by
+//     maxFilterRegexInsts before anything compiles them (regexPatterns):
+//     a pattern computed per object would be compiled per evaluation, at a
+//     cost nobody bounds.
+//   - They are charged by the larger of their length and their
+//     instructions, statically and at run time (filterCosts).
+//   - A call that would cost more than a whole evaluation may does not run
+//     (regexOptimizations): the evaluation stops there as having exceeded
+//     its cost, as it would have once the call returned.
+
+// regexOverloads are the environment's functions that take a regular
+// expression, by overload: matches, Kubernetes' find and findAll. In each,
+// the string searched is the call's first argument (its target) and the
+// pattern its second.
+var regexOverloads = map[string]string{
+	overloads.Matches:            "matches",
+	overloads.MatchesString:      "matches",
+	"string_find_string":         "find",
+	"string_find_all_string":     "findAll",
+	"string_find_all_string_int": "findAll",
+}
+
+// regexPatterns returns the patterns of a parsed expression's regular
+// expressions, each with the instructions it compiles into, and their
+// total. It refuses a pattern that is not a string literal, or that does
+// not parse, and patterns that compile into more than maxFilterRegexInsts
+// instructions together, which it tells before compiling them.
+func regexPatterns(parsed *cel.Ast) (map[string]int, int, error) {
+	patterns := map[string]int{}
+	total := int64(0)
+	info := parsed.NativeRep().SourceInfo()
+	at := func(e celast.Expr) string {
+		loc := info.GetStartLocation(e.ID())
+		return fmt.Sprintf("ERROR: <input>:%d:%d:", loc.Line(), loc.Column()+1)
+	}
 	var bad error
-	celast.PreOrderVisit(checked.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+	celast.PreOrderVisit(parsed.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
 		if e.Kind() != celast.CallKind || bad != nil {
 			return
 		}
 		call := e.AsCall()
-		switch call.FunctionName() {
-		case "matches", "find", "findAll":
-		default:
+		fn := call.FunctionName()
+		if fn != "matches" && fn != "find" && fn != "findAll" {
 			return
 		}
 		args := call.Args()
 		if len(args) == 0 {
-			return
+			return // no such overload: the checker says so
 		}
-		// The pattern: matches' last argument, find's and findAll's first
-		// (their target is the string searched).
-		pattern := args[len(args)-1]
-		if call.FunctionName() != "matches" {
-			pattern = args[0]
+		// The pattern: a method's first argument (its target is the
+		// string searched), matches(string, pattern)'s last.
+		pattern := args[0]
+		if !call.IsMemberFunction() {
+			pattern = args[len(args)-1]
 		}
-		if pattern.Kind() != celast.LiteralKind {
-			return // a pattern computed at run time costs its evaluation
+		s, ok := "", pattern.Kind() == celast.LiteralKind
+		if ok {
+			s, ok = pattern.AsLiteral().Value().(string)
 		}
-		s, ok := pattern.AsLiteral().Value().(string)
 		if !ok {
+			bad = fmt.Errorf("%s the pattern of %s must be a string literal: a pattern computed per object cannot be bounded in advance", at(pattern), fn)
 			return
 		}
+		// Each call counts: each compiles its pattern.
 		re, err := syntax.Parse(s, syntax.Perl)
 		if err != nil {
-			bad = fmt.Errorf("invalid regular expression %q: %v", truncate(s), err)
+			bad = fmt.Errorf("%s invalid regular expression %q: %v", at(pattern), truncate(s), err)
+			return
+		}
+		if total += regexSize(re, maxFilterRegexInsts-total); total > maxFilterRegexInsts {
+			bad = fmt.Errorf("%s the expression's regular expressions compile into more than the %d instructions allowed: simplify them (x{100} counts x a hundred times)", at(pattern), maxFilterRegexInsts)
 			return
 		}
 		prog, err := syntax.Compile(re.Simplify())
 		if err != nil {
-			bad = fmt.Errorf("invalid regular expression %q: %v", truncate(s), err)
+			bad = fmt.Errorf("%s invalid regular expression %q: %v", at(pattern), truncate(s), err)
 			return
 		}
-		total += len(prog.Inst)
+		patterns[s] = len(prog.Inst)
 	}))
-	return total, bad
+	return patterns, int(total), bad
+}
+
+// regexSize bounds the instructions a parsed pattern compiles into, as Go's
+// parser bounds them (regexp/syntax's calcSize, plus the program's fail and
+// match), without expanding its repetitions; past limit, it returns more
+// than limit, whatever the rest.
+func regexSize(re *syntax.Regexp, limit int64) int64 {
+	return 2 + regexNodeSize(re, max(limit-2, 0))
+}
+
+func regexNodeSize(re *syntax.Regexp, limit int64) int64 {
+	var size int64
+	switch re.Op {
+	case syntax.OpLiteral:
+		size = int64(len(re.Rune))
+	case syntax.OpCapture, syntax.OpStar:
+		size = 2 + regexNodeSize(re.Sub[0], limit)
+	case syntax.OpPlus, syntax.OpQuest:
+		size = 1 + regexNodeSize(re.Sub[0], limit)
+	case syntax.OpConcat, syntax.OpAlternate:
+		for _, sub := range re.Sub {
+			if size += regexNodeSize(sub, limit-size); size > limit {
+				return size
+			}
+		}
+		if re.Op == syntax.OpAlternate {
+			size += int64(len(re.Sub)) - 1
+		}
+	case syntax.OpRepeat:
+		// x{2,5} = xx(x(x(x)?)?)?, x{2,} = xx(x)*
+		sub := regexNodeSize(re.Sub[0], limit)
+		n := int64(max(re.Max, re.Min, 1))
+		if sub > (limit+1)/n {
+			return limit + 1
+		}
+		size = n*sub + int64(max(re.Max-re.Min, 2))
+	}
+	return max(1, size)
+}
+
+// regexCalls counts the calls of regular expressions of a checked
+// expression.
+func regexCalls(checked *cel.Ast) int {
+	n := 0
+	for _, ref := range checked.NativeRep().ReferenceMap() {
+		if len(ref.OverloadIDs) > 0 {
+			if _, ok := regexOverloads[ref.OverloadIDs[0]]; ok {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// filterCosts is a filter's cost model: Kubernetes' (library.CostEstimator,
+// with objectSizes), except for regular expressions, charged by the larger
+// of their pattern's length and its instructions (see above). It serves the
+// static estimate and the cost tracking of evaluations.
+type filterCosts struct {
+	lib      *library.CostEstimator
+	patterns map[string]int // the filter's patterns, with their instructions
+}
+
+// regexCost is what matching a pattern costs per unit of string, as CEL
+// counts it: a quarter per character of the pattern, here per instruction
+// when there are more.
+func (c *filterCosts) regexCost(pattern string) uint64 {
+	return uint64(math.Ceil(float64(max(len(pattern), c.patterns[pattern])) * common.RegexStringLengthCostFactor))
+}
+
+// regexCallCost is the cost of matching a string of strLen bytes, as CEL
+// counts it (a tenth per byte, and one), times the pattern's cost.
+func regexCallCost(strLen int, regexCost uint64) uint64 {
+	return uint64(math.Ceil((1+float64(strLen))*common.StringTraversalCostFactor)) * regexCost
+}
+
+// regexOperands returns the string and pattern nodes of a call of a
+// regular expression, if it is one with a literal pattern.
+func regexOperands(overloadID string, target *checker.AstNode, args []checker.AstNode) (checker.AstNode, string, bool) {
+	if _, ok := regexOverloads[overloadID]; !ok {
+		return nil, "", false
+	}
+	if target != nil {
+		args = append([]checker.AstNode{*target}, args...)
+	}
+	if len(args) < 2 || args[1].Expr().Kind() != celast.LiteralKind {
+		return nil, "", false
+	}
+	pattern, ok := args[1].Expr().AsLiteral().Value().(string)
+	return args[0], pattern, ok
+}
+
+func (c *filterCosts) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	return c.lib.EstimateSize(n)
+}
+
+func (c *filterCosts) EstimateCallCost(function, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	str, pattern, ok := regexOperands(overloadID, target, args)
+	if !ok {
+		return c.lib.EstimateCallCost(function, overloadID, target, args)
+	}
+	size := checker.SizeEstimate{Min: 0, Max: math.MaxUint64}
+	if s := str.ComputedSize(); s != nil {
+		size = *s
+	} else if s := c.lib.EstimateSize(str); s != nil {
+		size = *s
+	}
+	est := c.lib.EstimateCallCost(function, overloadID, target, args) // find's result size
+	if est == nil {
+		est = &checker.CallEstimate{}
+	}
+	est.CostEstimate = size.Add(checker.SizeEstimate{Min: 1, Max: 1}).
+		MultiplyByCostFactor(common.StringTraversalCostFactor).
+		MultiplyByCostFactor(float64(c.regexCost(pattern)))
+	return est
+}
+
+func (c *filterCosts) CallCost(function, overloadID string, args []ref.Val, result ref.Val) *uint64 {
+	if _, ok := regexOverloads[overloadID]; ok && len(args) >= 2 {
+		str, ok1 := args[0].Value().(string)
+		pattern, ok2 := args[1].Value().(string)
+		if ok1 && ok2 {
+			cost := regexCallCost(len(str), c.regexCost(pattern))
+			return &cost
+		}
+	}
+	return c.lib.CallCost(function, overloadID, args, result)
+}
+
+// regexOptimizations compiles the filter's patterns once, when its program
+// is planned, as cel-go's and Kubernetes' own optimizations do, and gates
+// each call: one that would cost more than maxCost by itself returns an
+// error without running, which its cost then stops the evaluation on
+// (CallCost charges it as if it had run). planned counts the calls.
+func (c *filterCosts) regexOptimizations(maxCost uint64, planned *int) []*interpreter.RegexOptimization {
+	var opts []*interpreter.RegexOptimization
+	for overloadID, fn := range regexOverloads {
+		opts = append(opts, &interpreter.RegexOptimization{
+			Function:   fn,
+			OverloadID: overloadID,
+			RegexIndex: 1,
+			Factory: func(call interpreter.InterpretableCall, pattern string) (interpreter.InterpretableCall, error) {
+				re, err := regexp.Compile(pattern)
+				if err != nil {
+					return nil, err
+				}
+				*planned++
+				regexCost := c.regexCost(pattern)
+				return interpreter.NewCall(call.ID(), call.Function(), call.OverloadID(), call.Args(), func(args ...ref.Val) ref.Val {
+					if len(args) < 2 || len(args) > 3 {
+						return types.NoSuchOverloadErr()
+					}
+					in, ok := args[0].Value().(string)
+					if !ok {
+						return types.MaybeNoSuchOverloadErr(args[0])
+					}
+					if cost := regexCallCost(len(in), regexCost); cost > maxCost {
+						return types.NewErr("matching %d bytes would cost %d, more than the %d allowed", len(in), cost, maxCost)
+					}
+					regexRuns.Add(1)
+					switch fn {
+					case "matches":
+						return types.Bool(re.MatchString(in))
+					case "find":
+						return types.String(re.FindString(in))
+					}
+					n := int64(-1)
+					if len(args) == 3 {
+						if n, ok = args[2].Value().(int64); !ok {
+							return types.MaybeNoSuchOverloadErr(args[2])
+						}
+					}
+					return types.NewStringList(types.DefaultTypeAdapter, re.FindAllString(in, int(n)))
+				}), nil
+			},
+		})
+	}
+	return opts
 }
 
 // nextFilterID numbers filters across every hub of the process: the results
@@ -460,8 +701,9 @@ type evaluation struct {
 	// paths some filters read (nil: whole).
 	decoded []decodedObject
 	results []evaluated
-	// costly are the filters that exceeded their cost limit, once each.
-	costly []*filter
+	// costly are the filters that exceeded their cost limit, each with the
+	// object it exceeded it on, once each.
+	costly []costlyEvaluation
 	// reads, when set, is what the filters shared holds read of every
 	// object, together (see union): each object of the change is decoded
 	// once, for all of them.
@@ -531,9 +773,15 @@ func (ev *evaluation) remember(o *object, f *filter, match, costly bool) {
 		return
 	}
 	ev.results = append(ev.results, evaluated{obj: o, id: f.id, match: match})
-	if costly && !slices.Contains(ev.costly, f) {
-		ev.costly = append(ev.costly, f)
+	if c := (costlyEvaluation{filter: f, obj: o}); costly && !slices.Contains(ev.costly, c) {
+		ev.costly = append(ev.costly, c)
 	}
+}
+
+// costlyEvaluation is a filter's evaluation that exceeded its cost limit.
+type costlyEvaluation struct {
+	filter *filter
+	obj    *object
 }
 
 // reset forgets the objects and results, for the next object of a scan;
@@ -543,9 +791,10 @@ func (ev *evaluation) reset() {
 	ev.decoded, ev.results = ev.decoded[:0], ev.results[:0]
 }
 
-// decodes counts the objects decoded for filters, and evaluations the
-// filters evaluated, for the tests and benchmarks.
-var decodes, evaluations atomic.Uint64
+// decodes counts the objects decoded for filters, evaluations the filters
+// evaluated, and regexRuns the regular expressions run, for the tests and
+// benchmarks.
+var decodes, evaluations, regexRuns atomic.Uint64
 
 // decodeWhole returns the CEL value of the whole object, for tests.
 func (ev *evaluation) decodeWhole(o *object) (ref.Val, error) {

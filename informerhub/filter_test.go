@@ -3,9 +3,11 @@ package informerhub
 import (
 	"errors"
 	"fmt"
+	"regexp/syntax"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/cel-go/common/types"
 )
@@ -31,6 +33,20 @@ func TestFilterCompileErrors(t *testing.T) {
 		// A few hundred bytes of pattern that would compile into megabytes.
 		{`object.metadata.name.matches("` + strings.Repeat("[a-z]{1000}", 30) + `")`, "regular expressions compile into"},
 		{`object.metadata.name.findAll("` + strings.Repeat("[a-z]{1000}", 30) + `").size() > 0`, "regular expressions compile into"},
+		// Short patterns of nested repetitions, many times over: refused at
+		// the first, before any compiles.
+		{strings.Repeat(`"".matches("(?:(?:a?){99}){10}") || `, 100) + "true", "ERROR: <input>:1:84: the expression's regular expressions compile into more than"},
+		{`object.metadata.name.matches("(?:a?){999}") && object.metadata.name.matches("(?:b?){999}") && object.metadata.name.matches("(?:a?){999}")`,
+			"regular expressions compile into more than the 5000"},
+		// Patterns computed per object.
+		{`object.metadata.name.matches(object.metadata.namespace)`, "ERROR: <input>:1:"},
+		{`object.metadata.name.matches(object.metadata.namespace)`, "the pattern of matches must be a string literal"},
+		{`matches(object.metadata.name, "^a" + "b")`, "the pattern of matches must be a string literal"},
+		{`object.metadata.name.find(string("a")) == "a"`, "the pattern of find must be a string literal"},
+		{`object.metadata.name.findAll(object.metadata.name, 2).size() == 2`, "the pattern of findAll must be a string literal"},
+		// Regular expressions over strings of unbounded size are charged by
+		// their instructions: 12 characters, hundreds of instructions.
+		{`object.data.x.matches("(?:a?){200}b")`, "estimated cost on the largest objects"},
 	}
 	for _, tt := range tests {
 		_, err := c.compile(tt.expr)
@@ -75,6 +91,10 @@ func TestFilterEvaluation(t *testing.T) {
 		{`object.metadata.labels["app"] == "web"`, true},
 		{`"tier" in object.metadata.labels`, false},
 		{`object.metadata.name.matches("^web-[0-9]+$")`, true},
+		{`matches(object.metadata.name, "^web-")`, true},
+		{`object.metadata.name.find("[0-9]+") == "1"`, true},
+		{`object.status.phase.findAll("[nN]") == ["n", "n", "n"]`, true},
+		{`object.status.phase.findAll("[nN]", 1) == ["n"]`, true},
 		// Evaluation errors do not select.
 		{`object.spec.missing == 1`, false},
 		{`object.metadata.annotations["a"] == "b"`, false},
@@ -115,6 +135,66 @@ func TestFilterRuntimeCostLimit(t *testing.T) {
 		}
 		if n := errs.Load(); (n == 1) == tt.want {
 			t.Errorf("MaxFilterCost %d: %d evaluation errors counted", tt.maxCost, n)
+		}
+	}
+}
+
+// A regular expression is charged by its instructions, and a call that
+// would cost more than an evaluation may does not run: the evaluation stops
+// as costly, even where the call's result would not matter.
+func TestRegularExpressionsCostTheirInstructions(t *testing.T) {
+	name := strings.Repeat("a", 253)
+	o := &object{json: `{"metadata":{"name":"` + name + `"}}`}
+	c := testFilterCompiler(Config{MaxFilterCost: 1000})
+	// 26 per unit of pattern over 253 bytes: 12 characters cost 78, its
+	// hundreds of instructions more than 1000.
+	for _, expr := range []string{
+		`object.metadata.name.matches("(?:a?){100}b")`,
+		`object.metadata.name.matches("(?:a?){100}b") || true`,
+		`object.metadata.name.find("(?:a?){100}b") == "" || true`,
+		`object.metadata.name.findAll("(?:a?){100}b", 1).size() == 0 || true`,
+	} {
+		f, err := c.compile(expr)
+		if err != nil {
+			t.Fatalf("compile(%q): %v", expr, err)
+		}
+		ev := &evaluation{}
+		runs := regexRuns.Load()
+		if f.matches(o, ev, nil) || len(ev.costly) != 1 {
+			t.Errorf("%s: selected, or %d costly filters; want it stopped as costly", expr, len(ev.costly))
+		}
+		if n := regexRuns.Load() - runs; n != 0 {
+			t.Errorf("%s: %d regular expressions ran; want none to", expr, n)
+		}
+	}
+	// The same length of pattern, as many instructions: runs.
+	f, err := c.compile(`object.metadata.name.matches("^a+$|^b+$|^c+$")`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &evaluation{}
+	runs := regexRuns.Load()
+	if !f.matches(o, ev, nil) || len(ev.costly) != 0 || regexRuns.Load() != runs+1 {
+		t.Errorf("a cheap pattern: not selected, or %d costly filters, or %d runs", len(ev.costly), regexRuns.Load()-runs)
+	}
+}
+
+func TestRegexSizeBoundsCompiledInstructions(t *testing.T) {
+	for _, pattern := range []string{"a", "abc", "^web-[0-9]+$", "(a|b|c)*d", "a{2,5}", "(?:ab){3,}", "x{0,3}y?z+", "(?i)hello|world", `\bfoo\b`, "(?:(?:a?){9}){3}", "[[:alpha:]]{4}.*$", "(a)(b)(c)"} {
+		re, err := syntax.Parse(pattern, syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound := regexSize(re, 1<<20)
+		prog, err := syntax.Compile(re.Simplify())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(prog.Inst)) > bound {
+			t.Errorf("%q compiles into %d instructions; bounded by %d", pattern, len(prog.Inst), bound)
+		}
+		if over := regexSize(re, 3); bound > 3 && over <= 3 {
+			t.Errorf("%q: past a limit of 3, size %d", pattern, over)
 		}
 	}
 }
@@ -270,6 +350,27 @@ func TestFilterReadsDecideAsTheWholeObject(t *testing.T) {
 			if (wantErr != nil) != (gotErr != nil) || wantErr == nil && gotOut.Equal(wantOut) != types.True {
 				t.Errorf("%s on %s: the whole object gives %v (%v), what it reads %v (%v)", tt.expr, obj, wantOut, wantErr, gotOut, gotErr)
 			}
+		}
+	}
+}
+
+// TestTruncateKeepsCharactersWhole checks that a shortened reason stays
+// valid UTF-8, which a gRPC status message must be.
+func TestTruncateKeepsCharactersWhole(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "abc..."},
+		{"ab€cd", 3, "ab..."}, // € is three bytes: not cut through
+		{"ab€cd", 5, "ab€..."},
+		{"€€", 1, "..."},
+	} {
+		got := truncateTo(tc.in, tc.max)
+		if got != tc.want || !utf8.ValidString(got) {
+			t.Errorf("truncateTo(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
 		}
 	}
 }

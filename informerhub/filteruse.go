@@ -3,6 +3,7 @@ package informerhub
 import (
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
@@ -10,25 +11,31 @@ import (
 
 // How a feed uses filters (filter.go): which distinct ones its
 // subscriptions hold, within Config.MaxFiltersPerResource; their
-// evaluation on each change, before the feed's lock; and the ones it
-// refuses because an evaluation exceeded its cost.
+// evaluation on each change, before the feed's lock; and the selectors it
+// refuses because their filter's evaluation exceeded its cost.
 //
 // Evaluation before the lock. Dispatch runs under feed.mu, which every
 // subscription takes to catch up, go live or read a bookmark's position. The
 // informer's handler therefore decodes each change's objects and evaluates
-// the filters in use on them before it takes the lock (feed.prepare); under
-// the lock, dispatch reads the results from the change's evaluation. Only
-// the filters a subscription adds in between, and a relist's changes, are
-// evaluated under the lock.
+// the filters on them before it takes the lock (feed.prepare); under the
+// lock, dispatch reads the results from the change's evaluation. As
+// dispatch would, it evaluates a filter on an object only for the live
+// groups the object may concern (by their triggers) whose namespace, label
+// and field selectors select it: a filter costs only the objects its
+// subscribers would otherwise receive. Only the groups that go live in
+// between, and a relist's changes, have their filters evaluated under the
+// lock.
 //
 // Costly filters. The runtime cost limit (Config.MaxFilterCost) is checked
-// between the steps of an evaluation, so a single call of a function on a
-// large string (a regular expression over a megabyte) runs to its end
-// before the limit stops it. A filter that exceeds its limit on an object
-// of a resource type is therefore not merely false there: its subscriptions
-// on that resource type end with a *RequestError on selector.filter, and
-// the feed refuses it for costlyFilterTTL. Each distinct expression can cost
-// the feed at most one such evaluation per state of an object.
+// between the steps of an evaluation, and before each call of a regular
+// expression (see regexOptimizations). A filter that exceeds its limit on an
+// object is therefore not merely false there: it would cost as much on
+// every change of that object. The subscriptions whose selector selects the
+// object but for the filter end with a *RequestError on selector.filter,
+// and the feed refuses their selectors for costlyFilterTTL; subscribers of
+// the same filter with selectors that do not select the object are not
+// concerned. Each distinct selector can cost the feed at most one such
+// evaluation per state of an object.
 
 // filterUse is a distinct filter a feed's subscriptions hold.
 type filterUse struct {
@@ -36,57 +43,71 @@ type filterUse struct {
 	refs   int
 }
 
-// costlyFilterTTL is how long a feed refuses a filter that exceeded its
-// cost, and maxCostlyFilters how many such filters it remembers.
+// costlyFilterTTL is how long a feed refuses a selector whose filter
+// exceeded its cost, and maxRefusedSelectors how many such selectors it
+// remembers.
 const (
-	costlyFilterTTL  = 10 * time.Minute
-	maxCostlyFilters = 1024
+	costlyFilterTTL     = 10 * time.Minute
+	maxRefusedSelectors = 1024
 )
 
-// costlyFilterErrorLocked is why a filter is refused on the feed, or nil.
-// The caller holds f.mu.
-func (f *feed) costlyFilterErrorLocked(flt *filter) error {
-	until, ok := f.costlyFilters[sha256.Sum256([]byte(flt.expr))]
+// refusedErrorLocked is why a selector is refused on the feed, or nil. The
+// caller holds f.mu.
+func (f *feed) refusedErrorLocked(sel *selector) error {
+	if sel.filter == nil {
+		return nil
+	}
+	until, ok := f.refused[sha256.Sum256([]byte(sel.key))]
 	if !ok || time.Now().After(until) {
 		return nil
 	}
 	return &RequestError{Field: FieldFilter, Err: ErrInvalidRequest, Reason: fmt.Sprintf(
-		"the filter exceeded its cost limit (%d) on an object of %s, where the hub refuses it until %s: select fewer objects first (namespace, labels, fields), or test cheaper fields",
+		"the filter exceeded its cost limit (%d) on an object of %s that the rest of the selector selects; the hub refuses this selector until %s: select fewer objects first (namespace, labels, fields), or test cheaper fields",
 		f.hub.cfg.MaxFilterCost, f.resource, until.UTC().Format(time.RFC3339))}
 }
 
-// tripLocked refuses filters that exceeded their cost, and ends the live
-// subscriptions that hold them; the others end at their next step
-// (Subscription.endedLocked). The caller holds f.mu.
-func (f *feed) tripLocked(costly []*filter) {
+// tripLocked handles evaluations that exceeded their cost: for each, it
+// refuses the selectors that hold its filter and select its object but for
+// the filter, and ends their live subscriptions; their others end at their
+// next step (Subscription.endedLocked). own, when not nil, is the selector
+// of the subscription or snapshot that made the evaluations. The caller
+// holds f.mu.
+func (f *feed) tripLocked(costly []costlyEvaluation, own *selector) {
 	now := time.Now()
-	for digest, until := range f.costlyFilters {
+	for digest, until := range f.refused {
 		if now.After(until) {
-			delete(f.costlyFilters, digest)
+			delete(f.refused, digest)
 		}
 	}
-	for _, flt := range costly {
-		digest := sha256.Sum256([]byte(flt.expr))
-		if _, known := f.costlyFilters[digest]; !known && len(f.costlyFilters) >= maxCostlyFilters {
-			for other := range f.costlyFilters { // forget one, any, to remember this one
-				delete(f.costlyFilters, other)
+	refuse := func(sel *selector) {
+		digest := sha256.Sum256([]byte(sel.key))
+		if _, known := f.refused[digest]; !known && len(f.refused) >= maxRefusedSelectors {
+			for other := range f.refused { // forget one, any, to remember this one
+				delete(f.refused, other)
 				break
 			}
 		}
-		f.costlyFilters[digest] = now.Add(costlyFilterTTL)
-		err := f.costlyFilterErrorLocked(flt)
+		f.refused[digest] = now.Add(costlyFilterTTL)
+	}
+	for _, c := range costly {
+		if own != nil && own.filter != nil && own.filter.expr == c.filter.expr {
+			refuse(own)
+		}
 		ended := 0
-		for _, g := range f.live.groups {
-			if g.sel.filter == nil || g.sel.filter.expr != flt.expr {
-				continue
+		f.live.candidates(c.obj, nil, func(g *subscriberGroup) {
+			if g.sel.filter == nil || g.sel.filter.expr != c.filter.expr || !g.sel.matchesBase(c.obj) {
+				return
 			}
+			refuse(g.sel)
+			err := f.refusedErrorLocked(g.sel)
 			for s := range g.subs {
 				f.live.remove(s)
 				s.failLocked(err)
 				ended++
 			}
-		}
-		f.log.Warn("a filter exceeded its cost limit; refusing it", "filter", truncate(flt.expr), "maxCost", f.hub.cfg.MaxFilterCost, "subscriptionsEnded", ended)
+		})
+		f.log.Warn("a filter exceeded its cost limit; refusing the selectors that select the object with it",
+			"filter", truncate(c.filter.expr), "object", c.obj.namespace+"/"+c.obj.name, "maxCost", f.hub.cfg.MaxFilterCost, "subscriptionsEnded", ended)
 	}
 }
 
@@ -98,49 +119,50 @@ type prepared struct {
 	eval *evaluation
 }
 
-// prepare evaluates the filters in use on the objects of deltas, before the
-// feed's lock (see above). It returns nothing to reuse when no filter is in
-// use, and for what it cannot prepare (applyLocked reports its errors).
+// prepare evaluates filters on the objects of deltas before the feed's
+// lock, where dispatch will (see above). It returns nothing to reuse when no
+// filter is in use, and for what it cannot prepare (applyLocked reports its
+// errors).
 func (f *feed) prepare(deltas cache.Deltas) []prepared {
 	out := make([]prepared, len(deltas))
-	prevs := make([]*object, len(deltas))
-	filters := f.preparedLocked(deltas, out, prevs)
-	if len(filters) == 0 {
-		return out
-	}
-	for i, p := range out {
-		if p.obj == nil {
+	plans := f.planLocked(deltas, out)
+	for i, plan := range plans {
+		if len(plan) == 0 {
 			continue
 		}
 		ev := &evaluation{}
+		filters := make([]*filter, 0, len(plan))
+		for _, e := range plan {
+			if !slices.Contains(filters, e.filter) {
+				filters = append(filters, e.filter)
+			}
+		}
 		ev.share(filters) // one decode of each object for all filters
-		for _, flt := range filters {
-			if deltas[i].Type != cache.Deleted {
-				flt.matches(p.obj, ev, &f.counters.filterErrors)
-			}
-			if prevs[i] != nil {
-				flt.matches(prevs[i], ev, &f.counters.filterErrors)
-			}
+		for _, e := range plan {
+			e.filter.matches(e.obj, ev, &f.counters.filterErrors)
 		}
 		out[i].eval = ev
 	}
 	return out
 }
 
-// preparedLocked returns the filters in use, and fills in the objects of
-// deltas and the states they replace, under the feed's lock (released
-// however it returns: process recovers from panics by stopping the feed,
-// which takes the lock).
-func (f *feed) preparedLocked(deltas cache.Deltas, out []prepared, prevs []*object) []*filter {
+// filterOn is a filter to evaluate on an object.
+type filterOn struct {
+	filter *filter
+	obj    *object
+}
+
+// planLocked fills in the objects of deltas, and returns for each the
+// filters dispatch will evaluate on its object and on the state it
+// replaces; under the feed's lock (released however it returns: process
+// recovers from panics by stopping the feed, which takes the lock).
+func (f *feed) planLocked(deltas cache.Deltas, out []prepared) [][]filterOn {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.filters) == 0 || !f.isSynced || f.err != nil {
 		return nil
 	}
-	filters := make([]*filter, 0, len(f.filters))
-	for _, use := range f.filters {
-		filters = append(filters, use.filter)
-	}
+	plans := make([][]filterOn, len(deltas))
 	// The state each delta replaces: the state's, or an earlier delta's of
 	// the same object.
 	pending := map[objectKey]*object{}
@@ -159,12 +181,27 @@ func (f *feed) preparedLocked(deltas cache.Deltas, out []prepared, prevs []*obje
 		if !ok {
 			prev, _ = f.state.Get(o)
 		}
-		out[i].obj, prevs[i] = o, prev
+		out[i].obj = o
+		// Dispatch tests a deletion's previous state only.
+		states := [2]*object{o, prev}
 		if d.Type == cache.Deleted {
+			states[0] = nil
 			pending[key] = nil
 		} else {
 			pending[key] = o
 		}
+		f.live.candidates(states[0], states[1], func(g *subscriberGroup) {
+			if g.sel.filter == nil {
+				return
+			}
+			for _, x := range states {
+				if x != nil && g.sel.matchesBase(x) {
+					if e := (filterOn{g.sel.filter, x}); !slices.Contains(plans[i], e) {
+						plans[i] = append(plans[i], e)
+					}
+				}
+			}
+		})
 	}
-	return filters
+	return plans
 }

@@ -208,10 +208,14 @@ func (h *Hub) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, err
 		return nil, err
 	}
 	f.mu.Lock()
-	if f.err != nil {
+	err = f.err
+	if err == nil {
+		err = f.refusedErrorLocked(parsed)
+	}
+	if err != nil {
 		f.mu.Unlock()
 		h.release(f)
-		return nil, f.err
+		return nil, err
 	}
 	tree, _ := f.cloneForLocked(parsed)
 	pos := f.pos
@@ -455,8 +459,8 @@ func (s *Snapshot) NextPage() (objects []string, last bool, err error) {
 		f := s.feed
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.tripLocked(s.cursor.eval.costly)
-		return nil, false, f.costlyFilterErrorLocked(s.cursor.sel.filter)
+		f.tripLocked(s.cursor.eval.costly, s.cursor.sel)
+		return nil, false, f.refusedErrorLocked(s.cursor.sel)
 	}
 	return objects, !more, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -283,16 +284,19 @@ func canonical(s fmt.Stringer) string {
 // matches reports whether an object is selected; ev, when not nil, shares
 // and collects what filters evaluate (see evaluation).
 func (s *selector) matches(o *object, ev *evaluation) bool {
+	return s.matchesBase(o) && (s.filter == nil || s.filter.matches(o, ev, s.filterErrors))
+}
+
+// matchesBase reports whether the selector's namespace, label and field
+// selectors select o: whether its filter, if any, is evaluated on o.
+func (s *selector) matchesBase(o *object) bool {
 	if s.namespace != "" && o.namespace != s.namespace {
 		return false
 	}
 	if s.labels != nil && !s.labels.Matches(o.labels) {
 		return false
 	}
-	if s.fields != nil && !s.fields.Matches(objectFields{o: o, set: s.fieldSet}) {
-		return false
-	}
-	return s.filter == nil || s.filter.matches(o, ev, s.filterErrors)
+	return s.fields == nil || s.fields.Matches(objectFields{o: o, set: s.fieldSet})
 }
 
 // variant says how a subscriber sees a record, following the Kubernetes watch
@@ -323,10 +327,18 @@ func (s *selector) variant(r *record, ev *evaluation) variant {
 	return variantNone
 }
 
-func truncate(s string) string {
-	const max = 64
+// truncate shortens s for a log line or a reason.
+func truncate(s string) string { return truncateTo(s, 64) }
+
+// truncateTo shortens s to at most max bytes and an ellipsis, cutting
+// before a character rather than through it: a reason stays valid UTF-8,
+// which a gRPC status message must be.
+func truncateTo(s string, max int) string {
 	if len(s) <= max {
 		return s
+	}
+	for max > 0 && !utf8.RuneStart(s[max]) {
+		max--
 	}
 	return s[:max] + "..."
 }

@@ -210,10 +210,10 @@ func (s *Subscription) acquireLocked(req *watchParams) error {
 	if err := f.checkOwnerLocked(s.owner, s.sel.filter, projKey); err != nil {
 		return err
 	}
+	if err := f.refusedErrorLocked(s.sel); err != nil {
+		return err
+	}
 	if flt := s.sel.filter; flt != nil {
-		if err := f.costlyFilterErrorLocked(flt); err != nil {
-			return err
-		}
 		use := f.filters[flt.expr]
 		if use == nil {
 			if len(f.filters) >= f.hub.cfg.MaxFiltersPerResource {
@@ -315,6 +315,9 @@ func (f *feed) addOwnerLocked(owner string, flt *filter, projKey string, delta i
 // error on every later call.
 func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 	for {
+		if err := s.Err(); err != nil {
+			return nil, err
+		}
 		switch s.phase {
 		case phaseInitial:
 			if err := s.stoppedOrCanceled(ctx); err != nil {
@@ -424,11 +427,8 @@ func (s *Subscription) endedLocked() error {
 	if s.feed.err != nil {
 		return s.feed.err
 	}
-	if flt := s.sel.filter; flt != nil {
-		// Refused since the subscription started (see filteruse.go).
-		return s.feed.costlyFilterErrorLocked(flt)
-	}
-	return nil
+	// Refused since the subscription started (see filteruse.go)?
+	return s.feed.refusedErrorLocked(s.sel)
 }
 
 // endCostly ends the subscription on its filter exceeding its cost in one
@@ -438,10 +438,10 @@ func (s *Subscription) endCostly(ev *evaluation) error {
 	f := s.feed
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.tripLocked(ev.costly)
+	f.tripLocked(ev.costly, s.sel)
 	ev.costly = nil
 	if s.failure == nil {
-		s.failLocked(f.costlyFilterErrorLocked(s.sel.filter))
+		s.failLocked(f.refusedErrorLocked(s.sel))
 	}
 	return s.Err()
 }

@@ -353,6 +353,58 @@ func TestFilterExceedingItsCostIsRefused(t *testing.T) {
 	}
 }
 
+// TestCostlyFilterEndsOnlyTheSelectorsOfItsObject checks that a filter
+// exceeding its cost on an object ends and refuses the selectors that
+// select that object but for the filter, not every holder of the filter:
+// one tenant's object cannot end another tenant's stream. And that the
+// feed does not evaluate a filter on objects its holders' namespace, label
+// and field selectors leave out. The selectors test labels' existence, which
+// the dispatch index cannot narrow: every change visits both groups.
+func TestCostlyFilterEndsOnlyTheSelectorsOfItsObject(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{MaxFilterCost: 100})
+	const expr = `object.data.v.matches("^(a|b)*c$")`
+	having := func(label string) informerhub.Selector {
+		return informerhub.Selector{Resource: configMaps, LabelSelector: label, Filter: expr}
+	}
+	subTeam := watch(t, h, informerhub.WatchRequest{Selector: having("team")})
+	subOwner := watch(t, h, informerhub.WatchRequest{Selector: having("owner")})
+	plain := watch(t, h, informerhub.WatchRequest{})
+	isRefusal := func(err error) bool {
+		var reqErr *informerhub.RequestError
+		return errors.As(err, &reqErr) && reqErr.Field == informerhub.FieldFilter && strings.Contains(reqErr.Reason, "exceeded its cost limit")
+	}
+	big := strings.Repeat("ab", 5000)
+
+	// A big object that no holder's labels select: not evaluated.
+	before := informerhub.FilterEvaluations()
+	c.cms().Add(configMap("ns", "nobody", nil, big))
+	if _, err := plain.Next(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := informerhub.FilterEvaluations() - before; n != 0 {
+		t.Errorf("an object no holder's labels select cost %d evaluations, want 0", n)
+	}
+
+	// One that owner's selector selects: its subscriber ends, and its
+	// selector is refused; team's goes on.
+	c.cms().Add(configMap("ns", "owned", map[string]string{"owner": "x"}, big))
+	if _, err := plain.Next(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := subOwner.Next(context.Background()); !isRefusal(err) {
+		t.Fatalf("owner's subscriber: %v, want its refusal", err)
+	}
+	if _, err := h.Watch(context.Background(), informerhub.WatchRequest{Selector: having("owner")}); !isRefusal(err) {
+		t.Fatalf("a new Watch of owner's selector: %v, want its refusal", err)
+	}
+	watch(t, h, informerhub.WatchRequest{Selector: having("team")}) // not refused
+	c.cms().Add(configMap("ns", "small", map[string]string{"team": "y"}, "abc"))
+	if ev, err := subTeam.Next(context.Background()); err != nil || ev.Type != informerhub.EventAdded {
+		t.Fatalf("team's subscriber after owner's object: %v, %v; want the ADDED of ns/small", ev, err)
+	}
+}
+
 // TestLimitsPerOwner checks that one owner's subscriptions hold at most
 // MaxFiltersPerOwner distinct filters and MaxProjectionsPerOwner distinct
 // projections on a resource type, leaving the rest to others.

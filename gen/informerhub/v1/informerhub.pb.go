@@ -175,13 +175,19 @@ type ResourceSelector struct {
 	// `object.status.phase == "Running" && object.spec.containers.exists(c,
 	// c.image.startsWith("nginx"))`. An evaluation that fails (a missing
 	// field: guard it with has(); a type mismatch) does not select the
-	// object. The expression's length and estimated cost are bounded by the
-	// hub (INVALID_ARGUMENT beyond them). An evaluation on an object that
-	// would cost more than the hub allows one evaluation ends the call with
-	// INVALID_ARGUMENT on selector.filter, and the hub refuses the
-	// expression on the resource type for ten minutes: its cost depends on
-	// the objects, so select fewer of them first (namespace, labels,
-	// fields), or test cheaper fields.
+	// object. Two differences from Kubernetes' CEL: the pattern of
+	// matches(), find() and findAll() must be a string literal, and a regular
+	// expression costs by the size of its compiled program as well as by the
+	// string's length. The expression's length and estimated cost are bounded
+	// by the hub (INVALID_ARGUMENT beyond them). An evaluation on an object
+	// that would cost more than the hub allows one evaluation ends the call
+	// with INVALID_ARGUMENT on selector.filter, and the hub refuses this
+	// selector (the same namespace, label and field selectors and filter) on
+	// the resource type for ten minutes, ending the other streams of that
+	// selector; streams with the same filter whose other selectors do not
+	// select the object go on. Its cost depends on the objects, so select
+	// fewer of them first (namespace, labels, fields), or test cheaper
+	// fields.
 	Filter        string `protobuf:"bytes,7,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
