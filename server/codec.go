@@ -74,14 +74,17 @@ func encodingOf(format informerhubv1.ObjectFormat) (informerhub.Encoding, error)
 		Reason: fmt.Sprintf("object_format %d is not one of OBJECT_FORMAT_UNSPECIFIED (JSON strings) and OBJECT_FORMAT_STRUCT", format)}
 }
 
-// maxStructDepth bounds how deep an object sent as a Struct may nest. Each
-// level of JSON is two of protobuf (a Struct in a Value), and protobuf
-// decoders refuse messages nested deeper than 10,000 (protobuf-go's
-// default): an object nested deeper than this is sent as JSON instead, so
-// that no client is sent what it cannot decode. Kubernetes objects nest a
-// few dozen levels at most; only a custom resource that preserves unknown
-// fields can go deeper.
-const maxStructDepth = 200
+// maxStructDepth bounds how deep an object sent as a Struct may nest, in
+// levels of JSON objects and arrays. A response carrying a Struct is one
+// message level, the Struct another, and each further JSON level up to
+// three more (a map entry, a Value, a Struct): an object of 32 levels makes
+// at most 2 + 3×31 + 2 = 97 message levels, within the 100 that the C++,
+// Java, Python and JavaScript (protobufjs) decoders accept by default
+// (protobuf-go accepts 10,000). An object nested deeper is sent as JSON
+// instead, so that no client is sent what it cannot decode. Built-in
+// Kubernetes objects nest well within it; a custom resource that preserves
+// unknown fields, or a CustomResourceDefinition's deepest schemas, may not.
+const maxStructDepth = 32
 
 // errTooDeep refuses an object nested deeper than maxStructDepth.
 var errTooDeep = errors.New("the object nests too deep for a Struct")

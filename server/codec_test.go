@@ -15,12 +15,19 @@ func nested(depth int) string {
 	return `{"kind":"X","metadata":{"name":"deep"},"spec":` + strings.Repeat(`{"a":`, depth) + `1` + strings.Repeat(`}`, depth) + `}`
 }
 
+// clientRecursionLimit is the message nesting the most restrictive
+// protobuf decoders accept by default (see maxStructDepth).
+const clientRecursionLimit = 100
+
 // TestStructsFallBackToJSONWhenTooDeep checks that an object a protobuf
 // decoder could refuse as a Struct is sent as JSON, in a Watch and in a
 // Snapshot page alike, and that every other object is sent as a Struct a
 // decoder accepts.
 func TestStructsFallBackToJSONWhenTooDeep(t *testing.T) {
-	shallow, deep := nested(maxStructDepth-3), nested(maxStructDepth)
+	shallow, deep := nested(maxStructDepth-1), nested(maxStructDepth)
+	if d := jsonDepth(shallow); d != maxStructDepth {
+		t.Fatalf("the shallow object nests %d levels, want %d", d, maxStructDepth)
+	}
 	if d := jsonDepth(deep); d <= maxStructDepth {
 		t.Fatalf("the deep object nests %d levels", d)
 	}
@@ -30,13 +37,15 @@ func TestStructsFallBackToJSONWhenTooDeep(t *testing.T) {
 
 	resp := watchResponse(&informerhub.Event{Type: informerhub.EventModified, Object: shallow, PreviousObject: shallow, Encoding: encodingStruct})
 	if resp.ObjectStruct == nil || resp.PreviousObjectStruct == nil || resp.Object != "" {
-		t.Fatalf("an object of depth %d: %v", maxStructDepth-2, resp)
+		t.Fatalf("an object of depth %d: %v", maxStructDepth, resp)
 	}
 	data, err := proto.Marshal(resp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := proto.Unmarshal(data, &informerhubv1.WatchResponse{}); err != nil {
+	// As the C++, Java, Python and JavaScript decoders would.
+	strict := proto.UnmarshalOptions{RecursionLimit: clientRecursionLimit}
+	if err := strict.Unmarshal(data, &informerhubv1.WatchResponse{}); err != nil {
 		t.Fatalf("a client cannot decode it: %v", err)
 	}
 	resp = watchResponse(&informerhub.Event{Type: informerhub.EventModified, Object: deep, PreviousObject: shallow, Encoding: encodingStruct})

@@ -32,9 +32,10 @@ const (
 	// google.protobuf.Struct in object_struct, previous_object_struct and
 	// object_structs, which grpcurl and other JSON renderings print as
 	// nested JSON. Numbers become doubles: integers beyond 2^53 lose
-	// precision. An object nested more than 200 levels deep, which protobuf
-	// decoders could refuse, comes as JSON instead (in object, or in objects
-	// for its whole snapshot page).
+	// precision. An object nested more than 32 levels of JSON objects and
+	// arrays deep, which protobuf decoders of other languages refuse by
+	// default (beyond 100 message levels), comes as JSON instead (in object,
+	// or in objects for its whole snapshot page).
 	ObjectFormat_OBJECT_FORMAT_STRUCT ObjectFormat = 1
 )
 
