@@ -33,10 +33,13 @@ type Cluster struct {
 	infos   map[schema.GroupVersionResource]informerhub.ResourceInfo
 	sources map[schema.GroupVersionResource]*fcache.FakeControllerSource
 
-	mu        sync.Mutex // guards started, compacted and lists
+	mu        sync.Mutex // guards started, compacted, lists and fromZero
 	started   map[schema.GroupVersionResource]int
 	compacted map[schema.GroupVersionResource]int
 	lists     map[schema.GroupVersionResource]int
+	// fromZero is a watch opened with a LIST at version 0, until the
+	// reflector that listed asks for it (see listerWatcher.List).
+	fromZero map[schema.GroupVersionResource]watch.Interface
 }
 
 var (
@@ -57,6 +60,7 @@ func NewCluster(t testing.TB) *Cluster {
 		started:   map[schema.GroupVersionResource]int{},
 		compacted: map[schema.GroupVersionResource]int{},
 		lists:     map[schema.GroupVersionResource]int{},
+		fromZero:  map[schema.GroupVersionResource]watch.Interface{},
 	}
 	for gvr := range c.infos {
 		src := fcache.NewFakeControllerSource()
@@ -97,7 +101,7 @@ func (c *Cluster) ListerWatcher(info informerhub.ResourceInfo) cache.ListerWatch
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.started[info.Resource]++
-	return &listerWatcher{c.sources[info.Resource], c, info.Resource}
+	return &listerWatcher{FakeControllerSource: c.sources[info.Resource], cluster: c, gvr: info.Resource}
 }
 
 // Lists counts the LIST calls made of gvr, by informers and replays.
@@ -134,14 +138,48 @@ func (*listerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
 
 // List lists everything (the fake ignores selectors and versions), and
 // counts the call.
+//
+// A LIST of a source that has never changed is at version 0, and the fake
+// cannot serve a watch from 0 once a change is made (it expires it, and the
+// informer relists, collapsing the changes made in between). The reflector's
+// first LIST (ResourceVersion "0") therefore opens a watch before it lists;
+// when the LIST is at 0, no change came in between, and the reflector's
+// watch from 0 gets that watch, as an API server would serve it.
 func (lw *listerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
 	lw.cluster.mu.Lock()
 	lw.cluster.lists[lw.gvr]++
 	lw.cluster.mu.Unlock()
-	return lw.FakeControllerSource.List(opts)
+	var w watch.Interface
+	if opts.ResourceVersion == "0" {
+		w, _ = lw.FakeControllerSource.Watch(metav1.ListOptions{ResourceVersion: "0"}) // fails once changed
+	}
+	list, err := lw.FakeControllerSource.List(opts)
+	if w == nil {
+		return list, err
+	}
+	if err != nil || list.(*corev1.List).ResourceVersion != "0" {
+		w.Stop()
+		return list, err
+	}
+	lw.cluster.mu.Lock()
+	defer lw.cluster.mu.Unlock()
+	if stale := lw.cluster.fromZero[lw.gvr]; stale != nil {
+		stale.Stop() // its reflector stopped before it watched
+	}
+	lw.cluster.fromZero[lw.gvr] = w
+	return list, nil
 }
 
 func (lw *listerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	if opts.ResourceVersion == "0" {
+		lw.cluster.mu.Lock()
+		w := lw.cluster.fromZero[lw.gvr]
+		delete(lw.cluster.fromZero, lw.gvr)
+		lw.cluster.mu.Unlock()
+		if w != nil {
+			return w, nil
+		}
+	}
 	if rv, err := strconv.Atoi(opts.ResourceVersion); err == nil && rv > 0 {
 		lw.cluster.mu.Lock()
 		compacted := lw.cluster.compacted[lw.gvr]
