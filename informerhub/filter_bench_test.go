@@ -4,7 +4,6 @@ package informerhub_test
 
 import (
 	"fmt"
-	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,14 +41,9 @@ func BenchmarkFilter(b *testing.B) {
 				pods[i] = podFrom(template, "bench", fmt.Sprintf("pod-%05d", i), benchusage.NodeName(i%shards),
 					map[string]string{"shard": fmt.Sprint("s", i%shards)})
 			}
-			cluster := hubtest.NewCluster(b)
-			for _, p := range pods {
-				cluster.Source(hubtest.Pods).Add(p)
-			}
+			cluster, relabel := podCluster(b, pods)
 			change := func(k int) int {
-				p := *pods[k%len(pods)]
-				p.Labels = withLabel(p.Labels, "rev", strconv.Itoa(k+1))
-				cluster.Source(hubtest.Pods).Modify(&p)
+				relabel(k)
 				return subscribers / shards
 			}
 			request := func(i int) informerhub.WatchRequest {

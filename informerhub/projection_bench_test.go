@@ -5,7 +5,6 @@ package informerhub_test
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -49,14 +48,9 @@ func BenchmarkProjection(b *testing.B) {
 			for i := range pods {
 				pods[i] = podFrom(template, "bench", fmt.Sprintf("pod-%05d", i), benchusage.NodeName(i%10), nil)
 			}
-			cluster := hubtest.NewCluster(b)
-			for _, p := range pods {
-				cluster.Source(hubtest.Pods).Add(p)
-			}
+			cluster, relabel := podCluster(b, pods)
 			change := func(k int) int {
-				p := *pods[k%len(pods)]
-				p.Labels = withLabel(p.Labels, "rev", strconv.Itoa(k+1))
-				cluster.Source(hubtest.Pods).Modify(&p)
+				relabel(k)
 				return subscribers
 			}
 			// Every subscriber receives the same event per change: the

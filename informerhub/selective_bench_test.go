@@ -101,14 +101,9 @@ func BenchmarkNodeAgents(b *testing.B) {
 			for i := range pods {
 				pods[i] = podFrom(template, "bench", fmt.Sprintf("agent-%05d", i), benchusage.NodeName(i%n), map[string]string{"rev": "0"})
 			}
-			cluster := hubtest.NewCluster(b)
-			for _, p := range pods {
-				cluster.Source(hubtest.Pods).Add(p)
-			}
+			cluster, relabel := podCluster(b, pods)
 			change := func(k int) int {
-				p := *pods[k%len(pods)]
-				p.Labels = withLabel(p.Labels, "rev", strconv.Itoa(k+1))
-				cluster.Source(hubtest.Pods).Modify(&p)
+				relabel(k)
 				return 1
 			}
 			selectiveBench{
@@ -373,6 +368,21 @@ func podFrom(template *corev1.Pod, namespace, name, node string, labels map[stri
 	p.Spec.NodeName = node
 	maps.Copy(p.Labels, labels)
 	return &p
+}
+
+// podCluster returns a fake cluster holding pods, and a change that
+// relabels the k-th pod (round the pods) with the label rev=k+1.
+func podCluster(b *testing.B, pods []*corev1.Pod) (*hubtest.Cluster, func(k int)) {
+	cluster := hubtest.NewCluster(b)
+	for _, p := range pods {
+		cluster.Source(hubtest.Pods).Add(p)
+	}
+	relabel := func(k int) {
+		p := *pods[k%len(pods)]
+		p.Labels = withLabel(p.Labels, "rev", strconv.Itoa(k+1))
+		cluster.Source(hubtest.Pods).Modify(&p)
+	}
+	return cluster, relabel
 }
 
 // withLabel returns a copy of labels with one label set.
