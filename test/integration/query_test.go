@@ -426,6 +426,7 @@ func TestBadQueriesAreRefusedWithTheirField(t *testing.T) {
 		{"an undeclared name", withFilter(`pod.metadata.name == "a"`), codes.InvalidArgument, "INVALID_ARGUMENT", "selector.filter", "undeclared reference to 'pod'"},
 		{"not a bool", withFilter(`object.metadata.name`), codes.InvalidArgument, "INVALID_ARGUMENT", "selector.filter", "must evaluate to bool"},
 		{"too long", withFilter(`object.metadata.name == "` + strings.Repeat("a", 200) + `"`), codes.InvalidArgument, "INVALID_ARGUMENT", "selector.filter", "at most 200 are allowed"},
+		{"a computed regex pattern", withFilter(`object.data.v.matches(object.data.pattern)`), codes.InvalidArgument, "INVALID_ARGUMENT", "selector.filter", "must be a string literal"},
 		{"too costly", withFilter(`object.data.all(k, object.data.all(j, k == j || object.data[k] != object.data[j]))`), codes.InvalidArgument, "INVALID_ARGUMENT", "selector.filter", "estimated cost"},
 		{"an empty path", &informerhubv1.WatchRequest{Fields: []string{"status..phase"}}, codes.InvalidArgument, "INVALID_ARGUMENT", "fields", "empty step"},
 		{"a list index", &informerhubv1.WatchRequest{Fields: []string{"spec.containers[0].image"}}, codes.InvalidArgument, "INVALID_ARGUMENT", "fields", "list indexes are not supported"},
@@ -449,6 +450,46 @@ func TestBadQueriesAreRefusedWithTheirField(t *testing.T) {
 	}
 	if err := watchErr(withFilter(`object.metadata.name != "x"`)); err != nil {
 		t.Errorf("the filter in use, again: %v", err)
+	}
+}
+
+// TestCostlyFilterIsRefusedForItsSelectorOnly checks, on objects of the API
+// server, that a filter exceeding its runtime cost on an object ends the
+// streams whose selector selects that object, with INVALID_ARGUMENT on
+// selector.filter, and refuses that selector; while a stream of the same
+// filter in another namespace, where the object is not, goes on.
+func TestCostlyFilterIsRefusedForItsSelectorOnly(t *testing.T) {
+	h := startHub(t, informerhub.Config{MaxFilterCost: 1000})
+	costly, other := namespace(t), namespace(t)
+	const expr = `object.data.v.matches("^(a|b)*c$")`
+	watchIn := func(ns string) *informerhubv1.WatchRequest {
+		sel := watchSelector(ns)
+		sel.Filter = expr
+		return &informerhubv1.WatchRequest{Selector: sel}
+	}
+	ended, _ := openStartedWatch(t, h.client, watchIn(costly))
+	going, _ := openStartedWatch(t, h.client, watchIn(other))
+
+	// 20,000 bytes: a match would cost about 2,000 × its pattern's cost.
+	createConfigMap(t, costly, "big", nil, strings.Repeat("ab", 10000))
+	err := ended.end(t)
+	checkStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT", "selector.filter", "exceeded its cost limit")
+	stream, err := h.client.Watch(ctxFor(t), watchIn(costly))
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	checkStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT", "selector.filter", "refuses this selector")
+
+	createConfigMap(t, other, "small", nil, "abc")
+	for {
+		resp := going.next(t)
+		if resp.Type == informerhubv1.EventType_EVENT_TYPE_BOOKMARK {
+			continue
+		}
+		if c := hubChange(t, resp); c.Type != "ADDED" || c.Name != "small" {
+			t.Fatalf("the other namespace's stream: %+v, want the ADDED of small", c)
+		}
+		break
 	}
 }
 
