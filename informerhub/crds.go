@@ -25,10 +25,14 @@ import (
 // pkg/registry/customresource/strategy.go.)
 type crdFields struct {
 	informer cache.SharedIndexInformer
-	log      *slog.Logger
-	cancel   context.CancelFunc
-	done     chan struct{}
-	synced   chan struct{} // closed once the informer has listed, or has given up waiting (failed)
+	// handled is the handler's registration: it has synced once the
+	// handler has taken every object of the first list into byName, which
+	// the informer's own HasSynced (its store) does not wait for.
+	handled cache.ResourceEventHandlerRegistration
+	log     *slog.Logger
+	cancel  context.CancelFunc
+	done    chan struct{}
+	synced  chan struct{} // closed once the informer has listed, or has given up waiting (failed)
 
 	mu     sync.Mutex // guards byName and syncedClosed
 	byName map[string]crdVersions
@@ -89,7 +93,7 @@ func newCRDFields(source Source, log *slog.Logger) *crdFields {
 		out.Name, out.ResourceVersion = raw.Name, raw.ResourceVersion
 		return out, nil
 	})
-	_, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	c.handled, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.put,
 		UpdateFunc: func(_, obj any) { c.put(obj) },
 		DeleteFunc: c.delete,
@@ -119,7 +123,7 @@ func (c *crdFields) start() {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.informer.RunWithContext(ctx) })
 	wg.Go(func() {
-		if cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
+		if cache.WaitForCacheSync(ctx.Done(), c.handled.HasSynced) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			c.closeSyncedLocked()
