@@ -106,17 +106,28 @@ func apiChangesUntil(t *testing.T, w watch.Interface, marker string) []change {
 func hubChangesUntil(t *testing.T, r *streamReader[informerhubv1.WatchResponse], marker string) []change {
 	t.Helper()
 	var out []change
+	hubResponsesUntil(t, r, marker, func(resp *informerhubv1.WatchResponse) change {
+		c := hubChange(t, resp)
+		out = append(out, c)
+		return c
+	})
+	return out[:len(out)-1]
+}
+
+// hubResponsesUntil reads a hub stream, checking what every response must
+// carry, and passes each response but bookmarks to read, up to the one
+// read says is the ADDED of marker.
+func hubResponsesUntil(t *testing.T, r *streamReader[informerhubv1.WatchResponse], marker string, read func(*informerhubv1.WatchResponse) change) {
+	t.Helper()
 	for {
 		resp := r.next(t)
 		checkResponse(t, resp)
 		if resp.Type == informerhubv1.EventType_EVENT_TYPE_BOOKMARK {
 			continue
 		}
-		c := hubChange(t, resp)
-		if c.Name == marker && c.Type == "ADDED" {
-			return out
+		if c := read(resp); c.Name == marker && c.Type == "ADDED" {
+			return
 		}
-		out = append(out, c)
 	}
 }
 

@@ -199,18 +199,12 @@ func hubQueryChange(t *testing.T, resp *informerhubv1.WatchResponse) queryChange
 // the token of each change.
 func hubQueryChangesUntil(t *testing.T, r *streamReader[informerhubv1.WatchResponse], marker string) (changes []queryChange, tokens []string) {
 	t.Helper()
-	for {
-		resp := r.next(t)
-		checkResponse(t, resp)
-		if resp.Type == informerhubv1.EventType_EVENT_TYPE_BOOKMARK {
-			continue
-		}
+	hubResponsesUntil(t, r, marker, func(resp *informerhubv1.WatchResponse) change {
 		c := hubQueryChange(t, resp)
-		if c.Name == marker && c.Type == "ADDED" {
-			return changes, append(tokens, resp.ResumeToken)
-		}
 		changes, tokens = append(changes, c), append(tokens, resp.ResumeToken)
-	}
+		return change{Type: c.Type, Name: c.Name}
+	})
+	return changes[:len(changes)-1], tokens
 }
 
 func dataIsOn(u *unstructured.Unstructured) bool {

@@ -391,16 +391,7 @@ func TestSDKInformerOnOneNodesPods(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		informer.RunWithContext(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-stopped
-	}()
+	defer runInformer(context.Background(), informer)()
 	if !cache.WaitForCacheSync(ctxFor(t).Done(), informer.HasSynced) {
 		t.Fatal("the informer did not sync")
 	}

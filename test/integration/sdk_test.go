@@ -239,16 +239,7 @@ func TestStockInformerOverTheHub(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		informer.RunWithContext(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-stopped
-	}()
+	defer runInformer(context.Background(), informer)()
 	waitFor := func(name string) {
 		t.Helper()
 		timeout := time.After(time.Minute)
@@ -343,16 +334,7 @@ func TestFailoverBetweenReplicas(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	informerCtx, stopInformer := context.WithCancel(ctx)
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		informer.RunWithContext(informerCtx)
-	}()
-	defer func() {
-		stopInformer()
-		<-stopped
-	}()
+	defer runInformer(ctx, informer)()
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		t.Fatal("the informer did not sync")
 	}
@@ -403,5 +385,20 @@ func TestFailoverBetweenReplicas(t *testing.T) {
 	}
 	if after := replicas[0].snapshots.Load() + replicas[1].snapshots.Load(); after != snapshotsBefore {
 		t.Fatalf("the informer listed again (%d snapshots) although the other replica could resume it", after-snapshotsBefore)
+	}
+}
+
+// runInformer runs informer until ctx ends or stop is called; stop
+// returns once it has stopped.
+func runInformer(ctx context.Context, informer cache.SharedIndexInformer) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		informer.RunWithContext(ctx)
+	}()
+	return func() {
+		cancel()
+		<-stopped
 	}
 }
