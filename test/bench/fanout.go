@@ -116,15 +116,7 @@ func (e *Env) fanOut(ctx context.Context, o *Options, side string, hub *hubProce
 		return res, err
 	}
 	start := time.Now()
-	type written struct {
-		n   int
-		err error
-	}
-	writes := make(chan written, 1)
-	go func() {
-		n, err := w.run(ctx, rate, o.FanOutDuration)
-		writes <- written{n, err}
-	}()
+	writes := inBackground(func() (int, error) { return w.run(ctx, rate, o.FanOutDuration) })
 	// Mid-run, every client's watch is open.
 	if res.watches, err = e.clientWatches(ctx); err != nil {
 		return res, err

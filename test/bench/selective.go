@@ -196,15 +196,7 @@ func (e *Env) selectiveRun(ctx context.Context, o *Options, side string, sel sel
 		profiled = hub.cpuProfile(ctx, o.FanOutDuration, profile)
 	}
 	start := time.Now()
-	type written struct {
-		n   int
-		err error
-	}
-	writes := make(chan written, 1)
-	go func() {
-		n, err := ch.run(ctx, rate, o.FanOutDuration)
-		writes <- written{n, err}
-	}()
+	writes := inBackground(func() (int, error) { return ch.run(ctx, rate, o.FanOutDuration) })
 	if sel.clients > 0 {
 		// Mid-run, every client's watch is open.
 		n, err := e.watchCount(ctx, sel.resource)

@@ -106,3 +106,22 @@ func forEach(ctx context.Context, n, parallel int, f func(ctx context.Context, i
 	}
 	return g.Wait()
 }
+
+// written is what a run of changes made: how many, and why it stopped
+// early.
+type written struct {
+	n   int
+	err error
+}
+
+// inBackground runs changes (a writer's or a changer's run) on a goroutine
+// of their own, while the caller measures; their result arrives on the
+// channel.
+func inBackground(run func() (int, error)) <-chan written {
+	out := make(chan written, 1)
+	go func() {
+		n, err := run()
+		out <- written{n, err}
+	}()
+	return out
+}
