@@ -19,6 +19,15 @@ const readline = require('node:readline');
 const { connect, status, ObjectFormat } = require('../informerhub.js');
 const { hubEnv, Kube, EventReader, describe: describeEvent } = require('../testlib.js');
 
+// nextPrinted returns the next event the CLI printed (one JSON line each),
+// skipping periodic bookmarks but not the end of the initial events.
+async function nextPrinted(events, what) {
+  for (;;) {
+    const e = JSON.parse(await events.next(what));
+    if (e.type !== 'BOOKMARK' || e.initialEventsEnd) return e;
+  }
+}
+
 let env;
 let hub;
 let kube;
@@ -622,12 +631,7 @@ describe('example CLI', () => {
   test('watch prints one JSON line per event, and on SIGINT the token to resume from', async () => {
     const { child, lines, exited } = run('watch', 'configmaps', '-n', env.TEST_NAMESPACE, '-l', 'case=cli-watch');
     const events = new EventReader(lines);
-    const next = async (what) => {
-      for (;;) {
-        const e = JSON.parse(await events.next(what));
-        if (e.type !== 'BOOKMARK' || e.initialEventsEnd) return e;
-      }
-    };
+    const next = (what) => nextPrinted(events, what);
     try {
       const end = await next('the end of the initial events');
       assert.equal(end.initialEventsEnd, true);
@@ -661,12 +665,7 @@ describe('example CLI', () => {
     const { child, lines, exited } = run('watch', 'configmaps', '-n', env.TEST_NAMESPACE, '-l', 'case=cli-view',
       '--filter', 'object.data.state == "on"', '--field', 'data.v', '--include-previous', '--object-format', 'struct');
     const events = new EventReader(lines);
-    const next = async (what) => {
-      for (;;) {
-        const e = JSON.parse(await events.next(what));
-        if (e.type !== 'BOOKMARK' || e.initialEventsEnd) return e;
-      }
-    };
+    const next = (what) => nextPrinted(events, what);
     try {
       const added = await next('ADDED cli-view-a');
       assert.deepEqual([added.type, added.object.metadata.name, added.object.data], ['ADDED', 'cli-view-a', { v: '1' }]);
