@@ -232,20 +232,7 @@ func apiList(t *testing.T, ri dynamic.ResourceInterface, rv, fieldSelector strin
 	if err != nil {
 		t.Fatalf("LIST with %s at %s: %v", fieldSelector, rv, err)
 	}
-	var out []change
-	for _, item := range list.Items {
-		// LIST items come without their type; watch events and the hub's
-		// objects have it.
-		item.SetAPIVersion(list.GetAPIVersion())
-		item.SetKind(strings.TrimSuffix(list.GetKind(), "List"))
-		data, err := json.Marshal(item.Object)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, change{Type: "ADDED", Name: item.GetName(), RV: item.GetResourceVersion(), Object: canonicalJSON(t, data)})
-	}
-	slices.SortFunc(out, func(a, b change) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return listedChanges(t, list)
 }
 
 // create makes an object from its JSON form, and sets its status when

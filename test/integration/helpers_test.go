@@ -173,10 +173,18 @@ func listAt(t *testing.T, ns, resourceVersion, labelSelector, fieldSelector stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	return listedChanges(t, list)
+}
+
+// listedChanges turns a LIST into initial events, by name.
+func listedChanges(t *testing.T, list *unstructured.UnstructuredList) []change {
+	t.Helper()
 	var out []change
 	for _, item := range list.Items {
-		item.SetAPIVersion("v1") // LIST items come without them; watch events have them
-		item.SetKind("ConfigMap")
+		// LIST items come without their type; watch events and the hub's
+		// objects have it.
+		item.SetAPIVersion(list.GetAPIVersion())
+		item.SetKind(strings.TrimSuffix(list.GetKind(), "List"))
 		data, err := json.Marshal(item.Object)
 		if err != nil {
 			t.Fatal(err)
