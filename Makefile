@@ -94,10 +94,15 @@ test-unit: ## Run the tests that need no control plane.
 # which is too long for CI (about 6 minutes on 2 cores).
 FAULT_TESTS := TestAPIServerKilledAndRestarted|TestCompactionForcesARelist|TestHubKilledAndRestarted|TestClientsMoveBetweenReplicas|TestNetworkToTheAPIServerStallsAndDrops|TestStalledAndSlowSubscribers|TestManySubscribeCycles|TestTokensOutliveTheHub
 SOAK_COUNT  ?= 10
+# Scale tests run in `make test` at a size that takes seconds; soak runs
+# them at the size their issues name (-full-size), without the race
+# detector, which would make them take many minutes.
+SCALE_TESTS := TestALargeRelistEndsNoSubscriber
 
 .PHONY: soak
-soak: controlplane ## Run the fault suite SOAK_COUNT times (not in CI).
+soak: controlplane ## Run the fault suite SOAK_COUNT times, and the scale tests once at full size (not in CI).
 	go test -race -count=$(SOAK_COUNT) -run '^($(FAULT_TESTS))$$' ./test/integration/
+	go test -count=1 -timeout 30m -run '^($(SCALE_TESTS))$$' ./test/integration/ -full-size
 
 .PHONY: fuzz
 # -fuzzminimizetime caps minimization, which can stall (golang/go#48820).

@@ -8,9 +8,11 @@ import (
 // Config tunes a Hub. The zero value is usable: every field has a default.
 type Config struct {
 	// HistorySize and HistoryBytes bound the changes per resource type the
-	// hub keeps for resuming: at most HistorySize of them, holding at most
-	// HistoryBytes of object JSON (approximately: each change counts its
-	// object's JSON and a fixed overhead). Besides them, the events built
+	// hub keeps for resuming and for subscribers that fell behind: at most
+	// HistorySize of them, holding at most HistoryBytes of object JSON
+	// (approximately: each change counts its object's JSON and a fixed
+	// overhead), besides the newest relist's differences, which it holds
+	// whole until newer changes alone fill these bounds. Besides them, the events built
 	// for subscribers' projections, previous states and encodings are kept
 	// for sharing while they fit in another HistoryBytes; past that, each
 	// subscriber builds its own. A resume token older than the
@@ -32,10 +34,11 @@ type Config struct {
 	MaxReplayStateBytes int64
 
 	// QueueSize bounds the changes waiting to be sent to one subscriber. A
-	// subscriber that falls further behind is ended with a *TooSlowError
-	// (ErrSubscriberTooSlow), so one slow client never delays the others or
-	// grows the hub's memory. It is at most half of HistorySize, so that a
-	// disconnected subscriber's token can still be resumed. Default: 1000.
+	// subscriber that falls further behind reads on from the history
+	// instead, at its own pace, so one slow client never delays the others
+	// or grows the hub's memory; it is ended with a *TooSlowError
+	// (ErrSubscriberTooSlow) only once the history no longer holds its
+	// position. It is at most half of HistorySize. Default: 1000.
 	QueueSize int
 
 	// BookmarkInterval bounds how long a subscriber receives nothing: a

@@ -38,8 +38,13 @@
 // without any queue; then joins the feed's live subscribers atomically with
 // the last record it read, and from then on receives changes through a
 // bounded queue that process fills without ever blocking. A subscriber whose
-// queue overflows is dropped with a *TooSlowError carrying the token to
-// resume from; nobody else waits for it.
+// queue is full when a change comes falls behind: it leaves the live
+// subscribers and reads on from the history, as in catch-up, until it has
+// caught up again (etcd's lagging watchers); nobody else waits for it, and a
+// burst such as a relist's thousands of differences ends nobody. Only a
+// subscriber the history has moved past is dropped, with a *TooSlowError
+// carrying the token to resume from. The history holds the newest relist's
+// differences whole for this.
 //
 // A token the history no longer holds is replayed from the API server
 // (replay.go): its watch from the token's resourceVersion, and for a filter,

@@ -29,8 +29,8 @@ var (
 	// ErrTokenAhead: a resume token is newer than anything this hub has seen
 	// (it came from another hub that was ahead). Retrying shortly works.
 	ErrTokenAhead = errors.New("resume token is ahead of the hub")
-	// ErrSubscriberTooSlow: a subscriber did not keep up and its queue
-	// overflowed (*TooSlowError carries the token to resume from).
+	// ErrSubscriberTooSlow: a subscriber fell behind further than the
+	// history (*TooSlowError carries the token to resume from).
 	ErrSubscriberTooSlow = errors.New("subscriber too slow")
 	// ErrUnavailable: the hub cannot serve the resource now, typically because
 	// the API server cannot be reached or refuses the hub. Retrying later may
@@ -118,17 +118,24 @@ func (e *ExpiredError) Error() string {
 
 func (e *ExpiredError) Unwrap() error { return ErrTokenExpired }
 
-// TooSlowError ends a subscription that did not keep up: its queue
-// overflowed.
+// TooSlowError ends a subscription that did not keep up: it fell behind
+// further than the history holds, or (Stalled) its client stopped reading.
 type TooSlowError struct {
 	Resource schema.GroupVersionResource
 	// ResumeToken is the token of the last event the subscription delivered
 	// (or the one it started from): resuming from it loses nothing.
 	ResumeToken string
+	// Stalled is set by a transport that ended the stream because its
+	// client read nothing for a while.
+	Stalled bool
 }
 
 func (e *TooSlowError) Error() string {
-	return fmt.Sprintf("subscriber did not keep up with the changes of %s and was disconnected: watch again from the resume token of the last event received",
+	if e.Stalled {
+		return fmt.Sprintf("client read nothing of the changes of %s for too long and was disconnected: watch again from the resume token of the last event received",
+			FormatResource(e.Resource))
+	}
+	return fmt.Sprintf("subscriber fell further behind the changes of %s than the hub's history holds, and was disconnected: watch again from the resume token of the last event received",
 		FormatResource(e.Resource))
 }
 

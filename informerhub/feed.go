@@ -373,6 +373,8 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 	if batchRV > relistFrom {
 		f.relists = append(f.relists, versionRange{from: relistFrom, to: batchRV})
 	}
+	f.history.beginRelist()
+	defer f.history.endRelist()
 	for i, c := range changes {
 		if c.typ == EventDeleted {
 			f.deleteLocked(c.obj)
@@ -414,6 +416,7 @@ func (f *feed) deleteLocked(o *object) (prev *object, existed bool) {
 // batch's last record (offset 0) completes it at r.rv. ev holds what
 // filters evaluated of r before the lock (nil: nothing).
 func (f *feed) appendLocked(r *record, offset uint32, ev *evaluation) {
+	before := f.pos
 	r.pos = position{epoch: f.epoch, seq: f.pos.seq + 1, rv: r.rv, offset: offset}
 	r.received = time.Now().UnixNano()
 	f.counters.received.Add(1)
@@ -435,12 +438,11 @@ func (f *feed) appendLocked(r *record, offset uint32, ev *evaluation) {
 			select {
 			case s.queue <- delivery{rec: r, variant: v}:
 			default:
-				// Never wait for a subscriber: drop it, and let it resume
-				// from the last event it received.
+				// Never wait for a subscriber: it has everything up to
+				// before, and reads on from the history (see
+				// Subscription.fellBehindLocked).
 				f.live.remove(s)
-				s.failLocked(errOverflow)
-				f.counters.slowDisconnects.Add(1)
-				f.log.Warn("subscriber too slow; disconnecting it", "queueSize", cap(s.queue), "selector", s.describe())
+				s.fellBehindLocked(before)
 			}
 		}
 	})

@@ -126,8 +126,17 @@ type viewEvent struct {
 // history is a ring of a feed's most recent records, bounded by count and by
 // bytes. Record seq numbers are consecutive, so a record is found by its seq
 // in O(1) and by its resourceVersion in O(log n).
+//
+// Besides what its bounds allow, it holds the newest relist's records whole
+// (see beginRelist): a relist's differences arrive at once, and subscribers
+// that were live when it began read them from here at their own pace (see
+// Subscription), so its records go only once newer records alone fill the
+// bounds. They are mostly the objects of the current state, which is held
+// anyway; what they add is the previous states of the objects that changed.
 type history struct {
-	ring []*record
+	ring []*record // grows while a relist's records need room; never shrinks
+	// size is the most records held besides the newest relist's.
+	size int
 	// first and last are the seqs of the oldest and newest record held;
 	// the history is empty when last < first.
 	first, last uint64
@@ -141,6 +150,13 @@ type history struct {
 	// oldest are evicted while it exceeds maxBytes, keeping at least the
 	// newest.
 	recordBytes, maxBytes int64
+	// relistFirst and relistLast are the seqs of the newest relist's
+	// records (relistLast < relistFirst: none yet), relistBytes the size
+	// of those still held, and relisting is set while a relist's records
+	// are being pushed.
+	relistFirst, relistLast uint64
+	relistBytes             int64
+	relisting               bool
 	// viewBytes is the size of the events kept for the records' views
 	// other than the default one, bounded by as much again as the records
 	// (see feed.event). They never evict records: what one subscriber asks
@@ -153,8 +169,8 @@ type history struct {
 func (h *history) bytes() int64 { return h.recordBytes + h.viewBytes.used.Load() }
 
 func newHistory(size int, maxBytes int64, baseRV uint64, baseAt int64) history {
-	return history{ring: make([]*record, size), first: 1, last: 0, floorRV: baseRV, floorAt: baseAt, maxBytes: maxBytes,
-		viewBytes: &bytesBudget{max: maxBytes}}
+	return history{ring: make([]*record, size+1), size: size, first: 1, last: 0, floorRV: baseRV, floorAt: baseAt,
+		maxBytes: maxBytes, relistFirst: 1, viewBytes: &bytesBudget{max: maxBytes}}
 }
 
 // newestAt is when the newest record arrived, or floorAt when there is none.
@@ -176,24 +192,59 @@ const recordOverhead = 512
 // record that introduced it, or belongs to the current state).
 func recordSize(r *record) int64 { return int64(len(r.obj.json)) + recordOverhead }
 
+// beginRelist makes the records pushed until endRelist the newest relist's,
+// held whole (see history).
+func (h *history) beginRelist() {
+	h.relistFirst, h.relistLast, h.relistBytes, h.relisting = h.last+1, h.last, 0, true
+}
+
+func (h *history) endRelist() { h.relisting = false }
+
 func (h *history) push(r *record) {
 	if h.len() == len(h.ring) {
-		h.evict()
+		h.grow()
 	}
 	h.last = r.pos.seq
 	h.ring[r.pos.seq%uint64(len(h.ring))] = r
 	r.views.budget = h.viewBytes
-	h.recordBytes += recordSize(r)
-	for h.recordBytes > h.maxBytes && h.len() > 1 {
+	size := recordSize(r)
+	h.recordBytes += size
+	if h.relisting {
+		h.relistLast, h.relistBytes = r.pos.seq, h.relistBytes+size
+	}
+	for h.len() > 1 && (h.len() > h.size || h.recordBytes > h.maxBytes) && h.evictable() {
 		h.evict()
 	}
+}
+
+// evictable reports whether the oldest record may go to make room: it is not
+// the newest relist's, or the records after that relist alone fill the
+// bounds.
+func (h *history) evictable() bool {
+	if h.first < h.relistFirst || h.first > h.relistLast {
+		return true
+	}
+	return int(h.last-h.relistLast) > h.size || h.recordBytes-h.relistBytes > h.maxBytes
+}
+
+// grow doubles the ring, keeping each record at its seq's place.
+func (h *history) grow() {
+	ring := make([]*record, 2*len(h.ring))
+	for seq := h.first; seq <= h.last; seq++ {
+		ring[seq%uint64(len(ring))] = h.ring[seq%uint64(len(h.ring))]
+	}
+	h.ring = ring
 }
 
 func (h *history) evict() {
 	i := h.first % uint64(len(h.ring))
 	evicted := h.ring[i]
 	h.ring[i] = nil
-	h.recordBytes -= recordSize(evicted)
+	size := recordSize(evicted)
+	h.recordBytes -= size
+	if h.first >= h.relistFirst && h.first <= h.relistLast {
+		h.relistBytes -= size
+	}
 	evicted.views.release()
 	h.floorRV, h.floorAt = evicted.rv, evicted.received
 	h.first++

@@ -232,12 +232,15 @@ func TestRelistSendsTrueDifferences(t *testing.T) {
 	}
 }
 
-func TestSlowSubscriberOverflowsAlone(t *testing.T) {
+// TestSlowSubscriberFallsBehindAlone: a subscriber that does not read while
+// changes come fills its queue, falls behind, and then reads every change
+// from the history, in order, and goes live again; the healthy subscriber
+// beside it is not delayed.
+func TestSlowSubscriberFallsBehindAlone(t *testing.T) {
 	c := newFakeCluster(t)
 	h := newHub(t, c, informerhub.Config{QueueSize: 4})
 	stalled := watch(t, h, informerhub.WatchRequest{})
 	healthy := watch(t, h, informerhub.WatchRequest{})
-	start := stalled.ResumeToken()
 
 	// One change at a time, each received by the healthy subscriber before
 	// the next: its queue never holds more than one, the stalled one's fills.
@@ -247,20 +250,111 @@ func TestSlowSubscriberOverflowsAlone(t *testing.T) {
 			t.Fatalf("healthy subscriber got %v, want ns/%d", e, i)
 		}
 	}
+	if st := h.Stats(); len(st) != 1 || st[0].FellBehind != 1 || st[0].SlowDisconnects != 0 {
+		t.Fatalf("stats %+v, want one subscriber behind and none disconnected", st)
+	}
 	c.cms().Add(configMap("z", "marker", nil, ""))
+	got := collect(t, stalled, "z/marker")
+	if len(got) != 20 {
+		t.Fatalf("stalled subscriber got %d events, want 20: %v", len(got), got)
+	}
+	for i, e := range got {
+		if e.Key != fmt.Sprint("ns/", i) {
+			t.Fatalf("event %d of the stalled subscriber is %v, want ns/%d", i, e, i)
+		}
+	}
+	// Caught up, it is live again: its queue is counted, and it gets the
+	// next change.
+	c.cms().Add(configMap("z", "after", nil, ""))
+	if e := toEv(t, nextChange(t, stalled)); e.Key != "z/after" {
+		t.Fatalf("stalled subscriber got %v after catching up, want z/after", e)
+	}
+	if st := h.Stats(); len(st[0].QueueDepths) != 2 {
+		t.Fatalf("queue depths %v: want both subscribers live", st[0].QueueDepths)
+	}
+}
 
+// TestSubscriberBehindTheHistoryEnds: a subscriber that fell behind and
+// whose position the history then dropped ends with a TooSlowError holding
+// the token of the last event it received, from which it resumes without
+// loss.
+func TestSubscriberBehindTheHistoryEnds(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{HistorySize: 8, QueueSize: 4})
+	stalled := watch(t, h, informerhub.WatchRequest{})
+	healthy := watch(t, h, informerhub.WatchRequest{})
+	for i := range 20 {
+		c.cms().Add(configMap("ns", fmt.Sprintf("%02d", i), nil, ""))
+		nextChange(t, healthy)
+	}
+	// Its queue holds the first four; the history now starts at the 13th.
+	var last string
+	for i := range 4 {
+		e := nextChange(t, stalled)
+		if got := toEv(t, e); got.Key != fmt.Sprintf("ns/%02d", i) {
+			t.Fatalf("queued event %d is %v", i, got)
+		}
+		last = e.ResumeToken
+	}
 	err := nextErr(t, stalled)
 	var tooSlow *informerhub.TooSlowError
 	if !errors.As(err, &tooSlow) || !errors.Is(err, informerhub.ErrSubscriberTooSlow) {
 		t.Fatalf("stalled subscriber ended with %v, want a TooSlowError", err)
 	}
-	if tooSlow.ResumeToken != start {
+	if tooSlow.ResumeToken != last {
 		t.Fatalf("TooSlowError token is not the last one delivered")
 	}
-	// Nothing is lost: resuming from the token delivers every change.
+	if st := h.Stats(); st[0].SlowDisconnects != 1 {
+		t.Fatalf("%d slow disconnects counted, want 1", st[0].SlowDisconnects)
+	}
+	// Nothing is lost: resuming from the token delivers every other change.
+	c.cms().Add(configMap("z", "marker", nil, ""))
 	resumed := watch(t, h, informerhub.WatchRequest{ResumeToken: tooSlow.ResumeToken})
-	if got := collect(t, resumed, "z/marker"); len(got) != 20 {
-		t.Fatalf("resumed subscriber got %d events, want 20", len(got))
+	if got := collect(t, resumed, "z/marker"); len(got) != 16 || got[0].Key != "ns/04" {
+		t.Fatalf("resumed subscriber got %v, want ns/04 to ns/19", got)
+	}
+}
+
+// TestRelistLargerThanTheHistoryEndsNobody: a relist whose differences are
+// many times a subscriber's queue, and more than the history's size, lands
+// at once; subscribers that were live read all of it, in order, at their
+// own pace, and none is ended.
+func TestRelistLargerThanTheHistoryEndsNobody(t *testing.T) {
+	c := newFakeCluster(t)
+	for i := range 60 {
+		c.cms().Add(configMap("ns", fmt.Sprintf("%02d", i), nil, "v1"))
+	}
+	h := newHub(t, c, informerhub.Config{HistorySize: 20, QueueSize: 5})
+	var subs []*informerhub.Subscription
+	for range 3 {
+		subs = append(subs, watch(t, h, informerhub.WatchRequest{}))
+	}
+	c.cms().Add(configMap("ns", "seen", nil, "v1")) // the hub's watch is open
+	for _, s := range subs {
+		nextChange(t, s)
+	}
+	for i := range 60 {
+		c.cms().ModifyDropWatch(configMap("ns", fmt.Sprintf("%02d", i), nil, "v2"))
+	}
+	c.cms().ResetWatch() // the hub relists: 60 differences, three times the history
+	for i, s := range subs {
+		seen := map[string]bool{}
+		for range 60 {
+			e := toEv(t, nextChange(t, s))
+			if e.Type != "MODIFIED" || e.Data != "v2" || seen[e.Key] {
+				t.Fatalf("subscriber %d got %v, want each of the relist's differences once", i, e)
+			}
+			seen[e.Key] = true
+		}
+	}
+	c.cms().Add(configMap("z", "marker", nil, ""))
+	for i, s := range subs {
+		if rest := collect(t, s, "z/marker"); len(rest) != 0 {
+			t.Fatalf("subscriber %d got more than the relist: %v", i, rest)
+		}
+	}
+	if st := h.Stats(); st[0].SlowDisconnects != 0 || st[0].FellBehind != 3 {
+		t.Fatalf("%d fell behind, %d disconnected; want 3 and 0", st[0].FellBehind, st[0].SlowDisconnects)
 	}
 }
 

@@ -50,8 +50,10 @@ type ResourceStats struct {
 	// broke the previous one). EventsReceived counts the changes the
 	// informer took (a relist's differences included); EventsSent, the
 	// events subscriptions returned (initial events and bookmarks
-	// included). SlowDisconnects counts subscribers ended for falling
-	// QueueSize behind; ExpiredTokens, requests answered with
+	// included). FellBehind counts the times a live subscriber's queue
+	// was full for a change, so that it went on reading from the history;
+	// SlowDisconnects, subscribers ended because they fell behind further
+	// than the history; ExpiredTokens, requests answered with
 	// ErrTokenExpired; Relists, the relists after the first sync; Replays,
 	// the tokens older than the history replayed from the API server.
 	// FilterErrors counts evaluations of filters that failed (a missing
@@ -60,6 +62,7 @@ type ResourceStats struct {
 	WatchRestarts   uint64
 	EventsReceived  uint64
 	EventsSent      uint64
+	FellBehind      uint64
 	SlowDisconnects uint64
 	ExpiredTokens   uint64
 	Relists         uint64
@@ -71,7 +74,7 @@ type ResourceStats struct {
 // keeps them for its whole life, so that they only grow, whatever the
 // informer's restarts; see ResourceStats for what each counts.
 type resourceCounters struct {
-	starts, watchRestarts, received, sent, slowDisconnects, expiredTokens, relists, replays, filterErrors atomic.Uint64
+	starts, watchRestarts, received, sent, fellBehind, slowDisconnects, expiredTokens, relists, replays, filterErrors atomic.Uint64
 }
 
 // Stats reports the hub's activity on each resource type it has run an
@@ -88,6 +91,7 @@ func (h *Hub) Stats() []ResourceStats {
 			WatchRestarts:   c.watchRestarts.Load(),
 			EventsReceived:  c.received.Load(),
 			EventsSent:      c.sent.Load(),
+			FellBehind:      c.fellBehind.Load(),
 			SlowDisconnects: c.slowDisconnects.Load(),
 			ExpiredTokens:   c.expiredTokens.Load(),
 			Relists:         c.relists.Load(),

@@ -25,7 +25,13 @@ import (
 //     from the feed's history (no queue, so a slow start cannot overflow);
 //  4. live: once caught up, it joins the feed's subscribers, atomically with
 //     the last record it read, and receives records through its bounded
-//     queue.
+//     queue. A live subscriber whose queue is full when a record comes
+//     falls behind: it leaves the live subscribers, passes what its queue
+//     holds, and catches up again from the history (phase 3), as etcd's
+//     watch cache serves its lagging watchers; so a burst (a relist's
+//     thousands of differences) delays a subscriber, never ends it. It
+//     ends (*TooSlowError) only if the history no longer holds its
+//     position by the time it reads on.
 type Subscription struct {
 	feed  *feed
 	sel   *selector
@@ -36,8 +42,9 @@ type Subscription struct {
 	group *subscriberGroup
 
 	// failed is closed, under feed.mu, when the subscription can deliver no
-	// more: its queue overflowed (failure is errOverflow) or its informer
-	// stopped (failure is why). failure is written before the close.
+	// more: it fell behind further than the history (failure is
+	// errLeftBehind) or its informer stopped (failure is why). failure is
+	// written before the close.
 	failed  chan struct{}
 	failure error
 	closed  bool // guarded by feed.mu: Close was called; never go live
@@ -58,6 +65,13 @@ type Subscription struct {
 	// one. Guarded by feed.mu: Close calls it from any goroutine.
 	cancelReplay context.CancelFunc
 
+	// behind is set, under feed.mu, when the live subscription's queue
+	// was full for a record: it is no longer live, and behindAt (guarded by
+	// feed.mu) is the position it has everything up to once its queue is
+	// passed. Atomic so that Next checks it without the lock.
+	behind   atomic.Bool
+	behindAt position
+
 	// Owned by the goroutine calling Next.
 	eval        evaluation // scratch of the filter's evaluations in catch-up and replays
 	phase       phase
@@ -67,13 +81,18 @@ type Subscription struct {
 	backlog     []*record    // phase catch-up: records read, not yet passed
 	backlogNext int
 	at          position // phase catch-up: the position of everything passed (its seq is the last record's)
-	quietTicks  int      // bookmark ticks since the last event returned
-	bookmarks   *time.Ticker
+	// caughtUpFromBehind is set while catching up after falling behind:
+	// losing its place in the history then ends the subscription, rather
+	// than replaying from the API server what it was too slow to read.
+	caughtUpFromBehind bool
+	quietTicks         int // bookmark ticks since the last event returned
+	bookmarks          *time.Ticker
 }
 
-// errOverflow marks a subscription whose queue overflowed; Err turns it into
-// a *TooSlowError with the subscription's last token.
-var errOverflow = errors.New("queue overflowed")
+// errLeftBehind marks a subscription that fell behind further than the
+// history; Err turns it into a *TooSlowError with the subscription's last
+// token.
+var errLeftBehind = errors.New("fell behind the history")
 
 type phase uint8
 
@@ -350,7 +369,10 @@ func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 				return ev, err
 			}
 		case phaseLive:
-			return s.nextLive(ctx)
+			ev, err := s.nextLive(ctx)
+			if ev != nil || err != nil {
+				return ev, err
+			}
 		}
 	}
 }
@@ -397,6 +419,15 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 		if !ok {
 			// The history moved past this subscriber while it caught up:
 			// what it needs next is only upstream now.
+			if s.caughtUpFromBehind {
+				// It reads slower than the resource type changes: a
+				// replay would only move that load to the API server.
+				f.counters.slowDisconnects.Add(1)
+				f.log.Warn("subscriber fell further behind than the history; disconnecting it", "selector", s.describe())
+				s.failLocked(errLeftBehind)
+				f.mu.Unlock()
+				return nil, s.Err()
+			}
 			if s.at.offset != 0 || s.at.rv == 0 {
 				// Inside a relist's batch: no version says what it has.
 				f.mu.Unlock()
@@ -449,16 +480,41 @@ func (s *Subscription) endCostly(ev *evaluation) error {
 // goLiveLocked makes s one of the feed's live subscribers. The caller holds
 // feed.mu and has passed every record up to the feed's position.
 func (s *Subscription) goLiveLocked() {
-	s.queue = make(chan delivery, s.feed.hub.cfg.QueueSize)
+	if s.queue == nil {
+		s.queue = make(chan delivery, s.feed.hub.cfg.QueueSize)
+	}
 	s.phase = phaseLive
+	s.caughtUpFromBehind = false
+	s.behind.Store(false)
 	if !s.closed {
 		s.feed.live.add(s)
 	}
 }
 
+// fellBehindLocked takes s, whose queue is full, out of the live subscribers
+// (the caller has removed it): it has everything up to at once it has passed
+// its queue, and catches up from there. The caller holds feed.mu.
+func (s *Subscription) fellBehindLocked(at position) {
+	s.behindAt = at
+	s.behind.Store(true)
+	s.feed.counters.fellBehind.Add(1)
+}
+
+// nextLive returns the next event of the queue; or nil, once the
+// subscription fell behind and has passed its queue, to catch up.
 func (s *Subscription) nextLive(ctx context.Context) (*Event, error) {
 	f := s.feed
 	for {
+		// Once behind is set nothing more is queued, and the queue was
+		// full: when it is empty, everything up to behindAt has been passed.
+		// Checked before every wait, so a wait on an empty queue never
+		// misses the switch (behind is only set on a full one).
+		if s.behind.Load() && len(s.queue) == 0 {
+			f.mu.Lock()
+			s.at, s.phase, s.caughtUpFromBehind = s.behindAt, phaseCatchUp, true
+			f.mu.Unlock()
+			return nil, nil
+		}
 		select {
 		case <-s.failed:
 			// Checked first so a subscriber that failed stops at once.
@@ -488,7 +544,7 @@ func (s *Subscription) nextLive(ctx context.Context) (*Event, error) {
 			pending := len(s.queue)
 			pos := f.pos
 			f.mu.Unlock()
-			if pending > 0 {
+			if pending > 0 || s.behind.Load() {
 				continue
 			}
 			return s.sent(s.bookmark(pos, false)), nil
@@ -502,8 +558,8 @@ func (s *Subscription) failLocked(err error) {
 	close(s.failed)
 }
 
-// Done is closed when the subscription can deliver no more: its queue
-// overflowed, its informer stopped, or it was closed. Next then returns Err.
+// Done is closed when the subscription can deliver no more: it fell behind
+// further than the history, its informer stopped, or it was closed. Next then returns Err.
 // A caller blocked elsewhere (in a send to a client that stopped reading) can
 // watch Done to give up on that client.
 func (s *Subscription) Done() <-chan struct{} { return s.failed }
@@ -515,7 +571,7 @@ func (s *Subscription) Err() error {
 	default:
 		return nil
 	}
-	if s.failure == errOverflow {
+	if s.failure == errLeftBehind {
 		return s.tooSlow()
 	}
 	return s.failure

@@ -85,7 +85,7 @@ type Config struct {
 	// stream ends after between one and two of it. Default: 30s.
 	MaxSendStall time.Duration
 	// StalledSendGrace is how long a Watch whose subscription has failed
-	// (its queue overflowed) waits for a send that is blocked on a client
+	// (its informer stopped, or it fell behind the history) waits for a send that is blocked on a client
 	// that stopped reading, before ending the stream anyway. Default: 1s.
 	StalledSendGrace time.Duration
 	// Metrics, when set, counts and times every call (go-grpc-middleware's
@@ -191,7 +191,7 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		// Why the subscription failed, if it did (overflow, informer
 		// stopped); else the client stopped reading while nothing failed.
 		if err = sub.Err(); err == nil {
-			err = &informerhub.TooSlowError{Resource: sel.Resource}
+			err = &informerhub.TooSlowError{Resource: sel.Resource, Stalled: true}
 		}
 	}
 	// The client resumes from what it was sent, not from what the

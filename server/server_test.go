@@ -407,17 +407,18 @@ func tokenOf(t *testing.T, err error) string {
 	return ""
 }
 
-// TestOverflowWhileTheClientDoesNotRead: the client stops reading while
-// changes flow and its queue overflows. The stream ends with
-// RESOURCE_EXHAUSTED; its token is never ahead of what the client received
-// (a response in flight when a stalled stream is cut may still arrive after
-// the server chose the token); resuming from the client's own last token
-// loses and repeats nothing.
-func TestOverflowWhileTheClientDoesNotRead(t *testing.T) {
+// TestStallWhileTheClientDoesNotRead: the client stops reading while
+// changes flow, many more than its queue holds. Its subscription falls
+// behind and would read on from the history; the stream ends only after
+// MaxSendStall, with RESOURCE_EXHAUSTED; its token is never ahead of what
+// the client received (a response in flight when a stalled stream is cut
+// may still arrive after the server chose the token); resuming from the
+// client's own last token loses and repeats nothing.
+func TestStallWhileTheClientDoesNotRead(t *testing.T) {
 	cluster := hubtest.NewCluster(t)
-	overflowed := newLogSignal("subscriber too slow")
-	hub := informerhub.New(informerhub.Config{Logger: slog.New(overflowed), QueueSize: 4, EncodeEvent: EncodeEvent}, cluster, cluster)
-	client := serveWith(t, hub, Config{Logger: discard, StalledSendGrace: 50 * time.Millisecond, MaxSendStall: time.Hour})
+	stalled := newLogSignal("ending a stream whose client has not read")
+	hub := informerhub.New(informerhub.Config{Logger: discard, QueueSize: 4, EncodeEvent: EncodeEvent}, cluster, cluster)
+	client := serveWith(t, hub, Config{Logger: slog.New(stalled), MaxSendStall: 100 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sel := &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps"}
@@ -430,8 +431,21 @@ func TestOverflowWhileTheClientDoesNotRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens := header.Get(ResumeTokenHeader)
+	reader, err := hub.Watch(ctx, informerhub.WatchRequest{Selector: informerhub.Selector{Resource: hubtest.ConfigMaps}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
 	bigConfigMaps(cluster, "ns", 40)
-	overflowed.wait(t)
+	for range 40 { // once the reader has them all, they were dispatched
+		if _, err := reader.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := hub.Stats()[0]; st.FellBehind == 0 || st.SlowDisconnects != 0 {
+		t.Fatalf("%d subscribers fell behind, %d were disconnected; want the stalled one behind and none disconnected", st.FellBehind, st.SlowDisconnects)
+	}
+	stalled.wait(t)
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
@@ -447,7 +461,7 @@ func TestOverflowWhileTheClientDoesNotRead(t *testing.T) {
 	}
 	received := len(tokens) - 1
 	if received >= 40 {
-		t.Fatalf("the client received all %d changes: it never overflowed", received)
+		t.Fatalf("the client received all %d changes: it never stalled", received)
 	}
 	resumed, err := client.Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, ResumeToken: tokens[len(tokens)-1]})
 	if err != nil {

@@ -118,7 +118,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Int64Var(&o.hub.HistoryBytes, "history-bytes", informerhub.DefaultHistoryBytes, "bytes of object JSON the changes kept per resource type may hold (and as much again for the events built for projections, previous states and Struct objects)")
 	fs.IntVar(&o.hub.MaxConcurrentReplays, "max-concurrent-replays", informerhub.DefaultMaxConcurrentReplays, "tokens older than the history replayed from the API server at once, each an upstream watch; more wait")
 	fs.Int64Var(&o.hub.MaxReplayStateBytes, "max-replay-state-bytes", informerhub.DefaultMaxReplayStateBytes, "bytes of listed objects all replays with a filter, fields or previous state may hold at once; more are refused (RESOURCE_EXHAUSTED)")
-	fs.IntVar(&o.hub.QueueSize, "queue-size", informerhub.DefaultQueueSize, "changes that may wait for one subscriber before it is disconnected as too slow")
+	fs.IntVar(&o.hub.QueueSize, "queue-size", informerhub.DefaultQueueSize, "changes that may wait for one subscriber; past them it reads on from the history")
 	fs.DurationVar(&o.hub.BookmarkInterval, "bookmark-interval", informerhub.DefaultBookmarkInterval, "a stream that received nothing for this long gets a bookmark with a fresh resume token")
 	fs.DurationVar(&o.hub.IdleTimeout, "idle-timeout", informerhub.DefaultIdleTimeout, "how long a resource type's informer runs after its last subscriber left")
 	fs.IntVar(&o.hub.SnapshotPageSize, "snapshot-page-size", informerhub.DefaultSnapshotPageSize, "objects per Snapshot page at most")

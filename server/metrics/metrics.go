@@ -107,7 +107,7 @@ var (
 	historyNewestDesc = newDesc("informerhub_history_newest_age_seconds",
 		"Time since the newest change arrived (since the informer synced, without changes).")
 	queueDepthDesc = newDesc("informerhub_subscriber_queue_depth_max",
-		"Changes waiting in the fullest live subscriber's queue; at informerhub_subscriber_queue_capacity the subscriber is disconnected as too slow.")
+		"Changes waiting in the fullest live subscriber's queue; at informerhub_subscriber_queue_capacity the subscriber falls behind and reads from the history.")
 	queueCapacityDesc = prometheus.NewDesc("informerhub_subscriber_queue_capacity",
 		"Changes that may wait for one subscriber (--queue-size).", nil, nil)
 	startsDesc = newDesc("informerhub_informer_starts_total",
@@ -120,8 +120,10 @@ var (
 		"Changes the informers took from the API server, a relist's differences included.")
 	sentDesc = newDesc("informerhub_events_sent_total",
 		"Events handed to subscribers' streams, initial events and bookmarks included.")
+	fellBehindDesc = newDesc("informerhub_subscribers_fell_behind_total",
+		"Times a live subscriber's queue (--queue-size) was full for a change, so that it read on from the history until it caught up.")
 	slowDesc = newDesc("informerhub_slow_subscriber_disconnects_total",
-		"Subscribers disconnected for falling --queue-size changes behind (RESOURCE_EXHAUSTED; they resume with their token).")
+		"Subscribers disconnected for falling further behind than the history (RESOURCE_EXHAUSTED; they resume with their token).")
 	expiredDesc = newDesc("informerhub_expired_token_answers_total",
 		"Requests answered OUT_OF_RANGE: the resume token is older than both the history and the API server's.")
 	replaysDesc = newDesc("informerhub_replays_total",
@@ -146,7 +148,7 @@ func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		informersDesc, subscribersDesc, cachedObjectsDesc, historyEventsDesc, historyBytesDesc,
 		historyOldestDesc, historyNewestDesc, queueDepthDesc, queueCapacityDesc, startsDesc,
-		watchRestartsDesc, relistsDesc, receivedDesc, sentDesc, slowDesc, expiredDesc, replaysDesc,
+		watchRestartsDesc, relistsDesc, receivedDesc, sentDesc, fellBehindDesc, slowDesc, expiredDesc, replaysDesc,
 		filterErrorsDesc, groupsDesc, filtersDesc, projectionsDesc,
 	} {
 		ch <- d
@@ -169,6 +171,7 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(relistsDesc, st.Relists)
 		counter(receivedDesc, st.EventsReceived)
 		counter(sentDesc, st.EventsSent)
+		counter(fellBehindDesc, st.FellBehind)
 		counter(slowDesc, st.SlowDisconnects)
 		counter(expiredDesc, st.ExpiredTokens)
 		counter(replaysDesc, st.Replays)

@@ -26,7 +26,7 @@ func TestHubMetrics(t *testing.T) {
 		HistoryOldest: now.Add(-90 * time.Second), HistoryNewest: now.Add(-2 * time.Second),
 		QueueDepths:    []int{0, 1, 7},
 		InformerStarts: 2, WatchRestarts: 4, EventsReceived: 100, EventsSent: 250,
-		SlowDisconnects: 1, ExpiredTokens: 2, Relists: 3, Replays: 6, FilterErrors: 9,
+		FellBehind: 4, SlowDisconnects: 1, ExpiredTokens: 2, Relists: 3, Replays: 6, FilterErrors: 9,
 		SubscriberGroups: 2, Filters: 1, Projections: 1,
 	}, {
 		// Stopped: its totals stay, its levels are gone.
@@ -41,7 +41,7 @@ informerhub_informers_active 1
 # HELP informerhub_subscribers Open subscriptions and snapshots.
 # TYPE informerhub_subscribers gauge
 informerhub_subscribers{group="",resource="configmaps",version="v1"} 3
-# HELP informerhub_subscriber_queue_depth_max Changes waiting in the fullest live subscriber's queue; at informerhub_subscriber_queue_capacity the subscriber is disconnected as too slow.
+# HELP informerhub_subscriber_queue_depth_max Changes waiting in the fullest live subscriber's queue; at informerhub_subscriber_queue_capacity the subscriber falls behind and reads from the history.
 # TYPE informerhub_subscriber_queue_depth_max gauge
 informerhub_subscriber_queue_depth_max{group="",resource="configmaps",version="v1"} 7
 # HELP informerhub_subscriber_queue_capacity Changes that may wait for one subscriber (--queue-size).
@@ -73,6 +73,10 @@ informerhub_expired_token_answers_total{group="apps",resource="deployments",vers
 # TYPE informerhub_filter_evaluation_errors_total counter
 informerhub_filter_evaluation_errors_total{group="",resource="configmaps",version="v1"} 9
 informerhub_filter_evaluation_errors_total{group="apps",resource="deployments",version="v1"} 0
+# HELP informerhub_subscribers_fell_behind_total Times a live subscriber's queue (--queue-size) was full for a change, so that it read on from the history until it caught up.
+# TYPE informerhub_subscribers_fell_behind_total counter
+informerhub_subscribers_fell_behind_total{group="",resource="configmaps",version="v1"} 4
+informerhub_subscribers_fell_behind_total{group="apps",resource="deployments",version="v1"} 0
 # HELP informerhub_subscriber_groups Distinct selectors of live subscribers: each is matched once per change it may concern.
 # TYPE informerhub_subscriber_groups gauge
 informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
@@ -80,14 +84,15 @@ informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
 	names := []string{"informerhub_informers_active", "informerhub_subscribers", "informerhub_subscriber_queue_depth_max",
 		"informerhub_subscriber_queue_capacity", "informerhub_history_oldest_age_seconds", "informerhub_history_newest_age_seconds",
 		"informerhub_events_received_total", "informerhub_events_sent_total", "informerhub_upstream_watch_restarts_total",
-		"informerhub_expired_token_answers_total", "informerhub_filter_evaluation_errors_total", "informerhub_subscriber_groups"}
+		"informerhub_expired_token_answers_total", "informerhub_filter_evaluation_errors_total", "informerhub_subscriber_groups",
+		"informerhub_subscribers_fell_behind_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
 	// Every metric the collector describes, it collects for an active
 	// resource type: none is described but never reported.
-	if n := testutil.CollectAndCount(c); n != 2*9+10+2 {
-		t.Fatalf("collected %d metrics, want 9 totals per resource type, 10 levels of the active one and 2 of the hub", n)
+	if n := testutil.CollectAndCount(c); n != 2*10+10+2 {
+		t.Fatalf("collected %d metrics, want 10 totals per resource type, 10 levels of the active one and 2 of the hub", n)
 	}
 }
 

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/url"
 	"runtime"
@@ -425,15 +426,23 @@ func throughProxy(t *testing.T, restConfig *rest.Config) (*rest.Config, *tcpProx
 // one reads slowly, while 300 changes of 16 KiB objects flow. Two healthy
 // subscribers are not held up: every change reaches them well before the
 // hub would give up on the stalled client (MaxSendStall), the bound a hub
-// that waited for it would exceed. The stalled client's stream ends with
-// RESOURCE_EXHAUSTED and the token of the last response it received, from
-// which it resumes exactly; the slow one resumes whenever it falls behind.
+// that waited for it would exceed. The stalled client's subscription falls
+// behind and would read on from the history; its stream ends once it has
+// read nothing for MaxSendStall, with RESOURCE_EXHAUSTED and the token of
+// the last response it received, from which it resumes exactly. The slow
+// one falls behind and catches up from the history, or resumes.
 func TestStalledAndSlowSubscribers(t *testing.T) {
-	const maxSendStall = 10 * time.Second
+	const maxSendStall = 4 * time.Second
 	ns := namespace(t)
 	createConfigMap(t, ns, "big", map[string]string{"team": "a"}, "v0")
 	ref := startReference(t, ns)
-	h := startHubWith(t, informerhub.Config{QueueSize: 20}, server.Config{StalledSendGrace: 100 * time.Millisecond, MaxSendStall: maxSendStall})
+	stallEnded := make(chan struct{})
+	logger := slog.New(&signalHandler{
+		Handler: slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}),
+		prefix:  "ending a stream whose client has not read", seen: stallEnded, once: &sync.Once{},
+	})
+	h := startHubWith(t, informerhub.Config{QueueSize: 20, Logger: logger},
+		server.Config{StalledSendGrace: 100 * time.Millisecond, MaxSendStall: maxSendStall})
 	client := h.current
 
 	// A fixed 64 KiB window (which also turns off gRPC's dynamic window),
@@ -507,7 +516,13 @@ func TestStalledAndSlowSubscribers(t *testing.T) {
 		}
 	}
 
-	// Now the stalled client reads what reached it, then the status.
+	// Once the hub has given up on it, the stalled client reads what
+	// reached it, then the status.
+	select {
+	case <-stallEnded:
+	case <-ctxFor(t).Done():
+		t.Fatal("the hub never ended the stalled stream")
+	}
 	var lastToken, prevToken string
 	for {
 		resp, err := stalledStream.Recv()
@@ -531,7 +546,7 @@ func TestStalledAndSlowSubscribers(t *testing.T) {
 		lastToken, prevToken = resp.ResumeToken, lastToken
 	}
 	if n := len(stalled.tr.Events()); n >= 300 {
-		t.Fatalf("the stalled client received %d events: it never overflowed", n)
+		t.Fatalf("the stalled client received %d events: it never stalled", n)
 	}
 	stalled.tr.Open(lastToken)
 	resumed, _ := openWatch(t, h.client, &informerhubv1.WatchRequest{Selector: watchSelector(ns), ResumeToken: lastToken})
@@ -545,8 +560,32 @@ func TestStalledAndSlowSubscribers(t *testing.T) {
 	stalled.check(t, ref, false)
 
 	slow.waitFor(t, m)
-	t.Logf("the slow subscriber fell behind and resumed %d times", slow.resumed())
+	t.Logf("the slow subscriber resumed %d times; subscribers fell behind %d times", slow.resumed(), statsOf(t, h).FellBehind)
 	for _, s := range append(healthy, slow) {
 		s.check(t, ref, false)
 	}
+}
+
+// signalHandler is a slog.Handler that closes seen the first time a message
+// starting with prefix is logged.
+type signalHandler struct {
+	slog.Handler
+	prefix string
+	seen   chan struct{}
+	once   *sync.Once
+}
+
+func (h *signalHandler) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *signalHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &signalHandler{Handler: h.Handler.WithAttrs(attrs), prefix: h.prefix, seen: h.seen, once: h.once}
+}
+
+func (h *signalHandler) WithGroup(name string) slog.Handler {
+	return &signalHandler{Handler: h.Handler.WithGroup(name), prefix: h.prefix, seen: h.seen, once: h.once}
 }

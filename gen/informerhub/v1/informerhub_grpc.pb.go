@@ -81,8 +81,8 @@ const (
 //     include_previous, whose replay would need more memory than the hub
 //     has left for replays (REPLAY_LIMIT: retry later); a request larger
 //     than the hub accepts (no details, from gRPC; retrying cannot help);
-//     or the client did not read fast enough: its queue overflowed, or it
-//     read nothing for a while (SUBSCRIBER_TOO_SLOW).
+//     or the client did not read fast enough: it fell further behind than
+//     the hub's history, or read nothing for a while (SUBSCRIBER_TOO_SLOW).
 //     Watch again from the token of the last response you received. On a
 //     Watch, ErrorInfo.metadata["resume_token"] holds the token of the last
 //     response the hub handed to the network: never newer than yours, and
@@ -239,8 +239,8 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     include_previous, whose replay would need more memory than the hub
 //     has left for replays (REPLAY_LIMIT: retry later); a request larger
 //     than the hub accepts (no details, from gRPC; retrying cannot help);
-//     or the client did not read fast enough: its queue overflowed, or it
-//     read nothing for a while (SUBSCRIBER_TOO_SLOW).
+//     or the client did not read fast enough: it fell further behind than
+//     the hub's history, or read nothing for a while (SUBSCRIBER_TOO_SLOW).
 //     Watch again from the token of the last response you received. On a
 //     Watch, ErrorInfo.metadata["resume_token"] holds the token of the last
 //     response the hub handed to the network: never newer than yours, and
