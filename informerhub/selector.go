@@ -85,27 +85,57 @@ func validateResource(s Selector) error {
 	return nil
 }
 
+// CheckSyntax checks what can be checked of s without the cluster: the
+// names of its resource and namespace, and the lengths of its selectors and
+// filter, within the hub's limits. It reveals nothing about what exists, so
+// a transport runs it before asking who may do what: no malformed or
+// oversized request becomes an authorization review, a cache key or a log
+// line. Watch and Snapshot check all of it again, and the rest.
+func (h *Hub) CheckSyntax(s Selector) error {
+	if err := validateResource(s); err != nil {
+		return err
+	}
+	return checkSyntax(s, &h.cfg)
+}
+
+// checkSyntax checks the namespace's name and the lengths of s's selectors
+// and filter.
+func checkSyntax(s Selector, cfg *Config) error {
+	if s.Namespace != "" {
+		if errs := validation.IsDNS1123Label(s.Namespace); len(errs) > 0 {
+			return &RequestError{Field: FieldNamespace, Err: ErrInvalidRequest,
+				Reason: fmt.Sprintf("%q is not a valid namespace: %s", truncate(s.Namespace), strings.Join(errs, "; "))}
+		}
+	}
+	if len(s.LabelSelector) > cfg.MaxSelectorLength {
+		return &RequestError{Field: FieldLabelSelector, Err: ErrInvalidRequest,
+			Reason: fmt.Sprintf("label selector is longer than %d bytes", cfg.MaxSelectorLength)}
+	}
+	if len(s.FieldSelector) > cfg.MaxSelectorLength {
+		return &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
+			Reason: fmt.Sprintf("field selector is longer than %d bytes", cfg.MaxSelectorLength)}
+	}
+	if len(s.Filter) > cfg.MaxFilterLength {
+		return &RequestError{Field: FieldFilter, Err: ErrInvalidRequest,
+			Reason: fmt.Sprintf("filter is %d bytes long; at most %d are allowed", len(s.Filter), cfg.MaxFilterLength)}
+	}
+	return nil
+}
+
 // parseSelector validates a Selector for a resolved resource type, within
 // the limits of cfg, so no request can make the hub parse or match without
 // bound. filters compiles the selector's filter, if it has one.
 func parseSelector(s Selector, info ResourceInfo, cfg *Config, filters *filterCompiler) (*selector, error) {
-	maxSelectorLength, maxSelectorTerms := cfg.MaxSelectorLength, cfg.MaxSelectorTerms
+	if err := checkSyntax(s, cfg); err != nil {
+		return nil, err
+	}
+	maxSelectorTerms := cfg.MaxSelectorTerms
 	sel := &selector{namespace: s.Namespace, fieldSet: info.fields()}
-	if s.Namespace != "" {
-		if !info.Namespaced {
-			return nil, &RequestError{Field: FieldNamespace, Err: ErrInvalidRequest,
-				Reason: fmt.Sprintf("%s is cluster-scoped: namespace must be empty", FormatResource(info.Resource))}
-		}
-		if errs := validation.IsDNS1123Label(s.Namespace); len(errs) > 0 {
-			return nil, &RequestError{Field: FieldNamespace, Err: ErrInvalidRequest,
-				Reason: fmt.Sprintf("%q is not a valid namespace: %s", truncate(s.Namespace), strings.Join(errs, "; "))}
-		}
+	if s.Namespace != "" && !info.Namespaced {
+		return nil, &RequestError{Field: FieldNamespace, Err: ErrInvalidRequest,
+			Reason: fmt.Sprintf("%s is cluster-scoped: namespace must be empty", FormatResource(info.Resource))}
 	}
 	if s.LabelSelector != "" {
-		if len(s.LabelSelector) > maxSelectorLength {
-			return nil, &RequestError{Field: FieldLabelSelector, Err: ErrInvalidRequest,
-				Reason: fmt.Sprintf("label selector is longer than %d bytes", maxSelectorLength)}
-		}
 		parsed, err := labels.Parse(s.LabelSelector)
 		if err != nil {
 			return nil, &RequestError{Field: FieldLabelSelector, Err: ErrInvalidRequest, Reason: err.Error()}
@@ -129,10 +159,6 @@ func parseSelector(s Selector, info ResourceInfo, cfg *Config, filters *filterCo
 		}
 	}
 	if s.Filter != "" {
-		if len(s.Filter) > cfg.MaxFilterLength {
-			return nil, &RequestError{Field: FieldFilter, Err: ErrInvalidRequest,
-				Reason: fmt.Sprintf("filter is %d bytes long; at most %d are allowed", len(s.Filter), cfg.MaxFilterLength)}
-		}
 		f, err := filters.compile(s.Filter)
 		if err != nil {
 			return nil, err
@@ -158,10 +184,6 @@ func parseSelector(s Selector, info ResourceInfo, cfg *Config, filters *filterCo
 // parseFieldSelector validates a field selector against the fields of a
 // resource type, and returns it with every field by its canonical name.
 func parseFieldSelector(s string, info ResourceInfo, set *FieldSet, cfg *Config) (fields.Selector, error) {
-	if len(s) > cfg.MaxSelectorLength {
-		return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
-			Reason: fmt.Sprintf("field selector is longer than %d bytes", cfg.MaxSelectorLength)}
-	}
 	parsed, err := fields.ParseSelector(s)
 	if err != nil {
 		return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest, Reason: err.Error()}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,6 +188,71 @@ func TestWatchAndSnapshotAreAuthorized(t *testing.T) {
 			t.Fatalf("Snapshot in %s: %v, want PERMISSION_DENIED", name, err)
 		}
 	}
+}
+
+// countingAuthorizer counts the questions it is asked, and allows all.
+type countingAuthorizer struct{ asked atomic.Int64 }
+
+func (a *countingAuthorizer) Authorize(context.Context, auth.User, auth.Attributes, time.Duration) (bool, error) {
+	a.asked.Add(1)
+	return true, nil
+}
+
+// TestMalformedSelectorsAreRefusedBeforeAnyReview: names that cannot be
+// names and selectors past the hub's limits are INVALID_ARGUMENT on their
+// field, without one authorization question (each would be a
+// SubjectAccessReview and a cache key of the attacker's size).
+func TestMalformedSelectorsAreRefusedBeforeAnyReview(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	authz := &countingAuthorizer{}
+	conn := serveWithAuth(t, informerhub.New(informerhub.Config{Logger: discard}, cluster, cluster), Config{Authorizer: authz})
+	client := informerhubv1.NewInformerHubServiceClient(conn)
+	huge := strings.Repeat("a", 60<<10)
+	for name, tt := range map[string]struct {
+		sel   *informerhubv1.ResourceSelector
+		field string
+	}{
+		"60 KiB resource":       {&informerhubv1.ResourceSelector{Version: "v1", Resource: huge}, "selector.resource"},
+		"resource with a slash": {&informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps/../secrets"}, "selector.resource"},
+		"60 KiB group":          {&informerhubv1.ResourceSelector{Group: huge, Version: "v1", Resource: "configmaps"}, "selector.group"},
+		"bad version":           {&informerhubv1.ResourceSelector{Version: "V1!", Resource: "configmaps"}, "selector.version"},
+		"60 KiB namespace":      {&informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: huge}, "selector.namespace"},
+		"namespace not a name":  {&informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: "A_B"}, "selector.namespace"},
+		"long label selector":   {&informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", LabelSelector: huge}, "selector.label_selector"},
+		"long field selector":   {&informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", FieldSelector: huge}, "selector.field_selector"},
+		"long filter":           {&informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Filter: huge}, "selector.filter"},
+	} {
+		_, err := firstResponse(t, client, as("alice"), &informerhubv1.WatchRequest{Selector: tt.sel})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(fieldViolationsOf(err), tt.field) {
+			t.Errorf("%s: %v, want INVALID_ARGUMENT on %s", name, err, tt.field)
+		}
+		snap, err := client.Snapshot(as("alice"), &informerhubv1.SnapshotRequest{Selector: tt.sel})
+		if err == nil {
+			_, err = snap.Recv()
+		}
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("Snapshot with %s: %v, want INVALID_ARGUMENT", name, err)
+		}
+		if len(status.Convert(err).Message()) > 1024 {
+			t.Errorf("%s: a message of %d bytes repeats the input", name, len(status.Convert(err).Message()))
+		}
+	}
+	if n := authz.asked.Load(); n != 0 {
+		t.Fatalf("the authorizer was asked %d questions, want none", n)
+	}
+}
+
+// fieldViolationsOf lists the fields of err's BadRequest.
+func fieldViolationsOf(err error) string {
+	var fields []string
+	for _, d := range status.Convert(err).Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.GetFieldViolations() {
+				fields = append(fields, v.GetField())
+			}
+		}
+	}
+	return strings.Join(fields, ",")
 }
 
 func TestRevokedAccessEndsARunningWatch(t *testing.T) {

@@ -216,6 +216,11 @@ func (s *Server) admit(ctx context.Context, req *informerhubv1.ResourceSelector)
 	if sel, err = selectorOf(req); err != nil {
 		return sel, nil, err
 	}
+	// Syntax first: nothing malformed or oversized reaches a review, a
+	// cache key or the log.
+	if err := s.hub.CheckSyntax(sel); err != nil {
+		return sel, nil, err
+	}
 	// The call's log line says what it was for.
 	logging.AddFields(ctx, logging.Fields{"resource", informerhub.FormatResource(sel.Resource), "namespace", sel.Namespace})
 	user, _ := auth.UserFrom(ctx)
