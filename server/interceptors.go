@@ -51,8 +51,9 @@ func ServerOptions(cfg Config) []grpc.ServerOption {
 	})
 	authenticate := func(ctx context.Context) (context.Context, error) {
 		user, err := cfg.Authenticator.Authenticate(ctx)
+		var tooManyReviews *auth.TooManyReviewsError
 		switch {
-		case errors.Is(err, auth.ErrUnauthenticated):
+		case errors.Is(err, auth.ErrUnauthenticated), errors.As(err, &tooManyReviews):
 			return nil, toStatus(log, err)
 		case err != nil:
 			return nil, toStatus(log, &authUnavailableError{err: err})

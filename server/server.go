@@ -240,6 +240,7 @@ func (s *Server) admit(ctx context.Context, req *informerhubv1.ResourceSelector)
 // interval old reaches the API server every interval, yet shares a decision
 // another stream of the same caller made moments ago.
 func (s *Server) recheckAccess(ctx context.Context, sel informerhub.Selector) error {
+	ctx = auth.ForRecheck(ctx) // a budget of its own
 	user, err := s.cfg.Authenticator.Authenticate(ctx)
 	switch {
 	case errors.Is(err, auth.ErrUnauthenticated):

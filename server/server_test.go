@@ -73,6 +73,8 @@ func TestErrorsBecomeStatuses(t *testing.T) {
 			codes.ResourceExhausted, ReasonReplayLimit, map[string]string{"group": "", "version": "v1", "resource": "configmaps", "limit": "max-replay-state-bytes", "max": "1048576"}},
 		{"too slow", &informerhub.TooSlowError{Resource: cms, ResumeToken: "tok"},
 			codes.ResourceExhausted, ReasonSubscriberTooSlow, map[string]string{"group": "", "version": "v1", "resource": "configmaps", "resume_token": "tok"}},
+		{"too many token reviews", &auth.TooManyReviewsError{Peer: "10.0.0.1", PerSecond: 10},
+			codes.ResourceExhausted, ReasonTooManyTokenReviews, nil},
 		{"token ahead", &informerhub.ResourceError{Resource: cms, Err: fmt.Errorf("%w: later", informerhub.ErrTokenAhead)},
 			codes.Unavailable, ReasonResumeTokenAhead, map[string]string{"group": "", "version": "v1", "resource": "configmaps"}},
 		{"upstream forbidden", &informerhub.ResourceError{Resource: cms, Err: fmt.Errorf("%w: listing failed: %w", informerhub.ErrUnavailable, apierrors.NewForbidden(cms.GroupResource(), "", errors.New("no")))},

@@ -36,22 +36,24 @@ const (
 	ReasonTooManySubscriptions = "TOO_MANY_SUBSCRIPTIONS"
 	ReasonTooManyDistinct      = "TOO_MANY_DISTINCT"
 	ReasonReplayLimit          = "REPLAY_LIMIT"
+	ReasonTooManyTokenReviews  = "TOO_MANY_TOKEN_REVIEWS"
 )
 
 // toStatus is the one place where the hub's errors become gRPC statuses.
 // Messages say what to do; internal details stay in the logs.
 func toStatus(log *slog.Logger, err error) error {
 	var (
-		reqErr      *informerhub.RequestError
-		resourceErr *informerhub.ResourceError
-		expiredErr  *informerhub.ExpiredError
-		tooSlowErr  *informerhub.TooSlowError
-		forbidden   *auth.ForbiddenError
-		lost        *accessLostError
-		unavailable *authUnavailableError
-		tooMany     *auth.TooManySubscriptionsError
-		limitErr    *informerhub.LimitError
-		panicked    *panicError
+		reqErr         *informerhub.RequestError
+		resourceErr    *informerhub.ResourceError
+		expiredErr     *informerhub.ExpiredError
+		tooSlowErr     *informerhub.TooSlowError
+		forbidden      *auth.ForbiddenError
+		lost           *accessLostError
+		unavailable    *authUnavailableError
+		tooManyReviews *auth.TooManyReviewsError
+		tooMany        *auth.TooManySubscriptionsError
+		limitErr       *informerhub.LimitError
+		panicked       *panicError
 	)
 	if _, ok := status.FromError(err); ok {
 		// Already a status: gRPC's own (the client went away mid-send).
@@ -93,6 +95,9 @@ func toStatus(log *slog.Logger, err error) error {
 			msg = "the hub has not been able to confirm your access with the Kubernetes API server for a while; watch again from the resume token, with backoff"
 		}
 		return withDetails(codes.Unavailable, msg, &errdetails.ErrorInfo{Reason: ReasonUpstreamUnavailable, Domain: ErrorDomain, Metadata: md})
+	case errors.As(err, &tooManyReviews):
+		return withDetails(codes.ResourceExhausted, tooManyReviews.Error(),
+			&errdetails.ErrorInfo{Reason: ReasonTooManyTokenReviews, Domain: ErrorDomain})
 	case errors.As(err, &tooMany):
 		return withDetails(codes.ResourceExhausted, tooMany.Error(),
 			&errdetails.ErrorInfo{Reason: ReasonTooManySubscriptions, Domain: ErrorDomain, Metadata: map[string]string{"user": tooMany.User, "limit": strconv.Itoa(tooMany.Max)}})

@@ -67,6 +67,8 @@ type options struct {
 	authzDenyTTL        time.Duration
 	authQPS             float64
 	authBurst           int
+	authMaxStale        time.Duration
+	reviewsPerPeer      float64
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -126,8 +128,10 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.hub.StripManagedFields, "strip-managed-fields", false, "drop metadata.managedFields from cached objects to save memory")
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", 50, "queries per second to the Kubernetes API server")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "burst of queries to the Kubernetes API server")
-	fs.Float64Var(&o.authQPS, "auth-api-qps", 100, "TokenReviews and SubjectAccessReviews per second, a budget apart from --kube-api-qps so the informers never wait behind them")
-	fs.IntVar(&o.authBurst, "auth-api-burst", 200, "burst of TokenReviews and SubjectAccessReviews")
+	fs.Float64Var(&o.authQPS, "auth-api-qps", 100, "queries per second of each of three budgets, apart from --kube-api-qps and from each other: TokenReviews, SubjectAccessReviews of new calls, and those of running streams' rechecks")
+	fs.IntVar(&o.authBurst, "auth-api-burst", 200, "burst of each budget of --auth-api-qps")
+	fs.DurationVar(&o.authMaxStale, "auth-max-stale", 10*time.Minute, "how long past its cache lifetime an accepted token's identity (never past the token's expiry) and an allowed decision stand in while the API server cannot answer")
+	fs.Float64Var(&o.reviewsPerPeer, "token-reviews-per-peer", 10, "TokenReviews per second that tokens the API server rejects may cause from one client address; past it, calls with unknown tokens from there are refused before any review")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to wait for streams to end on shutdown")
@@ -347,22 +351,30 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 func (o *options) authenticate(restConfig *rest.Config, log *slog.Logger) ([]grpc.ServerOption, error) {
 	// A client of its own: reviews do not queue behind the informers'
 	// requests, nor the informers behind a flood of reviews.
-	authConfig := rest.CopyConfig(restConfig)
-	authConfig.QPS, authConfig.Burst = float32(o.authQPS), o.authBurst
-	kube, err := kubernetes.NewForConfig(authConfig)
-	if err != nil {
-		return nil, err
+	// And one for each purpose: a flood of tokens to review cannot delay
+	// the admission of new calls, nor new calls the rechecks that keep
+	// running streams open.
+	var clients [3]*kubernetes.Clientset // TokenReviews, admissions, rechecks
+	for i := range clients {
+		authConfig := rest.CopyConfig(restConfig)
+		authConfig.QPS, authConfig.Burst = float32(o.authQPS), o.authBurst
+		var err error
+		if clients[i], err = kubernetes.NewForConfig(authConfig); err != nil {
+			return nil, err
+		}
 	}
-	authz := auth.NewSubjectAccessReview(kube.AuthorizationV1().SubjectAccessReviews(),
-		auth.SubjectAccessReviewConfig{AllowTTL: o.authzAllowTTL, DenyTTL: o.authzDenyTTL})
+	authn, admissions, rechecks := clients[0], clients[1], clients[2]
+	authz := auth.NewSubjectAccessReview(admissions.AuthorizationV1().SubjectAccessReviews(),
+		auth.SubjectAccessReviewConfig{AllowTTL: o.authzAllowTTL, DenyTTL: o.authzDenyTTL, MaxStale: o.authMaxStale,
+			RecheckClient: rechecks.AuthorizationV1().SubjectAccessReviews()})
 	switch o.auth {
 	case "kubernetes":
 		var audiences []string
 		if o.tokenAudience != "" {
 			audiences = []string{o.tokenAudience}
 		}
-		o.server.Authenticator = auth.NewTokenReview(kube.AuthenticationV1().TokenReviews(),
-			auth.TokenReviewConfig{Audiences: audiences, CacheTTL: o.authnCacheTTL})
+		o.server.Authenticator = auth.NewTokenReview(authn.AuthenticationV1().TokenReviews(),
+			auth.TokenReviewConfig{Audiences: audiences, CacheTTL: o.authnCacheTTL, MaxStale: o.authMaxStale, ReviewsPerPeer: o.reviewsPerPeer})
 		o.server.Authorizer = authz
 	case "mtls":
 		o.server.Authenticator, o.server.Authorizer = auth.ClientCertificate{}, authz

@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -319,5 +322,159 @@ func TestCertificateReloader(t *testing.T) {
 	r.checked = time.Time{}
 	if cn := served(r); cn != "second" {
 		t.Fatalf("with a broken key file, serving %q, want the previous certificate", cn)
+	}
+}
+
+// fromPeer is withToken from a client at addr.
+func fromPeer(token, addr string) context.Context {
+	tcp, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		panic(err)
+	}
+	return peer.NewContext(withToken(token), &peer.Peer{Addr: tcp})
+}
+
+// TestRejectedTokensCostTheirPeerOnly: one client address presenting
+// tokens the API server rejects causes at most ReviewsPerPeer reviews at
+// once, then is refused before any; another address, and tokens already
+// accepted, are not held up by it; accepted tokens cost the budget
+// nothing; and rejected tokens never push accepted ones out of the cache.
+func TestRejectedTokensCostTheirPeerOnly(t *testing.T) {
+	var calls atomic.Int32
+	a := NewTokenReview(fakeTokenReviews(&calls).AuthenticationV1().TokenReviews(),
+		TokenReviewConfig{Audiences: []string{"hub"}, ReviewsPerPeer: 5, CacheSize: 3})
+	const attacker, other = "10.0.0.1:4000", "10.0.0.2:4000"
+	if _, err := a.Authenticate(fromPeer("good", attacker)); err != nil {
+		t.Fatal(err)
+	}
+	var refused int
+	for i := range 100 {
+		_, err := a.Authenticate(fromPeer(fmt.Sprint("random-", i), "10.0.0.1:"+fmt.Sprint(5000+i)))
+		var tooMany *TooManyReviewsError
+		switch {
+		case errors.As(err, &tooMany):
+			refused++
+		case !errors.Is(err, ErrUnauthenticated):
+			t.Fatalf("random token %d: %v", i, err)
+		}
+	}
+	if n := calls.Load(); n != 1+5 || refused != 95 {
+		t.Fatalf("%d TokenReviews and %d refusals for 100 random tokens from one host, want 5 reviews (the burst) and 95 refusals", n-1, refused)
+	}
+	if _, err := a.Authenticate(fromPeer("random-x", other)); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("another host's token: %v, want it reviewed and rejected", err)
+	}
+	// "good" was accepted before the flood, and the cache of rejections
+	// (3 entries) turned over many times: it is still cached.
+	before := calls.Load()
+	if _, err := a.Authenticate(fromPeer("good", attacker)); err != nil || calls.Load() != before {
+		t.Fatalf("the accepted token after the flood: %v, %d more reviews; want its cached identity", err, calls.Load()-before)
+	}
+}
+
+// TestAcceptedTokensNeverOutliveTheirExpiry: an accepted JWT's identity is
+// reused until CacheTTL, or its exp claim if sooner; while the API server
+// cannot answer it stands in for MaxStale more, but never past exp.
+func TestAcceptedTokensNeverOutliveTheirExpiry(t *testing.T) {
+	var calls atomic.Int32
+	var down atomic.Bool
+	kube := fake.NewClientset()
+	kube.PrependReactor("create", "tokenreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		calls.Add(1)
+		if down.Load() {
+			return true, nil, errors.New("connection refused")
+		}
+		review := action.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
+		review.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "alice"}}
+		return true, review, nil
+	})
+	a := NewTokenReview(kube.AuthenticationV1().TokenReviews(), TokenReviewConfig{CacheTTL: time.Minute, MaxStale: 10 * time.Minute})
+	now := time.Unix(1_000_000, 0)
+	a.now = func() time.Time { return now }
+	jwt := func(exp time.Time) string {
+		payload := base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"sub":"alice","exp":%d}`, exp.Unix()))
+		return "eyJhbGciOiJSUzI1NiJ9." + payload + ".c2ln"
+	}
+	authenticate := func(token string) error {
+		_, err := a.Authenticate(withToken(token))
+		return err
+	}
+
+	short := jwt(now.Add(30 * time.Second))
+	if err := authenticate(short); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(29 * time.Second)
+	if err := authenticate(short); err != nil || calls.Load() != 1 {
+		t.Fatalf("within exp: %v after %d reviews, want the cached identity", err, calls.Load())
+	}
+	now = now.Add(2 * time.Second) // past exp, within CacheTTL
+	down.Store(true)
+	if err := authenticate(short); err == nil || calls.Load() != 2 {
+		t.Fatalf("past exp with the API server down: %v after %d reviews, want a review and an error", err, calls.Load())
+	}
+
+	long := jwt(now.Add(time.Hour))
+	down.Store(false)
+	if err := authenticate(long); err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	now = now.Add(5 * time.Minute) // past CacheTTL, within MaxStale
+	if err := authenticate(long); err != nil {
+		t.Fatalf("API server down, token good, identity 5m old: %v, want it to stand in", err)
+	}
+	now = now.Add(10 * time.Minute) // past CacheTTL+MaxStale
+	if err := authenticate(long); err == nil || errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("API server down past MaxStale: %v, want an error that is not a rejection", err)
+	}
+}
+
+// TestAllowedDecisionsStandInWhileTheAPIServerCannotAnswer: a recheck
+// during an outage keeps an allowed decision (for MaxStale), a denial once
+// the API server is back ends it; and rechecks use their own client.
+func TestAllowedDecisionsStandInWhileTheAPIServerCannotAnswer(t *testing.T) {
+	var admissions, rechecks atomic.Int32
+	var down, allow atomic.Bool
+	allow.Store(true)
+	reactor := func(count *atomic.Int32) k8stesting.ReactionFunc {
+		return func(action k8stesting.Action) (bool, runtime.Object, error) {
+			count.Add(1)
+			if down.Load() {
+				return true, nil, errors.New("connection refused")
+			}
+			review := action.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+			review.Status.Allowed = allow.Load()
+			return true, review, nil
+		}
+	}
+	admission, recheck := fake.NewClientset(), fake.NewClientset()
+	admission.PrependReactor("create", "subjectaccessreviews", reactor(&admissions))
+	recheck.PrependReactor("create", "subjectaccessreviews", reactor(&rechecks))
+	a := NewSubjectAccessReview(admission.AuthorizationV1().SubjectAccessReviews(),
+		SubjectAccessReviewConfig{RecheckClient: recheck.AuthorizationV1().SubjectAccessReviews()})
+	user := User{Name: "alice"}
+	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	ctx := context.Background()
+
+	if err := CanWatch(ctx, a, user, cms, "a", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	if err := CanWatch(ForRecheck(ctx), a, user, cms, "a", 0); err != nil {
+		t.Fatalf("recheck during an outage: %v, want the allowed decision to stand in", err)
+	}
+	down.Store(false)
+	allow.Store(false)
+	var forbidden *ForbiddenError
+	if err := CanWatch(ForRecheck(ctx), a, user, cms, "a", 0); !errors.As(err, &forbidden) {
+		t.Fatalf("recheck once back, access revoked: %v, want forbidden", err)
+	}
+	down.Store(true)
+	if err := CanWatch(ForRecheck(ctx), a, user, cms, "a", 0); err == nil {
+		t.Fatal("after a denial, an outage brought the old allowed decision back")
+	}
+	if admissions.Load() != 2 || rechecks.Load() != 4 {
+		t.Fatalf("%d admission and %d recheck reviews, want 2 (list, watch) and 4", admissions.Load(), rechecks.Load())
 	}
 }

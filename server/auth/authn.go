@@ -3,10 +3,14 @@ package auth
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -91,15 +95,30 @@ func (ClientCertificate) Authenticate(ctx context.Context) (User, error) {
 type TokenReviewConfig struct {
 	// Audiences, when set, are the audiences a token must be issued for.
 	Audiences []string
-	// CacheTTL is how long an accepted token's identity is reused.
+	// CacheTTL is how long an accepted token's identity is reused, never
+	// past the token's own expiry (its "exp" claim, for a JWT).
 	// Default: 2m.
 	CacheTTL time.Duration
 	// FailureCacheTTL is how long a rejected token stays rejected without
 	// asking again, so a client that retries with a bad token does not
 	// cause a TokenReview per call. Default: 10s.
 	FailureCacheTTL time.Duration
-	// CacheSize bounds the tokens remembered. Default: 10000.
+	// MaxStale is how long past CacheTTL an accepted token's identity
+	// stands in while the API server cannot answer (never past the
+	// token's expiry), so an API server outage ends no stream whose
+	// caller's token is still good. Default: 10m.
+	MaxStale time.Duration
+	// CacheSize bounds the tokens remembered, accepted and rejected
+	// apart, so rejected ones never push out accepted ones. Keys are
+	// hashes, so it bounds the bytes too. Default: 10000.
 	CacheSize int
+	// ReviewsPerPeer bounds the TokenReviews of tokens the hub has not
+	// answered recently that one client address may cause, per second
+	// (as many at once); a token the API server accepts is given back, so
+	// only rejected ones use it up. Past it, the call is refused with a
+	// *TooManyReviewsError before any review: a client presenting random
+	// tokens costs the API server at most this. Default: 10.
+	ReviewsPerPeer float64
 }
 
 // TokenReview authenticates callers by the bearer token in their
@@ -107,15 +126,22 @@ type TokenReviewConfig struct {
 type TokenReview struct {
 	client authenticationclient.TokenReviewInterface
 	cfg    TokenReviewConfig
-	cache  *cache.LRUExpireCache // sha256(token) -> tokenResult
+	// accepted and rejected cache answers by sha256(token): accepted ->
+	// acceptedToken, rejected -> error.
+	accepted, rejected *cache.LRUExpireCache
+	peers              *peerLimiters
 	// flight shares one TokenReview among concurrent calls with the same
 	// token (a client opening many streams at once).
 	flight singleflight.Group
+	now    func() time.Time
 }
 
-type tokenResult struct {
+// acceptedToken is a token the API server accepted.
+type acceptedToken struct {
 	user User
-	err  error
+	// fresh is until when the answer is reused as is, stale until when it
+	// stands in for one the API server cannot give.
+	fresh, stale time.Time
 }
 
 // NewTokenReview returns a TokenReview authenticator using client.
@@ -126,10 +152,18 @@ func NewTokenReview(client authenticationclient.TokenReviewInterface, cfg TokenR
 	if cfg.FailureCacheTTL <= 0 {
 		cfg.FailureCacheTTL = 10 * time.Second
 	}
+	if cfg.MaxStale <= 0 {
+		cfg.MaxStale = 10 * time.Minute
+	}
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = 10000
 	}
-	return &TokenReview{client: client, cfg: cfg, cache: cache.NewLRUExpireCache(cfg.CacheSize)}
+	if cfg.ReviewsPerPeer <= 0 {
+		cfg.ReviewsPerPeer = 10
+	}
+	return &TokenReview{client: client, cfg: cfg,
+		accepted: cache.NewLRUExpireCache(cfg.CacheSize), rejected: cache.NewLRUExpireCache(cfg.CacheSize),
+		peers: newPeerLimiters(cfg.ReviewsPerPeer), now: time.Now}
 }
 
 // maxTokenLength bounds what is hashed and sent to the API server.
@@ -140,27 +174,61 @@ func (a *TokenReview) Authenticate(ctx context.Context) (User, error) {
 	if err != nil {
 		return User{}, err
 	}
-	// Tokens are secrets: the cache keys on their hash, never on them.
+	// Tokens are secrets: the caches key on their hash, never on them.
 	key := sha256.Sum256([]byte(token))
-	if cached, ok := a.cache.Get(key); ok {
-		r := cached.(tokenResult)
-		return r.user, r.err
+	if user, err, ok := a.cached(key); ok {
+		return user, err
 	}
+	limiter := a.peers.get(ctx)
 	v, err, _ := a.flight.Do(string(key[:]), func() (any, error) {
 		// A review that just ended may have answered already.
-		if cached, ok := a.cache.Get(key); ok {
-			return cached.(tokenResult), nil
+		if user, err, ok := a.cached(key); ok {
+			return tokenResult{user, err}, nil
+		}
+		// A review costs the peer unless the token was accepted lately
+		// (a running stream's recheck), and is given back if the token is
+		// accepted: only rejected tokens use the peer's budget up.
+		_, known := a.accepted.Get(key)
+		if !known && !limiter.take(a.now()) {
+			return nil, &TooManyReviewsError{Peer: peerHost(ctx), PerSecond: a.cfg.ReviewsPerPeer}
 		}
 		// Shared by several calls: not canceled by the first caller.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
-		return a.review(ctx, key, token)
+		r, err := a.review(ctx, key, token)
+		if err == nil && r.err == nil && !known {
+			limiter.refund()
+		}
+		if err != nil {
+			// The API server cannot tell now: an identity it gave this
+			// token lately stands in, until the token expires.
+			if v, ok := a.accepted.Get(key); ok && a.now().Before(v.(acceptedToken).stale) {
+				return tokenResult{user: v.(acceptedToken).user}, nil
+			}
+		}
+		return r, err
 	})
 	if err != nil {
 		return User{}, err
 	}
 	r := v.(tokenResult)
 	return r.user, r.err
+}
+
+type tokenResult struct {
+	user User
+	err  error
+}
+
+// cached returns the fresh answer about the token of key, if any.
+func (a *TokenReview) cached(key [sha256.Size]byte) (User, error, bool) {
+	if v, ok := a.rejected.Get(key); ok {
+		return User{}, v.(error), true
+	}
+	if v, ok := a.accepted.Get(key); ok && a.now().Before(v.(acceptedToken).fresh) {
+		return v.(acceptedToken).user, nil, true
+	}
+	return User{}, nil, false
 }
 
 // reviewTimeout bounds one TokenReview or SubjectAccessReview.
@@ -194,12 +262,137 @@ func (a *TokenReview) review(ctx context.Context, key [sha256.Size]byte, token s
 			}
 		}
 	}
-	ttl := a.cfg.CacheTTL
 	if r.err != nil {
-		ttl = a.cfg.FailureCacheTTL
+		a.rejected.Add(key, r.err, a.cfg.FailureCacheTTL)
+		a.accepted.Remove(key)
+		return r, nil
 	}
-	a.cache.Add(key, r, ttl)
+	now := a.now()
+	entry := acceptedToken{user: r.user, fresh: now.Add(a.cfg.CacheTTL), stale: now.Add(a.cfg.CacheTTL + a.cfg.MaxStale)}
+	if exp, ok := jwtExpiry(token); ok {
+		// The cache must not outlive the token.
+		entry.fresh, entry.stale = minTime(entry.fresh, exp), minTime(entry.stale, exp)
+	}
+	if ttl := entry.stale.Sub(now); ttl > 0 {
+		a.accepted.Add(key, entry, ttl)
+	}
 	return r, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// jwtExpiry returns the "exp" claim of token, if it is a JWT with one. The
+// API server has just verified the token; the hub only reads when it ends.
+func jwtExpiry(token string) (time.Time, bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return time.Time{}, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}, false
+	}
+	var claims struct {
+		Exp *json.Number `json:"exp"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil || claims.Exp == nil {
+		return time.Time{}, false
+	}
+	exp, err := claims.Exp.Float64()
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(int64(exp), 0), true
+}
+
+// TooManyReviewsError refuses a call whose token the hub would have to
+// review, from a client address that has had its share of reviews of
+// tokens the API server rejected.
+type TooManyReviewsError struct {
+	Peer      string
+	PerSecond float64
+}
+
+func (e *TooManyReviewsError) Error() string {
+	return fmt.Sprintf("%s presented more unknown tokens than the hub reviews per client address (%g per second): retry with backoff, with a valid token",
+		e.Peer, e.PerSecond)
+}
+
+// peerLimiters holds a token bucket per client address.
+type peerLimiters struct {
+	perSecond, burst float64
+
+	mu       sync.Mutex            // guards get-or-create in limiters
+	limiters *cache.LRUExpireCache // host -> *peerBucket
+}
+
+func newPeerLimiters(perSecond float64) *peerLimiters {
+	return &peerLimiters{perSecond: perSecond, burst: max(1, perSecond), limiters: cache.NewLRUExpireCache(100000)}
+}
+
+// get returns the bucket of ctx's peer. Idle addresses are forgotten after
+// a minute: their bucket would have refilled anyway.
+func (p *peerLimiters) get(ctx context.Context) *peerBucket {
+	host := peerHost(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.limiters.Get(host)
+	if !ok {
+		b = &peerBucket{perSecond: p.perSecond, burst: p.burst, tokens: p.burst}
+	}
+	p.limiters.Add(host, b, time.Minute)
+	return b.(*peerBucket)
+}
+
+// peerBucket is a token bucket whose tokens can be given back: x/time/rate
+// restores a reservation only before it is used, and a review's outcome
+// is known only after.
+type peerBucket struct {
+	perSecond, burst float64
+
+	mu     sync.Mutex // guards tokens and last
+	tokens float64
+	last   time.Time
+}
+
+// take takes a token, if there is one at now.
+func (b *peerBucket) take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.IsZero() {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.perSecond)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// refund gives a token back.
+func (b *peerBucket) refund() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tokens = min(b.burst, b.tokens+1)
+}
+
+// peerHost is the address of ctx's client without its port: one host's
+// connections share a budget.
+func peerHost(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return ""
+	}
+	if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+		return host
+	}
+	return p.Addr.String()
 }
 
 // bearerToken reads "authorization: Bearer <token>" from the call's

@@ -58,25 +58,32 @@ type SubjectAccessReviewConfig struct {
 	AllowTTL time.Duration
 	// DenyTTL is how long a denied decision is reused. Default: 30s.
 	DenyTTL time.Duration
-	// CacheSize bounds the decisions remembered. Default: 10000.
+	// MaxStale is how long past AllowTTL an allowed decision stands in
+	// while the API server cannot answer: nobody can change RBAC while it
+	// is down, and an outage should end no stream. A denial it gives once
+	// back ends them. Default: 10m.
+	MaxStale time.Duration
+	// CacheSize bounds the decisions remembered, allowed and denied
+	// apart, so denials never push out allowed decisions. Default: 10000.
 	CacheSize int
+	// RecheckClient, when set, makes the reviews asked for with a context
+	// from ForRecheck (running streams' rechecks), so that they have a
+	// budget of their own that new calls cannot use up.
+	RecheckClient authorizationclient.SubjectAccessReviewInterface
 }
 
 // SubjectAccessReview authorizes by asking the API server with a
 // SubjectAccessReview, so the hub grants exactly what the caller's own
 // RBAC grants.
 type SubjectAccessReview struct {
-	client authorizationclient.SubjectAccessReviewInterface
-	cfg    SubjectAccessReviewConfig
-	cache  *cache.LRUExpireCache // decision key -> decision
+	client, recheckClient authorizationclient.SubjectAccessReviewInterface
+	cfg                   SubjectAccessReviewConfig
+	// allowed and denied cache decisions by key: decisionKey -> when it
+	// was made.
+	allowed, denied *cache.LRUExpireCache
 	// flight shares one review among concurrent identical questions (a
 	// client opening many streams at once).
 	flight singleflight.Group
-}
-
-type decision struct {
-	allowed bool
-	at      time.Time
 }
 
 // NewSubjectAccessReview returns a SubjectAccessReview authorizer using
@@ -88,24 +95,45 @@ func NewSubjectAccessReview(client authorizationclient.SubjectAccessReviewInterf
 	if cfg.DenyTTL <= 0 {
 		cfg.DenyTTL = 30 * time.Second
 	}
+	if cfg.MaxStale <= 0 {
+		cfg.MaxStale = 10 * time.Minute
+	}
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = 10000
 	}
-	return &SubjectAccessReview{client: client, cfg: cfg, cache: cache.NewLRUExpireCache(cfg.CacheSize)}
+	recheckClient := cfg.RecheckClient
+	if recheckClient == nil {
+		recheckClient = client
+	}
+	return &SubjectAccessReview{client: client, recheckClient: recheckClient, cfg: cfg,
+		allowed: cache.NewLRUExpireCache(cfg.CacheSize), denied: cache.NewLRUExpireCache(cfg.CacheSize)}
+}
+
+type recheckKey struct{}
+
+// ForRecheck marks ctx as a running stream's recheck (see
+// SubjectAccessReviewConfig.RecheckClient).
+func ForRecheck(ctx context.Context) context.Context {
+	return context.WithValue(ctx, recheckKey{}, true)
 }
 
 func (a *SubjectAccessReview) Authorize(ctx context.Context, user User, attrs Attributes, maxAge time.Duration) (bool, error) {
 	key := decisionKey(user, attrs)
 	cached := func() (allowed, ok bool) {
-		if v, ok := a.cache.Get(key); ok {
-			if d := v.(decision); time.Since(d.at) < maxAge {
-				return d.allowed, true
-			}
+		if at, ok := a.denied.Get(key); ok && time.Since(at.(time.Time)) < maxAge {
+			return false, true
+		}
+		if at, ok := a.allowed.Get(key); ok && time.Since(at.(time.Time)) < min(maxAge, a.cfg.AllowTTL) {
+			return true, true
 		}
 		return false, false
 	}
 	if allowed, ok := cached(); ok {
 		return allowed, nil
+	}
+	client := a.client
+	if ctx.Value(recheckKey{}) != nil {
+		client = a.recheckClient
 	}
 	v, err, _ := a.flight.Do(key, func() (any, error) {
 		// A review that just ended may have answered already.
@@ -115,7 +143,15 @@ func (a *SubjectAccessReview) Authorize(ctx context.Context, user User, attrs At
 		// Shared by several calls: not canceled by the first caller.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
-		return a.review(ctx, key, user, attrs)
+		allowed, err := a.review(ctx, client, key, user, attrs)
+		if err != nil {
+			// The API server cannot tell now: a recent allowed decision
+			// stands in (kept for AllowTTL+MaxStale).
+			if _, ok := a.allowed.Get(key); ok {
+				return true, nil
+			}
+		}
+		return allowed, err
 	})
 	if err != nil {
 		return false, err
@@ -125,12 +161,12 @@ func (a *SubjectAccessReview) Authorize(ctx context.Context, user User, attrs At
 
 // review asks the API server whether user may do attrs, and caches the
 // answer.
-func (a *SubjectAccessReview) review(ctx context.Context, key string, user User, attrs Attributes) (bool, error) {
+func (a *SubjectAccessReview) review(ctx context.Context, client authorizationclient.SubjectAccessReviewInterface, key string, user User, attrs Attributes) (bool, error) {
 	extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
 	for k, v := range user.Extra {
 		extra[k] = v
 	}
-	review, err := a.client.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+	review, err := client.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User: user.Name, UID: user.UID, Groups: user.Groups, Extra: extra,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: attrs.Namespace, Verb: attrs.Verb,
@@ -140,13 +176,15 @@ func (a *SubjectAccessReview) review(ctx context.Context, key string, user User,
 	if err != nil {
 		return false, fmt.Errorf("asking the API server whether %s may %s: %w", user.Name, attrs, err)
 	}
-	d := decision{allowed: review.Status.Allowed && !review.Status.Denied, at: time.Now()}
-	ttl := a.cfg.AllowTTL
-	if !d.allowed {
-		ttl = a.cfg.DenyTTL
+	allowed := review.Status.Allowed && !review.Status.Denied
+	if allowed {
+		a.allowed.Add(key, time.Now(), a.cfg.AllowTTL+a.cfg.MaxStale)
+		a.denied.Remove(key)
+	} else {
+		a.denied.Add(key, time.Now(), a.cfg.DenyTTL)
+		a.allowed.Remove(key)
 	}
-	a.cache.Add(key, d, ttl)
-	return d.allowed, nil
+	return allowed, nil
 }
 
 // decisionKey identifies a decision: the whole identity and the request.

@@ -72,7 +72,10 @@ const (
 //     hold more than the hub allows all replays. Call Snapshot, or Watch
 //     with send_initial_events, and continue from there.
 //   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
-//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; too many distinct
+//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; too many tokens
+//     the API server rejected from the caller's address
+//     (TOO_MANY_TOKEN_REVIEWS: retry with backoff, with a valid token);
+//     too many distinct
 //     filters or projections in use on the resource type at once, or held
 //     by the caller's streams on it (TOO_MANY_DISTINCT; metadata["limit"]
 //     names the limit: use an expression or projection already in use,
@@ -230,7 +233,10 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     hold more than the hub allows all replays. Call Snapshot, or Watch
 //     with send_initial_events, and continue from there.
 //   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
-//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; too many distinct
+//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; too many tokens
+//     the API server rejected from the caller's address
+//     (TOO_MANY_TOKEN_REVIEWS: retry with backoff, with a valid token);
+//     too many distinct
 //     filters or projections in use on the resource type at once, or held
 //     by the caller's streams on it (TOO_MANY_DISTINCT; metadata["limit"]
 //     names the limit: use an expression or projection already in use,

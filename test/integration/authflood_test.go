@@ -1,0 +1,125 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/server"
+	"github.com/informerhub/informerhub/server/auth"
+)
+
+// TestATokenFloodDrainsNothing: one client address floods the hub with
+// calls carrying random bearer tokens, thousands per second, beside 100
+// authenticated streams (of ten service accounts, from the same address)
+// whose access is rechecked every 200ms. The TokenReviews the API server
+// receives stay within the per-address budget (its burst, then its rate);
+// the flood's calls are refused (UNAUTHENTICATED, or RESOURCE_EXHAUSTED
+// once the budget is spent, never UNAVAILABLE); and no authenticated
+// stream ends.
+func TestATokenFloodDrainsNothing(t *testing.T) {
+	const perPeer = 10
+	ns := namespace(t)
+	createConfigMap(t, ns, "cm", nil, "v0")
+	var tokens []string
+	for i := range 10 {
+		name := fmt.Sprint("reader-", i)
+		tokens = append(tokens, serviceAccountToken(t, ns, name))
+		grant(t, ns, serviceAccount(ns, name), "configmaps")
+	}
+	h := startAuthHub(t, server.Config{
+		AuthzRecheckInterval: 200 * time.Millisecond,
+		Authenticator:        auth.NewTokenReview(kube.AuthenticationV1().TokenReviews(), auth.TokenReviewConfig{ReviewsPerPeer: perPeer}),
+	})
+	sel := &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: ns}
+
+	ctx, stopStreams := context.WithCancel(ctxFor(t))
+	defer stopStreams()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex // guards ended
+		ended []error
+	)
+	opened := make(chan struct{}, 100)
+	for i := range 100 {
+		wg.Go(func() {
+			stream, err := h.client.Watch(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokens[i%10]),
+				&informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
+			if err == nil {
+				_, err = stream.Recv() // the first initial event: admitted
+			}
+			opened <- struct{}{}
+			for err == nil {
+				_, err = stream.Recv()
+			}
+			if ctx.Err() == nil {
+				mu.Lock()
+				ended = append(ended, err)
+				mu.Unlock()
+			}
+		})
+	}
+	for range 100 {
+		<-opened
+	}
+
+	reviews := func(resource string) float64 {
+		return apiServerMetric(t, "apiserver_request_total", map[string]string{"resource": resource, "verb": "POST"})
+	}
+	before, sarsBefore := reviews("tokenreviews"), reviews("subjectaccessreviews")
+	began := time.Now()
+	var calls, refused, rejected atomic.Int64
+	var flood sync.WaitGroup
+	for g := range 8 {
+		flood.Go(func() {
+			for i := 0; time.Since(began) < 3*time.Second; i++ {
+				calls.Add(1)
+				_, err := h.client.ListResources(withBearer(t, fmt.Sprintf("random-%d-%d", g, i)), &informerhubv1.ListResourcesRequest{})
+				switch status.Code(err) {
+				case codes.ResourceExhausted:
+					refused.Add(1)
+				case codes.Unauthenticated:
+					rejected.Add(1)
+				default:
+					t.Errorf("a random token's call: %v, want UNAUTHENTICATED or RESOURCE_EXHAUSTED", err)
+					return
+				}
+			}
+		})
+	}
+	flood.Wait()
+	elapsed := time.Since(began)
+	got, sars := reviews("tokenreviews")-before, reviews("subjectaccessreviews")-sarsBefore
+	budget := math.Floor(perPeer + perPeer*elapsed.Seconds())
+	t.Logf("%d calls with random tokens in %v: %d rejected after a review, %d refused before one; %v TokenReviews (budget %v); %v rechecks' SubjectAccessReviews",
+		calls.Load(), elapsed.Round(time.Millisecond), rejected.Load(), refused.Load(), got, budget, sars)
+	if calls.Load() < 1000 {
+		t.Errorf("the flood made only %d calls: not a flood", calls.Load())
+	}
+	if got > budget {
+		t.Errorf("%v TokenReviews for one address's random tokens, want at most %v", got, budget)
+	}
+	// Ten identities, each rechecked every 200ms for 3s: the rechecks ran
+	// beside the flood (and confirmed access, or streams would have ended).
+	if sars < 10*2*5 {
+		t.Errorf("%v SubjectAccessReviews during the flood: the streams' rechecks did not run", sars)
+	}
+	stopStreams()
+	wg.Wait()
+	for _, err := range ended {
+		t.Errorf("an authenticated stream ended during the flood: %v", err)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatal("the test ran out of time")
+	}
+}
