@@ -242,6 +242,22 @@ func TestMalformedSelectorsAreRefusedBeforeAnyReview(t *testing.T) {
 	}
 }
 
+// TestListResourcesAsksOnceForACallerAllowedEverything: a caller whose
+// RBAC allows every resource costs ListResources two questions (list and
+// watch of "*"), not two per resource type.
+func TestListResourcesAsksOnceForACallerAllowedEverything(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	authz := &countingAuthorizer{}
+	conn := serveWithAuth(t, informerhub.New(informerhub.Config{Logger: discard}, cluster, cluster), Config{Authorizer: authz})
+	resp, err := informerhubv1.NewInformerHubServiceClient(conn).ListResources(as("root"), &informerhubv1.ListResourcesRequest{Namespace: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Resources) < 2 || authz.asked.Load() != 2 {
+		t.Fatalf("%d resource types listed after %d questions, want them all after 2", len(resp.Resources), authz.asked.Load())
+	}
+}
+
 // fieldViolationsOf lists the fields of err's BadRequest.
 func fieldViolationsOf(err error) string {
 	var fields []string

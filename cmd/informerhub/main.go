@@ -131,7 +131,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float64Var(&o.authQPS, "auth-api-qps", 100, "queries per second of each of three budgets, apart from --kube-api-qps and from each other: TokenReviews, SubjectAccessReviews of new calls, and those of running streams' rechecks")
 	fs.IntVar(&o.authBurst, "auth-api-burst", 200, "burst of each budget of --auth-api-qps")
 	fs.DurationVar(&o.authMaxStale, "auth-max-stale", 10*time.Minute, "how long past its cache lifetime an accepted token's identity (never past the token's expiry) and an allowed decision stand in while the API server cannot answer")
-	fs.Float64Var(&o.reviewsPerPeer, "token-reviews-per-peer", 10, "TokenReviews per second that tokens the API server rejects may cause from one client address; past it, calls with unknown tokens from there are refused before any review")
+	fs.Float64Var(&o.reviewsPerPeer, "token-reviews-per-peer", 10, "TokenReviews per second (and under way at once) that tokens the API server rejects may cause from one client address; past it, calls with tokens not accepted lately are refused from there before any review")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to wait for streams to end on shutdown")

@@ -48,14 +48,17 @@ func fakeTokenReviews(calls *atomic.Int32) *fake.Clientset {
 	kube.PrependReactor("create", "tokenreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		calls.Add(1)
 		review := action.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
-		switch review.Spec.Token {
-		case "good":
+		switch token := review.Spec.Token; {
+		case strings.HasPrefix(token, "valid-"):
+			review.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: []string{"hub"},
+				User: authenticationv1.UserInfo{Username: token}}
+		case token == "good":
 			review.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: []string{"hub"},
 				User: authenticationv1.UserInfo{Username: "alice", UID: "u1", Groups: []string{"devs"}}}
-		case "other-audience":
+		case token == "other-audience":
 			review.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: []string{"elsewhere"},
 				User: authenticationv1.UserInfo{Username: "bob"}}
-		case "broken":
+		case token == "broken":
 			return true, nil, errors.New("API server down")
 		default:
 			review.Status = authenticationv1.TokenReviewStatus{Error: "invalid bearer token"}
@@ -476,5 +479,26 @@ func TestAllowedDecisionsStandInWhileTheAPIServerCannotAnswer(t *testing.T) {
 	}
 	if admissions.Load() != 2 || rechecks.Load() != 4 {
 		t.Fatalf("%d admission and %d recheck reviews, want 2 (list, watch) and 4", admissions.Load(), rechecks.Load())
+	}
+}
+
+// TestManyIdentitiesBehindOneAddress: a hundred valid tokens presented at
+// once from one address (a proxy, a NAT) are all reviewed and accepted:
+// they wait for each other's reviews, never for the budget of rejections.
+func TestManyIdentitiesBehindOneAddress(t *testing.T) {
+	var calls atomic.Int32
+	a := NewTokenReview(fakeTokenReviews(&calls).AuthenticationV1().TokenReviews(),
+		TokenReviewConfig{Audiences: []string{"hub"}, ReviewsPerPeer: 5})
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Go(func() {
+			if _, err := a.Authenticate(fromPeer(fmt.Sprint("valid-", i), "10.0.0.9:4000")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := calls.Load(); n != 100 {
+		t.Fatalf("%d TokenReviews, want 100", n)
 	}
 }

@@ -112,12 +112,13 @@ type TokenReviewConfig struct {
 	// apart, so rejected ones never push out accepted ones. Keys are
 	// hashes, so it bounds the bytes too. Default: 10000.
 	CacheSize int
-	// ReviewsPerPeer bounds the TokenReviews of tokens the hub has not
-	// answered recently that one client address may cause, per second
-	// (as many at once); a token the API server accepts is given back, so
-	// only rejected ones use it up. Past it, the call is refused with a
-	// *TooManyReviewsError before any review: a client presenting random
-	// tokens costs the API server at most this. Default: 10.
+	// ReviewsPerPeer bounds the TokenReviews of tokens the API server
+	// does not accept that one client address may cause: this many per
+	// second, and as many at once (the reviews under way at once from one
+	// address, of any tokens, are bounded by it too). Past it, a call with
+	// a token not accepted lately is refused with a *TooManyReviewsError
+	// before any review: a client presenting random tokens costs the API
+	// server at most this. Default: 10.
 	ReviewsPerPeer float64
 }
 
@@ -185,19 +186,21 @@ func (a *TokenReview) Authenticate(ctx context.Context) (User, error) {
 		if user, err, ok := a.cached(key); ok {
 			return tokenResult{user, err}, nil
 		}
-		// A review costs the peer unless the token was accepted lately
-		// (a running stream's recheck), and is given back if the token is
-		// accepted: only rejected tokens use the peer's budget up.
+		// A token not accepted lately (a running stream's recheck is)
+		// is reviewed within its peer's budget: only tokens the API server
+		// does not accept use it up.
 		_, known := a.accepted.Get(key)
-		if !known && !limiter.take(a.now()) {
-			return nil, &TooManyReviewsError{Peer: peerHost(ctx), PerSecond: a.cfg.ReviewsPerPeer}
+		if !known {
+			if !limiter.begin(ctx, a.now) {
+				return nil, &TooManyReviewsError{Peer: peerHost(ctx), PerSecond: a.cfg.ReviewsPerPeer}
+			}
 		}
 		// Shared by several calls: not canceled by the first caller.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		reviewCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
-		r, err := a.review(ctx, key, token)
-		if err == nil && r.err == nil && !known {
-			limiter.refund()
+		r, err := a.review(reviewCtx, key, token)
+		if !known {
+			limiter.end(a.now(), err != nil || r.err != nil)
 		}
 		if err != nil {
 			// The API server cannot tell now: an identity it gave this
@@ -343,43 +346,80 @@ func (p *peerLimiters) get(ctx context.Context) *peerBucket {
 	defer p.mu.Unlock()
 	b, ok := p.limiters.Get(host)
 	if !ok {
-		b = &peerBucket{perSecond: p.perSecond, burst: p.burst, tokens: p.burst}
+		b = &peerBucket{perSecond: p.perSecond, burst: p.burst, tokens: p.burst, ended: make(chan struct{})}
 	}
 	p.limiters.Add(host, b, time.Minute)
 	return b.(*peerBucket)
 }
 
-// peerBucket is a token bucket whose tokens can be given back: x/time/rate
-// restores a reservation only before it is used, and a review's outcome
-// is known only after.
+// peerBucket is one client address's budget of reviews: a token bucket
+// that only reviews of tokens the API server did not accept draw from, and
+// at most burst reviews under way at once. A review starts only while the
+// bucket holds a token, so rejected reviews come at most burst at once and
+// perSecond after; accepted ones (many identities behind one address,
+// connecting together) wait only for each other, briefly.
 type peerBucket struct {
 	perSecond, burst float64
 
-	mu     sync.Mutex // guards tokens and last
-	tokens float64
-	last   time.Time
+	mu       sync.Mutex // guards the fields below
+	tokens   float64    // below zero after concurrent rejections: a debt
+	last     time.Time
+	underway int
+	ended    chan struct{} // closed and replaced when a review ends
 }
 
-// take takes a token, if there is one at now.
-func (b *peerBucket) take(now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.last.IsZero() {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.perSecond)
+// maxReviewWait bounds how long a call waits for one of its address's
+// review slots.
+const maxReviewWait = time.Second
+
+// begin starts a review, if the bucket holds a token: at once when fewer
+// than burst are under way, else once one ends, within maxReviewWait.
+// Every successful begin needs an end.
+func (b *peerBucket) begin(ctx context.Context, now func() time.Time) bool {
+	deadline := time.NewTimer(maxReviewWait)
+	defer deadline.Stop()
+	for {
+		b.mu.Lock()
+		t := now()
+		if !b.last.IsZero() {
+			b.tokens = min(b.burst, b.tokens+t.Sub(b.last).Seconds()*b.perSecond)
+		}
+		b.last = t
+		if b.tokens < 1 {
+			b.mu.Unlock()
+			return false // no waiting: the budget is spent on rejections
+		}
+		if float64(b.underway) < b.burst {
+			b.underway++
+			b.mu.Unlock()
+			return true
+		}
+		ended := b.ended
+		b.mu.Unlock()
+		select {
+		case <-ended:
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
 	}
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
 }
 
-// refund gives a token back.
-func (b *peerBucket) refund() {
+// end ends a review; one whose token was not accepted costs a token.
+func (b *peerBucket) end(now time.Time, rejected bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.tokens = min(b.burst, b.tokens+1)
+	b.underway--
+	if rejected {
+		if !b.last.IsZero() {
+			b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.perSecond)
+		}
+		b.last = now
+		b.tokens--
+	}
+	close(b.ended)
+	b.ended = make(chan struct{})
 }
 
 // peerHost is the address of ctx's client without its port: one host's

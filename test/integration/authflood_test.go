@@ -100,7 +100,9 @@ func TestATokenFloodDrainsNothing(t *testing.T) {
 	flood.Wait()
 	elapsed := time.Since(began)
 	got, sars := reviews("tokenreviews")-before, reviews("subjectaccessreviews")-sarsBefore
-	budget := math.Floor(perPeer + perPeer*elapsed.Seconds())
+	// The burst, what reviews under way at once when it ran out may add,
+	// and the rate.
+	budget := math.Floor(2*perPeer + perPeer*elapsed.Seconds())
 	t.Logf("%d calls with random tokens in %v: %d rejected after a review, %d refused before one; %v TokenReviews (budget %v); %v rechecks' SubjectAccessReviews",
 		calls.Load(), elapsed.Round(time.Millisecond), rejected.Load(), refused.Load(), got, budget, sars)
 	if calls.Load() < 1000 {

@@ -1,0 +1,97 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/server"
+)
+
+// TestRechecksScaleWithIdentitiesNotStreams: 1,000 streams of 100 service
+// accounts (10,000 of 1,000 with -full-size), opened at once, are
+// rechecked every second for several seconds. No stream ends, and the
+// SubjectAccessReviews the API server receives grow with the identities,
+// not the streams: streams of one identity share decisions, and their
+// rechecks, spread over the interval, do not all ask at once.
+func TestRechecksScaleWithIdentitiesNotStreams(t *testing.T) {
+	identities, perIdentity := 100, 10
+	if *fullSize {
+		identities = 1000
+	}
+	const interval = time.Second
+	ns := namespace(t)
+	createConfigMap(t, ns, "cm", nil, "v0")
+	grant(t, ns, rbacv1.Subject{Kind: rbacv1.GroupKind, Name: "system:serviceaccounts:" + ns}, "configmaps")
+	tokens := make([]string, identities)
+	inParallel(t, identities, func(i int) error {
+		tokens[i] = serviceAccountToken(t, ns, fmt.Sprint("reader-", i))
+		return nil
+	})
+	h := startAuthHub(t, server.Config{AuthzRecheckInterval: interval})
+	sel := &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: ns}
+	reviews := func() float64 {
+		return apiServerMetric(t, "apiserver_request_total", map[string]string{"resource": "subjectaccessreviews", "verb": "POST"})
+	}
+
+	ctx, stopStreams := context.WithCancel(ctxFor(t))
+	defer stopStreams()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex // guards ended
+		ended []error
+	)
+	streams := identities * perIdentity
+	opened := make(chan struct{}, streams)
+	for i := range streams {
+		wg.Go(func() {
+			stream, err := h.client.Watch(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokens[i%identities]),
+				&informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
+			if err == nil {
+				_, err = stream.Recv() // admitted
+			}
+			opened <- struct{}{}
+			for err == nil {
+				_, err = stream.Recv()
+			}
+			if ctx.Err() == nil {
+				mu.Lock()
+				ended = append(ended, err)
+				mu.Unlock()
+			}
+		})
+	}
+	for range streams {
+		<-opened
+	}
+	before, began := reviews(), time.Now()
+	// Several intervals of rechecks: the streams' next ones are due within
+	// one and a quarter; wait through four of them.
+	timer := time.NewTimer(5 * interval)
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		t.Fatal("out of time")
+	}
+	got, elapsed := reviews()-before, time.Since(began)
+	stopStreams()
+	wg.Wait()
+	for _, err := range ended {
+		t.Errorf("a stream ended: %v", err)
+	}
+	// Per interval: list and watch per identity, once per half interval
+	// at most (decisions are reused while younger than that).
+	intervals := elapsed.Seconds() / interval.Seconds()
+	limit, floor := 2*2*float64(identities)*(intervals+1), float64(identities)*2*(intervals-2)
+	t.Logf("%d streams of %d identities, %.1f intervals: %v SubjectAccessReviews (at most %v by identities; %v if each stream asked)",
+		streams, identities, intervals, got, limit, 2*float64(streams)*intervals)
+	if got > limit || got < floor {
+		t.Errorf("%v SubjectAccessReviews, want between %v and %v: as many as identities ask, not streams", got, floor, limit)
+	}
+}
