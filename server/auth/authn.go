@@ -369,8 +369,9 @@ type peerBucket struct {
 }
 
 // maxReviewWait bounds how long a call waits for one of its address's
-// review slots.
-const maxReviewWait = time.Second
+// review slots: as long as a review may take, so that a thousand
+// identities connecting at once through one address are all reviewed.
+const maxReviewWait = reviewTimeout
 
 // begin starts a review, if the bucket holds a token: at once when fewer
 // than burst are under way, else once one ends, within maxReviewWait.
