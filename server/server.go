@@ -134,6 +134,7 @@ type Server struct {
 	cfg           Config
 	log           *slog.Logger
 	subscriptions *auth.SubscriptionLimiter
+	watches       watches // the running Watches, for Drain
 }
 
 var _ informerhubv1.InformerHubServiceServer = (*Server)(nil)
@@ -150,7 +151,13 @@ func (s *Server) Register(g *grpc.Server) {
 }
 
 func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStreamingServer[informerhubv1.WatchResponse]) error {
-	ctx := stream.Context()
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	end, ok := s.watches.start(cancel)
+	if !ok {
+		return toStatus(s.log, informerhub.ErrClosed)
+	}
+	defer end()
 	sel, release, err := s.admit(ctx, req.GetSelector())
 	if err != nil {
 		return toStatus(s.log, err)
@@ -171,6 +178,10 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		Owner:             user.Name,
 	})
 	if err != nil {
+		if errors.Is(context.Cause(ctx), errDraining) {
+			// Drained while it waited (for a replay slot, say).
+			err = &drainedError{resumeToken: req.GetResumeToken()}
+		}
 		return toStatus(s.log, err)
 	}
 	defer sub.Close()
@@ -190,6 +201,9 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		// The codec sends the event's shared encoding (see codec.go).
 		return ev, &ev.ResumeToken, false, nil
 	})
+	if errors.Is(context.Cause(ctx), errDraining) {
+		err = &drainedError{}
+	}
 	if errors.Is(err, errStalled) {
 		// Why the subscription failed, if it did (overflow, informer
 		// stopped); else the client stopped reading while nothing failed.
@@ -201,6 +215,7 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 	// subscription handed out last.
 	var tooSlow *informerhub.TooSlowError
 	var lost *accessLostError
+	var drained *drainedError
 	switch {
 	case errors.As(err, &tooSlow):
 		copied := *tooSlow
@@ -208,6 +223,8 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		err = &copied
 	case errors.As(err, &lost):
 		lost.resumeToken = snd.lastToken()
+	case errors.As(err, &drained):
+		drained.resumeToken = snd.lastToken()
 	}
 	return toStatus(s.log, err)
 }
@@ -216,6 +233,9 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 // the caller may list and watch what it selects and may open one more
 // stream. Call release when the stream ends.
 func (s *Server) admit(ctx context.Context, req *informerhubv1.ResourceSelector) (sel informerhub.Selector, release func(), err error) {
+	if s.watches.isDraining() {
+		return sel, nil, informerhub.ErrClosed
+	}
 	if sel, err = selectorOf(req); err != nil {
 		return sel, nil, err
 	}

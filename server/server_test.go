@@ -190,9 +190,17 @@ func serveWith(t *testing.T, hub *informerhub.Hub, cfg Config) informerhubv1.Inf
 // quickly. Both stop when the test ends.
 func dial(t *testing.T, hub *informerhub.Hub, cfg Config) *grpc.ClientConn {
 	t.Helper()
+	_, conn := dialServer(t, hub, cfg)
+	return conn
+}
+
+// dialServer is dial, returning the Server too.
+func dialServer(t *testing.T, hub *informerhub.Hub, cfg Config) (*Server, *grpc.ClientConn) {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	g := grpc.NewServer(ServerOptions(cfg)...)
-	New(hub, cfg).Register(g)
+	srv := New(hub, cfg)
+	srv.Register(g)
 	healthpb.RegisterHealthServer(g, health.NewServer())
 	reflection.Register(g)
 	go g.Serve(lis) //nolint:errcheck // ends with Stop
@@ -207,7 +215,7 @@ func dial(t *testing.T, hub *informerhub.Hub, cfg Config) *grpc.ClientConn {
 		hub.Close()
 		g.Stop()
 	})
-	return conn
+	return srv, conn
 }
 
 // TestEachChangeIsEncodedOnceForAllStreams runs 20 Watch streams over gRPC

@@ -51,6 +51,7 @@ func toStatus(log *slog.Logger, err error) error {
 		lost           *accessLostError
 		unavailable    *authUnavailableError
 		tooManyReviews *auth.TooManyReviewsError
+		drained        *drainedError
 		tooMany        *auth.TooManySubscriptionsError
 		limitErr       *informerhub.LimitError
 		panicked       *panicError
@@ -130,8 +131,12 @@ func toStatus(log *slog.Logger, err error) error {
 		return withDetails(codes.ResourceExhausted, tooSlowErr.Error(),
 			&errdetails.ErrorInfo{Reason: ReasonSubscriberTooSlow, Domain: ErrorDomain, Metadata: md})
 	case errors.Is(err, informerhub.ErrClosed):
+		var md map[string]string
+		if errors.As(err, &drained) && drained.resumeToken != "" {
+			md = map[string]string{"resume_token": drained.resumeToken}
+		}
 		return withDetails(codes.Unavailable, "the hub is shutting down: reconnect, to this or another replica, with your last resume token",
-			&errdetails.ErrorInfo{Reason: ReasonShuttingDown, Domain: ErrorDomain})
+			&errdetails.ErrorInfo{Reason: ReasonShuttingDown, Domain: ErrorDomain, Metadata: md})
 	case errors.As(err, &resourceErr):
 		r := resourceErr.Resource
 		md := resourceMetadata(r.Group, r.Version, r.Resource)

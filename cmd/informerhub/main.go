@@ -56,6 +56,7 @@ type options struct {
 	logFormat       string
 	logLevel        slog.Level
 	shutdownTimeout time.Duration
+	shutdownDrain   time.Duration
 
 	auth                string
 	insecureAllowRemote bool
@@ -134,7 +135,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float64Var(&o.reviewsPerPeer, "token-reviews-per-peer", 10, "TokenReviews per second (and under way at once) that tokens the API server rejects may cause from one client address; past it, calls with tokens not accepted lately are refused from there before any review")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
-	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to wait for streams to end on shutdown")
+	fs.DurationVar(&o.shutdownDrain, "shutdown-drain", 10*time.Second, "on shutdown, end the Watch streams one by one over this period (SHUTTING_DOWN, with their tokens), so their clients move to other replicas a few at a time")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "after the drain, how long to wait for the remaining calls to end")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -295,7 +297,8 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	healthServer := health.NewServer()
 	ready := newReadiness(healthServer)
 	g := grpc.NewServer(append(server.ServerOptions(o.server), creds...)...)
-	server.New(hub, o.server).Register(g)
+	srv := server.New(hub, o.server)
+	srv.Register(g)
 	healthpb.RegisterHealthServer(g, healthServer)
 	reflection.Register(g)
 	if o.server.Metrics != nil {
@@ -331,7 +334,13 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	}
 	log.Info("shutting down")
 	ready.shutDown()
-	hub.Close() // every stream ends with UNAVAILABLE; clients resume elsewhere
+	// Streams end a few at a time; clients resume elsewhere.
+	drainCtx, cancelDrain := context.WithTimeout(context.Background(), o.shutdownDrain+o.shutdownTimeout)
+	if err := srv.Drain(drainCtx, o.shutdownDrain); err != nil {
+		log.Warn("streams did not end in time", "error", err)
+	}
+	cancelDrain()
+	hub.Close() // what is left (snapshots) ends with UNAVAILABLE
 	stopped := make(chan struct{})
 	go func() {
 		g.GracefulStop()

@@ -90,20 +90,24 @@ func TestDeploymentIsConsistent(t *testing.T) {
 	}
 
 	// Shutdown: the kubelet waits for the preStop hook and the hub's
-	// --shutdown-timeout before it kills the hub.
-	shutdown := 10 * time.Second // the hub's default
-	if v, ok := flags["--shutdown-timeout"]; ok {
-		var err error
-		if shutdown, err = time.ParseDuration(v); err != nil {
-			t.Fatalf("--shutdown-timeout=%s: %v", v, err)
+	// --shutdown-drain and --shutdown-timeout before it kills the hub.
+	var shutdown time.Duration
+	for _, flag := range []string{"--shutdown-drain", "--shutdown-timeout"} {
+		d := 10 * time.Second // the hub's default
+		if v, ok := flags[flag]; ok {
+			var err error
+			if d, err = time.ParseDuration(v); err != nil {
+				t.Fatalf("%s=%s: %v", flag, v, err)
+			}
 		}
+		shutdown += d
 	}
 	var preStop time.Duration
 	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
 		preStop = time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
 	}
 	if grace := time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second; grace <= preStop+shutdown {
-		t.Errorf("terminationGracePeriodSeconds %v leaves no time after the preStop sleep (%v) and --shutdown-timeout (%v)", grace, preStop, shutdown)
+		t.Errorf("terminationGracePeriodSeconds %v leaves no time after the preStop sleep (%v), --shutdown-drain and --shutdown-timeout (%v)", grace, preStop, shutdown)
 	}
 
 	// Selectors: the Services, the PodDisruptionBudget and the

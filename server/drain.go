@@ -1,0 +1,108 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/informerhub/informerhub/informerhub"
+)
+
+// A replica that stops must not send every client elsewhere at once: the
+// other replicas would take a reconnect, a TokenReview and a
+// SubjectAccessReview per stream in the same instant. Drain ends streams
+// a few at a time over a period, as the kube-apiserver's
+// --shutdown-watch-termination-grace-period does for its watches.
+
+// errDraining is the cause with which Drain cancels a Watch's context.
+var errDraining = errors.New("draining")
+
+// drainedError ends a Watch that Drain ended: the client resumes from
+// resumeToken, on another replica.
+type drainedError struct{ resumeToken string }
+
+func (e *drainedError) Error() string { return informerhub.ErrClosed.Error() }
+func (e *drainedError) Unwrap() error { return informerhub.ErrClosed }
+
+// watches is the running Watches of a Server, for Drain.
+type watches struct {
+	mu       sync.Mutex // guards the fields below
+	running  map[*runningWatch]struct{}
+	draining bool
+}
+
+type runningWatch struct {
+	cancel context.CancelCauseFunc
+	ended  chan struct{}
+}
+
+// start records a Watch whose context cancel cancels, or reports false once
+// the server is draining. Call the returned func when the Watch ends.
+func (w *watches) start(cancel context.CancelCauseFunc) (end func(), ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.draining {
+		return nil, false
+	}
+	if w.running == nil {
+		w.running = map[*runningWatch]struct{}{}
+	}
+	r := &runningWatch{cancel: cancel, ended: make(chan struct{})}
+	w.running[r] = struct{}{}
+	return func() {
+		w.mu.Lock()
+		delete(w.running, r)
+		w.mu.Unlock()
+		close(r.ended)
+	}, true
+}
+
+func (w *watches) isDraining() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.draining
+}
+
+// Drain stops admitting Watch and Snapshot calls (they are refused with
+// UNAVAILABLE, SHUTTING_DOWN), then ends the running Watches one by one,
+// evenly spread over period, each with UNAVAILABLE, SHUTTING_DOWN and the
+// token of the last response it sent, so that their clients move to other
+// replicas a few at a time and resume exactly. A Watch waiting for a
+// replay slot ends the same way. Drain returns once they have all ended,
+// or when ctx ends. Snapshots under way are left to finish.
+func (s *Server) Drain(ctx context.Context, period time.Duration) error {
+	s.watches.mu.Lock()
+	s.watches.draining = true
+	running := make([]*runningWatch, 0, len(s.watches.running))
+	for r := range s.watches.running {
+		running = append(running, r)
+	}
+	s.watches.mu.Unlock()
+	if len(running) == 0 {
+		return nil
+	}
+	s.log.Info("draining: ending streams over the drain period", "streams", len(running), "period", period)
+	gap := period / time.Duration(len(running))
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for i, r := range running {
+		if i > 0 {
+			timer.Reset(gap)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		r.cancel(errDraining)
+	}
+	for _, r := range running {
+		select {
+		case <-r.ended:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
