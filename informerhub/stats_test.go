@@ -38,11 +38,16 @@ func TestStatsCountWhatHappens(t *testing.T) {
 	if err := stalled.Err(); err != nil {
 		t.Fatalf("stalled subscriber: %v; falling behind ends nobody", err)
 	}
-	// The fake's log is reset: the informer's watch ends, resuming it gets
-	// 410, and it relists; so does a replay of the fixture's first token,
-	// which the history no longer holds.
+	// A change the informer's watch misses, then the fake's log is reset:
+	// the watch ends, resuming it from before that change gets 410, and it
+	// relists; so does a replay of the fixture's first token, which the
+	// history no longer holds. (Without the missed change, the watch could
+	// resume from the fake's newest version, and nothing would relist.)
+	c.ConfigMaps().AddDropWatch(hubtest.ConfigMap("ns3", "0", nil, "")) // rv 12
 	c.ConfigMaps().ResetWatch()
-	fx.add("ns3", 1) // rv 12, after the relist
+	if _, err := fx.live.Next(ctx); err != nil { // rv 12, the relist's difference
+		t.Fatal(err)
+	}
 	resumed, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: fx.start})
 	if err == nil {
 		_, err = resumed.Next(ctx)
