@@ -46,6 +46,13 @@ type Config struct {
 	// bookmark with a fresh resume token. Default: 1m.
 	BookmarkInterval time.Duration
 
+	// MaxUpstreamFailure is how long an informer's lists and watches may
+	// fail, with nothing delivered, before it ends (ErrUnavailable) and
+	// its subscribers with it, carrying their tokens: after the hub lost
+	// its RBAC, say, its streams would otherwise stay open with a position
+	// that no longer moves. Longer than an API server restart. Default: 5m.
+	MaxUpstreamFailure time.Duration
+
 	// IdleTimeout is how long a resource type's informer keeps running after
 	// its last subscriber has gone. Until then, the history stays and
 	// resume tokens keep working. Default: 5m.
@@ -122,6 +129,7 @@ const (
 	DefaultQueueSize            = 1000
 	DefaultBookmarkInterval     = time.Minute
 	DefaultIdleTimeout          = 5 * time.Minute
+	DefaultMaxUpstreamFailure   = 5 * time.Minute
 	DefaultSnapshotPageSize     = 500
 	DefaultSnapshotPageBytes    = 1 << 20
 	DefaultMaxSelectorLength    = 4096
@@ -159,6 +167,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaxUpstreamFailure <= 0 {
+		c.MaxUpstreamFailure = DefaultMaxUpstreamFailure
 	}
 	if c.SnapshotPageSize <= 0 {
 		c.SnapshotPageSize = DefaultSnapshotPageSize

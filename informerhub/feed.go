@@ -75,11 +75,17 @@ type feed struct {
 	owners map[string]*ownerUse
 	// relists are the version ranges relists jumped across that the
 	// history still reaches; see insideRelistLocked.
-	relists         []versionRange
-	isSynced        bool
-	listErr         error // the last list error before the first sync
-	err             error // why the feed stopped; set once, before stopped is closed
-	closeListFailed sync.Once
+	relists  []versionRange
+	isSynced bool
+	listErr  error // the last list error before the first sync
+	// progressAt is when the upstream last delivered anything (a list, a
+	// change, a bookmark); failingSince is when its lists and watches
+	// started failing since then (zero while they do not), and upstreamErr
+	// the last failure. See watchError.
+	progressAt, failingSince time.Time
+	upstreamErr              error
+	err                      error // why the feed stopped; set once, before stopped is closed
+	closeListFailed          sync.Once
 }
 
 // idleTimer is the subset of *time.Timer the hub uses, so tests can see it.
@@ -146,11 +152,13 @@ func (f *feed) stopLocked(err error) {
 		return
 	}
 	f.err = err
+	// Stopped before any subscriber learns of it: whoever a failure wakes
+	// sees the feed stopped.
+	close(f.stopped)
 	f.live.each(func(s *Subscription) {
 		f.live.remove(s)
 		s.failLocked(err)
 	})
-	close(f.stopped)
 	f.cancel()
 	f.log.Info("informer stopped", "reason", err)
 }
@@ -207,6 +215,31 @@ func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 		return
 	}
 	f.log.Info("upstream watch ended; the informer resumes or relists", "error", err)
+	f.upstreamErr = err
+	if f.failingSince.IsZero() {
+		// Failing from now: unless the upstream delivers again within
+		// MaxUpstreamFailure, the feed ends (see checkStale).
+		f.failingSince = time.Now()
+		time.AfterFunc(f.hub.cfg.MaxUpstreamFailure, f.checkStale)
+	}
+}
+
+// checkStale ends the feed if its lists and watches have failed, with
+// nothing delivered, for MaxUpstreamFailure (its 403s after the hub lost
+// its RBAC, an API server it cannot reach): its subscribers end with
+// ErrUnavailable and their tokens rather than wait on a position that no
+// longer moves, and the next request starts a fresh informer, which
+// resumes their tokens exactly once the API server serves it again.
+func (f *feed) checkStale() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failingSince.IsZero() || time.Since(f.failingSince) < f.hub.cfg.MaxUpstreamFailure {
+		return // it delivered since; a later failure armed its own check
+	}
+	f.log.Warn("the API server has delivered nothing for a while; ending the informer and its streams",
+		"failingFor", time.Since(f.failingSince).Round(time.Second), "error", f.upstreamErr)
+	f.stopLocked(&ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: the API server has delivered nothing for %v: %w",
+		ErrUnavailable, f.hub.cfg.MaxUpstreamFailure, f.upstreamErr)})
 }
 
 // process is the informer's one handler. It never blocks on subscribers:
@@ -234,6 +267,7 @@ func (f *feed) process(obj any, _ bool) (err error) {
 	if f.err != nil {
 		return nil
 	}
+	f.progressAt, f.failingSince, f.upstreamErr = time.Now(), time.Time{}, nil
 	for i, d := range deltas {
 		if err := f.applyLocked(d, prepared[i]); err != nil {
 			// The hub cannot represent the stream faithfully; end it loudly
@@ -330,6 +364,7 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 			f.putLocked(o)
 		}
 		f.pos = position{epoch: f.epoch, rv: listRV}
+		f.progressAt = time.Now()
 		f.history = newHistory(f.hub.cfg.HistorySize, f.hub.cfg.HistoryBytes, listRV, time.Now().UnixNano())
 		f.isSynced = true
 		close(f.synced)

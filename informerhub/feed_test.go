@@ -614,3 +614,63 @@ func TestStatefulReplaysListOnlyWhatTheAPIServerStillHas(t *testing.T) {
 		t.Errorf("a compacted token cost %d LISTs, want none", n)
 	}
 }
+
+// TestAFeedThatCannotAdvanceEnds: after the hub loses its RBAC, its
+// informer's lists and watches fail; its subscribers do not wait on a
+// position that no longer moves: once MaxUpstreamFailure has passed with
+// nothing delivered, they end with ErrUnavailable, and the informer is
+// stopped, so that the next request starts a fresh one. (That they then
+// resume exactly is shown against a real API server, in
+// test/integration: this fake forgets its history when it ends a watch.)
+func TestAFeedThatCannotAdvanceEnds(t *testing.T) {
+	fx := newResumeFixture(t, Config{MaxUpstreamFailure: 300 * time.Millisecond})
+	c, h, ctx, sel := fx.c, fx.h, fx.ctx, fx.sel
+	sub, err := h.Watch(ctx, WatchRequest{Selector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	c.Forbid(hubtest.ConfigMaps, true)
+	c.ConfigMaps().ResetWatch() // its watch ends; relisting is forbidden
+	_, err = sub.Next(ctx)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "delivered nothing") {
+		t.Fatalf("the stale feed's subscriber got %v, want ErrUnavailable", err)
+	}
+	if st := h.Stats(); len(st) != 1 || st[0].InformerActive {
+		t.Fatalf("stats %+v: the stale informer still runs", st)
+	}
+	c.Forbid(hubtest.ConfigMaps, false)
+	fresh, err := h.Watch(ctx, WatchRequest{Selector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh.Close()
+	if n := c.InformersStarted(hubtest.ConfigMaps); n != 2 {
+		t.Fatalf("%d informers started, want a fresh one after the stale one", n)
+	}
+}
+
+// TestStatsTellAFailingUpstream: while an informer's lists and watches
+// fail, Stats says since when; a delivery clears it.
+func TestStatsTellAFailingUpstream(t *testing.T) {
+	fx := newResumeFixture(t, Config{})
+	c, h := fx.c, fx.h
+	progress := h.Stats()[0].UpstreamProgress
+	if progress.IsZero() || !h.Stats()[0].UpstreamFailingSince.IsZero() {
+		t.Fatalf("a synced feed: progress %v, failing since %v", progress, h.Stats()[0].UpstreamFailingSince)
+	}
+	c.Forbid(hubtest.ConfigMaps, true)
+	c.ConfigMaps().ResetWatch()
+	for h.Stats()[0].UpstreamFailingSince.IsZero() {
+		select {
+		case <-fx.ctx.Done():
+			t.Fatal("Stats never said the upstream was failing")
+		case <-time.After(10 * time.Millisecond): // polling Stats, as a scrape would
+		}
+	}
+	c.Forbid(hubtest.ConfigMaps, false)
+	fx.add("ns", 1) // delivered once the reflector retries
+	if st := h.Stats()[0]; !st.UpstreamFailingSince.IsZero() || !st.UpstreamProgress.After(progress) {
+		t.Fatalf("after a delivery: progress %v, failing since %v", st.UpstreamProgress, st.UpstreamFailingSince)
+	}
+}

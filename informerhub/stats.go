@@ -32,6 +32,12 @@ type ResourceStats struct {
 	HistoryEvents                int
 	HistoryBytes                 int64
 	HistoryOldest, HistoryNewest time.Time
+	// UpstreamProgress is when the API server last delivered anything to
+	// the informer (a list, a change, a bookmark: about once a minute when
+	// nothing changes); UpstreamFailingSince, when its lists and watches
+	// started failing since then (zero while they do not). See
+	// Config.MaxUpstreamFailure.
+	UpstreamProgress, UpstreamFailingSince time.Time
 	// QueueDepths holds the changes waiting in each live subscriber's
 	// queue, of at most Config.QueueSize, in increasing order.
 	QueueDepths []int
@@ -123,6 +129,7 @@ func (f *feed) levels(st *ResourceStats) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st.CachedObjects = f.state.Len()
+	st.UpstreamProgress, st.UpstreamFailingSince = f.progressAt, f.failingSince
 	if f.isSynced {
 		st.HistoryEvents, st.HistoryBytes = f.history.len(), f.history.bytes()
 		st.HistoryOldest = time.Unix(0, f.history.floorAt)

@@ -225,6 +225,10 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		lost.resumeToken = snd.lastToken()
 	case errors.As(err, &drained):
 		drained.resumeToken = snd.lastToken()
+	case errors.Is(err, informerhub.ErrUnavailable):
+		// The informer could not go on (the API server delivered nothing
+		// for too long): the client resumes once it can.
+		err = &upstreamLostError{err: err, resumeToken: snd.lastToken()}
 	}
 	return toStatus(s.log, err)
 }
@@ -295,6 +299,16 @@ func (e *authUnavailableError) Error() string {
 	return "cannot check the caller's access now: " + e.err.Error()
 }
 func (e *authUnavailableError) Unwrap() error { return e.err }
+
+// upstreamLostError ends a running Watch whose informer could not go on;
+// the client resumes from resumeToken.
+type upstreamLostError struct {
+	err         error
+	resumeToken string
+}
+
+func (e *upstreamLostError) Error() string { return e.err.Error() }
+func (e *upstreamLostError) Unwrap() error { return e.err }
 
 // accessLostError ends a running Watch whose caller's access a recheck did
 // not confirm: revoked (an *auth.ForbiddenError), credentials no longer

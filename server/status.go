@@ -52,6 +52,7 @@ func toStatus(log *slog.Logger, err error) error {
 		unavailable    *authUnavailableError
 		tooManyReviews *auth.TooManyReviewsError
 		drained        *drainedError
+		upstreamLost   *upstreamLostError
 		tooMany        *auth.TooManySubscriptionsError
 		limitErr       *informerhub.LimitError
 		panicked       *panicError
@@ -157,6 +158,9 @@ func toStatus(log *slog.Logger, err error) error {
 			what := r.Resource
 			if what == "" { // discovery of the group version failed
 				what = "resources of " + r.GroupVersion().String()
+			}
+			if errors.As(err, &upstreamLost) {
+				md["resume_token"] = upstreamLost.resumeToken
 			}
 			return withDetails(codes.Unavailable, "the hub cannot serve "+what+" from the Kubernetes API server right now; retry with backoff",
 				&errdetails.ErrorInfo{Reason: ReasonUpstreamUnavailable, Domain: ErrorDomain, Metadata: md})

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,11 +18,13 @@ import (
 	"k8s.io/client-go/rest"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/server/metrics"
 )
 
 // readiness is whether the hub should receive new clients: it serves gRPC,
-// it reaches the API server, and it is not shutting down. It keeps the
+// it reaches the API server, the API server delivers to its informers, and
+// it is not shutting down. It keeps the
 // grpc.health.v1 statuses and /readyz saying the same.
 type readiness struct {
 	health *health.Server
@@ -30,6 +34,10 @@ type readiness struct {
 	apiServerErr   error // the last check's failure; nil once the API server answered
 	apiServerKnown bool  // the API server has answered once
 	shuttingDown   bool
+	// staleFeeds says which resource types' informers the API server has
+	// delivered nothing to for a while, their lists and watches failing
+	// ("" when none): see checkFeeds.
+	staleFeeds string
 }
 
 func newReadiness(h *health.Server) *readiness {
@@ -55,6 +63,8 @@ func (r *readiness) readyLocked() (bool, string) {
 		return false, "the Kubernetes API server has not answered yet"
 	case r.apiServerErr != nil:
 		return false, "the Kubernetes API server does not answer: " + r.apiServerErr.Error()
+	case r.staleFeeds != "":
+		return false, "the Kubernetes API server has delivered nothing for a while to the informers of " + r.staleFeeds
 	}
 	return true, "ok"
 }
@@ -75,6 +85,46 @@ func (r *readiness) setAPIServer(err error) {
 		r.apiServerKnown = true
 	}
 	r.publishLocked()
+}
+
+// setStaleFeeds records the resource types whose informers are stale.
+func (r *readiness) setStaleFeeds(feeds string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.staleFeeds == feeds {
+		return
+	}
+	r.staleFeeds = feeds
+	r.publishLocked()
+}
+
+// checkFeeds reports, every interval until ctx ends, the informers whose
+// lists and watches have been failing, with nothing delivered, for
+// staleAfter: new clients should go to replicas that can reach the API
+// server. (Those informers end their streams at --max-upstream-failure.)
+func checkFeeds(ctx context.Context, stats func() []informerhub.ResourceStats, interval, staleAfter time.Duration, r *readiness, log *slog.Logger) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		var stale []string
+		now := time.Now()
+		for _, st := range stats() {
+			if st.InformerActive && !st.UpstreamFailingSince.IsZero() && now.Sub(st.UpstreamFailingSince) >= staleAfter {
+				stale = append(stale, informerhub.FormatResource(st.Resource))
+			}
+		}
+		slices.Sort(stale)
+		feeds := strings.Join(stale, ", ")
+		if feeds != "" {
+			log.Warn("informers are stale; not ready for new clients", "resources", feeds)
+		}
+		r.setStaleFeeds(feeds)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
 }
 
 // shutDown makes the hub unready for good: load balancers and kubelets

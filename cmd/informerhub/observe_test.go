@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -20,12 +21,14 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	dto "github.com/prometheus/client_model/go"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/informerhub"
 )
 
 // TestMetricsAndProbes: --metrics-listen serves the probes and the metrics
@@ -279,4 +282,48 @@ func TestVersion(t *testing.T) {
 	if v := versionString(); !strings.HasPrefix(v, "informerhub dev (revision ") {
 		t.Fatalf("version %q", v)
 	}
+}
+
+// TestReadinessFollowsStaleFeeds: while an informer's lists and watches
+// have been failing for staleAfter, the hub is not ready, and says which;
+// once it delivers again, it is ready.
+func TestReadinessFollowsStaleFeeds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newReadiness(health.NewServer())
+		r.setServing()
+		r.setAPIServer(nil)
+		var failingSince atomic.Pointer[time.Time]
+		failingSince.Store(&time.Time{})
+		stats := func() []informerhub.ResourceStats {
+			return []informerhub.ResourceStats{{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
+				InformerActive: true, UpstreamFailingSince: *failingSince.Load()}}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go checkFeeds(ctx, stats, time.Second, time.Minute, r, slog.New(slog.DiscardHandler))
+		synctest.Wait()
+		if ok, why := r.ready(); !ok {
+			t.Fatalf("not ready with a healthy informer: %s", why)
+		}
+		recent := time.Now().Add(-30 * time.Second)
+		failingSince.Store(&recent)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if ok, why := r.ready(); !ok {
+			t.Fatalf("not ready with an informer failing for 30s, less than staleAfter: %s", why)
+		}
+		long := time.Now().Add(-2 * time.Minute)
+		failingSince.Store(&long)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if ok, why := r.ready(); ok || !strings.Contains(why, "configmaps.v1") {
+			t.Fatalf("ready %v (%s) with an informer failing for 2m, want not ready, naming it", ok, why)
+		}
+		failingSince.Store(&time.Time{})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if ok, why := r.ready(); !ok {
+			t.Fatalf("not ready once the informer delivers again: %s", why)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package hubtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -33,9 +34,10 @@ type Cluster struct {
 	infos   map[schema.GroupVersionResource]informerhub.ResourceInfo
 	sources map[schema.GroupVersionResource]*fcache.FakeControllerSource
 
-	mu        sync.Mutex // guards started, compacted, lists and fromZero
+	mu        sync.Mutex // guards started, compacted, forbidden, lists and fromZero
 	started   map[schema.GroupVersionResource]int
 	compacted map[schema.GroupVersionResource]int
+	forbidden map[schema.GroupVersionResource]bool
 	lists     map[schema.GroupVersionResource]int
 	// fromZero is a watch opened with a LIST at version 0, until the
 	// reflector that listed asks for it (see listerWatcher.List).
@@ -59,6 +61,7 @@ func NewCluster(t testing.TB) *Cluster {
 		sources:   map[schema.GroupVersionResource]*fcache.FakeControllerSource{},
 		started:   map[schema.GroupVersionResource]int{},
 		compacted: map[schema.GroupVersionResource]int{},
+		forbidden: map[schema.GroupVersionResource]bool{},
 		lists:     map[schema.GroupVersionResource]int{},
 		fromZero:  map[schema.GroupVersionResource]watch.Interface{},
 	}
@@ -124,6 +127,24 @@ func (c *Cluster) Compact(gvr schema.GroupVersionResource) {
 	c.compacted[gvr] = rv
 }
 
+// Forbid makes the fake refuse the lists and watches of gvr with 403
+// Forbidden, as an API server does to a hub that lost its RBAC, until it
+// is called again with false. Watches already open go on.
+func (c *Cluster) Forbid(gvr schema.GroupVersionResource, forbidden bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forbidden[gvr] = forbidden
+}
+
+func (lw *listerWatcher) forbidden() error {
+	lw.cluster.mu.Lock()
+	defer lw.cluster.mu.Unlock()
+	if lw.cluster.forbidden[lw.gvr] {
+		return apierrors.NewForbidden(lw.gvr.GroupResource(), "", errors.New("the hub may not list or watch it"))
+	}
+	return nil
+}
+
 // listerWatcher is the fake of one resource type, answering watches from
 // versions it cannot serve as an API server does.
 type listerWatcher struct {
@@ -146,6 +167,9 @@ func (*listerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
 // when the LIST is at 0, no change came in between, and the reflector's
 // watch from 0 gets that watch, as an API server would serve it.
 func (lw *listerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
+	if err := lw.forbidden(); err != nil {
+		return nil, err
+	}
 	lw.cluster.mu.Lock()
 	lw.cluster.lists[lw.gvr]++
 	lw.cluster.mu.Unlock()
@@ -171,6 +195,9 @@ func (lw *listerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
 }
 
 func (lw *listerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	if err := lw.forbidden(); err != nil {
+		return nil, err
+	}
 	if opts.ResourceVersion == "0" {
 		lw.cluster.mu.Lock()
 		w := lw.cluster.fromZero[lw.gvr]

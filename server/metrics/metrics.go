@@ -106,6 +106,10 @@ var (
 		"Age of the oldest point the history resumes from: a token older than this is replayed from the API server.")
 	historyNewestDesc = newDesc("informerhub_history_newest_age_seconds",
 		"Time since the newest change arrived (since the informer synced, without changes).")
+	upstreamProgressDesc = newDesc("informerhub_upstream_progress_age_seconds",
+		"Time since the API server last delivered anything to the informer (a list, a change, a bookmark: about once a minute when nothing changes).")
+	upstreamFailingDesc = newDesc("informerhub_upstream_failing_seconds",
+		"How long the informer's lists and watches have been failing with nothing delivered; 0 while they do not. At --max-upstream-failure its streams end.")
 	queueDepthDesc = newDesc("informerhub_subscriber_queue_depth_max",
 		"Changes waiting in the fullest live subscriber's queue; at informerhub_subscriber_queue_capacity the subscriber falls behind and reads from the history.")
 	queueCapacityDesc = prometheus.NewDesc("informerhub_subscriber_queue_capacity",
@@ -147,7 +151,7 @@ type hubCollector struct {
 func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		informersDesc, subscribersDesc, cachedObjectsDesc, historyEventsDesc, historyBytesDesc,
-		historyOldestDesc, historyNewestDesc, queueDepthDesc, queueCapacityDesc, startsDesc,
+		historyOldestDesc, historyNewestDesc, upstreamProgressDesc, upstreamFailingDesc, queueDepthDesc, queueCapacityDesc, startsDesc,
 		watchRestartsDesc, relistsDesc, receivedDesc, sentDesc, fellBehindDesc, slowDesc, expiredDesc, replaysDesc,
 		filterErrorsDesc, groupsDesc, filtersDesc, projectionsDesc,
 	} {
@@ -190,6 +194,14 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 			maxDepth = st.QueueDepths[n-1] // sorted
 		}
 		gauge(queueDepthDesc, float64(maxDepth))
+		if !st.UpstreamProgress.IsZero() {
+			gauge(upstreamProgressDesc, now.Sub(st.UpstreamProgress).Seconds())
+			failing := 0.0
+			if !st.UpstreamFailingSince.IsZero() {
+				failing = now.Sub(st.UpstreamFailingSince).Seconds()
+			}
+			gauge(upstreamFailingDesc, failing)
+		}
 		if !st.HistoryOldest.IsZero() {
 			gauge(historyEventsDesc, float64(st.HistoryEvents))
 			gauge(historyBytesDesc, float64(st.HistoryBytes))

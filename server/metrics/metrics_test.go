@@ -24,7 +24,8 @@ func TestHubMetrics(t *testing.T) {
 		InformerActive: true, Subscribers: 3, CachedObjects: 10,
 		HistoryEvents: 5, HistoryBytes: 4096,
 		HistoryOldest: now.Add(-90 * time.Second), HistoryNewest: now.Add(-2 * time.Second),
-		QueueDepths:    []int{0, 1, 7},
+		QueueDepths:      []int{0, 1, 7},
+		UpstreamProgress: now.Add(-20 * time.Second), UpstreamFailingSince: now.Add(-5 * time.Second),
 		InformerStarts: 2, WatchRestarts: 4, EventsReceived: 100, EventsSent: 250,
 		FellBehind: 4, SlowDisconnects: 1, ExpiredTokens: 2, Relists: 3, Replays: 6, FilterErrors: 9,
 		SubscriberGroups: 2, Filters: 1, Projections: 1,
@@ -77,6 +78,12 @@ informerhub_filter_evaluation_errors_total{group="apps",resource="deployments",v
 # TYPE informerhub_subscribers_fell_behind_total counter
 informerhub_subscribers_fell_behind_total{group="",resource="configmaps",version="v1"} 4
 informerhub_subscribers_fell_behind_total{group="apps",resource="deployments",version="v1"} 0
+# HELP informerhub_upstream_progress_age_seconds Time since the API server last delivered anything to the informer (a list, a change, a bookmark: about once a minute when nothing changes).
+# TYPE informerhub_upstream_progress_age_seconds gauge
+informerhub_upstream_progress_age_seconds{group="",resource="configmaps",version="v1"} 20
+# HELP informerhub_upstream_failing_seconds How long the informer's lists and watches have been failing with nothing delivered; 0 while they do not. At --max-upstream-failure its streams end.
+# TYPE informerhub_upstream_failing_seconds gauge
+informerhub_upstream_failing_seconds{group="",resource="configmaps",version="v1"} 5
 # HELP informerhub_subscriber_groups Distinct selectors of live subscribers: each is matched once per change it may concern.
 # TYPE informerhub_subscriber_groups gauge
 informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
@@ -85,14 +92,14 @@ informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
 		"informerhub_subscriber_queue_capacity", "informerhub_history_oldest_age_seconds", "informerhub_history_newest_age_seconds",
 		"informerhub_events_received_total", "informerhub_events_sent_total", "informerhub_upstream_watch_restarts_total",
 		"informerhub_expired_token_answers_total", "informerhub_filter_evaluation_errors_total", "informerhub_subscriber_groups",
-		"informerhub_subscribers_fell_behind_total"}
+		"informerhub_subscribers_fell_behind_total", "informerhub_upstream_progress_age_seconds", "informerhub_upstream_failing_seconds"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
 	// Every metric the collector describes, it collects for an active
 	// resource type: none is described but never reported.
-	if n := testutil.CollectAndCount(c); n != 2*10+10+2 {
-		t.Fatalf("collected %d metrics, want 10 totals per resource type, 10 levels of the active one and 2 of the hub", n)
+	if n := testutil.CollectAndCount(c); n != 2*10+12+2 {
+		t.Fatalf("collected %d metrics, want 10 totals per resource type, 12 levels of the active one and 2 of the hub", n)
 	}
 }
 
