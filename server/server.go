@@ -55,9 +55,10 @@ type Config struct {
 	// cannot confirm access for maxUnconfirmedRechecks intervals, with
 	// UNAVAILABLE. It also bounds how old a cached decision may be when a
 	// call is admitted. So a change in RBAC applies to new calls within an
-	// interval, and ends running streams within one and three quarters
-	// (rechecks come at random, three quarters to one and a quarter of it
-	// apart, so streams opened together spread their reviews). Default: 1m.
+	// interval, and ends running streams within one and three quarters,
+	// plus denialConfirmDelay (rechecks come at random, three quarters to
+	// one and a quarter of it apart, so streams opened together spread
+	// their reviews). Default: 1m.
 	AuthzRecheckInterval time.Duration
 
 	// MaxSubscriptionsPerIdentity bounds the Watch and Snapshot streams one
@@ -275,7 +276,11 @@ func (s *Server) recheckAccess(ctx context.Context, sel informerhub.Selector) er
 	case err != nil:
 		return &authUnavailableError{err: err}
 	}
-	return s.authorize(ctx, user, sel.Resource, sel.Namespace, s.cfg.AuthzRecheckInterval/2)
+	maxAge := s.cfg.AuthzRecheckInterval / 2
+	if ctx.Value(freshDecisionsKey{}) != nil {
+		maxAge = 0
+	}
+	return s.authorize(ctx, user, sel.Resource, sel.Namespace, maxAge)
 }
 
 // authorize checks that user may list and watch gvr in namespace, with
@@ -373,6 +378,17 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 	return toStatus(s.log, err)
 }
 
+// denialConfirmDelay is how long after a recheck denied a stream's access
+// another, with a fresh decision, confirms it before the stream ends.
+const denialConfirmDelay = 2 * time.Second
+
+type freshDecisionsKey struct{}
+
+// withFreshDecisions marks a recheck that must not reuse a cached decision.
+func withFreshDecisions(ctx context.Context) context.Context {
+	return context.WithValue(ctx, freshDecisionsKey{}, true)
+}
+
 // maxUnconfirmedRechecks is how many recheck intervals a stream may run
 // without the API server confirming its caller's access, before it ends
 // with UNAVAILABLE: an outage does not end streams at once, nor leave them
@@ -465,10 +481,12 @@ func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struc
 	stall := time.NewTicker(s.cfg.MaxSendStall)
 	defer stall.Stop()
 	var (
-		rechecks      <-chan time.Time
-		resetRecheck  func()
-		recheckResult chan error // non-nil while a recheck runs
-		confirmed     = time.Now()
+		rechecks       <-chan time.Time
+		resetRecheck   func()
+		confirmDenial  func()
+		recheckResult  chan error // non-nil while a recheck runs
+		confirmed      = time.Now()
+		denialToVerify bool // a recheck was denied; the next, soon, confirms it
 	)
 	// Rechecks come between three quarters and one and a quarter of an
 	// interval apart, at random: streams opened together (a client
@@ -484,6 +502,7 @@ func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struc
 		defer t.Stop()
 		rechecks = t.C
 		resetRecheck = func() { t.Reset(nextRecheck()) }
+		confirmDenial = func() { t.Reset(denialConfirmDelay) }
 	}
 	// A recheck still running when this returns is not waited for.
 	recheckCtx, cancelRecheck := context.WithCancel(ctx)
@@ -520,19 +539,32 @@ func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struc
 			}
 			result := make(chan error, 1)
 			recheckResult = result
+			verify := denialToVerify
 			go func() {
 				ctx, cancel := context.WithTimeout(recheckCtx, s.cfg.AuthzRecheckInterval)
 				defer cancel()
+				if verify {
+					ctx = withFreshDecisions(ctx)
+				}
 				result <- recheck(ctx)
 			}()
 		case err := <-recheckResult:
 			recheckResult = nil
 			var unavailable *authUnavailableError
+			var forbidden *auth.ForbiddenError
 			switch {
 			case ctx.Err() != nil:
 				return ctx.Err() // the stream ended while the recheck ran
 			case err == nil:
-				confirmed = time.Now()
+				confirmed, denialToVerify = time.Now(), false
+			case errors.As(err, &forbidden) && !denialToVerify:
+				// A denial ends the stream once a fresh review a moment
+				// later confirms it: an API server that has just started
+				// answers before its RBAC caches have synced, and denies
+				// what it allows a second later.
+				denialToVerify = true
+				confirmDenial()
+				s.log.Info("a recheck denied a stream's access; confirming it", "error", err)
 			case errors.As(err, &unavailable) && time.Since(confirmed) < maxUnconfirmedRechecks*s.cfg.AuthzRecheckInterval:
 				// The API server cannot answer now: keep the stream, as the
 				// hub's own informers keep their data, and ask again at the
