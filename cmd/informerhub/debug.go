@@ -27,15 +27,15 @@ func debugHandler() http.Handler {
 }
 
 // listenDebug binds --debug-listen, refusing an address other than loopback
-// unless --insecure-allow-remote.
+// unless --insecure-allow-remote-debug.
 func listenDebug(o *options) (net.Listener, error) {
 	lis, err := net.Listen("tcp", o.debugListen)
 	if err != nil {
 		return nil, fmt.Errorf("--debug-listen: %w", err)
 	}
-	if addr, ok := lis.Addr().(*net.TCPAddr); !o.insecureAllowRemote && (!ok || !addr.IP.IsLoopback()) {
+	if addr, ok := lis.Addr().(*net.TCPAddr); !o.allowRemoteDebug && (!ok || !addr.IP.IsLoopback()) {
 		lis.Close()
-		return nil, fmt.Errorf("--debug-listen %s is not loopback: profiles expose the hub's memory; pass --insecure-allow-remote to serve them anyway", o.debugListen)
+		return nil, fmt.Errorf("--debug-listen %s is not loopback: profiles expose the hub's memory; pass --insecure-allow-remote-debug to serve them anyway", o.debugListen)
 	}
 	return lis, nil
 }

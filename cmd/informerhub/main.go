@@ -59,17 +59,19 @@ type options struct {
 	shutdownDrain   time.Duration
 
 	auth                string
-	insecureAllowRemote bool
-	tlsCert, tlsKey     string
-	clientCA            string
-	tokenAudience       string
-	authnCacheTTL       time.Duration
-	authzAllowTTL       time.Duration
-	authzDenyTTL        time.Duration
-	authQPS             float64
-	authBurst           int
-	authMaxStale        time.Duration
-	reviewsPerPeer      float64
+	insecureAllowRemote bool // deprecated: all three below
+	// Each unlocks one thing the hub otherwise serves on loopback only.
+	allowRemoteUnauthenticated, allowRemotePlaintext, allowRemoteDebug bool
+	tlsCert, tlsKey                                                    string
+	clientCA                                                           string
+	tokenAudience                                                      string
+	authnCacheTTL                                                      time.Duration
+	authzAllowTTL                                                      time.Duration
+	authzDenyTTL                                                       time.Duration
+	authQPS                                                            float64
+	authBurst                                                          int
+	authMaxStale                                                       time.Duration
+	reviewsPerPeer                                                     float64
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -83,7 +85,10 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit (after checking the other flags)")
 
 	fs.StringVar(&o.auth, "auth", "kubernetes", "how callers authenticate: kubernetes (a bearer token, checked with a TokenReview), mtls (a client certificate signed by --client-ca), or none (local development only)")
-	fs.BoolVar(&o.insecureAllowRemote, "insecure-allow-remote", false, "allow --auth=none, or serving without TLS, on an address other than loopback")
+	fs.BoolVar(&o.allowRemoteUnauthenticated, "insecure-allow-remote-unauthenticated", false, "allow --auth=none on an address other than loopback: anyone who reaches it reads what the hub can")
+	fs.BoolVar(&o.allowRemotePlaintext, "insecure-allow-remote-plaintext", false, "allow serving without TLS on an address other than loopback: bearer tokens cross the network in the clear")
+	fs.BoolVar(&o.allowRemoteDebug, "insecure-allow-remote-debug", false, "allow --debug-listen on an address other than loopback: profiles expose the hub's memory")
+	fs.BoolVar(&o.insecureAllowRemote, "insecure-allow-remote", false, "deprecated: all three --insecure-allow-remote-* flags at once")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serving certificate file (PEM); reloaded when it changes")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "serving key file (PEM); reloaded when it changes")
 	fs.StringVar(&o.clientCA, "client-ca", "", "CA certificates that sign client certificates, for --auth=mtls")
@@ -177,16 +182,19 @@ func (o *options) validate() error {
 	if o.tokenAudience != "" && o.auth != "kubernetes" {
 		return errors.New("--token-audience is for --auth=kubernetes")
 	}
+	if o.insecureAllowRemote {
+		o.allowRemoteUnauthenticated, o.allowRemotePlaintext, o.allowRemoteDebug = true, true, true
+	}
 	loopback, err := isLoopback(o.listen)
 	if err != nil {
 		return err
 	}
-	if !loopback && !o.insecureAllowRemote {
-		if o.auth == "none" {
-			return fmt.Errorf("--auth=none would let anyone who reaches %s read the cluster: listen on loopback, or pass --insecure-allow-remote", o.listen)
+	if !loopback {
+		if o.auth == "none" && !o.allowRemoteUnauthenticated {
+			return fmt.Errorf("--auth=none would let anyone who reaches %s read the cluster: listen on loopback, or pass --insecure-allow-remote-unauthenticated", o.listen)
 		}
-		if o.tlsCert == "" {
-			return fmt.Errorf("without TLS, bearer tokens would cross the network in the clear: pass --tls-cert and --tls-key, listen on loopback, or pass --insecure-allow-remote")
+		if o.tlsCert == "" && !o.allowRemotePlaintext {
+			return fmt.Errorf("without TLS, bearer tokens would cross the network in the clear: pass --tls-cert and --tls-key, listen on loopback, or pass --insecure-allow-remote-plaintext")
 		}
 	}
 	return nil
@@ -265,10 +273,14 @@ type listeners struct {
 func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error {
 	// validate trusted the name in --listen; trust only the address bound
 	// ("localhost" could resolve to anything).
-	if needsLoopback := o.auth == "none" || o.tlsCert == ""; needsLoopback && !o.insecureAllowRemote {
+	needsLoopback := o.auth == "none" && !o.allowRemoteUnauthenticated || o.tlsCert == "" && !o.allowRemotePlaintext
+	if needsLoopback {
 		if addr, ok := lis.grpc.Addr().(*net.TCPAddr); !ok || !addr.IP.IsLoopback() {
-			return fmt.Errorf("listening on %s, which is not loopback: without authentication or TLS the hub serves only loopback (see --insecure-allow-remote)", lis.grpc.Addr())
+			return fmt.Errorf("listening on %s, which is not loopback: without authentication or TLS the hub serves only loopback (see --insecure-allow-remote-unauthenticated and --insecure-allow-remote-plaintext)", lis.grpc.Addr())
 		}
+	}
+	if o.insecureAllowRemote {
+		log.Warn("--insecure-allow-remote is deprecated: it allows --auth=none, plaintext and debug endpoints off loopback at once; pass only the --insecure-allow-remote-* flags you need")
 	}
 	info := buildInfo()
 	log.Info("starting informerhub", "version", info.Version, "revision", info.Revision)

@@ -136,6 +136,13 @@ func TestRefusesToExposeTheCluster(t *testing.T) {
 		{[]string{"--auth=none", "--listen", ":8080"}, false},
 		{[]string{"--auth=none", "--listen", "0.0.0.0:8080"}, false},
 		{[]string{"--auth=none", "--listen", ":8080", "--insecure-allow-remote"}, true},
+		// Each flag unlocks its own thing only.
+		{[]string{"--auth=none", "--listen", ":8080", "--insecure-allow-remote-unauthenticated"}, false}, // still plaintext
+		{[]string{"--auth=none", "--listen", ":8080", "--insecure-allow-remote-unauthenticated", "--insecure-allow-remote-plaintext"}, true},
+		{[]string{"--auth=none", "--listen", ":8080", "--insecure-allow-remote-plaintext"}, false},
+		{[]string{"--listen", ":8080", "--insecure-allow-remote-plaintext"}, true},
+		{[]string{"--auth=none", "--listen", ":8080", "--tls-cert", "c", "--tls-key", "k", "--insecure-allow-remote-plaintext"}, false},
+		{[]string{"--auth=none", "--listen", ":8080", "--tls-cert", "c", "--tls-key", "k", "--insecure-allow-remote-unauthenticated"}, true},
 		{[]string{"--listen", ":8080"}, false}, // tokens in plaintext
 		{[]string{"--listen", ":8080", "--tls-cert", "c", "--tls-key", "k"}, true},
 		{[]string{"--auth=mtls", "--tls-cert", "c", "--tls-key", "k"}, false}, // no --client-ca

@@ -24,9 +24,12 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -165,6 +168,25 @@ func hubServesCaller(t *testing.T, kubeconfig []byte, deployment appsv1.Deployme
 	// namespace, nothing else.
 	ns := callerNamespace(t)
 	callerToken := serviceAccountToken(t, ns, "reader", "configmaps", "list", "watch")
+	// The Deployment's hub accepts only tokens bound to its audience, which
+	// are worthless against the API server: a hub that can read Secrets
+	// is handed no token that could.
+	audience := flagValue(args, "--token-audience")
+	if audience == "" {
+		t.Fatal("the Deployment passes no --token-audience: callers would hand the hub tokens valid against the API server")
+	}
+	apiServerToken := callerToken
+	bound, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "reader",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	callerToken = bound.Status.Token
+	asBound := rest.AnonymousClientConfig(cluster.Config)
+	asBound.BearerToken = callerToken
+	if _, err := kubernetes.NewForConfigOrDie(asBound).CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Errorf("the API server answered a token bound to the hub's audience with %v, want 401 Unauthorized", err)
+	}
 	createConfigMap(t, ns, "first")
 	createConfigMap(t, ns, "second")
 
@@ -242,6 +264,11 @@ func hubServesCaller(t *testing.T, kubeconfig []byte, deployment appsv1.Deployme
 	_, err = firstSnapshot(client, stranger, configMaps)
 	if status.Code(err) != codes.Unauthenticated {
 		t.Errorf("Snapshot with a token the API server does not know: %v, want Unauthenticated", err)
+	}
+	forAPIServer := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+apiServerToken)
+	_, err = firstSnapshot(client, forAPIServer, configMaps)
+	if status.Code(err) != codes.Unauthenticated {
+		t.Errorf("Snapshot with the caller's token for the API server's audience: %v, want Unauthenticated", err)
 	}
 }
 
@@ -399,4 +426,14 @@ func httpGet(t *testing.T, url string) (int, string) {
 		t.Fatalf("GET %s: %v", url, fmt.Errorf("reading the body: %w", err))
 	}
 	return resp.StatusCode, string(body)
+}
+
+// flagValue returns the value of --name=value in args, or "".
+func flagValue(args []string, name string) string {
+	for _, arg := range args {
+		if v, ok := strings.CutPrefix(arg, name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
