@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -263,14 +264,20 @@ func TestSlowSubscriberFallsBehindAlone(t *testing.T) {
 			t.Fatalf("event %d of the stalled subscriber is %v, want ns/%d", i, e, i)
 		}
 	}
-	// Caught up, it is live again: its queue is counted, and it gets the
-	// next change.
-	c.cms().Add(configMap("z", "after", nil, ""))
-	if e := toEv(t, nextChange(t, stalled)); e.Key != "z/after" {
-		t.Fatalf("stalled subscriber got %v after catching up, want z/after", e)
+	// Caught up, it goes live again when it next waits for a change (the
+	// wait is bounded only so that it returns): its queue is counted, and
+	// it gets the next change.
+	wait, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := stalled.Next(wait); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stalled subscriber, caught up: %v, want to wait for the next change", err)
 	}
 	if st := h.Stats(); len(st[0].QueueDepths) != 2 {
 		t.Fatalf("queue depths %v: want both subscribers live", st[0].QueueDepths)
+	}
+	c.cms().Add(configMap("z", "after", nil, ""))
+	if e := toEv(t, nextChange(t, stalled)); e.Key != "z/after" {
+		t.Fatalf("stalled subscriber got %v after catching up, want z/after", e)
 	}
 }
 
