@@ -97,7 +97,7 @@ SOAK_COUNT  ?= 10
 # Scale tests run in `make test` at a size that takes seconds; soak runs
 # them at the size their issues name (-full-size), without the race
 # detector, which would make them take many minutes.
-SCALE_TESTS := TestALargeRelistEndsNoSubscriber|TestRechecksScaleWithIdentitiesNotStreams
+SCALE_TESTS := TestALargeRelistEndsNoSubscriber|TestRechecksScaleWithIdentitiesNotStreams|TestADrainedReplicaHandsItsStreamsOver
 
 .PHONY: soak
 soak: controlplane ## Run the fault suite SOAK_COUNT times, and the scale tests once at full size (not in CI).

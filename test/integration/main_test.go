@@ -104,6 +104,7 @@ func etcdAPIServer(t *testing.T) *controlplane.APIServer {
 // hub is an informerhub served over loopback gRPC.
 type hub struct {
 	*informerhub.Hub
+	srv    *server.Server
 	client informerhubv1.InformerHubServiceClient
 	conn   *grpc.ClientConn
 	addr   string
@@ -163,7 +164,8 @@ func startHubOn(t *testing.T, restConfig *rest.Config, cfg informerhub.Config, s
 		serverCfg.MaxConcurrentStreams = 1 << 20
 	}
 	g := grpc.NewServer(append(server.ServerOptions(serverCfg), opts...)...)
-	server.New(h, serverCfg).Register(g)
+	srv := server.New(h, serverCfg)
+	srv.Register(g)
 	go g.Serve(lis) //nolint:errcheck // Serve returns when the test stops it
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -174,7 +176,7 @@ func startHubOn(t *testing.T, restConfig *rest.Config, cfg informerhub.Config, s
 		h.Close()
 		g.Stop()
 	})
-	return &hub{Hub: h, client: informerhubv1.NewInformerHubServiceClient(conn), conn: conn, addr: lis.Addr().String()}
+	return &hub{Hub: h, srv: srv, client: informerhubv1.NewInformerHubServiceClient(conn), conn: conn, addr: lis.Addr().String()}
 }
 
 // testWriter sends the hub's log lines to the test's log, until the test
