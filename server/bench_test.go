@@ -163,6 +163,7 @@ func serveHubForBench(b *testing.B, streams int, withMetrics bool) benchServer {
 	cfg := Config{
 		Logger:                      discard,
 		MaxSubscriptionsPerIdentity: streams,
+		MaxSubscriptions:            streams,
 		RatePerIdentity:             1e9,
 		RateBurstPerIdentity:        streams,
 		MaxConcurrentStreams:        uint32(streams),

@@ -64,6 +64,10 @@ type Config struct {
 	// MaxSubscriptionsPerIdentity bounds the Watch and Snapshot streams one
 	// identity has open at once. Default: 100.
 	MaxSubscriptionsPerIdentity int
+	// MaxSubscriptions bounds the Watch and Snapshot streams of all
+	// identities together, so that many identities cannot take more than
+	// the replica can serve. Default: 20000.
+	MaxSubscriptions int
 	// RatePerIdentity and RateBurstPerIdentity bound the calls one
 	// identity makes: this many per second on average, and the burst at
 	// once. Defaults: 10 and 50.
@@ -108,6 +112,7 @@ func (c *Config) setDefaults() {
 	}
 	defaultTo(&c.AuthzRecheckInterval, time.Minute)
 	defaultTo(&c.MaxSubscriptionsPerIdentity, 100)
+	defaultTo(&c.MaxSubscriptions, 20000)
 	defaultTo(&c.RatePerIdentity, 10)
 	defaultTo(&c.RateBurstPerIdentity, 50)
 	defaultTo(&c.MaxConcurrentStreams, 100)
@@ -143,7 +148,7 @@ var _ informerhubv1.InformerHubServiceServer = (*Server)(nil)
 // New returns a Server for hub.
 func New(hub *informerhub.Hub, cfg Config) *Server {
 	cfg.setDefaults()
-	return &Server{hub: hub, cfg: cfg, log: cfg.Logger, subscriptions: auth.NewSubscriptionLimiter(cfg.MaxSubscriptionsPerIdentity)}
+	return &Server{hub: hub, cfg: cfg, log: cfg.Logger, subscriptions: auth.NewSubscriptionLimiter(cfg.MaxSubscriptionsPerIdentity, cfg.MaxSubscriptions)}
 }
 
 // Register registers the service on s.

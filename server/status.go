@@ -101,8 +101,12 @@ func toStatus(log *slog.Logger, err error) error {
 		return withDetails(codes.ResourceExhausted, tooManyReviews.Error(),
 			&errdetails.ErrorInfo{Reason: ReasonTooManyTokenReviews, Domain: ErrorDomain})
 	case errors.As(err, &tooMany):
+		md := map[string]string{"user": tooMany.User, "limit": strconv.Itoa(tooMany.Max)}
+		if tooMany.User == "" {
+			md = map[string]string{"scope": "replica", "limit": strconv.Itoa(tooMany.Max)}
+		}
 		return withDetails(codes.ResourceExhausted, tooMany.Error(),
-			&errdetails.ErrorInfo{Reason: ReasonTooManySubscriptions, Domain: ErrorDomain, Metadata: map[string]string{"user": tooMany.User, "limit": strconv.Itoa(tooMany.Max)}})
+			&errdetails.ErrorInfo{Reason: ReasonTooManySubscriptions, Domain: ErrorDomain, Metadata: md})
 	case errors.As(err, &limitErr):
 		md := resourceMetadata(limitErr.Resource.Group, limitErr.Resource.Version, limitErr.Resource.Resource)
 		md["limit"], md["max"] = limitErr.Limit, strconv.Itoa(limitErr.Max)

@@ -99,6 +99,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.server.AuthzRecheckInterval, "authz-recheck-interval", time.Minute, "how often a running Watch is authorized again (revoked access ends it); also the oldest cached decision any call may use")
 
 	fs.IntVar(&o.server.MaxSubscriptionsPerIdentity, "max-subscriptions-per-identity", 100, "Watch and Snapshot streams one identity may have open at once")
+	fs.IntVar(&o.server.MaxSubscriptions, "max-subscriptions", 20000, "Watch and Snapshot streams all identities together may have open at once on this replica")
 	fs.Float64Var(&o.server.RatePerIdentity, "rate-per-identity", 10, "calls per second one identity may make on average")
 	fs.IntVar(&o.server.RateBurstPerIdentity, "rate-burst-per-identity", 50, "calls one identity may make at once")
 	fs.Func("max-concurrent-streams", "streams one connection may have open (default 100)", func(v string) error {

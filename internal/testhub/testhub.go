@@ -49,7 +49,7 @@ func Start(t testing.TB, kubeconfig []byte, args ...string) *Process {
 	p := &Process{t: t, bin: Build(t, "github.com/informerhub/informerhub/cmd/informerhub"), Addr: FreeAddr(t)}
 	p.args = append([]string{
 		"--kubeconfig", path, "--listen", p.Addr, "--auth", "none",
-		"--max-subscriptions-per-identity", "100000", "--rate-per-identity", "100000", "--rate-burst-per-identity", "100000",
+		"--max-subscriptions-per-identity", "100000", "--max-subscriptions", "100000", "--rate-per-identity", "100000", "--rate-burst-per-identity", "100000",
 		"--log-level", "warn",
 	}, args...)
 	p.Restart()

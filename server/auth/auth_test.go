@@ -253,7 +253,7 @@ func TestConcurrentQuestionsShareOneReview(t *testing.T) {
 }
 
 func TestLimiters(t *testing.T) {
-	subs := NewSubscriptionLimiter(2)
+	subs := NewSubscriptionLimiter(2, 4)
 	for range 2 {
 		if err := subs.Acquire("alice"); err != nil {
 			t.Fatal(err)
@@ -268,6 +268,17 @@ func TestLimiters(t *testing.T) {
 	}
 	subs.Release("alice")
 	if err := subs.Acquire("alice"); err != nil {
+		t.Fatalf("after a release: %v", err)
+	}
+	// Four open in all (alice 2, bob 1, and one more): the server's bound.
+	if err := subs.Acquire("carol"); err != nil {
+		t.Fatal(err)
+	}
+	if err := subs.Acquire("dave"); !errors.As(err, &tooMany) || tooMany.User != "" || tooMany.Max != 4 {
+		t.Fatalf("a fifth stream in all: %v, want the server's bound", err)
+	}
+	subs.Release("carol")
+	if err := subs.Acquire("dave"); err != nil {
 		t.Fatalf("after a release: %v", err)
 	}
 

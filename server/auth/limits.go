@@ -45,27 +45,32 @@ func (l *RateLimiter) Limit(ctx context.Context) error {
 }
 
 // SubscriptionLimiter bounds the streams (Watch and Snapshot) each identity
-// has open at once.
+// has open at once, and all identities together.
 type SubscriptionLimiter struct {
-	max int
+	max, maxTotal int
 
-	mu   sync.Mutex // guards open
-	open map[string]int
+	mu    sync.Mutex // guards open and total
+	open  map[string]int
+	total int
 }
 
-// NewSubscriptionLimiter allows each identity max open streams.
-func NewSubscriptionLimiter(max int) *SubscriptionLimiter {
-	return &SubscriptionLimiter{max: max, open: map[string]int{}}
+// NewSubscriptionLimiter allows each identity max open streams, and all of
+// them maxTotal.
+func NewSubscriptionLimiter(max, maxTotal int) *SubscriptionLimiter {
+	return &SubscriptionLimiter{max: max, maxTotal: maxTotal, open: map[string]int{}}
 }
 
 // TooManySubscriptionsError says that an identity has as many streams open
-// as it may.
+// as it may, or (User empty) that the server has as many as it takes.
 type TooManySubscriptionsError struct {
 	User string
 	Max  int
 }
 
 func (e *TooManySubscriptionsError) Error() string {
+	if e.User == "" {
+		return fmt.Sprintf("this hub has %d streams open, the most it takes: retry with backoff, on another replica if there is one", e.Max)
+	}
 	return fmt.Sprintf("%q has %d streams open, the most it may: close one first", e.User, e.Max)
 }
 
@@ -77,7 +82,11 @@ func (l *SubscriptionLimiter) Acquire(user string) error {
 	if l.open[user] >= l.max {
 		return &TooManySubscriptionsError{User: user, Max: l.max}
 	}
+	if l.total >= l.maxTotal {
+		return &TooManySubscriptionsError{Max: l.maxTotal}
+	}
 	l.open[user]++
+	l.total++
 	return nil
 }
 
@@ -85,6 +94,7 @@ func (l *SubscriptionLimiter) Acquire(user string) error {
 func (l *SubscriptionLimiter) Release(user string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.total--
 	if l.open[user]--; l.open[user] <= 0 {
 		delete(l.open, user)
 	}

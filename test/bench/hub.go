@@ -39,7 +39,7 @@ func (e *Env) startHub(ctx context.Context, extraArgs ...string) (*hubProcess, e
 	p := &hubProcess{addr: addr, debugAddr: debugAddr, exited: make(chan struct{})}
 	args := append([]string{
 		"--kubeconfig", e.kubeconfig, "--listen", addr, "--debug-listen", debugAddr, "--auth", "none",
-		"--max-subscriptions-per-identity", "1000000", "--rate-per-identity", "1000000", "--rate-burst-per-identity", "1000000",
+		"--max-subscriptions-per-identity", "1000000", "--max-subscriptions", "1000000", "--rate-per-identity", "1000000", "--rate-burst-per-identity", "1000000",
 		"--max-concurrent-streams", "100000", "--kube-api-qps", "1000", "--kube-api-burst", "1000",
 		"--log-level", "warn",
 	}, extraArgs...)

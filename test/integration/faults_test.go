@@ -61,7 +61,7 @@ func (r *restartableHub) start() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	serverCfg := server.Config{Logger: cfg.Logger, MaxSubscriptionsPerIdentity: 1 << 20, RatePerIdentity: 1 << 20, RateBurstPerIdentity: 1 << 20, MaxConcurrentStreams: 1 << 20}
+	serverCfg := server.Config{Logger: cfg.Logger, MaxSubscriptionsPerIdentity: 1 << 20, MaxSubscriptions: 1 << 20, RatePerIdentity: 1 << 20, RateBurstPerIdentity: 1 << 20, MaxConcurrentStreams: 1 << 20}
 	countSnapshots := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if strings.HasSuffix(info.FullMethod, "/Snapshot") {
 			r.snapshots.Add(1)

@@ -152,7 +152,7 @@ func startHubOn(t *testing.T, restConfig *rest.Config, cfg informerhub.Config, s
 		t.Fatal(err)
 	}
 	serverCfg.Logger = cfg.Logger
-	for _, limit := range []*int{&serverCfg.MaxSubscriptionsPerIdentity, &serverCfg.RateBurstPerIdentity} {
+	for _, limit := range []*int{&serverCfg.MaxSubscriptionsPerIdentity, &serverCfg.MaxSubscriptions, &serverCfg.RateBurstPerIdentity} {
 		if *limit == 0 {
 			*limit = 1 << 20
 		}
