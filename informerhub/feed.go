@@ -84,7 +84,8 @@ type feed struct {
 	// the last failure. See watchError.
 	progressAt, failingSince time.Time
 	upstreamErr              error
-	err                      error // why the feed stopped; set once, before stopped is closed
+	staleCheck               *time.Timer // see checkStale; stopped with the feed
+	err                      error       // why the feed stopped; set once, before stopped is closed
 	closeListFailed          sync.Once
 }
 
@@ -155,6 +156,9 @@ func (f *feed) stopLocked(err error) {
 	// Stopped before any subscriber learns of it: whoever a failure wakes
 	// sees the feed stopped.
 	close(f.stopped)
+	if f.staleCheck != nil {
+		f.staleCheck.Stop()
+	}
 	f.live.each(func(s *Subscription) {
 		f.live.remove(s)
 		s.failLocked(err)
@@ -220,7 +224,10 @@ func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 		// Failing from now: unless the upstream delivers again within
 		// MaxUpstreamFailure, the feed ends (see checkStale).
 		f.failingSince = time.Now()
-		time.AfterFunc(f.hub.cfg.MaxUpstreamFailure, f.checkStale)
+		if f.staleCheck != nil {
+			f.staleCheck.Stop()
+		}
+		f.staleCheck = time.AfterFunc(f.hub.cfg.MaxUpstreamFailure, f.checkStale)
 	}
 }
 
@@ -233,8 +240,8 @@ func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 func (f *feed) checkStale() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.failingSince.IsZero() || time.Since(f.failingSince) < f.hub.cfg.MaxUpstreamFailure {
-		return // it delivered since; a later failure armed its own check
+	if f.err != nil || f.failingSince.IsZero() || time.Since(f.failingSince) < f.hub.cfg.MaxUpstreamFailure {
+		return // stopped, or it delivered since; a later failure armed its own check
 	}
 	f.log.Warn("the API server has delivered nothing for a while; ending the informer and its streams",
 		"failingFor", time.Since(f.failingSince).Round(time.Second), "error", f.upstreamErr)

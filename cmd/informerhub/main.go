@@ -72,6 +72,7 @@ type options struct {
 	authBurst                                                          int
 	authMaxStale                                                       time.Duration
 	reviewsPerPeer                                                     float64
+	rejectedReviews                                                    float64
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -139,6 +140,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float64Var(&o.authQPS, "auth-api-qps", 100, "queries per second of each of three budgets, apart from --kube-api-qps and from each other: TokenReviews, SubjectAccessReviews of new calls, and those of running streams' rechecks")
 	fs.IntVar(&o.authBurst, "auth-api-burst", 200, "burst of each budget of --auth-api-qps")
 	fs.DurationVar(&o.authMaxStale, "auth-max-stale", 10*time.Minute, "how long past its cache lifetime an accepted token's identity (never past the token's expiry) and an allowed decision stand in while the API server cannot answer")
+	fs.Float64Var(&o.rejectedReviews, "token-reviews-rejected", 50, "TokenReviews per second (and under way at once) that tokens the API server rejects may cause from all client addresses together")
 	fs.Float64Var(&o.reviewsPerPeer, "token-reviews-per-peer", 10, "TokenReviews per second (and under way at once) that tokens the API server rejects may cause from one client address; past it, calls with tokens not accepted lately are refused from there before any review")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
@@ -351,8 +353,11 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	}
 	log.Info("shutting down")
 	ready.shutDown()
-	// Streams end a few at a time; clients resume elsewhere.
-	drainCtx, cancelDrain := context.WithTimeout(context.Background(), o.shutdownDrain+o.shutdownTimeout)
+	// Streams end a few at a time; clients resume elsewhere. Everything
+	// is over by the drain and the timeout together, which the pod's
+	// grace period allows for.
+	deadline := time.Now().Add(o.shutdownDrain + o.shutdownTimeout)
+	drainCtx, cancelDrain := context.WithDeadline(context.Background(), deadline)
 	if err := srv.Drain(drainCtx, o.shutdownDrain); err != nil {
 		log.Warn("streams did not end in time", "error", err)
 	}
@@ -365,7 +370,7 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	}()
 	select {
 	case <-stopped:
-	case <-time.After(o.shutdownTimeout):
+	case <-time.After(time.Until(deadline)):
 		log.Warn("streams did not end in time; closing them", "timeout", o.shutdownTimeout)
 		g.Stop()
 	}
@@ -400,7 +405,9 @@ func (o *options) authenticate(restConfig *rest.Config, log *slog.Logger) ([]grp
 			audiences = []string{o.tokenAudience}
 		}
 		o.server.Authenticator = auth.NewTokenReview(authn.AuthenticationV1().TokenReviews(),
-			auth.TokenReviewConfig{Audiences: audiences, CacheTTL: o.authnCacheTTL, MaxStale: o.authMaxStale, ReviewsPerPeer: o.reviewsPerPeer})
+			auth.TokenReviewConfig{Audiences: audiences, CacheTTL: o.authnCacheTTL, MaxStale: o.authMaxStale,
+				ReviewsPerPeer: o.reviewsPerPeer, RejectedReviews: o.rejectedReviews,
+				RecheckClient: rechecks.AuthenticationV1().TokenReviews()})
 		o.server.Authorizer = authz
 	case "mtls":
 		o.server.Authenticator, o.server.Authorizer = auth.ClientCertificate{}, authz

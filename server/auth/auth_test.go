@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +33,9 @@ import (
 
 	"github.com/informerhub/informerhub/internal/testpki"
 )
+
+// errRefused is what client-go returns when the API server is down.
+var errRefused = &url.Error{Op: "Post", URL: "https://127.0.0.1:6443/apis", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
@@ -396,7 +401,7 @@ func TestAcceptedTokensNeverOutliveTheirExpiry(t *testing.T) {
 	kube.PrependReactor("create", "tokenreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		calls.Add(1)
 		if down.Load() {
-			return true, nil, errors.New("connection refused")
+			return true, nil, errRefused
 		}
 		review := action.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
 		review.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "alice"}}
@@ -449,13 +454,16 @@ func TestAcceptedTokensNeverOutliveTheirExpiry(t *testing.T) {
 // the API server is back ends it; and rechecks use their own client.
 func TestAllowedDecisionsStandInWhileTheAPIServerCannotAnswer(t *testing.T) {
 	var admissions, rechecks atomic.Int32
-	var down, allow atomic.Bool
+	var down, throttled, allow atomic.Bool
 	allow.Store(true)
 	reactor := func(count *atomic.Int32) k8stesting.ReactionFunc {
 		return func(action k8stesting.Action) (bool, runtime.Object, error) {
 			count.Add(1)
-			if down.Load() {
-				return true, nil, errors.New("connection refused")
+			switch {
+			case down.Load():
+				return true, nil, errRefused
+			case throttled.Load():
+				return true, nil, errors.New("client rate limiter Wait returned an error: rate: Wait(n=1) would exceed context deadline")
 			}
 			review := action.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
 			review.Status.Allowed = allow.Load()
@@ -478,7 +486,14 @@ func TestAllowedDecisionsStandInWhileTheAPIServerCannotAnswer(t *testing.T) {
 	if err := CanWatch(ForRecheck(ctx), a, user, cms, "a", 0); err != nil {
 		t.Fatalf("recheck during an outage: %v, want the allowed decision to stand in", err)
 	}
+	// The hub's own client budget running out is not an outage: the API
+	// server may answer others, and revoke meanwhile.
 	down.Store(false)
+	throttled.Store(true)
+	if _, err := a.Authorize(ForRecheck(ctx), user, Attributes{Verb: "list", Resource: cms, Namespace: "a"}, 0); err == nil {
+		t.Fatal("the hub's own rate limit refused the review, and the old allowed decision stood in")
+	}
+	throttled.Store(false)
 	allow.Store(false)
 	var forbidden *ForbiddenError
 	if err := CanWatch(ForRecheck(ctx), a, user, cms, "a", 0); !errors.As(err, &forbidden) {
@@ -488,8 +503,8 @@ func TestAllowedDecisionsStandInWhileTheAPIServerCannotAnswer(t *testing.T) {
 	if err := CanWatch(ForRecheck(ctx), a, user, cms, "a", 0); err == nil {
 		t.Fatal("after a denial, an outage brought the old allowed decision back")
 	}
-	if admissions.Load() != 2 || rechecks.Load() != 4 {
-		t.Fatalf("%d admission and %d recheck reviews, want 2 (list, watch) and 4", admissions.Load(), rechecks.Load())
+	if admissions.Load() != 2 || rechecks.Load() != 5 {
+		t.Fatalf("%d admission and %d recheck reviews, want 2 (list, watch) and 5", admissions.Load(), rechecks.Load())
 	}
 }
 
@@ -511,5 +526,37 @@ func TestManyIdentitiesBehindOneAddress(t *testing.T) {
 	wg.Wait()
 	if n := calls.Load(); n != 100 {
 		t.Fatalf("%d TokenReviews, want 100", n)
+	}
+}
+
+// TestTokenReviewBudgetsHoldAcrossAddresses: addresses in one IPv6 /64
+// share a budget; all addresses together have one too; and a JWT written
+// in a non-canonical encoding (another string for the same token) is
+// refused without a review.
+func TestTokenReviewBudgetsHoldAcrossAddresses(t *testing.T) {
+	var calls atomic.Int32
+	a := NewTokenReview(fakeTokenReviews(&calls).AuthenticationV1().TokenReviews(),
+		TokenReviewConfig{Audiences: []string{"hub"}, ReviewsPerPeer: 2, RejectedReviews: 6})
+	for i := range 10 { // one /64, ten addresses
+		a.Authenticate(fromPeer(fmt.Sprint("v6-", i), fmt.Sprintf("[2001:db8::%x]:4000", i+1))) //nolint:errcheck // counted below
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d TokenReviews for ten addresses of one /64, want 2 (its budget)", n)
+	}
+	for i := range 20 { // twenty IPv4 addresses
+		a.Authenticate(fromPeer(fmt.Sprint("v4-", i), fmt.Sprintf("10.1.0.%d:4000", i+1))) //nolint:errcheck // counted below
+	}
+	if n := calls.Load(); n != 6 {
+		t.Fatalf("%d TokenReviews in all, want 6 (everyone's budget)", n)
+	}
+
+	b := NewTokenReview(fakeTokenReviews(&calls).AuthenticationV1().TokenReviews(), TokenReviewConfig{})
+	before := calls.Load()
+	// "c2k" and "c2l" decode to the same bytes; only the first is canonical.
+	if _, err := b.Authenticate(withToken("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2l")); !errors.Is(err, ErrUnauthenticated) || calls.Load() != before {
+		t.Fatalf("a non-canonical JWT: %v after %d reviews, want refused without one", err, calls.Load()-before)
+	}
+	if _, err := b.Authenticate(withToken("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2k")); !errors.Is(err, ErrUnauthenticated) || calls.Load() != before+1 {
+		t.Fatalf("a canonical JWT the API server rejects: %v after %d reviews, want one review", err, calls.Load()-before)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
 	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
@@ -118,19 +119,29 @@ type TokenReviewConfig struct {
 	// address, of any tokens, are bounded by it too). Past it, a call with
 	// a token not accepted lately is refused with a *TooManyReviewsError
 	// before any review: a client presenting random tokens costs the API
-	// server at most this. Default: 10.
+	// server at most this. IPv6 addresses count by their /64, which one
+	// host usually holds whole. Default: 10.
 	ReviewsPerPeer float64
+	// RejectedReviews bounds the same for all addresses together, so that
+	// many addresses cannot use up the TokenReview budget either.
+	// Default: 50.
+	RejectedReviews float64
+	// RecheckClient, when set, makes the reviews asked for with a context
+	// from ForRecheck (running streams' rechecks), so that they have a
+	// budget of their own that new calls cannot use up.
+	RecheckClient authenticationclient.TokenReviewInterface
 }
 
 // TokenReview authenticates callers by the bearer token in their
 // "authorization" metadata, asking the API server with a TokenReview.
 type TokenReview struct {
-	client authenticationclient.TokenReviewInterface
-	cfg    TokenReviewConfig
+	client, recheckClient authenticationclient.TokenReviewInterface
+	cfg                   TokenReviewConfig
 	// accepted and rejected cache answers by sha256(token): accepted ->
 	// acceptedToken, rejected -> error.
 	accepted, rejected *cache.LRUExpireCache
 	peers              *peerLimiters
+	all                *peerBucket // every address's reviews of unknown tokens
 	// flight shares one TokenReview among concurrent calls with the same
 	// token (a client opening many streams at once).
 	flight singleflight.Group
@@ -162,9 +173,16 @@ func NewTokenReview(client authenticationclient.TokenReviewInterface, cfg TokenR
 	if cfg.ReviewsPerPeer <= 0 {
 		cfg.ReviewsPerPeer = 10
 	}
-	return &TokenReview{client: client, cfg: cfg,
+	if cfg.RejectedReviews <= 0 {
+		cfg.RejectedReviews = 50
+	}
+	recheckClient := cfg.RecheckClient
+	if recheckClient == nil {
+		recheckClient = client
+	}
+	return &TokenReview{client: client, recheckClient: recheckClient, cfg: cfg,
 		accepted: cache.NewLRUExpireCache(cfg.CacheSize), rejected: cache.NewLRUExpireCache(cfg.CacheSize),
-		peers: newPeerLimiters(cfg.ReviewsPerPeer), now: time.Now}
+		peers: newPeerLimiters(cfg.ReviewsPerPeer), all: newPeerBucket(cfg.RejectedReviews), now: time.Now}
 }
 
 // maxTokenLength bounds what is hashed and sent to the API server.
@@ -187,23 +205,37 @@ func (a *TokenReview) Authenticate(ctx context.Context) (User, error) {
 			return tokenResult{user, err}, nil
 		}
 		// A token not accepted lately (a running stream's recheck is)
-		// is reviewed within its peer's budget: only tokens the API server
-		// does not accept use it up.
+		// is reviewed within its address's budget and everyone's: only
+		// tokens the API server does not accept use them up.
 		_, known := a.accepted.Get(key)
 		if !known {
 			if !limiter.begin(ctx, a.now) {
 				return nil, &TooManyReviewsError{Peer: peerHost(ctx), PerSecond: a.cfg.ReviewsPerPeer}
 			}
+			if !a.all.begin(ctx, a.now) {
+				limiter.end(a.now(), false)
+				return nil, &TooManyReviewsError{PerSecond: a.cfg.RejectedReviews}
+			}
+		}
+		client := a.client
+		if ctx.Value(recheckKey{}) != nil {
+			client = a.recheckClient
 		}
 		// Shared by several calls: not canceled by the first caller.
 		reviewCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
-		r, err := a.review(reviewCtx, key, token)
+		r, err := a.review(reviewCtx, client, key, token)
 		if !known {
-			limiter.end(a.now(), err != nil || r.err != nil)
+			// A token accepted but not cached (past its exp by the hub's
+			// clock) would be reviewed on every call: it costs as a
+			// rejection does.
+			_, cachedNow := a.accepted.Get(key)
+			rejected := err != nil || r.err != nil || !cachedNow
+			limiter.end(a.now(), rejected)
+			a.all.end(a.now(), rejected)
 		}
-		if err != nil {
-			// The API server cannot tell now: an identity it gave this
+		if err != nil && cannotAnswer(err) {
+			// The API server cannot be reached: an identity it gave this
 			// token lately stands in, until the token expires.
 			if v, ok := a.accepted.Get(key); ok && a.now().Before(v.(acceptedToken).stale) {
 				return tokenResult{user: v.(acceptedToken).user}, nil
@@ -238,8 +270,8 @@ func (a *TokenReview) cached(key [sha256.Size]byte) (User, error, bool) {
 const reviewTimeout = 10 * time.Second
 
 // review asks the API server about token and caches the answer.
-func (a *TokenReview) review(ctx context.Context, key [sha256.Size]byte, token string) (tokenResult, error) {
-	review, err := a.client.Create(ctx, &authenticationv1.TokenReview{
+func (a *TokenReview) review(ctx context.Context, client authenticationclient.TokenReviewInterface, key [sha256.Size]byte, token string) (tokenResult, error) {
+	review, err := client.Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.cfg.Audiences},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -307,8 +339,8 @@ func jwtExpiry(token string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	exp, err := claims.Exp.Float64()
-	if err != nil {
-		return time.Time{}, false
+	if err != nil || exp <= 0 || exp > 1<<40 {
+		return time.Time{}, false // none, or none a clock reaches
 	}
 	return time.Unix(int64(exp), 0), true
 }
@@ -322,6 +354,9 @@ type TooManyReviewsError struct {
 }
 
 func (e *TooManyReviewsError) Error() string {
+	if e.Peer == "" {
+		return fmt.Sprintf("clients presented more unknown tokens than the hub reviews (%g per second): retry with backoff, with a valid token", e.PerSecond)
+	}
 	return fmt.Sprintf("%s presented more unknown tokens than the hub reviews per client address (%g per second): retry with backoff, with a valid token",
 		e.Peer, e.PerSecond)
 }
@@ -346,7 +381,7 @@ func (p *peerLimiters) get(ctx context.Context) *peerBucket {
 	defer p.mu.Unlock()
 	b, ok := p.limiters.Get(host)
 	if !ok {
-		b = &peerBucket{perSecond: p.perSecond, burst: p.burst, tokens: p.burst, ended: make(chan struct{})}
+		b = newPeerBucket(p.perSecond)
 	}
 	p.limiters.Add(host, b, time.Minute)
 	return b.(*peerBucket)
@@ -366,6 +401,11 @@ type peerBucket struct {
 	last     time.Time
 	underway int
 	ended    chan struct{} // closed and replaced when a review ends
+}
+
+func newPeerBucket(perSecond float64) *peerBucket {
+	burst := max(1, perSecond)
+	return &peerBucket{perSecond: perSecond, burst: burst, tokens: burst, ended: make(chan struct{})}
 }
 
 // maxReviewWait bounds how long a call waits for one of its address's
@@ -424,16 +464,34 @@ func (b *peerBucket) end(now time.Time, rejected bool) {
 }
 
 // peerHost is the address of ctx's client without its port: one host's
-// connections share a budget.
+// connections share a budget. An IPv6 address counts by its /64, which
+// one host usually holds whole.
 func peerHost(ctx context.Context) string {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
 		return ""
 	}
-	if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
-		return host
+	host, _, err := net.SplitHostPort(p.Addr.String())
+	if err != nil {
+		return p.Addr.String()
 	}
-	return p.Addr.String()
+	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+		return (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
+	}
+	return host
+}
+
+// cannotAnswer reports whether err says the API server could not be
+// reached or failed (a connection error, a timeout, a 5xx), rather than
+// the hub's own budget ran out or the API server refused the question: only
+// then does a recent answer stand in for the one it cannot give.
+func cannotAnswer(err error) bool {
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	var status apierrors.APIStatus
+	return errors.As(err, &status) && status.Status().Code >= 500
 }
 
 // bearerToken reads "authorization: Bearer <token>" from the call's
@@ -453,6 +511,17 @@ func bearerToken(ctx context.Context) (string, error) {
 	token = strings.TrimSpace(token)
 	if len(token) > maxTokenLength {
 		return "", fmt.Errorf("%w: the bearer token is longer than %d bytes", ErrUnauthenticated, maxTokenLength)
+	}
+	// A JWT's segments have one encoding each; the decoders the API server
+	// uses also take variants (unused bits set in the last character), so
+	// one token would otherwise be many strings, each a review and a cache
+	// entry of its own.
+	if parts := strings.Split(token, "."); len(parts) == 3 {
+		for _, part := range parts {
+			if _, err := base64.RawURLEncoding.Strict().DecodeString(part); err != nil {
+				return "", fmt.Errorf("%w: the bearer token is not a canonically encoded JWT", ErrUnauthenticated)
+			}
+		}
 	}
 	return token, nil
 }

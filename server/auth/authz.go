@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -131,11 +132,16 @@ func (a *SubjectAccessReview) Authorize(ctx context.Context, user User, attrs At
 	if allowed, ok := cached(); ok {
 		return allowed, nil
 	}
-	client := a.client
+	client, flightKey := a.client, key+"\x00admission"
 	if ctx.Value(recheckKey{}) != nil {
-		client = a.recheckClient
+		client, flightKey = a.recheckClient, key+"\x00recheck"
 	}
-	v, err, _ := a.flight.Do(key, func() (any, error) {
+	if maxAge <= 0 {
+		// A question that wants a fresh answer does not share one begun
+		// earlier, under another budget or for a caller that could wait.
+		flightKey += "\x00fresh"
+	}
+	v, err, _ := a.flight.Do(flightKey, func() (any, error) {
 		// A review that just ended may have answered already.
 		if allowed, ok := cached(); ok {
 			return allowed, nil
@@ -144,9 +150,11 @@ func (a *SubjectAccessReview) Authorize(ctx context.Context, user User, attrs At
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
 		allowed, err := a.review(ctx, client, key, user, attrs)
-		if err != nil {
-			// The API server cannot tell now: a recent allowed decision
-			// stands in (kept for AllowTTL+MaxStale).
+		if err != nil && cannotAnswer(err) {
+			// The API server cannot be reached: an allowed decision it
+			// made lately stands in (kept for AllowTTL+MaxStale from
+			// then). Not when the hub's own budget ran out or the API
+			// server refused the question: then it may well answer others.
 			if _, ok := a.allowed.Get(key); ok {
 				return true, nil
 			}
@@ -188,8 +196,10 @@ func (a *SubjectAccessReview) review(ctx context.Context, client authorizationcl
 }
 
 // decisionKey identifies a decision: the whole identity and the request.
-// Every part is length-prefixed, so no two identities share a key whatever
-// bytes their names, groups or extra values hold.
+// Every part is length-prefixed, so no two identities share an encoding
+// whatever bytes their names, groups or extra values hold; the key is its
+// SHA-256, so that an identity with many groups (an OIDC token's) costs the
+// caches 32 bytes.
 func decisionKey(user User, attrs Attributes) string {
 	var b []byte
 	field := func(s string) {
@@ -218,7 +228,8 @@ func decisionKey(user User, attrs Attributes) string {
 			field(v)
 		}
 	}
-	return string(b)
+	sum := sha256.Sum256(b)
+	return string(sum[:])
 }
 
 // ForbiddenError says that a user may not do something.
