@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"google.golang.org/grpc/peer"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -558,5 +560,93 @@ func TestTokenReviewBudgetsHoldAcrossAddresses(t *testing.T) {
 	}
 	if _, err := b.Authenticate(withToken("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2k")); !errors.Is(err, ErrUnauthenticated) || calls.Load() != before+1 {
 		t.Fatalf("a canonical JWT the API server rejects: %v after %d reviews, want one review", err, calls.Load()-before)
+	}
+}
+
+// concurrentReviews is a TokenReview API that answers many reviews at
+// once (client-go's fake clientset answers one at a time), and records the
+// most under way together. Tokens starting "valid-" are accepted.
+type concurrentReviews struct {
+	mu                sync.Mutex // guards underway and most
+	underway, most    int
+	reviews, rejected atomic.Int32
+	release           chan struct{} // closed to let reviews answer
+}
+
+func (c *concurrentReviews) Create(ctx context.Context, tr *authenticationv1.TokenReview, _ metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
+	c.reviews.Add(1)
+	c.mu.Lock()
+	c.underway++
+	c.most = max(c.most, c.underway)
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.underway--
+		c.mu.Unlock()
+	}()
+	select {
+	case <-c.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	out := tr.DeepCopy()
+	if strings.HasPrefix(tr.Spec.Token, "valid-") {
+		out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: tr.Spec.Token}}
+	} else {
+		c.rejected.Add(1)
+		out.Status = authenticationv1.TokenReviewStatus{Error: "invalid bearer token"}
+	}
+	return out, nil
+}
+
+// TestReviewsUnderWayAtOnceAreBounded: fifty calls with random tokens at
+// once from one address start at most ReviewsPerPeer reviews together,
+// and no more than that in all (the rest are refused once the budget is
+// spent); fifty valid tokens at once from another address all pass,
+// ReviewsPerPeer at a time.
+func TestReviewsUnderWayAtOnceAreBounded(t *testing.T) {
+	api := &concurrentReviews{release: make(chan struct{})}
+	a := NewTokenReview(api, TokenReviewConfig{ReviewsPerPeer: 5, RejectedReviews: 100})
+	var wg sync.WaitGroup
+	var refused atomic.Int32
+	for i := range 50 {
+		wg.Go(func() {
+			_, err := a.Authenticate(fromPeer(fmt.Sprint("random-", i), "10.0.0.1:4000"))
+			var tooMany *TooManyReviewsError
+			if errors.As(err, &tooMany) {
+				refused.Add(1)
+			}
+		})
+	}
+	// Let the reviews under way answer once as many as can start have.
+	for {
+		api.mu.Lock()
+		n := api.underway
+		api.mu.Unlock()
+		if n == 5 {
+			break
+		}
+		goruntime.Gosched()
+	}
+	close(api.release)
+	wg.Wait()
+	if api.most != 5 || api.rejected.Load() > 10 || refused.Load() < 40 {
+		t.Fatalf("random tokens: %d reviews at most at once, %d rejected, %d refused; want 5 at once, at most 10 (burst, then the debt) and the rest refused",
+			api.most, api.rejected.Load(), refused.Load())
+	}
+
+	api2 := &concurrentReviews{release: make(chan struct{})}
+	b := NewTokenReview(api2, TokenReviewConfig{ReviewsPerPeer: 5})
+	close(api2.release)
+	for i := range 50 {
+		wg.Go(func() {
+			if _, err := b.Authenticate(fromPeer(fmt.Sprint("valid-", i), "10.0.0.2:4000")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if api2.reviews.Load() != 50 || api2.most > 5 {
+		t.Fatalf("valid tokens: %d reviews, %d at most at once; want 50, at most 5 at once", api2.reviews.Load(), api2.most)
 	}
 }
