@@ -305,24 +305,21 @@ func TestReadinessFollowsStaleFeeds(t *testing.T) {
 		if ok, why := r.ready(); !ok {
 			t.Fatalf("not ready with a healthy informer: %s", why)
 		}
-		recent := time.Now().Add(-30 * time.Second)
-		failingSince.Store(&recent)
-		time.Sleep(time.Second)
-		synctest.Wait()
-		if ok, why := r.ready(); !ok {
+		// readyAfter reports readiness once the next check has seen the
+		// informer failing since since (zero: not failing).
+		readyAfter := func(since time.Time) (bool, string) {
+			failingSince.Store(&since)
+			time.Sleep(time.Second) // one check interval, on synctest's clock
+			synctest.Wait()
+			return r.ready()
+		}
+		if ok, why := readyAfter(time.Now().Add(-30 * time.Second)); !ok {
 			t.Fatalf("not ready with an informer failing for 30s, less than staleAfter: %s", why)
 		}
-		long := time.Now().Add(-2 * time.Minute)
-		failingSince.Store(&long)
-		time.Sleep(time.Second)
-		synctest.Wait()
-		if ok, why := r.ready(); ok || !strings.Contains(why, "configmaps.v1") {
+		if ok, why := readyAfter(time.Now().Add(-2 * time.Minute)); ok || !strings.Contains(why, "configmaps.v1") {
 			t.Fatalf("ready %v (%s) with an informer failing for 2m, want not ready, naming it", ok, why)
 		}
-		failingSince.Store(&time.Time{})
-		time.Sleep(time.Second)
-		synctest.Wait()
-		if ok, why := r.ready(); !ok {
+		if ok, why := readyAfter(time.Time{}); !ok {
 			t.Fatalf("not ready once the informer delivers again: %s", why)
 		}
 	})

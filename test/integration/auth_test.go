@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -342,4 +343,58 @@ func TestMutualTLS(t *testing.T) {
 			t.Errorf("dave, naming the version: exit %d, stderr %q", code, stderr)
 		}
 	})
+}
+
+// authenticatedStreams is n Watch streams, stream i presenting token(i),
+// each read until it ends.
+type authenticatedStreams struct {
+	// ended receives each stream that ended while the context was live:
+	// its index and the error that ended it.
+	ended chan streamEnd
+	wg    sync.WaitGroup
+}
+
+type streamEnd struct {
+	i   int
+	err error
+}
+
+// openAuthenticatedStreams opens n streams of sel with initial events, and
+// returns once each was admitted (or refused) and has read its first
+// response. They run until ctx ends; wait waits for them then.
+func openAuthenticatedStreams(ctx context.Context, client informerhubv1.InformerHubServiceClient, sel *informerhubv1.ResourceSelector, n int, token func(i int) string) *authenticatedStreams {
+	s := &authenticatedStreams{ended: make(chan streamEnd, n)}
+	opened := make(chan struct{}, n)
+	for i := range n {
+		s.wg.Go(func() {
+			stream, err := client.Watch(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token(i)),
+				&informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
+			if err == nil {
+				_, err = stream.Recv() // the first initial event: admitted
+			}
+			opened <- struct{}{}
+			for err == nil {
+				_, err = stream.Recv()
+			}
+			if ctx.Err() == nil {
+				s.ended <- streamEnd{i: i, err: err}
+			}
+		})
+	}
+	for range n {
+		<-opened
+	}
+	return s
+}
+
+// wait waits for the streams, once their context has ended, and returns
+// those that ended before.
+func (s *authenticatedStreams) wait() []streamEnd {
+	s.wg.Wait()
+	close(s.ended)
+	var ended []streamEnd
+	for e := range s.ended {
+		ended = append(ended, e)
+	}
+	return ended
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
@@ -45,33 +44,7 @@ func TestATokenFloodDrainsNothing(t *testing.T) {
 
 	ctx, stopStreams := context.WithCancel(ctxFor(t))
 	defer stopStreams()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex // guards ended
-		ended []error
-	)
-	opened := make(chan struct{}, 100)
-	for i := range 100 {
-		wg.Go(func() {
-			stream, err := h.client.Watch(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokens[i%10]),
-				&informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
-			if err == nil {
-				_, err = stream.Recv() // the first initial event: admitted
-			}
-			opened <- struct{}{}
-			for err == nil {
-				_, err = stream.Recv()
-			}
-			if ctx.Err() == nil {
-				mu.Lock()
-				ended = append(ended, err)
-				mu.Unlock()
-			}
-		})
-	}
-	for range 100 {
-		<-opened
-	}
+	streams := openAuthenticatedStreams(ctx, h.client, sel, 100, func(i int) string { return tokens[i%10] })
 
 	reviews := func(resource string) float64 {
 		return apiServerMetric(t, "apiserver_request_total", map[string]string{"resource": resource, "verb": "POST"})
@@ -117,9 +90,8 @@ func TestATokenFloodDrainsNothing(t *testing.T) {
 		t.Errorf("%v SubjectAccessReviews during the flood: the streams' rechecks did not run", sars)
 	}
 	stopStreams()
-	wg.Wait()
-	for _, err := range ended {
-		t.Errorf("an authenticated stream ended during the flood: %v", err)
+	for _, e := range streams.wait() {
+		t.Errorf("an authenticated stream ended during the flood: %v", e.err)
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatal("the test ran out of time")

@@ -3,12 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,29 +60,8 @@ func TestAnAuthOutageEndsNoStream(t *testing.T) {
 
 	ctx, stopStreams := context.WithCancel(ctxFor(t))
 	defer stopStreams()
-	var wg sync.WaitGroup
-	ended := map[string]chan error{"keeps": make(chan error, 10), "loses": make(chan error, 10)}
-	opened := make(chan struct{}, 20)
-	for i := range 20 {
-		name := []string{"keeps", "loses"}[i%2]
-		wg.Go(func() {
-			stream, err := h.client.Watch(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokens[name]),
-				&informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
-			if err == nil {
-				_, err = stream.Recv() // admitted
-			}
-			opened <- struct{}{}
-			for err == nil {
-				_, err = stream.Recv()
-			}
-			if ctx.Err() == nil {
-				ended[name] <- err
-			}
-		})
-	}
-	for range 20 {
-		<-opened
-	}
+	names := []string{"keeps", "loses"} // stream i is names[i%2]'s
+	streams := openAuthenticatedStreams(ctx, h.client, sel, 20, func(i int) string { return tokens[names[i%2]] })
 
 	if err := upstream.Kill(); err != nil {
 		t.Fatal(err)
@@ -96,10 +73,8 @@ func TestAnAuthOutageEndsNoStream(t *testing.T) {
 	for range 20 * 2 * 8 {
 		select {
 		case <-asked.calls:
-		case err := <-ended["keeps"]:
-			t.Fatalf("a stream ended during the outage: %v", err)
-		case err := <-ended["loses"]:
-			t.Fatalf("a stream ended during the outage: %v", err)
+		case e := <-streams.ended:
+			t.Fatalf("a stream of %s ended during the outage: %v", names[e.i%2], e.err)
 		case <-ctx.Done():
 			t.Fatal("rechecks stopped during the outage")
 		}
@@ -109,12 +84,13 @@ func TestAnAuthOutageEndsNoStream(t *testing.T) {
 	}
 	for range 10 {
 		select {
-		case err := <-ended["loses"]:
-			if status.Code(err) != codes.PermissionDenied {
-				t.Fatalf("a stream whose binding was removed ended with %v, want PERMISSION_DENIED", err)
+		case e := <-streams.ended:
+			if names[e.i%2] != "loses" {
+				t.Fatalf("a stream whose access stands ended: %v", e.err)
 			}
-		case err := <-ended["keeps"]:
-			t.Fatalf("a stream whose access stands ended: %v", err)
+			if status.Code(e.err) != codes.PermissionDenied {
+				t.Fatalf("a stream whose binding was removed ended with %v, want PERMISSION_DENIED", e.err)
+			}
 		case <-ctx.Done():
 			t.Fatal("the streams whose binding was removed did not end once the API server was back")
 		}
@@ -124,14 +100,16 @@ func TestAnAuthOutageEndsNoStream(t *testing.T) {
 	for range 10 * 2 * 4 {
 		select {
 		case <-asked.calls:
-		case err := <-ended["keeps"]:
-			t.Fatalf("a stream whose access stands ended: %v", err)
+		case e := <-streams.ended:
+			t.Fatalf("a stream whose access stands ended: %v", e.err)
 		case <-ctx.Done():
 			t.Fatal("rechecks stopped")
 		}
 	}
 	stopStreams()
-	wg.Wait()
+	for _, e := range streams.wait() {
+		t.Errorf("a stream of %s ended after the test: %v", names[e.i%2], e.err)
+	}
 }
 
 // countingAuthorizer signals each question it passes on.

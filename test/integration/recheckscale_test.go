@@ -3,11 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/metadata"
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
@@ -47,34 +45,8 @@ func TestRechecksScaleWithIdentitiesNotStreams(t *testing.T) {
 
 	ctx, stopStreams := context.WithCancel(ctxFor(t))
 	defer stopStreams()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex // guards ended
-		ended []error
-	)
 	streams := identities * perIdentity
-	opened := make(chan struct{}, streams)
-	for i := range streams {
-		wg.Go(func() {
-			stream, err := h.client.Watch(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokens[i%identities]),
-				&informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
-			if err == nil {
-				_, err = stream.Recv() // admitted
-			}
-			opened <- struct{}{}
-			for err == nil {
-				_, err = stream.Recv()
-			}
-			if ctx.Err() == nil {
-				mu.Lock()
-				ended = append(ended, err)
-				mu.Unlock()
-			}
-		})
-	}
-	for range streams {
-		<-opened
-	}
+	running := openAuthenticatedStreams(ctx, h.client, sel, streams, func(i int) string { return tokens[i%identities] })
 	before, began := reviews(), time.Now()
 	// Several intervals of rechecks: the streams' next ones are due within
 	// one and a quarter; wait through four of them.
@@ -86,9 +58,8 @@ func TestRechecksScaleWithIdentitiesNotStreams(t *testing.T) {
 	}
 	got, elapsed := reviews()-before, time.Since(began)
 	stopStreams()
-	wg.Wait()
-	for _, err := range ended {
-		t.Errorf("a stream ended: %v", err)
+	for _, e := range running.wait() {
+		t.Errorf("a stream ended: %v", e.err)
 	}
 	// Per interval: list and watch per identity, once per half interval
 	// at most (decisions are reused while younger than that); and at
