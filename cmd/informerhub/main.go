@@ -6,8 +6,9 @@
 // informerhub.v1.InformerHubService, grpc.health.v1 and server reflection on
 // --listen; Prometheus metrics and the probes /healthz and /readyz on
 // --metrics-listen; Go profiles on --debug-listen. On SIGTERM or SIGINT it
-// says it is not ready, ends every stream with UNAVAILABLE (clients resume
-// elsewhere with their tokens) and stops.
+// says it is not ready, refuses new streams, ends its streams one by one
+// over --shutdown-drain with UNAVAILABLE and their tokens (clients resume
+// elsewhere, a few at a time) and stops.
 package main
 
 import (
