@@ -199,7 +199,13 @@ func (a *TokenReview) Authenticate(ctx context.Context) (User, error) {
 		return user, err
 	}
 	limiter := a.peers.get(ctx)
-	v, err, _ := a.flight.Do(string(key[:]), func() (any, error) {
+	// A recheck does not join a new call's review: it would take that
+	// call's budget, and wait behind its address's.
+	flightKey := string(key[:])
+	if ctx.Value(recheckKey{}) != nil {
+		flightKey += "\x00recheck"
+	}
+	v, err, _ := a.flight.Do(flightKey, func() (any, error) {
 		// A review that just ended may have answered already.
 		if user, err, ok := a.cached(key); ok {
 			return tokenResult{user, err}, nil
