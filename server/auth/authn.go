@@ -140,8 +140,8 @@ type TokenReview struct {
 	// accepted and rejected cache answers by sha256(token): accepted ->
 	// acceptedToken, rejected -> error.
 	accepted, rejected *cache.LRUExpireCache
-	peers              *peerLimiters
-	all                *peerBucket // every address's reviews of unknown tokens
+	peers              *buckets[*peerBucket] // by client address (peerHost)
+	all                *peerBucket           // every address's reviews of unknown tokens
 	// flight shares one TokenReview among concurrent calls with the same
 	// token (a client opening many streams at once).
 	flight singleflight.Group
@@ -182,7 +182,7 @@ func NewTokenReview(client authenticationclient.TokenReviewInterface, cfg TokenR
 	}
 	return &TokenReview{client: client, recheckClient: recheckClient, cfg: cfg,
 		accepted: cache.NewLRUExpireCache(cfg.CacheSize), rejected: cache.NewLRUExpireCache(cfg.CacheSize),
-		peers: newPeerLimiters(cfg.ReviewsPerPeer), all: newPeerBucket(cfg.RejectedReviews), now: time.Now}
+		peers: newBuckets(time.Minute, func() *peerBucket { return newPeerBucket(cfg.ReviewsPerPeer) }), all: newPeerBucket(cfg.RejectedReviews), now: time.Now}
 }
 
 // maxTokenLength bounds what is hashed and sent to the API server.
@@ -198,11 +198,11 @@ func (a *TokenReview) Authenticate(ctx context.Context) (User, error) {
 	if user, err, ok := a.cached(key); ok {
 		return user, err
 	}
-	limiter := a.peers.get(ctx)
+	limiter := a.peers.get(peerHost(ctx))
 	// A recheck does not join a new call's review: it would take that
 	// call's budget, and wait behind its address's.
 	flightKey := string(key[:])
-	if ctx.Value(recheckKey{}) != nil {
+	if isRecheck(ctx) {
 		flightKey += "\x00recheck"
 	}
 	v, err, _ := a.flight.Do(flightKey, func() (any, error) {
@@ -224,7 +224,7 @@ func (a *TokenReview) Authenticate(ctx context.Context) (User, error) {
 			}
 		}
 		client := a.client
-		if ctx.Value(recheckKey{}) != nil {
+		if isRecheck(ctx) {
 			client = a.recheckClient
 		}
 		// Shared by several calls: not canceled by the first caller.
@@ -367,32 +367,6 @@ func (e *TooManyReviewsError) Error() string {
 		e.Peer, e.PerSecond)
 }
 
-// peerLimiters holds a token bucket per client address.
-type peerLimiters struct {
-	perSecond, burst float64
-
-	mu       sync.Mutex            // guards get-or-create in limiters
-	limiters *cache.LRUExpireCache // host -> *peerBucket
-}
-
-func newPeerLimiters(perSecond float64) *peerLimiters {
-	return &peerLimiters{perSecond: perSecond, burst: max(1, perSecond), limiters: cache.NewLRUExpireCache(100000)}
-}
-
-// get returns the bucket of ctx's peer. Idle addresses are forgotten after
-// a minute: their bucket would have refilled anyway.
-func (p *peerLimiters) get(ctx context.Context) *peerBucket {
-	host := peerHost(ctx)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	b, ok := p.limiters.Get(host)
-	if !ok {
-		b = newPeerBucket(p.perSecond)
-	}
-	p.limiters.Add(host, b, time.Minute)
-	return b.(*peerBucket)
-}
-
 // peerBucket is one client address's budget of reviews: a token bucket
 // that only reviews of tokens the API server did not accept draw from, and
 // at most burst reviews under way at once. A review starts only while the
@@ -427,11 +401,7 @@ func (b *peerBucket) begin(ctx context.Context, now func() time.Time) bool {
 	defer deadline.Stop()
 	for {
 		b.mu.Lock()
-		t := now()
-		if !b.last.IsZero() {
-			b.tokens = min(b.burst, b.tokens+t.Sub(b.last).Seconds()*b.perSecond)
-		}
-		b.last = t
+		b.refillLocked(now())
 		if b.tokens < 1 {
 			b.mu.Unlock()
 			return false // no waiting: the budget is spent on rejections
@@ -453,16 +423,22 @@ func (b *peerBucket) begin(ctx context.Context, now func() time.Time) bool {
 	}
 }
 
+// refillLocked adds the tokens earned since the last refill. The caller
+// holds b.mu.
+func (b *peerBucket) refillLocked(now time.Time) {
+	if !b.last.IsZero() {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.perSecond)
+	}
+	b.last = now
+}
+
 // end ends a review; one whose token was not accepted costs a token.
 func (b *peerBucket) end(now time.Time, rejected bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.underway--
 	if rejected {
-		if !b.last.IsZero() {
-			b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.perSecond)
-		}
-		b.last = now
+		b.refillLocked(now)
 		b.tokens--
 	}
 	close(b.ended)

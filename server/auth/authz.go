@@ -118,6 +118,9 @@ func ForRecheck(ctx context.Context) context.Context {
 	return context.WithValue(ctx, recheckKey{}, true)
 }
 
+// isRecheck reports whether ctx is from ForRecheck.
+func isRecheck(ctx context.Context) bool { return ctx.Value(recheckKey{}) != nil }
+
 func (a *SubjectAccessReview) Authorize(ctx context.Context, user User, attrs Attributes, maxAge time.Duration) (bool, error) {
 	key := decisionKey(user, attrs)
 	cached := func() (allowed, ok bool) {
@@ -133,7 +136,7 @@ func (a *SubjectAccessReview) Authorize(ctx context.Context, user User, attrs At
 		return allowed, nil
 	}
 	client, flightKey := a.client, key+"\x00admission"
-	if ctx.Value(recheckKey{}) != nil {
+	if isRecheck(ctx) {
 		client, flightKey = a.recheckClient, key+"\x00recheck"
 	}
 	if maxAge <= 0 {

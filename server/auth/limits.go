@@ -10,35 +10,54 @@ import (
 	"k8s.io/apimachinery/pkg/util/cache"
 )
 
+// buckets holds a token bucket per key (an identity, a client address),
+// made on first use and forgotten once idle for idle: by then it would have
+// refilled anyway. At most 100,000 keys are held, the least recently used
+// going first.
+type buckets[T any] struct {
+	idle     time.Duration
+	newValue func() T
+
+	mu    sync.Mutex            // guards get-or-create in cache
+	cache *cache.LRUExpireCache // key -> T
+}
+
+func newBuckets[T any](idle time.Duration, newValue func() T) *buckets[T] {
+	return &buckets[T]{idle: idle, newValue: newValue, cache: cache.NewLRUExpireCache(100000)}
+}
+
+// get returns the bucket of key, and keeps it for idle more.
+func (b *buckets[T]) get(key string) T {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.cache.Get(key)
+	if !ok {
+		v = b.newValue()
+	}
+	b.cache.Add(key, v, b.idle)
+	return v.(T)
+}
+
 // RateLimiter limits the calls of each identity with a token bucket. It is
 // a go-grpc-middleware ratelimit.Limiter; put it after authentication.
 type RateLimiter struct {
-	limit rate.Limit
-	burst int
-
-	mu       sync.Mutex            // guards get-or-create in limiters
-	limiters *cache.LRUExpireCache // user name -> *rate.Limiter
+	limit    rate.Limit
+	burst    int
+	limiters *buckets[*rate.Limiter] // by user name
 }
 
 // NewRateLimiter allows each identity perSecond calls on average, and burst
 // at once.
 func NewRateLimiter(perSecond float64, burst int) *RateLimiter {
-	return &RateLimiter{limit: rate.Limit(perSecond), burst: burst, limiters: cache.NewLRUExpireCache(100000)}
+	l := &RateLimiter{limit: rate.Limit(perSecond), burst: burst}
+	l.limiters = newBuckets(10*time.Minute, func() *rate.Limiter { return rate.NewLimiter(l.limit, l.burst) })
+	return l
 }
 
 // Limit implements ratelimit.Limiter.
 func (l *RateLimiter) Limit(ctx context.Context) error {
 	user, _ := UserFrom(ctx)
-	l.mu.Lock()
-	limiter, ok := l.limiters.Get(user.Name)
-	if !ok {
-		limiter = rate.NewLimiter(l.limit, l.burst)
-	}
-	// Idle identities are forgotten after ten minutes: their bucket would
-	// have refilled anyway.
-	l.limiters.Add(user.Name, limiter, 10*time.Minute)
-	l.mu.Unlock()
-	if !limiter.(*rate.Limiter).Allow() {
+	if !l.limiters.get(user.Name).Allow() {
 		return fmt.Errorf("%q made more than %g calls per second (burst %d)", user.Name, float64(l.limit), l.burst)
 	}
 	return nil
