@@ -371,7 +371,6 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 			f.putLocked(o)
 		}
 		f.pos = position{epoch: f.epoch, rv: listRV}
-		f.progressAt = time.Now()
 		f.history = newHistory(f.hub.cfg.HistorySize, f.hub.cfg.HistoryBytes, listRV, time.Now().UnixNano())
 		f.isSynced = true
 		close(f.synced)
