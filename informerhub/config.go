@@ -9,19 +9,34 @@ import (
 type Config struct {
 	// HistorySize and HistoryBytes bound the changes per resource type the
 	// hub keeps for resuming and for subscribers that fell behind: at most
-	// HistorySize of them, holding at most HistoryBytes of object JSON
-	// (approximately: each change counts its object's JSON and a fixed
-	// overhead), besides the newest relist's differences, which it holds
-	// whole until newer changes alone fill these bounds. Besides them, the events built
-	// for subscribers' projections, previous states and encodings are kept
-	// for sharing while they fit in another HistoryBytes; past that, each
-	// subscriber builds its own. A resume token older than the
+	// HistorySize of them, holding at most HistoryBytes (approximately:
+	// each change counts its objects that no other change counts, the
+	// previous states and deleted objects only the history keeps alive
+	// included, and the events built for it, with their encodings, from
+	// the next change on; see history.count), besides the newest relist's differences, which it
+	// holds whole until newer changes alone fill these bounds. Besides
+	// them, the events built for subscribers' projections, previous states
+	// and encodings are kept for sharing while they fit in another
+	// HistoryBytes; past that, each subscriber builds its own. Every
+	// resource type's history counts within MemoryBudget, which may evict
+	// sooner. A resume token older than the
 	// history is replayed from the API server, which costs one upstream
 	// watch while it lasts; only when the API server no longer has the
 	// token's resourceVersion is it answered with ErrTokenExpired.
 	// Defaults: 10000 and 256 MiB.
 	HistorySize  int
 	HistoryBytes int64
+
+	// MemoryBudget bounds what the hub holds for all resource types at
+	// once besides their state: histories, subscribers' queues and label
+	// indexes. Past it, the hub first stops keeping the events of
+	// projections, previous states and encodings for sharing, then evicts
+	// history records, the oldest change first whatever its resource type;
+	// queues and indexes are never evicted (see memory.go). Resume tokens
+	// older than what remains are replayed from the API server, and
+	// subscribers that were reading the evicted records end with
+	// ErrSubscriberTooSlow. Default: 1 GiB.
+	MemoryBudget int64
 
 	// MaxConcurrentReplays bounds the replays (see HistoryBytes) running at
 	// once, each an upstream watch; more wait for a slot. Default: 64.
@@ -113,7 +128,8 @@ type Config struct {
 	// EncodeEvent, when set, encodes each event once for its transport;
 	// every subscriber then shares the encoding (Event.Encoded). It is the
 	// transport's to type: kept in the form the transport sends, it costs
-	// nothing per subscriber.
+	// nothing per subscriber. An encoding with a Len() int method (as
+	// grpc's mem.BufferSlice has) counts that many bytes in the history.
 	EncodeEvent func(*Event) any
 
 	// Logger receives the hub's logs. Default: slog.Default().
@@ -124,6 +140,7 @@ type Config struct {
 const (
 	DefaultHistorySize          = 10000
 	DefaultHistoryBytes         = 256 << 20
+	DefaultMemoryBudget         = 1 << 30
 	DefaultMaxConcurrentReplays = 64
 	DefaultMaxReplayStateBytes  = 256 << 20
 	DefaultQueueSize            = 1000
@@ -151,6 +168,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HistoryBytes <= 0 {
 		c.HistoryBytes = DefaultHistoryBytes
+	}
+	if c.MemoryBudget <= 0 {
+		c.MemoryBudget = DefaultMemoryBudget
 	}
 	if c.MaxConcurrentReplays <= 0 {
 		c.MaxConcurrentReplays = DefaultMaxConcurrentReplays

@@ -169,3 +169,12 @@ func Projector(fields []string) (func(obj []byte) ([]byte, error), error) {
 	}
 	return p.apply, nil
 }
+
+// SettleMemory waits for an eviction for the memory budget under way, and
+// evicts what the budget still requires: afterwards the hub is within it,
+// or every history is down to its newest change.
+func SettleMemory(h *Hub) {
+	h.memory.reclaiming.Lock()
+	defer h.memory.reclaiming.Unlock()
+	h.evictOldest()
+}

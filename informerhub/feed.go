@@ -53,11 +53,13 @@ type feed struct {
 	state *btree.BTreeG[*object]
 	// index indexes some label keys of state; it changes with state, by
 	// putLocked and deleteLocked.
-	index    labelIndex
-	history  history
-	pos      position
-	live     dispatcher    // live subscribers
-	advanced chan struct{} // closed when pos moves; see advancedLocked
+	index   labelIndex
+	history history
+	// stateBytes counts the state's objects in the hub's memory.state.
+	stateBytes *bytesBudget
+	pos        position
+	live       dispatcher    // live subscribers
+	advanced   chan struct{} // closed when pos moves; see advancedLocked
 	// views are the forms subscribers receive objects in (view.go), by
 	// key; projections counts the views of each distinct projection, and
 	// filters the subscriptions of each distinct filter, both for the
@@ -107,7 +109,8 @@ func newFeed(h *Hub, info ResourceInfo, counters *resourceCounters) *feed {
 		listFailed:  make(chan struct{}),
 		stopped:     make(chan struct{}),
 		state:       btree.NewG(btreeDegree, objectLess),
-		index:       newLabelIndex(),
+		index:       newLabelIndex(h.memory.indexes),
+		stateBytes:  counter(h.memory.state),
 		live:        newDispatcher(),
 		views:       map[string]*view{},
 		projections: map[string]int{},
@@ -164,6 +167,13 @@ func (f *feed) stopLocked(err error) {
 		s.failLocked(err)
 	})
 	f.cancel()
+	// Its memory is the next feed's to fill: what it holds goes once its
+	// last subscriber lets go of it.
+	if f.isSynced {
+		f.history.release()
+	}
+	f.index.release()
+	f.stateBytes.force(-f.stateBytes.used.Load())
 	f.log.Info("informer stopped", "reason", err)
 }
 
@@ -269,6 +279,8 @@ func (f *feed) process(obj any, _ bool) (err error) {
 		return fmt.Errorf("informerhub: process got %T, not cache.Deltas", obj)
 	}
 	prepared := f.prepare(deltas) // filters, before the lock
+	// After the lock is released: it may evict from any feed, this one too.
+	defer f.hub.reclaim()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -371,7 +383,7 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 			f.putLocked(o)
 		}
 		f.pos = position{epoch: f.epoch, rv: listRV}
-		f.history = newHistory(f.hub.cfg.HistorySize, f.hub.cfg.HistoryBytes, listRV, time.Now().UnixNano())
+		f.history = newHistory(f.hub.cfg.HistorySize, f.hub.cfg.HistoryBytes, listRV, time.Now().UnixNano(), f.hub.memory.history)
 		f.isSynced = true
 		close(f.synced)
 		f.log.Info("informer synced", "objects", len(objs), "resourceVersion", listRV)
@@ -438,6 +450,10 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 func (f *feed) putLocked(o *object) (prev *object, existed bool) {
 	prev, existed = f.state.ReplaceOrInsert(o)
 	f.index.update(prev, o)
+	f.stateBytes.force(objectSize(o))
+	if existed {
+		f.stateBytes.force(-objectSize(prev))
+	}
 	return prev, existed
 }
 
@@ -447,6 +463,7 @@ func (f *feed) deleteLocked(o *object) (prev *object, existed bool) {
 	prev, existed = f.state.Delete(o)
 	if existed {
 		f.index.update(prev, nil)
+		f.stateBytes.force(-objectSize(prev))
 	}
 	return prev, existed
 }

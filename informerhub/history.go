@@ -103,8 +103,13 @@ type record struct {
 	// subscribers find theirs without a lock.
 	viewEvents atomic.Pointer[[]viewEvent]
 	// views is the record's share of the history's viewBytes, for the
-	// events kept in viewEvents, while the record is in the history.
-	views budgetShare
+	// events kept in viewEvents, and built its share of the history's
+	// events, for those of events, while the record is in the history.
+	views, built budgetShare
+	// counted is what the record counts of the history's recordBytes: its
+	// own size and the objects it alone holds (see history.count). Guarded
+	// by feed.mu.
+	counted int64
 }
 
 // eventSlot is an Event built once. A nil ev after once means the record
@@ -133,6 +138,9 @@ type viewEvent struct {
 // Subscription), so its records go only once newer records alone fill the
 // bounds. They are mostly the objects of the current state, which is held
 // anyway; what they add is the previous states of the objects that changed.
+//
+// Its bytes count within the hub's memory budget, which may evict its oldest
+// records sooner (see memory).
 type history struct {
 	ring []*record // grows while a relist's records need room; never shrinks
 	// size is the most records held besides the newest relist's.
@@ -146,31 +154,40 @@ type history struct {
 	// floorAt is when the record of floorRV (or the initial list) arrived,
 	// in Unix nanoseconds: the age of the oldest point the history resumes.
 	floorAt int64
-	// recordBytes is the size of the records held (see recordSize); the
-	// oldest are evicted while it exceeds maxBytes, keeping at least the
-	// newest.
+	// recordBytes is the size of the records held and of the objects only
+	// they hold (see count); with the events built for them in the default
+	// view (events), it is what maxBytes bounds: the oldest records are
+	// evicted while they exceed it, keeping at least the newest.
 	recordBytes, maxBytes int64
+	// records counts recordBytes within the hub's memory (memory.history).
+	records *bytesBudget
+	events  *bytesBudget
 	// relistFirst and relistLast are the seqs of the newest relist's
-	// records (relistLast < relistFirst: none yet), relistBytes the size
-	// of those still held, and relisting is set while a relist's records
-	// are being pushed.
+	// records (relistLast < relistFirst: none yet), relistBytes what those
+	// still held count of recordBytes, and relisting is set while a
+	// relist's records are being pushed.
 	relistFirst, relistLast uint64
 	relistBytes             int64
 	relisting               bool
 	// viewBytes is the size of the events kept for the records' views
 	// other than the default one, bounded by as much again as the records
-	// (see feed.event). They never evict records: what one subscriber asks
-	// for never shortens the window others resume from.
+	// (see feed.event) and by the hub's memory budget. They never evict
+	// records: what one subscriber asks for never shortens the window
+	// others resume from.
 	viewBytes *bytesBudget
 }
 
-// bytes is what the history holds: its records and the events kept for
-// them.
-func (h *history) bytes() int64 { return h.recordBytes + h.viewBytes.used.Load() }
+// bytes is what the history holds: its records, their objects and events.
+func (h *history) bytes() int64 {
+	return h.recordBytes + h.events.used.Load() + h.viewBytes.used.Load()
+}
 
-func newHistory(size int, maxBytes int64, baseRV uint64, baseAt int64) history {
+// newHistory returns an empty history that counts its bytes within mem, the
+// hub's memory.history (nil: within nothing).
+func newHistory(size int, maxBytes int64, baseRV uint64, baseAt int64, mem *bytesBudget) history {
 	return history{ring: make([]*record, size+1), size: size, first: 1, last: 0, floorRV: baseRV, floorAt: baseAt,
-		maxBytes: maxBytes, relistFirst: 1, viewBytes: &bytesBudget{max: maxBytes}}
+		maxBytes: maxBytes, relistFirst: 1, records: counter(mem), events: counter(mem),
+		viewBytes: &bytesBudget{max: maxBytes, parent: mem}}
 }
 
 // newestAt is when the newest record arrived, or floorAt when there is none.
@@ -183,14 +200,60 @@ func (h *history) newestAt() int64 {
 
 func (h *history) len() int { return int(h.last + 1 - h.first) }
 
-// recordOverhead approximates what a record costs besides its object's JSON:
-// the record, its object's fields, and the events built from it.
-const recordOverhead = 512
+// recordOverhead is what a record costs besides its objects and events: the
+// record, its slots and its token's position.
+const recordOverhead = 256
 
-// recordSize is what a record counts against the history's bytes: the JSON
-// of the object state it introduced (its previous state was counted by the
-// record that introduced it, or belongs to the current state).
-func recordSize(r *record) int64 { return int64(len(r.obj.json)) + recordOverhead }
+// count sets what a new record counts (recordOverhead, and each of its
+// objects that no record held counts yet) and returns it. An object state is
+// held by at most two records, the change that made it and the next change
+// of its object (its prev), and by the state while it is current; the first
+// record to hold it counts it, and passes it on when evicted (see
+// uncount). So the history counts each object it keeps alive once, and the
+// current objects its records hold too (evicting those frees less).
+func (h *history) count(r *record) int64 {
+	n := int64(recordOverhead)
+	if r.obj.heldBy == nil {
+		r.obj.heldBy, n = r, n+objectSize(r.obj)
+	}
+	if p := r.prev; p != nil {
+		p.nextChange = r
+		if p.heldBy == nil {
+			p.heldBy, n = r, n+objectSize(p)
+		}
+	}
+	r.counted = n
+	return n
+}
+
+// uncount returns what evicting r, the oldest record, frees of recordBytes:
+// its count, less the objects the next change of their object still holds,
+// which counts them from now on.
+func (h *history) uncount(r *record) int64 {
+	freed := r.counted
+	for _, o := range [2]*object{r.obj, r.prev} {
+		if o == nil || o.heldBy != r {
+			continue
+		}
+		o.heldBy = nil
+		if next := o.nextChange; next != nil && next != r && h.holds(next) {
+			size := objectSize(o)
+			o.heldBy, next.counted, freed = next, next.counted+size, freed-size
+			if h.inRelist(next.pos.seq) {
+				h.relistBytes += size
+			}
+		}
+	}
+	return freed
+}
+
+// holds reports whether r is one of the history's records.
+func (h *history) holds(r *record) bool {
+	held, ok := h.get(r.pos.seq)
+	return ok && held == r
+}
+
+func (h *history) inRelist(seq uint64) bool { return seq >= h.relistFirst && seq <= h.relistLast }
 
 // beginRelist makes the records pushed until endRelist the newest relist's,
 // held whole (see history).
@@ -207,24 +270,30 @@ func (h *history) push(r *record) {
 	h.last = r.pos.seq
 	h.ring[r.pos.seq%uint64(len(h.ring))] = r
 	r.views.budget = h.viewBytes
-	size := recordSize(r)
+	r.built.budget, r.built.forced = h.events, true
+	size := h.count(r)
 	h.recordBytes += size
+	h.records.force(size)
 	if h.relisting {
 		h.relistLast, h.relistBytes = r.pos.seq, h.relistBytes+size
 	}
-	for h.len() > 1 && (h.len() > h.size || h.recordBytes > h.maxBytes) && h.evictable() {
+	for h.len() > 1 && (h.len() > h.size || h.boundedBytes() > h.maxBytes) && h.evictable() {
 		h.evict()
 	}
 }
+
+// boundedBytes is what maxBytes bounds: the records, their objects and
+// their events in the default view.
+func (h *history) boundedBytes() int64 { return h.recordBytes + h.events.used.Load() }
 
 // evictable reports whether the oldest record may go to make room: it is not
 // the newest relist's, or the records after that relist alone fill the
 // bounds.
 func (h *history) evictable() bool {
-	if h.first < h.relistFirst || h.first > h.relistLast {
+	if !h.inRelist(h.first) {
 		return true
 	}
-	return int(h.last-h.relistLast) > h.size || h.recordBytes-h.relistBytes > h.maxBytes
+	return int(h.last-h.relistLast) > h.size || h.boundedBytes()-h.relistBytes > h.maxBytes
 }
 
 // grow doubles the ring, keeping each record at its seq's place.
@@ -236,18 +305,33 @@ func (h *history) grow() {
 	h.ring = ring
 }
 
+// evict drops the oldest record.
 func (h *history) evict() {
 	i := h.first % uint64(len(h.ring))
 	evicted := h.ring[i]
-	h.ring[i] = nil
-	size := recordSize(evicted)
-	h.recordBytes -= size
-	if h.first >= h.relistFirst && h.first <= h.relistLast {
-		h.relistBytes -= size
+	if h.inRelist(h.first) {
+		h.relistBytes -= evicted.counted
 	}
-	evicted.views.release()
-	h.floorRV, h.floorAt = evicted.rv, evicted.received
+	freed := h.uncount(evicted)
+	h.ring[i] = nil
 	h.first++
+	h.recordBytes -= freed
+	h.records.force(-freed)
+	evicted.views.release()
+	evicted.built.release()
+	h.floorRV, h.floorAt = evicted.rv, evicted.received
+}
+
+// release gives back everything the history counts in the hub's memory, for
+// a feed that stopped: its records stay readable, but count no more.
+func (h *history) release() {
+	for seq := h.first; seq <= h.last; seq++ {
+		r := h.ring[seq%uint64(len(h.ring))]
+		r.views.release()
+		r.built.release()
+	}
+	h.records.force(-h.recordBytes)
+	h.recordBytes, h.relistBytes = 0, 0
 }
 
 // after appends to dst the records following seq, at most max of them. It

@@ -27,6 +27,9 @@ type Hub struct {
 	replaySlots chan struct{}
 	// replayBytes is what stateful replays hold (Config.MaxReplayStateBytes).
 	replayBytes *bytesBudget
+	// memory is what the hub holds for all resource types
+	// (Config.MemoryBudget).
+	memory *memory
 	// filters compiles the filters of selectors, once per expression.
 	filters *filterCompiler
 	// closers stop what New's caller started for the hub, after its
@@ -155,6 +158,7 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 
 		replaySlots: make(chan struct{}, cfg.MaxConcurrentReplays),
 		replayBytes: &bytesBudget{max: cfg.MaxReplayStateBytes},
+		memory:      newMemory(cfg.MemoryBudget),
 		filters:     newFilterCompiler(&cfg),
 	}
 }

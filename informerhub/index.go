@@ -35,14 +35,30 @@ type labelIndex struct {
 	// freelist is shared by every tree: a tree's own would cost more than
 	// most trees hold.
 	freelist *btree.FreeListG[*object]
+	// bytes counts the index within the hub's memory (memory.indexes).
+	bytes *bytesBudget
 }
 
-func newLabelIndex() labelIndex {
+// What an index costs, approximately: an entry per labeled object, and a
+// tree and a map slot per value (its string is the objects' label's).
+const (
+	labelIndexEntryBytes = 16
+	labelIndexValueBytes = 160
+)
+
+// newLabelIndex returns an empty index that counts its bytes within mem
+// (nil: within nothing).
+func newLabelIndex(mem *bytesBudget) labelIndex {
 	return labelIndex{
 		keys:     map[string]map[string]*btree.BTreeG[*object]{},
 		freelist: btree.NewFreeListG[*object](btree.DefaultFreeListSize),
+		bytes:    counter(mem),
 	}
 }
+
+// release gives back what the index counts in the hub's memory, for a feed
+// that stopped.
+func (x *labelIndex) release() { x.bytes.force(-x.bytes.used.Load()) }
 
 // labelPair is an equality requirement of a label selector: the key has
 // exactly the value.
@@ -95,18 +111,22 @@ func (x *labelIndex) update(prev, cur *object) {
 		}
 		if curOK {
 			// Also replaces prev when the value did not change.
-			x.tree(values, curValue).ReplaceOrInsert(cur)
+			x.insert(values, curValue, cur)
 		}
 	}
 }
 
-func (x *labelIndex) tree(values map[string]*btree.BTreeG[*object], value string) *btree.BTreeG[*object] {
+// insert adds o to the tree of value, or replaces the state of o it holds.
+func (x *labelIndex) insert(values map[string]*btree.BTreeG[*object], value string, o *object) {
 	t := values[value]
 	if t == nil {
 		t = btree.NewWithFreeListG(labelIndexDegree, objectLess, x.freelist)
 		values[value] = t
+		x.bytes.force(labelIndexValueBytes)
 	}
-	return t
+	if _, replaced := t.ReplaceOrInsert(o); !replaced {
+		x.bytes.force(labelIndexEntryBytes)
+	}
 }
 
 func (x *labelIndex) remove(values map[string]*btree.BTreeG[*object], value string, o *object) {
@@ -114,9 +134,12 @@ func (x *labelIndex) remove(values map[string]*btree.BTreeG[*object], value stri
 	if t == nil {
 		return
 	}
-	t.Delete(o)
+	if _, found := t.Delete(o); found {
+		x.bytes.force(-labelIndexEntryBytes)
+	}
 	if t.Len() == 0 {
 		delete(values, value) // so that values no object carries any more cost nothing
+		x.bytes.force(-labelIndexValueBytes)
 	}
 }
 
@@ -125,7 +148,7 @@ func (x *labelIndex) build(key string, state *btree.BTreeG[*object]) {
 	values := map[string]*btree.BTreeG[*object]{}
 	state.Ascend(func(o *object) bool {
 		if v, ok := o.labels[key]; ok {
-			x.tree(values, v).ReplaceOrInsert(o)
+			x.insert(values, v, o)
 		}
 		return true
 	})

@@ -29,6 +29,24 @@ type object struct {
 	// the results of filters (see filter.matches).
 	fields  atomic.Pointer[[]fieldValue]
 	filters atomic.Pointer[[]filterResult]
+
+	// heldBy is the history record that counts the object's bytes, and
+	// nextChange the record of the change that replaced or deleted this
+	// state, if any (see history.count). Guarded by the feed's mu.
+	heldBy, nextChange *record
+}
+
+// objectOverhead approximates what an object costs besides its JSON and
+// labels: the struct, its strings' headers and what selectors cached of it.
+const objectOverhead = 192
+
+// objectSize approximates the bytes an object holds.
+func objectSize(o *object) int64 {
+	n := len(o.json) + len(o.namespace) + len(o.name) + len(o.uid) + objectOverhead
+	for k, v := range o.labels {
+		n += len(k) + len(v) + 32 // and the map's slot
+	}
+	return int64(n)
 }
 
 // jsonBytes returns the object's JSON as bytes without copying it. The

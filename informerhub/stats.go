@@ -64,6 +64,9 @@ type ResourceStats struct {
 	// the tokens older than the history replayed from the API server.
 	// FilterErrors counts evaluations of filters that failed (a missing
 	// field, a type mismatch, the cost limit), which select nothing.
+	// EvictedForMemory counts the history records evicted to keep the hub
+	// within Config.MemoryBudget, before their resource type's own bounds
+	// would have.
 	InformerStarts  uint64
 	WatchRestarts   uint64
 	EventsReceived  uint64
@@ -74,13 +77,53 @@ type ResourceStats struct {
 	Relists         uint64
 	Replays         uint64
 	FilterErrors    uint64
+
+	EvictedForMemory uint64
+}
+
+// MemoryStats is what the hub holds, in bytes (approximately: see
+// Config.HistoryBytes), for metrics.
+type MemoryStats struct {
+	// Budget is Config.MemoryBudget, which bounds the sum of History,
+	// Queues and LabelIndexes (see Config.MemoryBudget).
+	Budget int64
+	// History is every resource type's history: records, the objects only
+	// they keep alive, and the events built for them.
+	History int64
+	// Queues is subscribers' queues, allocated whole when they go live.
+	Queues int64
+	// LabelIndexes is the label indexes of every resource type's state.
+	LabelIndexes int64
+	// State is the objects of every resource type's state: the cluster's
+	// size, outside the budget.
+	State int64
+	// ReplayState is what stateful replays hold, bounded apart by
+	// Config.MaxReplayStateBytes.
+	ReplayState int64
+	// EvictedForMemory counts the history records evicted to stay within
+	// Budget, of every resource type.
+	EvictedForMemory uint64
+}
+
+// Memory reports what the hub holds. It takes no lock.
+func (h *Hub) Memory() MemoryStats {
+	m := h.memory
+	return MemoryStats{
+		Budget:           m.held.max,
+		History:          m.history.used.Load(),
+		Queues:           m.queues.used.Load(),
+		LabelIndexes:     m.indexes.used.Load(),
+		State:            m.state.used.Load(),
+		ReplayState:      h.replayBytes.used.Load(),
+		EvictedForMemory: m.evicted.Load(),
+	}
 }
 
 // resourceCounters are the running totals of one resource type. The hub
 // keeps them for its whole life, so that they only grow, whatever the
 // informer's restarts; see ResourceStats for what each counts.
 type resourceCounters struct {
-	starts, watchRestarts, received, sent, fellBehind, slowDisconnects, expiredTokens, relists, replays, filterErrors atomic.Uint64
+	starts, watchRestarts, received, sent, fellBehind, slowDisconnects, expiredTokens, relists, replays, filterErrors, evictedForMemory atomic.Uint64
 }
 
 // Stats reports the hub's activity on each resource type it has run an
@@ -103,6 +146,8 @@ func (h *Hub) Stats() []ResourceStats {
 			Relists:         c.relists.Load(),
 			Replays:         c.replays.Load(),
 			FilterErrors:    c.filterErrors.Load(),
+
+			EvictedForMemory: c.evictedForMemory.Load(),
 		}
 		f := h.feeds[gvr]
 		if f != nil && !f.isStopped() {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/google/btree"
 )
@@ -37,6 +38,9 @@ type Subscription struct {
 	sel   *selector
 	view  *view         // the form events take; see view.go
 	queue chan delivery // set when the subscription goes live
+	// queueBytes is what the queue counts in the hub's memory until the
+	// subscription is closed. Guarded by feed.mu.
+	queueBytes int64
 	// group is the subscription's group among the feed's live
 	// subscribers, while it is one (dispatch.go). Guarded by feed.mu.
 	group *subscriberGroup
@@ -482,6 +486,10 @@ func (s *Subscription) endCostly(ev *evaluation) error {
 func (s *Subscription) goLiveLocked() {
 	if s.queue == nil {
 		s.queue = make(chan delivery, s.feed.hub.cfg.QueueSize)
+		if !s.closed {
+			s.queueBytes = int64(cap(s.queue)) * int64(unsafe.Sizeof(delivery{}))
+			s.feed.hub.memory.queues.force(s.queueBytes)
+		}
 	}
 	s.phase = phaseLive
 	s.caughtUpFromBehind = false
@@ -625,6 +633,8 @@ func (s *Subscription) Close() {
 		f := s.feed
 		f.mu.Lock()
 		s.closed = true
+		f.hub.memory.queues.force(-s.queueBytes)
+		s.queueBytes = 0
 		f.live.remove(s)
 		s.releaseLocked()
 		if s.failure == nil {

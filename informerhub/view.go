@@ -2,6 +2,7 @@ package informerhub
 
 import (
 	"strconv"
+	"unsafe"
 )
 
 // A view is the form in which a subscriber receives objects: whole or
@@ -84,7 +85,12 @@ func (f *feed) releaseViewLocked(v *view) {
 func (f *feed) event(r *record, v variant, vw *view) *Event {
 	if vw == defaultView {
 		slot := &r.events[v-1]
-		slot.once.Do(func() { slot.ev = f.buildEvent(r, v, vw) })
+		slot.once.Do(func() {
+			slot.ev = f.buildEvent(r, v, vw)
+			if slot.ev != nil && r.built.add(eventSize(slot.ev, r)) && f.hub.memory.over() {
+				f.hub.reclaim()
+			}
+		})
 		return slot.ev
 	}
 	slot := r.viewSlot(vw, v)
@@ -92,7 +98,7 @@ func (f *feed) event(r *record, v variant, vw *view) *Event {
 	fresh := false
 	slot.once.Do(func() {
 		built, fresh = f.buildEvent(r, v, vw), true
-		if built == nil || r.views.add(eventSize(built)) {
+		if built == nil || r.views.add(eventSize(built, r)) {
 			slot.ev, slot.kept = built, true
 		}
 	})
@@ -132,10 +138,36 @@ func (r *record) viewSlot(vw *view, v variant) *eventSlot {
 	}
 }
 
-// eventSize approximates what an event of a view holds: its objects, their
-// encoding (about as large), its token, and the rest.
-func eventSize(ev *Event) int64 {
-	return int64(2*(len(ev.Object)+len(ev.PreviousObject))+len(ev.ResumeToken)) + 128
+// eventSize approximates what an event holds besides its record's objects,
+// which its strings share when it is not projected: its own strings, its
+// encoding (measured when it has a Len method, as grpc's mem.BufferSlice
+// does), and the rest.
+func eventSize(ev *Event, r *record) int64 {
+	n := len(ev.ResumeToken) + len(ev.ResourceVersion) + eventOverhead
+	for _, obj := range [2]string{ev.Object, ev.PreviousObject} {
+		if !r.shares(obj) {
+			n += len(obj)
+		}
+	}
+	if enc, ok := ev.encoded.(interface{ Len() int }); ok {
+		n += enc.Len()
+	}
+	return int64(n)
+}
+
+// eventOverhead is what an Event costs besides its strings and encoding.
+const eventOverhead = 160
+
+// shares reports whether s is the JSON of one of the record's objects, not
+// a copy: an event holding it adds nothing to the record.
+func (r *record) shares(s string) bool {
+	if s == "" {
+		return true
+	}
+	same := func(o *object) bool {
+		return o != nil && len(o.json) == len(s) && unsafe.StringData(o.json) == unsafe.StringData(s)
+	}
+	return same(r.obj) || same(r.prev)
 }
 
 // buildEvent makes the Event of a record for one variant in one view, or

@@ -126,7 +126,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.server.MaxSendStall, "max-send-stall", 30*time.Second, "end a stream whose client has not read anything for this long")
 
 	fs.IntVar(&o.hub.HistorySize, "history-size", informerhub.DefaultHistorySize, "changes kept per resource type for resuming; older tokens are replayed from the API server")
-	fs.Int64Var(&o.hub.HistoryBytes, "history-bytes", informerhub.DefaultHistoryBytes, "bytes of object JSON the changes kept per resource type may hold (and as much again for the events built for projections, previous states and Struct objects)")
+	fs.Int64Var(&o.hub.HistoryBytes, "history-bytes", informerhub.DefaultHistoryBytes, "bytes the changes kept per resource type may hold, with the objects only they keep alive and their events (and as much again for the events built for projections, previous states and Struct objects)")
+	fs.Int64Var(&o.hub.MemoryBudget, "memory-budget", informerhub.DefaultMemoryBudget, "bytes the histories, subscriber queues and label indexes of all resource types may hold together; past it, the oldest changes of any resource type are evicted first")
 	fs.IntVar(&o.hub.MaxConcurrentReplays, "max-concurrent-replays", informerhub.DefaultMaxConcurrentReplays, "tokens older than the history replayed from the API server at once, each an upstream watch; more wait")
 	fs.Int64Var(&o.hub.MaxReplayStateBytes, "max-replay-state-bytes", informerhub.DefaultMaxReplayStateBytes, "bytes of listed objects all replays with a filter, fields or previous state may hold at once; more are refused (RESOURCE_EXHAUSTED)")
 	fs.IntVar(&o.hub.QueueSize, "queue-size", informerhub.DefaultQueueSize, "changes that may wait for one subscriber; past them it reads on from the history")

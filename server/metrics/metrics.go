@@ -18,6 +18,7 @@ import (
 // *informerhub.Hub.
 type StatsSource interface {
 	Stats() []informerhub.ResourceStats
+	Memory() informerhub.MemoryStats
 	Config() informerhub.Config
 }
 
@@ -101,7 +102,14 @@ var (
 	historyEventsDesc = newDesc("informerhub_history_events",
 		"Changes the history holds for resuming from memory.")
 	historyBytesDesc = newDesc("informerhub_history_bytes",
-		"Approximate bytes of the changes the history holds (see --history-bytes).")
+		"Approximate bytes the history holds: its changes, the objects only they keep alive and the events built for them (see --history-bytes).")
+	evictedForMemoryDesc = newDesc("informerhub_history_evicted_for_memory_total",
+		"History changes evicted to keep the hub within --memory-budget, before the resource type's own bounds would have.")
+	memoryDesc = prometheus.NewDesc("informerhub_memory_bytes",
+		"Approximate bytes the hub holds, by kind: history, queues and label_indexes count within --memory-budget; state (the cached objects) and replay_state (bounded by --max-replay-state-bytes) apart.",
+		[]string{"kind"}, nil)
+	memoryBudgetDesc = prometheus.NewDesc("informerhub_memory_budget_bytes",
+		"The bound on history, queues and label indexes together (--memory-budget); past it, the oldest history changes are evicted first.", nil, nil)
 	historyOldestDesc = newDesc("informerhub_history_oldest_age_seconds",
 		"Age of the oldest point the history resumes from: a token older than this is replayed from the API server.")
 	historyNewestDesc = newDesc("informerhub_history_newest_age_seconds",
@@ -153,7 +161,7 @@ func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
 		informersDesc, subscribersDesc, cachedObjectsDesc, historyEventsDesc, historyBytesDesc,
 		historyOldestDesc, historyNewestDesc, upstreamProgressDesc, upstreamFailingDesc, queueDepthDesc, queueCapacityDesc, startsDesc,
 		watchRestartsDesc, relistsDesc, receivedDesc, sentDesc, fellBehindDesc, slowDesc, expiredDesc, replaysDesc,
-		filterErrorsDesc, groupsDesc, filtersDesc, projectionsDesc,
+		filterErrorsDesc, groupsDesc, filtersDesc, projectionsDesc, evictedForMemoryDesc, memoryDesc, memoryBudgetDesc,
 	} {
 		ch <- d
 	}
@@ -180,6 +188,7 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(expiredDesc, st.ExpiredTokens)
 		counter(replaysDesc, st.Replays)
 		counter(filterErrorsDesc, st.FilterErrors)
+		counter(evictedForMemoryDesc, st.EvictedForMemory)
 		if !st.InformerActive {
 			continue // its levels are gone with it
 		}
@@ -211,4 +220,10 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(informersDesc, prometheus.GaugeValue, float64(active))
 	ch <- prometheus.MustNewConstMetric(queueCapacityDesc, prometheus.GaugeValue, float64(c.hub.Config().QueueSize))
+	mem := c.hub.Memory()
+	ch <- prometheus.MustNewConstMetric(memoryBudgetDesc, prometheus.GaugeValue, float64(mem.Budget))
+	for kind, v := range map[string]int64{"history": mem.History, "queues": mem.Queues, "label_indexes": mem.LabelIndexes,
+		"state": mem.State, "replay_state": mem.ReplayState} {
+		ch <- prometheus.MustNewConstMetric(memoryDesc, prometheus.GaugeValue, float64(v), kind)
+	}
 }

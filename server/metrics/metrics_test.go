@@ -16,6 +16,9 @@ type fakeHub struct{ stats []informerhub.ResourceStats }
 
 func (f fakeHub) Stats() []informerhub.ResourceStats { return f.stats }
 func (fakeHub) Config() informerhub.Config           { return informerhub.Config{QueueSize: 1000} }
+func (fakeHub) Memory() informerhub.MemoryStats {
+	return informerhub.MemoryStats{Budget: 1 << 30, History: 4096, Queues: 48000, LabelIndexes: 176, State: 20480, ReplayState: 0}
+}
 
 func TestHubMetrics(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
@@ -27,7 +30,7 @@ func TestHubMetrics(t *testing.T) {
 		QueueDepths:      []int{0, 1, 7},
 		UpstreamProgress: now.Add(-20 * time.Second), UpstreamFailingSince: now.Add(-5 * time.Second),
 		InformerStarts: 2, WatchRestarts: 4, EventsReceived: 100, EventsSent: 250,
-		FellBehind: 4, SlowDisconnects: 1, ExpiredTokens: 2, Relists: 3, Replays: 6, FilterErrors: 9,
+		FellBehind: 4, SlowDisconnects: 1, ExpiredTokens: 2, Relists: 3, Replays: 6, FilterErrors: 9, EvictedForMemory: 11,
 		SubscriberGroups: 2, Filters: 1, Projections: 1,
 	}, {
 		// Stopped: its totals stay, its levels are gone.
@@ -84,6 +87,20 @@ informerhub_upstream_progress_age_seconds{group="",resource="configmaps",version
 # HELP informerhub_upstream_failing_seconds How long the informer's lists and watches have been failing with nothing delivered; 0 while they do not. At --max-upstream-failure its streams end.
 # TYPE informerhub_upstream_failing_seconds gauge
 informerhub_upstream_failing_seconds{group="",resource="configmaps",version="v1"} 5
+# HELP informerhub_history_evicted_for_memory_total History changes evicted to keep the hub within --memory-budget, before the resource type's own bounds would have.
+# TYPE informerhub_history_evicted_for_memory_total counter
+informerhub_history_evicted_for_memory_total{group="",resource="configmaps",version="v1"} 11
+informerhub_history_evicted_for_memory_total{group="apps",resource="deployments",version="v1"} 0
+# HELP informerhub_memory_bytes Approximate bytes the hub holds, by kind: history, queues and label_indexes count within --memory-budget; state (the cached objects) and replay_state (bounded by --max-replay-state-bytes) apart.
+# TYPE informerhub_memory_bytes gauge
+informerhub_memory_bytes{kind="history"} 4096
+informerhub_memory_bytes{kind="label_indexes"} 176
+informerhub_memory_bytes{kind="queues"} 48000
+informerhub_memory_bytes{kind="replay_state"} 0
+informerhub_memory_bytes{kind="state"} 20480
+# HELP informerhub_memory_budget_bytes The bound on history, queues and label indexes together (--memory-budget); past it, the oldest history changes are evicted first.
+# TYPE informerhub_memory_budget_bytes gauge
+informerhub_memory_budget_bytes 1.073741824e+09
 # HELP informerhub_subscriber_groups Distinct selectors of live subscribers: each is matched once per change it may concern.
 # TYPE informerhub_subscriber_groups gauge
 informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
@@ -92,14 +109,15 @@ informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
 		"informerhub_subscriber_queue_capacity", "informerhub_history_oldest_age_seconds", "informerhub_history_newest_age_seconds",
 		"informerhub_events_received_total", "informerhub_events_sent_total", "informerhub_upstream_watch_restarts_total",
 		"informerhub_expired_token_answers_total", "informerhub_filter_evaluation_errors_total", "informerhub_subscriber_groups",
-		"informerhub_subscribers_fell_behind_total", "informerhub_upstream_progress_age_seconds", "informerhub_upstream_failing_seconds"}
+		"informerhub_subscribers_fell_behind_total", "informerhub_upstream_progress_age_seconds", "informerhub_upstream_failing_seconds",
+		"informerhub_history_evicted_for_memory_total", "informerhub_memory_bytes", "informerhub_memory_budget_bytes"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
 	// Every metric the collector describes, it collects for an active
 	// resource type: none is described but never reported.
-	if n := testutil.CollectAndCount(c); n != 2*10+12+2 {
-		t.Fatalf("collected %d metrics, want 10 totals per resource type, 12 levels of the active one and 2 of the hub", n)
+	if n := testutil.CollectAndCount(c); n != 2*11+12+2+6 {
+		t.Fatalf("collected %d metrics, want 11 totals per resource type, 12 levels of the active one, 2 of the hub and 6 of its memory", n)
 	}
 }
 
