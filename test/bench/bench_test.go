@@ -70,7 +70,7 @@ func TestHarnessSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"1. Fan-out", "2. Fan-out core", "3. Slow-subscriber", "4. Snapshot", "5. Memory", "6. Startup", "75%",
-		"7. One object each", "8. Node agents", "9. Projection", "10. Indexed dispatch",
+		"7. One object each", "8. Node agents", "11. A relist beside healthy subscribers", "9. Projection", "10. Indexed dispatch",
 		"One object each: hub CPU per change (end to end)", "Node agents: hub CPU per change (end to end)", "(in process)",
 		"Projection to metadata.labels, status.phase (end to end)", "Filters: 1000 subscribers sharing 10 CEL expressions"} {
 		if !strings.Contains(md.String(), want) {

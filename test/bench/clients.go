@@ -175,6 +175,17 @@ func receiveHub(stream grpc.ClientStream, r *receiver) {
 	}
 }
 
+// readPaced reads a hub stream at most perSecond messages a second, until
+// it fails (the run's end).
+func readPaced(stream grpc.ClientStream, perSecond float64) {
+	tick := time.NewTicker(time.Duration(float64(time.Second) / perSecond))
+	defer tick.Stop()
+	var m rawMessage
+	for stream.RecvMsg(&m) == nil {
+		<-tick.C
+	}
+}
+
 // apiTransports makes n HTTP clients of the API server, each with its own
 // connections, so direct watches spread over connections as the hub's
 // subscribers do. (client-go shares one transport per configuration

@@ -21,7 +21,10 @@ type Options struct {
 	FanOutObjects     int           // ConfigMaps the writer cycles through
 	ObjectBytes       int           // size of their data
 
-	SlowHealthy int // healthy subscribers beside the stalled ones
+	SlowHealthy int // healthy subscribers beside the stalled and lagging ones
+
+	RelistObjects     int // objects that change while the hub's API server is down
+	RelistSubscribers int // healthy subscribers beside the relist
 
 	// The selective scenarios (one object each, node agents) and
 	// projection. They change objects at FanOutRate (projection: at most
@@ -34,6 +37,9 @@ type Options struct {
 	SnapshotObjects   int   // ConfigMaps cached, for snapshots, memory and startup
 	IdleSubscribers   []int // subscriber counts at which memory and watches are read
 	MemorySubscribers int   // subscribers open for the RSS reading
+
+	// Only, when set, names the one scenario to run.
+	Only string
 
 	// ProfileDir, when set, receives pprof profiles of the hub taken
 	// during the largest fan-out, one-object-each and node-agents runs and
@@ -56,6 +62,8 @@ func FullOptions() Options {
 		FanOutObjects:     100,
 		ObjectBytes:       4 << 10,
 		SlowHealthy:       100,
+		RelistObjects:     5000,
+		RelistSubscribers: 100,
 
 		SelectiveSubscribers:  []int{50, 500, 5000},
 		PodsPerNode:           2,
@@ -82,6 +90,8 @@ func SmokeOptions() Options {
 		FanOutObjects:     3,
 		ObjectBytes:       1 << 10,
 		SlowHealthy:       3,
+		RelistObjects:     20,
+		RelistSubscribers: 3,
 
 		SelectiveSubscribers:  []int{2, 4},
 		PodsPerNode:           1,
@@ -114,11 +124,15 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 	}{
 		{"fan-out", fanOutScenario},
 		{"slow subscribers", slowSubscriberScenario},
+		{"relist", relistScenario},
 		// Before the objects' scenarios, which fill the API server; these
 		// remove what they create.
 		{"one object each, node agents and projection", selectiveScenarios},
 		{"snapshot, memory and startup", objectsScenarios},
 	} {
+		if o.Only != "" && o.Only != scenario.name {
+			continue
+		}
 		o.logf("scenario: %s", scenario.name)
 		if err := scenario.run(ctx, e, &o, r); err != nil {
 			return r, fmt.Errorf("%s: %w", scenario.name, err)

@@ -35,6 +35,7 @@ func main() {
 		notes     = flag.String("notes", "", "markdown file to append to the report as is")
 		runs      = flag.Int("runs", 3, "runs of every measurement")
 		smoke     = flag.Bool("smoke", false, "tiny sizes: check that the harness works, in seconds")
+		only      = flag.String("only", "", "run only the scenario of this name (fan-out, slow subscribers, relist, ...), to compare binaries by hand")
 	)
 	flag.Parse()
 	opts := bench.FullOptions()
@@ -42,6 +43,7 @@ func main() {
 		opts = bench.SmokeOptions()
 	}
 	opts.Runs = *runs
+	opts.Only = *only
 	opts.ProfileDir = filepath.Join(*results, "pprof")
 	opts.Log = log.Printf
 
