@@ -10,10 +10,10 @@ type Config struct {
 	// HistorySize and HistoryBytes bound the changes per resource type the
 	// hub keeps for resuming and for subscribers that fell behind: at most
 	// HistorySize of them, holding at most HistoryBytes (approximately:
-	// each change counts its objects that no other change counts, the
-	// previous states and deleted objects only the history keeps alive
-	// included, and the events built for it, with their encodings, from
-	// the next change on; see history.count), besides the newest relist's differences, which it
+	// each change counts the objects that left the state with it, its
+	// previous state and a deletion's final state, and the events built
+	// for it, with their encodings, from the next change on; see
+	// history.count), besides the newest relist's differences, which it
 	// holds whole until newer changes alone fill these bounds. Besides
 	// them, the events built for subscribers' projections, previous states
 	// and encodings are kept for sharing while they fit in another
@@ -31,11 +31,11 @@ type Config struct {
 	// once besides their state: histories, subscribers' queues and label
 	// indexes. Past it, the hub first stops keeping the events of
 	// projections, previous states and encodings for sharing, then evicts
-	// history records, the oldest change first whatever its resource type;
-	// queues and indexes are never evicted (see memory.go). Resume tokens
-	// older than what remains are replayed from the API server, and
-	// subscribers that were reading the evicted records end with
-	// ErrSubscriberTooSlow. Default: 1 GiB.
+	// history records, the oldest change first whatever its resource type,
+	// each history keeping its newest; queues and indexes are never
+	// evicted (see memory.go). Resume tokens older than what remains are
+	// replayed from the API server, and subscribers that fell behind into
+	// the evicted records end with ErrSubscriberTooSlow. Default: 1 GiB.
 	MemoryBudget int64
 
 	// MaxConcurrentReplays bounds the replays (see HistoryBytes) running at

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/btree"
@@ -57,9 +58,13 @@ type feed struct {
 	history history
 	// stateBytes counts the state's objects in the hub's memory.state.
 	stateBytes *bytesBudget
-	pos        position
-	live       dispatcher    // live subscribers
-	advanced   chan struct{} // closed when pos moves; see advancedLocked
+	// oldestAt is when the history's oldest record arrived (Unix
+	// nanoseconds), or 0 when memory eviction may take none; written under
+	// mu (noteOldestLocked), read without it (Hub.evictOldest).
+	oldestAt atomic.Int64
+	pos      position
+	live     dispatcher    // live subscribers
+	advanced chan struct{} // closed when pos moves; see advancedLocked
 	// views are the forms subscribers receive objects in (view.go), by
 	// key; projections counts the views of each distinct projection, and
 	// filters the subscriptions of each distinct filter, both for the
@@ -172,6 +177,7 @@ func (f *feed) stopLocked(err error) {
 	if f.isSynced {
 		f.history.release()
 	}
+	f.oldestAt.Store(0)
 	f.index.release()
 	f.stateBytes.force(-f.stateBytes.used.Load())
 	f.log.Info("informer stopped", "reason", err)
@@ -482,6 +488,7 @@ func (f *feed) appendLocked(r *record, offset uint32, ev *evaluation) {
 		r.pos.rv = f.pos.rv
 	}
 	f.history.push(r)
+	f.noteOldestLocked()
 	f.pos = r.pos
 	f.notifyAdvancedLocked()
 	if ev == nil {

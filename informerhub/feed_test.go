@@ -430,8 +430,10 @@ func TestCloseWhileNextRuns(t *testing.T) {
 // subscriber's token needs; resuming replays them from the API server and
 // joins the history exactly, and the hub reports its window.
 func TestReplayBeyondTheHistory(t *testing.T) {
-	// Room for about three records of these ConfigMaps.
-	fx := newResumeFixture(t, Config{HistoryBytes: 3 * 700})
+	// Room for about three records of these ConfigMaps' creations (their
+	// objects are the state's: each record counts itself and its event).
+	const record = 460
+	fx := newResumeFixture(t, Config{HistoryBytes: 3 * record})
 	c, h, ctx, sel, start := fx.c, fx.h, fx.ctx, fx.sel, fx.start
 	fx.add("ns", 10) // rv 2..11
 	rs, err := h.Resources(ctx)
@@ -441,9 +443,9 @@ func TestReplayBeyondTheHistory(t *testing.T) {
 	window := rs[0]
 	// The events subscribers built after the newest change count against
 	// the bound from the next change on: at most one more record's worth.
-	if window.HistoryEvents < 1 || window.HistoryEvents > 3 || window.HistoryBytes > 4*700 || window.HistoryResourceVersion == "0" {
-		t.Fatalf("history window %d events, %d bytes, from rv %s: want at most 3 events within about 2100 bytes, evicted past rv 0",
-			window.HistoryEvents, window.HistoryBytes, window.HistoryResourceVersion)
+	if window.HistoryEvents < 1 || window.HistoryEvents > 3 || window.HistoryBytes > 4*record || window.HistoryResourceVersion == "0" {
+		t.Fatalf("history window %d events, %d bytes, from rv %s: want at most 3 events within about %d bytes, evicted past rv 0",
+			window.HistoryEvents, window.HistoryBytes, window.HistoryResourceVersion, 3*record)
 	}
 
 	resumed, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: start})

@@ -107,8 +107,8 @@ type record struct {
 	// events, for those of events, while the record is in the history.
 	views, built budgetShare
 	// counted is what the record counts of the history's recordBytes: its
-	// own size and the objects it alone holds (see history.count). Guarded
-	// by feed.mu.
+	// own size and the objects that left the state with it (see
+	// history.count). Set before the record is published.
 	counted int64
 }
 
@@ -158,6 +158,8 @@ type history struct {
 	// they hold (see count); with the events built for them in the default
 	// view (events), it is what maxBytes bounds: the oldest records are
 	// evicted while they exceed it, keeping at least the newest.
+	// (evictable compares recordBytes alone: the events subscribers build
+	// while reading a relist must not push the relist out.)
 	recordBytes, maxBytes int64
 	// records counts recordBytes within the hub's memory (memory.history).
 	records *bytesBudget
@@ -204,53 +206,22 @@ func (h *history) len() int { return int(h.last + 1 - h.first) }
 // record, its slots and its token's position.
 const recordOverhead = 256
 
-// count sets what a new record counts (recordOverhead, and each of its
-// objects that no record held counts yet) and returns it. An object state is
-// held by at most two records, the change that made it and the next change
-// of its object (its prev), and by the state while it is current; the first
-// record to hold it counts it, and passes it on when evicted (see
-// uncount). So the history counts each object it keeps alive once, and the
-// current objects its records hold too (evicting those frees less).
+// count sets what a new record counts and returns it: recordOverhead, and
+// the objects that left the state with it (the previous state of a change
+// or deletion, and a deletion's final state). Until then the state holds
+// them, and counts them; from then the newest record that refers to one is
+// the one that leaves the history last, so evicting a record frees what it
+// counts (unless a subscriber's queue still holds it).
 func (h *history) count(r *record) int64 {
 	n := int64(recordOverhead)
-	if r.obj.heldBy == nil {
-		r.obj.heldBy, n = r, n+objectSize(r.obj)
+	if r.prev != nil {
+		n += objectSize(r.prev)
 	}
-	if p := r.prev; p != nil {
-		p.nextChange = r
-		if p.heldBy == nil {
-			p.heldBy, n = r, n+objectSize(p)
-		}
+	if r.typ == EventDeleted && r.obj != r.prev {
+		n += objectSize(r.obj)
 	}
 	r.counted = n
 	return n
-}
-
-// uncount returns what evicting r, the oldest record, frees of recordBytes:
-// its count, less the objects the next change of their object still holds,
-// which counts them from now on.
-func (h *history) uncount(r *record) int64 {
-	freed := r.counted
-	for _, o := range [2]*object{r.obj, r.prev} {
-		if o == nil || o.heldBy != r {
-			continue
-		}
-		o.heldBy = nil
-		if next := o.nextChange; next != nil && next != r && h.holds(next) {
-			size := objectSize(o)
-			o.heldBy, next.counted, freed = next, next.counted+size, freed-size
-			if h.inRelist(next.pos.seq) {
-				h.relistBytes += size
-			}
-		}
-	}
-	return freed
-}
-
-// holds reports whether r is one of the history's records.
-func (h *history) holds(r *record) bool {
-	held, ok := h.get(r.pos.seq)
-	return ok && held == r
 }
 
 func (h *history) inRelist(seq uint64) bool { return seq >= h.relistFirst && seq <= h.relistLast }
@@ -293,7 +264,7 @@ func (h *history) evictable() bool {
 	if !h.inRelist(h.first) {
 		return true
 	}
-	return int(h.last-h.relistLast) > h.size || h.boundedBytes()-h.relistBytes > h.maxBytes
+	return int(h.last-h.relistLast) > h.size || h.recordBytes-h.relistBytes > h.maxBytes
 }
 
 // grow doubles the ring, keeping each record at its seq's place.
@@ -312,11 +283,10 @@ func (h *history) evict() {
 	if h.inRelist(h.first) {
 		h.relistBytes -= evicted.counted
 	}
-	freed := h.uncount(evicted)
 	h.ring[i] = nil
 	h.first++
-	h.recordBytes -= freed
-	h.records.force(-freed)
+	h.recordBytes -= evicted.counted
+	h.records.force(-evicted.counted)
 	evicted.views.release()
 	evicted.built.release()
 	h.floorRV, h.floorAt = evicted.rv, evicted.received

@@ -87,3 +87,34 @@ func statsFor(t *testing.T, h *Hub, gvr schema.GroupVersionResource) ResourceSta
 	t.Fatalf("no stats of %v", gvr)
 	return ResourceStats{}
 }
+
+// TestAHubOverItsBudgetWithNothingToEvictKeepsServing: a budget smaller
+// than what cannot be evicted (a queue, each history's newest change) is
+// exceeded for good; the hub evicts what it may and goes on delivering,
+// rather than evicting forever.
+func TestAHubOverItsBudgetWithNothingToEvictKeepsServing(t *testing.T) {
+	c := hubtest.NewCluster(t)
+	h := New(Config{MemoryBudget: 1, Logger: slog.New(slog.DiscardHandler)}, c, c)
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cms, err := h.Watch(ctx, WatchRequest{Selector: Selector{Resource: hubtest.ConfigMaps}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cms.Close()
+	for i := range 5 {
+		c.ConfigMaps().Add(hubtest.ConfigMap("ns", fmt.Sprint(i), nil, ""))
+		ev, err := cms.Next(ctx)
+		if err != nil {
+			t.Fatalf("change %d: %v", i, err)
+		}
+		if ev.Type != EventAdded {
+			t.Fatalf("change %d: %v, want ADDED", i, ev.Type)
+		}
+	}
+	SettleMemory(h)
+	if st := statsFor(t, h, hubtest.ConfigMaps); st.HistoryEvents != 1 || st.EvictedForMemory != 4 {
+		t.Fatalf("%d changes held, %d evicted for memory; want the newest held and the rest evicted", st.HistoryEvents, st.EvictedForMemory)
+	}
+}

@@ -29,11 +29,6 @@ type object struct {
 	// the results of filters (see filter.matches).
 	fields  atomic.Pointer[[]fieldValue]
 	filters atomic.Pointer[[]filterResult]
-
-	// heldBy is the history record that counts the object's bytes, and
-	// nextChange the record of the change that replaced or deleted this
-	// state, if any (see history.count). Guarded by the feed's mu.
-	heldBy, nextChange *record
 }
 
 // objectOverhead approximates what an object costs besides its JSON and

@@ -487,7 +487,7 @@ func (s *Subscription) goLiveLocked() {
 	if s.queue == nil {
 		s.queue = make(chan delivery, s.feed.hub.cfg.QueueSize)
 		if !s.closed {
-			s.queueBytes = int64(cap(s.queue)) * int64(unsafe.Sizeof(delivery{}))
+			s.queueBytes = QueueBytes(cap(s.queue))
 			s.feed.hub.memory.queues.force(s.queueBytes)
 		}
 	}
@@ -497,6 +497,15 @@ func (s *Subscription) goLiveLocked() {
 	if !s.closed {
 		s.feed.live.add(s)
 	}
+}
+
+// QueueBytes is what a live subscriber's queue of size changes holds, in
+// the hub's memory budget (Config.MemoryBudget); 0 takes the default size.
+func QueueBytes(size int) int64 {
+	if size <= 0 {
+		size = DefaultQueueSize
+	}
+	return int64(size) * int64(unsafe.Sizeof(delivery{}))
 }
 
 // fellBehindLocked takes s, whose queue is full, out of the live subscribers

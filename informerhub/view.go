@@ -85,12 +85,16 @@ func (f *feed) releaseViewLocked(v *view) {
 func (f *feed) event(r *record, v variant, vw *view) *Event {
 	if vw == defaultView {
 		slot := &r.events[v-1]
+		counted := false
 		slot.once.Do(func() {
 			slot.ev = f.buildEvent(r, v, vw)
-			if slot.ev != nil && r.built.add(eventSize(slot.ev, r)) && f.hub.memory.over() {
-				f.hub.reclaim()
-			}
+			counted = slot.ev != nil && r.built.add(eventSize(slot.ev, r))
 		})
+		if counted {
+			// Outside once: the subscribers waiting for this event do not
+			// wait for the eviction too.
+			f.hub.reclaim()
+		}
 		return slot.ev
 	}
 	slot := r.viewSlot(vw, v)

@@ -222,8 +222,9 @@ func TestFiltersDecodeEachChangeOnce(t *testing.T) {
 // they are no longer kept.
 func TestViewEventsCountAgainstTheHistoryBytes(t *testing.T) {
 	c := newFakeCluster(t)
-	// The records alone (a little over 40 × 1512 bytes) fill it.
-	const maxBytes = 60 << 10
+	// The records alone (40 creations, each its record's overhead: their
+	// objects are the state's) fill it.
+	const maxBytes = 8 << 10
 	h := newHub(t, c, informerhub.Config{HistoryBytes: maxBytes, MaxProjectionsPerResource: 64})
 	var subs []*informerhub.Subscription
 	for i := range 20 {

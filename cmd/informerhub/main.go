@@ -289,6 +289,12 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	}
 	info := buildInfo()
 	log.Info("starting informerhub", "version", info.Version, "revision", info.Revision)
+	if queues := informerhub.QueueBytes(o.hub.QueueSize) * int64(o.server.MaxSubscriptions); queues > o.hub.MemoryBudget/2 {
+		// Queues are never evicted: at the stream cap they would leave the
+		// histories little or nothing of the budget.
+		log.Warn("the queues of --max-subscriptions streams (--queue-size each) may take more than half of --memory-budget, and queues are never evicted",
+			"queueBytesAtMaxSubscriptions", queues, "memoryBudget", o.hub.MemoryBudget)
+	}
 	restConfig, source, err := loadKubeconfig(o.kubeconfig)
 	if err != nil {
 		return err
