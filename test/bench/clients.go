@@ -163,6 +163,22 @@ func openHubWatch(ctx context.Context, conn *grpc.ClientConn, req *informerhubv1
 	return stream, nil
 }
 
+// openHubReceivers opens n Watches of req over conns, round-robin, each read
+// by a receiver of rs until ctx ends.
+func openHubReceivers(ctx context.Context, rs *receivers, conns []*grpc.ClientConn, req *informerhubv1.WatchRequest, n int) error {
+	return forEach(ctx, n, 32, func(_ context.Context, i int) error {
+		// The stream lives on ctx, not on forEach's, which ends first.
+		stream, err := openHubWatch(ctx, conns[i%len(conns)], req)
+		if err != nil {
+			return err
+		}
+		r := newReceiver()
+		rs.add(r)
+		go receiveHub(stream, r)
+		return nil
+	})
+}
+
 // receiveHub runs r on a hub stream until ctx ends or the stream fails.
 func receiveHub(stream grpc.ClientStream, r *receiver) {
 	defer close(r.done)

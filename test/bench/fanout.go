@@ -78,18 +78,7 @@ func (e *Env) fanOut(ctx context.Context, o *Options, side string, hub *hubProce
 		}
 		defer closeConns(cs)
 		req := &informerhubv1.WatchRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: w.ns}}
-		err = forEach(ctx, clients, 32, func(_ context.Context, i int) error {
-			// The stream lives on ctx, not on forEach's, which ends first.
-			stream, err := openHubWatch(ctx, cs[i%conns], req)
-			if err != nil {
-				return err
-			}
-			r := newReceiver()
-			rs.add(r)
-			go receiveHub(stream, r)
-			return nil
-		})
-		if err != nil {
+		if err := openHubReceivers(ctx, &rs, cs, req, clients); err != nil {
 			return res, fmt.Errorf("opening %d subscriptions: %w", clients, err)
 		}
 		if slow.stalled > 0 {

@@ -140,17 +140,7 @@ func (e *Env) relistRun(ctx context.Context, o *Options, upstream *controlplane.
 	}
 	defer closeConns(cs)
 	req := &informerhubv1.WatchRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: w.ns}}
-	err = forEach(ctx, o.RelistSubscribers, 32, func(_ context.Context, i int) error {
-		stream, err := openHubWatch(ctx, cs[i%len(cs)], req)
-		if err != nil {
-			return err
-		}
-		r := newReceiver()
-		rs.add(r)
-		go receiveHub(stream, r)
-		return nil
-	})
-	if err != nil {
+	if err := openHubReceivers(ctx, &rs, cs, req, o.RelistSubscribers); err != nil {
 		return res, err
 	}
 	if err := w.touch(ctx, 0); err != nil {
