@@ -117,6 +117,25 @@ func WaitServing(ctx context.Context, addr string, exited <-chan struct{}) error
 	}
 }
 
+// Terminate sends SIGTERM, as the kubelet does to a pod being deleted, and
+// waits for the process to exit; it fails the test if the hub does not
+// exit within timeout, or exits with an error.
+func (p *Process) Terminate(timeout time.Duration) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		p.t.Fatalf("the hub did not exit within %v of SIGTERM", timeout)
+	}
+	if state := p.cmd.ProcessState; state == nil || !state.Success() {
+		p.t.Fatalf("the hub exited after SIGTERM with %v\n%s", state, p.Output())
+	}
+	p.cmd = nil
+}
+
 // Kill sends SIGKILL, as a node failure would, and waits for the process
 // to be gone.
 func (p *Process) Kill() {

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 
@@ -19,13 +21,13 @@ import (
 	"github.com/informerhub/informerhub/server"
 )
 
-// TestADrainedReplicaHandsItsStreamsOver: one of two replicas shuts down
-// (Server.Drain, what SIGTERM runs) under 100 plain streams and 100 Go SDK
-// watches (1,000 of each with -full-size). The plain streams end one by
-// one over the drain period, each with UNAVAILABLE, SHUTTING_DOWN and the
-// token of the last response it received; the SDK watches move to the
-// other replica and, after changes made once the first is gone, hold
-// exactly the API server's state.
+// TestADrainedReplicaHandsItsStreamsOver: one of two replicas, a hub
+// process, gets SIGTERM under 100 plain streams and 100 Go SDK watches
+// (1,000 of each with -full-size). The plain streams end one by one over
+// its --shutdown-drain, each with UNAVAILABLE, SHUTTING_DOWN and the token
+// of the last response it received, and the process exits cleanly; the
+// SDK watches move to the other replica and, after changes made once the
+// first is gone, hold exactly the API server's state.
 func TestADrainedReplicaHandsItsStreamsOver(t *testing.T) {
 	streams := 100
 	if *fullSize {
@@ -36,10 +38,31 @@ func TestADrainedReplicaHandsItsStreamsOver(t *testing.T) {
 	for i := range 5 {
 		createConfigMap(t, ns, fmt.Sprint("cm-", i), nil, "v0")
 	}
-	draining, other := startHub(t, informerhub.Config{}), startHub(t, informerhub.Config{})
+	// Every stream on one connection, as in-process hubs allow.
+	draining := startHubProcess(t, "--shutdown-drain", period.String(), "--shutdown-timeout", "10s", "--max-concurrent-streams", "100000")
+	other := startHub(t, informerhub.Config{})
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	defer cancel()
 	sel := watchSelector(ns)
+	conn, err := grpc.NewClient(draining.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	drainingClient := informerhubv1.NewInformerHubServiceClient(conn)
+	// subscribers counts the streams the draining hub serves.
+	subscribers := func() uint32 {
+		resp, err := drainingClient.ListResources(ctx, &informerhubv1.ListResourcesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range resp.Resources {
+			if r.Resource == "configmaps" && r.Group == "" {
+				return r.Subscribers
+			}
+		}
+		return 0
+	}
 
 	// Plain streams on the replica that goes, to see how each ends.
 	type ending struct {
@@ -49,7 +72,7 @@ func TestADrainedReplicaHandsItsStreamsOver(t *testing.T) {
 	}
 	endings := make(chan ending, streams)
 	for range streams {
-		stream, err := draining.client.Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
+		stream, err := drainingClient.Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +103,7 @@ func TestADrainedReplicaHandsItsStreamsOver(t *testing.T) {
 	// at a random one of its endpoints, so take one that started there.
 	var client *hubclient.Client
 	for attempt := 0; client == nil; attempt++ {
-		c, err := hubclient.New([]string{draining.addr, other.addr}, hubclient.WithInsecure(),
+		c, err := hubclient.New([]string{draining.Addr, other.addr}, hubclient.WithInsecure(),
 			hubclient.WithBackoff(hubclient.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}),
 			hubclient.WithLogger(testLogger(t)))
 		if err != nil {
@@ -92,7 +115,7 @@ func TestADrainedReplicaHandsItsStreamsOver(t *testing.T) {
 				break // the end of initial events: subscribed
 			}
 		}
-		if statsOf(t, draining).Subscribers == streams+1 {
+		if subscribers() == uint32(streams+1) {
 			client = c
 		} else if attempt == 20 {
 			t.Fatal("no client started on the replica that drains")
@@ -141,9 +164,7 @@ func TestADrainedReplicaHandsItsStreamsOver(t *testing.T) {
 	}
 
 	began := time.Now()
-	if err := draining.srv.Drain(ctx, period); err != nil {
-		t.Fatal(err)
-	}
+	draining.Terminate(period + time.Minute)
 	var times []time.Time
 	for range streams {
 		e := <-endings
