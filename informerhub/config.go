@@ -41,6 +41,11 @@ type Config struct {
 	// MaxConcurrentReplays bounds the replays (see HistoryBytes) running at
 	// once, each an upstream watch; more wait for a slot. Default: 64.
 	MaxConcurrentReplays int
+	// MaxReplaysPerOwner bounds the slots one owner's replays
+	// (WatchRequest.Owner: one identity) take at once: more of its replays
+	// wait for its own, so that one client cannot take every slot from the
+	// rest. Default: 8.
+	MaxReplaysPerOwner int
 	// MaxReplayStateBytes bounds the state all replays with a filter,
 	// projection or previous state hold at once: each keeps the objects of
 	// its selection, listed at its token's version (see replay.go). A
@@ -142,6 +147,7 @@ const (
 	DefaultHistoryBytes         = 256 << 20
 	DefaultMemoryBudget         = 1 << 30
 	DefaultMaxConcurrentReplays = 64
+	DefaultMaxReplaysPerOwner   = 8
 	DefaultMaxReplayStateBytes  = 256 << 20
 	DefaultQueueSize            = 1000
 	DefaultBookmarkInterval     = time.Minute
@@ -174,6 +180,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxConcurrentReplays <= 0 {
 		c.MaxConcurrentReplays = DefaultMaxConcurrentReplays
+	}
+	if c.MaxReplaysPerOwner <= 0 {
+		c.MaxReplaysPerOwner = DefaultMaxReplaysPerOwner
 	}
 	if c.MaxReplayStateBytes <= 0 {
 		c.MaxReplayStateBytes = DefaultMaxReplayStateBytes

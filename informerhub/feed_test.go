@@ -505,6 +505,34 @@ func TestReplaysAreBounded(t *testing.T) {
 	second.Close()
 }
 
+// TestOneOwnerCannotTakeEveryReplaySlot: an owner's replays beyond its
+// share wait for its own, while another owner's replay takes a free slot.
+func TestOneOwnerCannotTakeEveryReplaySlot(t *testing.T) {
+	fx := newResumeFixture(t, Config{HistorySize: 2, MaxConcurrentReplays: 3, MaxReplaysPerOwner: 1})
+	h, ctx, sel, start := fx.h, fx.ctx, fx.sel, fx.start
+	fx.add("ns", 5) // past the history
+	first, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: start, Owner: "greedy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	if _, err := h.Watch(short, WatchRequest{Selector: sel, ResumeToken: start, Owner: "greedy"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the owner's second replay with a share of one: %v, want it to wait (until its deadline)", err)
+	}
+	other, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: start, Owner: "other"})
+	if err != nil {
+		t.Fatalf("another owner's replay beside it: %v", err)
+	}
+	other.Close()
+	first.Close()
+	second, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: start, Owner: "greedy"})
+	if err != nil {
+		t.Fatalf("the owner's replay once its share is free: %v", err)
+	}
+	second.Close()
+}
+
 // resumeFixture is a hub on a fake cluster holding one ConfigMap (rv 1:
 // versions start above 0, as on a cluster), a live subscription on it, and
 // the token of that subscription's start, to resume from after changes.

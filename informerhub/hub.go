@@ -25,6 +25,9 @@ type Hub struct {
 
 	// replaySlots holds a token per replay running (Config.MaxConcurrentReplays).
 	replaySlots chan struct{}
+	// replayOwners holds each owner's share of them
+	// (Config.MaxReplaysPerOwner).
+	replayOwners *replayShares
 	// replayBytes is what stateful replays hold (Config.MaxReplayStateBytes).
 	replayBytes *bytesBudget
 	// memory is what the hub holds for all resource types
@@ -156,10 +159,11 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		feeds:    map[schema.GroupVersionResource]*feed{},
 		counters: map[schema.GroupVersionResource]*resourceCounters{},
 
-		replaySlots: make(chan struct{}, cfg.MaxConcurrentReplays),
-		replayBytes: &bytesBudget{max: cfg.MaxReplayStateBytes},
-		memory:      newMemory(cfg.MemoryBudget),
-		filters:     newFilterCompiler(&cfg),
+		replaySlots:  make(chan struct{}, cfg.MaxConcurrentReplays),
+		replayOwners: &replayShares{max: cfg.MaxReplaysPerOwner, byOwner: map[string]*replayShare{}},
+		replayBytes:  &bytesBudget{max: cfg.MaxReplayStateBytes},
+		memory:       newMemory(cfg.MemoryBudget),
+		filters:      newFilterCompiler(&cfg),
 	}
 }
 

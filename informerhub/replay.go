@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,6 +66,11 @@ type replay struct {
 	openedAt    time.Time
 	shortRun    int  // watches in a row that ended within a second of opening
 	slotHeld    bool // one of the hub's replay slots, until ctx ends
+	// owner is the subscription's (WatchRequest.Owner), whose share of the
+	// slots (Config.MaxReplaysPerOwner) the replay takes first; ownerHeld
+	// is set once it holds one, until ctx ends.
+	owner     string
+	ownerHeld bool
 }
 
 // replayWatchTimeout bounds each upstream watch of a replay. The API server's
@@ -93,7 +99,7 @@ type replayEntry struct {
 	json     string
 }
 
-func (f *feed) newReplay(sel *selector, vw *view, rv uint64) *replay {
+func (f *feed) newReplay(sel *selector, vw *view, rv uint64, owner string) *replay {
 	opts := metav1.ListOptions{AllowWatchBookmarks: true, TimeoutSeconds: &replayWatchTimeout}
 	if sel.labels != nil {
 		opts.LabelSelector = sel.labels.String()
@@ -111,7 +117,7 @@ func (f *feed) newReplay(sel *selector, vw *view, rv uint64) *replay {
 		opts.FieldSelector = fields.AndSelectors(terms...).String()
 	}
 	ctx, cancel := context.WithCancel(f.hub.ctx)
-	r := &replay{lw: f.lw, opts: opts, ctx: ctx, cancel: cancel, rv: rv}
+	r := &replay{lw: f.lw, opts: opts, ctx: ctx, cancel: cancel, rv: rv, owner: owner}
 	if r.stateful = sel.filter != nil || vw.proj != nil || vw.includePrevious; r.stateful {
 		r.stateBytes.budget = f.hub.replayBytes
 	}
@@ -139,7 +145,7 @@ func (r *replay) budgetError(f *feed, n int64) error {
 // server; the replay itself lives on for the next call.
 func (r *replay) open(ctx context.Context, s *Subscription) error {
 	f := s.feed
-	if err := r.acquire(ctx, f.hub.replaySlots); err != nil {
+	if err := r.acquire(ctx, f.hub); err != nil {
 		return err
 	}
 	watchCtx, cancelWatch := context.WithCancel(r.ctx)
@@ -264,20 +270,74 @@ func (r *replay) closeWatch() {
 // for the rest of the replay: it is given back when the replay's context
 // ends, whoever ends it. Waiting for a slot keeps a crowd of clients
 // failing over at once from opening as many watches on the API server.
-func (r *replay) acquire(ctx context.Context, slots chan struct{}) error {
+func (r *replay) acquire(ctx context.Context, h *Hub) error {
 	if r.slotHeld {
 		return nil
 	}
+	// The owner's share first: one owner's replays wait for each other,
+	// never take every slot from the rest.
+	if r.owner != "" && !r.ownerHeld {
+		share := h.replayOwners.get(r.owner)
+		select {
+		case share.slots <- struct{}{}:
+		case <-ctx.Done():
+			h.replayOwners.put(r.owner, share)
+			return ctx.Err()
+		case <-r.ctx.Done():
+			h.replayOwners.put(r.owner, share)
+			return ErrSubscriptionClosed
+		}
+		r.ownerHeld = true
+		context.AfterFunc(r.ctx, func() {
+			<-share.slots
+			h.replayOwners.put(r.owner, share)
+		})
+	}
 	select {
-	case slots <- struct{}{}:
+	case h.replaySlots <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-r.ctx.Done():
 		return ErrSubscriptionClosed
 	}
 	r.slotHeld = true
-	context.AfterFunc(r.ctx, func() { <-slots })
+	context.AfterFunc(r.ctx, func() { <-h.replaySlots })
 	return nil
+}
+
+// replayShares bounds the replays each owner runs at once
+// (Config.MaxReplaysPerOwner).
+type replayShares struct {
+	max int
+	mu  sync.Mutex // guards byOwner
+	// byOwner holds the shares in use, each dropped when no replay of its
+	// owner holds or waits for it.
+	byOwner map[string]*replayShare
+}
+
+type replayShare struct {
+	slots chan struct{} // a token per replay of the owner running
+	refs  int           // replays holding or waiting for a slot; guarded by replayShares.mu
+}
+
+func (rs *replayShares) get(owner string) *replayShare {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	share := rs.byOwner[owner]
+	if share == nil {
+		share = &replayShare{slots: make(chan struct{}, rs.max)}
+		rs.byOwner[owner] = share
+	}
+	share.refs++
+	return share
+}
+
+func (rs *replayShares) put(owner string, share *replayShare) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if share.refs--; share.refs == 0 {
+		delete(rs.byOwner, owner)
+	}
 }
 
 // maxShortRuns is how many watches in a row may end within a second of
@@ -602,7 +662,7 @@ func (s *Subscription) replayedStateful(ev *Event, o *object) (bool, error) {
 // caller holds feed.mu.
 func (s *Subscription) startReplayLocked(rv uint64) {
 	s.feed.counters.replays.Add(1)
-	s.replay = s.feed.newReplay(s.sel, s.view, rv)
+	s.replay = s.feed.newReplay(s.sel, s.view, rv, s.owner)
 	s.cancelReplay = s.replay.end
 	if s.closed {
 		s.cancelReplay()
