@@ -758,7 +758,8 @@ type Resource struct {
 	CachedObjects uint64 `protobuf:"varint,8,opt,name=cached_objects,json=cachedObjects,proto3" json:"cached_objects,omitempty"`
 	// The hub's history of recent changes, which resume tokens continue from
 	// without asking the API server: this many changes, holding about this
-	// many bytes of object JSON.
+	// many bytes (the changes, the objects only they keep alive, such as
+	// previous states, and the events built for them).
 	HistoryEvents uint32 `protobuf:"varint,9,opt,name=history_events,json=historyEvents,proto3" json:"history_events,omitempty"`
 	HistoryBytes  uint64 `protobuf:"varint,10,opt,name=history_bytes,json=historyBytes,proto3" json:"history_bytes,omitempty"`
 	// Tokens at or after this resourceVersion resume from the history; older
