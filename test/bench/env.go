@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -109,28 +110,37 @@ func (e *Env) watchCount(ctx context.Context, resource string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading the API server's metrics: %w", err)
 	}
-	total, found := 0.0, false
-	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	total, found, err := sumMetric(body, "apiserver_longrunning_requests", `verb="WATCH"`, `resource="`+resource+`"`)
+	if err != nil || !found {
+		return 0, err // not found: no watch of the resource has been opened yet
+	}
+	return int(total), nil
+}
+
+// sumMetric sums, in a Prometheus text exposition, the samples of name whose
+// line contains every one of matches (label pairs such as `verb="WATCH"`),
+// and reports whether there was any.
+func sumMetric(body []byte, name string, matches ...string) (total float64, found bool, err error) {
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+lines:
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") ||
-			!strings.Contains(line, `verb="WATCH"`) || !strings.Contains(line, `resource="`+resource+`"`) {
+		if !strings.HasPrefix(line, name+"{") {
 			continue
+		}
+		for _, m := range matches {
+			if !strings.Contains(line, m) {
+				continue lines
+			}
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		if err != nil {
-			return 0, fmt.Errorf("metric line %q: %w", line, err)
+			return 0, false, fmt.Errorf("metric line %q: %w", line, err)
 		}
 		total, found = total+v, true
 	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	if !found {
-		return 0, nil // no watch of the resource has been opened yet
-	}
-	return int(total), nil
+	return total, found, sc.Err()
 }
 
 // configMapsURL is the URL of a namespace's ConfigMaps on the API server,

@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -227,8 +224,8 @@ func (e *Env) relistRun(ctx context.Context, o *Options, upstream *controlplane.
 	return res, nil
 }
 
-// hubMetric reads the value of a metric from the hub's /metrics: the first
-// sample of name whose labels contain match.
+// hubMetric reads a metric from the hub's /metrics: the sum of the samples
+// of name whose labels contain match.
 func hubMetric(ctx context.Context, addr, name, match string) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
@@ -243,16 +240,11 @@ func hubMetric(ctx context.Context, addr, name, match string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	s := bufio.NewScanner(bytes.NewReader(body))
-	for s.Scan() {
-		line := s.Text()
-		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, match) {
-			continue
-		}
-		fields := strings.Fields(line)
-		return strconv.ParseFloat(fields[len(fields)-1], 64)
+	v, found, err := sumMetric(body, name, match)
+	if err == nil && !found {
+		err = fmt.Errorf("no %s{%s} in the hub's metrics", name, match)
 	}
-	return 0, fmt.Errorf("no %s{%s} in the hub's metrics", name, match)
+	return v, err
 }
 
 // writeKubeconfig writes a kubeconfig file for cfg, for a hub process.
