@@ -3,6 +3,8 @@ package informerhub
 import (
 	"log/slog"
 	"time"
+
+	"github.com/informerhub/informerhub/informerhub/historystore"
 )
 
 // Config tunes a Hub. The zero value is usable: every field has a default.
@@ -26,6 +28,25 @@ type Config struct {
 	// Defaults: 10000 and 256 MiB.
 	HistorySize  int
 	HistoryBytes int64
+
+	// HistoryStore, when set, keeps every resource type's history on disk
+	// as well (durable.go): resume tokens then continue exactly across
+	// restarts of the hub and long after etcd compacted their
+	// resourceVersions, within HistoryRetention and HistoryDiskBytes. The
+	// caller opens it (historystore.Open) and closes it after the Hub.
+	HistoryStore *historystore.Store
+	// HistoryRetention and HistoryDiskBytes bound the disk history: records
+	// older than HistoryRetention go, then the oldest whatever their
+	// resource type while the store takes more than HistoryDiskBytes.
+	// Zero: no bound of that kind. Defaults: none (the flags set them).
+	HistoryRetention time.Duration
+	HistoryDiskBytes int64
+	// Retain names resource types whose informers run from the start and
+	// never stop for idleness, so that their history is recorded whether
+	// or not anyone subscribes: "pods", "deployments.apps",
+	// "events.events.k8s.io" (the highest version the cluster serves), or
+	// with a version, "deployments.v1.apps".
+	Retain []string
 
 	// MemoryBudget bounds what the hub holds for all resource types at
 	// once besides their state: histories, subscribers' queues and label

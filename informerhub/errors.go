@@ -3,6 +3,7 @@ package informerhub
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -101,6 +102,10 @@ type ExpiredError struct {
 	// TooLarge is set when replaying from the token would hold more state
 	// than the hub allows all replays (Config.MaxReplayStateBytes).
 	TooLarge bool
+	// OldestResourceVersion and Oldest are the oldest position the hub's
+	// history resumes from, and when the hub reached it; zero when unknown.
+	OldestResourceVersion uint64
+	Oldest                time.Time
 }
 
 func (e *ExpiredError) Error() string {
@@ -108,12 +113,17 @@ func (e *ExpiredError) Error() string {
 		return fmt.Sprintf("replaying %s from the resume token, with its filter, fields or previous state, would hold more than the hub allows replays: call Snapshot, or Watch with send_initial_events, and continue from there",
 			FormatResource(e.Resource))
 	}
-	if e.Upstream {
-		return fmt.Sprintf("resume token for %s is older than the API server's history (410 Gone): call Snapshot, or Watch with send_initial_events, and continue from there",
-			FormatResource(e.Resource))
+	var oldest string
+	if !e.Oldest.IsZero() {
+		oldest = fmt.Sprintf(", which begins at resourceVersion %d, reached %s ago", e.OldestResourceVersion,
+			time.Since(e.Oldest).Round(time.Second))
 	}
-	return fmt.Sprintf("resume token for %s is older than the hub's history: call Snapshot, or Watch with send_initial_events, and continue from there",
-		FormatResource(e.Resource))
+	if e.Upstream {
+		return fmt.Sprintf("resume token for %s is older than the API server's history (410 Gone) and the hub's%s: call Snapshot, or Watch with send_initial_events, and continue from there",
+			FormatResource(e.Resource), oldest)
+	}
+	return fmt.Sprintf("resume token for %s is older than the hub's history%s: call Snapshot, or Watch with send_initial_events, and continue from there",
+		FormatResource(e.Resource), oldest)
 }
 
 func (e *ExpiredError) Unwrap() error { return ErrTokenExpired }

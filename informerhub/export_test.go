@@ -178,3 +178,22 @@ func SettleMemory(h *Hub) {
 	defer h.memory.reclaiming.Unlock()
 	h.evictOldest()
 }
+
+// ApplyRetention makes the hub's disk history write what it holds and
+// apply its retention now, and waits until it has.
+func ApplyRetention(h *Hub) {
+	done := make(chan struct{})
+	h.disk.retainNow <- done
+	<-done
+}
+
+// DiskWindow returns the oldest and newest record a resource type's disk
+// history holds.
+func DiskWindow(h *Hub, gvr schema.GroupVersionResource) (first, last uint64) {
+	dl, err := h.disk.logOf(FormatResource(gvr))
+	if err != nil {
+		panic(err)
+	}
+	first, last, _, _ = dl.window()
+	return first, last
+}

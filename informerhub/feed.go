@@ -16,6 +16,8 @@ import (
 	"github.com/google/btree"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/informerhub/informerhub/informerhub/historystore"
 )
 
 // feed is the one informer of one resource type and everything the hub keeps
@@ -43,9 +45,11 @@ type feed struct {
 	stopped    chan struct{} // closed by stop; err says why
 
 	// Guarded by hub.mu.
-	refs      int // subscriptions and snapshots using the feed
-	idleGen   uint64
-	idleTimer idleTimer
+	refs int // subscriptions and snapshots using the feed, and its retainer (retain.go)
+	// retainedRefs is the refs of Config.Retain's retainer (0 or 1).
+	retainedRefs int
+	idleGen      uint64
+	idleTimer    idleTimer
 
 	mu sync.Mutex // guards the fields below; state, history and pos advance together
 	// state is the current objects, ordered by namespace and name. Clones
@@ -92,8 +96,15 @@ type feed struct {
 	progressAt, failingSince time.Time
 	upstreamErr              error
 	staleCheck               *time.Timer // see checkStale; stopped with the feed
-	err                      error       // why the feed stopped; set once, before stopped is closed
-	closeListFailed          sync.Once
+	// disk is the resource type's history on disk while this feed writes
+	// it (durable.go); nil without one. restore is what the disk held when
+	// the feed started, until its first list takes it; epochs are the
+	// earlier runs whose records the disk holds (see recordedLocked).
+	disk            *diskLog
+	restore         *restored
+	epochs          []historystore.Epoch
+	err             error // why the feed stopped; set once, before stopped is closed
+	closeListFailed sync.Once
 }
 
 // idleTimer is the subset of *time.Timer the hub uses, so tests can see it.
@@ -128,6 +139,9 @@ func newFeed(h *Hub, info ResourceInfo, counters *resourceCounters) *feed {
 // start runs the informer until ctx ends or the feed stops.
 func (f *feed) start(ctx context.Context, lw cache.ListerWatcher) {
 	f.lw = lw
+	if f.hub.disk != nil {
+		lw = &diskListerWatcher{ListerWatcherWithContext: cache.ToListerWatcherWithContext(lw), feed: f}
+	}
 	ctx, f.cancel = context.WithCancel(ctx)
 	fifo := cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
 		Name:                  "informerhub " + f.resource,
@@ -178,6 +192,9 @@ func (f *feed) stopLocked(err error) {
 		f.history.release()
 	}
 	f.oldestAt.Store(0)
+	if f.disk != nil {
+		f.hub.disk.notify() // to write what is left, and let the next feed start from it
+	}
 	f.index.release()
 	f.stateBytes.force(-f.stateBytes.used.Load())
 	f.log.Info("informer stopped", "reason", err)
@@ -327,6 +344,9 @@ func (f *feed) applyLocked(d cache.Delta, p prepared) error {
 		if f.isSynced && rv > f.pos.rv {
 			f.pos.rv = rv
 			f.notifyAdvancedLocked()
+			if f.disk != nil {
+				f.hub.disk.notify()
+			}
 		}
 		return nil
 	case cache.SyncAll, cache.Sync:
@@ -388,8 +408,24 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 		for _, o := range objs {
 			f.putLocked(o)
 		}
-		f.pos = position{epoch: f.epoch, rv: listRV}
-		f.history = newHistory(f.hub.cfg.HistorySize, f.hub.cfg.HistoryBytes, listRV, time.Now().UnixNano(), f.hub.memory.history)
+		var base uint64 // the seq of the initial state
+		floorAt := time.Now().UnixNano()
+		if r := f.restore; r != nil {
+			// The list is the disk's state (diskListerWatcher): the
+			// records continue the disk's, and this run is one more epoch.
+			f.restore = nil
+			base, floorAt = r.meta.LastSeq, r.meta.LastAt
+			f.epochs = r.meta.Epochs
+			for _, rg := range r.meta.Relists {
+				f.relists = append(f.relists, versionRange{from: rg.From, to: rg.To})
+			}
+		}
+		f.pos = position{epoch: f.epoch, seq: base, rv: listRV}
+		f.history = newHistory(f.hub.cfg.HistorySize, f.hub.cfg.HistoryBytes, listRV, floorAt, f.hub.memory.history)
+		f.history.startAfter(base)
+		if f.disk != nil {
+			f.history.persisted = base // the state at base is written with the first records
+		}
 		f.isSynced = true
 		close(f.synced)
 		f.log.Info("informer synced", "objects", len(objs), "resourceVersion", listRV)
@@ -444,7 +480,7 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 		if i == len(changes)-1 {
 			offset = 0 // the batch is complete: the position is listRV
 		}
-		f.appendLocked(&record{typ: c.typ, obj: c.obj, prev: c.prev, rv: batchRV}, offset, nil)
+		f.appendLocked(&record{typ: c.typ, obj: c.obj, prev: c.prev, rv: batchRV, fromRelist: true}, offset, nil)
 	}
 	f.pos.rv = batchRV
 	f.notifyAdvancedLocked()
@@ -489,6 +525,9 @@ func (f *feed) appendLocked(r *record, offset uint32, ev *evaluation) {
 	}
 	f.history.push(r)
 	f.noteOldestLocked()
+	if f.disk != nil {
+		f.hub.disk.notify()
+	}
 	f.pos = r.pos
 	f.notifyAdvancedLocked()
 	if ev == nil {
@@ -516,39 +555,90 @@ func (f *feed) appendLocked(r *record, offset uint32, ev *evaluation) {
 	}
 }
 
+// located is where a token's position continues in this feed.
+type located struct {
+	pos position
+	// onDisk is set when pos is below the oldest record in memory, on disk.
+	// A position of another instance is then still to be placed by its
+	// resourceVersion among the disk's records up to searchUpTo (set).
+	onDisk     bool
+	searchUpTo uint64
+}
+
 // locateLocked turns a token's position into one of this feed instance.
-func (f *feed) locateLocked(p position) (position, error) {
-	if p.epoch == f.epoch {
+func (f *feed) locateLocked(p position) (located, error) {
+	if p.epoch == f.epoch || f.recordedLocked(p) {
+		// A seq of this feed's numbering: this run's, or an earlier run's
+		// that the disk holds.
 		if p.seq > f.pos.seq {
-			return position{}, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
+			return located{}, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
 				Reason: "resume token points past the end of this hub's stream"}
 		}
-		if p.seq+1 < f.history.first {
-			return position{}, &ExpiredError{Resource: f.info.Resource}
+		if p.seq+1 >= f.history.first {
+			return located{pos: p}, nil
 		}
-		return p, nil
+		if f.disk != nil && f.disk.holds(p.seq) {
+			return located{pos: p, onDisk: true}, nil
+		}
+		return located{}, f.expiredErrorLocked(false)
 	}
 	// A token of another instance: only its resourceVersion means
 	// something here.
-	if p.offset != 0 || p.rv < f.history.floorRV {
-		return position{}, &ExpiredError{Resource: f.info.Resource}
+	if p.offset != 0 || p.rv < f.floorRVLocked() {
+		return located{}, f.expiredErrorLocked(false)
 	}
 	if p.rv > f.pos.rv {
-		return position{}, &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
+		return located{}, &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
 			"%w: the token is at resourceVersion %d, the hub at %d; retry shortly", ErrTokenAhead, p.rv, f.pos.rv)}
 	}
 	if f.insideRelistLocked(p.rv) {
 		// The hub never saw the state there, so it cannot tell which of the
 		// relist's changes the client already has.
-		return position{}, &ExpiredError{Resource: f.info.Resource}
+		return located{}, f.expiredErrorLocked(false)
 	}
-	return position{epoch: f.epoch, seq: f.history.lastAtOrBefore(p.rv), rv: p.rv}, nil
+	if p.rv >= f.history.floorRV {
+		return located{pos: position{epoch: f.epoch, seq: f.history.lastAtOrBefore(p.rv), rv: p.rv}}, nil
+	}
+	return located{pos: position{epoch: f.epoch, rv: p.rv}, onDisk: true, searchUpTo: f.history.first - 1}, nil
 }
 
-// expired counts an answer of ErrTokenExpired, and returns it.
+// floorRVLocked is the oldest resourceVersion the feed resumes from without
+// the API server: its memory's, or its disk's when that reaches further.
+func (f *feed) floorRVLocked() uint64 {
+	rv, _ := f.oldestLocked()
+	return rv
+}
+
+// oldestLocked returns the oldest position the feed resumes from without
+// the API server, and when it got there (Unix nanoseconds).
+func (f *feed) oldestLocked() (rv uint64, at int64) {
+	rv, at = f.history.floorRV, f.history.floorAt
+	if f.disk != nil {
+		if first, _, diskRV, diskAt := f.disk.window(); first < f.history.first {
+			rv, at = diskRV, diskAt
+		}
+	}
+	return rv, at
+}
+
+// expiredErrorLocked is the ErrTokenExpired of a token older than what the
+// feed resumes from, saying what that is.
+func (f *feed) expiredErrorLocked(upstream bool) *ExpiredError {
+	e := &ExpiredError{Resource: f.info.Resource, Upstream: upstream}
+	if f.isSynced {
+		rv, at := f.oldestLocked()
+		e.OldestResourceVersion, e.Oldest = rv, time.Unix(0, at)
+	}
+	return e
+}
+
+// expired counts an answer of ErrTokenExpired, and returns it. The caller
+// does not hold f.mu.
 func (f *feed) expired(upstream bool) *ExpiredError {
 	f.counters.expiredTokens.Add(1)
-	return &ExpiredError{Resource: f.info.Resource, Upstream: upstream}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.expiredErrorLocked(upstream)
 }
 
 // versionRange is the resourceVersions after from, up to and including to.

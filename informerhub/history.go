@@ -1,6 +1,7 @@
 package informerhub
 
 import (
+	"math"
 	"sort"
 	"strconv"
 	"sync"
@@ -49,6 +50,12 @@ type Event struct {
 	ResumeToken string
 	// InitialEventsEnd is set on the bookmark that closes initial events.
 	InitialEventsEnd bool
+	// FromRelist is set on a change a relist found rather than a watch
+	// delivered: the API server could not say what happened between the
+	// versions before and after the relist (the hub was away longer than
+	// the API server's history, or its watch broke), only how the object
+	// differs. Intermediate changes there are unknown.
+	FromRelist bool
 	// Encoding is the subscription's WatchRequest.Encoding, for
 	// Config.EncodeEvent.
 	Encoding Encoding
@@ -91,8 +98,11 @@ type record struct {
 	// received is when the hub took the change (Unix nanoseconds), for
 	// the age of the history window (Hub.Stats).
 	received int64
-	obj      *object // the new state; for EventDeleted, the final state
-	prev     *object // the state before; nil for EventAdded
+	// fromRelist is set on the differences a relist found: the changes
+	// in between are unknown (Event.FromRelist).
+	fromRelist bool
+	obj        *object // the new state; for EventDeleted, the final state
+	prev       *object // the state before; nil for EventAdded
 
 	// events holds the Event of each variant (index variant-1) in the
 	// default view (whole objects, no previous state, encoding 0), built by
@@ -177,6 +187,10 @@ type history struct {
 	// records: what one subscriber asks for never shortens the window
 	// others resume from.
 	viewBytes *bytesBudget
+	// persisted is the newest record written to disk (durable.go): no
+	// newer one is evicted, so every record is in memory or on disk.
+	// math.MaxUint64 without a disk history.
+	persisted uint64
 }
 
 // bytes is what the history holds: its records, their objects and events.
@@ -189,7 +203,13 @@ func (h *history) bytes() int64 {
 func newHistory(size int, maxBytes int64, baseRV uint64, baseAt int64, mem *bytesBudget) history {
 	return history{ring: make([]*record, size+1), size: size, first: 1, last: 0, floorRV: baseRV, floorAt: baseAt,
 		maxBytes: maxBytes, relistFirst: 1, records: counter(mem), events: counter(mem),
-		viewBytes: &bytesBudget{max: maxBytes, parent: mem}}
+		viewBytes: &bytesBudget{max: maxBytes, parent: mem}, persisted: math.MaxUint64}
+}
+
+// startAfter makes the empty history's first record seq+1: the seqs of a
+// feed that continues a disk history continue its records'.
+func (h *history) startAfter(seq uint64) {
+	h.first, h.last, h.relistFirst = seq+1, seq, seq+1
 }
 
 // newestAt is when the newest record arrived, or floorAt when there is none.
@@ -248,6 +268,11 @@ func (h *history) push(r *record) {
 	if h.relisting {
 		h.relistLast, h.relistBytes = r.pos.seq, h.relistBytes+size
 	}
+	h.trim()
+}
+
+// trim evicts the oldest records while the history is past its bounds.
+func (h *history) trim() {
 	for h.len() > 1 && (h.len() > h.size || h.boundedBytes() > h.maxBytes) && h.evictable() {
 		h.evict()
 	}
@@ -261,6 +286,9 @@ func (h *history) boundedBytes() int64 { return h.recordBytes + h.events.used.Lo
 // the newest relist's, or the records after that relist alone fill the
 // bounds.
 func (h *history) evictable() bool {
+	if h.first > h.persisted {
+		return false // not on disk yet
+	}
 	if !h.inRelist(h.first) {
 		return true
 	}

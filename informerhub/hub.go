@@ -38,6 +38,10 @@ type Hub struct {
 	// closers stop what New's caller started for the hub, after its
 	// informers (see NewForConfig).
 	closers []func()
+	// disk keeps the histories on disk (Config.HistoryStore); nil without.
+	disk *diskHistory
+	// retainers runs the informers of Config.Retain (retain.go).
+	retainers sync.WaitGroup
 
 	mu     sync.Mutex // guards feeds, counters and closed, and each feed's refs, idleGen and idleTimer
 	feeds  map[schema.GroupVersionResource]*feed
@@ -99,6 +103,14 @@ type ResourceStatus struct {
 	HistoryEvents          int
 	HistoryBytes           int64
 	HistoryResourceVersion string
+	// RetainedResourceVersion and RetainedSince are the oldest position a
+	// token resumes from without the API server, in memory or on disk
+	// (Config.HistoryStore), and when the hub reached it; empty and zero
+	// when the hub holds nothing of the resource type.
+	RetainedResourceVersion string
+	RetainedSince           time.Time
+	// Retained is set for a resource type of Config.Retain.
+	Retained bool
 }
 
 // WatchRequest asks for a subscription.
@@ -149,7 +161,7 @@ type watchParams struct {
 func New(cfg Config, resolver Resolver, source Source) *Hub {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Hub{
+	h := &Hub{
 		cfg:      cfg,
 		resolver: resolver,
 		source:   source,
@@ -165,6 +177,14 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		memory:       newMemory(cfg.MemoryBudget),
 		filters:      newFilterCompiler(&cfg),
 	}
+	if cfg.HistoryStore != nil {
+		h.disk = newDiskHistory(h)
+	}
+	for _, name := range cfg.Retain {
+		h.retainers.Add(1)
+		go h.retain(name)
+	}
+	return h
 }
 
 // Watch starts a subscription. It waits for the resource type's informer to
@@ -251,7 +271,8 @@ func (h *Hub) Resources(ctx context.Context) ([]ResourceStatus, error) {
 		out[i].ResourceInfo = info
 		if f := h.feeds[info.Resource]; f != nil && !f.isStopped() {
 			out[i].InformerActive = true
-			out[i].Subscribers = f.refs
+			out[i].Subscribers = f.refs - f.retainedRefs
+			out[i].Retained = f.retainedRefs > 0
 			active[i] = f
 		}
 	}
@@ -263,8 +284,21 @@ func (h *Hub) Resources(ctx context.Context) ([]ResourceStatus, error) {
 			out[i].HistoryEvents = f.history.len()
 			out[i].HistoryBytes = f.history.bytes()
 			out[i].HistoryResourceVersion = strconv.FormatUint(f.history.floorRV, 10)
+			rv, at := f.oldestLocked()
+			out[i].RetainedResourceVersion, out[i].RetainedSince = strconv.FormatUint(rv, 10), time.Unix(0, at)
 		}
 		f.mu.Unlock()
+	}
+	if h.disk != nil {
+		// What the disk holds of the resource types with no informer.
+		for i := range out {
+			if _, ok := active[i]; ok {
+				continue
+			}
+			if rv, at, ok := h.disk.window(FormatResource(out[i].Resource)); ok {
+				out[i].RetainedResourceVersion, out[i].RetainedSince = strconv.FormatUint(rv, 10), time.Unix(0, at)
+			}
+		}
 	}
 	return out, nil
 }
@@ -295,6 +329,10 @@ func (h *Hub) Close() {
 		<-f.done
 	}
 	h.cancel()
+	h.retainers.Wait()
+	if h.disk != nil {
+		h.disk.close() // after every feed stopped: writes what they left
+	}
 	for _, c := range h.closers {
 		c()
 	}
@@ -341,6 +379,19 @@ func (h *Hub) checkToken(s string, info ResourceInfo, sel *selector) (*token, er
 // has none, and waits until it has synced. Every successful acquire is paired
 // with a release.
 func (h *Hub) acquire(ctx context.Context, info ResourceInfo) (*feed, error) {
+	f, err := h.take(info)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.waitSynced(ctx); err != nil {
+		h.release(f)
+		return nil, err
+	}
+	return f, nil
+}
+
+// take is acquire without waiting for the informer to sync.
+func (h *Hub) take(info ResourceInfo) (*feed, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -361,11 +412,6 @@ func (h *Hub) acquire(ctx context.Context, info ResourceInfo) (*feed, error) {
 		f.idleTimer = nil
 	}
 	h.mu.Unlock()
-
-	if err := f.waitSynced(ctx); err != nil {
-		h.release(f)
-		return nil, err
-	}
 	return f, nil
 }
 

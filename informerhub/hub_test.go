@@ -552,8 +552,13 @@ func TestResources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got[0].RetainedSince.IsZero() {
+		t.Errorf("an active resource type has no RetainedSince")
+	}
+	got[0].RetainedSince = time.Time{}
 	want := []informerhub.ResourceStatus{
-		{ResourceInfo: informerhub.ResourceInfo{Resource: configMaps, Kind: "ConfigMap", Namespaced: true}, InformerActive: true, Subscribers: 2, CachedObjects: 1, HistoryResourceVersion: "1"},
+		{ResourceInfo: informerhub.ResourceInfo{Resource: configMaps, Kind: "ConfigMap", Namespaced: true}, InformerActive: true, Subscribers: 2, CachedObjects: 1,
+			HistoryResourceVersion: "1", RetainedResourceVersion: "1"},
 		{ResourceInfo: informerhub.ResourceInfo{Resource: namespaces, Kind: "Namespace"}},
 		{ResourceInfo: informerhub.ResourceInfo{Resource: pods, Kind: "Pod", Namespaced: true}},
 	}

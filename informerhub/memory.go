@@ -120,7 +120,7 @@ func (h *Hub) evictOldest() bool {
 // newest, or has stopped. The caller holds f.mu.
 func (f *feed) noteOldestLocked() {
 	var at int64
-	if f.err == nil && f.isSynced && f.history.len() > 1 {
+	if f.err == nil && f.isSynced && f.history.len() > 1 && f.history.first <= f.history.persisted {
 		r, _ := f.history.get(f.history.first)
 		at = max(r.received, 1)
 	}
@@ -139,7 +139,7 @@ func (f *feed) evictForMemory(until int64) (evicted int, ok bool) {
 		f.noteOldestLocked()
 		return 0, true
 	}
-	for f.hub.memory.over() && f.history.len() > 1 {
+	for f.hub.memory.over() && f.history.len() > 1 && f.history.first <= f.history.persisted {
 		if r, _ := f.history.get(f.history.first); evicted > 0 && r.received > until {
 			break
 		}

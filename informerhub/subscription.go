@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"github.com/google/btree"
+
+	"github.com/informerhub/informerhub/informerhub/historystore"
 )
 
 // Subscription is one subscriber's stream of events. Next must be called
@@ -136,11 +138,19 @@ func (f *feed) subscribe(ctx context.Context, req *watchParams) (*Subscription, 
 		return nil, err
 	}
 	s.start = f.pos
+	var loc located
+	disk := f.disk
 	if tok != nil {
-		start, err := f.locateLocked(tok.pos)
+		var err error
+		loc, err = f.locateLocked(tok.pos)
+		if err == nil && loc.onDisk && initial {
+			// Initial events as of a point only the disk holds would roll
+			// the state back through every change since.
+			err = f.expiredErrorLocked(false)
+		}
 		switch {
 		case err == nil:
-			s.start = start
+			s.start = loc.pos
 		case replayable(tok) && !initial && (errors.Is(err, ErrTokenExpired) || errors.Is(err, ErrTokenAhead)):
 			s.start = position{rv: tok.pos.rv}
 			s.startReplayLocked(s.start.rv)
@@ -185,6 +195,19 @@ func (f *feed) subscribe(ctx context.Context, req *watchParams) (*Subscription, 
 			f.mu.Unlock()
 			return nil, err
 		}
+	}
+	if loc.searchUpTo != 0 {
+		// Placed by resourceVersion among the disk's records, outside the
+		// lock: they never change once written.
+		first, _, _, _ := disk.window()
+		seq, err := f.hub.cfg.HistoryStore.LastAtOrBefore(f.resource, first, loc.searchUpTo, s.start.rv)
+		if err != nil {
+			f.mu.Lock()
+			s.releaseLocked()
+			f.mu.Unlock()
+			return nil, f.diskError(err)
+		}
+		s.start.seq = seq
 	}
 	s.at = s.start
 	if initial {
@@ -420,6 +443,18 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 			return nil, err
 		}
 		batch, ok := f.history.after(s.at.seq, catchUpBatch, s.backlog[:0])
+		if !ok && f.disk != nil && f.disk.holds(s.at.seq) {
+			// Older than the memory: a batch from the disk, read outside
+			// the lock; the memory keeps every record not yet written.
+			upTo := f.history.first
+			f.mu.Unlock()
+			batch, err := f.readDisk(s.at.seq+1, upTo, catchUpBatch, s.backlog[:0])
+			if err != nil {
+				return nil, s.diskFailed(err)
+			}
+			s.backlog, s.backlogNext = batch, 0
+			continue
+		}
 		if !ok {
 			// The history moved past this subscriber while it caught up:
 			// what it needs next is only upstream now.
@@ -450,6 +485,26 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 		f.mu.Unlock()
 		s.backlog, s.backlogNext = batch, 0
 	}
+}
+
+// diskFailed ends the subscription on a failed read of the disk history:
+// retention deleted what it was reading (it is too slow, or its token
+// expired), or the disk failed.
+func (s *Subscription) diskFailed(err error) error {
+	f := s.feed
+	if !errors.Is(err, historystore.ErrMissing) {
+		return f.diskError(err)
+	}
+	if s.caughtUpFromBehind {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.counters.slowDisconnects.Add(1)
+		if s.failure == nil {
+			s.failLocked(errLeftBehind)
+		}
+		return s.Err()
+	}
+	return f.expired(false)
 }
 
 // endedLocked returns why the subscription can go no further, if it can't:

@@ -178,7 +178,7 @@ func (r *record) shares(s string) bool {
 // returns nil for a MODIFIED whose projection is the same before and after:
 // the subscriber asked only for fields that did not change.
 func (f *feed) buildEvent(r *record, v variant, vw *view) *Event {
-	ev := &Event{ResumeToken: f.token(token{pos: r.pos}), Encoding: vw.encoding}
+	ev := &Event{ResumeToken: f.token(token{pos: r.pos}), Encoding: vw.encoding, FromRelist: r.fromRelist}
 	var prev string
 	switch v {
 	case variantOwn:

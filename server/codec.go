@@ -39,6 +39,7 @@ func watchResponse(ev *informerhub.Event) *informerhubv1.WatchResponse {
 		ResumeToken:      ev.ResumeToken,
 		ResourceVersion:  ev.ResourceVersion,
 		InitialEventsEnd: ev.InitialEventsEnd,
+		FromRelist:       ev.FromRelist,
 	}
 	if ev.Encoding == encodingStruct {
 		obj, errObj := structOf(ev.Object)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -650,6 +651,10 @@ func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResou
 		if req.GetNamespace() == "" {
 			res.InformerActive, res.Subscribers, res.CachedObjects = r.InformerActive, uint32(r.Subscribers), uint64(r.CachedObjects)
 			res.HistoryEvents, res.HistoryBytes, res.HistoryResourceVersion = uint32(r.HistoryEvents), uint64(r.HistoryBytes), r.HistoryResourceVersion
+			res.RetainedResourceVersion, res.Retained = r.RetainedResourceVersion, r.Retained
+			if !r.RetainedSince.IsZero() {
+				res.RetainedSince = timestamppb.New(r.RetainedSince)
+			}
 		}
 		res.SelectableFields = r.FieldSet().Names()
 		resp.Resources = append(resp.Resources, res)

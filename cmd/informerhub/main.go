@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -38,6 +39,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/server"
 	"github.com/informerhub/informerhub/server/auth"
 	"github.com/informerhub/informerhub/server/metrics"
@@ -58,6 +60,7 @@ type options struct {
 	logLevel        slog.Level
 	shutdownTimeout time.Duration
 	shutdownDrain   time.Duration
+	historyDir      string
 
 	auth                string
 	insecureAllowRemote bool // deprecated: all three below
@@ -127,6 +130,17 @@ func parseFlags(args []string) (*options, error) {
 
 	fs.IntVar(&o.hub.HistorySize, "history-size", informerhub.DefaultHistorySize, "changes kept per resource type for resuming; older tokens are replayed from the API server")
 	fs.Int64Var(&o.hub.HistoryBytes, "history-bytes", informerhub.DefaultHistoryBytes, "bytes the changes kept per resource type may hold, with the objects only they keep alive and their events (and as much again for the events built for projections, previous states and Struct objects)")
+	fs.StringVar(&o.historyDir, "history-dir", "", "keep every resource type's history on disk here too (created if missing), so that resume tokens continue across restarts and after etcd compacted their versions; unset: memory only")
+	fs.DurationVar(&o.hub.HistoryRetention, "history-retention", 24*time.Hour, "with --history-dir, delete changes older than this (0: no limit by age)")
+	fs.Int64Var(&o.hub.HistoryDiskBytes, "history-disk-bytes", 10<<30, "with --history-dir, delete the oldest changes of any resource type while the history takes more than this on disk (0: no limit by size)")
+	fs.Func("retain", "resource types whose informers run from the start and never stop for idleness, so their history is recorded whether or not anyone watches: comma-separated, as pods,deployments.apps,events.events.k8s.io (highest version served) or deployments.v1.apps", func(v string) error {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				o.hub.Retain = append(o.hub.Retain, name)
+			}
+		}
+		return nil
+	})
 	fs.Int64Var(&o.hub.MemoryBudget, "memory-budget", informerhub.DefaultMemoryBudget, "bytes the histories, subscriber queues and label indexes of all resource types may hold together; past it, the oldest changes of any resource type are evicted first")
 	fs.IntVar(&o.hub.MaxConcurrentReplays, "max-concurrent-replays", informerhub.DefaultMaxConcurrentReplays, "tokens older than the history replayed from the API server at once, each an upstream watch; more wait")
 	fs.IntVar(&o.hub.MaxReplaysPerOwner, "max-replays-per-identity", informerhub.DefaultMaxReplaysPerOwner, "of --max-concurrent-replays, how many one identity's replays may hold at once; more of its replays wait for its own")
@@ -166,6 +180,9 @@ func parseFlags(args []string) (*options, error) {
 func (o *options) validate() error {
 	if o.apiServerCheck <= 0 {
 		return errors.New("--apiserver-check-interval must be positive")
+	}
+	if o.hub.HistoryRetention < 0 || o.hub.HistoryDiskBytes < 0 {
+		return errors.New("--history-retention and --history-disk-bytes must not be negative")
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
@@ -305,6 +322,15 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 
 	o.hub.Logger = log
 	o.hub.EncodeEvent = server.EncodeEvent
+	if o.historyDir != "" {
+		store, err := historystore.Open(historystore.Options{Dir: o.historyDir, Logger: log})
+		if err != nil {
+			return err
+		}
+		defer store.Close() // after the hub, whose close writes what is left
+		o.hub.HistoryStore = store
+		log.Info("keeping the history on disk", "dir", o.historyDir, "retention", o.hub.HistoryRetention, "diskBytes", o.hub.HistoryDiskBytes)
+	}
 	hub, err := informerhub.NewForConfig(restConfig, o.hub)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -401,8 +402,16 @@ type WatchResponse struct {
 	// object and previous_object, with OBJECT_FORMAT_STRUCT.
 	ObjectStruct         *structpb.Struct `protobuf:"bytes,7,opt,name=object_struct,json=objectStruct,proto3" json:"object_struct,omitempty"`
 	PreviousObjectStruct *structpb.Struct `protobuf:"bytes,8,opt,name=previous_object_struct,json=previousObjectStruct,proto3" json:"previous_object_struct,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Set when the change was found by a relist rather than delivered by a
+	// watch: the hub (or the API server's watch, before the hub had it) was
+	// away longer than the API server's history, so the hub listed the
+	// objects and sent how they differ. Changes in between (an object
+	// modified twice, or created and deleted) are unknown; an audit consumer
+	// should treat the span as a gap. Events from the hub's history carry it
+	// as they did live.
+	FromRelist    bool `protobuf:"varint,9,opt,name=from_relist,json=fromRelist,proto3" json:"from_relist,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchResponse) Reset() {
@@ -489,6 +498,13 @@ func (x *WatchResponse) GetPreviousObjectStruct() *structpb.Struct {
 		return x.PreviousObjectStruct
 	}
 	return nil
+}
+
+func (x *WatchResponse) GetFromRelist() bool {
+	if x != nil {
+		return x.FromRelist
+	}
+	return false
 }
 
 // SnapshotRequest starts a Snapshot.
@@ -769,8 +785,17 @@ type Resource struct {
 	// API server supports them, sorted; aliases the API server also accepts
 	// (pods' spec.host for spec.nodeName) are not listed.
 	SelectableFields []string `protobuf:"bytes,12,rep,name=selectable_fields,json=selectableFields,proto3" json:"selectable_fields,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The oldest position a resume token continues from without the API
+	// server, from the hub's history in memory or on disk (--history-dir),
+	// and when the hub reached it: the retained window is from there to now.
+	// Empty when the hub holds nothing of the resource type.
+	RetainedResourceVersion string                 `protobuf:"bytes,13,opt,name=retained_resource_version,json=retainedResourceVersion,proto3" json:"retained_resource_version,omitempty"`
+	RetainedSince           *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=retained_since,json=retainedSince,proto3" json:"retained_since,omitempty"`
+	// Whether the hub records this resource type's history whether or not
+	// anyone watches it (--retain).
+	Retained      bool `protobuf:"varint,15,opt,name=retained,proto3" json:"retained,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Resource) Reset() {
@@ -887,11 +912,32 @@ func (x *Resource) GetSelectableFields() []string {
 	return nil
 }
 
+func (x *Resource) GetRetainedResourceVersion() string {
+	if x != nil {
+		return x.RetainedResourceVersion
+	}
+	return ""
+}
+
+func (x *Resource) GetRetainedSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetainedSince
+	}
+	return nil
+}
+
+func (x *Resource) GetRetained() bool {
+	if x != nil {
+		return x.Retained
+	}
+	return false
+}
+
 var File_informerhub_v1_informerhub_proto protoreflect.FileDescriptor
 
 const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\n" +
-	" informerhub/v1/informerhub.proto\x12\x0einformerhub.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xe2\x01\n" +
+	" informerhub/v1/informerhub.proto\x12\x0einformerhub.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe2\x01\n" +
 	"\x10ResourceSelector\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -906,7 +952,7 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\x13send_initial_events\x18\x03 \x01(\bR\x11sendInitialEvents\x12\x16\n" +
 	"\x06fields\x18\x04 \x03(\tR\x06fields\x12)\n" +
 	"\x10include_previous\x18\x05 \x01(\bR\x0fincludePrevious\x12A\n" +
-	"\robject_format\x18\x06 \x01(\x0e2\x1c.informerhub.v1.ObjectFormatR\fobjectFormat\"\x88\x03\n" +
+	"\robject_format\x18\x06 \x01(\x0e2\x1c.informerhub.v1.ObjectFormatR\fobjectFormat\"\xa9\x03\n" +
 	"\rWatchResponse\x12-\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x19.informerhub.v1.EventTypeR\x04type\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12!\n" +
@@ -915,7 +961,9 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\x12initial_events_end\x18\x05 \x01(\bR\x10initialEventsEnd\x12'\n" +
 	"\x0fprevious_object\x18\x06 \x01(\tR\x0epreviousObject\x12<\n" +
 	"\robject_struct\x18\a \x01(\v2\x17.google.protobuf.StructR\fobjectStruct\x12M\n" +
-	"\x16previous_object_struct\x18\b \x01(\v2\x17.google.protobuf.StructR\x14previousObjectStruct\"\xaa\x01\n" +
+	"\x16previous_object_struct\x18\b \x01(\v2\x17.google.protobuf.StructR\x14previousObjectStruct\x12\x1f\n" +
+	"\vfrom_relist\x18\t \x01(\bR\n" +
+	"fromRelist\"\xaa\x01\n" +
 	"\x0fSnapshotRequest\x12<\n" +
 	"\bselector\x18\x01 \x01(\v2 .informerhub.v1.ResourceSelectorR\bselector\x12\x16\n" +
 	"\x06fields\x18\x02 \x03(\tR\x06fields\x12A\n" +
@@ -929,7 +977,7 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\x14ListResourcesRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"O\n" +
 	"\x15ListResourcesResponse\x126\n" +
-	"\tresources\x18\x01 \x03(\v2\x18.informerhub.v1.ResourceR\tresources\"\xaf\x03\n" +
+	"\tresources\x18\x01 \x03(\v2\x18.informerhub.v1.ResourceR\tresources\"\xca\x04\n" +
 	"\bResource\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -945,7 +993,10 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\rhistory_bytes\x18\n" +
 	" \x01(\x04R\fhistoryBytes\x128\n" +
 	"\x18history_resource_version\x18\v \x01(\tR\x16historyResourceVersion\x12+\n" +
-	"\x11selectable_fields\x18\f \x03(\tR\x10selectableFields*G\n" +
+	"\x11selectable_fields\x18\f \x03(\tR\x10selectableFields\x12:\n" +
+	"\x19retained_resource_version\x18\r \x01(\tR\x17retainedResourceVersion\x12A\n" +
+	"\x0eretained_since\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\rretainedSince\x12\x1a\n" +
+	"\bretained\x18\x0f \x01(\bR\bretained*G\n" +
 	"\fObjectFormat\x12\x1d\n" +
 	"\x19OBJECT_FORMAT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OBJECT_FORMAT_STRUCT\x10\x01*\x87\x01\n" +
@@ -987,6 +1038,7 @@ var file_informerhub_v1_informerhub_proto_goTypes = []any{
 	(*ListResourcesResponse)(nil), // 8: informerhub.v1.ListResourcesResponse
 	(*Resource)(nil),              // 9: informerhub.v1.Resource
 	(*structpb.Struct)(nil),       // 10: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_informerhub_v1_informerhub_proto_depIdxs = []int32{
 	2,  // 0: informerhub.v1.WatchRequest.selector:type_name -> informerhub.v1.ResourceSelector
@@ -998,17 +1050,18 @@ var file_informerhub_v1_informerhub_proto_depIdxs = []int32{
 	0,  // 6: informerhub.v1.SnapshotRequest.object_format:type_name -> informerhub.v1.ObjectFormat
 	10, // 7: informerhub.v1.SnapshotResponse.object_structs:type_name -> google.protobuf.Struct
 	9,  // 8: informerhub.v1.ListResourcesResponse.resources:type_name -> informerhub.v1.Resource
-	3,  // 9: informerhub.v1.InformerHubService.Watch:input_type -> informerhub.v1.WatchRequest
-	5,  // 10: informerhub.v1.InformerHubService.Snapshot:input_type -> informerhub.v1.SnapshotRequest
-	7,  // 11: informerhub.v1.InformerHubService.ListResources:input_type -> informerhub.v1.ListResourcesRequest
-	4,  // 12: informerhub.v1.InformerHubService.Watch:output_type -> informerhub.v1.WatchResponse
-	6,  // 13: informerhub.v1.InformerHubService.Snapshot:output_type -> informerhub.v1.SnapshotResponse
-	8,  // 14: informerhub.v1.InformerHubService.ListResources:output_type -> informerhub.v1.ListResourcesResponse
-	12, // [12:15] is the sub-list for method output_type
-	9,  // [9:12] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	11, // 9: informerhub.v1.Resource.retained_since:type_name -> google.protobuf.Timestamp
+	3,  // 10: informerhub.v1.InformerHubService.Watch:input_type -> informerhub.v1.WatchRequest
+	5,  // 11: informerhub.v1.InformerHubService.Snapshot:input_type -> informerhub.v1.SnapshotRequest
+	7,  // 12: informerhub.v1.InformerHubService.ListResources:input_type -> informerhub.v1.ListResourcesRequest
+	4,  // 13: informerhub.v1.InformerHubService.Watch:output_type -> informerhub.v1.WatchResponse
+	6,  // 14: informerhub.v1.InformerHubService.Snapshot:output_type -> informerhub.v1.SnapshotResponse
+	8,  // 15: informerhub.v1.InformerHubService.ListResources:output_type -> informerhub.v1.ListResourcesResponse
+	13, // [13:16] is the sub-list for method output_type
+	10, // [10:13] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_informerhub_v1_informerhub_proto_init() }

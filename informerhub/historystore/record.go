@@ -1,0 +1,204 @@
+package historystore
+
+import (
+	"encoding/binary"
+	"errors"
+	"sort"
+)
+
+// Object is one Kubernetes object as the hub keeps it: its JSON as the API
+// server sent it, and the metadata the hub orders, selects and resumes by,
+// stored beside it so that reading a record never parses JSON.
+type Object struct {
+	Namespace, Name, UID string
+	ResourceVersion      uint64
+	Labels               map[string]string
+	JSON                 string
+}
+
+// Types of records, as informerhub numbers its event types.
+const (
+	TypeAdded    uint8 = 1
+	TypeModified uint8 = 2
+	TypeDeleted  uint8 = 3
+)
+
+// Record is one change.
+type Record struct {
+	Seq uint64 // its sequence number, the key it is stored under
+	// Epoch, RV and Offset are the rest of the position right after it, as
+	// its resume token says.
+	Epoch uint64
+	// RV is the change's resourceVersion (for a relist's differences, the
+	// list's); TokenRV the token's, which inside a relist's batch (Offset
+	// set) is the version before the batch.
+	RV      uint64
+	TokenRV uint64
+	Offset  uint32
+	Type    uint8
+	// Received is when the hub took the change, in Unix nanoseconds.
+	Received int64
+	// FromRelist is set on the differences a relist found.
+	FromRelist bool
+	// Object is the new state (for TypeDeleted, the final one); Previous
+	// the state before, nil for TypeAdded.
+	Object   Object
+	Previous *Object
+}
+
+// recordVersion is the first byte of every stored record: a reader of an
+// unknown one refuses it rather than misread it.
+const recordVersion = 1
+
+const (
+	flagRelist   = 1 << 0
+	flagPrevious = 1 << 1
+)
+
+var errCorrupt = errors.New("unreadable record (written by a newer informerhub, or damaged)")
+
+func appendRecord(b []byte, r *Record) []byte {
+	b = append(b, recordVersion, r.Type)
+	var flags byte
+	if r.FromRelist {
+		flags |= flagRelist
+	}
+	if r.Previous != nil {
+		flags |= flagPrevious
+	}
+	b = append(b, flags)
+	b = binary.BigEndian.AppendUint64(b, r.Epoch)
+	b = binary.AppendUvarint(b, r.RV)
+	b = binary.AppendUvarint(b, r.RV-r.TokenRV) // 0 but inside a relist
+	b = binary.AppendUvarint(b, uint64(r.Offset))
+	b = binary.AppendVarint(b, r.Received)
+	b = appendObject(b, &r.Object)
+	if r.Previous != nil {
+		b = appendObject(b, r.Previous)
+	}
+	return b
+}
+
+func readRecord(v []byte) (Record, error) {
+	if len(v) < 3+8 || v[0] != recordVersion {
+		return Record{}, errCorrupt
+	}
+	r := Record{Type: v[1]}
+	flags := v[2]
+	r.FromRelist = flags&flagRelist != 0
+	d := decoder{b: v[3:]}
+	r.Epoch = d.uint64()
+	r.RV = d.uvarint()
+	r.TokenRV = r.RV - d.uvarint()
+	r.Offset = uint32(d.uvarint())
+	r.Received = d.varint()
+	r.Object = d.object()
+	if flags&flagPrevious != 0 {
+		prev := d.object()
+		r.Previous = &prev
+	}
+	if d.bad || len(d.b) != 0 {
+		return Record{}, errCorrupt
+	}
+	return r, nil
+}
+
+func appendObject(b []byte, o *Object) []byte {
+	b = appendString(b, o.Namespace)
+	b = appendString(b, o.Name)
+	b = appendString(b, o.UID)
+	b = binary.AppendUvarint(b, o.ResourceVersion)
+	keys := make([]string, 0, len(o.Labels))
+	for k := range o.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // one object, one encoding
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		b = appendString(b, k)
+		b = appendString(b, o.Labels[k])
+	}
+	b = binary.AppendUvarint(b, uint64(len(o.JSON)))
+	return append(b, o.JSON...)
+}
+
+func readObject(v []byte) (Object, error) {
+	d := decoder{b: v}
+	o := d.object()
+	if d.bad || len(d.b) != 0 {
+		return Object{}, errCorrupt
+	}
+	return o, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// decoder reads what append* wrote; a short or oversized read sets bad.
+// What it returns is copied out of the buffer, which Pebble reuses.
+type decoder struct {
+	b   []byte
+	bad bool
+}
+
+func (d *decoder) object() Object {
+	var o Object
+	o.Namespace = d.string()
+	o.Name = d.string()
+	o.UID = d.string()
+	o.ResourceVersion = d.uvarint()
+	if n := d.uvarint(); n > 0 && n <= uint64(len(d.b)) {
+		o.Labels = make(map[string]string, n)
+		for range n {
+			k := d.string()
+			o.Labels[k] = d.string()
+		}
+	} else if n > 0 {
+		d.bad = true
+	}
+	o.JSON = d.string()
+	return o
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.bad, d.b = true, nil
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.bad, d.b = true, nil
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) uint64() uint64 {
+	if len(d.b) < 8 {
+		d.bad, d.b = true, nil
+		return 0
+	}
+	v := binary.BigEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.bad, d.b = true, nil
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}

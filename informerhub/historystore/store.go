@@ -1,0 +1,395 @@
+package historystore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Options configures a Store.
+type Options struct {
+	// Dir is the directory of the store, created if missing.
+	Dir string
+	// MemTableBytes is the size of each of Pebble's memtables (default
+	// 16 MiB); up to four may be held while the disk catches up.
+	MemTableBytes uint64
+	// Logger receives Pebble's errors; nil: slog.Default.
+	Logger *slog.Logger
+}
+
+// Store is the history on disk. Its methods are safe for concurrent use;
+// informerhub writes from one goroutine and reads from many.
+type Store struct {
+	db  *pebble.DB
+	log *slog.Logger
+}
+
+// Keys: a one-byte kind, the resource type's name and a 0 (names never hold
+// one), then the kind's own part. Records sort by sequence number within a
+// resource type, state entries by namespace and name.
+const (
+	kindMeta   = 'm'
+	kindRecord = 'r'
+	kindState  = 's'
+)
+
+// Open opens (or creates) the store in opts.Dir.
+func Open(opts Options) (*Store, error) {
+	if opts.MemTableBytes == 0 {
+		opts.MemTableBytes = 16 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	po := &pebble.Options{
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{opts.Logger},
+		// Written to more than read: the defaults stall writes once a few
+		// files wait in L0, which a burst of appends reaches in seconds on
+		// a small disk (measured; see the package doc).
+		MemTableSize:                opts.MemTableBytes,
+		MemTableStopWritesThreshold: 4,
+		L0CompactionThreshold:       2,
+		L0StopWritesThreshold:       1000,
+		LBaseMaxBytes:               64 << 20,
+		CompactionConcurrencyRange:  func() (int, int) { return 1, 2 },
+	}
+	db, err := pebble.Open(opts.Dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("opening the history in %s: %w", opts.Dir, err)
+	}
+	return &Store{db: db, log: opts.Logger}, nil
+}
+
+// Close closes the store; nothing may use it after.
+func (s *Store) Close() error { return s.db.Close() }
+
+// DiskBytes is what the store takes on disk.
+func (s *Store) DiskBytes() uint64 { return s.db.Metrics().DiskSpaceUsage() }
+
+func prefix(kind byte, resource string) []byte {
+	k := make([]byte, 0, 2+len(resource)+16)
+	k = append(k, kind)
+	k = append(k, resource...)
+	return append(k, 0)
+}
+
+func recordKey(resource string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(prefix(kindRecord, resource), seq)
+}
+
+func stateKey(resource, namespace, name string) []byte {
+	k := append(prefix(kindState, resource), namespace...)
+	k = append(k, 0)
+	return append(k, name...)
+}
+
+// upperBound is the first key after every key that starts with p.
+func upperBound(p []byte) []byte {
+	end := bytes.Clone(p)
+	end[len(end)-1]++ // p ends in the 0 after the name
+	return end
+}
+
+// Epoch is the sequence numbers one run of a resource type's feed
+// recorded: First to Last. A run that crashed has Last at what it wrote.
+type Epoch struct {
+	ID    uint64 `json:"id"`
+	First uint64 `json:"first"`
+	Last  uint64 `json:"last"`
+}
+
+// Range is the resourceVersions after From, up to and including To.
+type Range struct {
+	From uint64 `json:"from"`
+	To   uint64 `json:"to"`
+}
+
+// Meta says what the store holds of one resource type.
+type Meta struct {
+	// LastSeq is the newest record's sequence number (or, before any, that
+	// of the state the records start from); LastRV the resourceVersion the
+	// state is at, and LastAt when it was written.
+	LastSeq uint64 `json:"lastSeq"`
+	LastRV  uint64 `json:"lastRV"`
+	LastAt  int64  `json:"lastAt"`
+	// FirstSeq is the oldest record held (FirstSeq > LastSeq: none).
+	// FloorRV and FloorAt are the resourceVersion and time of the position
+	// just before it: every change after FloorRV is held.
+	FirstSeq uint64 `json:"firstSeq"`
+	FloorRV  uint64 `json:"floorRV"`
+	FloorAt  int64  `json:"floorAt"`
+	// Epochs are the runs whose records are held, oldest first.
+	Epochs []Epoch `json:"epochs,omitempty"`
+	// Relists are the versions relists jumped across that the records
+	// still reach: what a client held inside them the hub never saw.
+	Relists []Range `json:"relists,omitempty"`
+}
+
+// Meta returns what the store holds of a resource type; false if nothing.
+func (s *Store) Meta(resource string) (Meta, bool, error) {
+	v, closer, err := s.db.Get(prefix(kindMeta, resource))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Meta{}, false, nil
+	}
+	if err != nil {
+		return Meta{}, false, err
+	}
+	defer closer.Close()
+	var m Meta
+	if err := json.Unmarshal(v, &m); err != nil {
+		return Meta{}, false, fmt.Errorf("reading the history's index of %s: %w", resource, err)
+	}
+	return m, true, nil
+}
+
+// Resources returns the resource types the store holds, with their Meta.
+func (s *Store) Resources() (map[string]Meta, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{kindMeta}, UpperBound: []byte{kindMeta + 1}})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]Meta{}
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		var m Meta
+		if err := json.Unmarshal(it.Value(), &m); err != nil {
+			it.Close()
+			return nil, fmt.Errorf("reading the history's index of %q: %w", k[1:len(k)-1], err)
+		}
+		out[string(k[1:len(k)-1])] = m
+	}
+	return out, it.Close()
+}
+
+// Append writes records of a resource type, in order, with the state
+// changes they make and the Meta that covers them, as one synced batch.
+// Records after a state-only Append (initial != nil) replace the stored
+// state with initial first.
+func (s *Store) Append(resource string, initial []Object, recs []Record, m Meta) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if initial != nil {
+		p := prefix(kindState, resource)
+		if err := b.DeleteRange(p, upperBound(p), nil); err != nil {
+			return err
+		}
+		for i := range initial {
+			o := &initial[i]
+			if err := b.Set(stateKey(resource, o.Namespace, o.Name), appendObject(nil, o), nil); err != nil {
+				return err
+			}
+		}
+	}
+	var buf []byte
+	for i := range recs {
+		r := &recs[i]
+		buf = appendRecord(buf[:0], r)
+		if err := b.Set(recordKey(resource, r.Seq), buf, nil); err != nil {
+			return err
+		}
+		sk := stateKey(resource, r.Object.Namespace, r.Object.Name)
+		var err error
+		if r.Type == TypeDeleted {
+			err = b.Delete(sk, nil)
+		} else {
+			err = b.Set(sk, appendObject(buf[:0], &r.Object), nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := s.setMeta(b, resource, m); err != nil {
+		return err
+	}
+	return b.Commit(pebble.Sync)
+}
+
+func (s *Store) setMeta(b *pebble.Batch, resource string, m Meta) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return b.Set(prefix(kindMeta, resource), data, nil)
+}
+
+// DeleteBefore deletes a resource type's records before seq, with the Meta
+// that no longer covers them, and returns the key range to Compact to give
+// the space back.
+func (s *Store) DeleteBefore(resource string, seq uint64, m Meta) (start, end []byte, err error) {
+	b := s.db.NewBatch()
+	defer b.Close()
+	start, end = recordKey(resource, 0), recordKey(resource, seq)
+	if err := b.DeleteRange(start, end, nil); err != nil {
+		return nil, nil, err
+	}
+	if err := s.setMeta(b, resource, m); err != nil {
+		return nil, nil, err
+	}
+	return start, end, b.Commit(pebble.Sync)
+}
+
+// Compact rewrites a range deleted by DeleteBefore, so that its space is
+// given back now rather than whenever Pebble compacts there.
+func (s *Store) Compact(ctx context.Context, start, end []byte) error {
+	return s.db.Compact(ctx, start, end, false)
+}
+
+// Drop deletes everything the store holds of a resource type.
+func (s *Store) Drop(resource string) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, kind := range []byte{kindRecord, kindState} {
+		p := prefix(kind, resource)
+		if err := b.DeleteRange(p, upperBound(p), nil); err != nil {
+			return err
+		}
+	}
+	if err := b.Delete(prefix(kindMeta, resource), nil); err != nil {
+		return err
+	}
+	return b.Commit(pebble.Sync)
+}
+
+// State calls fn with each object of a resource type's stored state, in
+// namespace and name order. The Object is fn's to keep.
+func (s *Store) State(resource string, fn func(Object) error) error {
+	p := prefix(kindState, resource)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upperBound(p)})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return err
+		}
+		o, err := readObject(v)
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("reading the stored state of %s: %w", resource, err)
+		}
+		if err := fn(o); err != nil {
+			it.Close()
+			return err
+		}
+	}
+	return it.Close()
+}
+
+// ErrMissing reports a record the store does not hold: deleted by
+// retention since the caller looked.
+var ErrMissing = errors.New("the record is no longer on disk")
+
+// Read returns up to max records of a resource type from seq on, in order,
+// stopping before to (exclusive). It returns ErrMissing if the record of
+// seq is not held.
+func (s *Store) Read(resource string, seq, to uint64, max int) ([]Record, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: recordKey(resource, seq), UpperBound: recordKey(resource, to)})
+	if err != nil {
+		return nil, err
+	}
+	var out []Record
+	next := seq
+	for it.First(); it.Valid() && len(out) < max; it.Next() {
+		k := it.Key()
+		got := binary.BigEndian.Uint64(k[len(k)-8:])
+		if got != next {
+			break // a hole: retention ran since the caller looked
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return nil, err
+		}
+		r, err := readRecord(v)
+		if err != nil {
+			it.Close()
+			return nil, fmt.Errorf("reading record %d of %s: %w", got, resource, err)
+		}
+		r.Seq = got
+		out = append(out, r)
+		next++
+	}
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 && seq < to {
+		return nil, ErrMissing
+	}
+	return out, nil
+}
+
+// Get returns one record.
+func (s *Store) Get(resource string, seq uint64) (Record, error) {
+	recs, err := s.Read(resource, seq, seq+1, 1)
+	if err != nil {
+		return Record{}, err
+	}
+	return recs[0], nil
+}
+
+// LastAtOrBefore returns the seq of the newest record in [first, last]
+// whose resourceVersion is at most rv (first-1 when none), by binary
+// search: records are in resourceVersion order.
+func (s *Store) LastAtOrBefore(resource string, first, last, rv uint64) (uint64, error) {
+	lo, hi := first, last+1 // the answer+1 is in [lo, hi]
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		r, err := s.Get(resource, mid)
+		if err != nil {
+			return 0, err
+		}
+		if r.RV > rv {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo - 1, nil
+}
+
+// FirstAfter returns the seq of the oldest record in [first, last] received
+// after the Unix nanosecond at (last+1 when none), by binary search: records
+// are in the order the hub received them.
+func (s *Store) FirstAfter(resource string, first, last uint64, at int64) (uint64, error) {
+	lo, hi := first, last+1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		r, err := s.Get(resource, mid)
+		if err != nil {
+			return 0, err
+		}
+		if r.Received > at {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, nil
+}
+
+// EstimateBytes estimates the disk bytes of a resource type's records
+// before seq.
+func (s *Store) EstimateBytes(resource string, seq uint64) (uint64, error) {
+	return s.db.EstimateDiskUsage(recordKey(resource, 0), recordKey(resource, seq))
+}
+
+type pebbleLogger struct{ log *slog.Logger }
+
+func (l pebbleLogger) Infof(string, ...any) {}
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Error("history store: " + fmt.Sprintf(format, args...))
+}
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	// Pebble calls Fatalf on an invariant it cannot continue past; it
+	// expects the process to end.
+	panic("history store: " + fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,101 @@
+package historystore
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+)
+
+func open(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(Options{Dir: t.TempDir(), MemTableBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func obj(name string, rv uint64) Object {
+	return Object{Namespace: "ns", Name: name, UID: "uid-" + name, ResourceVersion: rv,
+		Labels: map[string]string{"app": name}, JSON: fmt.Sprintf(`{"metadata":{"name":%q}}`, name)}
+}
+
+// Records, the state they make and the Meta come back as written.
+func TestAppendAndRead(t *testing.T) {
+	s := open(t)
+	a1, a2, b := obj("a", 11), obj("a", 12), obj("b", 13)
+	recs := []Record{
+		{Seq: 1, Epoch: 7, RV: 11, TokenRV: 11, Type: TypeAdded, Received: 100, Object: a1},
+		{Seq: 2, Epoch: 7, RV: 12, TokenRV: 12, Type: TypeModified, Received: 200, Object: a2, Previous: &a1},
+		{Seq: 3, Epoch: 7, RV: 20, TokenRV: 12, Offset: 1, Type: TypeAdded, Received: 300, FromRelist: true, Object: b},
+		{Seq: 4, Epoch: 7, RV: 20, TokenRV: 20, Type: TypeDeleted, Received: 300, FromRelist: true, Object: a2, Previous: &a2},
+	}
+	m := Meta{LastSeq: 4, LastRV: 20, FirstSeq: 1, FloorRV: 10, Epochs: []Epoch{{ID: 7, First: 1, Last: 4}}, Relists: []Range{{From: 12, To: 20}}}
+	if err := s.Append("configmaps.v1", []Object{obj("z", 10)}, recs, m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Read("configmaps.v1", 1, 10, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(recs, got); diff != "" {
+		t.Errorf("records (-written +read):\n%s", diff)
+	}
+	var state []string
+	if err := s.State("configmaps.v1", func(o Object) error { state = append(state, o.Name); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"b", "z"}, state); diff != "" {
+		t.Errorf("state (-want +got):\n%s", diff)
+	}
+	if gotMeta, ok, err := s.Meta("configmaps.v1"); err != nil || !ok || !cmp.Equal(m, gotMeta) {
+		t.Errorf("Meta: %+v %v %v, want %+v", gotMeta, ok, err, m)
+	}
+	if seq, err := s.LastAtOrBefore("configmaps.v1", 1, 4, 19); err != nil || seq != 2 {
+		t.Errorf("LastAtOrBefore(19) = %d, %v; want 2", seq, err)
+	}
+	if seq, err := s.FirstAfter("configmaps.v1", 1, 4, 200); err != nil || seq != 3 {
+		t.Errorf("FirstAfter(200) = %d, %v; want 3", seq, err)
+	}
+	// Deleted records are missing; the rest stay.
+	if _, _, err := s.DeleteBefore("configmaps.v1", 3, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read("configmaps.v1", 2, 10, 10); !errors.Is(err, ErrMissing) {
+		t.Errorf("reading a deleted record: %v, want ErrMissing", err)
+	}
+	if got, err := s.Read("configmaps.v1", 3, 10, 10); err != nil || len(got) != 2 {
+		t.Errorf("reading after the deletion: %d records, %v", len(got), err)
+	}
+	// Another resource type's keys never mix with these.
+	if _, ok, _ := s.Meta("configmaps"); ok {
+		t.Error("a resource type whose name prefixes another's has its Meta")
+	}
+	if err := s.Drop("configmaps.v1"); err != nil {
+		t.Fatal(err)
+	}
+	if all, err := s.Resources(); err != nil || len(all) != 0 {
+		t.Errorf("after Drop: %v %v", all, err)
+	}
+}
+
+// A damaged record is refused, never misread.
+func TestReadRecordRefusesDamage(t *testing.T) {
+	o := obj("a", 1)
+	b := appendRecord(nil, &Record{Seq: 1, Type: TypeAdded, Object: o, Previous: &o})
+	for i := range len(b) {
+		if _, err := readRecord(b[:i]); err == nil {
+			t.Fatalf("a record cut at %d of %d bytes was read", i, len(b))
+		}
+	}
+	b[0] = recordVersion + 1
+	if _, err := readRecord(b); err == nil {
+		t.Fatal("a record of an unknown version was read")
+	}
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
