@@ -35,7 +35,8 @@ type Options struct {
 	// instead of every change, as when the hub had to relist (etcd
 	// compaction, 410 Gone). Then an object's history may skip versions,
 	// but every event must still be one of its states in the reference, and
-	// none may be a phantom.
+	// none may be a phantom. Without it, an event marked FromRelist is a
+	// violation: the stream had no relist to mark.
 	Relisted bool
 }
 
@@ -339,6 +340,9 @@ func (c *checker) step(i int, e Event, p *pos) error {
 			c.checkRelisted(i, e, p)
 		} else if c.verify {
 			c.checkExact(i, e, p)
+			if e.FromRelist {
+				c.errorf(i, "got %s marked from_relist, in a stream with no relist", describe(e))
+			}
 		}
 		apply(p.state, e)
 		p.seen[e.UID] = v

@@ -37,6 +37,8 @@ type Event struct {
 	Object           string
 	ResumeToken      string
 	InitialEventsEnd bool
+	// FromRelist is the hub's mark on a difference a relist found.
+	FromRelist bool
 }
 
 var eventTypes = map[informerhubv1.EventType]string{
@@ -53,7 +55,7 @@ func FromWatchResponse(resp *informerhubv1.WatchResponse) (Event, error) {
 		return Event{}, fmt.Errorf("unknown event type %v", resp.GetType())
 	}
 	e := Event{Type: typ, ResourceVersion: resp.GetResourceVersion(), ResumeToken: resp.GetResumeToken(),
-		InitialEventsEnd: resp.GetInitialEventsEnd()}
+		InitialEventsEnd: resp.GetInitialEventsEnd(), FromRelist: resp.GetFromRelist()}
 	if _, err := parseRV(e.ResourceVersion); err != nil {
 		return Event{}, err
 	}

@@ -1,0 +1,277 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/informerhub/historystore"
+	"github.com/informerhub/informerhub/server"
+	"github.com/informerhub/informerhub/test/checker"
+)
+
+// The durable history (issue 15): each test stops a hub and starts another
+// on the same --history-dir, against a real API server and etcd.
+
+// startDurableHub is startHubAt with its history kept in dir. stop closes
+// the hub and its store, as a hub process shutting down does; the test's
+// end does it too.
+func startDurableHub(t *testing.T, restConfig *rest.Config, dir string, cfg informerhub.Config) (h *hub, stop func()) {
+	t.Helper()
+	store, err := historystore.Open(historystore.Options{Dir: dir, MemTableBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.HistoryStore = store
+	h = startHubOn(t, restConfig, cfg, server.Config{StalledSendGrace: 100 * time.Millisecond})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			h.conn.Close()
+			h.Hub.Close()
+			if err := store.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(stop) // before startHubOn's: cleanups run last first
+	return h, stop
+}
+
+// endOfInitialEvents is readUntil's marker for the bookmark that ends the
+// initial events.
+const endOfInitialEvents = "\x00end"
+
+// readUntil opens a Watch, records it in tr, and ends it once it has
+// delivered an event of the object named marker (or, for
+// endOfInitialEvents, the end of its initial events).
+func readUntil(t *testing.T, client informerhubv1.InformerHubServiceClient, req *informerhubv1.WatchRequest, tr *checker.Transcript, marker string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	defer cancel()
+	stream, err := client.Watch(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Open(req.GetResumeToken())
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			tr.Close(err)
+			t.Fatalf("watch from %q ended before %s: %v", req.GetResumeToken(), marker, err)
+		}
+		e, err := checker.FromWatchResponse(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.Record(e)
+		if e.Name == marker || e.InitialEventsEnd && marker == endOfInitialEvents {
+			tr.Close(nil)
+			return
+		}
+	}
+}
+
+// checkTranscript checks tr against the reference, once the reference has
+// what tr ends with.
+func checkTranscript(t *testing.T, ref *checker.Reference, tr *checker.Transcript, opts checker.Options) {
+	t.Helper()
+	events := tr.Events()
+	if err := ref.WaitFor(ctxFor(t), events[len(events)-1].ResourceVersion); err != nil {
+		t.Fatal(err)
+	}
+	if err := checker.Check(ref, tr, opts); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestATokenResumesFromDiskAcrossRestartAndCompaction: a client takes a
+// token and goes away; 2,000 changes happen; the hub restarts; etcd is
+// compacted; the client resumes. Neither the hub's memory (100 changes)
+// nor the API server (compacted) holds the token's position: the disk
+// does, and the client's stream equals the API server's watch that ran
+// throughout, with no replay.
+func TestATokenResumesFromDiskAcrossRestartAndCompaction(t *testing.T) {
+	ns := namespace(t)
+	w := newWorkload(t, ns, 20)
+	ref := startReference(t, ns)
+	dir := t.TempDir()
+	cfg := informerhub.Config{HistorySize: 100}
+	h1, stop1 := startDurableHub(t, cluster.Config, dir, cfg)
+
+	var away checker.Transcript
+	req := &informerhubv1.WatchRequest{Selector: watchSelector(ns), SendInitialEvents: true}
+	readUntil(t, h1.client, req, &away, endOfInitialEvents)
+	w.step(2000)
+	// The hub has recorded them all once a new client's initial events
+	// hold the marker made after them.
+	m := w.marker()
+	readUntil(t, h1.client, req, &checker.Transcript{}, m)
+	stop1()
+
+	h2, _ := startDurableHub(t, cluster.Config, dir, cfg)
+	readUntil(t, h2.client, req, &checker.Transcript{}, m) // h2 has synced
+	if _, err := cluster.Compact(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	m = w.marker()
+	readUntil(t, h2.client, &informerhubv1.WatchRequest{Selector: watchSelector(ns), ResumeToken: away.LastToken()}, &away, m)
+	checkTranscript(t, ref, &away, checker.Options{Namespace: ns, InitialEvents: true})
+	if n := len(away.Events()); n < 2000 {
+		t.Errorf("the client received %d events, want the 2,000 changes and more", n)
+	}
+	if st := statsOf(t, h2); st.Replays != 0 {
+		t.Errorf("the restarted hub replayed %d tokens from the API server; want the disk to serve them", st.Replays)
+	}
+}
+
+// TestAGapWhileTheHubWasDownIsMarkedFromRelist: the hub is down while
+// objects change and etcd compacts, so the API server (here without a
+// watch cache) no longer has the version the hub stopped at. The restarted
+// hub relists; a client resuming across the gap gets the real differences,
+// each marked from_relist, then exact changes again.
+func TestAGapWhileTheHubWasDownIsMarkedFromRelist(t *testing.T) {
+	ns := namespace(t)
+	upstream := etcdAPIServer(t)
+	for _, name := range []string{"a", "b"} {
+		createConfigMap(t, ns, name, nil, "0")
+	}
+	ref := startReference(t, ns)
+	dir := t.TempDir()
+	h1, stop1 := startDurableHub(t, upstream.Config, dir, informerhub.Config{})
+	var tr checker.Transcript
+	readUntil(t, h1.client, &informerhubv1.WatchRequest{Selector: watchSelector(ns), SendInitialEvents: true}, &tr, "b")
+	stop1()
+
+	updateConfigMap(t, ns, "a", nil, "1")
+	updateConfigMap(t, ns, "a", nil, "2")
+	deleteConfigMap(t, ns, "b")
+	d := createConfigMap(t, ns, "d", nil, "0")
+	if err := ref.WaitFor(ctxFor(t), d.ResourceVersion); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Compact(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	h2, _ := startDurableHub(t, upstream.Config, dir, informerhub.Config{})
+	// Once h2's state has d, it has relisted.
+	readUntil(t, h2.client, &informerhubv1.WatchRequest{Selector: watchSelector(ns), SendInitialEvents: true}, &checker.Transcript{}, "d")
+	createConfigMap(t, ns, "after", nil, "0")
+	readUntil(t, h2.client, &informerhubv1.WatchRequest{Selector: watchSelector(ns), ResumeToken: tr.LastToken()}, &tr, "after")
+	checkTranscript(t, ref, &tr, checker.Options{Namespace: ns, InitialEvents: true, Relisted: true})
+
+	got := map[string]string{}
+	events := tr.Events()
+	for _, e := range events[len(events)-4:] {
+		got[e.Name] = fmt.Sprintf("%s from_relist=%v", e.Type, e.FromRelist)
+	}
+	want := map[string]string{
+		"a": "MODIFIED from_relist=true", "b": "DELETED from_relist=true", "d": "ADDED from_relist=true",
+		"after": "ADDED from_relist=false",
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s after the gap: %q, want %q", name, got[name], w)
+		}
+	}
+	if st := statsOf(t, h2); st.Relists != 1 {
+		t.Errorf("the restarted hub relisted %d times, want once", st.Relists)
+	}
+}
+
+// TestADurableHubKilledDuringWrites: the hub process, with --history-dir,
+// is killed with SIGKILL while changes pour in, and started again; 3 times
+// here, 20 in make soak. Its subscribers resume exactly each time, and a
+// client that went away before the first kill resumes at the end from the
+// disk: the history is readable, and no gap is unmarked.
+func TestADurableHubKilledDuringWrites(t *testing.T) {
+	kills := 3
+	if *fullSize {
+		kills = 20
+	}
+	ns := namespace(t)
+	w := newWorkload(t, ns, 10)
+	ref := startReference(t, ns)
+	hub := startHubProcess(t, "--history-dir", t.TempDir(), "--history-size", "50")
+	conn, err := grpc.NewClient(hub.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := informerhubv1.NewInformerHubServiceClient(conn)
+	subs := []*subscriber{
+		subscribe(t, func() informerhubv1.InformerHubServiceClient { return client }, ns, ""),
+		subscribe(t, func() informerhubv1.InformerHubServiceClient { return client }, ns, "team=a"),
+	}
+	var away checker.Transcript
+	readUntil(t, client, &informerhubv1.WatchRequest{Selector: watchSelector(ns), SendInitialEvents: true}, &away, endOfInitialEvents)
+
+	for round := range kills {
+		w.step(10)
+		writing := writeInBackground(t, ns, 5)
+		m := w.marker()
+		for _, s := range subs {
+			s.waitFor(t, m)
+		}
+		hub.Kill() // while the writes go on: some are written to disk, some not
+		if err := writing(); err != nil {
+			t.Fatal(err)
+		}
+		w.step(10) // while no hub runs
+		hub.Restart()
+		t.Logf("round %d: killed and restarted", round)
+	}
+	m := w.marker()
+	for _, s := range subs {
+		s.waitFor(t, m)
+		s.check(t, ref, false)
+	}
+	readUntil(t, client, &informerhubv1.WatchRequest{Selector: watchSelector(ns), ResumeToken: away.LastToken()}, &away, m)
+	checkTranscript(t, ref, &away, checker.Options{Namespace: ns, InitialEvents: true})
+}
+
+// writeInBackground updates n objects of ns as fast as it can until the
+// returned function is called, which returns the first error.
+func writeInBackground(t *testing.T, ns string, n int) func() error {
+	t.Helper()
+	for i := range n {
+		createConfigMap(t, ns, fmt.Sprintf("load-%d", i), map[string]string{"team": "a"}, "0")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			_, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("load-%d", i%n), Labels: map[string]string{"team": "a"}},
+				Data:       map[string]string{"v": strconv.Itoa(i)},
+			}, metav1.UpdateOptions{})
+			if err != nil && ctx.Err() == nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	return func() error {
+		cancel()
+		err := <-done
+		for i := range n {
+			if err == nil {
+				err = kube.CoreV1().ConfigMaps(ns).Delete(bgCtx(), fmt.Sprintf("load-%d", i), metav1.DeleteOptions{})
+			}
+		}
+		return err
+	}
+}
