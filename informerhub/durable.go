@@ -426,10 +426,18 @@ func (dl *diskLog) holds(seq uint64) bool {
 	return seq+1 >= first && seq <= last
 }
 
-// readDisk reads up to max records of the feed's disk history from seq on,
-// before upTo. ErrMissing: retention deleted seq since the caller looked.
-func (f *feed) readDisk(seq, upTo uint64, max int, dst []*record) ([]*record, error) {
-	recs, err := f.hub.cfg.HistoryStore.Read(f.resource, seq, upTo, max)
+// A subscriber catching up from the disk reads this many records at most
+// at a time, holding at most about diskBatchBytes: its batch is its own
+// (records in memory are shared), so the batch bounds what each costs.
+const (
+	diskBatch      = 64
+	diskBatchBytes = 256 << 10
+)
+
+// readDisk reads a batch of the feed's disk history from seq on, before
+// upTo. ErrMissing: retention deleted seq since the caller looked.
+func (f *feed) readDisk(seq, upTo uint64, dst []*record) ([]*record, error) {
+	recs, err := f.hub.cfg.HistoryStore.Read(f.resource, seq, upTo, diskBatch, diskBatchBytes)
 	if err != nil {
 		return dst, err
 	}

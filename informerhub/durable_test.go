@@ -180,3 +180,31 @@ func TestRetentionExpiresTheOldestTokens(t *testing.T) {
 		t.Errorf("resumed at the newest record: %s, want ns/after", e.Object)
 	}
 }
+
+// A retained resource type's informer runs from the start, with no
+// subscriber, and never stops for idleness; ListResources says so, and
+// counts no subscriber for it.
+func TestRetainedResourceTypesRunWithoutSubscribers(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{Retain: []string{"configmaps", "nothing.example.com"}, IdleTimeout: time.Nanosecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := informerhub.WaitRetained(ctx, h, configMaps); err != nil {
+		t.Fatal(err)
+	}
+	s := watch(t, h, informerhub.WatchRequest{})
+	s.Close()
+	if informerhub.IdleTimerArmed(h, configMaps) {
+		t.Error("the retained informer will stop for idleness")
+	}
+	if n := c.informersStarted(configMaps); n != 1 {
+		t.Errorf("%d informers started, want the retained one only", n)
+	}
+	res, err := h.Resources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; r.Resource != configMaps || !r.Retained || !r.InformerActive || r.Subscribers != 0 {
+		t.Errorf("ListResources: %+v, want configmaps retained, active, with no subscriber", r)
+	}
+}

@@ -1,8 +1,10 @@
 package informerhub
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -196,4 +198,33 @@ func DiskWindow(h *Hub, gvr schema.GroupVersionResource) (first, last uint64) {
 	}
 	first, last, _, _ = dl.window()
 	return first, last
+}
+
+// WaitRetained waits until Config.Retain's retainer holds the resource
+// type's feed, checking every millisecond: the retainer starts on its own
+// goroutine, with nothing to wait on.
+func WaitRetained(ctx context.Context, h *Hub, gvr schema.GroupVersionResource) error {
+	for {
+		h.mu.Lock()
+		f := h.feeds[gvr]
+		held := f != nil && f.retainedRefs > 0
+		h.mu.Unlock()
+		if held {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// IdleTimerArmed reports whether the resource type's feed will stop for
+// idleness unless acquired again.
+func IdleTimerArmed(h *Hub, gvr schema.GroupVersionResource) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := h.feeds[gvr]
+	return f != nil && f.idleTimer != nil
 }

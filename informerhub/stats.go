@@ -2,6 +2,7 @@ package informerhub
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -79,6 +80,39 @@ type ResourceStats struct {
 	FilterErrors    uint64
 
 	EvictedForMemory uint64
+
+	// RetainedOldest is when the hub reached the oldest position a token
+	// resumes from without the API server, in memory or on disk; zero
+	// when inactive. DiskPending counts the changes not yet written to the
+	// disk history (Config.HistoryStore).
+	RetainedOldest time.Time
+	DiskPending    uint64
+}
+
+// DiskStats is what the disk history (Config.HistoryStore) holds and did,
+// for metrics; zero without one.
+type DiskStats struct {
+	Enabled bool
+	// Bytes is what the store takes on disk (Config.HistoryDiskBytes
+	// bounds it).
+	Bytes uint64
+	// Deleted counts the records retention deleted; WriteErrors the writes
+	// that failed. After the first, Failed is set: the disk history stops
+	// until the hub restarts, and memory serves alone.
+	Deleted, WriteErrors uint64
+	Failed               bool
+}
+
+// Disk reports on the disk history.
+func (h *Hub) Disk() DiskStats {
+	d := h.disk
+	if d == nil {
+		return DiskStats{}
+	}
+	d.mu.Lock()
+	failed := d.failed
+	d.mu.Unlock()
+	return DiskStats{Enabled: true, Bytes: d.store.DiskBytes(), Deleted: d.retained.Load(), WriteErrors: d.writeErrors.Load(), Failed: failed}
 }
 
 // MemoryStats is what the hub holds, in bytes (approximately: see
@@ -151,7 +185,7 @@ func (h *Hub) Stats() []ResourceStats {
 		}
 		f := h.feeds[gvr]
 		if f != nil && !f.isStopped() {
-			st.InformerActive, st.Subscribers = true, f.refs
+			st.InformerActive, st.Subscribers = true, f.refs-f.retainedRefs
 			active = append(active, f)
 		} else {
 			active = append(active, nil)
@@ -179,6 +213,11 @@ func (f *feed) levels(st *ResourceStats) {
 		st.HistoryEvents, st.HistoryBytes = f.history.len(), f.history.bytes()
 		st.HistoryOldest = time.Unix(0, f.history.floorAt)
 		st.HistoryNewest = time.Unix(0, f.history.newestAt())
+		_, at := f.oldestLocked()
+		st.RetainedOldest = time.Unix(0, at)
+		if f.disk != nil && f.history.persisted != math.MaxUint64 {
+			st.DiskPending = f.pos.seq - f.history.persisted
+		}
 	}
 	st.SubscriberGroups, st.Filters, st.Projections = len(f.live.groups), len(f.filters), len(f.projections)
 	st.QueueDepths = make([]int, 0, f.live.subscribers)

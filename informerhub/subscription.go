@@ -448,7 +448,7 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 			// the lock; the memory keeps every record not yet written.
 			upTo := f.history.first
 			f.mu.Unlock()
-			batch, err := f.readDisk(s.at.seq+1, upTo, catchUpBatch, s.backlog[:0])
+			batch, err := f.readDisk(s.at.seq+1, upTo, s.backlog[:0])
 			if err != nil {
 				return nil, s.diskFailed(err)
 			}

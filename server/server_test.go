@@ -304,10 +304,14 @@ func TestSnapshotAndListResources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if since := resources.Resources[0].GetRetainedSince(); since == nil || time.Since(since.AsTime()) > time.Minute {
+		t.Errorf("retained_since %v, want when the informer synced", since)
+	}
+	resources.Resources[0].RetainedSince = nil
 	want := &informerhubv1.ListResourcesResponse{Resources: []*informerhubv1.Resource{
 		// The history starts at the initial list (rv 5) and holds nothing yet.
 		{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, InformerActive: true, CachedObjects: 5, HistoryResourceVersion: "5",
-			SelectableFields: []string{"metadata.name", "metadata.namespace"}},
+			RetainedResourceVersion: "5", SelectableFields: []string{"metadata.name", "metadata.namespace"}},
 		{Version: "v1", Resource: "namespaces", Kind: "Namespace", SelectableFields: []string{"metadata.name", "status.phase"}},
 		{Version: "v1", Resource: "pods", Kind: "Pod", Namespaced: true, SelectableFields: []string{
 			"metadata.name", "metadata.namespace", "spec.hostNetwork", "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",

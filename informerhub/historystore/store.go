@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -46,6 +47,11 @@ func Open(opts Options) (*Store, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	// The history holds whole objects, Secrets' data included when the
+	// hub serves them: only the hub's user may read it.
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the history directory: %w", err)
 	}
 	po := &pebble.Options{
 		FormatMajorVersion: pebble.FormatNewest,
@@ -289,16 +295,17 @@ func (s *Store) State(resource string, fn func(Object) error) error {
 var ErrMissing = errors.New("the record is no longer on disk")
 
 // Read returns up to max records of a resource type from seq on, in order,
-// stopping before to (exclusive). It returns ErrMissing if the record of
-// seq is not held.
-func (s *Store) Read(resource string, seq, to uint64, max int) ([]Record, error) {
+// stopping before to (exclusive) and once they hold maxBytes (at least
+// one; 0: no bound). It returns ErrMissing if the record of seq is not
+// held.
+func (s *Store) Read(resource string, seq, to uint64, max, maxBytes int) ([]Record, error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: recordKey(resource, seq), UpperBound: recordKey(resource, to)})
 	if err != nil {
 		return nil, err
 	}
 	var out []Record
-	next := seq
-	for it.First(); it.Valid() && len(out) < max; it.Next() {
+	next, size := seq, 0
+	for it.First(); it.Valid() && len(out) < max && (maxBytes <= 0 || size < maxBytes); it.Next() {
 		k := it.Key()
 		got := binary.BigEndian.Uint64(k[len(k)-8:])
 		if got != next {
@@ -316,6 +323,7 @@ func (s *Store) Read(resource string, seq, to uint64, max int) ([]Record, error)
 		}
 		r.Seq = got
 		out = append(out, r)
+		size += len(v)
 		next++
 	}
 	if err := it.Close(); err != nil {
@@ -329,7 +337,7 @@ func (s *Store) Read(resource string, seq, to uint64, max int) ([]Record, error)
 
 // Get returns one record.
 func (s *Store) Get(resource string, seq uint64) (Record, error) {
-	recs, err := s.Read(resource, seq, seq+1, 1)
+	recs, err := s.Read(resource, seq, seq+1, 1, 0)
 	if err != nil {
 		return Record{}, err
 	}

@@ -38,12 +38,15 @@ func TestAppendAndRead(t *testing.T) {
 	if err := s.Append("configmaps.v1", []Object{obj("z", 10)}, recs, m); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Read("configmaps.v1", 1, 10, 100)
+	got, err := s.Read("configmaps.v1", 1, 10, 100, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(recs, got); diff != "" {
 		t.Errorf("records (-written +read):\n%s", diff)
+	}
+	if got, err := s.Read("configmaps.v1", 1, 10, 100, 1); err != nil || len(got) != 1 {
+		t.Errorf("Read bounded to 1 byte: %d records, %v; want 1", len(got), err)
 	}
 	var state []string
 	if err := s.State("configmaps.v1", func(o Object) error { state = append(state, o.Name); return nil }); err != nil {
@@ -65,10 +68,10 @@ func TestAppendAndRead(t *testing.T) {
 	if _, _, err := s.DeleteBefore("configmaps.v1", 3, m); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Read("configmaps.v1", 2, 10, 10); !errors.Is(err, ErrMissing) {
+	if _, err := s.Read("configmaps.v1", 2, 10, 10, 0); !errors.Is(err, ErrMissing) {
 		t.Errorf("reading a deleted record: %v, want ErrMissing", err)
 	}
-	if got, err := s.Read("configmaps.v1", 3, 10, 10); err != nil || len(got) != 2 {
+	if got, err := s.Read("configmaps.v1", 3, 10, 10, 0); err != nil || len(got) != 2 {
 		t.Errorf("reading after the deletion: %d records, %v", len(got), err)
 	}
 	// Another resource type's keys never mix with these.

@@ -19,6 +19,7 @@ import (
 type StatsSource interface {
 	Stats() []informerhub.ResourceStats
 	Memory() informerhub.MemoryStats
+	Disk() informerhub.DiskStats
 	Config() informerhub.Config
 }
 
@@ -110,6 +111,16 @@ var (
 		[]string{"kind"}, nil)
 	memoryBudgetDesc = prometheus.NewDesc("informerhub_memory_budget_bytes",
 		"The bound on history, queues and label indexes together (--memory-budget); past it, the oldest history changes are evicted first.", nil, nil)
+	retainedOldestDesc = newDesc("informerhub_history_retained_oldest_age_seconds",
+		"Age of the oldest point a token resumes from without the API server, in memory or on disk (--history-dir).")
+	diskPendingDesc = newDesc("informerhub_history_disk_pending_changes",
+		"Changes not yet written to the disk history; the memory keeps them until they are.")
+	diskBytesDesc = prometheus.NewDesc("informerhub_history_disk_bytes",
+		"Bytes the disk history takes (--history-dir; bounded by --history-disk-bytes).", nil, nil)
+	diskDeletedDesc = prometheus.NewDesc("informerhub_history_disk_deleted_total",
+		"Changes the disk history's retention deleted (--history-retention, --history-disk-bytes).", nil, nil)
+	diskWriteErrorsDesc = prometheus.NewDesc("informerhub_history_disk_write_errors_total",
+		"Writes to the disk history that failed; after the first, the hub serves from memory only until restarted.", nil, nil)
 	historyOldestDesc = newDesc("informerhub_history_oldest_age_seconds",
 		"Age of the oldest point the history resumes from: a token older than this is replayed from the API server.")
 	historyNewestDesc = newDesc("informerhub_history_newest_age_seconds",
@@ -162,6 +173,7 @@ func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
 		historyOldestDesc, historyNewestDesc, upstreamProgressDesc, upstreamFailingDesc, queueDepthDesc, queueCapacityDesc, startsDesc,
 		watchRestartsDesc, relistsDesc, receivedDesc, sentDesc, fellBehindDesc, slowDesc, expiredDesc, replaysDesc,
 		filterErrorsDesc, groupsDesc, filtersDesc, projectionsDesc, evictedForMemoryDesc, memoryDesc, memoryBudgetDesc,
+		retainedOldestDesc, diskPendingDesc, diskBytesDesc, diskDeletedDesc, diskWriteErrorsDesc,
 	} {
 		ch <- d
 	}
@@ -170,6 +182,7 @@ func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.now()
 	active := 0
+	disk := c.hub.Disk()
 	for _, st := range c.hub.Stats() {
 		labels := []string{st.Resource.Group, st.Resource.Version, st.Resource.Resource}
 		counter := func(d *prometheus.Desc, v uint64) {
@@ -216,6 +229,10 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(historyBytesDesc, float64(st.HistoryBytes))
 			gauge(historyOldestDesc, now.Sub(st.HistoryOldest).Seconds())
 			gauge(historyNewestDesc, now.Sub(st.HistoryNewest).Seconds())
+			gauge(retainedOldestDesc, now.Sub(st.RetainedOldest).Seconds())
+		}
+		if disk.Enabled {
+			gauge(diskPendingDesc, float64(st.DiskPending))
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(informersDesc, prometheus.GaugeValue, float64(active))
@@ -225,5 +242,10 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 	for kind, v := range map[string]int64{"history": mem.History, "queues": mem.Queues, "label_indexes": mem.LabelIndexes,
 		"state": mem.State, "replay_state": mem.ReplayState} {
 		ch <- prometheus.MustNewConstMetric(memoryDesc, prometheus.GaugeValue, float64(v), kind)
+	}
+	if disk.Enabled {
+		ch <- prometheus.MustNewConstMetric(diskBytesDesc, prometheus.GaugeValue, float64(disk.Bytes))
+		ch <- prometheus.MustNewConstMetric(diskDeletedDesc, prometheus.CounterValue, float64(disk.Deleted))
+		ch <- prometheus.MustNewConstMetric(diskWriteErrorsDesc, prometheus.CounterValue, float64(disk.WriteErrors))
 	}
 }

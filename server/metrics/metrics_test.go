@@ -20,6 +20,10 @@ func (fakeHub) Memory() informerhub.MemoryStats {
 	return informerhub.MemoryStats{Budget: 1 << 30, History: 4096, Queues: 48000, LabelIndexes: 176, State: 20480, ReplayState: 0}
 }
 
+func (fakeHub) Disk() informerhub.DiskStats {
+	return informerhub.DiskStats{Enabled: true, Bytes: 1 << 20, Deleted: 12, WriteErrors: 0}
+}
+
 func TestHubMetrics(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	hub := fakeHub{stats: []informerhub.ResourceStats{{
@@ -32,6 +36,7 @@ func TestHubMetrics(t *testing.T) {
 		InformerStarts: 2, WatchRestarts: 4, EventsReceived: 100, EventsSent: 250,
 		FellBehind: 4, SlowDisconnects: 1, ExpiredTokens: 2, Relists: 3, Replays: 6, FilterErrors: 9, EvictedForMemory: 11,
 		SubscriberGroups: 2, Filters: 1, Projections: 1,
+		RetainedOldest: now.Add(-3 * time.Hour), DiskPending: 4,
 	}, {
 		// Stopped: its totals stay, its levels are gone.
 		Resource:       schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"},
@@ -57,6 +62,18 @@ informerhub_history_oldest_age_seconds{group="",resource="configmaps",version="v
 # HELP informerhub_history_newest_age_seconds Time since the newest change arrived (since the informer synced, without changes).
 # TYPE informerhub_history_newest_age_seconds gauge
 informerhub_history_newest_age_seconds{group="",resource="configmaps",version="v1"} 2
+# HELP informerhub_history_retained_oldest_age_seconds Age of the oldest point a token resumes from without the API server, in memory or on disk (--history-dir).
+# TYPE informerhub_history_retained_oldest_age_seconds gauge
+informerhub_history_retained_oldest_age_seconds{group="",resource="configmaps",version="v1"} 10800
+# HELP informerhub_history_disk_pending_changes Changes not yet written to the disk history; the memory keeps them until they are.
+# TYPE informerhub_history_disk_pending_changes gauge
+informerhub_history_disk_pending_changes{group="",resource="configmaps",version="v1"} 4
+# HELP informerhub_history_disk_bytes Bytes the disk history takes (--history-dir; bounded by --history-disk-bytes).
+# TYPE informerhub_history_disk_bytes gauge
+informerhub_history_disk_bytes 1.048576e+06
+# HELP informerhub_history_disk_deleted_total Changes the disk history's retention deleted (--history-retention, --history-disk-bytes).
+# TYPE informerhub_history_disk_deleted_total counter
+informerhub_history_disk_deleted_total 12
 # HELP informerhub_events_received_total Changes the informers took from the API server, a relist's differences included.
 # TYPE informerhub_events_received_total counter
 informerhub_events_received_total{group="",resource="configmaps",version="v1"} 100
@@ -110,14 +127,16 @@ informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
 		"informerhub_events_received_total", "informerhub_events_sent_total", "informerhub_upstream_watch_restarts_total",
 		"informerhub_expired_token_answers_total", "informerhub_filter_evaluation_errors_total", "informerhub_subscriber_groups",
 		"informerhub_subscribers_fell_behind_total", "informerhub_upstream_progress_age_seconds", "informerhub_upstream_failing_seconds",
-		"informerhub_history_evicted_for_memory_total", "informerhub_memory_bytes", "informerhub_memory_budget_bytes"}
+		"informerhub_history_evicted_for_memory_total", "informerhub_memory_bytes", "informerhub_memory_budget_bytes",
+		"informerhub_history_retained_oldest_age_seconds", "informerhub_history_disk_pending_changes", "informerhub_history_disk_bytes",
+		"informerhub_history_disk_deleted_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
 	// Every metric the collector describes, it collects for an active
 	// resource type: none is described but never reported.
-	if n := testutil.CollectAndCount(c); n != 2*11+12+2+6 {
-		t.Fatalf("collected %d metrics, want 11 totals per resource type, 12 levels of the active one, 2 of the hub and 6 of its memory", n)
+	if n := testutil.CollectAndCount(c); n != 2*11+14+2+6+3 {
+		t.Fatalf("collected %d metrics, want 11 totals per resource type, 14 levels of the active one, 2 of the hub, 6 of its memory and 3 of its disk", n)
 	}
 }
 
