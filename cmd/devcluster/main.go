@@ -24,6 +24,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -35,13 +36,14 @@ func main() {
 	fs := flag.NewFlagSet("devcluster", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", ".cache/run/kubeconfig", "where to write the control plane's kubeconfig")
 	token := fs.String("token", ".cache/run/token", "where to write the bearer token of demo/explorer")
+	etcdDir := fs.String("etcd-dir", "", "keep etcd's data here across runs (empty: a temporary directory)")
 	_ = fs.Parse(os.Args[1:]) // ExitOnError
 	if fs.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: devcluster [-kubeconfig FILE] [-token FILE] -- COMMAND [ARGS...]")
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "devcluster")
-	code, err := run(log, *kubeconfig, *token, fs.Args())
+	code, err := run(log, *kubeconfig, *token, *etcdDir, fs.Args())
 	if err != nil {
 		log.Error("devcluster failed", "error", err)
 		os.Exit(1)
@@ -49,9 +51,9 @@ func main() {
 	os.Exit(code)
 }
 
-func run(log *slog.Logger, kubeconfig, tokenFile string, command []string) (int, error) {
-	log.Info("starting kube-apiserver and etcd", "version", controlplane.Version)
-	cp, err := controlplane.Start()
+func run(log *slog.Logger, kubeconfig, tokenFile, etcdDir string, command []string) (int, error) {
+	log.Info("starting kube-apiserver and etcd", "version", controlplane.Version, "etcdDir", etcdDir)
+	cp, err := controlplane.StartWith(controlplane.Options{EtcdDataDir: etcdDir})
 	if err != nil {
 		return 0, err
 	}
@@ -109,14 +111,14 @@ func run(log *slog.Logger, kubeconfig, tokenFile string, command []string) (int,
 // seed adds a namespace "demo" with a few ConfigMaps to explore, and the
 // service account demo/explorer, which may read what the ClusterRole view
 // allows (most things, not Secrets); it returns a token of explorer valid
-// for a day.
+// for a day. On a kept etcd (-etcd-dir) they exist already, as left.
 func seed(cp *controlplane.ControlPlane) (token string, err error) {
 	ctx := context.Background()
 	kube, err := kubernetes.NewForConfig(cp.Config)
 	if err != nil {
 		return "", err
 	}
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}, metav1.CreateOptions{}); created(err) != nil {
 		return "", err
 	}
 	for i, app := range []string{"web", "web", "db"} {
@@ -124,11 +126,11 @@ func seed(cp *controlplane.ControlPlane) (token string, err error) {
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", app, i), Labels: map[string]string{"app": app}},
 			Data:       map[string]string{"greeting": "hello"},
 		}, metav1.CreateOptions{})
-		if err != nil {
+		if created(err) != nil {
 			return "", err
 		}
 	}
-	if _, err := kube.CoreV1().ServiceAccounts("demo").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "explorer"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := kube.CoreV1().ServiceAccounts("demo").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "explorer"}}, metav1.CreateOptions{}); created(err) != nil {
 		return "", err
 	}
 	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
@@ -137,7 +139,7 @@ func seed(cp *controlplane.ControlPlane) (token string, err error) {
 		// view itself is empty here.
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:aggregate-to-view"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "demo", Name: "explorer"}},
-	}, metav1.CreateOptions{}); err != nil {
+	}, metav1.CreateOptions{}); created(err) != nil {
 		return "", err
 	}
 	day := int64(24 * 60 * 60)
@@ -148,4 +150,13 @@ func seed(cp *controlplane.ControlPlane) (token string, err error) {
 		return "", err
 	}
 	return tr.Status.Token, nil
+}
+
+// created passes on a create's error, but for AlreadyExists: seeding a
+// kept etcd finds what the last run made.
+func created(err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }

@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -328,6 +329,9 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 			return err
 		}
 		defer store.Close() // after the hub, whose close writes what is left
+		if err := claimHistory(ctx, restConfig, store, log); err != nil {
+			return err
+		}
 		o.hub.HistoryStore = store
 		log.Info("keeping the history on disk", "dir", o.historyDir, "retention", o.hub.HistoryRetention, "diskBytes", o.hub.HistoryDiskBytes)
 	}
@@ -495,4 +499,32 @@ func loadKubeconfig(path string) (*rest.Config, string, error) {
 		return nil, "", fmt.Errorf("no cluster: not in a cluster, and %w (set --kubeconfig)", err)
 	}
 	return cfg, "kubeconfig", nil
+}
+
+// claimHistory makes the history in --history-dir the current cluster's,
+// named by its kube-system namespace's UID (read with the list the hub may
+// do anyway): a history of another cluster is dropped, as its resource
+// versions mean nothing here.
+func claimHistory(ctx context.Context, restConfig *rest.Config, store *historystore.Store, log *slog.Logger) error {
+	kube, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	list, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=kube-system"})
+	if err != nil {
+		return fmt.Errorf("identifying the cluster for --history-dir (listing namespace kube-system): %w", err)
+	}
+	if len(list.Items) != 1 {
+		return errors.New("identifying the cluster for --history-dir: the cluster has no namespace kube-system")
+	}
+	reset, err := store.ClaimCluster(string(list.Items[0].UID))
+	if err != nil {
+		return fmt.Errorf("--history-dir: %w", err)
+	}
+	if reset {
+		log.Warn("--history-dir held the history of another cluster; dropped it", "cluster", list.Items[0].UID)
+	}
+	return nil
 }

@@ -138,6 +138,42 @@ type Meta struct {
 	Relists []Range `json:"relists,omitempty"`
 }
 
+// keyCluster holds the identity of the cluster the store records.
+var keyCluster = []byte{'c'}
+
+// ClaimCluster makes the store the history of the cluster named id (the
+// UID of its kube-system namespace, say): a store that holds another
+// cluster's history is emptied first, and reports true. Resource versions
+// of one cluster mean nothing in another, so a history must never be
+// continued against a different one (an etcd restored from nothing, a
+// --history-dir moved between clusters).
+func (s *Store) ClaimCluster(id string) (reset bool, err error) {
+	v, closer, err := s.db.Get(keyCluster)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return false, err
+	default:
+		held := string(v)
+		closer.Close()
+		if held == id {
+			return false, nil
+		}
+		b := s.db.NewBatch()
+		defer b.Close()
+		for _, kind := range []byte{kindMeta, kindRecord, kindState} {
+			if err := b.DeleteRange([]byte{kind}, []byte{kind + 1}, nil); err != nil {
+				return false, err
+			}
+		}
+		if err := b.Set(keyCluster, []byte(id), nil); err != nil {
+			return false, err
+		}
+		return true, b.Commit(pebble.Sync)
+	}
+	return false, s.db.Set(keyCluster, []byte(id), pebble.Sync)
+}
+
 // Meta returns what the store holds of a resource type; false if nothing.
 func (s *Store) Meta(resource string) (Meta, bool, error) {
 	v, closer, err := s.db.Get(prefix(kindMeta, resource))

@@ -102,3 +102,31 @@ func TestReadRecordRefusesDamage(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// A store claimed by another cluster is emptied: its versions mean nothing
+// there.
+func TestClaimClusterEmptiesAnotherClustersHistory(t *testing.T) {
+	s := open(t)
+	if reset, err := s.ClaimCluster("one"); reset || err != nil {
+		t.Fatalf("first claim: reset=%v, %v", reset, err)
+	}
+	if err := s.Append("configmaps.v1", []Object{obj("a", 1)}, nil, Meta{LastSeq: 0, LastRV: 1, FirstSeq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if reset, err := s.ClaimCluster("one"); reset || err != nil {
+		t.Fatalf("same cluster: reset=%v, %v", reset, err)
+	}
+	if all, _ := s.Resources(); len(all) != 1 {
+		t.Fatalf("the same cluster's claim dropped its history: %v", all)
+	}
+	if reset, err := s.ClaimCluster("two"); !reset || err != nil {
+		t.Fatalf("another cluster: reset=%v, %v", reset, err)
+	}
+	n := 0
+	if err := s.State("configmaps.v1", func(Object) error { n++; return nil }); err != nil || n != 0 {
+		t.Fatalf("after another cluster's claim: %d objects, %v", n, err)
+	}
+	if all, _ := s.Resources(); len(all) != 0 {
+		t.Fatalf("after another cluster's claim: %v", all)
+	}
+}

@@ -52,7 +52,17 @@ type ControlPlane struct {
 }
 
 // Start starts a control plane. Stop it when done.
-func Start() (*ControlPlane, error) {
+func Start() (*ControlPlane, error) { return StartWith(Options{}) }
+
+// Options configures StartWith.
+type Options struct {
+	// EtcdDataDir keeps etcd's data there, across starts; empty: in a
+	// temporary directory that Stop removes.
+	EtcdDataDir string
+}
+
+// StartWith starts a control plane configured by opts. Stop it when done.
+func StartWith(opts Options) (*ControlPlane, error) {
 	dir, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -61,6 +71,9 @@ func Start() (*ControlPlane, error) {
 		BinaryAssetsDirectory:    dir,
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
+	}
+	if opts.EtcdDataDir != "" {
+		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: opts.EtcdDataDir}
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -80,5 +93,6 @@ func IgnoredGoroutines() []goleak.Option {
 	}
 }
 
-// Stop stops the control plane and removes its data.
+// Stop stops the control plane and removes its data, unless
+// Options.EtcdDataDir keeps it.
 func (c *ControlPlane) Stop() error { return c.env.Stop() }

@@ -71,17 +71,17 @@ func TestServerSideDryRunCatchesMistakes(t *testing.T) {
 	}{
 		{
 			name: "a misspelt field",
-			file: "deployment.yaml", old: "readOnlyRootFilesystem:", new: "readOnlyRootFileSystem:",
+			file: "base/deployment.yaml", old: "readOnlyRootFilesystem:", new: "readOnlyRootFileSystem:",
 			wantError: `unknown field "spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem"`,
 		},
 		{
 			name: "an invalid value",
-			file: "deployment.yaml", old: "maxUnavailable: 0", new: "maxUnavailable: -1",
+			file: "base/deployment.yaml", old: "maxUnavailable: 0", new: "maxUnavailable: -1",
 			wantError: "spec.strategy.rollingUpdate.maxUnavailable",
 		},
 		{
 			name: "a pod that breaks Pod Security restricted",
-			file: "deployment.yaml", old: "allowPrivilegeEscalation: false", new: "allowPrivilegeEscalation: true",
+			file: "base/deployment.yaml", old: "allowPrivilegeEscalation: false", new: "allowPrivilegeEscalation: true",
 			wantWarning: `would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false`,
 		},
 	} {
@@ -118,14 +118,14 @@ func TestServerSideDryRunCatchesMistakes(t *testing.T) {
 func TestDryRunNeedsTheNamespace(t *testing.T) {
 	k := newKubectl(t)
 	dir := copyDeploy(t)
-	path := filepath.Join(dir, "kustomization.yaml")
+	path := filepath.Join(dir, "base", "kustomization.yaml")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const old, ns = "namespace: informerhub\n", "informerhub-not-yet"
 	if strings.Count(string(data), old) != 1 {
-		t.Fatalf("kustomization.yaml does not say %q exactly once", old)
+		t.Fatalf("base/kustomization.yaml does not say %q exactly once", old)
 	}
 	data = []byte(strings.Replace(string(data), old, "namespace: "+ns+"\n", 1))
 	if err := os.WriteFile(path, data, 0o600); err != nil {
