@@ -772,14 +772,15 @@ type Resource struct {
 	Subscribers uint32 `protobuf:"varint,7,opt,name=subscribers,proto3" json:"subscribers,omitempty"`
 	// The number of objects the hub has cached for it.
 	CachedObjects uint64 `protobuf:"varint,8,opt,name=cached_objects,json=cachedObjects,proto3" json:"cached_objects,omitempty"`
-	// The hub's history of recent changes, which resume tokens continue from
-	// without asking the API server: this many changes, holding about this
-	// many bytes (the changes, the objects only they keep alive, such as
-	// previous states, and the events built for them).
+	// The hub's history of recent changes in memory, which resume tokens
+	// continue from without asking the API server: this many changes,
+	// holding about this many bytes (the changes, the objects only they keep
+	// alive, such as previous states, and the events built for them).
 	HistoryEvents uint32 `protobuf:"varint,9,opt,name=history_events,json=historyEvents,proto3" json:"history_events,omitempty"`
 	HistoryBytes  uint64 `protobuf:"varint,10,opt,name=history_bytes,json=historyBytes,proto3" json:"history_bytes,omitempty"`
-	// Tokens at or after this resourceVersion resume from the history; older
-	// ones are replayed from the API server.
+	// Tokens at or after this resourceVersion resume from memory; older ones
+	// from the disk history (see retained_resource_version), or else are
+	// replayed from the API server.
 	HistoryResourceVersion string `protobuf:"bytes,11,opt,name=history_resource_version,json=historyResourceVersion,proto3" json:"history_resource_version,omitempty"`
 	// The fields a field_selector may name for this resource type, as the
 	// API server supports them, sorted; aliases the API server also accepts

@@ -63,9 +63,11 @@ const (
 //     revoked ends this way too, with metadata["resume_token"].
 //   - NOT_FOUND: the cluster does not serve the resource (RESOURCE_NOT_FOUND).
 //   - OUT_OF_RANGE: the resume_token cannot be continued from
-//     (RESUME_TOKEN_EXPIRED): it is older than the hub's history and the
-//     API server no longer has its resourceVersion either (410 Gone: older
-//     than its watch cache, or compacted in etcd); or it names a position
+//     (RESUME_TOKEN_EXPIRED): it is older than the hub's history (in
+//     memory, and on disk with --history-dir; the message says where it
+//     begins, and since when) and the API server no longer has its
+//     resourceVersion either (410 Gone: older than its watch cache, or
+//     compacted in etcd); or it names a position
 //     only the hub's history can (inside initial events or a relist, or
 //     with send_initial_events) and that history has moved past it; or
 //     replaying from it, with a filter, fields or include_previous, would
@@ -224,9 +226,11 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     revoked ends this way too, with metadata["resume_token"].
 //   - NOT_FOUND: the cluster does not serve the resource (RESOURCE_NOT_FOUND).
 //   - OUT_OF_RANGE: the resume_token cannot be continued from
-//     (RESUME_TOKEN_EXPIRED): it is older than the hub's history and the
-//     API server no longer has its resourceVersion either (410 Gone: older
-//     than its watch cache, or compacted in etcd); or it names a position
+//     (RESUME_TOKEN_EXPIRED): it is older than the hub's history (in
+//     memory, and on disk with --history-dir; the message says where it
+//     begins, and since when) and the API server no longer has its
+//     resourceVersion either (410 Gone: older than its watch cache, or
+//     compacted in etcd); or it names a position
 //     only the hub's history can (inside initial events or a relist, or
 //     with send_initial_events) and that history has moved past it; or
 //     replaying from it, with a filter, fields or include_previous, would
