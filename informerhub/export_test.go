@@ -4,9 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -227,4 +232,43 @@ func IdleTimerArmed(h *Hub, gvr schema.GroupVersionResource) bool {
 	defer h.mu.Unlock()
 	f := h.feeds[gvr]
 	return f != nil && f.idleTimer != nil
+}
+
+// QuietSource is a Source whose resource types list empty at version rv
+// and whose watches never deliver: benchmarks feed the handler themselves
+// (ProcessRaw).
+func QuietSource(rv uint64) Source { return quietSource{rv: rv} }
+
+type quietSource struct{ rv uint64 }
+
+func (s quietSource) ListerWatcher(ResourceInfo) cache.ListerWatcher {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			list := &rawObjectList{}
+			list.ResourceVersion = strconv.FormatUint(s.rv, 10)
+			return list, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			return watch.NewFake(), nil
+		},
+	}
+}
+
+// RawChange is an object as the API server would send it, for ProcessRaw.
+type RawChange struct {
+	Namespace, Name string
+	RV              uint64
+	JSON            string
+}
+
+// ProcessRaw hands the resource type's running feed one change, as its
+// informer would.
+func ProcessRaw(h *Hub, gvr schema.GroupVersionResource, c RawChange) error {
+	h.mu.Lock()
+	f := h.feeds[gvr]
+	h.mu.Unlock()
+	raw := &rawObject{JSON: []byte(c.JSON)}
+	raw.Namespace, raw.Name, raw.UID = c.Namespace, c.Name, types.UID("uid-"+c.Name)
+	raw.ResourceVersion = strconv.FormatUint(c.RV, 10)
+	return f.process(cache.Deltas{{Type: cache.Updated, Object: raw}}, false)
 }
