@@ -68,9 +68,45 @@ type diskHistory struct {
 	logs   map[string]*diskLog
 	failed bool
 
+	// writeMu is held by whatever writes to the store: the writer
+	// goroutine, and drop. Taken before any other lock.
+	writeMu sync.Mutex
+	// reads bounds the batches read from the store at once, for
+	// subscribers catching up from it; readMu fences reads against close:
+	// once closed is set, none starts, and close waits for those under way.
+	reads  chan struct{}
+	readMu sync.RWMutex // guards closed
+	closed bool
+	// compacting counts the compactions under way (see cut), which
+	// compactCtx ends at close.
+	compacting    sync.WaitGroup
+	compactCtx    context.Context
+	compactCancel context.CancelFunc
+
 	writeErrors atomic.Uint64
 	retained    atomic.Uint64 // records deleted by retention
+	batchesRead atomic.Uint64 // by subscribers catching up
+	// afterRead, when set, is called after each batch a subscriber reads
+	// (tests).
+	afterRead atomic.Pointer[func()]
 }
+
+// maxConcurrentDiskReads bounds the disk batches read at once; more readers
+// wait their turn (each read is one batch, short).
+const maxConcurrentDiskReads = 8
+
+// maxWriteBytes bounds one batch of the writer (besides one record, or one
+// relist's differences, which are written whole), so that a writer that
+// fell behind catches up in batches Pebble takes, freeing memory as it
+// goes.
+const maxWriteBytes = 32 << 20
+
+// maxEpochs bounds the runs the Meta remembers: a token of an older run
+// is placed by its resourceVersion instead, as another replica's is.
+const maxEpochs = 256
+
+// errDiskClosed answers reads after the hub closed.
+var errDiskClosed = errors.New("the history on disk is closed")
 
 // diskLog is what the disk holds of one resource type, and the feed that
 // writes it. Lock order: feed.mu before diskLog.mu; the writer never takes
@@ -98,17 +134,52 @@ func newDiskHistory(h *Hub) *diskHistory {
 	d := &diskHistory{
 		hub: h, store: h.cfg.HistoryStore, log: h.log.With("component", "history-disk"),
 		wake: make(chan struct{}, 1), retainNow: make(chan chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
-		logs: map[string]*diskLog{},
+		logs: map[string]*diskLog{}, reads: make(chan struct{}, maxConcurrentDiskReads),
 	}
+	d.compactCtx, d.compactCancel = context.WithCancel(context.Background())
 	go d.run()
 	return d
 }
 
-// close writes what the stopped feeds have left and stops the writer. The
-// caller has stopped every feed.
+// close writes what the stopped feeds have left, stops the writer, and
+// waits for the reads and compactions under way: the caller may then close
+// the store. The caller has stopped every feed.
 func (d *diskHistory) close() {
 	close(d.quit)
 	<-d.done
+	d.compactCancel()
+	d.compacting.Wait()
+	d.readMu.Lock()
+	d.closed = true
+	d.readMu.Unlock()
+}
+
+// read runs fn, which reads the store, unless the hub closed; while
+// throttled is set it waits for one of the maxConcurrentDiskReads turns.
+func (d *diskHistory) read(ctx context.Context, throttled bool, fn func() error) error {
+	if throttled {
+		select {
+		case d.reads <- struct{}{}:
+			defer func() { <-d.reads }()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	d.readMu.RLock()
+	defer d.readMu.RUnlock()
+	if d.closed {
+		return errDiskClosed
+	}
+	return fn()
+}
+
+// lastAtOrBefore places rv among a resource type's records on disk.
+func (d *diskHistory) lastAtOrBefore(ctx context.Context, resource string, first, last, rv uint64) (seq uint64, err error) {
+	err = d.read(ctx, false, func() error {
+		seq, err = d.store.LastAtOrBefore(resource, first, last, rv)
+		return err
+	})
+	return seq, err
 }
 
 func (d *diskHistory) notify() {
@@ -126,16 +197,24 @@ func (d *diskHistory) run() {
 		select {
 		case <-d.wake:
 		case <-ticker.C:
+			d.writeMu.Lock()
 			d.retain()
+			d.writeMu.Unlock()
 		case done := <-d.retainNow:
+			d.writeMu.Lock()
 			d.flushAll()
 			d.retain()
+			d.writeMu.Unlock()
 			close(done)
 		case <-d.quit:
+			d.writeMu.Lock()
 			d.flushAll()
+			d.writeMu.Unlock()
 			return
 		}
+		d.writeMu.Lock()
 		d.flushAll()
+		d.writeMu.Unlock()
 	}
 }
 
@@ -151,7 +230,12 @@ func (d *diskHistory) logOf(resource string) (*diskLog, error) {
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
 	if !dl.loaded {
-		m, ok, err := d.store.Meta(resource)
+		var m historystore.Meta
+		var ok bool
+		err := d.read(context.Background(), false, func() (err error) {
+			m, ok, err = d.store.Meta(resource)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -189,31 +273,42 @@ func (d *diskHistory) attach(ctx context.Context, f *feed) (*restored, error) {
 			return nil, ctx.Err()
 		}
 	}
-	d.mu.Lock()
-	failed := d.failed
-	d.mu.Unlock()
-	if failed {
-		dl.mu.Unlock()
-		return nil, nil // memory only
-	}
 	dl.feed, dl.detached, dl.initial = f, make(chan struct{}), !dl.known
 	meta, known := dl.meta, dl.known
 	dl.mu.Unlock()
+	// The disk may have failed since: fail clears f.disk of the feeds it
+	// finds attached, and a feed attached after it found none sees failed.
 	f.mu.Lock()
-	f.disk = dl
+	d.mu.Lock()
+	failed := d.failed
+	d.mu.Unlock()
+	if !failed {
+		f.disk = dl
+	}
 	f.mu.Unlock()
+	d.notify() // the feed may have stopped meanwhile: let the writer see
+	if failed {
+		d.detach(dl, f)
+		return nil, nil // memory only
+	}
 	if !known {
 		return nil, nil
 	}
 	list := &rawObjectList{}
 	list.ResourceVersion = strconv.FormatUint(meta.LastRV, 10)
-	err = d.store.State(f.resource, func(o historystore.Object) error {
-		raw := &rawObject{JSON: []byte(o.JSON)}
-		raw.Namespace, raw.Name, raw.UID = o.Namespace, o.Name, types.UID(o.UID)
-		raw.ResourceVersion, raw.Labels = strconv.FormatUint(o.ResourceVersion, 10), o.Labels
-		list.Items = append(list.Items, raw)
-		return nil
+	err = d.read(ctx, false, func() error {
+		return d.store.State(f.resource, func(o historystore.Object) error {
+			raw := &rawObject{JSON: []byte(o.JSON)}
+			raw.Namespace, raw.Name, raw.UID = o.Namespace, o.Name, types.UID(o.UID)
+			raw.ResourceVersion, raw.Labels = strconv.FormatUint(o.ResourceVersion, 10), o.Labels
+			list.Items = append(list.Items, raw)
+			return nil
+		})
 	})
+	if ctx.Err() != nil {
+		d.detach(dl, f)
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		// The state cannot be read, so no relist can be diffed against
 		// it: start the resource type over rather than guess.
@@ -233,7 +328,10 @@ func (d *diskHistory) attach(ctx context.Context, f *feed) (*restored, error) {
 // resourceVersion, or replayed. It returns nil: the feed goes on.
 func (d *diskHistory) drop(resource string, cause error) error {
 	d.log.Error("cannot read the history on disk; starting the resource type over", "resource", resource, "error", cause)
-	if err := d.store.Drop(resource); err != nil {
+	d.writeMu.Lock()
+	err := d.read(context.Background(), false, func() error { return d.store.Drop(resource) })
+	d.writeMu.Unlock()
+	if err != nil {
 		d.fail(err)
 	}
 	d.mu.Lock()
@@ -272,7 +370,12 @@ func (d *diskHistory) fail(err error) {
 		dl.mu.Unlock()
 		if f != nil {
 			f.mu.Lock()
-			f.history.persisted = math.MaxUint64
+			// Memory alone from now: no floor for eviction, no disk to
+			// read (it holds holes where records go unwritten).
+			f.disk = nil
+			if f.isSynced {
+				f.history.persisted = math.MaxUint64
+			}
 			f.mu.Unlock()
 			d.detach(dl, f)
 		}
@@ -298,7 +401,8 @@ func (d *diskHistory) flushAll() {
 	}
 }
 
-// flush writes what the log's feed recorded since the last write.
+// flush writes what the log's feed recorded since the last write, in
+// batches of at most maxWriteBytes, each with the Meta that covers it.
 func (d *diskHistory) flush(dl *diskLog) error {
 	dl.mu.Lock()
 	f, initial, meta := dl.feed, dl.initial, dl.meta
@@ -308,16 +412,12 @@ func (d *diskHistory) flush(dl *diskLog) error {
 	}
 	f.mu.Lock()
 	stopped := f.err != nil
-	if !f.isSynced {
+	if !f.isSynced || f.disk != dl {
 		f.mu.Unlock()
 		if stopped {
 			d.detach(dl, f)
 		}
 		return nil
-	}
-	if f.history.persisted == math.MaxUint64 {
-		f.mu.Unlock()
-		return nil // the disk history failed meanwhile
 	}
 	from, to, pos := f.history.persisted+1, f.pos.seq, f.pos
 	floorRV, floorAt := f.history.floorRV, f.history.floorAt
@@ -333,48 +433,73 @@ func (d *diskHistory) flush(dl *diskLog) error {
 	relists := slices.Clone(f.relists)
 	f.mu.Unlock()
 
-	if len(recs) > 0 || initial || pos.rv != meta.LastRV {
-		now := time.Now().UnixNano()
-		if !dl.known && initial {
-			// Nothing evicted yet (the history keeps what is unwritten):
-			// the floor is the initial list's.
-			meta = historystore.Meta{FirstSeq: from, FloorRV: floorRV, FloorAt: floorAt}
+	if len(recs) == 0 && !initial && pos.rv == meta.LastRV {
+		if stopped {
+			d.detach(dl, f)
 		}
-		meta.LastSeq, meta.LastRV, meta.LastAt = to, pos.rv, now
-		if n := len(meta.Epochs); n > 0 && meta.Epochs[n-1].ID == f.epoch {
-			meta.Epochs[n-1].Last = to
-		} else {
-			meta.Epochs = append(slices.Clone(meta.Epochs), historystore.Epoch{ID: f.epoch, First: from, Last: to})
+		return nil
+	}
+	if initial {
+		// A resource type the disk does not hold yet: its state first, in
+		// batches, with no Meta, so that a crash meanwhile leaves it
+		// unknown, to be written again. The state is the current one; the
+		// records' changes, written after it, leave it as it is.
+		meta = historystore.Meta{FirstSeq: from, FloorRV: floorRV, FloorAt: floorAt}
+		if err := d.writeState(f.resource, state); err != nil {
+			return err
 		}
-		meta.Relists = meta.Relists[:0:0]
-		for _, r := range relists {
-			if r.to > meta.FloorRV {
-				meta.Relists = append(meta.Relists, historystore.Range{From: r.from, To: r.to})
+	}
+	meta.Relists = meta.Relists[:0:0]
+	for _, r := range relists {
+		if r.to > meta.FloorRV {
+			meta.Relists = append(meta.Relists, historystore.Range{From: r.from, To: r.to})
+		}
+	}
+	for len(recs) > 0 || initial || pos.rv != meta.LastRV {
+		// A batch ends after a record that completes a position (never
+		// inside a relist's differences, whose state is no position).
+		n, size := 0, 0
+		for n < len(recs) && (n == 0 || size < maxWriteBytes || recs[n-1].pos.offset != 0) {
+			size += len(recs[n].obj.json)
+			if recs[n].prev != nil {
+				size += len(recs[n].prev.json)
 			}
+			n++
 		}
-		var objs []historystore.Object
-		if initial {
-			objs = make([]historystore.Object, 0, state.Len())
-			state.Ascend(func(o *object) bool {
-				objs = append(objs, diskObject(o))
-				return true
-			})
+		batch, last, lastRV := recs[:n], to, pos.rv
+		if n < len(recs) {
+			last, lastRV = batch[n-1].pos.seq, batch[n-1].pos.rv
 		}
-		out := make([]historystore.Record, len(recs))
-		for i, r := range recs {
+		recs = recs[n:]
+		meta.LastSeq, meta.LastRV, meta.LastAt = last, lastRV, time.Now().UnixNano()
+		if k := len(meta.Epochs); k > 0 && meta.Epochs[k-1].ID == f.epoch {
+			meta.Epochs = slices.Clone(meta.Epochs)
+			meta.Epochs[k-1].Last = last
+		} else {
+			meta.Epochs = append(slices.Clone(meta.Epochs), historystore.Epoch{ID: f.epoch, First: from, Last: last})
+		}
+		if k := len(meta.Epochs); k > maxEpochs {
+			meta.Epochs = meta.Epochs[k-maxEpochs:]
+		}
+		out := make([]historystore.Record, len(batch))
+		for i, r := range batch {
 			out[i] = diskRecord(r)
 		}
-		if err := d.store.Append(f.resource, objs, out, meta); err != nil {
+		m := meta
+		if err := d.store.Append(f.resource, historystore.Write{Records: out, Meta: &m}); err != nil {
 			return err
 		}
 		dl.mu.Lock()
 		dl.meta, dl.known, dl.initial = meta, true, false
 		dl.mu.Unlock()
+		initial = false
 		f.mu.Lock()
-		f.history.persisted = to
-		if !stopped {
-			f.history.trim()
-			f.noteOldestLocked()
+		if f.disk == dl {
+			f.history.persisted = last
+			if !stopped {
+				f.history.trim()
+				f.noteOldestLocked()
+			}
 		}
 		f.mu.Unlock()
 	}
@@ -382,6 +507,26 @@ func (d *diskHistory) flush(dl *diskLog) error {
 		d.detach(dl, f)
 	}
 	return nil
+}
+
+// writeState writes a resource type's state over what the store holds of
+// it, in batches of at most maxWriteBytes.
+func (d *diskHistory) writeState(resource string, state *btree.BTreeG[*object]) error {
+	w := historystore.Write{ResetState: true}
+	size := 0
+	var err error
+	state.Ascend(func(o *object) bool {
+		w.State = append(w.State, diskObject(o))
+		if size += len(o.json); size >= maxWriteBytes {
+			err = d.store.Append(resource, w)
+			w, size = historystore.Write{}, 0
+		}
+		return err == nil
+	})
+	if err == nil && (w.ResetState || len(w.State) > 0) {
+		err = d.store.Append(resource, w)
+	}
+	return err
 }
 
 func diskObject(o *object) historystore.Object {
@@ -431,13 +576,21 @@ func (dl *diskLog) holds(seq uint64) bool {
 // (records in memory are shared), so the batch bounds what each costs.
 const (
 	diskBatch      = 64
-	diskBatchBytes = 256 << 10
+	diskBatchBytes = 64 << 10
 )
 
 // readDisk reads a batch of the feed's disk history from seq on, before
 // upTo. ErrMissing: retention deleted seq since the caller looked.
-func (f *feed) readDisk(seq, upTo uint64, dst []*record) ([]*record, error) {
-	recs, err := f.hub.cfg.HistoryStore.Read(f.resource, seq, upTo, diskBatch, diskBatchBytes)
+func (f *feed) readDisk(ctx context.Context, seq, upTo uint64, dst []*record) ([]*record, error) {
+	var recs []historystore.Record
+	err := f.hub.disk.read(ctx, true, func() (err error) {
+		recs, err = f.hub.cfg.HistoryStore.Read(f.resource, seq, upTo, diskBatch, diskBatchBytes)
+		return err
+	})
+	f.hub.disk.batchesRead.Add(1)
+	if hook := f.hub.disk.afterRead.Load(); hook != nil {
+		(*hook)()
+	}
 	if err != nil {
 		return dst, err
 	}
@@ -498,8 +651,11 @@ func (d *diskHistory) retain() {
 			}
 		}
 	}
+	// One cut a tick: the space a cut frees shows only once Pebble has
+	// compacted and deleted its files, so measuring again at once would
+	// cut again, too much.
 	limit := d.hub.cfg.HistoryDiskBytes
-	for range 8 {
+	{
 		excess := int64(d.store.DiskBytes()) - limit
 		if limit <= 0 || excess <= 0 {
 			return
@@ -561,8 +717,11 @@ func (d *diskHistory) cut(resource string, seq uint64) error {
 		return nil
 	}
 	deleted := seq - m.FirstSeq
-	m.FirstSeq, m.FloorRV, m.FloorAt = seq, last.TokenRV, last.Received
-	m.Epochs = slices.DeleteFunc(slices.Clone(m.Epochs), func(e historystore.Epoch) bool { return e.Last < seq && e.Last < m.LastSeq })
+	// The floor is the newest deleted change's own version, as memory
+	// eviction has it: inside a relist's differences, the version before
+	// them would claim the deleted part of them held.
+	m.FirstSeq, m.FloorRV, m.FloorAt = seq, last.RV, last.Received
+	m.Epochs = slices.DeleteFunc(slices.Clone(m.Epochs), func(e historystore.Epoch) bool { return e.Last+1 < seq })
 	m.Relists = slices.DeleteFunc(slices.Clone(m.Relists), func(r historystore.Range) bool { return r.To <= m.FloorRV })
 	start, end, err := d.store.DeleteBefore(resource, seq, m)
 	if err != nil {
@@ -572,7 +731,16 @@ func (d *diskHistory) cut(resource string, seq uint64) error {
 	dl.meta = m
 	dl.mu.Unlock()
 	d.retained.Add(deleted)
-	return d.store.Compact(context.Background(), start, end)
+	// Off the writer: a compaction may take a while, and writes must not
+	// wait for it.
+	d.compacting.Add(1)
+	go func() {
+		defer d.compacting.Done()
+		if err := d.store.Compact(d.compactCtx, start, end); err != nil && d.compactCtx.Err() == nil {
+			d.log.Warn("cannot compact the history's deleted records; Pebble will in its own time", "resource", resource, "error", err)
+		}
+	}()
+	return nil
 }
 
 // diskListerWatcher is a feed's lister-watcher when the hub keeps a disk

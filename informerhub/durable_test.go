@@ -208,3 +208,135 @@ func TestRetainedResourceTypesRunWithoutSubscribers(t *testing.T) {
 		t.Errorf("ListResources: %+v, want configmaps retained, active, with no subscriber", r)
 	}
 }
+
+// Retention that cuts inside a relist's differences sets the floor to the
+// newest deleted change's version, not the version before the relist: a
+// token of another instance there must not be placed after the deleted
+// part of the differences.
+func TestACutInsideARelistExpiresTokensBeforeIt(t *testing.T) {
+	c := newFakeCluster(t)
+	for _, n := range []string{"a", "b", "c"} {
+		c.cms().Add(configMap("ns", n, nil, "1")) // rv 1..3
+	}
+	h := newHub(t, c, informerhub.Config{HistoryStore: openStore(t, t.TempDir()), HistorySize: 2})
+	s := watch(t, h, informerhub.WatchRequest{})
+	c.cms().Add(configMap("ns", "z", nil, "1")) // rv 4, seq 1
+	nextChange(t, s)
+	c.cms().ModifyDropWatch(configMap("ns", "a", nil, "2")) // rv 5
+	c.cms().DeleteDropWatch(configMap("ns", "b", nil, "1")) // rv 6
+	c.cms().AddDropWatch(configMap("ns", "d", nil, "1"))    // rv 7
+	c.cms().ResetWatch()
+	nextSent(t, s, 3) // the relist's differences: seqs 2 to 4
+	for _, n := range []string{"e", "f", "g"} {
+		c.cms().Add(configMap("ns", n, nil, "1"))
+		nextChange(t, s)
+	}
+	informerhub.ApplyRetention(h)
+	if err := informerhub.CutDisk(h, configMaps, 3); err != nil { // inside the differences
+		t.Fatal(err)
+	}
+	_, err := h.Watch(context.Background(), informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps},
+		ResumeToken: informerhub.ForgeToken("configmaps.v1", 999, 0, 4, 0)})
+	if !errors.Is(err, informerhub.ErrTokenExpired) {
+		t.Fatalf("a token before a relist whose differences were cut: %v, want ErrTokenExpired", err)
+	}
+}
+
+// A second relist keeps the first one's range while the disk reaches it:
+// a token from inside the first relist's jump stays expired.
+func TestASecondRelistKeepsTheFirstOnesRangeOnDisk(t *testing.T) {
+	c := newFakeCluster(t)
+	c.cms().Add(configMap("ns", "a", nil, "")) // rv 1
+	h := newHub(t, c, informerhub.Config{HistoryStore: openStore(t, t.TempDir()), HistorySize: 2})
+	s := watch(t, h, informerhub.WatchRequest{})
+	c.cms().Add(configMap("ns", "y", nil, "")) // rv 2
+	nextChange(t, s)
+	c.cms().AddDropWatch(configMap("ns", "x", nil, ""))    // rv 3, unseen
+	c.cms().DeleteDropWatch(configMap("ns", "x", nil, "")) // rv 4, unseen
+	c.cms().ResetWatch()
+	informerhub.WaitForResourceVersion(h, configMaps, 4)
+	inside := informerhub.ForgeToken("configmaps.v1", 999, 0, 3, 0)
+	for _, n := range []string{"e", "f", "g", "h"} { // the memory moves past rv 4
+		c.cms().Add(configMap("ns", n, nil, ""))
+		nextChange(t, s)
+	}
+	req := informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps}, ResumeToken: inside}
+	if _, err := h.Watch(context.Background(), req); !errors.Is(err, informerhub.ErrTokenExpired) {
+		t.Fatalf("inside the first relist: %v, want ErrTokenExpired", err)
+	}
+	c.cms().ModifyDropWatch(configMap("ns", "e", nil, "2"))
+	c.cms().ResetWatch()
+	nextChange(t, s)
+	informerhub.ApplyRetention(h)
+	if _, err := h.Watch(context.Background(), req); !errors.Is(err, informerhub.ErrTokenExpired) {
+		t.Fatalf("inside the first relist, after a second: %v, want ErrTokenExpired", err)
+	}
+}
+
+// A disk that fails while a feed lists for the first time leaves the feed
+// on memory alone, evicting as without a disk.
+func TestADiskFailingBeforeTheFirstListLeavesMemoryAlone(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{HistoryStore: openStore(t, t.TempDir()), HistorySize: 10, IdleTimeout: time.Hour})
+	c.Forbid(configMaps, true)
+	if _, err := h.Watch(context.Background(), informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps}}); err == nil {
+		t.Fatal("a Watch the API server forbids succeeded")
+	}
+	if !informerhub.OnDisk(h, configMaps) {
+		t.Fatal("the feed did not attach to the disk before its first list")
+	}
+	informerhub.FailDisk(h)
+	c.Forbid(configMaps, false)
+	select {
+	case <-informerhub.Synced(h, configMaps): // the informer's retry
+	case <-time.After(time.Minute):
+		t.Fatal("the informer did not sync once allowed")
+	}
+	s := watch(t, h, informerhub.WatchRequest{})
+	for i := range 30 {
+		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, ""))
+		nextChange(t, s)
+	}
+	if informerhub.OnDisk(h, configMaps) {
+		t.Error("the feed still reads a failed disk")
+	}
+	if n := informerhub.HistoryLen(h, configMaps); n > 10 {
+		t.Errorf("the history holds %d records with HistorySize 10 after the disk failed", n)
+	}
+	if st := h.Disk(); !st.Failed || st.WriteErrors == 0 {
+		t.Errorf("Disk() = %+v, want failed", st)
+	}
+}
+
+// Catching up from the disk with a selector that selects nothing returns
+// to its caller between batches: a client that goes away ends the scan.
+func TestACatchUpFromDiskStopsWithItsCaller(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{HistoryStore: openStore(t, t.TempDir()), HistorySize: 10})
+	s := watch(t, h, informerhub.WatchRequest{})
+	c.cms().Add(configMap("ns", "first", nil, ""))
+	token := nextChange(t, s).ResumeToken
+	const n = 5000
+	for i := range n {
+		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, ""))
+	}
+	informerhub.WaitForResourceVersion(h, configMaps, n+1)
+	informerhub.ApplyRetention(h)
+	quiet := watch(t, h, informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, Namespace: "none"}, ResumeToken: token})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := quiet.Next(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next with an ended context: %v, want context.Canceled", err)
+	}
+	// Each call reads one batch at most before it looks at its context
+	// again: with one that ends after the first read, at most a batch.
+	read := informerhub.DiskBatchesRead(h)
+	ctx, cancel = context.WithCancel(context.Background())
+	informerhub.OnDiskRead(h, cancel)
+	if _, err := quiet.Next(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next: %v, want context.Canceled", err)
+	}
+	if got := informerhub.DiskBatchesRead(h) - read; got != 1 {
+		t.Errorf("Next read %d batches after its context ended during the first", got)
+	}
+}

@@ -2,6 +2,7 @@ package informerhub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -272,3 +273,42 @@ func ProcessRaw(h *Hub, gvr schema.GroupVersionResource, c RawChange) error {
 	raw.ResourceVersion = strconv.FormatUint(c.RV, 10)
 	return f.process(cache.Deltas{{Type: cache.Updated, Object: raw}}, false)
 }
+
+// CutDisk deletes the resource type's records before seq from the disk, as
+// retention by size would, from the writer's side.
+func CutDisk(h *Hub, gvr schema.GroupVersionResource, seq uint64) error {
+	h.disk.writeMu.Lock()
+	defer h.disk.writeMu.Unlock()
+	return h.disk.cut(FormatResource(gvr), seq)
+}
+
+// FailDisk makes the disk history fail, as a full disk would.
+func FailDisk(h *Hub) { h.disk.fail(errors.New("injected: the disk is full")) }
+
+// HistoryLen counts the records the resource type's history holds in
+// memory.
+func HistoryLen(h *Hub, gvr schema.GroupVersionResource) int {
+	f := feedOf(h, gvr)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.history.len()
+}
+
+// OnDisk reports whether the resource type's feed writes to the disk.
+func OnDisk(h *Hub, gvr schema.GroupVersionResource) bool {
+	f := feedOf(h, gvr)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.disk != nil
+}
+
+// Synced returns a channel closed when the resource type's feed has
+// synced.
+func Synced(h *Hub, gvr schema.GroupVersionResource) <-chan struct{} { return feedOf(h, gvr).synced }
+
+// DiskBatchesRead counts the batches subscribers read from the disk.
+func DiskBatchesRead(h *Hub) uint64 { return h.disk.batchesRead.Load() }
+
+// OnDiskRead makes fn run after each batch a subscriber reads from the
+// disk.
+func OnDiskRead(h *Hub, fn func()) { h.disk.afterRead.Store(&fn) }

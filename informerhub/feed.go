@@ -464,7 +464,9 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 	f.log.Info("informer relisted", "objects", len(objs), "changes", len(changes), "resourceVersion", listRV)
 	// Remembered even when the relist changed nothing: objects may have
 	// come and gone in between, unseen.
-	f.relists = slices.DeleteFunc(f.relists, func(r versionRange) bool { return r.to <= f.history.floorRV })
+	// Against what memory and disk reach: the disk keeps what they say.
+	floor := f.floorRVLocked()
+	f.relists = slices.DeleteFunc(f.relists, func(r versionRange) bool { return r.to <= floor })
 	if batchRV > relistFrom {
 		f.relists = append(f.relists, versionRange{from: relistFrom, to: batchRV})
 	}
@@ -560,9 +562,11 @@ type located struct {
 	pos position
 	// onDisk is set when pos is below the oldest record in memory, on disk.
 	// A position of another instance is then still to be placed by its
-	// resourceVersion among the disk's records up to searchUpTo (set).
-	onDisk     bool
-	searchUpTo uint64
+	// resourceVersion among the disk's records from searchFrom (the disk's
+	// oldest when it was located: if retention takes it meanwhile, the
+	// search fails rather than skip what went) up to searchUpTo (set).
+	onDisk                 bool
+	searchFrom, searchUpTo uint64
 }
 
 // locateLocked turns a token's position into one of this feed instance.
@@ -599,7 +603,8 @@ func (f *feed) locateLocked(p position) (located, error) {
 	if p.rv >= f.history.floorRV {
 		return located{pos: position{epoch: f.epoch, seq: f.history.lastAtOrBefore(p.rv), rv: p.rv}}, nil
 	}
-	return located{pos: position{epoch: f.epoch, rv: p.rv}, onDisk: true, searchUpTo: f.history.first - 1}, nil
+	first, _, _, _ := f.disk.window() // reached: floorRVLocked took the disk's floor
+	return located{pos: position{epoch: f.epoch, rv: p.rv}, onDisk: true, searchFrom: first, searchUpTo: f.history.first - 1}, nil
 }
 
 // floorRVLocked is the oldest resourceVersion the feed resumes from without

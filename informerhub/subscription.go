@@ -139,7 +139,6 @@ func (f *feed) subscribe(ctx context.Context, req *watchParams) (*Subscription, 
 	}
 	s.start = f.pos
 	var loc located
-	disk := f.disk
 	if tok != nil {
 		var err error
 		loc, err = f.locateLocked(tok.pos)
@@ -199,8 +198,7 @@ func (f *feed) subscribe(ctx context.Context, req *watchParams) (*Subscription, 
 	if loc.searchUpTo != 0 {
 		// Placed by resourceVersion among the disk's records, outside the
 		// lock: they never change once written.
-		first, _, _, _ := disk.window()
-		seq, err := f.hub.cfg.HistoryStore.LastAtOrBefore(f.resource, first, loc.searchUpTo, s.start.rv)
+		seq, err := f.hub.disk.lastAtOrBefore(ctx, f.resource, loc.searchFrom, loc.searchUpTo, s.start.rv)
 		if err != nil {
 			f.mu.Lock()
 			s.releaseLocked()
@@ -391,7 +389,7 @@ func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 			if err := s.stoppedOrCanceled(ctx); err != nil {
 				return nil, err
 			}
-			ev, err := s.nextCatchUp()
+			ev, err := s.nextCatchUp(ctx)
 			if ev != nil || err != nil {
 				return ev, err
 			}
@@ -418,7 +416,7 @@ func (s *Subscription) stoppedOrCanceled(ctx context.Context) error {
 
 // nextCatchUp returns the next selected history record, or nil once the
 // subscription has caught up and gone live.
-func (s *Subscription) nextCatchUp() (*Event, error) {
+func (s *Subscription) nextCatchUp(ctx context.Context) (*Event, error) {
 	f := s.feed
 	for {
 		for s.backlogNext < len(s.backlog) {
@@ -448,12 +446,14 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 			// the lock; the memory keeps every record not yet written.
 			upTo := f.history.first
 			f.mu.Unlock()
-			batch, err := f.readDisk(s.at.seq+1, upTo, s.backlog[:0])
+			batch, err := f.readDisk(ctx, s.at.seq+1, upTo, s.backlog[:0])
 			if err != nil {
-				return nil, s.diskFailed(err)
+				return nil, s.diskFailed(ctx, err)
 			}
+			// Back to Next, which checks ctx before the next batch: a scan
+			// of the disk that selects nothing stops when its caller goes.
 			s.backlog, s.backlogNext = batch, 0
-			continue
+			return nil, nil
 		}
 		if !ok {
 			// The history moved past this subscriber while it caught up:
@@ -490,8 +490,11 @@ func (s *Subscription) nextCatchUp() (*Event, error) {
 // diskFailed ends the subscription on a failed read of the disk history:
 // retention deleted what it was reading (it is too slow, or its token
 // expired), or the disk failed.
-func (s *Subscription) diskFailed(err error) error {
+func (s *Subscription) diskFailed(ctx context.Context, err error) error {
 	f := s.feed
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	if !errors.Is(err, historystore.ErrMissing) {
 		return f.diskError(err)
 	}

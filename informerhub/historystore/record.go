@@ -122,8 +122,35 @@ func appendObject(b []byte, o *Object) []byte {
 	return append(b, o.JSON...)
 }
 
-func readObject(v []byte) (Object, error) {
-	d := decoder{b: v}
+// A state entry is the object itself (stateInline), or the sequence
+// number of the newest record, which holds it (statePointer).
+const (
+	stateInline = 1
+	stateRecord = 2
+)
+
+func appendStateObject(b []byte, o *Object) []byte {
+	return appendObject(append(b, stateInline), o)
+}
+
+func appendStatePointer(b []byte, seq uint64) []byte {
+	return binary.AppendUvarint(append(b, stateRecord), seq)
+}
+
+// statePointer returns the record a state entry points at, if it does.
+func statePointer(v []byte) (uint64, bool) {
+	if len(v) < 2 || v[0] != stateRecord {
+		return 0, false
+	}
+	seq, n := binary.Uvarint(v[1:])
+	return seq, n == len(v)-1
+}
+
+func readStateObject(v []byte) (Object, error) {
+	if len(v) == 0 || v[0] != stateInline {
+		return Object{}, errCorrupt
+	}
+	d := decoder{b: v[1:]}
 	o := d.object()
 	if d.bad || len(d.b) != 0 {
 		return Object{}, errCorrupt

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable/block"
 )
 
 // Options configures a Store.
@@ -18,7 +19,10 @@ type Options struct {
 	// Dir is the directory of the store, created if missing.
 	Dir string
 	// MemTableBytes is the size of each of Pebble's memtables (default
-	// 16 MiB); up to four may be held while the disk catches up.
+	// 64 MiB); up to two are held, one filling while the other is written
+	// out. Smaller ones make more, smaller files to compact: appends slow
+	// down (BenchmarkDiskHistory/append: 18k records/s at 16 MiB, 25k at
+	// 64 MiB).
 	MemTableBytes uint64
 	// Logger receives Pebble's errors; nil: slog.Default.
 	Logger *slog.Logger
@@ -43,7 +47,7 @@ const (
 // Open opens (or creates) the store in opts.Dir.
 func Open(opts Options) (*Store, error) {
 	if opts.MemTableBytes == 0 {
-		opts.MemTableBytes = 16 << 20
+		opts.MemTableBytes = 64 << 20
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -54,18 +58,29 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("creating the history directory: %w", err)
 	}
 	po := &pebble.Options{
-		FormatMajorVersion: pebble.FormatNewest,
+		// Pinned, not FormatNewest: upgrading Pebble must not upgrade the
+		// files under an informerhub one might roll back to.
+		FormatMajorVersion: pebble.FormatValueSeparation,
 		Logger:             pebbleLogger{opts.Logger},
 		// Written to more than read: the defaults stall writes once a few
 		// files wait in L0, which a burst of appends reaches in seconds on
 		// a small disk (measured; see the package doc).
 		MemTableSize:                opts.MemTableBytes,
-		MemTableStopWritesThreshold: 4,
+		MemTableStopWritesThreshold: 2,
 		L0CompactionThreshold:       2,
 		L0StopWritesThreshold:       1000,
 		LBaseMaxBytes:               64 << 20,
 		CompactionConcurrencyRange:  func() (int, int) { return 1, 2 },
 	}
+	// Snappy, but not where files are written to be rewritten soon:
+	// compression is most of what appending costs on a small machine
+	// (profiled: a quarter of BenchmarkDiskHistory/append's CPU), and a
+	// flush's L0 files are compacted within seconds.
+	po.ApplyCompressionSettings(func() pebble.DBCompressionSettings {
+		cs := pebble.UniformDBCompressionSettings(block.SnappyCompression)
+		cs.Levels[0] = block.NoCompression
+		return cs
+	})
 	db, err := pebble.Open(opts.Dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("opening the history in %s: %w", opts.Dir, err)
@@ -76,10 +91,16 @@ func Open(opts Options) (*Store, error) {
 // Close closes the store; nothing may use it after.
 func (s *Store) Close() error { return s.db.Close() }
 
-// Flush writes what Pebble holds in memory out to its tables, so that
-// DiskBytes measures compressed tables rather than the write-ahead log
-// (benchmarks report bytes per record after it).
-func (s *Store) Flush() error { return s.db.Flush() }
+// Settle writes what Pebble holds in memory out to its tables and
+// compacts them all, so that DiskBytes and EstimateBytes measure what the
+// data costs at rest rather than in the write-ahead log and uncompressed
+// level-0 files (benchmarks report bytes per record after it).
+func (s *Store) Settle(ctx context.Context) error {
+	if err := s.db.Flush(); err != nil {
+		return err
+	}
+	return s.db.Compact(ctx, []byte{0}, []byte{0xff}, false)
+}
 
 // DiskBytes is what the store takes on disk.
 func (s *Store) DiskBytes() uint64 { return s.db.Metrics().DiskSpaceUsage() }
@@ -164,19 +185,24 @@ func (s *Store) ClaimCluster(id string) (reset bool, err error) {
 		if held == id {
 			return false, nil
 		}
-		b := s.db.NewBatch()
-		defer b.Close()
-		for _, kind := range []byte{kindMeta, kindRecord, kindState} {
-			if err := b.DeleteRange([]byte{kind}, []byte{kind + 1}, nil); err != nil {
-				return false, err
-			}
-		}
-		if err := b.Set(keyCluster, []byte(id), nil); err != nil {
+		if err := s.Reset(); err != nil {
 			return false, err
 		}
-		return true, b.Commit(pebble.Sync)
+		return true, s.db.Set(keyCluster, []byte(id), pebble.Sync)
 	}
 	return false, s.db.Set(keyCluster, []byte(id), pebble.Sync)
+}
+
+// Reset deletes everything the store holds but its cluster's identity.
+func (s *Store) Reset() error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, kind := range []byte{kindMeta, kindRecord, kindState} {
+		if err := b.DeleteRange([]byte{kind}, []byte{kind + 1}, nil); err != nil {
+			return err
+		}
+	}
+	return b.Commit(pebble.Sync)
 }
 
 // Meta returns what the store holds of a resource type; false if nothing.
@@ -215,45 +241,65 @@ func (s *Store) Resources() (map[string]Meta, error) {
 	return out, it.Close()
 }
 
-// Append writes records of a resource type, in order, with the state
-// changes they make and the Meta that covers them, as one synced batch.
-// Records after a state-only Append (initial != nil) replace the stored
-// state with initial first.
-func (s *Store) Append(resource string, initial []Object, recs []Record, m Meta) error {
+// Write is what Append writes of one resource type, as one batch.
+type Write struct {
+	// ResetState deletes the stored state first; State adds objects to it.
+	ResetState bool
+	State      []Object
+	// Records are written in order, each with the change it makes to the
+	// state.
+	Records []Record
+	// Meta, when set, replaces the resource type's Meta.
+	Meta *Meta
+}
+
+// Append writes w as one atomic, synced batch.
+func (s *Store) Append(resource string, w Write) error {
 	b := s.db.NewBatch()
 	defer b.Close()
-	if initial != nil {
+	if w.ResetState {
 		p := prefix(kindState, resource)
 		if err := b.DeleteRange(p, upperBound(p), nil); err != nil {
 			return err
 		}
-		for i := range initial {
-			o := &initial[i]
-			if err := b.Set(stateKey(resource, o.Namespace, o.Name), appendObject(nil, o), nil); err != nil {
-				return err
-			}
-		}
 	}
 	var buf []byte
-	for i := range recs {
-		r := &recs[i]
+	for i := range w.State {
+		o := &w.State[i]
+		buf = appendStateObject(buf[:0], o)
+		if err := b.Set(stateKey(resource, o.Namespace, o.Name), buf, nil); err != nil {
+			return err
+		}
+	}
+	// The state entry of an object a record changed points at the newest
+	// such record, which holds the object: written once per object per
+	// batch, eight bytes, not the object again.
+	newest := make(map[[2]string]int, len(w.Records))
+	for i := range w.Records {
+		r := &w.Records[i]
 		buf = appendRecord(buf[:0], r)
 		if err := b.Set(recordKey(resource, r.Seq), buf, nil); err != nil {
 			return err
 		}
-		sk := stateKey(resource, r.Object.Namespace, r.Object.Name)
+		newest[[2]string{r.Object.Namespace, r.Object.Name}] = i
+	}
+	for key, i := range newest {
+		r := &w.Records[i]
+		sk := stateKey(resource, key[0], key[1])
 		var err error
 		if r.Type == TypeDeleted {
 			err = b.Delete(sk, nil)
 		} else {
-			err = b.Set(sk, appendObject(buf[:0], &r.Object), nil)
+			err = b.Set(sk, appendStatePointer(buf[:0], r.Seq), nil)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	if err := s.setMeta(b, resource, m); err != nil {
-		return err
+	if w.Meta != nil {
+		if err := s.setMeta(b, resource, *w.Meta); err != nil {
+			return err
+		}
 	}
 	return b.Commit(pebble.Sync)
 }
@@ -272,6 +318,31 @@ func (s *Store) setMeta(b *pebble.Batch, resource string, m Meta) error {
 func (s *Store) DeleteBefore(resource string, seq uint64, m Meta) (start, end []byte, err error) {
 	b := s.db.NewBatch()
 	defer b.Close()
+	// State entries pointing at records about to go take their objects
+	// in: the objects that have not changed since.
+	p := prefix(kindState, resource)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upperBound(p)})
+	if err != nil {
+		return nil, nil, err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		ptr, ok := statePointer(it.Value())
+		if !ok || ptr >= seq {
+			continue
+		}
+		r, err := s.Get(resource, ptr)
+		if err != nil {
+			it.Close()
+			return nil, nil, fmt.Errorf("reading the record of a stored object of %s: %w", resource, err)
+		}
+		if err := b.Set(bytes.Clone(it.Key()), appendStateObject(nil, &r.Object), nil); err != nil {
+			it.Close()
+			return nil, nil, err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, nil, err
+	}
 	start, end = recordKey(resource, 0), recordKey(resource, seq)
 	if err := b.DeleteRange(start, end, nil); err != nil {
 		return nil, nil, err
@@ -305,7 +376,9 @@ func (s *Store) Drop(resource string) error {
 }
 
 // State calls fn with each object of a resource type's stored state, in
-// namespace and name order. The Object is fn's to keep.
+// namespace and name order. The Object is fn's to keep. An object changed
+// since the records' oldest is read from its newest record: one read per
+// object, never a scan of the records.
 func (s *Store) State(resource string, fn func(Object) error) error {
 	p := prefix(kindState, resource)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upperBound(p)})
@@ -318,7 +391,15 @@ func (s *Store) State(resource string, fn func(Object) error) error {
 			it.Close()
 			return err
 		}
-		o, err := readObject(v)
+		var o Object
+		if ptr, ok := statePointer(v); ok {
+			var r Record
+			if r, err = s.Get(resource, ptr); err == nil {
+				o = r.Object
+			}
+		} else {
+			o, err = readStateObject(v)
+		}
 		if err != nil {
 			it.Close()
 			return fmt.Errorf("reading the stored state of %s: %w", resource, err)

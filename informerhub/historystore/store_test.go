@@ -35,7 +35,7 @@ func TestAppendAndRead(t *testing.T) {
 		{Seq: 4, Epoch: 7, RV: 20, TokenRV: 20, Type: TypeDeleted, Received: 300, FromRelist: true, Object: a2, Previous: &a2},
 	}
 	m := Meta{LastSeq: 4, LastRV: 20, FirstSeq: 1, FloorRV: 10, Epochs: []Epoch{{ID: 7, First: 1, Last: 4}}, Relists: []Range{{From: 12, To: 20}}}
-	if err := s.Append("configmaps.v1", []Object{obj("z", 10)}, recs, m); err != nil {
+	if err := s.Append("configmaps.v1", Write{ResetState: true, State: []Object{obj("z", 10)}, Records: recs, Meta: &m}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Read("configmaps.v1", 1, 10, 100, 0)
@@ -74,6 +74,17 @@ func TestAppendAndRead(t *testing.T) {
 	if got, err := s.Read("configmaps.v1", 3, 10, 10, 0); err != nil || len(got) != 2 {
 		t.Errorf("reading after the deletion: %d records, %v", len(got), err)
 	}
+	// Objects whose newest record goes stay in the state, taken in.
+	if _, _, err := s.DeleteBefore("configmaps.v1", 5, m); err != nil {
+		t.Fatal(err)
+	}
+	var after []Object
+	if err := s.State("configmaps.v1", func(o Object) error { after = append(after, o); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]Object{b, obj("z", 10)}, after); diff != "" {
+		t.Errorf("state after its records went (-want +got):\n%s", diff)
+	}
 	// Another resource type's keys never mix with these.
 	if _, ok, _ := s.Meta("configmaps"); ok {
 		t.Error("a resource type whose name prefixes another's has its Meta")
@@ -110,7 +121,7 @@ func TestClaimClusterEmptiesAnotherClustersHistory(t *testing.T) {
 	if reset, err := s.ClaimCluster("one"); reset || err != nil {
 		t.Fatalf("first claim: reset=%v, %v", reset, err)
 	}
-	if err := s.Append("configmaps.v1", []Object{obj("a", 1)}, nil, Meta{LastSeq: 0, LastRV: 1, FirstSeq: 1}); err != nil {
+	if err := s.Append("configmaps.v1", Write{State: []Object{obj("a", 1)}, Meta: &Meta{LastSeq: 0, LastRV: 1, FirstSeq: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if reset, err := s.ClaimCluster("one"); reset || err != nil {
