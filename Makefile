@@ -70,7 +70,7 @@ python-deps: ## Install the Debian packages of the Python client (python3-grpcio
 # The benchmarks behind BENCHMARKS.md. `make test` runs each once at its
 # smallest (bench-smoke; the harness's own smoke test, TestHarnessSmoke,
 # runs with the other tests) so that none of them rots.
-GO_BENCHMARKS := ^(BenchmarkFanOut|BenchmarkGRPCFanOut|BenchmarkSnapshot|BenchmarkOneObjectEach|BenchmarkNodeAgents|BenchmarkFilter|BenchmarkProjection)$$
+GO_BENCHMARKS := ^(BenchmarkFanOut|BenchmarkGRPCFanOut|BenchmarkSnapshot|BenchmarkOneObjectEach|BenchmarkNodeAgents|BenchmarkFilter|BenchmarkProjection|BenchmarkDiskHistory)$$
 BENCH_RUNS    ?= 3
 BENCH_RESULTS := test/bench/results
 
@@ -84,7 +84,7 @@ bench: build controlplane ## Measure the hub beside the API server; write BENCHM
 
 .PHONY: bench-smoke
 bench-smoke: ## Run every Go benchmark once, at a single iteration.
-	go test -run '^$$' -bench '$(GO_BENCHMARKS)' -benchtime 1x ./informerhub ./server
+	go test -run '^$$' -bench '$(GO_BENCHMARKS)' -benchtime 1x -short ./informerhub ./server
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no control plane.

@@ -55,8 +55,9 @@ func parseGoBench(r io.Reader) ([]*goBenchmark, error) {
 }
 
 // AddGoBenchmarks turns `go test -bench` output into the report's sections
-// on the in-process fan-out core and on the query features (see
-// addQueryBenchmarks), and the targets they measure.
+// on the in-process fan-out core, on the query features (see
+// addQueryBenchmarks) and on the disk history (addDiskBenchmarks), and the
+// targets they measure.
 func (r *Report) AddGoBenchmarks(output io.Reader, command string) error {
 	all, err := parseGoBench(output)
 	if err != nil {
@@ -65,16 +66,22 @@ func (r *Report) AddGoBenchmarks(output io.Reader, command string) error {
 	if len(all) == 0 {
 		return fmt.Errorf("no benchmark results in the output of %s", command)
 	}
-	var benchmarks, query []*goBenchmark
+	var benchmarks, query, disk []*goBenchmark
 	for _, b := range all {
-		if isQueryBenchmark(b.name) {
+		switch {
+		case isQueryBenchmark(b.name):
 			query = append(query, b)
-		} else {
+		case isDiskBenchmark(b.name):
+			disk = append(disk, b)
+		default:
 			benchmarks = append(benchmarks, b)
 		}
 	}
 	if len(query) > 0 {
 		r.addQueryBenchmarks(query, command)
+	}
+	if len(disk) > 0 {
+		r.addDiskBenchmarks(disk, command)
 	}
 	if len(benchmarks) == 0 {
 		return nil

@@ -125,6 +125,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"fan-out", fanOutScenario},
 		{"slow subscribers", slowSubscriberScenario},
 		{"relist", relistScenario},
+		{"durable history", durableScenario},
 		// Before the objects' scenarios, which fill the API server; these
 		// remove what they create.
 		{"one object each, node agents and projection", selectiveScenarios},
