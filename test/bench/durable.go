@@ -59,7 +59,7 @@ func durableScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 			o.SlowHealthy, rate, o.ObjectBytes>>10, o.FanOutDuration),
 		Tables: []Table{{
 			Header: []string{"subscribers", "changes/s", "p99 without --history-dir", "p99 with it", "ratio"},
-			Rows: [][]string{{fmt.Sprint(o.SlowHealthy), fmt.Sprintf("%.0f", rate), spreadOf(off).format(ms), spreadOf(on).format(ms), r99.format(ratio)}},
+			Rows:   [][]string{{fmt.Sprint(o.SlowHealthy), fmt.Sprintf("%.0f", rate), spreadOf(off).format(ms), spreadOf(on).format(ms), r99.format(ratio)}},
 		}},
 	})
 	r.Targets = append(r.Targets, Target{Name: "Recording the history on disk", Goal: "healthy p99 with --history-dir ≤ 1.1× without",
