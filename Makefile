@@ -94,12 +94,12 @@ test-unit: ## Run the tests that need no control plane.
 # The fault suite (test/integration/reliability_test.go) runs once in `make
 # test`. Faults are races against timing; soak runs it many times over,
 # which is too long for CI (about 6 minutes on 2 cores).
-FAULT_TESTS := TestAPIServerKilledAndRestarted|TestCompactionForcesARelist|TestHubKilledAndRestarted|TestClientsMoveBetweenReplicas|TestNetworkToTheAPIServerStallsAndDrops|TestStalledAndSlowSubscribers|TestManySubscribeCycles|TestTokensOutliveTheHub|TestAnAuthOutageEndsNoStream|TestAFeedThatLostItsRBACEndsItsStreams|TestATokenFloodDrainsNothing
+FAULT_TESTS := TestAPIServerKilledAndRestarted|TestCompactionForcesARelist|TestHubKilledAndRestarted|TestClientsMoveBetweenReplicas|TestNetworkToTheAPIServerStallsAndDrops|TestStalledAndSlowSubscribers|TestManySubscribeCycles|TestTokensOutliveTheHub|TestAnAuthOutageEndsNoStream|TestAFeedThatLostItsRBACEndsItsStreams|TestATokenFloodDrainsNothing|TestAGapWhileTheHubWasDownIsMarkedFromRelist
 SOAK_COUNT  ?= 10
 # Scale tests run in `make test` at a size that takes seconds; soak runs
 # them at the size their issues name (-full-size), without the race
 # detector, which would make them take many minutes.
-SCALE_TESTS := TestALargeRelistEndsNoSubscriber|TestRechecksScaleWithIdentitiesNotStreams|TestADrainedReplicaHandsItsStreamsOver
+SCALE_TESTS := TestALargeRelistEndsNoSubscriber|TestRechecksScaleWithIdentitiesNotStreams|TestADrainedReplicaHandsItsStreamsOver|TestADurableHubKilledDuringWrites
 
 .PHONY: soak
 soak: controlplane ## Run the fault suite SOAK_COUNT times, and the scale tests once at full size (not in CI).

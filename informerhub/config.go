@@ -39,8 +39,12 @@ type Config struct {
 	// older than HistoryRetention go, then the oldest whatever their
 	// resource type while the store takes more than HistoryDiskBytes.
 	// Zero: no bound of that kind. Defaults: none (the flags set them).
-	HistoryRetention time.Duration
-	HistoryDiskBytes int64
+	// Retention runs every HistoryRetentionCheck (default 10s), a cut by
+	// size at most per check (the space a cut frees shows only once Pebble
+	// has compacted).
+	HistoryRetention      time.Duration
+	HistoryDiskBytes      int64
+	HistoryRetentionCheck time.Duration
 	// Retain names resource types whose informers run from the start and
 	// never stop for idleness, so that their history is recorded whether
 	// or not anyone subscribes: "pods", "deployments.apps",
@@ -164,20 +168,21 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultHistorySize          = 10000
-	DefaultHistoryBytes         = 256 << 20
-	DefaultMemoryBudget         = 1 << 30
-	DefaultMaxConcurrentReplays = 64
-	DefaultMaxReplaysPerOwner   = 8
-	DefaultMaxReplayStateBytes  = 256 << 20
-	DefaultQueueSize            = 1000
-	DefaultBookmarkInterval     = time.Minute
-	DefaultIdleTimeout          = 5 * time.Minute
-	DefaultMaxUpstreamFailure   = 5 * time.Minute
-	DefaultSnapshotPageSize     = 500
-	DefaultSnapshotPageBytes    = 1 << 20
-	DefaultMaxSelectorLength    = 4096
-	DefaultMaxSelectorTerms     = 64
+	DefaultHistorySize           = 10000
+	DefaultHistoryBytes          = 256 << 20
+	DefaultMemoryBudget          = 1 << 30
+	DefaultMaxConcurrentReplays  = 64
+	DefaultMaxReplaysPerOwner    = 8
+	DefaultMaxReplayStateBytes   = 256 << 20
+	DefaultQueueSize             = 1000
+	DefaultBookmarkInterval      = time.Minute
+	DefaultIdleTimeout           = 5 * time.Minute
+	DefaultHistoryRetentionCheck = 10 * time.Second
+	DefaultMaxUpstreamFailure    = 5 * time.Minute
+	DefaultSnapshotPageSize      = 500
+	DefaultSnapshotPageBytes     = 1 << 20
+	DefaultMaxSelectorLength     = 4096
+	DefaultMaxSelectorTerms      = 64
 
 	DefaultMaxFilterLength           = 4096
 	DefaultMaxFilterEstimatedCost    = 10_000_000
@@ -207,6 +212,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxReplayStateBytes <= 0 {
 		c.MaxReplayStateBytes = DefaultMaxReplayStateBytes
+	}
+	if c.HistoryRetentionCheck <= 0 {
+		c.HistoryRetentionCheck = DefaultHistoryRetentionCheck
 	}
 	if c.QueueSize <= 0 {
 		c.QueueSize = DefaultQueueSize

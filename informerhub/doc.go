@@ -46,6 +46,14 @@
 // carrying the token to resume from. The history holds the newest relist's
 // differences whole for this.
 //
+// With Config.HistoryStore, the history is also kept on disk
+// (durable.go, in Pebble through package historystore): one writer
+// goroutine writes each feed's records off its lock, sequence numbers
+// continue across runs, a feed starts from the stored state and watches on
+// from the stored resourceVersion, and catch-up reads the disk below the
+// memory's window. Tokens then resume across restarts and long after etcd
+// compacted their versions, within Config.HistoryRetention.
+//
 // A token the history no longer holds is replayed from the API server
 // (replay.go): its watch from the token's resourceVersion, and for a filter,
 // projection or previous state, which the API server cannot compute, its

@@ -46,8 +46,8 @@ import (
 //   - Catch-up reads the disk below the memory's oldest record, a batch at a
 //     time outside the feed's lock (nextCatchUp), so a client hours behind
 //     costs a disk scan, and the hub's memory stays flat.
-//   - Retention (retain) deletes the oldest records past
-//     Config.HistoryRetention or Config.HistoryDiskBytes.
+//   - Retention (retain), every Config.HistoryRetentionCheck, deletes the
+//     oldest records past Config.HistoryRetention or HistoryDiskBytes.
 //
 // If a write fails, the disk history stops for the process (logged, and
 // counted in Stats): memory serves on, and a restart continues from what
@@ -127,9 +127,6 @@ type diskLog struct {
 	detached chan struct{} // closed once feed is nil again
 }
 
-// retentionInterval is how often the writer applies retention.
-var retentionInterval = 10 * time.Second
-
 func newDiskHistory(h *Hub) *diskHistory {
 	d := &diskHistory{
 		hub: h, store: h.cfg.HistoryStore, log: h.log.With("component", "history-disk"),
@@ -191,7 +188,7 @@ func (d *diskHistory) notify() {
 
 func (d *diskHistory) run() {
 	defer close(d.done)
-	ticker := time.NewTicker(retentionInterval)
+	ticker := time.NewTicker(d.hub.cfg.HistoryRetentionCheck)
 	defer ticker.Stop()
 	for {
 		select {

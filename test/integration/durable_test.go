@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -274,4 +277,77 @@ func writeInBackground(t *testing.T, ns string, n int) func() error {
 		}
 		return err
 	}
+}
+
+// TestRetentionExpiresOldTokensWithTheirAge: with a retention of a few
+// seconds, the disk deletes the oldest changes as they age; once a token is
+// older than what remains and etcd has compacted its version, it is
+// OUT_OF_RANGE (RESUME_TOKEN_EXPIRED) with a message saying where the
+// history begins and how old that is, and a token within the retention
+// still resumes exactly from the disk, its version compacted too.
+func TestRetentionExpiresOldTokensWithTheirAge(t *testing.T) {
+	ns := namespace(t)
+	w := newWorkload(t, ns, 5)
+	ref := startReference(t, ns)
+	// On the API server without a watch cache, so that after the
+	// compaction it cannot replay the old token either.
+	h, _ := startDurableHub(t, etcdAPIServer(t).Config, t.TempDir(), informerhub.Config{
+		HistorySize: 10, HistoryRetention: 3 * time.Second, HistoryRetentionCheck: 100 * time.Millisecond})
+	var old checker.Transcript
+	req := &informerhubv1.WatchRequest{Selector: watchSelector(ns), SendInitialEvents: true}
+	readUntil(t, h.client, req, &old, endOfInitialEvents)
+	oldRV, err := strconv.ParseUint(old.Events()[len(old.Events())-1].ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Changes keep coming, and those after the old token age past the
+	// retention (only time ages them): the retained window moves past it.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		w.step(5)
+		since, rv := retainedWindow(t, h)
+		if floor, _ := strconv.ParseUint(rv, 10, 64); floor > oldRV {
+			if age := time.Since(since); age > 10*time.Second {
+				t.Errorf("the retained window begins %v ago, with a retention of 3s", age)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a minute, the retained window still begins at resourceVersion %s, before the token at %d", rv, oldRV)
+		}
+	}
+	var recent checker.Transcript
+	readUntil(t, h.client, req, &recent, endOfInitialEvents)
+	w.step(10)
+	if _, err := cluster.Compact(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	stream, err := h.client.Watch(ctxFor(t), &informerhubv1.WatchRequest{Selector: watchSelector(ns), ResumeToken: old.LastToken()})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.OutOfRange || errorInfo(t, err).GetReason() != "RESUME_TOKEN_EXPIRED" ||
+		!strings.Contains(status.Convert(err).Message(), "which begins at resourceVersion") {
+		t.Fatalf("a token older than the retention: %v, want OUT_OF_RANGE RESUME_TOKEN_EXPIRED saying where the history begins", err)
+	}
+	m := w.marker()
+	readUntil(t, h.client, &informerhubv1.WatchRequest{Selector: watchSelector(ns), ResumeToken: recent.LastToken()}, &recent, m)
+	checkTranscript(t, ref, &recent, checker.Options{Namespace: ns, InitialEvents: true})
+}
+
+// retainedWindow returns ListResources' retained window of ConfigMaps.
+func retainedWindow(t *testing.T, h *hub) (since time.Time, rv string) {
+	t.Helper()
+	resp, err := h.client.ListResources(ctxFor(t), &informerhubv1.ListResourcesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resp.GetResources() {
+		if r.GetGroup() == "" && r.GetResource() == "configmaps" {
+			return r.GetRetainedSince().AsTime(), r.GetRetainedResourceVersion()
+		}
+	}
+	t.Fatal("ListResources has no configmaps")
+	return time.Time{}, ""
 }
