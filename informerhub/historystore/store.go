@@ -467,29 +467,24 @@ func (s *Store) Get(resource string, seq uint64) (Record, error) {
 }
 
 // LastAtOrBefore returns the seq of the newest record in [first, last]
-// whose resourceVersion is at most rv (first-1 when none), by binary
-// search: records are in resourceVersion order.
+// whose resourceVersion is at most rv (first-1 when none): records are in
+// resourceVersion order.
 func (s *Store) LastAtOrBefore(resource string, first, last, rv uint64) (uint64, error) {
-	lo, hi := first, last+1 // the answer+1 is in [lo, hi]
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		r, err := s.Get(resource, mid)
-		if err != nil {
-			return 0, err
-		}
-		if r.RV > rv {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	return lo - 1, nil
+	seq, err := s.search(resource, first, last, func(r *Record) bool { return r.RV > rv })
+	return seq - 1, err
 }
 
 // FirstAfter returns the seq of the oldest record in [first, last] received
-// after the Unix nanosecond at (last+1 when none), by binary search: records
-// are in the order the hub received them.
+// after the Unix nanosecond at (last+1 when none): records are in the order
+// the hub received them.
 func (s *Store) FirstAfter(resource string, first, last uint64, at int64) (uint64, error) {
+	return s.search(resource, first, last, func(r *Record) bool { return r.Received > at })
+}
+
+// search returns the seq of the oldest record in [first, last] for which
+// past holds (last+1 when none), by binary search: past must hold for
+// every record after one it holds for.
+func (s *Store) search(resource string, first, last uint64, past func(*Record) bool) (uint64, error) {
 	lo, hi := first, last+1
 	for lo < hi {
 		mid := lo + (hi-lo)/2
@@ -497,7 +492,7 @@ func (s *Store) FirstAfter(resource string, first, last uint64, at int64) (uint6
 		if err != nil {
 			return 0, err
 		}
-		if r.Received > at {
+		if past(&r) {
 			hi = mid
 		} else {
 			lo = mid + 1
