@@ -703,15 +703,15 @@ func (d *diskHistory) cut(resource string, seq uint64) error {
 	if err != nil {
 		return err
 	}
-	last, err := d.store.Get(resource, seq-1)
-	if err != nil {
-		return err
-	}
 	dl.mu.Lock()
 	m := dl.meta
 	dl.mu.Unlock()
 	if seq <= m.FirstSeq {
 		return nil
+	}
+	last, err := d.store.Get(resource, seq-1)
+	if err != nil {
+		return err
 	}
 	deleted := seq - m.FirstSeq
 	// The floor is the newest deleted change's own version, as memory
