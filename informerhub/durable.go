@@ -599,8 +599,11 @@ func (f *feed) readDisk(ctx context.Context, seq, upTo uint64, dst []*record) ([
 
 // diskError is what a subscriber gets when the disk history cannot be read.
 func (f *feed) diskError(err error) error {
-	if errors.Is(err, historystore.ErrMissing) {
+	switch {
+	case errors.Is(err, historystore.ErrMissing):
 		return f.expired(false)
+	case errors.Is(err, errDiskClosed):
+		return ErrClosed // the hub is closing
 	}
 	f.log.Error("cannot read the history on disk", "error", err)
 	return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: reading the history on disk: %w", ErrUnavailable, err)}
