@@ -51,6 +51,11 @@ type Event struct {
 	ResumeToken string
 	// InitialEventsEnd is set on the bookmark that ends the initial events.
 	InitialEventsEnd bool
+	// FromRelist is set on a change the hub found by relisting rather than
+	// by watching (WatchResponse.from_relist): the API server could not
+	// say what happened in between, only how the object differs. An audit
+	// consumer should treat the span as a gap.
+	FromRelist bool
 	// Resync is set on the events of a re-sync: the hub could no longer
 	// resume the watch (its token expired), so the watch listed again and
 	// reported the differences from what it had delivered. The re-sync ends
@@ -70,6 +75,7 @@ func eventOf(resp *informerhubv1.WatchResponse) Event {
 		ResourceVersion:  resp.GetResourceVersion(),
 		ResumeToken:      resp.GetResumeToken(),
 		InitialEventsEnd: resp.GetInitialEventsEnd(),
+		FromRelist:       resp.GetFromRelist(),
 	}
 	if o := resp.GetObject(); o != "" {
 		e.Object = []byte(o)
