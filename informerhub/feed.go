@@ -239,7 +239,11 @@ func (f *feed) waitSynced(ctx context.Context) error {
 func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.isSynced {
+	// The stored state is the first list when the disk holds the type
+	// (f.restore, until it is processed): an error before the sync is
+	// then its watch's (the API server no longer has the stored version,
+	// and the Reflector lists), not a failed list.
+	if !f.isSynced && f.restore == nil {
 		f.listErr = err
 		f.closeListFailed.Do(func() { close(f.listFailed) })
 		f.log.Warn("listing failed; retrying", "error", err)
