@@ -452,6 +452,11 @@ func (d *diskHistory) flush(dl *diskLog) error {
 			meta.Relists = append(meta.Relists, historystore.Range{From: r.from, To: r.to})
 		}
 	}
+	// A fresh type's records carry its Meta only in their last batch: its
+	// state, written first, is the current one, which only the last
+	// batch's Meta describes. A crash before it leaves the type unknown,
+	// to be written again, rather than a state ahead of its Meta.
+	fresh := initial
 	for len(recs) > 0 || initial || pos.rv != meta.LastRV {
 		// A batch ends after a record that completes a position (never
 		// inside a relist's differences, whose state is no position).
@@ -482,13 +487,19 @@ func (d *diskHistory) flush(dl *diskLog) error {
 		for i, r := range batch {
 			out[i] = diskRecord(r)
 		}
-		m := meta
-		if err := d.store.Append(f.resource, historystore.Write{Records: out, Meta: &m}); err != nil {
+		w := historystore.Write{Records: out}
+		if !fresh || len(recs) == 0 {
+			m := meta
+			w.Meta = &m
+		}
+		if err := d.store.Append(f.resource, w); err != nil {
 			return err
 		}
-		dl.mu.Lock()
-		dl.meta, dl.known, dl.initial = meta, true, false
-		dl.mu.Unlock()
+		if w.Meta != nil {
+			dl.mu.Lock()
+			dl.meta, dl.known, dl.initial = meta, true, false
+			dl.mu.Unlock()
+		}
 		initial = false
 		f.mu.Lock()
 		if f.disk == dl {
