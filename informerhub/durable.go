@@ -80,6 +80,7 @@ type diskHistory struct {
 	// compacting counts the compactions under way (see cut), which
 	// compactCtx ends at close.
 	compacting    sync.WaitGroup
+	compactingNow atomic.Bool
 	compactCtx    context.Context
 	compactCancel context.CancelFunc
 
@@ -100,6 +101,10 @@ const maxConcurrentDiskReads = 8
 // fell behind catches up in batches Pebble takes, freeing memory as it
 // goes.
 const maxWriteBytes = 32 << 20
+
+// maxBatchBytes bounds a batch that cannot be split (one relist's
+// differences), below Pebble's limit on a batch.
+const maxBatchBytes = 2 << 30
 
 // maxEpochs bounds the runs the Meta remembers: a token of an older run
 // is placed by its resourceVersion instead, as another replica's is.
@@ -254,6 +259,9 @@ type restored struct {
 // ctx ends.
 func (d *diskHistory) attach(ctx context.Context, f *feed) (*restored, error) {
 	dl, err := d.logOf(f.resource)
+	if errors.Is(err, errDiskClosed) {
+		return nil, err // the hub is closing
+	}
 	if err != nil {
 		return nil, d.drop(f.resource, err)
 	}
@@ -302,9 +310,9 @@ func (d *diskHistory) attach(ctx context.Context, f *feed) (*restored, error) {
 			return nil
 		})
 	})
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || errors.Is(err, errDiskClosed) {
 		d.detach(dl, f)
-		return nil, ctx.Err()
+		return nil, errors.Join(ctx.Err(), err) // stopping: nothing to drop
 	}
 	if err != nil {
 		// The state cannot be read, so no relist can be diffed against
@@ -467,6 +475,11 @@ func (d *diskHistory) flush(dl *diskLog) error {
 				size += len(recs[n].prev.json)
 			}
 			n++
+		}
+		if size > maxBatchBytes {
+			// One relist's differences, written whole: past what a Pebble
+			// batch takes (4 GiB). Memory alone from here, not a crash.
+			return fmt.Errorf("a relist of %d bytes of differences is more than the disk history writes at once (%d)", size, maxBatchBytes)
 		}
 		batch, last, lastRV := recs[:n], to, pos.rv
 		if n < len(recs) {
@@ -654,7 +667,9 @@ func (d *diskHistory) retain() {
 			}
 			seq, err := d.store.FirstAfter(resource, m.FirstSeq, m.LastSeq, cutoff)
 			if err == nil && seq > m.FirstSeq {
-				err = d.cut(resource, seq)
+				// Pebble compacts what age deletes in its own time: a
+				// compaction now would flush the memtable every check.
+				err = d.cut(resource, seq, false)
 			}
 			if err != nil && !errors.Is(err, historystore.ErrMissing) {
 				d.fail(err)
@@ -704,15 +719,17 @@ func (d *diskHistory) retain() {
 				lo = mid + 1
 			}
 		}
-		if err := d.cut(oldest, lo); err != nil {
+		if err := d.cut(oldest, lo, true); err != nil {
 			d.fail(err)
 			return
 		}
 	}
 }
 
-// cut deletes a resource type's records before seq.
-func (d *diskHistory) cut(resource string, seq uint64) error {
+// cut deletes a resource type's records before seq, and with compact
+// gives their space back now (retention by size) rather than whenever
+// Pebble compacts there.
+func (d *diskHistory) cut(resource string, seq uint64, compact bool) error {
 	dl, err := d.logOf(resource)
 	if err != nil {
 		return err
@@ -743,10 +760,14 @@ func (d *diskHistory) cut(resource string, seq uint64) error {
 	dl.mu.Unlock()
 	d.retained.Add(deleted)
 	// Off the writer: a compaction may take a while, and writes must not
-	// wait for it.
+	// wait for it. One at a time: the next cut waits its check.
+	if !compact || !d.compactingNow.CompareAndSwap(false, true) {
+		return nil
+	}
 	d.compacting.Add(1)
 	go func() {
 		defer d.compacting.Done()
+		defer d.compactingNow.Store(false)
 		if err := d.store.Compact(d.compactCtx, start, end); err != nil && d.compactCtx.Err() == nil {
 			d.log.Warn("cannot compact the history's deleted records; Pebble will in its own time", "resource", resource, "error", err)
 		}

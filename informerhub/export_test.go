@@ -279,7 +279,7 @@ func ProcessRaw(h *Hub, gvr schema.GroupVersionResource, c RawChange) error {
 func CutDisk(h *Hub, gvr schema.GroupVersionResource, seq uint64) error {
 	h.disk.writeMu.Lock()
 	defer h.disk.writeMu.Unlock()
-	return h.disk.cut(FormatResource(gvr), seq)
+	return h.disk.cut(FormatResource(gvr), seq, true)
 }
 
 // FailDisk makes the disk history fail, as a full disk would.

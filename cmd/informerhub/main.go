@@ -526,23 +526,5 @@ func claimHistory(ctx context.Context, restConfig *rest.Config, store *historyst
 	if reset {
 		log.Warn("--history-dir held the history of another cluster; dropped it", "cluster", list.Items[0].UID)
 	}
-	// The same cluster, but behind what the history recorded: etcd was
-	// restored from a backup, and its versions will be reused for other
-	// changes. The history cannot be continued.
-	current, err := strconv.ParseUint(list.ResourceVersion, 10, 64)
-	if err != nil {
-		return nil // not an etcd-backed API server's versions; nothing to compare
-	}
-	metas, err := store.Resources()
-	if err != nil {
-		return fmt.Errorf("--history-dir: %w", err)
-	}
-	for resource, m := range metas {
-		if m.LastRV > current {
-			log.Warn("the cluster is at an older resourceVersion than the history recorded (etcd restored from a backup?); dropping the history",
-				"resource", resource, "recorded", m.LastRV, "cluster", current)
-			return store.Reset()
-		}
-	}
 	return nil
 }

@@ -185,7 +185,7 @@ func (s *Store) ClaimCluster(id string) (reset bool, err error) {
 		if held == id {
 			return false, nil
 		}
-		if err := s.Reset(); err != nil {
+		if err := s.reset(); err != nil {
 			return false, err
 		}
 		return true, s.db.Set(keyCluster, []byte(id), pebble.Sync)
@@ -193,8 +193,8 @@ func (s *Store) ClaimCluster(id string) (reset bool, err error) {
 	return false, s.db.Set(keyCluster, []byte(id), pebble.Sync)
 }
 
-// Reset deletes everything the store holds but its cluster's identity.
-func (s *Store) Reset() error {
+// reset deletes everything the store holds but its cluster's identity.
+func (s *Store) reset() error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, kind := range []byte{kindMeta, kindRecord, kindState} {
@@ -380,8 +380,12 @@ func (s *Store) Drop(resource string) error {
 // since the records' oldest is read from its newest record: one read per
 // object, never a scan of the records.
 func (s *Store) State(resource string, fn func(Object) error) error {
+	// From one snapshot: retention may delete a record a state entry
+	// points at (taking its object in first) while this reads.
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
 	p := prefix(kindState, resource)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upperBound(p)})
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upperBound(p)})
 	if err != nil {
 		return err
 	}
@@ -394,7 +398,7 @@ func (s *Store) State(resource string, fn func(Object) error) error {
 		var o Object
 		if ptr, ok := statePointer(v); ok {
 			var r Record
-			if r, err = s.Get(resource, ptr); err == nil {
+			if r, err = s.get(snap, resource, ptr); err == nil {
 				o = r.Object
 			}
 		} else {
@@ -421,7 +425,16 @@ var ErrMissing = errors.New("the record is no longer on disk")
 // one; 0: no bound). It returns ErrMissing if the record of seq is not
 // held.
 func (s *Store) Read(resource string, seq, to uint64, max, maxBytes int) ([]Record, error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: recordKey(resource, seq), UpperBound: recordKey(resource, to)})
+	return s.read(s.db, resource, seq, to, max, maxBytes)
+}
+
+// reader is what records are read from: the store, or a snapshot of it.
+type reader interface {
+	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+func (s *Store) read(db reader, resource string, seq, to uint64, max, maxBytes int) ([]Record, error) {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: recordKey(resource, seq), UpperBound: recordKey(resource, to)})
 	if err != nil {
 		return nil, err
 	}
@@ -458,8 +471,10 @@ func (s *Store) Read(resource string, seq, to uint64, max, maxBytes int) ([]Reco
 }
 
 // Get returns one record.
-func (s *Store) Get(resource string, seq uint64) (Record, error) {
-	recs, err := s.Read(resource, seq, seq+1, 1, 0)
+func (s *Store) Get(resource string, seq uint64) (Record, error) { return s.get(s.db, resource, seq) }
+
+func (s *Store) get(db reader, resource string, seq uint64) (Record, error) {
+	recs, err := s.read(db, resource, seq, seq+1, 1, 0)
 	if err != nil {
 		return Record{}, err
 	}

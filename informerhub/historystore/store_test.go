@@ -141,3 +141,33 @@ func TestClaimClusterEmptiesAnotherClustersHistory(t *testing.T) {
 		t.Fatalf("after another cluster's claim: %v", all)
 	}
 }
+
+// Reading the state while retention deletes the records it points at
+// reads what was there when it began.
+func TestStateReadsOneSnapshot(t *testing.T) {
+	s := open(t)
+	a, b := obj("a", 1), obj("b", 2)
+	recs := []Record{
+		{Seq: 1, RV: 1, TokenRV: 1, Type: TypeAdded, Object: a},
+		{Seq: 2, RV: 2, TokenRV: 2, Type: TypeAdded, Object: b},
+		{Seq: 3, RV: 3, TokenRV: 3, Type: TypeAdded, Object: obj("c", 3)},
+	}
+	m := Meta{LastSeq: 3, LastRV: 3, FirstSeq: 1}
+	if err := s.Append("cm", Write{Records: recs, Meta: &m}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	err := s.State("cm", func(o Object) error {
+		if o.Name == "a" {
+			// Retention, between two of the state's reads.
+			if _, _, err := s.DeleteBefore("cm", 3, m); err != nil {
+				return err
+			}
+		}
+		got = append(got, o.Name)
+		return nil
+	})
+	if err != nil || !cmp.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("State: %v, %v; want a, b, c", got, err)
+	}
+}
