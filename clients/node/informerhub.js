@@ -295,6 +295,8 @@ function eventOf(resp) {
     resourceVersion: resp.resourceVersion,
     resumeToken: resp.resumeToken,
     initialEventsEnd: resp.initialEventsEnd,
+    // A difference a relist found: what happened in between is unknown.
+    fromRelist: resp.fromRelist,
   };
 }
 

@@ -126,6 +126,9 @@ class Event:
     # On MODIFIED, with include_previous: the state before the change,
     # projected like object. None otherwise.
     previous_object: Optional[dict] = None
+    # A difference the hub found by relisting (WatchResponse.from_relist):
+    # what happened in between is unknown.
+    from_relist: bool = False
 
 
 @dataclass(frozen=True)
@@ -332,7 +335,8 @@ def _event(resp: pb.WatchResponse) -> Event:
         previous_object=_object(resp, "previous_object", "previous_object_struct"),
         resource_version=resp.resource_version,
         resume_token=resp.resume_token,
-        initial_events_end=resp.initial_events_end)
+        initial_events_end=resp.initial_events_end,
+        from_relist=resp.from_relist)
 
 
 class WatchStream:

@@ -363,7 +363,7 @@ class HubTest(unittest.TestCase):
         initial = [events.next(), events.next()]
         self.assertEqual(sorted(seen(e) for e in initial), [change(EventType.ADDED, a), change(EventType.ADDED, b)])
         end = events.next()
-        self.assertEqual((end.type, end.initial_events_end, end.object), (EventType.BOOKMARK, True, None), end)
+        self.assertEqual((end.type, end.initial_events_end, end.object, end.from_relist), (EventType.BOOKMARK, True, None, False), end)
         self.assertTrue(end.resume_token)
 
         c = self.create("c")

@@ -391,7 +391,8 @@ func pickResource(served []schema.GroupVersionResource, name string, exact bool,
 func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.WatchOptions, asJSON bool) error {
 	w := c.client.Watch(ctx, sel, opts)
 	defer w.Close()
-	var table *table // made at the first object, so that errors come before a header
+	var table *table     // made at the first object, so that errors come before a header
+	relistNoted := false // the ~ of relisted events has been explained
 	for {
 		e, err := w.Next()
 		if err != nil {
@@ -402,7 +403,7 @@ func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.
 		}
 		if asJSON {
 			if err := c.printJSON(eventJSON{Type: e.Type, Object: json.RawMessage(e.Object), PreviousObject: json.RawMessage(e.Previous),
-				ResourceVersion: e.ResourceVersion, ResumeToken: e.ResumeToken, InitialEventsEnd: e.InitialEventsEnd, Resync: e.Resync}); err != nil {
+				ResourceVersion: e.ResourceVersion, ResumeToken: e.ResumeToken, InitialEventsEnd: e.InitialEventsEnd, FromRelist: e.FromRelist, Resync: e.Resync}); err != nil {
 				return err
 			}
 			continue
@@ -423,6 +424,13 @@ func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.
 		eventType := string(e.Type)
 		if e.Resync {
 			eventType += "*"
+		}
+		if e.FromRelist {
+			if !relistNoted {
+				fmt.Fprintln(c.stderr, "(the events marked ~ were found by a relist of the hub: what happened in between is unknown)")
+				relistNoted = true
+			}
+			eventType += "~"
 		}
 		if table == nil {
 			table = c.table(true, "EVENT", "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
@@ -448,6 +456,7 @@ type eventJSON struct {
 	ResourceVersion  string              `json:"resourceVersion"`
 	ResumeToken      string              `json:"resumeToken"`
 	InitialEventsEnd bool                `json:"initialEventsEnd,omitempty"`
+	FromRelist       bool                `json:"fromRelist,omitempty"`
 	Resync           bool                `json:"resync,omitempty"`
 }
 

@@ -123,6 +123,7 @@ async function expectInitialEvents(reader, objects) {
   const end = await reader.nextChange('the bookmark that ends the initial events');
   assert.equal(end.type, 'BOOKMARK', `expected the end of the initial events, got ${describeEvent(end)}`);
   assert.equal(end.initialEventsEnd, true);
+  assert.equal(end.fromRelist, false); // no relist here
   assert.equal(end.object, null);
   assert.ok(end.resumeToken);
   return end;
