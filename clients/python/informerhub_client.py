@@ -153,6 +153,14 @@ class Resource:
     cached_objects: int
     # The fields a Selector's field_selector may name for this type, sorted.
     selectable_fields: tuple[str, ...] = ()
+    # The oldest position a resume token continues from without the API
+    # server (in memory, or on disk with --history-dir), and when the hub
+    # reached it (seconds since the epoch); "" and None when the hub holds
+    # nothing of the type. retained: the hub records it whatever watches
+    # it (--retain). Cluster-wide listings only, like the activity above.
+    retained_resource_version: str = ""
+    retained_since: Optional[float] = None
+    retained: bool = False
 
 
 class IncompleteSnapshot(Exception):
@@ -288,7 +296,9 @@ class Client:
                                         metadata=self._metadata(), timeout=timeout)
         return [Resource(r.group, r.version, r.resource, r.kind, r.namespaced,
                          r.informer_active, r.subscribers, r.cached_objects,
-                         tuple(r.selectable_fields))
+                         tuple(r.selectable_fields), r.retained_resource_version,
+                         r.retained_since.seconds + r.retained_since.nanos / 1e9 if r.HasField("retained_since") else None,
+                         r.retained)
                 for r in resp.resources]
 
 

@@ -665,6 +665,9 @@ class HubTest(unittest.TestCase):
         self.assertIsNotNone(cm, sorted(resources))
         self.assertEqual((cm.kind, cm.namespaced), ("ConfigMap", True))
         self.assertEqual(cm.selectable_fields, ("metadata.name", "metadata.namespace"))
+        # The hub's activity and retained window are cluster-wide: not in a
+        # namespace's listing.
+        self.assertEqual((cm.retained_resource_version, cm.retained_since, cm.retained), ("", None, False))
         self.assertNotIn(("", "v1", "secrets"), resources)
 
     def example(self) -> list[str]:
