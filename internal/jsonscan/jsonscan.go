@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"unicode/utf8"
 )
 
 // This file reads JSON documents in place: it finds where values start and
@@ -110,6 +111,7 @@ func ValueEnd(b []byte, i int) (int, error) {
 // Member is one member of a JSON object: its key as written (quotes
 // included) and its value's bounds.
 type Member struct {
+	KeyStart   int    // where the member starts: its key's opening quote
 	Key        []byte // the key's JSON string, quotes included
 	Escaped    bool   // the key holds escapes: compare KeyString, not Key
 	Start, End int    // the value is b[Start:End]
@@ -124,10 +126,11 @@ func (m *Member) KeyIs(name string) bool {
 	return m.KeyString() == name
 }
 
-// KeyString returns the member's key, unescaped.
+// KeyString returns the member's key as encoding/json decodes it: escapes
+// resolved, invalid UTF-8 replaced by U+FFFD.
 func (m *Member) KeyString() string {
-	if !m.Escaped {
-		return string(m.Key[1 : len(m.Key)-1])
+	if k := m.Key[1 : len(m.Key)-1]; !m.Escaped && utf8.Valid(k) {
+		return string(k)
 	}
 	var s string
 	if json.Unmarshal(m.Key, &s) != nil {
@@ -153,7 +156,7 @@ func EachMember(b []byte, i int, fn func(m *Member) bool) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		m.Key, m.Escaped = b[i:keyEnd], escaped
+		m.KeyStart, m.Key, m.Escaped = i, b[i:keyEnd], escaped
 		i = SkipSpace(b, keyEnd)
 		if i >= len(b) || b[i] != ':' {
 			return 0, ErrBadJSON

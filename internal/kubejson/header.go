@@ -1,0 +1,219 @@
+package kubejson
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/informerhub/informerhub/internal/jsonscan"
+)
+
+// InitialEventsEndAnnotation marks the bookmark that ends a watch-list's
+// initial events (metav1.InitialEventsAnnotationKey).
+const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
+
+// ErrWrongType is a member of another JSON type than the field it decodes
+// into (a name that is a number), which encoding/json fails on as well.
+var ErrWrongType = errors.New("wrong JSON type")
+
+// Header is what the hub reads of an object's JSON.
+type Header struct {
+	APIVersion, Kind                      string
+	Name, Namespace, UID, ResourceVersion string
+	Labels                                map[string]string
+	// InitialEventsEnd is the annotation that ends a watch-list's initial
+	// events, on its bookmark; the (often large) annotations of ordinary
+	// objects are checked, not copied into maps.
+	InitialEventsEnd bool
+
+	// ManagedFields is set when the (last) metadata holds managedFields.
+	ManagedFields bool
+	// Metadata is where the last metadata member's object lies in the
+	// object, from its '{' to just after its '}'; Metadatas counts the
+	// metadata members, whose duplicates encoding/json merges.
+	Metadata  [2]int
+	Metadatas int
+}
+
+// DecodeHeader reads the JSON object that starts at b[i] (after any space)
+// into hdr, checking its syntax as encoding/json does, and returns the index
+// just after it. Values the hub does not read are checked, not decoded.
+// Like encoding/json it leaves a field as it was for null and merges
+// duplicate members into what it read before; unlike it, it stops at the
+// first error.
+func DecodeHeader(b []byte, i int, hdr *Header) (int, error) {
+	if i = jsonscan.SkipSpace(b, i); i >= len(b) {
+		return 0, jsonscan.ErrUnexpectedEnd
+	}
+	if jsonscan.IsNull(b, i) {
+		return i + 4, nil
+	}
+	if b[i] != '{' {
+		if _, err := jsonscan.CheckValue(b, i); err != nil {
+			return 0, err
+		}
+		return 0, fmt.Errorf("%w: an object must be a JSON object", ErrWrongType)
+	}
+	start := i
+	return jsonscan.CheckMembers(b, i, func(m *jsonscan.Member) (int, error) {
+		switch {
+		case m.KeyIs("apiVersion"):
+			return readString(b, m, &hdr.APIVersion)
+		case m.KeyIs("kind"):
+			return readString(b, m, &hdr.Kind)
+		case m.KeyIs("metadata"):
+			return readMetadata(b, m, start, hdr)
+		}
+		return jsonscan.CheckValue(b, m.Start)
+	})
+}
+
+// readMetadata reads the metadata of the object that starts at b[start].
+func readMetadata(b []byte, m *jsonscan.Member, start int, hdr *Header) (int, error) {
+	if jsonscan.IsNull(b, m.Start) {
+		return m.Start + 4, nil
+	}
+	if b[m.Start] != '{' {
+		if _, err := jsonscan.CheckValue(b, m.Start); err != nil {
+			return 0, err
+		}
+		return 0, fmt.Errorf("%w: metadata must be an object", ErrWrongType)
+	}
+	hdr.Metadatas++
+	end, err := jsonscan.CheckMembers(b, m.Start, func(f *jsonscan.Member) (int, error) {
+		switch {
+		case f.KeyIs("name"):
+			return readString(b, f, &hdr.Name)
+		case f.KeyIs("namespace"):
+			return readString(b, f, &hdr.Namespace)
+		case f.KeyIs("uid"):
+			return readString(b, f, &hdr.UID)
+		case f.KeyIs("resourceVersion"):
+			return readString(b, f, &hdr.ResourceVersion)
+		case f.KeyIs("labels"):
+			return readLabels(b, f, &hdr.Labels)
+		case f.KeyIs("annotations"):
+			return readInitialEventsEnd(b, f, &hdr.InitialEventsEnd)
+		case f.KeyIs("managedFields"):
+			hdr.ManagedFields = true
+		}
+		return jsonscan.CheckValue(b, f.Start)
+	})
+	hdr.Metadata = [2]int{m.Start - start, end - start}
+	return end, err
+}
+
+// readString reads a string member into s; null leaves s as it was.
+func readString(b []byte, m *jsonscan.Member, s *string) (int, error) {
+	switch {
+	case b[m.Start] == '"':
+		v, end, err := jsonscan.String(b, m.Start)
+		if err != nil {
+			return 0, err
+		}
+		*s = v
+		return end, nil
+	case jsonscan.IsNull(b, m.Start):
+		return m.Start + 4, nil
+	}
+	if _, err := jsonscan.CheckValue(b, m.Start); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%w: %s must be a string", ErrWrongType, m.KeyString())
+}
+
+// readLabels reads a map of strings into labels, adding to what is there
+// (null empties it), as encoding/json does.
+func readLabels(b []byte, m *jsonscan.Member, labels *map[string]string) (int, error) {
+	if jsonscan.IsNull(b, m.Start) {
+		*labels = nil
+		return m.Start + 4, nil
+	}
+	if b[m.Start] != '{' {
+		if _, err := jsonscan.CheckValue(b, m.Start); err != nil {
+			return 0, err
+		}
+		return 0, fmt.Errorf("%w: labels must be an object", ErrWrongType)
+	}
+	if *labels == nil {
+		*labels = map[string]string{}
+	}
+	return jsonscan.CheckMembers(b, m.Start, func(l *jsonscan.Member) (int, error) {
+		var v string // null: the empty string
+		end, err := readString(b, l, &v)
+		if err != nil {
+			return 0, err
+		}
+		(*labels)[l.KeyString()] = v
+		return end, nil
+	})
+}
+
+// readInitialEventsEnd reads annotations, a map of strings, for the one the
+// reflector needs from a watch-list's bookmark; as in a map, later members
+// override earlier ones, and null empties it.
+func readInitialEventsEnd(b []byte, m *jsonscan.Member, end *bool) (int, error) {
+	if jsonscan.IsNull(b, m.Start) {
+		*end = false
+		return m.Start + 4, nil
+	}
+	if b[m.Start] != '{' {
+		if _, err := jsonscan.CheckValue(b, m.Start); err != nil {
+			return 0, err
+		}
+		return 0, fmt.Errorf("%w: annotations must be an object", ErrWrongType)
+	}
+	return jsonscan.CheckMembers(b, m.Start, func(a *jsonscan.Member) (int, error) {
+		var v string
+		e, err := readString(b, a, &v)
+		if err == nil && a.KeyIs(InitialEventsEndAnnotation) {
+			*end = v == "true"
+		}
+		return e, err
+	})
+}
+
+// DecodeObject reads b, which must hold one JSON object (and space), into
+// hdr, and returns where the object starts and ends.
+func DecodeObject(b []byte, hdr *Header) (start, end int, err error) {
+	start = jsonscan.SkipSpace(b, 0)
+	if end, err = DecodeHeader(b, start, hdr); err != nil {
+		return 0, 0, err
+	}
+	if jsonscan.SkipSpace(b, end) != len(b) {
+		return 0, 0, fmt.Errorf("%w: data after the object", jsonscan.ErrBadJSON)
+	}
+	return start, end, nil
+}
+
+// WithoutManagedFields returns obj, read into hdr, without
+// metadata.managedFields, its other bytes as they were (space between the
+// metadata's members dropped). ok is false when it cannot: obj has more
+// than one metadata member, which encoding/json would merge.
+func WithoutManagedFields(obj []byte, hdr *Header) (out []byte, ok bool, err error) {
+	if !hdr.ManagedFields {
+		return obj, true, nil
+	}
+	if hdr.Metadatas != 1 {
+		return nil, false, nil
+	}
+	from, to := hdr.Metadata[0], hdr.Metadata[1]
+	out = make([]byte, 0, len(obj))
+	out = append(out, obj[:from+1]...)
+	first := true
+	_, err = jsonscan.CheckMembers(obj[:to], from, func(m *jsonscan.Member) (int, error) {
+		end, err := jsonscan.CheckValue(obj, m.Start)
+		if err != nil || m.KeyIs("managedFields") {
+			return end, err
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		out = append(out, obj[m.KeyStart:end]...)
+		return end, nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return append(out, obj[to-1:]...), true, nil
+}

@@ -1,0 +1,197 @@
+package kubejson_test
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	sigsjson "sigs.k8s.io/json"
+
+	. "github.com/informerhub/informerhub/internal/kubejson"
+	"github.com/informerhub/informerhub/internal/kubejson/kubejsontest"
+)
+
+// seeds are unusual but valid shapes, and malformed ones.
+var seeds = []string{
+	`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","uid":"u","resourceVersion":"12","labels":{"app":"web"}},"data":{"k":"v"}}`,
+	`{"kind":"Widget","apiVersion":"example.com/v1","metadata":{"name":"caf\u00e9-\u2028","labels":{},"annotations":{"k8s.io/initial-events-end":"true"}},"spec":{"big":123456789012345678901234567890,"small":-1.5e-300,"deep":[[[{"a":[]}]]],"esc":"\"\\\/\b\f\n\r\t\ud83d\ude00 \ud800"}}`,
+	`{"metadata":{"name":null,"labels":null,"annotations":null,"resourceVersion":"1"},"metadata":{"namespace":"b","labels":{"x":null}}}`,
+	`{"metadata":{"labels":{"a":"1"}},"metadata":{"labels":{"b":"2"}}}`,
+	`{"metadata":{"annotations":{"k8s.io/initial-events-end":"true"}},"metadata":{"annotations":{"other":"x"}}}`,
+	`{"Kind":"upper","METADATA":{"Name":"x"},"ki\u006ed":"escaped-key"}`,
+	` { "kind" : "Spaced" , "metadata" : { "name" : "n" } } `,
+	`{"metadata":{"managedFields":[{"manager":"kubectl","fieldsV1":{"f:data":{}}}],"name":"m"}}`,
+	"{\"metadata\":{\"name\":\"\xff\xfe invalid utf-8\"}}",
+	`null`,
+	`{}`,
+	`{"kind":5}`,
+	`{"metadata":[]}`,
+	`{"metadata":{"labels":{"a":1}}}`,
+	`{"metadata":{"annotations":{"k8s.io/initial-events-end":true}}}`,
+	`{"metadata":{"name":"x"}`,
+	`{"metadata":{"name":"x"}}}`,
+	`{"a":01}`,
+	`{"a":1.}`,
+	`{"a":-}`,
+	`{"a":tru}`,
+	`{"a":"\x"}`,
+	"{\"a\":\"tab\there\"}",
+	`[1,2]`,
+	`"string"`,
+	`{"a":1,}`,
+	`{,}`,
+}
+
+func FuzzDecodeHeader(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	for _, obj := range corpus(f) {
+		f.Add(obj)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { kubejsontest.Header(t, data) })
+}
+
+func FuzzDecodeEvent(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(`{"type":"MODIFIED","object":` + s + `}`))
+	}
+	f.Add([]byte(`{"object":{"metadata":{"name":"first"}},"type":"ADDED","object":{"kind":"Second"}}`))
+	f.Add([]byte(`{"type":"ADDED","object":{"metadata":{"name":"kept"}},"object":null}`))
+	f.Add([]byte(`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","code":410,"reason":"Expired"}}`))
+	f.Add([]byte(`{"type":"BOOKMARK"}`))
+	for _, obj := range corpus(f) {
+		f.Add([]byte(`{"type":"ADDED","object":` + string(obj) + `}`))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { kubejsontest.Event(t, data) })
+}
+
+// corpus is the API server's own output kept in testdata/apiserver: one
+// object per line.
+func corpus(t testing.TB) [][]byte {
+	data, err := os.ReadFile(filepath.Join("testdata", "apiserver.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) > 0 {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func TestDecodeListAgreesWithEncodingJSON(t *testing.T) {
+	objects := corpus(t)
+	list := []byte(`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"42","continue":"abc"},"items":[` + string(bytes.Join(objects, []byte(","))) + `]}`)
+	var l List
+	if err := DecodeList(list, &l); err != nil {
+		t.Fatal(err)
+	}
+	if l.Kind != "ConfigMapList" || l.APIVersion != "v1" || string(l.Metadata) != `{"resourceVersion":"42","continue":"abc"}` || len(l.Items) != len(objects) {
+		t.Fatalf("list: %q %q %s, %d items", l.Kind, l.APIVersion, l.Metadata, len(l.Items))
+	}
+	for i, item := range l.Items {
+		if !bytes.Equal(item.Data, objects[i]) {
+			t.Fatalf("item %d: %q", i, item.Data)
+		}
+		var ref kubejsontest.Reference
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(item.Data, &ref); err != nil {
+			t.Fatal(err)
+		}
+		kubejsontest.Same(t, &item.Header, &ref, item.Data)
+	}
+	for _, bad := range []string{`{"items":{}}`, `{"items":[1]}`, `{"items":[{}],}`, `{"items":[{}]} x`} {
+		if err := DecodeList([]byte(bad), &l); err == nil {
+			t.Errorf("DecodeList(%s) succeeded", bad)
+		}
+	}
+}
+
+// chunks reads data n bytes at a time.
+type chunks struct {
+	data []byte
+	n    int
+}
+
+func (c *chunks) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), c.n)], c.data)
+	c.data = c.data[n:]
+	return n, nil
+}
+
+func TestEventReaderReadsEventsThatArriveInPieces(t *testing.T) {
+	var stream bytes.Buffer
+	var want [][]byte
+	for i, obj := range corpus(t) {
+		want = append(want, obj)
+		// As the API server writes them, and with space between.
+		stream.WriteString(`{"type":"ADDED","object":`)
+		stream.Write(obj)
+		stream.WriteString("}\n")
+		if i%3 == 0 {
+			stream.WriteString(" \r\n\t")
+		}
+	}
+	big := `{"kind":"Big","metadata":{"name":"big"},"data":"` + strings.Repeat(`\"x`, 200<<10) + `"}`
+	stream.WriteString(`{"type":"MODIFIED","object":` + big + "}\n")
+	want = append(want, []byte(big))
+	for _, n := range []int{1, 7, 100, 4096, 70 << 10, 1 << 30} {
+		r := NewEventReader(&chunks{data: stream.Bytes(), n: n})
+		for i, w := range want {
+			var ev Event
+			if err := r.Next(&ev); err != nil {
+				t.Fatalf("reads of %d bytes: event %d: %v", n, i, err)
+			}
+			if !bytes.Equal(ev.Object, w) {
+				t.Fatalf("reads of %d bytes: event %d: %.80q, want %.80q", n, i, ev.Object, w)
+			}
+			var ref kubejsontest.Reference
+			if err := sigsjson.UnmarshalCaseSensitivePreserveInts(w, &ref); err != nil {
+				t.Fatal(err)
+			}
+			kubejsontest.Same(t, &ev.Header, &ref, w)
+		}
+		var ev Event
+		if err := r.Next(&ev); err != io.EOF {
+			t.Fatalf("reads of %d bytes: at the end: %v, want io.EOF", n, err)
+		}
+	}
+}
+
+func TestEventReaderEnds(t *testing.T) {
+	for _, tt := range []struct {
+		stream string
+		want   error
+	}{
+		{``, io.EOF},
+		{" \n", io.EOF},
+		{`{"type":"ADDED","object":{"kind":"X"`, io.ErrUnexpectedEOF},
+		{`{"type":"ADDED","object":{"kind":"X"}}{"type":`, io.ErrUnexpectedEOF},
+	} {
+		r := NewEventReader(&chunks{data: []byte(tt.stream), n: 5})
+		var err error
+		for err == nil {
+			var ev Event
+			err = r.Next(&ev)
+		}
+		if err != tt.want {
+			t.Errorf("%q: %v, want %v", tt.stream, err, tt.want)
+		}
+	}
+	// A malformed event fails, whether it arrives whole or in pieces.
+	for _, n := range []int{3, 1 << 20} {
+		r := NewEventReader(&chunks{data: []byte(`{"type":"ADDED","object":{"kind":01}}` + "\n"), n: n})
+		var ev Event
+		if err := r.Next(&ev); err == nil || err == io.EOF || err == io.ErrUnexpectedEOF {
+			t.Errorf("reads of %d: a malformed event: %v", n, err)
+		}
+	}
+}
