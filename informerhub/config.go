@@ -114,6 +114,15 @@ type Config struct {
 	// so clients receive objects exactly as the API server serves them.
 	StripManagedFields bool
 
+	// UpstreamCompression asks the API server to gzip what it sends the
+	// hub: LIST responses and watch-list streams, whose every event it
+	// then compresses on its own (one gzip stream per flush) and the hub
+	// decompresses. Off by default: on the network between a hub and its
+	// API server the compression costs both more CPU than the bytes it
+	// saves (BENCHMARKS.md, section 14). Turn it on when the hub reaches
+	// the API server over a slow or metered link. Used by NewForConfig.
+	UpstreamCompression bool
+
 	// MaxSelectorLength bounds the length of a label or field selector, and
 	// MaxSelectorTerms the requirements in one. Defaults: 4096 and 64.
 	MaxSelectorLength int

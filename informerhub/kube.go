@@ -16,16 +16,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // NewForConfig returns a Hub for the cluster that restConfig reaches: it finds
 // resource types through discovery and runs its informers with one shared
 // HTTP client.
 func NewForConfig(restConfig *rest.Config, cfg Config) (*Hub, error) {
+	restConfig = rest.CopyConfig(restConfig)
+	restConfig.DisableCompression = !cfg.UpstreamCompression
 	httpClient, err := rest.HTTPClientFor(restConfig)
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes HTTP client: %w", err)
@@ -51,9 +55,14 @@ func NewForConfig(restConfig *rest.Config, cfg Config) (*Hub, error) {
 }
 
 // kubeSource lists and watches resources through a REST client that keeps
-// objects as raw JSON (see rawjson.go).
+// objects as raw JSON (see rawjson.go), and reads watch streams in one pass
+// per event (watchdecoder.go).
 type kubeSource struct {
 	client *rest.RESTClient
+	// watchClient opens watches: like client, but not rate limited, as
+	// client-go's Request.Watch is not (a watch is one long request).
+	watchClient *rest.RESTClient
+	serializer  rawSerializer
 }
 
 var (
@@ -78,7 +87,13 @@ func newKubeSource(restConfig *rest.Config, httpClient *http.Client, stripManage
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes REST client: %w", err)
 	}
-	return &kubeSource{client: client}, nil
+	watchCfg := rest.CopyConfig(cfg)
+	watchCfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	watchClient, err := rest.UnversionedRESTClientForConfigAndClient(watchCfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes REST client: %w", err)
+	}
+	return &kubeSource{client: client, watchClient: watchClient, serializer: rawSerializer{stripManagedFields: stripManagedFields}}, nil
 }
 
 func (s *kubeSource) ListerWatcher(info ResourceInfo) cache.ListerWatcher {
@@ -93,9 +108,20 @@ func (s *kubeSource) ListerWatcher(info ResourceInfo) cache.ListerWatcher {
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.Watch = true
-			return s.client.Get().AbsPath(path...).
+			body, err := s.watchClient.Get().AbsPath(path...).
 				SpecificallyVersionedParams(&opts, parameterCodec, versionV1).
-				Watch(ctx)
+				Stream(ctx)
+			if err != nil {
+				if utilnet.IsProbableEOF(err) || utilnet.IsTimeout(err) {
+					// As Request.Watch does: the reflector watches
+					// again, from where it was, without backing off.
+					return watch.NewEmptyWatch(), nil
+				}
+				return nil, err
+			}
+			return watch.NewStreamWatcher(newWatchDecoder(body, s.serializer),
+				// As Request.Watch reports an event it cannot decode.
+				apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
 		},
 	}
 }

@@ -11,14 +11,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	jsonserializer "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/informerhub/informerhub/internal/kubejson"
 )
 
 // This file decodes the API server's JSON into rawObjects: the object's bytes
-// are kept as they came, and only the metadata the hub uses is decoded. The
-// hub never builds an Unstructured map of an object, and never re-encodes
-// one, so each event costs one parse and subscribers see the API server's own
+// are kept as they came, and only the metadata the hub uses is decoded, in
+// the pass that checks the object's syntax (internal/kubejson). The hub
+// never builds an Unstructured map of an object, and never re-encodes one,
+// so each event costs one parse and subscribers see the API server's own
 // JSON.
 
 // rawObject is an object as the API server sent it. It satisfies
@@ -59,40 +61,10 @@ func (l *rawObjectList) DeepCopyObject() runtime.Object {
 	return out
 }
 
-// rawHeader is the part of an object's JSON that the hub decodes.
-type rawHeader struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name            string            `json:"name"`
-		Namespace       string            `json:"namespace"`
-		UID             string            `json:"uid"`
-		ResourceVersion string            `json:"resourceVersion"`
-		Labels          map[string]string `json:"labels"`
-		Annotations     initialEventsEnd  `json:"annotations"`
-	} `json:"metadata"`
-}
-
-// initialEventsEnd decodes only the one annotation the reflector needs from a
-// watch-list bookmark, so the (often large) annotations of ordinary objects are
-// skipped rather than copied into maps.
-type initialEventsEnd bool
-
-func (e *initialEventsEnd) UnmarshalJSON(data []byte) error {
-	if !bytes.Contains(data, []byte(metav1.InitialEventsAnnotationKey)) {
-		return nil
-	}
-	var annotations map[string]string
-	if err := json.Unmarshal(data, &annotations); err != nil {
-		return err
-	}
-	*e = annotations[metav1.InitialEventsAnnotationKey] == "true"
-	return nil
-}
-
 // rawSerializer decodes objects into *rawObject, LIST responses into
 // *rawObjectList, and Status objects (errors) into *metav1.Status, which is
-// what the REST client needs to report API errors such as 410 Gone.
+// what the REST client needs to report API errors such as 410 Gone. It
+// reads each object once (internal/kubejson).
 type rawSerializer struct {
 	stripManagedFields bool
 }
@@ -107,60 +79,74 @@ func (s rawSerializer) Decode(data []byte, _ *schema.GroupVersionKind, into runt
 	default:
 		return nil, nil, fmt.Errorf("informerhub: cannot decode into %T", into)
 	}
-	var hdr rawHeader
-	if err := json.Unmarshal(data, &hdr); err != nil {
+	var hdr kubejson.Header
+	start, end, err := kubejson.DecodeObject(data, &hdr)
+	if err != nil {
 		return nil, nil, err
 	}
+	obj, err := s.object(data[start:end], &hdr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, ok := obj.(*metav1.Status); ok {
+		return obj, &schema.GroupVersionKind{Version: "v1", Kind: "Status"}, nil
+	}
+	return obj, nil, nil
+}
+
+// object makes what the reflector receives of an object read into hdr: a
+// *metav1.Status for an API error, otherwise a rawObject of a copy of data.
+func (s rawSerializer) object(data []byte, hdr *kubejson.Header) (runtime.Object, error) {
 	if hdr.Kind == "Status" {
 		status := &metav1.Status{}
 		if err := json.Unmarshal(data, status); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return status, &schema.GroupVersionKind{Version: "v1", Kind: "Status"}, nil
+		return status, nil
 	}
-	obj, err := s.newRawObject(bytes.Clone(data), &hdr)
-	return obj, nil, err
+	return s.newRawObject(bytes.Clone(data), hdr)
 }
 
 func (s rawSerializer) decodeList(data []byte, into *rawObjectList) error {
-	var list struct {
-		APIVersion string            `json:"apiVersion"`
-		Kind       string            `json:"kind"`
-		Metadata   metav1.ListMeta   `json:"metadata"`
-		Items      []json.RawMessage `json:"items"`
-	}
-	if err := json.Unmarshal(data, &list); err != nil {
+	var list kubejson.List
+	if err := kubejson.DecodeList(data, &list); err != nil {
 		return err
 	}
-	into.ListMeta = list.Metadata
-	into.Items = make([]*rawObject, len(list.Items))
-	itemKind, _ := strings.CutSuffix(list.Kind, "List")
-	for i, item := range list.Items {
-		var hdr rawHeader
-		if err := json.Unmarshal(item, &hdr); err != nil {
+	into.ListMeta = metav1.ListMeta{}
+	if list.Metadata != nil {
+		if err := json.Unmarshal(list.Metadata, &into.ListMeta); err != nil {
 			return err
 		}
-		if hdr.Kind == "" && hdr.APIVersion == "" && itemKind != "" {
+	}
+	into.Items = make([]*rawObject, len(list.Items))
+	itemKind, _ := strings.CutSuffix(list.Kind, "List")
+	for n := range list.Items {
+		item := &list.Items[n]
+		obj := bytes.Clone(item.Data)
+		if item.Header.Kind == "" && item.Header.APIVersion == "" && itemKind != "" {
 			// Items of built-in lists come without their type; watch
 			// events carry it. Give them the same, so every object a
 			// client receives says what it is, however the hub got it.
-			item = withTypeMeta(item, list.APIVersion, itemKind)
+			var inserted int
+			obj, inserted = withTypeMeta(obj, list.APIVersion, itemKind)
+			item.Header.Metadata[0] += inserted
+			item.Header.Metadata[1] += inserted
 		}
-		obj, err := s.newRawObject(item, &hdr)
-		if err != nil {
+		var err error
+		if into.Items[n], err = s.newRawObject(obj, &item.Header); err != nil {
 			return err
 		}
-		into.Items[i] = obj
 	}
 	return nil
 }
 
 // withTypeMeta inserts kind and apiVersion at the start of a JSON object, in
-// the order the API server writes them.
-func withTypeMeta(obj []byte, apiVersion, kind string) []byte {
+// the order the API server writes them, and says how many bytes it
+// inserted.
+func withTypeMeta(obj []byte, apiVersion, kind string) ([]byte, int) {
 	open := bytes.IndexByte(obj, '{')
 	if open < 0 {
-		return obj
+		return obj, 0
 	}
 	kindJSON, _ := json.Marshal(kind)
 	apiVersionJSON, _ := json.Marshal(apiVersion)
@@ -173,25 +159,30 @@ func withTypeMeta(obj []byte, apiVersion, kind string) []byte {
 	if rest := bytes.TrimLeft(obj[open+1:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
 		out = append(out, ',')
 	}
-	return append(out, obj[open+1:]...)
+	inserted := len(out) - (open + 1)
+	return append(out, obj[open+1:]...), inserted
 }
 
-// newRawObject takes ownership of data.
-func (s rawSerializer) newRawObject(data []byte, hdr *rawHeader) (*rawObject, error) {
-	if s.stripManagedFields && bytes.Contains(data, []byte(`"managedFields"`)) {
-		stripped, err := rewriteMetadata(data, func(metadata map[string]any) { delete(metadata, "managedFields") })
+// newRawObject takes ownership of data, the object hdr was read from.
+func (s rawSerializer) newRawObject(data []byte, hdr *kubejson.Header) (*rawObject, error) {
+	if s.stripManagedFields && hdr.ManagedFields {
+		stripped, ok, err := kubejson.WithoutManagedFields(data, hdr)
+		if err == nil && !ok {
+			// Two metadata members, which encoding/json merges.
+			stripped, err = rewriteMetadata(data, func(metadata map[string]any) { delete(metadata, "managedFields") })
+		}
 		if err != nil {
 			return nil, err
 		}
 		data = stripped
 	}
 	obj := &rawObject{JSON: data}
-	obj.Name = hdr.Metadata.Name
-	obj.Namespace = hdr.Metadata.Namespace
-	obj.UID = types.UID(hdr.Metadata.UID)
-	obj.ResourceVersion = hdr.Metadata.ResourceVersion
-	obj.Labels = hdr.Metadata.Labels
-	if hdr.Metadata.Annotations {
+	obj.Name = hdr.Name
+	obj.Namespace = hdr.Namespace
+	obj.UID = types.UID(hdr.UID)
+	obj.ResourceVersion = hdr.ResourceVersion
+	obj.Labels = hdr.Labels
+	if hdr.InitialEventsEnd {
 		obj.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
 	}
 	return obj, nil
@@ -229,27 +220,20 @@ func rewriteMetadata(data []byte, edit func(metadata map[string]any)) ([]byte, e
 	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }
 
-// rawNegotiatedSerializer plugs rawSerializer into a REST client: responses
-// are decoded by it, watch frames by the standard JSON serializer for
-// metav1.WatchEvent (whose embedded object then goes to rawSerializer).
+// rawNegotiatedSerializer plugs rawSerializer into a REST client for
+// responses. It has no stream serializer: watches are read by watchDecoder,
+// over Request.Stream.
 type rawNegotiatedSerializer struct {
 	mediaTypes []runtime.SerializerInfo
 }
 
 func newRawNegotiatedSerializer(stripManagedFields bool) rawNegotiatedSerializer {
-	watchEvents := runtime.NewScheme()
-	metav1.AddToGroupVersion(watchEvents, schema.GroupVersion{Version: "v1"})
 	return rawNegotiatedSerializer{mediaTypes: []runtime.SerializerInfo{{
 		MediaType:        "application/json",
 		MediaTypeType:    "application",
 		MediaTypeSubType: "json",
 		EncodesAsText:    true,
 		Serializer:       rawSerializer{stripManagedFields: stripManagedFields},
-		StreamSerializer: &runtime.StreamSerializerInfo{
-			EncodesAsText: true,
-			Serializer:    jsonserializer.NewSerializerWithOptions(jsonserializer.DefaultMetaFactory, watchEvents, watchEvents, jsonserializer.SerializerOptions{}),
-			Framer:        jsonserializer.Framer,
-		},
 	}}}
 }
 

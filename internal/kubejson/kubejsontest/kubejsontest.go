@@ -99,4 +99,3 @@ func Event(t testing.TB, data []byte) {
 	}
 	Same(t, &ev.Header, &refHdr, data)
 }
-
