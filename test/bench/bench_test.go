@@ -72,7 +72,8 @@ func TestHarnessSmoke(t *testing.T) {
 	for _, want := range []string{"1. Fan-out", "2. Fan-out core", "3. Slow-subscriber", "4. Snapshot", "5. Memory", "6. Startup", "75%",
 		"7. One object each", "8. Node agents", "11. A relist beside healthy subscribers", "9. Projection", "10. Indexed dispatch",
 		"One object each: hub CPU per change (end to end)", "Node agents: hub CPU per change (end to end)", "(in process)",
-		"Projection to metadata.labels, status.phase (end to end)", "Filters: 1000 subscribers sharing 10 CEL expressions"} {
+		"Projection to metadata.labels, status.phase (end to end)", "Filters: 1000 subscribers sharing 10 CEL expressions",
+		"14. Ingest", "Steady ingest, Pods", "Delivery at", "Peak heap while syncing", "Start-up at"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, md.String())
 		}
@@ -94,6 +95,8 @@ func TestHarnessSmoke(t *testing.T) {
 		fmt.Sprintf("hub-cpu-one-object-each-%d.pb.gz", largest),
 		fmt.Sprintf("hub-cpu-node-agents-%d.pb.gz", largest),
 		"hub-cpu-projection-whole.pb.gz", "hub-cpu-projection-projected.pb.gz",
+		"hub-cpu-ingest-pods.pb.gz", fmt.Sprintf("hub-cpu-ingest-pods-%d.pb.gz", o.IngestSubscribers),
+		"informer-cpu-ingest-pods-dynamic.pb.gz", "informer-cpu-ingest-pods-typed.pb.gz",
 	} {
 		if _, err := os.Stat(filepath.Join(o.ProfileDir, profile)); err != nil {
 			t.Errorf("a profile: %v", err)

@@ -34,6 +34,17 @@ type Options struct {
 	ProjectionSubscribers int           // subscribers of every pod of a namespace, whole or projected
 	WarmUp                time.Duration // of changes, before a selective run's measurement
 
+	// The ingest scenario: the hub and client-go informers, each a process
+	// of its own, receive the same changes of IngestObjects ConfigMaps of
+	// about IngestObjectBytes of data, then of as many pods, made at
+	// IngestRate for IngestDuration after WarmUp's changes; then a hub with
+	// IngestSubscribers subscribers.
+	IngestObjects     int
+	IngestObjectBytes int
+	IngestRate        float64
+	IngestDuration    time.Duration
+	IngestSubscribers int
+
 	SnapshotObjects   int   // ConfigMaps cached, for snapshots, memory and startup
 	IdleSubscribers   []int // subscriber counts at which memory and watches are read
 	MemorySubscribers int   // subscribers open for the RSS reading
@@ -70,6 +81,12 @@ func FullOptions() Options {
 		ProjectionSubscribers: 100,
 		WarmUp:                time.Second,
 
+		IngestObjects:     100,
+		IngestObjectBytes: 2000,
+		IngestRate:        200,
+		IngestDuration:    20 * time.Second,
+		IngestSubscribers: 100,
+
 		SnapshotObjects:   100000,
 		IdleSubscribers:   []int{1, 10, 100, 1000, 10000},
 		MemorySubscribers: 1000,
@@ -97,6 +114,12 @@ func SmokeOptions() Options {
 		PodsPerNode:           1,
 		ProjectionSubscribers: 3,
 		WarmUp:                100 * time.Millisecond,
+
+		IngestObjects:     3,
+		IngestObjectBytes: 2000,
+		IngestRate:        50,
+		IngestDuration:    300 * time.Millisecond,
+		IngestSubscribers: 3,
 
 		SnapshotObjects:   200,
 		IdleSubscribers:   []int{1, 5},
@@ -129,6 +152,9 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		// Before the objects' scenarios, which fill the API server; these
 		// remove what they create.
 		{"one object each, node agents and projection", selectiveScenarios},
+		// Before the objects' scenarios too: its informers watch in all
+		// namespaces, and would sync every object those create.
+		{"ingest", ingestScenario},
 		{"snapshot, memory and startup", objectsScenarios},
 	} {
 		if o.Only != "" && o.Only != scenario.name {

@@ -85,6 +85,12 @@ func (p *hubProcess) memory(ctx context.Context) (memStats, error) {
 	if _, err := p.debugGet(ctx, "/debug/pprof/heap?gc=1"); err != nil {
 		return memStats{}, err
 	}
+	return p.memoryNow(ctx)
+}
+
+// memoryNow reads the hub's memory statistics as they are, without a
+// collection first: HeapAlloc includes the garbage not yet collected.
+func (p *hubProcess) memoryNow(ctx context.Context) (memStats, error) {
 	body, err := p.debugGet(ctx, "/debug/vars")
 	if err != nil {
 		return memStats{}, err

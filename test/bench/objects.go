@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
@@ -152,11 +154,16 @@ func listContinue(page []byte) string {
 	return string(v)
 }
 
-// informerSync is client-go's own informer syncing the ConfigMaps: the
-// baseline of the hub's startup.
+// informerSync is client-go's own typed informer syncing the ConfigMaps
+// over protobuf, as Kubernetes' controllers read: the baseline of the hub's
+// startup.
 func (e *Env) informerSync(ctx context.Context) (time.Duration, int, error) {
+	kube, err := kubernetes.NewForConfig(protobufConfig(e.rest))
+	if err != nil {
+		return 0, 0, err
+	}
 	start := time.Now()
-	factory := informers.NewSharedInformerFactoryWithOptions(e.kube, 0, informers.WithNamespace(objectsNamespace))
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(objectsNamespace))
 	informer := factory.Core().V1().ConfigMaps().Informer()
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() {
@@ -164,10 +171,20 @@ func (e *Env) informerSync(ctx context.Context) (time.Duration, int, error) {
 		factory.Shutdown()
 	}()
 	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+	// WaitFor, unlike WaitForCacheSync, does not poll (every 100 ms).
+	if !cache.WaitFor(ctx, "", informer.HasSyncedChecker()) {
 		return 0, 0, fmt.Errorf("the informer did not sync: %w", ctx.Err())
 	}
 	return time.Since(start), len(informer.GetStore().ListKeys()), nil
+}
+
+// protobufConfig is a copy of cfg that reads and writes protobuf, as
+// Kubernetes' own components do, rather than client-go's default JSON.
+func protobufConfig(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return cfg
 }
 
 // perObject is the average size of an object in the pages read.

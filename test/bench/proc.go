@@ -55,18 +55,22 @@ func cpuTimes(pids ...int) (time.Duration, error) {
 }
 
 // residentBytes returns a process's resident set size (VmRSS).
-func residentBytes(pid int) (int64, error) {
+func residentBytes(pid int) (int64, error) { return statusBytes(pid, "VmRSS") }
+
+// statusBytes returns a size in kB from a process's /proc/<pid>/status, in
+// bytes: field is VmRSS, VmHWM (the peak resident set size) or another.
+func statusBytes(pid int, field string) (int64, error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.SplitSeq(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
+	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, field)
 }
 
 // childProcess finds the child of this process running the executable

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
@@ -266,7 +267,9 @@ func memoryScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 
 // startupScenario measures the time from the hub process's start to its
 // first snapshot page, which it serves once its informer has synced, against
-// client-go's informer syncing the same objects.
+// client-go's typed informer syncing the same objects over protobuf; then,
+// in runs of their own, the hub's heap while it syncs against its heap
+// once synced.
 func startupScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 	var hubTimes, fromRequest, informerTimes, ratios []float64
 	for run := range o.Runs {
@@ -298,13 +301,124 @@ func startupScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 		hubTimes, fromRequest, informerTimes = append(hubTimes, ms1(synced)), append(fromRequest, ms1(requested)), append(informerTimes, ms1(informer))
 		ratios = append(ratios, float64(requested)/float64(informer))
 	}
+
+	// The heap, in runs of their own: sampling it stops the hub's world
+	// for a moment each time, which the times above should not include.
+	var peaks, steadies, heapRatios, peakRSS []float64
+	for run := range o.Runs {
+		m, err := e.syncMemory(ctx, heapSampleInterval)
+		if err != nil {
+			return fmt.Errorf("the heap while syncing: %w", err)
+		}
+		o.logf("startup memory run %d: peak heap %s while syncing (%d samples), %s once synced, peak RSS %s",
+			run+1, byteSize(float64(m.peak)), m.samples, byteSize(float64(m.steady)), byteSize(float64(m.peakRSS)))
+		peaks, steadies, peakRSS = append(peaks, float64(m.peak)), append(steadies, float64(m.steady)), append(peakRSS, float64(m.peakRSS))
+		heapRatios = append(heapRatios, float64(m.peak)/float64(m.steady))
+	}
+	startRatio, heapRatio := spreadOf(ratios), spreadOf(heapRatios)
 	r.Sections = append(r.Sections, Section{
 		Title: "6. Startup",
-		Intro: fmt.Sprintf(`From the start of the hub's process to the first page of a Snapshot, which the hub serves once its informer has synced the %d ConfigMaps (the informer starts on the first request); against client-go's own informer, in the harness's process, from its start to HasSynced, on the same objects. The hub's time from its process's start includes the process's start-up (waiting until the API server answers, then serving) and the first discovery of ConfigMaps; the time from the first request is the informer's own.`, o.SnapshotObjects),
+		Intro: fmt.Sprintf(`From the start of the hub's process to the first page of a Snapshot, which the hub serves once its informer has synced the %d ConfigMaps (the informer starts on the first request); against client-go's own typed informer (the shared informer factory's, reading protobuf, application/vnd.kubernetes.protobuf, as Kubernetes' controllers do), in the harness's process, from its start to HasSynced, on the same objects. The hub reads JSON from the API server. The hub's time from its process's start includes the process's start-up (waiting until the API server answers, then serving) and the first discovery of ConfigMaps; the time from the first request is the informer's own.
+
+The heap is measured in runs of its own, as many, on a fresh hub each: from the first request until the first page of the snapshot arrives, the harness reads the hub's HeapAlloc (from /debug/vars, without a collection first: garbage not yet collected counts, as it occupies memory) every %v and at the first page, and keeps the greatest; once the whole snapshot has been read, it reads HeapAlloc after a forced collection, the steady heap. The peak is sampled, so it can under-read the true peak by what the heap grows and shrinks between two samples. The hub's peak RSS (VmHWM from /proc, exact) is beside it.`,
+			o.SnapshotObjects, heapSampleInterval),
 		Tables: []Table{{
-			Header: []string{"hub: process start to synced", "hub: first request to synced", "client-go informer: start to synced", "hub (from the request) ÷ informer"},
-			Rows:   [][]string{{spreadOf(hubTimes).format(ms), spreadOf(fromRequest).format(ms), spreadOf(informerTimes).format(ms), spreadOf(ratios).format(ratio)}},
+			Header: []string{"hub: process start to synced", "hub: first request to synced", "client-go typed informer (protobuf): start to synced", "hub (from the request) ÷ informer"},
+			Rows:   [][]string{{spreadOf(hubTimes).format(ms), spreadOf(fromRequest).format(ms), spreadOf(informerTimes).format(ms), startRatio.format(ratio)}},
+		}, {
+			Caption: fmt.Sprintf("The hub's heap while syncing %d objects, and once synced:", o.SnapshotObjects),
+			Header:  []string{fmt.Sprintf("peak heap while syncing (sampled every %v)", heapSampleInterval), "steady heap after sync (after a collection)", "peak ÷ steady", "hub peak RSS (VmHWM)"},
+			Rows:    [][]string{{spreadOf(peaks).format(byteSize), spreadOf(steadies).format(byteSize), heapRatio.format(ratio), spreadOf(peakRSS).format(byteSize)}},
 		}},
 	})
+	r.Targets = append(r.Targets,
+		Target{Name: fmt.Sprintf("Start-up at %d objects", o.SnapshotObjects), Goal: "first request to synced ≤ 1.0× the client-go typed informer (protobuf)",
+			Measured: startRatio.format(ratio), Met: startRatio.Median <= 1},
+		Target{Name: fmt.Sprintf("Peak heap while syncing %d objects", o.SnapshotObjects), Goal: "≤ 1.5× the steady heap after sync",
+			Measured: heapRatio.format(ratio) + " (peak sampled)", Met: heapRatio.Median <= 1.5},
+	)
 	return nil
+}
+
+// heapSampleInterval is how often the hub's heap is read while it syncs.
+const heapSampleInterval = 20 * time.Millisecond
+
+// syncMemory is the hub's memory while its informer syncs, and after.
+type syncMemory struct {
+	peak    uint64 // the greatest HeapAlloc sampled, garbage included
+	samples int
+	steady  uint64 // HeapAlloc after a collection, once synced
+	peakRSS int64  // the process's VmHWM, once synced
+}
+
+// syncMemory starts a hub and reads its heap (memoryNow, every interval)
+// from its first request, a Snapshot of selectedLabel's objects, until the
+// first page arrives, which the hub serves once its
+// informer has synced; then, once the snapshot has been read, its heap
+// after a collection and its peak RSS.
+func (e *Env) syncMemory(ctx context.Context, interval time.Duration) (syncMemory, error) {
+	var res syncMemory
+	hub, err := e.startHub(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer hub.stop()
+	conns, err := hubConns(hub.addr, 1, 0)
+	if err != nil {
+		return res, err
+	}
+	defer closeConns(conns)
+
+	sample := func() error {
+		m, err := hub.memoryNow(ctx)
+		if err != nil {
+			return err
+		}
+		res.peak = max(res.peak, m.HeapAlloc)
+		res.samples++
+		return nil
+	}
+	// The sampler runs until stop closes; finish stops it and returns its
+	// error, once.
+	stop, sampled := make(chan struct{}), make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			if err := sample(); err != nil {
+				sampled <- err
+				return
+			}
+			select {
+			case <-stop:
+				sampled <- nil
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	finish := sync.OnceValue(func() error {
+		close(stop)
+		return <-sampled
+	})
+	defer finish()
+	// The sampler's first reading is at once, as the request goes.
+	_, err = hubSnapshot(ctx, conns[0], selectedLabel, func() error {
+		if err := finish(); err != nil {
+			return fmt.Errorf("sampling the hub's heap: %w", err)
+		}
+		return sample() // at the first page
+	})
+	if err != nil {
+		return res, err
+	}
+	steady, err := hub.memory(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.steady = steady.HeapAlloc
+	if res.peakRSS, err = statusBytes(hub.pid(), "VmHWM"); err != nil {
+		return res, err
+	}
+	return res, nil
 }

@@ -43,8 +43,7 @@ func selectiveScenarios(ctx context.Context, e *Env, o *Options, r *Report) erro
 	if err := projectionScenario(ctx, e, o, r, pods); err != nil {
 		return fmt.Errorf("projection: %w", err)
 	}
-	now := metav1.DeleteOptions{GracePeriodSeconds: new(int64)}
-	return e.kube.CoreV1().Pods(nodesNamespace).DeleteCollection(ctx, now, metav1.ListOptions{})
+	return pods.delete(ctx)
 }
 
 // oneObjectScenario measures N hub subscribers, each on metadata.name of a
@@ -326,24 +325,31 @@ func projectionScenario(ctx context.Context, e *Env, o *Options, r *Report, pods
 	return nil
 }
 
-// nodePods are the pods of the node agents and projection scenarios:
-// perNode on each of nodes nodes, pod i on node i % nodes.
+// nodePods are the pods of the node agents, projection and ingest
+// scenarios: perNode on each of nodes nodes, pod i on node i % nodes.
 type nodePods struct {
 	env     *Env
+	ns      string
 	names   []string
 	nodes   int
 	perNode int
 	bytes   int // a pod's JSON as served, once changed
 }
 
-// createNodePods creates the pods, padded to about benchusage.PodBytes as
-// the API server serves them once changed.
+// createNodePods creates the node agents' pods (see createPods) in a
+// namespace of their own.
 func (e *Env) createNodePods(ctx context.Context, o *Options) (*nodePods, error) {
-	const ns = nodesNamespace
-	if err := e.createNamespace(ctx, ns); err != nil {
+	if err := e.createNamespace(ctx, nodesNamespace); err != nil {
 		return nil, err
 	}
-	p := &nodePods{env: e, nodes: slices.Max(o.SelectiveSubscribers), perNode: o.PodsPerNode}
+	return e.createPods(ctx, o, nodesNamespace, slices.Max(o.SelectiveSubscribers), o.PodsPerNode)
+}
+
+// createPods creates perNode pods on each of nodes nodes in namespace ns,
+// padded to about benchusage.PodBytes as the API server serves them once
+// changed.
+func (e *Env) createPods(ctx context.Context, o *Options, ns string, nodes, perNode int) (*nodePods, error) {
+	p := &nodePods{env: e, ns: ns, nodes: nodes, perNode: perNode}
 	// How much padding: a probe, created without and changed once, as
 	// served. Its name is as long as the pods'.
 	const probe = "agent-probe"
@@ -353,7 +359,7 @@ func (e *Env) createNodePods(ctx context.Context, o *Options) (*nodePods, error)
 	if err := p.touchName(ctx, probe); err != nil {
 		return nil, err
 	}
-	size, err := p.servedSize(ctx, probe)
+	size, err := e.servedSize(ctx, "pods", ns, probe)
 	if err != nil {
 		return nil, err
 	}
@@ -379,7 +385,7 @@ func (e *Env) createNodePods(ctx context.Context, o *Options) (*nodePods, error)
 	if err := p.touch(ctx, 0); err != nil {
 		return nil, err
 	}
-	if p.bytes, err = p.servedSize(ctx, p.names[0]); err != nil {
+	if p.bytes, err = e.servedSize(ctx, "pods", ns, p.names[0]); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -390,13 +396,20 @@ func (p *nodePods) touch(ctx context.Context, i int) error { return p.touchName(
 
 func (p *nodePods) touchName(ctx context.Context, name string) error {
 	patch := `{"metadata":{"labels":{"sentAt":"` + stamp() + `"}}}`
-	_, err := p.env.kube.CoreV1().Pods(nodesNamespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	_, err := p.env.kube.CoreV1().Pods(p.ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
 }
 
-// servedSize is the length of a pod's JSON as the API server serves it.
-func (p *nodePods) servedSize(ctx context.Context, name string) (int, error) {
-	b, err := p.env.kube.CoreV1().RESTClient().Get().Namespace(nodesNamespace).Resource("pods").Name(name).DoRaw(ctx)
+// delete deletes the pods at once: no kubelet runs to end them gracefully.
+func (p *nodePods) delete(ctx context.Context) error {
+	now := metav1.DeleteOptions{GracePeriodSeconds: new(int64)}
+	return p.env.kube.CoreV1().Pods(p.ns).DeleteCollection(ctx, now, metav1.ListOptions{})
+}
+
+// servedSize is the length of an object's JSON as the API server serves
+// it: a core resource type's object in namespace ns.
+func (e *Env) servedSize(ctx context.Context, resource, ns, name string) (int, error) {
+	b, err := e.kube.CoreV1().RESTClient().Get().Namespace(ns).Resource(resource).Name(name).DoRaw(ctx)
 	return len(b), err
 }
 
