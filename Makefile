@@ -108,13 +108,15 @@ soak: controlplane ## Run the fault suite SOAK_COUNT times, and the scale tests 
 
 .PHONY: fuzz
 # -fuzzminimizetime caps minimization, which can stall (golang/go#48820).
-fuzz: ## Fuzz token decoding, request validation, projection, filters and the JSON scanner, a minute each; keep what fails in testdata/fuzz.
+fuzz: ## Fuzz token decoding, request validation, projection, filters, the JSON scanner and the ingest decoder, a minute each; keep what fails in testdata/fuzz.
 	go test -run '^$$' -fuzz '^FuzzDecodeToken$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
 	go test -run '^$$' -fuzz '^FuzzDecodeTokenBody$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
 	go test -run '^$$' -fuzz '^FuzzRequestValidation$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
 	go test -run '^$$' -fuzz '^FuzzProjection$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
 	go test -run '^$$' -fuzz '^FuzzFilter$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
 	go test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime 1m -fuzzminimizetime 2s ./internal/jsonscan/
+	go test -run '^$$' -fuzz '^FuzzDecodeHeader$$' -fuzztime 1m -fuzzminimizetime 2s ./internal/kubejson/
+	go test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime 1m -fuzzminimizetime 2s ./internal/kubejson/
 
 # api/released.json is the API of the last release, as a buf image: the
 # contract outside clients are written against. `make lint` refuses any

@@ -153,6 +153,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.hub.SnapshotPageSize, "snapshot-page-size", informerhub.DefaultSnapshotPageSize, "objects per Snapshot page at most")
 	fs.IntVar(&o.hub.SnapshotPageBytes, "snapshot-page-bytes", informerhub.DefaultSnapshotPageBytes, "bytes of objects per Snapshot page at most (a page always holds one object)")
 	fs.BoolVar(&o.hub.StripManagedFields, "strip-managed-fields", false, "drop metadata.managedFields from cached objects to save memory")
+	fs.BoolVar(&o.hub.UpstreamCompression, "upstream-compression", false, "ask the API server to gzip lists and watch-list streams: fewer bytes, more CPU on both sides (for a slow or metered link to it)")
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", 50, "queries per second to the Kubernetes API server")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "burst of queries to the Kubernetes API server")
 	fs.Float64Var(&o.authQPS, "auth-api-qps", 100, "queries per second of each of three budgets, apart from --kube-api-qps and from each other: TokenReviews, SubjectAccessReviews of new calls, and those of running streams' rechecks")
