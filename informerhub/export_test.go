@@ -184,6 +184,19 @@ func Projector(fields []string) (func(obj []byte) ([]byte, error), error) {
 func SettleMemory(h *Hub) {
 	h.memory.reclaiming.Lock()
 	defer h.memory.reclaiming.Unlock()
+	// A feed may still hold its lock, finishing the change a subscriber
+	// has already received; evictOldest skips a busy feed, so wait for
+	// each to finish first.
+	h.mu.Lock()
+	feeds := make([]*feed, 0, len(h.feeds))
+	for _, f := range h.feeds {
+		feeds = append(feeds, f)
+	}
+	h.mu.Unlock()
+	for _, f := range feeds {
+		f.mu.Lock()
+		f.mu.Unlock() // only waiting for the feed
+	}
 	h.evictOldest()
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -63,6 +64,23 @@ func TestTheIngestDecoderAgreesOnTheAPIServersOutput(t *testing.T) {
 	})
 	cm := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"odd-cm","annotations":{"a":"\u00e9\u0301 \ud83d\ude00 <>&"}},"data":{"nul":"\u0000","multi":"line\nline","quote":"\"'"}}`
 	if _, err := kube.CoreV1().RESTClient().Post().AbsPath("/api/v1/namespaces/"+ns+"/configmaps").SetHeader("Content-Type", "application/json").Body([]byte(cm)).DoRaw(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The objects of kubejson's benchmarks: a ConfigMap of 2 KB of data,
+	// and a pod of about 6 KB with its managedFields.
+	benchCM := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bench-configmap","labels":{"app":"bench"}},"data":{"pad":"` + strings.Repeat("x", 2000) + `","sentAt":"0"}}`
+	if _, err := kube.CoreV1().RESTClient().Post().AbsPath("/api/v1/namespaces/"+ns+"/configmaps").SetHeader("Content-Type", "application/json").Body([]byte(benchCM)).DoRaw(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for i := range 40 {
+		env = append(env, fmt.Sprintf(`{"name":"SETTING_%02d","value":"value-of-setting-number-%02d"}`, i, i))
+	}
+	benchPod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"bench-pod","labels":{"app":"bench","tier":"web","pod-template-hash":"5d8f7c9b6"},` +
+		`"annotations":{"kubectl.kubernetes.io/restartedAt":"2026-11-24T10:00:00Z"}},"spec":{"nodeName":"node-1","containers":[{"name":"web","image":"registry.example.com/web:1.2.3",` +
+		`"ports":[{"containerPort":8080,"name":"http"}],"env":[` + strings.Join(env, ",") + `],"resources":{"requests":{"cpu":"100m","memory":"128Mi"}}}]}}`
+	if _, err := kube.CoreV1().RESTClient().Post().AbsPath("/api/v1/namespaces/"+ns+"/pods").SetHeader("Content-Type", "application/json").Body([]byte(benchPod)).DoRaw(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
 
