@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
 )
 
 // NewForConfig returns a Hub for the cluster that restConfig reaches: it finds
@@ -108,21 +109,44 @@ func (s *kubeSource) ListerWatcher(info ResourceInfo) cache.ListerWatcher {
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.Watch = true
-			body, err := s.watchClient.Get().AbsPath(path...).
-				SpecificallyVersionedParams(&opts, parameterCodec, versionV1).
-				Stream(ctx)
-			if err != nil {
-				if utilnet.IsProbableEOF(err) || utilnet.IsTimeout(err) {
-					// As Request.Watch does: the reflector watches
-					// again, from where it was, without backing off.
-					return watch.NewEmptyWatch(), nil
-				}
-				return nil, err
-			}
-			return watch.NewStreamWatcher(newWatchDecoder(body, s.serializer),
+			return s.watch(ctx, path, &opts)
+		},
+	}
+}
+
+// Like Request.Watch, a watch whose connection drops before it answers is
+// tried again, up to watchRetries times a second apart.
+const (
+	watchRetries    = 10
+	watchRetryAfter = time.Second
+)
+
+// watch opens a watch and reads it with watchDecoder. It does what
+// client-go's Request.Watch does around its decoding: no rate limit (see
+// watchClient), retries while the connection drops before the API server
+// answers, then an empty watch, from which the reflector watches again from
+// where it was; API errors (410 Gone) are returned as they are.
+func (s *kubeSource) watch(ctx context.Context, path []string, opts *metav1.ListOptions) (watch.Interface, error) {
+	for attempt := 0; ; attempt++ {
+		body, err := s.watchClient.Get().AbsPath(path...).
+			SpecificallyVersionedParams(opts, parameterCodec, versionV1).
+			Stream(ctx)
+		if err == nil {
+			return watch.NewStreamWatcherWithLogger(klog.FromContext(ctx), newWatchDecoder(body, s.serializer),
 				// As Request.Watch reports an event it cannot decode.
 				apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
-		},
+		}
+		if !utilnet.IsProbableEOF(err) && !utilnet.IsTimeout(err) {
+			return nil, err
+		}
+		if attempt == watchRetries {
+			return watch.NewEmptyWatch(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(watchRetryAfter):
+		}
 	}
 }
 

@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 )
 
 // fakeDiscovery serves group versions from a map and counts the asks.
@@ -135,5 +141,51 @@ func TestDiscoveryResolverRejectsWhatCannotBeWatched(t *testing.T) {
 	}
 	if len(all) != 1 || all[0].Resource.Resource != "pods" {
 		t.Fatalf("Resources = %+v, want only pods", all)
+	}
+}
+
+// TestAWatchWhoseConnectionDropsIsTriedAgain: as with client-go's
+// Request.Watch, a watch whose connection drops before the API server
+// answers is opened again rather than failed, so the reflector does not
+// list everything again; then it reads the stream's events.
+func TestAWatchWhoseConnectionDropsIsTriedAgain(t *testing.T) {
+	var requests atomic.Int32
+	done := make(chan struct{})
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close() // dropped before any answer
+			}
+			return
+		}
+		if r.URL.Query().Get("watch") != "true" || r.URL.Path != "/api/v1/configmaps" {
+			http.Error(w, "unexpected "+r.URL.String(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintln(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7"}}}`)
+		w.(http.Flusher).Flush()
+		<-done
+	}))
+	defer server.Close()
+	defer close(done)
+	source, err := newKubeSource(&rest.Config{Host: server.URL}, server.Client(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw := cache.ToListerWatcherWithContext(source.ListerWatcher(ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}))
+	w, err := lw.WatchWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ev := <-w.ResultChan()
+	obj, ok := ev.Object.(*rawObject)
+	if ev.Type != watch.Added || !ok || obj.Name != "a" || obj.ResourceVersion != "7" {
+		t.Fatalf("got %v %#v, want the ADDED ConfigMap a@7", ev.Type, ev.Object)
+	}
+	if n := requests.Load(); n != 2 {
+		t.Fatalf("%d requests, want the dropped one and one more", n)
 	}
 }

@@ -113,8 +113,8 @@ func (s rawSerializer) decodeList(data []byte, into *rawObjectList) error {
 		return err
 	}
 	into.ListMeta = metav1.ListMeta{}
-	if list.Metadata != nil {
-		if err := json.Unmarshal(list.Metadata, &into.ListMeta); err != nil {
+	for _, metadata := range list.Metadata { // merged, as encoding/json does
+		if err := json.Unmarshal(metadata, &into.ListMeta); err != nil {
 			return err
 		}
 	}

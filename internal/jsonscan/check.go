@@ -32,14 +32,19 @@ func CheckString(b []byte, i int) (end int, escaped bool, err error) {
 		return 0, false, ErrBadJSON
 	}
 	i++
+	stop := -1 // the next quote at or after i, or len(b)
 	for {
 		// Most of an object's bytes are in strings: find the next quote
 		// with IndexByte (vectorized), then check what lies before it.
-		q := bytes.IndexByte(b[i:], '"')
-		if q < 0 {
-			q = len(b) - i
+		// An escaped quote moves past it; other escapes keep it, so a
+		// string of many escapes is still read once.
+		if stop < i {
+			if q := bytes.IndexByte(b[i:], '"'); q >= 0 {
+				stop = i + q
+			} else {
+				stop = len(b)
+			}
 		}
-		stop := i + q
 		for ; i < stop; i++ {
 			c := b[i]
 			if c < 0x20 {
@@ -152,7 +157,11 @@ func checkLiteral(b []byte, i int) (int, error) {
 // CheckValue returns the index just after the value that starts at b[i]
 // (after any space), checking its syntax as encoding/json does. Nested
 // values are read without recursion, at most MaxDepth deep.
-func CheckValue(b []byte, i int) (int, error) {
+func CheckValue(b []byte, i int) (int, error) { return CheckValueIn(b, i, 0) }
+
+// CheckValueIn is CheckValue for a value inside depth arrays and objects of
+// its document, which count towards MaxDepth.
+func CheckValueIn(b []byte, i, depth int) (int, error) {
 	var small [32]byte
 	open := small[:0] // the '{' and '[' the value is inside
 	var err error
@@ -167,15 +176,15 @@ func CheckValue(b []byte, i int) (int, error) {
 			if c == '[' {
 				closer = ']'
 			}
+			if depth+len(open) == MaxDepth {
+				return 0, fmt.Errorf("%w: nested more than %d deep", ErrBadJSON, MaxDepth)
+			}
 			if i = SkipSpace(b, i+1); i >= len(b) {
 				return 0, ErrUnexpectedEnd
 			}
 			if b[i] == closer {
 				i++
 				break
-			}
-			if len(open) == MaxDepth {
-				return 0, fmt.Errorf("%w: nested more than %d deep", ErrBadJSON, MaxDepth)
 			}
 			open = append(open, c)
 			if c == '{' {
@@ -364,6 +373,7 @@ type FrameEnd struct {
 	inString bool
 	escape   bool // the last byte read was a backslash in a string
 	started  bool
+	quote    int // within the bytes Scan reads, the next quote in the string
 }
 
 // Scan reads b, the bytes of the value that follow those already scanned,
@@ -371,26 +381,32 @@ type FrameEnd struct {
 // value goes on past b. It only frames objects and arrays: a stream of
 // watch events is a stream of objects.
 func (f *FrameEnd) Scan(b []byte) (int, error) {
+	f.quote = -1
 	for i := 0; i < len(b); i++ {
 		if f.inString {
 			if f.escape {
 				f.escape = false
 				continue
 			}
-			q := bytes.IndexByte(b[i:], '"')
-			limit := len(b)
-			if q >= 0 {
-				limit = i + q
+			// The next quote is searched for again only once i has
+			// passed it (an escaped one), so that a string of many
+			// escapes is read once.
+			if f.quote < i {
+				if q := bytes.IndexByte(b[i:], '"'); q >= 0 {
+					f.quote = i + q
+				} else {
+					f.quote = len(b)
+				}
 			}
-			if bs := bytes.IndexByte(b[i:limit], '\\'); bs >= 0 {
+			if bs := bytes.IndexByte(b[i:f.quote], '\\'); bs >= 0 {
 				i += bs
 				f.escape = true
 				continue
 			}
-			if q < 0 {
+			if f.quote == len(b) {
 				return -1, nil
 			}
-			i += q
+			i = f.quote
 			f.inString = false
 			continue
 		}

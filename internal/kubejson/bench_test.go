@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,6 +97,26 @@ func BenchmarkDecodeWatchEvent(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*events), "ns/event")
+		})
+	}
+}
+
+// BenchmarkDecodeEscapes reads a ConfigMap whose 1 MiB value is escapes
+// (a certificate bundle's newlines, at worst all of them): one pass, however
+// many escapes a string holds.
+func BenchmarkDecodeEscapes(b *testing.B) {
+	for name, unit := range map[string]string{"every-2-bytes": `\n`, "every-64-bytes": strings.Repeat("x", 62) + `\n`} {
+		obj := []byte(`{"kind":"ConfigMap","metadata":{"name":"ca"},"data":{"ca.crt":"` + strings.Repeat(unit, (1<<20)/len(unit)) + `"}}`)
+		stream := watchStream(obj, 1)
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(stream)))
+			for b.Loop() {
+				r := NewEventReader(&chunks{data: stream, n: 16 << 10})
+				var ev Event
+				if err := r.Next(&ev); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -18,27 +18,42 @@ type Event struct {
 // DecodeEvent reads the watch event that starts at b[0] into ev in one
 // pass (its type, its object's bounds and its object's header) and returns
 // the event's length. As in a metav1.WatchEvent, the last object member
-// wins whole and a null object leaves the one before.
+// wins whole (an object of the wrong shape that a later one replaces is no
+// error), and a null object leaves the one before.
 func DecodeEvent(b []byte, ev *Event) (int, error) {
 	*ev = Event{}
-	var decoding Header
-	return jsonscan.CheckMembers(b, jsonscan.SkipSpace(b, 0), func(m *jsonscan.Member) (int, error) {
+	var objectErr error // of the object that stands, if it is of the wrong shape
+	end, err := jsonscan.CheckMembers(b, jsonscan.SkipSpace(b, 0), func(m *jsonscan.Member) (int, error) {
 		switch {
 		case m.KeyIs("type"):
-			return readString(b, m, &ev.Type)
+			return readString(b, m, 1, &ev.Type)
 		case m.KeyIs("object"):
-			decoding = Header{}
-			end, err := DecodeHeader(b, m.Start, &decoding)
+			if jsonscan.IsNull(b, m.Start) {
+				return m.Start + 4, nil
+			}
+			var hdr Header
+			end, err := decodeHeader(b, m.Start, 1, &hdr)
+			if errors.Is(err, ErrWrongType) {
+				// Its syntax decides whether the event is whole; its
+				// shape matters only if no object replaces it.
+				if end, err = jsonscan.CheckValueIn(b, m.Start, 1); err != nil {
+					return 0, err
+				}
+				ev.Header, ev.Object, objectErr = Header{}, b[m.Start:end], fmt.Errorf("the watch event's object: %w", ErrWrongType)
+				return end, nil
+			}
 			if err != nil {
 				return 0, err
 			}
-			if !jsonscan.IsNull(b, m.Start) {
-				ev.Header, ev.Object = decoding, b[m.Start:end]
-			}
+			ev.Header, ev.Object, objectErr = hdr, b[m.Start:end], nil
 			return end, nil
 		}
-		return jsonscan.CheckValue(b, m.Start)
+		return jsonscan.CheckValueIn(b, m.Start, 1)
 	})
+	if err != nil {
+		return 0, err
+	}
+	return end, objectErr
 }
 
 const (
@@ -125,6 +140,10 @@ func (d *EventReader) Next(ev *Event) error {
 // fill reads more of the stream, keeping what is not yet decoded: moved to
 // the buffer's front, or into a buffer twice as large when it fills it.
 func (d *EventReader) fill() error {
+	if d.start == d.end && len(d.buf) > readBufferSize {
+		// A large event grew the buffer; the next ones need not keep it.
+		d.buf, d.start, d.end = make([]byte, readBufferSize), 0, 0
+	}
 	if d.start > 0 {
 		n := copy(d.buf, d.buf[d.start:d.end])
 		if d.scanning {

@@ -40,7 +40,11 @@ type Header struct {
 // Like encoding/json it leaves a field as it was for null and merges
 // duplicate members into what it read before; unlike it, it stops at the
 // first error.
-func DecodeHeader(b []byte, i int, hdr *Header) (int, error) {
+func DecodeHeader(b []byte, i int, hdr *Header) (int, error) { return decodeHeader(b, i, 0, hdr) }
+
+// decodeHeader is DecodeHeader for an object inside depth arrays and
+// objects of its document (which count towards jsonscan.MaxDepth).
+func decodeHeader(b []byte, i, depth int, hdr *Header) (int, error) {
 	if i = jsonscan.SkipSpace(b, i); i >= len(b) {
 		return 0, jsonscan.ErrUnexpectedEnd
 	}
@@ -48,62 +52,66 @@ func DecodeHeader(b []byte, i int, hdr *Header) (int, error) {
 		return i + 4, nil
 	}
 	if b[i] != '{' {
-		if _, err := jsonscan.CheckValue(b, i); err != nil {
+		if _, err := jsonscan.CheckValueIn(b, i, depth); err != nil {
 			return 0, err
 		}
 		return 0, fmt.Errorf("%w: an object must be a JSON object", ErrWrongType)
 	}
 	start := i
+	depth++ // of the members' values
 	return jsonscan.CheckMembers(b, i, func(m *jsonscan.Member) (int, error) {
 		switch {
 		case m.KeyIs("apiVersion"):
-			return readString(b, m, &hdr.APIVersion)
+			return readString(b, m, depth, &hdr.APIVersion)
 		case m.KeyIs("kind"):
-			return readString(b, m, &hdr.Kind)
+			return readString(b, m, depth, &hdr.Kind)
 		case m.KeyIs("metadata"):
-			return readMetadata(b, m, start, hdr)
+			return readMetadata(b, m, start, depth, hdr)
 		}
-		return jsonscan.CheckValue(b, m.Start)
+		return jsonscan.CheckValueIn(b, m.Start, depth)
 	})
 }
 
-// readMetadata reads the metadata of the object that starts at b[start].
-func readMetadata(b []byte, m *jsonscan.Member, start int, hdr *Header) (int, error) {
+// readMetadata reads the metadata of the object that starts at b[start];
+// the metadata is inside depth arrays and objects.
+func readMetadata(b []byte, m *jsonscan.Member, start, depth int, hdr *Header) (int, error) {
 	if jsonscan.IsNull(b, m.Start) {
 		return m.Start + 4, nil
 	}
 	if b[m.Start] != '{' {
-		if _, err := jsonscan.CheckValue(b, m.Start); err != nil {
+		if _, err := jsonscan.CheckValueIn(b, m.Start, depth); err != nil {
 			return 0, err
 		}
 		return 0, fmt.Errorf("%w: metadata must be an object", ErrWrongType)
 	}
 	hdr.Metadatas++
+	depth++
 	end, err := jsonscan.CheckMembers(b, m.Start, func(f *jsonscan.Member) (int, error) {
 		switch {
 		case f.KeyIs("name"):
-			return readString(b, f, &hdr.Name)
+			return readString(b, f, depth, &hdr.Name)
 		case f.KeyIs("namespace"):
-			return readString(b, f, &hdr.Namespace)
+			return readString(b, f, depth, &hdr.Namespace)
 		case f.KeyIs("uid"):
-			return readString(b, f, &hdr.UID)
+			return readString(b, f, depth, &hdr.UID)
 		case f.KeyIs("resourceVersion"):
-			return readString(b, f, &hdr.ResourceVersion)
+			return readString(b, f, depth, &hdr.ResourceVersion)
 		case f.KeyIs("labels"):
-			return readLabels(b, f, &hdr.Labels)
+			return readLabels(b, f, depth, &hdr.Labels)
 		case f.KeyIs("annotations"):
-			return readInitialEventsEnd(b, f, &hdr.InitialEventsEnd)
+			return readInitialEventsEnd(b, f, depth, &hdr.InitialEventsEnd)
 		case f.KeyIs("managedFields"):
 			hdr.ManagedFields = true
 		}
-		return jsonscan.CheckValue(b, f.Start)
+		return jsonscan.CheckValueIn(b, f.Start, depth)
 	})
 	hdr.Metadata = [2]int{m.Start - start, end - start}
 	return end, err
 }
 
-// readString reads a string member into s; null leaves s as it was.
-func readString(b []byte, m *jsonscan.Member, s *string) (int, error) {
+// readString reads a string member into s; null leaves s as it was. The
+// member is inside depth arrays and objects.
+func readString(b []byte, m *jsonscan.Member, depth int, s *string) (int, error) {
 	switch {
 	case b[m.Start] == '"':
 		v, end, err := jsonscan.String(b, m.Start)
@@ -115,7 +123,23 @@ func readString(b []byte, m *jsonscan.Member, s *string) (int, error) {
 	case jsonscan.IsNull(b, m.Start):
 		return m.Start + 4, nil
 	}
-	if _, err := jsonscan.CheckValue(b, m.Start); err != nil {
+	if _, err := jsonscan.CheckValueIn(b, m.Start, depth); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%w: %s must be a string", ErrWrongType, m.KeyString())
+}
+
+// checkString checks that a member is a string or null, without decoding
+// it, and returns where it ends.
+func checkString(b []byte, m *jsonscan.Member, depth int) (int, error) {
+	switch {
+	case b[m.Start] == '"':
+		end, _, err := jsonscan.CheckString(b, m.Start)
+		return end, err
+	case jsonscan.IsNull(b, m.Start):
+		return m.Start + 4, nil
+	}
+	if _, err := jsonscan.CheckValueIn(b, m.Start, depth); err != nil {
 		return 0, err
 	}
 	return 0, fmt.Errorf("%w: %s must be a string", ErrWrongType, m.KeyString())
@@ -123,13 +147,13 @@ func readString(b []byte, m *jsonscan.Member, s *string) (int, error) {
 
 // readLabels reads a map of strings into labels, adding to what is there
 // (null empties it), as encoding/json does.
-func readLabels(b []byte, m *jsonscan.Member, labels *map[string]string) (int, error) {
+func readLabels(b []byte, m *jsonscan.Member, depth int, labels *map[string]string) (int, error) {
 	if jsonscan.IsNull(b, m.Start) {
 		*labels = nil
 		return m.Start + 4, nil
 	}
 	if b[m.Start] != '{' {
-		if _, err := jsonscan.CheckValue(b, m.Start); err != nil {
+		if _, err := jsonscan.CheckValueIn(b, m.Start, depth); err != nil {
 			return 0, err
 		}
 		return 0, fmt.Errorf("%w: labels must be an object", ErrWrongType)
@@ -139,7 +163,7 @@ func readLabels(b []byte, m *jsonscan.Member, labels *map[string]string) (int, e
 	}
 	return jsonscan.CheckMembers(b, m.Start, func(l *jsonscan.Member) (int, error) {
 		var v string // null: the empty string
-		end, err := readString(b, l, &v)
+		end, err := readString(b, l, depth+1, &v)
 		if err != nil {
 			return 0, err
 		}
@@ -151,23 +175,24 @@ func readLabels(b []byte, m *jsonscan.Member, labels *map[string]string) (int, e
 // readInitialEventsEnd reads annotations, a map of strings, for the one the
 // reflector needs from a watch-list's bookmark; as in a map, later members
 // override earlier ones, and null empties it.
-func readInitialEventsEnd(b []byte, m *jsonscan.Member, end *bool) (int, error) {
+func readInitialEventsEnd(b []byte, m *jsonscan.Member, depth int, end *bool) (int, error) {
 	if jsonscan.IsNull(b, m.Start) {
 		*end = false
 		return m.Start + 4, nil
 	}
 	if b[m.Start] != '{' {
-		if _, err := jsonscan.CheckValue(b, m.Start); err != nil {
+		if _, err := jsonscan.CheckValueIn(b, m.Start, depth); err != nil {
 			return 0, err
 		}
 		return 0, fmt.Errorf("%w: annotations must be an object", ErrWrongType)
 	}
 	return jsonscan.CheckMembers(b, m.Start, func(a *jsonscan.Member) (int, error) {
-		var v string
-		e, err := readString(b, a, &v)
-		if err == nil && a.KeyIs(InitialEventsEndAnnotation) {
-			*end = v == "true"
+		if !a.KeyIs(InitialEventsEndAnnotation) {
+			return checkString(b, a, depth+1)
 		}
+		var v string
+		e, err := readString(b, a, depth+1, &v)
+		*end = err == nil && v == "true"
 		return e, err
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/informerhub/informerhub/internal/jsonscan"
 	. "github.com/informerhub/informerhub/internal/kubejson"
 	"github.com/informerhub/informerhub/internal/kubejson/kubejsontest"
 )
@@ -63,6 +64,8 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add([]byte(`{"type":"ADDED","object":{"metadata":{"name":"kept"}},"object":null}`))
 	f.Add([]byte(`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","code":410,"reason":"Expired"}}`))
 	f.Add([]byte(`{"type":"BOOKMARK"}`))
+	f.Add([]byte(`{"type":"ADDED","object":{"metadata":{"name":1}},"object":{"kind":"Y"}}`))
+	f.Add([]byte(`{"type":"ADDED","object":{"metadata":{"name":"x"}},"object":5}`))
 	for _, obj := range corpus(f) {
 		f.Add([]byte(`{"type":"ADDED","object":` + string(obj) + `}`))
 	}
@@ -92,8 +95,8 @@ func TestDecodeListAgreesWithEncodingJSON(t *testing.T) {
 	if err := DecodeList(list, &l); err != nil {
 		t.Fatal(err)
 	}
-	if l.Kind != "ConfigMapList" || l.APIVersion != "v1" || string(l.Metadata) != `{"resourceVersion":"42","continue":"abc"}` || len(l.Items) != len(objects) {
-		t.Fatalf("list: %q %q %s, %d items", l.Kind, l.APIVersion, l.Metadata, len(l.Items))
+	if l.Kind != "ConfigMapList" || l.APIVersion != "v1" || len(l.Metadata) != 1 || string(l.Metadata[0]) != `{"resourceVersion":"42","continue":"abc"}` || len(l.Items) != len(objects) {
+		t.Fatalf("list: %q %q %q, %d items", l.Kind, l.APIVersion, l.Metadata, len(l.Items))
 	}
 	for i, item := range l.Items {
 		if !bytes.Equal(item.Data, objects[i]) {
@@ -105,10 +108,30 @@ func TestDecodeListAgreesWithEncodingJSON(t *testing.T) {
 		}
 		kubejsontest.Same(t, &item.Header, &ref, item.Data)
 	}
-	for _, bad := range []string{`{"items":{}}`, `{"items":[1]}`, `{"items":[{}],}`, `{"items":[{}]} x`} {
+	for _, bad := range []string{`{"items":{}}`, `{"items":{},"items":[]}`, `{"items":[1]}`, `{"items":[{}],}`, `{"items":[{}]} x`, `{"items":[` + nested(jsonscan.MaxDepth-1) + `]}`} {
 		if err := DecodeList([]byte(bad), &l); err == nil {
-			t.Errorf("DecodeList(%s) succeeded", bad)
+			t.Errorf("DecodeList(%.60s) succeeded", bad)
 		}
+	}
+	// As the hub decoded lists before: items are raw JSON first, and only
+	// those that stand are read.
+	if err := DecodeList([]byte(`{"items":[{"metadata":{"name":1}}],"items":[{"metadata":{"name":"b"}}],"metadata":{"resourceVersion":"5"},"metadata":{"continue":"x"}}`), &l); err != nil ||
+		len(l.Items) != 1 || l.Items[0].Header.Name != "b" || len(l.Metadata) != 2 {
+		t.Errorf("duplicate members: %v, %+v", err, l)
+	}
+}
+
+// nested is n arrays, one inside the other, around 1.
+func nested(n int) string {
+	return strings.Repeat("[", n) + "1" + strings.Repeat("]", n)
+}
+
+func TestDepthCountsTheWholeDocument(t *testing.T) {
+	for _, depth := range []int{jsonscan.MaxDepth - 2, jsonscan.MaxDepth - 1, jsonscan.MaxDepth} {
+		// The spec's value is inside one object already.
+		kubejsontest.Header(t, []byte(`{"spec":`+nested(depth)+`}`))
+		kubejsontest.Header(t, []byte(`{"spec":`+strings.Repeat("[", depth)+"[]"+strings.Repeat("]", depth)+`}`))
+		kubejsontest.Event(t, []byte(`{"type":"ADDED","object":{"spec":`+nested(depth-1)+`}}`))
 	}
 }
 
@@ -162,6 +185,45 @@ func TestEventReaderReadsEventsThatArriveInPieces(t *testing.T) {
 		var ev Event
 		if err := r.Next(&ev); err != io.EOF {
 			t.Fatalf("reads of %d bytes: at the end: %v, want io.EOF", n, err)
+		}
+	}
+}
+
+// FuzzEventReaderInPieces reads a stream whole and in reads of a few bytes,
+// which must give the same events, or fail alike.
+func FuzzEventReaderInPieces(f *testing.F) {
+	for _, obj := range corpus(f)[:5] {
+		f.Add([]byte(`{"type":"ADDED","object":`+string(obj)+"}\n"+`{"type":"DELETED","object":{"metadata":{"name":"x\"}"}}}`), uint8(7))
+	}
+	f.Add([]byte(`{"type":"ADDED","object":{"a":"\u00e9\\\""}} {"type":"BOOKMARK","object":{}}`), uint8(1))
+	f.Fuzz(func(t *testing.T, stream []byte, piece uint8) {
+		whole, wholeErr := readAll(NewEventReader(bytes.NewReader(stream)))
+		pieces, piecesErr := readAll(NewEventReader(&chunks{data: stream, n: int(piece%17) + 1}))
+		if (wholeErr == nil) != (piecesErr == nil) || len(whole) != len(pieces) {
+			t.Fatalf("whole: %d events, %v; in pieces of %d: %d events, %v", len(whole), wholeErr, piece%17+1, len(pieces), piecesErr)
+		}
+		for i := range whole {
+			if whole[i].Type != pieces[i].Type || !bytes.Equal(whole[i].Object, pieces[i].Object) || whole[i].Header.Name != pieces[i].Header.Name {
+				t.Fatalf("event %d: whole %q %q, in pieces %q %q", i, whole[i].Type, whole[i].Object, pieces[i].Type, pieces[i].Object)
+			}
+		}
+	})
+}
+
+// readAll reads events until the stream ends (io.EOF, which is no error)
+// or fails.
+func readAll(r *EventReader) ([]Event, error) {
+	var out []Event
+	for {
+		var ev Event
+		switch err := r.Next(&ev); err {
+		case nil:
+			ev.Object = bytes.Clone(ev.Object)
+			out = append(out, ev)
+		case io.EOF:
+			return out, nil
+		default:
+			return out, err
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package kubejson
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/informerhub/informerhub/internal/jsonscan"
@@ -9,8 +10,10 @@ import (
 // List is a LIST response read in place.
 type List struct {
 	APIVersion, Kind string
-	Metadata         []byte // the list's metadata, as JSON; nil if none
-	Items            []Item
+	// Metadata holds the list's metadata members, as JSON, in order (there
+	// is one; encoding/json merges duplicates); nulls are left out.
+	Metadata [][]byte
+	Items    []Item
 }
 
 // Item is one item of a List: its bytes (a part of the response) and its
@@ -24,6 +27,10 @@ type Item struct {
 // syntax as encoding/json does.
 func DecodeList(b []byte, l *List) error {
 	*l = List{}
+	var (
+		itemsErr error // of the items that stand, if one is of the wrong shape
+		typeErr  error // of the list itself: encoding/json fails it at its end
+	)
 	i := jsonscan.SkipSpace(b, 0)
 	if jsonscan.IsNull(b, i) {
 		i += 4
@@ -32,39 +39,26 @@ func DecodeList(b []byte, l *List) error {
 		i, err = jsonscan.CheckMembers(b, i, func(m *jsonscan.Member) (int, error) {
 			switch {
 			case m.KeyIs("apiVersion"):
-				return readString(b, m, &l.APIVersion)
+				return readString(b, m, 1, &l.APIVersion)
 			case m.KeyIs("kind"):
-				return readString(b, m, &l.Kind)
+				return readString(b, m, 1, &l.Kind)
 			case m.KeyIs("metadata"):
-				end, err := jsonscan.CheckValue(b, m.Start)
+				end, err := jsonscan.CheckValueIn(b, m.Start, 1)
 				if err == nil && !jsonscan.IsNull(b, m.Start) {
-					l.Metadata = b[m.Start:end]
+					l.Metadata = append(l.Metadata, b[m.Start:end])
 				}
 				return end, err
 			case m.KeyIs("items"):
-				if jsonscan.IsNull(b, m.Start) {
-					l.Items = nil
-					return m.Start + 4, nil
-				}
-				if b[m.Start] != '[' {
-					if _, err := jsonscan.CheckValue(b, m.Start); err != nil {
-						return 0, err
+				if b[m.Start] != '[' && !jsonscan.IsNull(b, m.Start) {
+					end, err := jsonscan.CheckValueIn(b, m.Start, 1)
+					if err == nil && typeErr == nil {
+						typeErr = fmt.Errorf("%w: items must be an array", ErrWrongType)
 					}
-					return 0, fmt.Errorf("%w: items must be an array", ErrWrongType)
+					return end, err
 				}
-				l.Items = l.Items[:0]
-				return jsonscan.CheckElements(b, m.Start, func(start int) (int, error) {
-					var item Item
-					end, err := DecodeHeader(b, start, &item.Header)
-					if err != nil {
-						return 0, err
-					}
-					item.Data = b[start:end]
-					l.Items = append(l.Items, item)
-					return end, nil
-				})
+				return readItems(b, m, l, &itemsErr)
 			}
-			return jsonscan.CheckValue(b, m.Start)
+			return jsonscan.CheckValueIn(b, m.Start, 1)
 		})
 		if err != nil {
 			return err
@@ -73,5 +67,41 @@ func DecodeList(b []byte, l *List) error {
 	if jsonscan.SkipSpace(b, i) != len(b) {
 		return fmt.Errorf("%w: data after the list", jsonscan.ErrBadJSON)
 	}
-	return nil
+	if typeErr != nil {
+		return typeErr
+	}
+	return itemsErr
+}
+
+// readItems reads a list's items member, an array or null, into l.Items,
+// replacing what an earlier one held, as encoding/json does. An item of the
+// wrong shape is an error (in *itemsErr) only if no later items member
+// replaces it: the items are read as raw JSON first, as a RawExtension.
+func readItems(b []byte, m *jsonscan.Member, l *List, itemsErr *error) (int, error) {
+	if jsonscan.IsNull(b, m.Start) {
+		l.Items, *itemsErr = nil, nil
+		return m.Start + 4, nil
+	}
+	items := l.Items[:0]
+	var wrong error
+	end, err := jsonscan.CheckElements(b, m.Start, func(start int) (int, error) {
+		var item Item
+		end, err := decodeHeader(b, start, 2, &item.Header)
+		if errors.Is(err, ErrWrongType) {
+			// Its syntax decides whether the list is whole.
+			wrong = err
+			return jsonscan.CheckValueIn(b, start, 2)
+		}
+		if err != nil {
+			return 0, err
+		}
+		item.Data = b[start:end]
+		items = append(items, item)
+		return end, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	l.Items, *itemsErr = items, wrong
+	return end, nil
 }
