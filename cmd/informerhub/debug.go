@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime/metrics"
 )
 
 // debugHandler serves Go's profiles (/debug/pprof/) and runtime memory
@@ -15,6 +16,9 @@ import (
 //
 // Measure the heap after a collection by fetching /debug/pprof/heap?gc=1
 // first, then /debug/vars; the benchmark harness does (test/bench).
+// /debug/vars also holds heapLive: the heap the last collection found live
+// (runtime/metrics /gc/heap/live:bytes), which, unlike HeapAlloc, does not
+// count garbage waiting for the next one.
 func debugHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -24,6 +28,17 @@ func debugHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.Handle("/debug/vars", expvar.Handler())
 	return mux
+}
+
+func init() {
+	expvar.Publish("heapLive", expvar.Func(func() any {
+		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			return nil
+		}
+		return sample[0].Value.Uint64()
+	}))
 }
 
 // listenDebug binds --debug-listen, refusing an address other than loopback

@@ -77,6 +77,9 @@ func (p *hubProcess) stop() {
 type memStats struct {
 	HeapAlloc  uint64
 	StackInuse uint64
+	// HeapLive is the heap the hub's last collection found live (its
+	// heapLive expvar): HeapAlloc without the garbage since.
+	HeapLive uint64 `json:"-"`
 }
 
 // memory collects garbage in the hub, then reads its memory statistics.
@@ -97,10 +100,12 @@ func (p *hubProcess) memoryNow(ctx context.Context) (memStats, error) {
 	}
 	var vars struct {
 		MemStats memStats `json:"memstats"`
+		HeapLive uint64   `json:"heapLive"`
 	}
 	if err := json.Unmarshal(body, &vars); err != nil {
 		return memStats{}, fmt.Errorf("/debug/vars: %w", err)
 	}
+	vars.MemStats.HeapLive = vars.HeapLive
 	return vars.MemStats, nil
 }
 
