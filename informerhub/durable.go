@@ -303,7 +303,7 @@ func (d *diskHistory) attach(ctx context.Context, f *feed) (*restored, error) {
 	list.ResourceVersion = strconv.FormatUint(meta.LastRV, 10)
 	err = d.read(ctx, false, func() error {
 		return d.store.State(f.resource, func(o historystore.Object) error {
-			raw := &rawObject{JSON: []byte(o.JSON)}
+			raw := &rawObject{JSON: unsafeBytes(o.JSON)} // never written (see rawObject)
 			raw.Namespace, raw.Name, raw.UID = o.Namespace, o.Name, types.UID(o.UID)
 			raw.ResourceVersion, raw.Labels = strconv.FormatUint(o.ResourceVersion, 10), o.Labels
 			list.Items = append(list.Items, raw)

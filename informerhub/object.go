@@ -79,7 +79,11 @@ func newObject(obj any) (*object, error) {
 			uid:       string(raw.UID),
 			rv:        rv,
 			labels:    raw.Labels,
-			json:      string(raw.JSON),
+			// The object shares the rawObject's bytes, which nothing
+			// writes once decoded (see rawObject): a copy would cost
+			// each change its object's size again, and a sync its whole
+			// list's.
+			json: unsafe.String(unsafe.SliceData(raw.JSON), len(raw.JSON)),
 		}, nil
 	}
 	m, err := meta.Accessor(obj)

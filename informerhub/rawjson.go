@@ -29,6 +29,9 @@ import (
 // initial-events-end annotation are decoded.
 type rawObject struct {
 	metav1.ObjectMeta
+	// JSON is never written once the object is decoded: its copies share
+	// it, and the hub's object keeps it as a string without a copy
+	// (newObject).
 	JSON []byte
 }
 

@@ -222,23 +222,29 @@ func WithoutManagedFields(obj []byte, hdr *Header) (out []byte, ok bool, err err
 		return nil, false, nil
 	}
 	from, to := hdr.Metadata[0], hdr.Metadata[1]
-	out = make([]byte, 0, len(obj))
-	out = append(out, obj[:from+1]...)
-	first := true
+	// The members kept, then one allocation of the size they take: the
+	// result is cached for as long as the object lives.
+	var small [16][2]int
+	kept, size := small[:0], from+1+len(obj)-(to-1)
 	_, err = jsonscan.CheckMembers(obj[:to], from, func(m *jsonscan.Member) (int, error) {
 		end, err := jsonscan.CheckValue(obj, m.Start)
 		if err != nil || m.KeyIs("managedFields") {
 			return end, err
 		}
-		if !first {
-			out = append(out, ',')
-		}
-		first = false
-		out = append(out, obj[m.KeyStart:end]...)
+		kept = append(kept, [2]int{m.KeyStart, end})
+		size += end - m.KeyStart + 1
 		return end, nil
 	})
 	if err != nil {
 		return nil, false, err
+	}
+	out = make([]byte, 0, size)
+	out = append(out, obj[:from+1]...)
+	for i, k := range kept {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, obj[k[0]:k[1]]...)
 	}
 	return append(out, obj[to-1:]...), true, nil
 }

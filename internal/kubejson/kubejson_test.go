@@ -257,3 +257,33 @@ func TestEventReaderEnds(t *testing.T) {
 		}
 	}
 }
+
+func TestWithoutManagedFieldsKeepsTheRestAsItWas(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"kind":"X","metadata":{"name":"a","managedFields":[{"m":"]}"}],"labels":{"x":"y"}},"data":{}}`: `{"kind":"X","metadata":{"name":"a","labels":{"x":"y"}},"data":{}}`,
+		`{"metadata":{"managedFields":[],"name":"a"}}`:                                                   `{"metadata":{"name":"a"}}`,
+		`{"metadata":{"name":"a","managedFields":null}}`:                                                 `{"metadata":{"name":"a"}}`,
+		`{"metadata":{"managedFields":[]},"spec":{"metadata":{"managedFields":1}}}`:                      `{"metadata":{},"spec":{"metadata":{"managedFields":1}}}`,
+		`{"metadata": { "name" : "a" , "managedFields" : [] } }`:                                         `{"metadata": {"name" : "a"} }`,
+	} {
+		var hdr Header
+		if _, _, err := DecodeObject([]byte(in), &hdr); err != nil {
+			t.Fatal(err)
+		}
+		out, ok, err := WithoutManagedFields([]byte(in), &hdr)
+		if err != nil || !ok || string(out) != want {
+			t.Errorf("WithoutManagedFields(%s) = %s, %v, %v; want %s", in, out, ok, err, want)
+		}
+		if cap(out) > len(out)+1 {
+			t.Errorf("WithoutManagedFields(%s) holds %d bytes for %d", in, cap(out), len(out))
+		}
+	}
+	var hdr Header
+	twice := []byte(`{"metadata":{"managedFields":[]},"metadata":{"name":"a"}}`)
+	if _, _, err := DecodeObject(twice, &hdr); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := WithoutManagedFields(twice, &hdr); ok || err != nil {
+		t.Errorf("two metadata members: ok %v, %v; want the caller to merge them", ok, err)
+	}
+}
