@@ -117,10 +117,12 @@ type Config struct {
 	// UpstreamCompression asks the API server to gzip what it sends the
 	// hub: LIST responses and watch-list streams, whose every event it
 	// then compresses on its own (one gzip stream per flush) and the hub
-	// decompresses. Off by default: on the network between a hub and its
-	// API server the compression costs both more CPU than the bytes it
-	// saves (BENCHMARKS.md, section 14). Turn it on when the hub reaches
-	// the API server over a slow or metered link. Used by NewForConfig.
+	// decompresses (5% of the hub's CPU per change in
+	// test/bench/results/pprof/ingest-decode-before.pb.gz, and the API
+	// server's compression on top). Off by default: between a hub and its
+	// API server, on the cluster's network, the bytes are cheaper than the
+	// CPU. Turn it on when the hub reaches the API server over a slow or
+	// metered link. Used by NewForConfig.
 	UpstreamCompression bool
 
 	// MaxSelectorLength bounds the length of a label or field selector, and

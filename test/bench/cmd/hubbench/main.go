@@ -90,7 +90,7 @@ func run(ctx context.Context, opts bench.Options, hubBinary, results, markdown, 
 	fmt.Fprintf(&md, "Written by `make bench` (test/bench, cmd/hubbench) on %s, in %v. Every number is the median of %d runs, with the least and greatest value in brackets where they differ. Plots show the median with the range as error bars.\n\n",
 		started.UTC().Format("2006-01-02"), time.Since(started).Round(time.Second), opts.Runs)
 	fmt.Fprintf(&md, "## Machine\n\n%s\n\n", machine())
-	fmt.Fprintf(&md, "## How to reproduce\n\n```\nmake bench            # everything (about 20 minutes)\nmake bench BENCH_RUNS=5\n```\n\nRaw results, plots and the hub's pprof profiles are in `%s/`.\n\n", results)
+	fmt.Fprintf(&md, "## How to reproduce\n\n```\nmake bench            # everything (about 35 minutes)\nmake bench BENCH_RUNS=5\n```\n\nRaw results, plots and the hub's pprof profiles are in `%s/`.\n\n", results)
 	rel, err := filepath.Rel(filepath.Dir(markdown), results)
 	if err != nil {
 		return err
