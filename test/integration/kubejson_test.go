@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/informerhub/informerhub/internal/kubejson"
@@ -33,25 +32,7 @@ var updateKubeJSONCorpus = flag.Bool("update-kubejson-corpus", false, "write the
 func TestTheIngestDecoderAgreesOnTheAPIServersOutput(t *testing.T) {
 	ns := namespace(t)
 	const group = "kubejson.informerhub.io"
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": "oddities." + group},
-		"spec": map[string]any{
-			"group": group,
-			"names": map[string]any{"plural": "oddities", "singular": "oddity", "kind": "Oddity", "listKind": "OddityList"},
-			"scope": "Namespaced",
-			"versions": []any{map[string]any{
-				"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-			}},
-		},
-	}}
-	if _, err := dyn.Resource(crds).Create(ctxFor(t), crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dyn.Resource(crds).Delete(bgCtx(), crd.GetName(), metav1.DeleteOptions{}) })
-
+	createSchemalessCRD(t, group, "oddities", "oddity", "Oddity")
 	odd := `{"apiVersion":"` + group + `/v1","kind":"Oddity","metadata":{"name":"odd-1","labels":{"app.kubernetes.io/name":"odd","empty":""},` +
 		`"annotations":{"unicode":"café ☕ 𝄞 \u2028\u2029","html":"<a href=\"x\">&amp;</a>","escapes":"\"\\\/\b\f\n\r\t\u0000\u001f","k8s.io/initial-events-end":"false"}},` +
 		`"spec":{"huge":123456789012345678901234567890,"maxInt64":9223372036854775807,"negative":-9223372036854775808,"float":-1.5e-300,"exp":1E+2,` +

@@ -176,6 +176,32 @@ func TestIdleInformerStopsItsUpstreamWatch(t *testing.T) {
 
 var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
+// createSchemalessCRD defines a namespaced custom resource of group/v1
+// whose objects may hold anything (x-kubernetes-preserve-unknown-fields),
+// deleted when t ends.
+func createSchemalessCRD(t *testing.T, group, plural, singular, kind string) *unstructured.Unstructured {
+	t.Helper()
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": plural + "." + group},
+		"spec": map[string]any{
+			"group": group,
+			"names": map[string]any{"plural": plural, "singular": singular, "kind": kind, "listKind": kind + "List"},
+			"scope": "Namespaced",
+			"versions": []any{map[string]any{
+				"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+			}},
+		},
+	}}
+	if _, err := dyn.Resource(crds).Create(ctxFor(t), crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dyn.Resource(crds).Delete(bgCtx(), crd.GetName(), metav1.DeleteOptions{}) })
+	return crd
+}
+
 // TestCustomResourceDefinedAtRunTime defines a CRD after the hub has started
 // and has already answered NOT_FOUND for it: the hub must find it through
 // discovery and stream its objects, without a restart. Deleting the CRD
@@ -190,24 +216,7 @@ func TestCustomResourceDefinedAtRunTime(t *testing.T) {
 		t.Fatalf("before the CRD exists: %v, want NOT_FOUND", err)
 	}
 
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": "widgets." + group},
-		"spec": map[string]any{
-			"group": group,
-			"names": map[string]any{"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-			"scope": "Namespaced",
-			"versions": []any{map[string]any{
-				"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-			}},
-		},
-	}}
-	if _, err := dyn.Resource(crds).Create(ctxFor(t), crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dyn.Resource(crds).Delete(bgCtx(), crd.GetName(), metav1.DeleteOptions{}) })
+	crd := createSchemalessCRD(t, group, "widgets", "widget", "Widget")
 
 	// Discovery learns of the CRD a moment after it is created; a client
 	// retries NOT_FOUND until then.
