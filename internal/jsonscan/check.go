@@ -239,17 +239,24 @@ func CheckValueIn(b []byte, i, depth int) (int, error) {
 // checkKey reads an object's key at b[i] and the colon after it, and
 // returns where its value starts.
 func checkKey(b []byte, i int) (int, error) {
-	end, _, err := CheckString(b, i)
-	if err != nil {
-		return 0, err
+	_, _, start, err := readKey(b, i)
+	return start, err
+}
+
+// readKey reads an object's key at b[i] and the colon after it, and
+// returns where the key ends, whether it holds escapes, and where its
+// value starts (len(b) if nothing follows the colon).
+func readKey(b []byte, i int) (keyEnd int, escaped bool, valueStart int, err error) {
+	if keyEnd, escaped, err = CheckString(b, i); err != nil {
+		return 0, false, 0, err
 	}
-	if i = SkipSpace(b, end); i >= len(b) {
-		return 0, ErrUnexpectedEnd
+	if i = SkipSpace(b, keyEnd); i >= len(b) {
+		return 0, false, 0, ErrUnexpectedEnd
 	}
 	if b[i] != ':' {
-		return 0, fmt.Errorf("%w: expected ':' after a key", ErrBadJSON)
+		return 0, false, 0, fmt.Errorf("%w: expected ':' after a key", ErrBadJSON)
 	}
-	return SkipSpace(b, i+1), nil
+	return keyEnd, escaped, SkipSpace(b, i+1), nil
 }
 
 // CheckMembers reads the object that starts at b[i], checking its syntax,
@@ -271,20 +278,14 @@ func CheckMembers(b []byte, i int, read func(m *Member) (int, error)) (int, erro
 	}
 	var m Member
 	for {
-		keyEnd, escaped, err := CheckString(b, i)
+		keyEnd, escaped, start, err := readKey(b, i)
 		if err != nil {
 			return 0, err
 		}
-		m.KeyStart, m.Key, m.Escaped = i, b[i:keyEnd], escaped
-		if i = SkipSpace(b, keyEnd); i >= len(b) {
+		if start >= len(b) {
 			return 0, ErrUnexpectedEnd
 		}
-		if b[i] != ':' {
-			return 0, fmt.Errorf("%w: expected ':' after a key", ErrBadJSON)
-		}
-		if m.Start = SkipSpace(b, i+1); m.Start >= len(b) {
-			return 0, ErrUnexpectedEnd
-		}
+		m.KeyStart, m.Key, m.Escaped, m.Start = i, b[i:keyEnd], escaped, start
 		if m.End, err = read(&m); err != nil {
 			return 0, err
 		}
@@ -373,16 +374,25 @@ type FrameEnd struct {
 	inString bool
 	escape   bool // the last byte read was a backslash in a string
 	started  bool
-	quote    int // within the bytes Scan reads, the next quote in the string
+	null     int // the bytes of a null value read so far
 }
 
 // Scan reads b, the bytes of the value that follow those already scanned,
 // and returns the index in b just after the value's end, or -1 if the
-// value goes on past b. It only frames objects and arrays: a stream of
-// watch events is a stream of objects.
+// value goes on past b. It only frames objects, arrays and null: a stream
+// of watch events is a stream of objects.
 func (f *FrameEnd) Scan(b []byte) (int, error) {
-	f.quote = -1
+	quote := -1 // the next quote in a string, once found, or len(b)
 	for i := 0; i < len(b); i++ {
+		if !f.started && (f.null > 0 || b[i] == 'n') {
+			if b[i] != "null"[f.null] {
+				return 0, fmt.Errorf("%w: invalid literal", ErrBadJSON)
+			}
+			if f.null++; f.null == len("null") {
+				return i + 1, nil
+			}
+			continue
+		}
 		if f.inString {
 			if f.escape {
 				f.escape = false
@@ -391,22 +401,22 @@ func (f *FrameEnd) Scan(b []byte) (int, error) {
 			// The next quote is searched for again only once i has
 			// passed it (an escaped one), so that a string of many
 			// escapes is read once.
-			if f.quote < i {
+			if quote < i {
 				if q := bytes.IndexByte(b[i:], '"'); q >= 0 {
-					f.quote = i + q
+					quote = i + q
 				} else {
-					f.quote = len(b)
+					quote = len(b)
 				}
 			}
-			if bs := bytes.IndexByte(b[i:f.quote], '\\'); bs >= 0 {
+			if bs := bytes.IndexByte(b[i:quote], '\\'); bs >= 0 {
 				i += bs
 				f.escape = true
 				continue
 			}
-			if f.quote == len(b) {
+			if quote == len(b) {
 				return -1, nil
 			}
-			i = f.quote
+			i = quote
 			f.inString = false
 			continue
 		}
@@ -426,7 +436,7 @@ func (f *FrameEnd) Scan(b []byte) (int, error) {
 			}
 		default:
 			if !f.started {
-				return 0, fmt.Errorf("%w: a stream value must be an object or an array", ErrBadJSON)
+				return 0, fmt.Errorf("%w: a stream value must be an object, an array or null", ErrBadJSON)
 			}
 		}
 	}

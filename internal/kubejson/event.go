@@ -22,8 +22,18 @@ type Event struct {
 // error), and a null object leaves the one before.
 func DecodeEvent(b []byte, ev *Event) (int, error) {
 	*ev = Event{}
+	start := jsonscan.SkipSpace(b, 0)
+	if start < len(b) && b[start] != '{' {
+		// As encoding/json: null is an empty event (which has no valid
+		// type), anything else not an object an error.
+		end, err := jsonscan.CheckValue(b, start)
+		if err != nil || jsonscan.IsNull(b, start) {
+			return end, err
+		}
+		return 0, fmt.Errorf("%w: a watch event must be a JSON object", ErrWrongType)
+	}
 	var objectErr error // of the object that stands, if it is of the wrong shape
-	end, err := jsonscan.CheckMembers(b, jsonscan.SkipSpace(b, 0), func(m *jsonscan.Member) (int, error) {
+	end, err := jsonscan.CheckMembers(b, start, func(m *jsonscan.Member) (int, error) {
 		switch {
 		case m.KeyIs("type"):
 			return readString(b, m, 1, &ev.Type)

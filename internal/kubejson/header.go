@@ -52,10 +52,7 @@ func decodeHeader(b []byte, i, depth int, hdr *Header) (int, error) {
 		return i + 4, nil
 	}
 	if b[i] != '{' {
-		if _, err := jsonscan.CheckValueIn(b, i, depth); err != nil {
-			return 0, err
-		}
-		return 0, fmt.Errorf("%w: an object must be a JSON object", ErrWrongType)
+		return 0, wrongType(b, i, depth, "an object must be a JSON object")
 	}
 	start := i
 	depth++ // of the members' values
@@ -79,10 +76,7 @@ func readMetadata(b []byte, m *jsonscan.Member, start, depth int, hdr *Header) (
 		return m.Start + 4, nil
 	}
 	if b[m.Start] != '{' {
-		if _, err := jsonscan.CheckValueIn(b, m.Start, depth); err != nil {
-			return 0, err
-		}
-		return 0, fmt.Errorf("%w: metadata must be an object", ErrWrongType)
+		return 0, wrongType(b, m.Start, depth, "metadata must be an object")
 	}
 	hdr.Metadatas++
 	depth++
@@ -109,10 +103,14 @@ func readMetadata(b []byte, m *jsonscan.Member, start, depth int, hdr *Header) (
 	return end, err
 }
 
-// readString reads a string member into s; null leaves s as it was. The
-// member is inside depth arrays and objects.
+// readString reads a string member into s, or only checks it when s is
+// nil; null leaves s as it was. The member is inside depth arrays and
+// objects.
 func readString(b []byte, m *jsonscan.Member, depth int, s *string) (int, error) {
 	switch {
+	case b[m.Start] == '"' && s == nil:
+		end, _, err := jsonscan.CheckString(b, m.Start)
+		return end, err
 	case b[m.Start] == '"':
 		v, end, err := jsonscan.String(b, m.Start)
 		if err != nil {
@@ -123,26 +121,17 @@ func readString(b []byte, m *jsonscan.Member, depth int, s *string) (int, error)
 	case jsonscan.IsNull(b, m.Start):
 		return m.Start + 4, nil
 	}
-	if _, err := jsonscan.CheckValueIn(b, m.Start, depth); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("%w: %s must be a string", ErrWrongType, m.KeyString())
+	return 0, wrongType(b, m.Start, depth, m.KeyString()+" must be a string")
 }
 
-// checkString checks that a member is a string or null, without decoding
-// it, and returns where it ends.
-func checkString(b []byte, m *jsonscan.Member, depth int) (int, error) {
-	switch {
-	case b[m.Start] == '"':
-		end, _, err := jsonscan.CheckString(b, m.Start)
-		return end, err
-	case jsonscan.IsNull(b, m.Start):
-		return m.Start + 4, nil
+// wrongType is the error of a value at b[i], inside depth arrays and
+// objects, that is not of the type its member needs: ErrWrongType, unless
+// its syntax is wrong too, which encoding/json reports first.
+func wrongType(b []byte, i, depth int, what string) error {
+	if _, err := jsonscan.CheckValueIn(b, i, depth); err != nil {
+		return err
 	}
-	if _, err := jsonscan.CheckValueIn(b, m.Start, depth); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("%w: %s must be a string", ErrWrongType, m.KeyString())
+	return fmt.Errorf("%w: %s", ErrWrongType, what)
 }
 
 // readLabels reads a map of strings into labels, adding to what is there
@@ -153,10 +142,7 @@ func readLabels(b []byte, m *jsonscan.Member, depth int, labels *map[string]stri
 		return m.Start + 4, nil
 	}
 	if b[m.Start] != '{' {
-		if _, err := jsonscan.CheckValueIn(b, m.Start, depth); err != nil {
-			return 0, err
-		}
-		return 0, fmt.Errorf("%w: labels must be an object", ErrWrongType)
+		return 0, wrongType(b, m.Start, depth, "labels must be an object")
 	}
 	if *labels == nil {
 		*labels = map[string]string{}
@@ -181,14 +167,11 @@ func readInitialEventsEnd(b []byte, m *jsonscan.Member, depth int, end *bool) (i
 		return m.Start + 4, nil
 	}
 	if b[m.Start] != '{' {
-		if _, err := jsonscan.CheckValueIn(b, m.Start, depth); err != nil {
-			return 0, err
-		}
-		return 0, fmt.Errorf("%w: annotations must be an object", ErrWrongType)
+		return 0, wrongType(b, m.Start, depth, "annotations must be an object")
 	}
 	return jsonscan.CheckMembers(b, m.Start, func(a *jsonscan.Member) (int, error) {
 		if !a.KeyIs(InitialEventsEndAnnotation) {
-			return checkString(b, a, depth+1)
+			return readString(b, a, depth+1, nil)
 		}
 		var v string
 		e, err := readString(b, a, depth+1, &v)

@@ -237,6 +237,8 @@ func TestEventReaderEnds(t *testing.T) {
 		{" \n", io.EOF},
 		{`{"type":"ADDED","object":{"kind":"X"`, io.ErrUnexpectedEOF},
 		{`{"type":"ADDED","object":{"kind":"X"}}{"type":`, io.ErrUnexpectedEOF},
+		{"null\nnull", io.EOF}, // empty events, which the hub's watch decoder refuses
+		{"nul", io.ErrUnexpectedEOF},
 	} {
 		r := NewEventReader(&chunks{data: []byte(tt.stream), n: 5})
 		var err error
