@@ -112,8 +112,8 @@ fuzz: ## Fuzz token decoding, request validation, projection, filters, the JSON 
 	go test -run '^$$' -fuzz '^FuzzDecodeToken$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
 	go test -run '^$$' -fuzz '^FuzzDecodeTokenBody$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
 	go test -run '^$$' -fuzz '^FuzzRequestValidation$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
-	go test -run '^$$' -fuzz '^FuzzProjection$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
-	go test -run '^$$' -fuzz '^FuzzFilter$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/
+	go test -run '^$$' -fuzz '^FuzzProjection$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/projection/
+	go test -run '^$$' -fuzz '^FuzzFilter$$' -fuzztime 1m -fuzzminimizetime 2s ./informerhub/celfilter/
 	go test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime 1m -fuzzminimizetime 2s ./internal/jsonscan/
 	go test -run '^$$' -fuzz '^FuzzDecodeHeader$$' -fuzztime 1m -fuzzminimizetime 2s ./internal/kubejson/
 	go test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime 1m -fuzzminimizetime 2s ./internal/kubejson/

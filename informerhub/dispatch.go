@@ -1,5 +1,7 @@
 package informerhub
 
+import "github.com/informerhub/informerhub/informerhub/fieldset"
+
 // A feed hands each change to its live subscribers through a dispatcher,
 // which makes the work under the feed's lock grow with the subscribers a
 // change may concern, not with all of them. It borrows two ideas of the
@@ -72,7 +74,7 @@ type dispatcher struct {
 }
 
 type fieldTrigger struct {
-	spec   *fieldSpec
+	spec   *fieldset.Spec
 	groups int
 }
 
@@ -129,7 +131,7 @@ func (d *dispatcher) index(g *subscriberGroup) {
 	case triggerField:
 		ft := d.fields[g.trigger.key]
 		if ft == nil {
-			ft = &fieldTrigger{spec: g.sel.fieldSet.spec(g.trigger.key)}
+			ft = &fieldTrigger{spec: g.sel.fieldSet.Spec(g.trigger.key)}
 			d.fields[g.trigger.key] = ft
 		}
 		ft.groups++

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // diskHistory keeps every resource type's history on disk
@@ -250,7 +251,7 @@ func (d *diskHistory) logOf(resource string) (*diskLog, error) {
 // type: the stored state, as its informer's first LIST.
 type restored struct {
 	meta historystore.Meta
-	list *rawObjectList
+	list *upstream.ObjectList
 }
 
 // attach makes f the feed writing its resource type, once the one before it
@@ -299,11 +300,11 @@ func (d *diskHistory) attach(ctx context.Context, f *feed) (*restored, error) {
 	if !known {
 		return nil, nil
 	}
-	list := &rawObjectList{}
+	list := &upstream.ObjectList{}
 	list.ResourceVersion = strconv.FormatUint(meta.LastRV, 10)
 	err = d.read(ctx, false, func() error {
 		return d.store.State(f.resource, func(o historystore.Object) error {
-			raw := &rawObject{JSON: unsafeBytes(o.JSON)} // never written (see rawObject)
+			raw := &upstream.Object{JSON: unsafeBytes(o.JSON)} // never written (see upstream.Object)
 			raw.Namespace, raw.Name, raw.UID = o.Namespace, o.Name, types.UID(o.UID)
 			raw.ResourceVersion, raw.Labels = strconv.FormatUint(o.ResourceVersion, 10), o.Labels
 			list.Items = append(list.Items, raw)

@@ -14,6 +14,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/informerhub/hubtest"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // BenchmarkDiskHistory measures the disk history (durable.go) with
@@ -98,7 +99,7 @@ func benchmarkDiskAppend(b *testing.B, n int) {
 		if err := store.Settle(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		recordBytes, err := store.EstimateBytes(informerhub.FormatResource(hubtest.ConfigMaps), uint64(n)+1)
+		recordBytes, err := store.EstimateBytes(upstream.FormatResource(hubtest.ConfigMaps), uint64(n)+1)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -121,7 +122,7 @@ func fillDiskHistory(dir string, n int) (uint64, error) {
 	rnd := rand.New(rand.NewPCG(3, 4))
 	last := map[string]*historystore.Object{}
 	const batch = 2000
-	resource := informerhub.FormatResource(hubtest.ConfigMaps)
+	resource := upstream.FormatResource(hubtest.ConfigMaps)
 	for first := 1; first <= n; first += batch {
 		recs := make([]historystore.Record, 0, batch)
 		for seq := first; seq < first+batch && seq <= n; seq++ {
@@ -152,7 +153,7 @@ func openFilled(b *testing.B, dir string) (*informerhub.Hub, *historystore.Store
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, _, err := store.Meta(informerhub.FormatResource(hubtest.ConfigMaps))
+	m, _, err := store.Meta(upstream.FormatResource(hubtest.ConfigMaps))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func benchmarkDiskCatchUp(b *testing.B, dir string, epoch uint64, n int) {
 		h, store, m := openFilled(b, dir)
 		runtime.GC()
 		before := heapInUse()
-		token := informerhub.ForgeToken(informerhub.FormatResource(hubtest.ConfigMaps), epoch, 0, m.FloorRV, 0)
+		token := informerhub.ForgeToken(upstream.FormatResource(hubtest.ConfigMaps), epoch, 0, m.FloorRV, 0)
 		start := time.Now()
 		s, err := h.Watch(context.Background(), informerhub.WatchRequest{Selector: informerhub.Selector{Resource: hubtest.ConfigMaps}, ResumeToken: token})
 		if err != nil {

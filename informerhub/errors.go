@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // Sentinel errors. Every error the Hub returns matches one of them with
@@ -86,7 +88,7 @@ func (e *ResourceError) Error() string {
 		return fmt.Sprintf("the cluster does not serve resource %q in group version %q; ListResources shows what it serves",
 			e.Resource.Resource, e.Resource.GroupVersion().String())
 	}
-	return fmt.Sprintf("%s: %v", FormatResource(e.Resource), e.Err)
+	return fmt.Sprintf("%s: %v", upstream.FormatResource(e.Resource), e.Err)
 }
 
 func (e *ResourceError) Unwrap() error { return e.Err }
@@ -111,7 +113,7 @@ type ExpiredError struct {
 func (e *ExpiredError) Error() string {
 	if e.TooLarge {
 		return fmt.Sprintf("replaying %s from the resume token, with its filter, fields or previous state, would hold more than the hub allows replays: call Snapshot, or Watch with send_initial_events, and continue from there",
-			FormatResource(e.Resource))
+			upstream.FormatResource(e.Resource))
 	}
 	var oldest string
 	if !e.Oldest.IsZero() {
@@ -120,10 +122,10 @@ func (e *ExpiredError) Error() string {
 	}
 	if e.Upstream {
 		return fmt.Sprintf("resume token for %s is older than the API server's history (410 Gone) and the hub's%s: call Snapshot, or Watch with send_initial_events, and continue from there",
-			FormatResource(e.Resource), oldest)
+			upstream.FormatResource(e.Resource), oldest)
 	}
 	return fmt.Sprintf("resume token for %s is older than the hub's history%s: call Snapshot, or Watch with send_initial_events, and continue from there",
-		FormatResource(e.Resource), oldest)
+		upstream.FormatResource(e.Resource), oldest)
 }
 
 func (e *ExpiredError) Unwrap() error { return ErrTokenExpired }
@@ -143,10 +145,10 @@ type TooSlowError struct {
 func (e *TooSlowError) Error() string {
 	if e.Stalled {
 		return fmt.Sprintf("client read nothing of the changes of %s for too long and was disconnected: watch again from the resume token of the last event received",
-			FormatResource(e.Resource))
+			upstream.FormatResource(e.Resource))
 	}
 	return fmt.Sprintf("subscriber fell further behind the changes of %s than the hub's history holds, and was disconnected: watch again from the resume token of the last event received",
-		FormatResource(e.Resource))
+		upstream.FormatResource(e.Resource))
 }
 
 func (e *TooSlowError) Unwrap() error { return ErrSubscriberTooSlow }
@@ -169,7 +171,7 @@ const (
 )
 
 func (e *LimitError) Error() string {
-	r := FormatResource(e.Resource)
+	r := upstream.FormatResource(e.Resource)
 	switch e.Limit {
 	case LimitReplayState:
 		return fmt.Sprintf("replaying %s from the API server with a filter, projection or previous state would take the hub's replays past %d bytes of state (%s): retry later, or resume from a newer token",

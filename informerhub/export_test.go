@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // ForgeToken makes a resume token at any position, for tests of the cases a
@@ -41,7 +43,7 @@ func PanicInProcess(h *Hub, gvr schema.GroupVersionResource) error {
 	h.mu.Lock()
 	f := h.feeds[gvr]
 	h.mu.Unlock()
-	return f.process(cache.Deltas{{Type: cache.Updated, Object: (*rawObject)(nil)}}, false)
+	return f.process(cache.Deltas{{Type: cache.Updated, Object: (*upstream.Object)(nil)}}, false)
 }
 
 // Replaying reports whether a subscription still reads its replay's
@@ -144,11 +146,11 @@ func DispatchVisits(h *Hub, gvr schema.GroupVersionResource) (visits uint64, gro
 	return f.live.visits, len(f.live.groups)
 }
 
-// FilterDecodes counts the objects decoded for filters, by every hub.
-func FilterDecodes() uint64 { return decodes.Load() }
+// FilterDecodes counts the objects the hub decoded for filters.
+func FilterDecodes(h *Hub) uint64 { return h.filters.Counts().Decodes }
 
 // ReplayStateBytes is what a hub's stateful replays hold of their budget.
-func ReplayStateBytes(h *Hub) int64 { return h.replayBytes.used.Load() }
+func ReplayStateBytes(h *Hub) int64 { return h.replayBytes.Used() }
 
 // MaxViewSlots returns the most view event slots any record of a
 // resource's history has.
@@ -166,17 +168,8 @@ func MaxViewSlots(h *Hub, gvr schema.GroupVersionResource) int {
 	return most
 }
 
-// FilterEvaluations counts the evaluations of filters, by every hub.
-func FilterEvaluations() uint64 { return evaluations.Load() }
-
-// Projector returns the projection of fields, to apply to objects' JSON.
-func Projector(fields []string) (func(obj []byte) ([]byte, error), error) {
-	p, err := parseProjection(fields, len(fields))
-	if err != nil {
-		return nil, err
-	}
-	return p.apply, nil
-}
+// FilterEvaluations counts the hub's evaluations of filters.
+func FilterEvaluations(h *Hub) uint64 { return h.filters.Counts().Evaluations }
 
 // SettleMemory waits for an eviction for the memory budget under way, and
 // evicts what the budget still requires: afterwards the hub is within it,
@@ -211,7 +204,7 @@ func ApplyRetention(h *Hub) {
 // DiskWindow returns the oldest and newest record a resource type's disk
 // history holds.
 func DiskWindow(h *Hub, gvr schema.GroupVersionResource) (first, last uint64) {
-	dl, err := h.disk.logOf(FormatResource(gvr))
+	dl, err := h.disk.logOf(upstream.FormatResource(gvr))
 	if err != nil {
 		panic(err)
 	}
@@ -255,10 +248,10 @@ func QuietSource(rv uint64) Source { return quietSource{rv: rv} }
 
 type quietSource struct{ rv uint64 }
 
-func (s quietSource) ListerWatcher(ResourceInfo) cache.ListerWatcher {
+func (s quietSource) ListerWatcher(upstream.ResourceInfo) cache.ListerWatcher {
 	return &cache.ListWatch{
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
-			list := &rawObjectList{}
+			list := &upstream.ObjectList{}
 			list.ResourceVersion = strconv.FormatUint(s.rv, 10)
 			return list, nil
 		},
@@ -281,7 +274,7 @@ func ProcessRaw(h *Hub, gvr schema.GroupVersionResource, c RawChange) error {
 	h.mu.Lock()
 	f := h.feeds[gvr]
 	h.mu.Unlock()
-	raw := &rawObject{JSON: []byte(c.JSON)}
+	raw := &upstream.Object{JSON: []byte(c.JSON)}
 	raw.Namespace, raw.Name, raw.UID = c.Namespace, c.Name, types.UID("uid-"+c.Name)
 	raw.ResourceVersion = strconv.FormatUint(c.RV, 10)
 	return f.process(cache.Deltas{{Type: cache.Updated, Object: raw}}, false)
@@ -292,7 +285,7 @@ func ProcessRaw(h *Hub, gvr schema.GroupVersionResource, c RawChange) error {
 func CutDisk(h *Hub, gvr schema.GroupVersionResource, seq uint64) error {
 	h.disk.writeMu.Lock()
 	defer h.disk.writeMu.Unlock()
-	return h.disk.cut(FormatResource(gvr), seq, true)
+	return h.disk.cut(upstream.FormatResource(gvr), seq, true)
 }
 
 // FailDisk makes the disk history fail, as a full disk would.

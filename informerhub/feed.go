@@ -17,7 +17,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/informerhub/informerhub/informerhub/budget"
 	"github.com/informerhub/informerhub/informerhub/historystore"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // feed is the one informer of one resource type and everything the hub keeps
@@ -31,7 +33,7 @@ import (
 // and its position follows the API server even while nothing changes.
 type feed struct {
 	hub      *Hub
-	info     ResourceInfo
+	info     upstream.ResourceInfo
 	resource string // the resource as tokens name it
 	epoch    uint64
 	log      *slog.Logger
@@ -61,7 +63,7 @@ type feed struct {
 	index   labelIndex
 	history history
 	// stateBytes counts the state's objects in the hub's memory.state.
-	stateBytes *bytesBudget
+	stateBytes *budget.Bytes
 	// oldestAt is when the history's oldest record arrived (Unix
 	// nanoseconds), or 0 when memory eviction may take none; written under
 	// mu (noteOldestLocked), read without it (Hub.evictOldest).
@@ -112,21 +114,21 @@ type idleTimer interface{ Stop() bool }
 
 const btreeDegree = 32
 
-func newFeed(h *Hub, info ResourceInfo, counters *resourceCounters) *feed {
+func newFeed(h *Hub, info upstream.ResourceInfo, counters *resourceCounters) *feed {
 	return &feed{
 		hub:         h,
 		counters:    counters,
 		info:        info,
-		resource:    FormatResource(info.Resource),
+		resource:    upstream.FormatResource(info.Resource),
 		epoch:       rand.Uint64() | 1, // never 0, the epoch of replayed events' tokens
-		log:         h.log.With("resource", FormatResource(info.Resource)),
+		log:         h.log.With("resource", upstream.FormatResource(info.Resource)),
 		done:        make(chan struct{}),
 		synced:      make(chan struct{}),
 		listFailed:  make(chan struct{}),
 		stopped:     make(chan struct{}),
 		state:       btree.NewG(btreeDegree, objectLess),
 		index:       newLabelIndex(h.memory.indexes),
-		stateBytes:  counter(h.memory.state),
+		stateBytes:  budget.Counter(h.memory.state),
 		live:        newDispatcher(),
 		views:       map[string]*view{},
 		projections: map[string]int{},
@@ -196,7 +198,7 @@ func (f *feed) stopLocked(err error) {
 		f.hub.disk.notify() // to write what is left, and let the next feed start from it
 	}
 	f.index.release()
-	f.stateBytes.force(-f.stateBytes.used.Load())
+	f.stateBytes.Drain()
 	f.log.Info("informer stopped", "reason", err)
 }
 
@@ -498,9 +500,9 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 func (f *feed) putLocked(o *object) (prev *object, existed bool) {
 	prev, existed = f.state.ReplaceOrInsert(o)
 	f.index.update(prev, o)
-	f.stateBytes.force(objectSize(o))
+	f.stateBytes.Force(objectSize(o))
 	if existed {
-		f.stateBytes.force(-objectSize(prev))
+		f.stateBytes.Force(-objectSize(prev))
 	}
 	return prev, existed
 }
@@ -511,7 +513,7 @@ func (f *feed) deleteLocked(o *object) (prev *object, existed bool) {
 	prev, existed = f.state.Delete(o)
 	if existed {
 		f.index.update(prev, nil)
-		f.stateBytes.force(-objectSize(prev))
+		f.stateBytes.Force(-objectSize(prev))
 	}
 	return prev, existed
 }

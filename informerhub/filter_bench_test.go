@@ -60,10 +60,10 @@ func BenchmarkFilter(b *testing.B) {
 				request:     request,
 				change:      change,
 				warm:        len(pods),
-				measure: func(b *testing.B, _ *informerhub.Hub) func(int) {
-					decodes0 := informerhub.FilterDecodes()
+				measure: func(b *testing.B, h *informerhub.Hub) func(int) {
+					decodes0 := informerhub.FilterDecodes(h)
 					return func(changes int) {
-						b.ReportMetric(float64(informerhub.FilterDecodes()-decodes0)/float64(changes), "decodes/change")
+						b.ReportMetric(float64(informerhub.FilterDecodes(h)-decodes0)/float64(changes), "decodes/change")
 					}
 				},
 			}.run(b, cluster)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/informerhub/informerhub/informerhub/celfilter"
 )
 
 // How a feed uses filters (filter.go): which distinct ones its
@@ -39,7 +41,7 @@ import (
 
 // filterUse is a distinct filter a feed's subscriptions hold.
 type filterUse struct {
-	filter *filter
+	filter *celfilter.Filter
 	refs   int
 }
 
@@ -90,12 +92,12 @@ func (f *feed) tripLocked(costly []costlyEvaluation, own *selector) {
 		f.refused[digest] = now.Add(costlyFilterTTL)
 	}
 	for _, c := range costly {
-		if own != nil && own.filter != nil && own.filter.expr == c.filter.expr {
+		if own != nil && own.filter != nil && own.filter.Expr() == c.filter.Expr() {
 			refuse(own)
 		}
 		ended := 0
 		f.live.candidates(c.obj, nil, func(g *subscriberGroup) {
-			if g.sel.filter == nil || g.sel.filter.expr != c.filter.expr || !g.sel.matchesBase(c.obj) {
+			if g.sel.filter == nil || g.sel.filter.Expr() != c.filter.Expr() || !g.sel.matchesBase(c.obj) {
 				return
 			}
 			refuse(g.sel)
@@ -107,7 +109,7 @@ func (f *feed) tripLocked(costly []costlyEvaluation, own *selector) {
 			}
 		})
 		f.log.Warn("a filter exceeded its cost limit; refusing the selectors that select the object with it",
-			"filter", truncate(c.filter.expr), "object", c.obj.namespace+"/"+c.obj.name, "maxCost", f.hub.cfg.MaxFilterCost, "subscriptionsEnded", ended)
+			"filter", truncate(c.filter.Expr()), "object", c.obj.namespace+"/"+c.obj.name, "maxCost", f.hub.cfg.MaxFilterCost, "subscriptionsEnded", ended)
 	}
 }
 
@@ -131,7 +133,7 @@ func (f *feed) prepare(deltas cache.Deltas) []prepared {
 			continue
 		}
 		ev := &evaluation{}
-		filters := make([]*filter, 0, len(plan))
+		filters := make([]*celfilter.Filter, 0, len(plan))
 		for _, e := range plan {
 			if !slices.Contains(filters, e.filter) {
 				filters = append(filters, e.filter)
@@ -139,7 +141,7 @@ func (f *feed) prepare(deltas cache.Deltas) []prepared {
 		}
 		ev.share(filters) // one decode of each object for all filters
 		for _, e := range plan {
-			e.filter.matches(e.obj, ev, &f.counters.filterErrors)
+			ev.matches(e.filter, e.obj, &f.counters.filterErrors)
 		}
 		out[i].eval = ev
 	}
@@ -148,7 +150,7 @@ func (f *feed) prepare(deltas cache.Deltas) []prepared {
 
 // filterOn is a filter to evaluate on an object.
 type filterOn struct {
-	filter *filter
+	filter *celfilter.Filter
 	obj    *object
 }
 

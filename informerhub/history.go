@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/informerhub/informerhub/informerhub/budget"
 )
 
 // EventType says what an Event reports.
@@ -115,7 +117,7 @@ type record struct {
 	// views is the record's share of the history's viewBytes, for the
 	// events kept in viewEvents, and built its share of the history's
 	// events, for those of events, while the record is in the history.
-	views, built budgetShare
+	views, built budget.Share
 	// counted is what the record counts of the history's recordBytes: its
 	// own size and the objects that left the state with it (see
 	// history.count). Set before the record is published.
@@ -172,8 +174,8 @@ type history struct {
 	// while reading a relist must not push the relist out.)
 	recordBytes, maxBytes int64
 	// records counts recordBytes within the hub's memory (memory.history).
-	records *bytesBudget
-	events  *bytesBudget
+	records *budget.Bytes
+	events  *budget.Bytes
 	// relistFirst and relistLast are the seqs of the newest relist's
 	// records (relistLast < relistFirst: none yet), relistBytes what those
 	// still held count of recordBytes, and relisting is set while a
@@ -186,7 +188,7 @@ type history struct {
 	// (see feed.event) and by the hub's memory budget. They never evict
 	// records: what one subscriber asks for never shortens the window
 	// others resume from.
-	viewBytes *bytesBudget
+	viewBytes *budget.Bytes
 	// persisted is the newest record written to disk (durable.go): no
 	// newer one is evicted, so every record is in memory or on disk.
 	// math.MaxUint64 without a disk history.
@@ -195,15 +197,15 @@ type history struct {
 
 // bytes is what the history holds: its records, their objects and events.
 func (h *history) bytes() int64 {
-	return h.recordBytes + h.events.used.Load() + h.viewBytes.used.Load()
+	return h.recordBytes + h.events.Used() + h.viewBytes.Used()
 }
 
 // newHistory returns an empty history that counts its bytes within mem, the
 // hub's memory.history (nil: within nothing).
-func newHistory(size int, maxBytes int64, baseRV uint64, baseAt int64, mem *bytesBudget) history {
+func newHistory(size int, maxBytes int64, baseRV uint64, baseAt int64, mem *budget.Bytes) history {
 	return history{ring: make([]*record, size+1), size: size, first: 1, last: 0, floorRV: baseRV, floorAt: baseAt,
-		maxBytes: maxBytes, relistFirst: 1, records: counter(mem), events: counter(mem),
-		viewBytes: &bytesBudget{max: maxBytes, parent: mem}, persisted: math.MaxUint64}
+		maxBytes: maxBytes, relistFirst: 1, records: budget.Counter(mem), events: budget.Counter(mem),
+		viewBytes: budget.New(maxBytes, mem), persisted: math.MaxUint64}
 }
 
 // startAfter makes the empty history's first record seq+1: the seqs of a
@@ -260,11 +262,11 @@ func (h *history) push(r *record) {
 	}
 	h.last = r.pos.seq
 	h.ring[r.pos.seq%uint64(len(h.ring))] = r
-	r.views.budget = h.viewBytes
-	r.built.budget, r.built.forced = h.events, true
+	r.views.Init(h.viewBytes, false)
+	r.built.Init(h.events, true)
 	size := h.count(r)
 	h.recordBytes += size
-	h.records.force(size)
+	h.records.Force(size)
 	if h.relisting {
 		h.relistLast, h.relistBytes = r.pos.seq, h.relistBytes+size
 	}
@@ -280,7 +282,7 @@ func (h *history) trim() {
 
 // boundedBytes is what maxBytes bounds: the records, their objects and
 // their events in the default view.
-func (h *history) boundedBytes() int64 { return h.recordBytes + h.events.used.Load() }
+func (h *history) boundedBytes() int64 { return h.recordBytes + h.events.Used() }
 
 // evictable reports whether the oldest record may go to make room: it is not
 // the newest relist's, or the records after that relist alone fill the
@@ -314,9 +316,9 @@ func (h *history) evict() {
 	h.ring[i] = nil
 	h.first++
 	h.recordBytes -= evicted.counted
-	h.records.force(-evicted.counted)
-	evicted.views.release()
-	evicted.built.release()
+	h.records.Force(-evicted.counted)
+	evicted.views.Release()
+	evicted.built.Release()
 	h.floorRV, h.floorAt = evicted.rv, evicted.received
 }
 
@@ -325,10 +327,10 @@ func (h *history) evict() {
 func (h *history) release() {
 	for seq := h.first; seq <= h.last; seq++ {
 		r := h.ring[seq%uint64(len(h.ring))]
-		r.views.release()
-		r.built.release()
+		r.views.Release()
+		r.built.Release()
 	}
-	h.records.force(-h.recordBytes)
+	h.records.Force(-h.recordBytes)
 	h.recordBytes, h.relistBytes = 0, 0
 }
 

@@ -69,11 +69,11 @@ func TestHistoryCountsEachObjectItKeepsAliveOnce(t *testing.T) {
 		}
 		checkHistoryCount(t, step, &h, state)
 	}
-	if mem.history.used.Load() != h.bytes() {
-		t.Fatalf("the hub's memory counts %d bytes of history, the history %d", mem.history.used.Load(), h.bytes())
+	if mem.history.Used() != h.bytes() {
+		t.Fatalf("the hub's memory counts %d bytes of history, the history %d", mem.history.Used(), h.bytes())
 	}
 	h.release()
-	if got := mem.history.used.Load(); got != 0 {
+	if got := mem.history.Used(); got != 0 {
 		t.Fatalf("a released history still counts %d bytes in the hub's memory", got)
 	}
 }
@@ -123,16 +123,16 @@ func TestLabelIndexCountsItsEntries(t *testing.T) {
 	put("b", "x")
 	put("c", "y")
 	put("a", "y") // moves from x to y
-	if want := int64(3*labelIndexEntryBytes + 2*labelIndexValueBytes); x.bytes.used.Load() != want {
-		t.Fatalf("index of 3 objects over 2 values counts %d bytes, want %d", x.bytes.used.Load(), want)
+	if want := int64(3*labelIndexEntryBytes + 2*labelIndexValueBytes); x.bytes.Used() != want {
+		t.Fatalf("index of 3 objects over 2 values counts %d bytes, want %d", x.bytes.Used(), want)
 	}
 	b, _ := state.Delete(&object{namespace: "ns", name: "b"})
 	x.update(b, nil) // x has no object left
-	if want := int64(2*labelIndexEntryBytes + labelIndexValueBytes); mem.indexes.used.Load() != want {
-		t.Fatalf("index of 2 objects over 1 value counts %d bytes in the hub's memory, want %d", mem.indexes.used.Load(), want)
+	if want := int64(2*labelIndexEntryBytes + labelIndexValueBytes); mem.indexes.Used() != want {
+		t.Fatalf("index of 2 objects over 1 value counts %d bytes in the hub's memory, want %d", mem.indexes.Used(), want)
 	}
 	x.release()
-	if got := mem.held.used.Load(); got != 0 {
+	if got := mem.held.Used(); got != 0 {
 		t.Fatalf("a released index still counts %d bytes", got)
 	}
 }

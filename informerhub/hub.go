@@ -2,6 +2,7 @@ package informerhub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -9,7 +10,14 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/informerhub/informerhub/informerhub/budget"
+	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/projection"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // Hub runs one informer per resource type and serves any number of
@@ -29,12 +37,12 @@ type Hub struct {
 	// (Config.MaxReplaysPerOwner).
 	replayOwners *replayShares
 	// replayBytes is what stateful replays hold (Config.MaxReplayStateBytes).
-	replayBytes *bytesBudget
+	replayBytes *budget.Bytes
 	// memory is what the hub holds for all resource types
 	// (Config.MemoryBudget).
 	memory *memory
 	// filters compiles the filters of selectors, once per expression.
-	filters *filterCompiler
+	filters *celfilter.Compiler
 	// closers stop what New's caller started for the hub, after its
 	// informers (see NewForConfig).
 	closers []func()
@@ -51,46 +59,27 @@ type Hub struct {
 	counters map[schema.GroupVersionResource]*resourceCounters
 }
 
-// Resolver tells which resource types the cluster serves.
+// Resolver tells which resource types the cluster serves, as
+// upstream.Discovery does.
 type Resolver interface {
-	// Resolve returns what the cluster serves under gvr: a *ResourceError
-	// with ErrUnknownResource when nothing, a *RequestError when it cannot
-	// be watched.
-	Resolve(ctx context.Context, gvr schema.GroupVersionResource) (ResourceInfo, error)
+	// Resolve returns what the cluster serves under gvr: an error matching
+	// upstream.ErrNotServed when nothing, an *upstream.UnwatchableError
+	// when it cannot be listed and watched, and any other error when it
+	// cannot tell now (an *upstream.DiscoveryError).
+	Resolve(ctx context.Context, gvr schema.GroupVersionResource) (upstream.ResourceInfo, error)
 	// Resources lists every resource type that can be listed and watched.
-	Resources(ctx context.Context) ([]ResourceInfo, error)
+	Resources(ctx context.Context) ([]upstream.ResourceInfo, error)
 }
 
 // Source opens the list and watch calls of one resource type's informer,
 // cluster-wide.
 type Source interface {
-	ListerWatcher(info ResourceInfo) cache.ListerWatcher
-}
-
-// ResourceInfo describes a resource type the cluster serves.
-type ResourceInfo struct {
-	Resource   schema.GroupVersionResource
-	Kind       string
-	Namespaced bool
-	// Fields are the fields its field selectors may name; nil means those
-	// of a built-in type (BuiltinFields).
-	Fields *FieldSet
-}
-
-// FieldSet returns the fields field selectors of the resource type may name.
-func (i *ResourceInfo) FieldSet() *FieldSet { return i.fields() }
-
-// fields returns the resource type's field set.
-func (i *ResourceInfo) fields() *FieldSet {
-	if i.Fields != nil {
-		return i.Fields
-	}
-	return BuiltinFields(i.Resource)
+	ListerWatcher(info upstream.ResourceInfo) cache.ListerWatcher
 }
 
 // ResourceStatus is a resource type with the hub's activity on it.
 type ResourceStatus struct {
-	ResourceInfo
+	upstream.ResourceInfo
 	// InformerActive is set while the hub runs an informer for it.
 	InformerActive bool
 	// Subscribers counts its subscriptions and snapshots.
@@ -148,12 +137,57 @@ type SnapshotRequest struct {
 // watchParams is a validated WatchRequest.
 type watchParams struct {
 	sel               *selector
-	proj              *projection
+	proj              *projection.Projection
 	tok               *token
 	sendInitialEvents bool
 	includePrevious   bool
 	encoding          Encoding
 	owner             string
+}
+
+// parseFields validates the paths of a request's fields (a projection):
+// a *RequestError on FieldFields when they do not parse. It returns nil for
+// none.
+func parseFields(paths []string, max int) (*projection.Projection, error) {
+	p, err := projection.Parse(paths, max)
+	var pathErr *projection.PathError
+	switch {
+	case errors.As(err, &pathErr):
+		return nil, &RequestError{Field: FieldFields, Err: ErrInvalidRequest, Reason: fmt.Sprintf("%q: %v", truncate(pathErr.Path), pathErr.Err)}
+	case err != nil:
+		return nil, &RequestError{Field: FieldFields, Err: ErrInvalidRequest, Reason: err.Error()}
+	}
+	return p, nil
+}
+
+// NewForConfig returns a Hub for the cluster that restConfig reaches: it finds
+// resource types through discovery and runs its informers with one shared
+// HTTP client.
+func NewForConfig(restConfig *rest.Config, cfg Config) (*Hub, error) {
+	restConfig = rest.CopyConfig(restConfig)
+	restConfig.DisableCompression = !cfg.UpstreamCompression
+	httpClient, err := rest.HTTPClientFor(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes HTTP client: %w", err)
+	}
+	discoveryClient, err := discovery.NewDiscoveryClientForConfigAndClient(restConfig, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building the discovery client: %w", err)
+	}
+	source, err := upstream.NewSource(restConfig, httpClient, cfg.StripManagedFields)
+	if err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	crds := upstream.NewCRDFields(source, logger)
+	resolver := upstream.NewDiscovery(discoveryClient, upstream.DiscoveryConfig{Logger: logger, CRDs: crds})
+	h := New(cfg, resolver, source)
+	crds.Start()
+	h.closers = append(h.closers, crds.Stop)
+	return h, nil
 }
 
 // New returns a Hub that resolves resource types with resolver and runs
@@ -173,9 +207,9 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 
 		replaySlots:  make(chan struct{}, cfg.MaxConcurrentReplays),
 		replayOwners: &replayShares{max: cfg.MaxReplaysPerOwner, byOwner: map[string]*replayShare{}},
-		replayBytes:  &bytesBudget{max: cfg.MaxReplayStateBytes},
+		replayBytes:  budget.New(cfg.MaxReplayStateBytes, nil),
 		memory:       newMemory(cfg.MemoryBudget),
-		filters:      newFilterCompiler(&cfg),
+		filters:      celfilter.NewCompiler(cfg.MaxFilterEstimatedCost, cfg.MaxFilterCost),
 	}
 	if cfg.HistoryStore != nil {
 		h.disk = newDiskHistory(h)
@@ -193,7 +227,7 @@ func (h *Hub) Watch(ctx context.Context, req WatchRequest) (*Subscription, error
 	if req.Encoding >= MaxEncodings {
 		return nil, &RequestError{Field: FieldObjectFormat, Err: ErrInvalidRequest, Reason: fmt.Sprintf("encoding %d is not one the hub knows", req.Encoding)}
 	}
-	proj, err := parseProjection(req.Fields, h.cfg.MaxFields)
+	proj, err := parseFields(req.Fields, h.cfg.MaxFields)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +257,7 @@ func (h *Hub) Watch(ctx context.Context, req WatchRequest) (*Subscription, error
 // Snapshot returns the matching objects of one point in time, to be read in
 // pages. Close it when done.
 func (h *Hub) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, error) {
-	proj, err := parseProjection(req.Fields, h.cfg.MaxFields)
+	proj, err := parseFields(req.Fields, h.cfg.MaxFields)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +294,7 @@ func (h *Hub) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, err
 // Resources lists the resource types the cluster serves that can be watched,
 // with the hub's activity on each.
 func (h *Hub) Resources(ctx context.Context) ([]ResourceStatus, error) {
-	infos, err := h.resolver.Resources(ctx)
+	infos, err := h.resources(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +329,7 @@ func (h *Hub) Resources(ctx context.Context) ([]ResourceStatus, error) {
 			if _, ok := active[i]; ok {
 				continue
 			}
-			if rv, at, ok := h.disk.window(FormatResource(out[i].Resource)); ok {
+			if rv, at, ok := h.disk.window(upstream.FormatResource(out[i].Resource)); ok {
 				out[i].RetainedResourceVersion, out[i].RetainedSince = strconv.FormatUint(rv, 10), time.Unix(0, at)
 			}
 		}
@@ -339,17 +373,17 @@ func (h *Hub) Close() {
 }
 
 // prepare validates a selector and resolves its resource type.
-func (h *Hub) prepare(ctx context.Context, s Selector) (ResourceInfo, *selector, error) {
+func (h *Hub) prepare(ctx context.Context, s Selector) (upstream.ResourceInfo, *selector, error) {
 	if err := validateResource(s); err != nil {
-		return ResourceInfo{}, nil, err
+		return upstream.ResourceInfo{}, nil, err
 	}
-	info, err := h.resolver.Resolve(ctx, s.Resource)
+	info, err := h.resolve(ctx, s.Resource)
 	if err != nil {
-		return ResourceInfo{}, nil, err
+		return upstream.ResourceInfo{}, nil, err
 	}
 	sel, err := parseSelector(s, info, &h.cfg, h.filters)
 	if err != nil {
-		return ResourceInfo{}, nil, err
+		return upstream.ResourceInfo{}, nil, err
 	}
 	if sel.filter != nil {
 		h.mu.Lock()
@@ -359,12 +393,52 @@ func (h *Hub) prepare(ctx context.Context, s Selector) (ResourceInfo, *selector,
 	return info, sel, nil
 }
 
-func (h *Hub) checkToken(s string, info ResourceInfo, sel *selector) (*token, error) {
+// resolve asks the resolver what the cluster serves under gvr, and says
+// what it answers in the hub's errors.
+func (h *Hub) resolve(ctx context.Context, gvr schema.GroupVersionResource) (upstream.ResourceInfo, error) {
+	info, err := h.resolver.Resolve(ctx, gvr)
+	if err != nil {
+		return upstream.ResourceInfo{}, resolverError(gvr, err)
+	}
+	return info, nil
+}
+
+// resources asks the resolver for every resource type the cluster serves
+// that can be listed and watched.
+func (h *Hub) resources(ctx context.Context) ([]upstream.ResourceInfo, error) {
+	infos, err := h.resolver.Resources(ctx)
+	if err != nil {
+		return nil, resolverError(schema.GroupVersionResource{}, err)
+	}
+	return infos, nil
+}
+
+// resolverError is a Resolver's error about gvr (all resource types when
+// zero) in the hub's errors.
+func resolverError(gvr schema.GroupVersionResource, err error) error {
+	var unwatchable *upstream.UnwatchableError
+	var discovery *upstream.DiscoveryError
+	switch {
+	case errors.Is(err, upstream.ErrNotServed):
+		return &ResourceError{Resource: gvr, Err: ErrUnknownResource}
+	case errors.As(err, &unwatchable):
+		return &RequestError{Field: FieldResource, Err: ErrInvalidRequest, Reason: unwatchable.Reason}
+	case errors.As(err, &discovery) && !discovery.GroupVersion.Empty():
+		// Its cause stays in the text (for the log), not in the chain,
+		// which a transport reads for what to tell a client.
+		return &ResourceError{Resource: discovery.GroupVersion.WithResource(""), Err: fmt.Errorf("%w: %v", ErrUnavailable, discovery)}
+	case errors.As(err, &discovery):
+		return fmt.Errorf("%w: %v", ErrUnavailable, discovery)
+	}
+	return err
+}
+
+func (h *Hub) checkToken(s string, info upstream.ResourceInfo, sel *selector) (*token, error) {
 	tok, err := decodeToken(s)
 	if err != nil {
 		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken, Reason: err.Error()}
 	}
-	if want := FormatResource(info.Resource); tok.resource != want {
+	if want := upstream.FormatResource(info.Resource); tok.resource != want {
 		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
 			Reason: "resume token was issued for " + strconv.Quote(tok.resource) + ", not " + strconv.Quote(want)}
 	}
@@ -378,7 +452,7 @@ func (h *Hub) checkToken(s string, info ResourceInfo, sel *selector) (*token, er
 // acquire returns the feed of a resource type, starting its informer if it
 // has none, and waits until it has synced. Every successful acquire is paired
 // with a release.
-func (h *Hub) acquire(ctx context.Context, info ResourceInfo) (*feed, error) {
+func (h *Hub) acquire(ctx context.Context, info upstream.ResourceInfo) (*feed, error) {
 	f, err := h.take(info)
 	if err != nil {
 		return nil, err
@@ -391,7 +465,7 @@ func (h *Hub) acquire(ctx context.Context, info ResourceInfo) (*feed, error) {
 }
 
 // take is acquire without waiting for the informer to sync.
-func (h *Hub) take(info ResourceInfo) (*feed, error) {
+func (h *Hub) take(info upstream.ResourceInfo) (*feed, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -471,7 +545,7 @@ func (h *Hub) encode(ev *Event) {
 // called from one goroutine at a time.
 type Snapshot struct {
 	feed            *feed
-	proj            *projection // nil: whole objects
+	proj            *projection.Projection // nil: whole objects
 	cursor          *stateCursor
 	resumeToken     string
 	resourceVersion string
@@ -501,7 +575,7 @@ func (s *Snapshot) NextPage() (objects []string, last bool, err error) {
 		s.cursor.next()
 		json := o.json
 		if s.proj != nil {
-			if projected, err := s.proj.apply(o.jsonBytes()); err == nil {
+			if projected, err := s.proj.Apply(o.jsonBytes()); err == nil {
 				json = string(projected)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 func TestInitialEventsThenChanges(t *testing.T) {
@@ -557,10 +558,10 @@ func TestResources(t *testing.T) {
 	}
 	got[0].RetainedSince = time.Time{}
 	want := []informerhub.ResourceStatus{
-		{ResourceInfo: informerhub.ResourceInfo{Resource: configMaps, Kind: "ConfigMap", Namespaced: true}, InformerActive: true, Subscribers: 2, CachedObjects: 1,
+		{ResourceInfo: upstream.ResourceInfo{Resource: configMaps, Kind: "ConfigMap", Namespaced: true}, InformerActive: true, Subscribers: 2, CachedObjects: 1,
 			HistoryResourceVersion: "1", RetainedResourceVersion: "1"},
-		{ResourceInfo: informerhub.ResourceInfo{Resource: namespaces, Kind: "Namespace"}},
-		{ResourceInfo: informerhub.ResourceInfo{Resource: pods, Kind: "Pod", Namespaced: true}},
+		{ResourceInfo: upstream.ResourceInfo{Resource: namespaces, Kind: "Namespace"}},
+		{ResourceInfo: upstream.ResourceInfo{Resource: pods, Kind: "Pod", Namespaced: true}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("Resources (-want +got):\n%s", diff)

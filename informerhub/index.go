@@ -4,6 +4,8 @@ import (
 	"github.com/google/btree"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/informerhub/informerhub/informerhub/budget"
 )
 
 // A feed indexes label keys on demand, like the watch cache's indexers but
@@ -36,7 +38,7 @@ type labelIndex struct {
 	// most trees hold.
 	freelist *btree.FreeListG[*object]
 	// bytes counts the index within the hub's memory (memory.indexes).
-	bytes *bytesBudget
+	bytes *budget.Bytes
 }
 
 // What an index costs, approximately: an entry per labeled object, and a
@@ -48,17 +50,17 @@ const (
 
 // newLabelIndex returns an empty index that counts its bytes within mem
 // (nil: within nothing).
-func newLabelIndex(mem *bytesBudget) labelIndex {
+func newLabelIndex(mem *budget.Bytes) labelIndex {
 	return labelIndex{
 		keys:     map[string]map[string]*btree.BTreeG[*object]{},
 		freelist: btree.NewFreeListG[*object](btree.DefaultFreeListSize),
-		bytes:    counter(mem),
+		bytes:    budget.Counter(mem),
 	}
 }
 
 // release gives back what the index counts in the hub's memory, for a feed
 // that stopped.
-func (x *labelIndex) release() { x.bytes.force(-x.bytes.used.Load()) }
+func (x *labelIndex) release() { x.bytes.Drain() }
 
 // labelPair is an equality requirement of a label selector: the key has
 // exactly the value.
@@ -122,10 +124,10 @@ func (x *labelIndex) insert(values map[string]*btree.BTreeG[*object], value stri
 	if t == nil {
 		t = btree.NewWithFreeListG(labelIndexDegree, objectLess, x.freelist)
 		values[value] = t
-		x.bytes.force(labelIndexValueBytes)
+		x.bytes.Force(labelIndexValueBytes)
 	}
 	if _, replaced := t.ReplaceOrInsert(o); !replaced {
-		x.bytes.force(labelIndexEntryBytes)
+		x.bytes.Force(labelIndexEntryBytes)
 	}
 }
 
@@ -135,11 +137,11 @@ func (x *labelIndex) remove(values map[string]*btree.BTreeG[*object], value stri
 		return
 	}
 	if _, found := t.Delete(o); found {
-		x.bytes.force(-labelIndexEntryBytes)
+		x.bytes.Force(-labelIndexEntryBytes)
 	}
 	if t.Len() == 0 {
 		delete(values, value) // so that values no object carries any more cost nothing
-		x.bytes.force(-labelIndexValueBytes)
+		x.bytes.Force(-labelIndexValueBytes)
 	}
 }
 

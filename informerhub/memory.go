@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/informerhub/informerhub/informerhub/budget"
 )
 
 // memory is the hub's account of what it holds for all resource types at
@@ -16,13 +18,13 @@ import (
 // kept (feed.event), then history records go, the oldest change first
 // (Hub.reclaim); queues and label indexes never do.
 type memory struct {
-	held bytesBudget // max is Config.MemoryBudget
+	held *budget.Bytes // Max is Config.MemoryBudget
 	// history counts records, their objects and events (history.go);
 	// queues, subscribers' queues (Subscription.goLive); indexes, label
 	// indexes (index.go).
-	history, queues, indexes *bytesBudget
+	history, queues, indexes *budget.Bytes
 	// state counts the objects of every feed's state, outside the budget.
-	state *bytesBudget
+	state *budget.Bytes
 	// evicted counts the records evicted to keep within the budget.
 	evicted atomic.Uint64
 
@@ -33,14 +35,14 @@ type memory struct {
 	warned atomic.Int64
 }
 
-func newMemory(budget int64) *memory {
-	m := &memory{held: bytesBudget{max: budget}}
-	m.history, m.queues, m.indexes = counter(&m.held), counter(&m.held), counter(&m.held)
-	m.state = &bytesBudget{max: math.MaxInt64}
+func newMemory(max int64) *memory {
+	m := &memory{held: budget.New(max, nil)}
+	m.history, m.queues, m.indexes = budget.Counter(m.held), budget.Counter(m.held), budget.Counter(m.held)
+	m.state = budget.Counter(nil)
 	return m
 }
 
-func (m *memory) over() bool { return m.held.used.Load() > m.held.max }
+func (m *memory) over() bool { return m.held.Over() }
 
 // reclaim evicts history records, the oldest change of any resource type
 // first, until the hub holds no more than its memory budget, or nothing
@@ -73,8 +75,8 @@ func (m *memory) warnOver(log *slog.Logger) {
 		return
 	}
 	log.Warn("the hub holds more than its memory budget and has nothing it may evict: queues, label indexes and each history's newest change stay; raise --memory-budget or lower --max-subscriptions or --queue-size",
-		"heldBytes", m.held.used.Load(), "budgetBytes", m.held.max,
-		"queueBytes", m.queues.used.Load(), "labelIndexBytes", m.indexes.used.Load(), "historyBytes", m.history.used.Load())
+		"heldBytes", m.held.Used(), "budgetBytes", m.held.Max(),
+		"queueBytes", m.queues.Used(), "labelIndexBytes", m.indexes.Used(), "historyBytes", m.history.Used())
 }
 
 // evictOldest evicts while the hub is over its budget, from the feed whose

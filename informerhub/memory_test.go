@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	. "github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/hubtest"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // TestMemoryBudgetEvictsTheOldestChangeFirst: past the hub's memory budget,

@@ -10,6 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/informerhub/informerhub/informerhub/fieldset"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // object is the hub's cached form of one Kubernetes object: its JSON, ready to
@@ -62,13 +65,13 @@ func objectLess(a, b *object) bool {
 }
 
 // newObject converts what the informer delivers into an object. The kube
-// source delivers *rawObject, whose JSON is kept byte for byte; any other
+// source delivers *upstream.Object, whose JSON is kept byte for byte; any other
 // runtime.Object (tests use typed objects) is encoded with encoding/json.
 func newObject(obj any) (*object, error) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
-	if raw, ok := obj.(*rawObject); ok {
+	if raw, ok := obj.(*upstream.Object); ok {
 		rv, err := parseResourceVersion(raw.ResourceVersion)
 		if err != nil {
 			return nil, fmt.Errorf("object %s/%s: %w", raw.Namespace, raw.Name, err)
@@ -79,8 +82,8 @@ func newObject(obj any) (*object, error) {
 			uid:       string(raw.UID),
 			rv:        rv,
 			labels:    raw.Labels,
-			// The object shares the rawObject's bytes, which nothing
-			// writes once decoded (see rawObject): a copy would cost
+			// The object shares the upstream.Object's bytes, which nothing
+			// writes once decoded (see upstream.Object): a copy would cost
 			// each change its object's size again, and a sync its whole
 			// list's.
 			json: unsafe.String(unsafe.SliceData(raw.JSON), len(raw.JSON)),
@@ -118,4 +121,108 @@ func parseResourceVersion(rv string) (uint64, error) {
 		return 0, fmt.Errorf("resourceVersion %q is not an integer", rv)
 	}
 	return n, nil
+}
+
+// filterResult is a filter's result on an object, cached on the object.
+type filterResult struct {
+	id    uint64
+	match bool
+}
+
+// maxCachedFilterResults bounds the filter results an object keeps; the
+// oldest go first.
+const maxCachedFilterResults = 16
+
+// filterResult returns the result of the filter with that ID on the
+// object, if the object has it cached.
+func (o *object) filterResult(id uint64) (match, ok bool) {
+	if cached := o.filters.Load(); cached != nil {
+		for _, r := range *cached {
+			if r.id == id {
+				return r.match, true
+			}
+		}
+	}
+	return false, false
+}
+
+// cacheFilterResult caches the result of the filter with that ID on the
+// object, dropping the oldest past maxCachedFilterResults.
+func (o *object) cacheFilterResult(id uint64, match bool) {
+	cached := o.filters.Load()
+	for {
+		n := 0
+		if cached != nil {
+			n = min(len(*cached), maxCachedFilterResults-1)
+		}
+		next := make([]filterResult, 0, n+1)
+		if cached != nil {
+			next = append(next, (*cached)[len(*cached)-n:]...)
+		}
+		next = append(next, filterResult{id: id, match: match})
+		if o.filters.CompareAndSwap(cached, &next) {
+			return
+		}
+		cached = o.filters.Load()
+	}
+}
+
+// fieldValue is one cached field value of an object; see object.field.
+type fieldValue struct {
+	name, value string
+}
+
+// field returns the object's value of a field of its resource type's
+// field set. Values read from the JSON are cached on the object (which is
+// immutable): each is read at most once per object, whoever asks.
+func (o *object) field(spec *fieldset.Spec) string {
+	switch spec.Name() {
+	case "metadata.name":
+		return o.name
+	case "metadata.namespace":
+		return o.namespace
+	}
+	cached := o.fields.Load()
+	if cached != nil {
+		for _, fv := range *cached {
+			if fv.name == spec.Name() {
+				return fv.value
+			}
+		}
+	}
+	v := spec.Value(o.jsonBytes())
+	for {
+		var next []fieldValue
+		if cached != nil {
+			next = append(make([]fieldValue, 0, len(*cached)+1), *cached...)
+		}
+		next = append(next, fieldValue{name: spec.Name(), value: v})
+		if o.fields.CompareAndSwap(cached, &next) {
+			return v
+		}
+		// Another goroutine cached a field meanwhile: keep its too.
+		cached = o.fields.Load()
+		for _, fv := range *cached {
+			if fv.name == spec.Name() {
+				return fv.value
+			}
+		}
+	}
+}
+
+// objectFields is an object as a fields.Fields, for the field selectors of
+// its resource type's field set.
+type objectFields struct {
+	o   *object
+	set *fieldset.Set
+}
+
+func (f objectFields) Has(name string) bool { return f.set.Spec(name) != nil }
+
+func (f objectFields) Get(name string) string {
+	spec := f.set.Spec(name)
+	if spec == nil {
+		return ""
+	}
+	return f.o.field(spec)
 }

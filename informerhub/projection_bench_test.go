@@ -13,6 +13,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/hubtest"
+	"github.com/informerhub/informerhub/informerhub/projection"
 	"github.com/informerhub/informerhub/internal/benchusage"
 )
 
@@ -97,14 +98,14 @@ func BenchmarkProjectPod(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	project, err := informerhub.Projector([]string{"metadata.labels", "status.phase"})
+	p, err := projection.Parse([]string{"metadata.labels", "status.phase"}, 2)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := project(data); err != nil {
+		if _, err := p.Apply(data); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/informerhub/informerhub/informerhub/budget"
 )
 
 // replay bridges a resume token the feed's history no longer (or not yet)
@@ -51,7 +53,7 @@ type replay struct {
 	state    map[objectKey]replayEntry
 	// stateBytes is the state's share of the hub's replay budget
 	// (Config.MaxReplayStateBytes), given back when the replay ends.
-	stateBytes budgetShare
+	stateBytes budget.Share
 
 	// ctx ends the upstream watch; cancel is called when the replay ends and
 	// by the subscription's Close, from any goroutine.
@@ -119,7 +121,7 @@ func (f *feed) newReplay(sel *selector, vw *view, rv uint64, owner string) *repl
 	ctx, cancel := context.WithCancel(f.hub.ctx)
 	r := &replay{lw: f.lw, opts: opts, ctx: ctx, cancel: cancel, rv: rv, owner: owner}
 	if r.stateful = sel.filter != nil || vw.proj != nil || vw.includePrevious; r.stateful {
-		r.stateBytes.budget = f.hub.replayBytes
+		r.stateBytes.Init(f.hub.replayBytes, false)
 	}
 	return r
 }
@@ -134,7 +136,7 @@ func (e replayEntry) size(k objectKey) int64 {
 // replays hold the rest (a LimitError: retry later), or ever (the token is
 // expired for this hub: start over from a snapshot, which holds nothing).
 func (r *replay) budgetError(f *feed, n int64) error {
-	if r.stateBytes.held.Load()+n > r.stateBytes.budget.max {
+	if r.stateBytes.Held()+n > r.stateBytes.Budget().Max() {
 		return &ExpiredError{Resource: f.info.Resource, TooLarge: true}
 	}
 	return &LimitError{Resource: f.info.Resource, Limit: LimitReplayState, Max: int(f.hub.cfg.MaxReplayStateBytes)}
@@ -213,7 +215,7 @@ func (r *replay) listState(ctx context.Context, s *Subscription) error {
 				return err
 			}
 			k := objectKey{o.namespace, o.name}
-			if !r.stateBytes.add(e.size(k)) {
+			if !r.stateBytes.Add(e.size(k)) {
 				return r.budgetError(f, e.size(k))
 			}
 			state[k] = e
@@ -367,7 +369,7 @@ func (r *replay) stop() {
 // than once.
 func (r *replay) end() {
 	r.cancel()
-	r.stateBytes.release()
+	r.stateBytes.Release()
 }
 
 // replayError turns an upstream failure of a replay into the hub's errors.
@@ -624,7 +626,7 @@ func (s *Subscription) replayedStateful(ev *Event, o *object) (bool, error) {
 	if had {
 		grows -= prev.size(key)
 	}
-	if !r.stateBytes.add(grows) {
+	if !r.stateBytes.Add(grows) {
 		return false, r.budgetError(s.feed, grows)
 	}
 	if ev.Type != EventDeleted {
@@ -636,7 +638,7 @@ func (s *Subscription) replayedStateful(ev *Event, o *object) (bool, error) {
 	case cur.selected && prev.selected:
 		ev.Type, ev.Object = EventModified, cur.json
 		if s.view.proj != nil {
-			if s.view.proj.sameAsked(unsafeBytes(prev.json), unsafeBytes(cur.json)) {
+			if s.view.proj.SameAsked(unsafeBytes(prev.json), unsafeBytes(cur.json)) {
 				return false, nil
 			}
 		}

@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // retain keeps the informer of one resource type of Config.Retain running
@@ -48,7 +50,7 @@ func (h *Hub) retain(name string) {
 		h.mu.Lock()
 		f.retainedRefs++
 		h.mu.Unlock()
-		log.Info("retaining the resource type's history", "resource", FormatResource(info.Resource))
+		log.Info("retaining the resource type's history", "resource", upstream.FormatResource(info.Resource))
 		select {
 		case <-f.synced:
 			backoff = time.Second
@@ -72,13 +74,13 @@ func (h *Hub) retain(name string) {
 // resolveName resolves a resource type named as Config.Retain names them:
 // "resource[.group]", at the highest version the cluster serves, or
 // "resource.version[.group]".
-func (h *Hub) resolveName(ctx context.Context, name string) (ResourceInfo, error) {
-	infos, err := h.resolver.Resources(ctx)
+func (h *Hub) resolveName(ctx context.Context, name string) (upstream.ResourceInfo, error) {
+	infos, err := h.resources(ctx)
 	if err != nil {
-		return ResourceInfo{}, err
+		return upstream.ResourceInfo{}, err
 	}
 	resource, rest, _ := strings.Cut(name, ".")
-	var best *ResourceInfo
+	var best *upstream.ResourceInfo
 	for i := range infos {
 		gvr := infos[i].Resource
 		if gvr.Resource != resource {
@@ -95,7 +97,7 @@ func (h *Hub) resolveName(ctx context.Context, name string) (ResourceInfo, error
 		}
 	}
 	if best == nil {
-		return ResourceInfo{}, &ResourceError{Resource: schema.GroupVersionResource{Resource: name},
+		return upstream.ResourceInfo{}, &ResourceError{Resource: schema.GroupVersionResource{Resource: name},
 			Err: fmt.Errorf("%w: the cluster serves no resource type %q that can be watched", ErrUnknownResource, name)}
 	}
 	return *best, nil

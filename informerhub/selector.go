@@ -1,6 +1,7 @@
 package informerhub
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sort"
@@ -14,6 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/fieldset"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // Selector chooses objects of one resource type, with the meaning Kubernetes
@@ -25,7 +30,7 @@ type Selector struct {
 	// LabelSelector in Kubernetes syntax; "" selects everything.
 	LabelSelector string
 	// FieldSelector in Kubernetes syntax, on the fields the API server
-	// supports for the resource type (ResourceInfo.Fields); "" selects
+	// supports for the resource type (upstream.ResourceInfo.Fields); "" selects
 	// everything.
 	FieldSelector string
 	// Filter is a CEL expression over `object`, the object as JSON values;
@@ -37,10 +42,10 @@ type Selector struct {
 // selector is a parsed Selector.
 type selector struct {
 	namespace string
-	labels    labels.Selector // nil selects everything
-	fields    fields.Selector // nil selects everything; fields by their canonical names
-	fieldSet  *FieldSet       // the resource type's fields, as of parsing
-	filter    *filter         // nil selects everything
+	labels    labels.Selector   // nil selects everything
+	fields    fields.Selector   // nil selects everything; fields by their canonical names
+	fieldSet  *fieldset.Set     // the resource type's fields, as of parsing
+	filter    *celfilter.Filter // nil selects everything
 	// filterErrors counts the filter's evaluations that fail, for the
 	// resource type's statistics; nil counts nothing.
 	filterErrors *atomic.Uint64
@@ -125,15 +130,15 @@ func checkSyntax(s Selector, cfg *Config) error {
 // parseSelector validates a Selector for a resolved resource type, within
 // the limits of cfg, so no request can make the hub parse or match without
 // bound. filters compiles the selector's filter, if it has one.
-func parseSelector(s Selector, info ResourceInfo, cfg *Config, filters *filterCompiler) (*selector, error) {
+func parseSelector(s Selector, info upstream.ResourceInfo, cfg *Config, filters *celfilter.Compiler) (*selector, error) {
 	if err := checkSyntax(s, cfg); err != nil {
 		return nil, err
 	}
 	maxSelectorTerms := cfg.MaxSelectorTerms
-	sel := &selector{namespace: s.Namespace, fieldSet: info.fields()}
+	sel := &selector{namespace: s.Namespace, fieldSet: info.FieldSet()}
 	if s.Namespace != "" && !info.Namespaced {
 		return nil, &RequestError{Field: FieldNamespace, Err: ErrInvalidRequest,
-			Reason: fmt.Sprintf("%s is cluster-scoped: namespace must be empty", FormatResource(info.Resource))}
+			Reason: fmt.Sprintf("%s is cluster-scoped: namespace must be empty", upstream.FormatResource(info.Resource))}
 	}
 	if s.LabelSelector != "" {
 		parsed, err := labels.Parse(s.LabelSelector)
@@ -159,8 +164,12 @@ func parseSelector(s Selector, info ResourceInfo, cfg *Config, filters *filterCo
 		}
 	}
 	if s.Filter != "" {
-		f, err := filters.compile(s.Filter)
-		if err != nil {
+		f, err := filters.Compile(s.Filter)
+		var exprErr *celfilter.Error
+		switch {
+		case errors.As(err, &exprErr):
+			return nil, &RequestError{Field: FieldFilter, Err: ErrInvalidRequest, Reason: exprErr.Reason}
+		case err != nil:
 			return nil, err
 		}
 		sel.filter = f
@@ -170,7 +179,7 @@ func parseSelector(s Selector, info ResourceInfo, cfg *Config, filters *filterCo
 	h := fnv.New64a()
 	parts := []string{s.Namespace, canonical(sel.labels), canonical(sel.fields)}
 	if sel.filter != nil {
-		parts = append(parts, sel.filter.expr)
+		parts = append(parts, sel.filter.Expr())
 	}
 	for _, part := range parts {
 		h.Write([]byte(part))
@@ -183,7 +192,7 @@ func parseSelector(s Selector, info ResourceInfo, cfg *Config, filters *filterCo
 
 // parseFieldSelector validates a field selector against the fields of a
 // resource type, and returns it with every field by its canonical name.
-func parseFieldSelector(s string, info ResourceInfo, set *FieldSet, cfg *Config) (fields.Selector, error) {
+func parseFieldSelector(s string, info upstream.ResourceInfo, set *fieldset.Set, cfg *Config) (fields.Selector, error) {
 	parsed, err := fields.ParseSelector(s)
 	if err != nil {
 		return nil, &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest, Reason: err.Error()}
@@ -193,16 +202,16 @@ func parseFieldSelector(s string, info ResourceInfo, set *FieldSet, cfg *Config)
 			Reason: fmt.Sprintf("field selector has %d terms; at most %d are allowed", n, cfg.MaxSelectorTerms)}
 	}
 	return parsed.Transform(func(field, value string) (string, string, error) {
-		name, ok := set.canonical(field)
+		name, ok := set.Canonical(field)
 		switch {
 		case !ok && field == "metadata.namespace" && !info.Namespaced:
 			// The API server refuses it too, and the hub replays with
 			// the same selector.
 			return "", "", &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
-				Reason: fmt.Sprintf("%s is cluster-scoped: its objects have no metadata.namespace; select on metadata.name", FormatResource(info.Resource))}
+				Reason: fmt.Sprintf("%s is cluster-scoped: its objects have no metadata.namespace; select on metadata.name", upstream.FormatResource(info.Resource))}
 		case !ok:
 			return "", "", &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
-				Reason: fmt.Sprintf("field %q is not supported for %s; supported fields: %s", truncate(field), FormatResource(info.Resource), set.describe())}
+				Reason: fmt.Sprintf("field %q is not supported for %s; supported fields: %s", truncate(field), upstream.FormatResource(info.Resource), set.Describe())}
 		}
 		return name, value, nil
 	})
@@ -244,7 +253,7 @@ func selectorKey(sel *selector) string {
 	}
 	filter := ""
 	if sel.filter != nil {
-		filter = sel.filter.expr
+		filter = sel.filter.Expr()
 	}
 	// Each part is length-prefixed: field values and filters may hold any
 	// byte, and two selectors must never share a key by accident.
@@ -306,7 +315,7 @@ func canonical(s fmt.Stringer) string {
 // matches reports whether an object is selected; ev, when not nil, shares
 // and collects what filters evaluate (see evaluation).
 func (s *selector) matches(o *object, ev *evaluation) bool {
-	return s.matchesBase(o) && (s.filter == nil || s.filter.matches(o, ev, s.filterErrors))
+	return s.matchesBase(o) && (s.filter == nil || ev.matches(s.filter, o, s.filterErrors))
 }
 
 // matchesBase reports whether the selector's namespace, label and field

@@ -1,11 +1,16 @@
 package informerhub
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // FuzzRequestValidation feeds arbitrary selectors through the checks every
@@ -20,7 +25,7 @@ func FuzzRequestValidation(f *testing.F) {
 	f.Add("", "v1", "configmaps", "", strings.Repeat("a=b,", 100), strings.Repeat("metadata.name!=x,", 100))
 	f.Add("", "v1", "configmaps", strings.Repeat("n", 300), "k="+strings.Repeat("v", 5000), "metadata.name="+strings.Repeat("é", 300))
 	f.Add("", "v1", "configmaps", "", "a in (b,c),a notin (d),!e,f,g!=h,i==j", "metadata.namespace=a,metadata.name=b")
-	info := ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true}
+	info := upstream.ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true}
 	obj := &object{namespace: "default", name: "x", labels: labels.Set{"app": "web", "tier": "a"}}
 	var cfg Config
 	cfg.setDefaults()
@@ -32,7 +37,7 @@ func FuzzRequestValidation(f *testing.F) {
 			FieldSelector: fieldSelector,
 		}
 		_ = validateResource(s)
-		sel, err := parseSelector(s, info, &cfg, newFilterCompiler(&cfg))
+		sel, err := parseSelector(s, info, &cfg, celfilter.NewCompiler(cfg.MaxFilterEstimatedCost, cfg.MaxFilterCost))
 		if err != nil {
 			return
 		}
@@ -44,8 +49,8 @@ func FuzzRequestValidation(f *testing.F) {
 func TestSelectorKeysAreDistinct(t *testing.T) {
 	var cfg Config
 	cfg.setDefaults()
-	filters := newFilterCompiler(&cfg)
-	info := ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespaced: true}
+	filters := celfilter.NewCompiler(cfg.MaxFilterEstimatedCost, cfg.MaxFilterCost)
+	info := upstream.ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespaced: true}
 	a, err := parseSelector(Selector{Resource: info.Resource, FieldSelector: "spec.nodeName=v\x01true // ", Filter: "true"}, info, &cfg, filters)
 	if err != nil {
 		t.Fatal(err)
@@ -56,5 +61,64 @@ func TestSelectorKeysAreDistinct(t *testing.T) {
 	}
 	if a.key == b.key {
 		t.Errorf("two selectors of different objects share the key %q", a.key)
+	}
+}
+
+func TestParseFieldSelector(t *testing.T) {
+	var cfg Config
+	cfg.setDefaults()
+	info := func(group, version, resource string, namespaced bool) upstream.ResourceInfo {
+		return upstream.ResourceInfo{Resource: schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, Namespaced: namespaced}
+	}
+	pods, nodes, pvs := info("", "v1", "pods", true), info("", "v1", "nodes", false), info("", "v1", "persistentvolumes", false)
+	pcrs := info("certificates.k8s.io", "v1", "podcertificaterequests", true)
+	for _, tt := range []struct {
+		info   upstream.ResourceInfo
+		in     string
+		want   string // the canonical selector; "" for an error
+		reason string // in the error
+	}{
+		{pods, "spec.host=n1", "spec.nodeName=n1", ""},
+		{pods, "spec.nodeName==n1,status.phase!=Failed", "spec.nodeName=n1,status.phase!=Failed", ""},
+		{pods, "spec.containers=x", "", `field "spec.containers" is not supported for pods.v1; supported fields: metadata.name, metadata.namespace, spec.hostNetwork, spec.nodeName`},
+		{nodes, "metadata.namespace=x", "", "nodes.v1 is cluster-scoped"},
+		{nodes, "spec.unschedulable=true", "spec.unschedulable=true", ""},
+		// The API server's default accepts it for cluster-scoped types.
+		{pvs, "metadata.namespace=", "metadata.namespace=", ""},
+		// Its own conversion function does not, namespaced as it is.
+		{pcrs, "metadata.namespace=x", "", `field "metadata.namespace" is not supported`},
+		{pods, "spec.nodeName in (a)", "", "can't understand"},
+	} {
+		got, err := parseFieldSelector(tt.in, tt.info, tt.info.FieldSet(), &cfg)
+		switch {
+		case tt.want != "" && (err != nil || got.String() != tt.want):
+			t.Errorf("%s %q = %v, %v; want %q", upstream.FormatResource(tt.info.Resource), tt.in, got, err, tt.want)
+		case tt.want == "":
+			var reqErr *RequestError
+			if !errors.As(err, &reqErr) || reqErr.Field != FieldFieldSelector || !strings.Contains(reqErr.Reason, tt.reason) {
+				t.Errorf("%s %q: error %v, want one on %s saying %q", upstream.FormatResource(tt.info.Resource), tt.in, err, FieldFieldSelector, tt.reason)
+			}
+		}
+	}
+}
+
+// TestTruncateKeepsCharactersWhole checks that a shortened reason stays
+// valid UTF-8, which a gRPC status message must be.
+func TestTruncateKeepsCharactersWhole(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "abc..."},
+		{"ab€cd", 3, "ab..."}, // € is three bytes: not cut through
+		{"ab€cd", 5, "ab€..."},
+		{"€€", 1, "..."},
+	} {
+		got := truncateTo(tc.in, tc.max)
+		if got != tc.want || !utf8.ValidString(got) {
+			t.Errorf("truncateTo(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		}
 	}
 }

@@ -143,12 +143,12 @@ type MemoryStats struct {
 func (h *Hub) Memory() MemoryStats {
 	m := h.memory
 	return MemoryStats{
-		Budget:           m.held.max,
-		History:          m.history.used.Load(),
-		Queues:           m.queues.used.Load(),
-		LabelIndexes:     m.indexes.used.Load(),
-		State:            m.state.used.Load(),
-		ReplayState:      h.replayBytes.used.Load(),
+		Budget:           m.held.Max(),
+		History:          m.history.Used(),
+		Queues:           m.queues.Used(),
+		LabelIndexes:     m.indexes.Used(),
+		State:            m.state.Used(),
+		ReplayState:      h.replayBytes.Used(),
 		EvictedForMemory: m.evicted.Load(),
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/btree"
 
+	"github.com/informerhub/informerhub/informerhub/celfilter"
 	"github.com/informerhub/informerhub/informerhub/historystore"
 )
 
@@ -249,7 +250,7 @@ func (s *Subscription) acquireLocked(req *watchParams) error {
 	s.owner = req.owner
 	var projKey string
 	if req.proj != nil {
-		projKey = req.proj.key
+		projKey = req.proj.Key()
 	}
 	if err := f.checkOwnerLocked(s.owner, s.sel.filter, projKey); err != nil {
 		return err
@@ -258,13 +259,13 @@ func (s *Subscription) acquireLocked(req *watchParams) error {
 		return err
 	}
 	if flt := s.sel.filter; flt != nil {
-		use := f.filters[flt.expr]
+		use := f.filters[flt.Expr()]
 		if use == nil {
 			if len(f.filters) >= f.hub.cfg.MaxFiltersPerResource {
 				return &LimitError{Resource: f.info.Resource, Limit: LimitFilters, Max: f.hub.cfg.MaxFiltersPerResource}
 			}
 			use = &filterUse{filter: flt}
-			f.filters[flt.expr] = use
+			f.filters[flt.Expr()] = use
 		}
 		use.refs++
 	}
@@ -287,7 +288,7 @@ func (s *Subscription) releaseLocked() {
 	s.releaseFilterLocked()
 	var projKey string
 	if s.view.proj != nil {
-		projKey = s.view.proj.key
+		projKey = s.view.proj.Key()
 	}
 	s.feed.addOwnerLocked(s.owner, s.sel.filter, projKey, -1)
 	s.feed.releaseViewLocked(s.view)
@@ -296,9 +297,9 @@ func (s *Subscription) releaseLocked() {
 func (s *Subscription) releaseFilterLocked() {
 	if flt := s.sel.filter; flt != nil {
 		f := s.feed
-		if use := f.filters[flt.expr]; use != nil {
+		if use := f.filters[flt.Expr()]; use != nil {
 			if use.refs--; use.refs == 0 {
-				delete(f.filters, flt.expr)
+				delete(f.filters, flt.Expr())
 			}
 		}
 	}
@@ -313,12 +314,12 @@ type ownerUse struct {
 // checkOwnerLocked refuses a subscription that would take its owner past
 // Config.MaxFiltersPerOwner or MaxProjectionsPerOwner distinct ones, so that
 // no one client takes every slot of the resource type.
-func (f *feed) checkOwnerLocked(owner string, flt *filter, projKey string) error {
+func (f *feed) checkOwnerLocked(owner string, flt *celfilter.Filter, projKey string) error {
 	use := f.owners[owner]
 	if owner == "" || use == nil {
 		return nil
 	}
-	if flt != nil && use.filters[flt.expr] == 0 && len(use.filters) >= f.hub.cfg.MaxFiltersPerOwner {
+	if flt != nil && use.filters[flt.Expr()] == 0 && len(use.filters) >= f.hub.cfg.MaxFiltersPerOwner {
 		return &LimitError{Resource: f.info.Resource, Limit: LimitFiltersPerOwner, Max: f.hub.cfg.MaxFiltersPerOwner}
 	}
 	if projKey != "" && use.projections[projKey] == 0 && len(use.projections) >= f.hub.cfg.MaxProjectionsPerOwner {
@@ -329,7 +330,7 @@ func (f *feed) checkOwnerLocked(owner string, flt *filter, projKey string) error
 
 // addOwnerLocked counts (delta 1) or uncounts (-1) a subscription of owner's
 // holding a filter and a projection.
-func (f *feed) addOwnerLocked(owner string, flt *filter, projKey string, delta int) {
+func (f *feed) addOwnerLocked(owner string, flt *celfilter.Filter, projKey string, delta int) {
 	if owner == "" || flt == nil && projKey == "" {
 		return
 	}
@@ -344,7 +345,7 @@ func (f *feed) addOwnerLocked(owner string, flt *filter, projKey string, delta i
 		}
 	}
 	if flt != nil {
-		count(use.filters, flt.expr)
+		count(use.filters, flt.Expr())
 	}
 	if projKey != "" {
 		count(use.projections, projKey)
@@ -546,7 +547,7 @@ func (s *Subscription) goLiveLocked() {
 		s.queue = make(chan delivery, s.feed.hub.cfg.QueueSize)
 		if !s.closed {
 			s.queueBytes = QueueBytes(cap(s.queue))
-			s.feed.hub.memory.queues.force(s.queueBytes)
+			s.feed.hub.memory.queues.Force(s.queueBytes)
 		}
 	}
 	s.phase = phaseLive
@@ -700,7 +701,7 @@ func (s *Subscription) Close() {
 		f := s.feed
 		f.mu.Lock()
 		s.closed = true
-		f.hub.memory.queues.force(-s.queueBytes)
+		f.hub.memory.queues.Force(-s.queueBytes)
 		s.queueBytes = 0
 		f.live.remove(s)
 		s.releaseLocked()
@@ -720,7 +721,7 @@ func (s *Subscription) Close() {
 func (s *Subscription) describe() string {
 	desc := fmt.Sprintf("namespace=%q labels=%q fields=%q", s.sel.namespace, canonical(s.sel.labels), canonical(s.sel.fields))
 	if s.sel.filter != nil {
-		desc += fmt.Sprintf(" filter=%q", truncate(s.sel.filter.expr))
+		desc += fmt.Sprintf(" filter=%q", truncate(s.sel.filter.Expr()))
 	}
 	if s.view != defaultView {
 		desc += fmt.Sprintf(" view=%q", truncate(s.view.key))

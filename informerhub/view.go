@@ -3,6 +3,9 @@ package informerhub
 import (
 	"strconv"
 	"unsafe"
+
+	"github.com/informerhub/informerhub/informerhub/projection"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // A view is the form in which a subscriber receives objects: whole or
@@ -13,7 +16,7 @@ import (
 // (feed.event).
 type view struct {
 	key             string
-	proj            *projection // nil: whole objects
+	proj            *projection.Projection // nil: whole objects
 	includePrevious bool
 	encoding        Encoding
 	refs            int // subscriptions using the view; guarded by feed.mu
@@ -23,13 +26,13 @@ type view struct {
 // It is not interned: records keep its events apart, without a lock.
 var defaultView = &view{}
 
-func viewKey(proj *projection, includePrevious bool, enc Encoding) string {
+func viewKey(proj *projection.Projection, includePrevious bool, enc Encoding) string {
 	key := strconv.Itoa(int(enc))
 	if includePrevious {
 		key += "p"
 	}
 	if proj != nil {
-		key += "\n" + proj.key
+		key += "\n" + proj.Key()
 	}
 	return key
 }
@@ -38,21 +41,21 @@ func viewKey(proj *projection, includePrevious bool, enc Encoding) string {
 // and counts one more subscription on it. A new projection beyond
 // Config.MaxProjectionsPerResource is refused. The caller holds f.mu, and
 // pairs it with releaseViewLocked.
-func (f *feed) acquireViewLocked(proj *projection, includePrevious bool, enc Encoding) (*view, error) {
+func (f *feed) acquireViewLocked(proj *projection.Projection, includePrevious bool, enc Encoding) (*view, error) {
 	if proj == nil && !includePrevious && enc == 0 {
 		return defaultView, nil
 	}
 	key := viewKey(proj, includePrevious, enc)
 	v := f.views[key]
 	if v == nil {
-		if proj != nil && f.projections[proj.key] == 0 && len(f.projections) >= f.hub.cfg.MaxProjectionsPerResource {
+		if proj != nil && f.projections[proj.Key()] == 0 && len(f.projections) >= f.hub.cfg.MaxProjectionsPerResource {
 			return nil, &LimitError{Resource: f.info.Resource, Limit: LimitProjections, Max: f.hub.cfg.MaxProjectionsPerResource}
 		}
 		v = &view{key: key, proj: proj, includePrevious: includePrevious, encoding: enc}
 		f.views[key] = v
 	}
 	if v.refs == 0 && proj != nil {
-		f.projections[proj.key]++
+		f.projections[proj.Key()]++
 	}
 	v.refs++
 	return v, nil
@@ -67,8 +70,8 @@ func (f *feed) releaseViewLocked(v *view) {
 	}
 	delete(f.views, v.key)
 	if v.proj != nil {
-		if f.projections[v.proj.key]--; f.projections[v.proj.key] == 0 {
-			delete(f.projections, v.proj.key)
+		if f.projections[v.proj.Key()]--; f.projections[v.proj.Key()] == 0 {
+			delete(f.projections, v.proj.Key())
 		}
 	}
 }
@@ -88,7 +91,7 @@ func (f *feed) event(r *record, v variant, vw *view) *Event {
 		counted := false
 		slot.once.Do(func() {
 			slot.ev = f.buildEvent(r, v, vw)
-			counted = slot.ev != nil && r.built.add(eventSize(slot.ev, r))
+			counted = slot.ev != nil && r.built.Add(eventSize(slot.ev, r))
 		})
 		if counted {
 			// Outside once: the subscribers waiting for this event do not
@@ -102,7 +105,7 @@ func (f *feed) event(r *record, v variant, vw *view) *Event {
 	fresh := false
 	slot.once.Do(func() {
 		built, fresh = f.buildEvent(r, v, vw), true
-		if built == nil || r.views.add(eventSize(built, r)) {
+		if built == nil || r.views.Add(eventSize(built, r)) {
 			slot.ev, slot.kept = built, true
 		}
 	})
@@ -192,7 +195,7 @@ func (f *feed) buildEvent(r *record, v variant, vw *view) *Event {
 			// is one of the paths asked for, and give the event its
 			// objects.
 			obj, prevObj := f.project(vw, r.obj.json), f.project(vw, r.prev.json)
-			if vw.proj.sameAsked(unsafeBytes(obj), unsafeBytes(prevObj)) {
+			if vw.proj.SameAsked(unsafeBytes(obj), unsafeBytes(prevObj)) {
 				return nil
 			}
 			ev.Object = obj
@@ -226,7 +229,7 @@ func (f *feed) buildEvent(r *record, v variant, vw *view) *Event {
 // atVersion returns an object's JSON with its metadata.resourceVersion set
 // to rv, for the DELETED of an object that left a selection.
 func atVersion(obj, rv string) string {
-	patched, err := rewriteMetadata([]byte(obj), func(m map[string]any) { m["resourceVersion"] = rv })
+	patched, err := upstream.RewriteMetadata([]byte(obj), func(m map[string]any) { m["resourceVersion"] = rv })
 	if err != nil {
 		return obj
 	}
@@ -238,7 +241,7 @@ func (f *feed) project(vw *view, obj string) string {
 	if vw.proj == nil || obj == "" {
 		return obj
 	}
-	projected, err := vw.proj.apply(unsafeBytes(obj))
+	projected, err := vw.proj.Apply(unsafeBytes(obj))
 	if err != nil {
 		// The API server's JSON always scans; if it ever does not, the
 		// subscriber gets the whole object rather than nothing.

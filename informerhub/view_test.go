@@ -198,7 +198,7 @@ func TestFiltersDecodeEachChangeOnce(t *testing.T) {
 			}}))
 		}
 	}
-	before := informerhub.FilterDecodes()
+	before := informerhub.FilterDecodes(h)
 	const changes = 20
 	for i := range changes {
 		if i < 10 {
@@ -210,7 +210,7 @@ func TestFiltersDecodeEachChangeOnce(t *testing.T) {
 	for _, s := range subs {
 		nextLines(t, s, changes)
 	}
-	if n := informerhub.FilterDecodes() - before; n != changes {
+	if n := informerhub.FilterDecodes(h) - before; n != changes {
 		t.Errorf("%d changes past 10 distinct filters of 10 subscribers each decoded %d objects, want one each", changes, n)
 	}
 }
@@ -294,7 +294,7 @@ func TestFilterEvaluationsPerChangeAreBoundedByDistinctFilters(t *testing.T) {
 			}}))
 		}
 	}
-	before := informerhub.FilterEvaluations()
+	before := informerhub.FilterEvaluations(h)
 	c.cms().Add(configMap("ns", "a", map[string]string{"app": "x"}, "v"))
 	c.cms().Modify(configMap("ns", "a", map[string]string{"app": "x"}, "w"))
 	for _, s := range subs {
@@ -303,7 +303,7 @@ func TestFilterEvaluationsPerChangeAreBoundedByDistinctFilters(t *testing.T) {
 	// The ADDED: one state; the MODIFIED: the new one (the previous one's
 	// results are the ADDED's, cached on its object... but only 16 of
 	// them), so at most 32 + 2 × 32.
-	if n := informerhub.FilterEvaluations() - before; n > 3*filters {
+	if n := informerhub.FilterEvaluations(h) - before; n > 3*filters {
 		t.Errorf("two changes past %d distinct filters in %d groups cost %d evaluations, want at most %d", filters, 3*filters, n, 3*filters)
 	}
 }
@@ -378,12 +378,12 @@ func TestCostlyFilterEndsOnlyTheSelectorsOfItsObject(t *testing.T) {
 	big := strings.Repeat("ab", 5000)
 
 	// A big object that no holder's labels select: not evaluated.
-	before := informerhub.FilterEvaluations()
+	before := informerhub.FilterEvaluations(h)
 	c.cms().Add(configMap("ns", "nobody", nil, big))
 	if _, err := plain.Next(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := informerhub.FilterEvaluations() - before; n != 0 {
+	if n := informerhub.FilterEvaluations(h) - before; n != 0 {
 		t.Errorf("an object no holder's labels select cost %d evaluations, want 0", n)
 	}
 

@@ -24,6 +24,7 @@ import (
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 	"github.com/informerhub/informerhub/server/auth"
 	"github.com/informerhub/informerhub/server/metrics"
 )
@@ -256,7 +257,7 @@ func (s *Server) admit(ctx context.Context, req *informerhubv1.ResourceSelector)
 		return sel, nil, err
 	}
 	// The call's log line says what it was for.
-	logging.AddFields(ctx, logging.Fields{"resource", informerhub.FormatResource(sel.Resource), "namespace", sel.Namespace})
+	logging.AddFields(ctx, logging.Fields{"resource", upstream.FormatResource(sel.Resource), "namespace", sel.Namespace})
 	user, _ := auth.UserFrom(ctx)
 	if err := s.authorize(ctx, user, sel.Resource, sel.Namespace, s.cfg.AuthzRecheckInterval); err != nil {
 		return sel, nil, err

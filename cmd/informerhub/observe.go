@@ -19,6 +19,7 @@ import (
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 	"github.com/informerhub/informerhub/server/metrics"
 )
 
@@ -110,7 +111,7 @@ func checkFeeds(ctx context.Context, stats func() []informerhub.ResourceStats, i
 		now := time.Now()
 		for _, st := range stats() {
 			if st.InformerActive && !st.UpstreamFailingSince.IsZero() && now.Sub(st.UpstreamFailingSince) >= staleAfter {
-				stale = append(stale, informerhub.FormatResource(st.Resource))
+				stale = append(stale, upstream.FormatResource(st.Resource))
 			}
 		}
 		slices.Sort(stale)

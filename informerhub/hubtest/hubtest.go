@@ -19,6 +19,7 @@ import (
 	fcache "k8s.io/client-go/tools/cache/testing"
 
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // The resource types a Cluster serves.
@@ -31,7 +32,7 @@ var (
 // Cluster serves ConfigMaps and Pods (namespaced), and Namespaces
 // (cluster-scoped).
 type Cluster struct {
-	infos   map[schema.GroupVersionResource]informerhub.ResourceInfo
+	infos   map[schema.GroupVersionResource]upstream.ResourceInfo
 	sources map[schema.GroupVersionResource]*fcache.FakeControllerSource
 
 	mu        sync.Mutex // guards started, compacted, forbidden, lists and fromZero
@@ -53,7 +54,7 @@ var (
 // it before any hub that uses it, so that the hub is closed first.
 func NewCluster(t testing.TB) *Cluster {
 	c := &Cluster{
-		infos: map[schema.GroupVersionResource]informerhub.ResourceInfo{
+		infos: map[schema.GroupVersionResource]upstream.ResourceInfo{
 			ConfigMaps: {Resource: ConfigMaps, Kind: "ConfigMap", Namespaced: true},
 			Namespaces: {Resource: Namespaces, Kind: "Namespace"},
 			Pods:       {Resource: Pods, Kind: "Pod", Namespaced: true},
@@ -88,19 +89,19 @@ func (c *Cluster) InformersStarted(gvr schema.GroupVersionResource) int {
 	return c.started[gvr]
 }
 
-func (c *Cluster) Resolve(_ context.Context, gvr schema.GroupVersionResource) (informerhub.ResourceInfo, error) {
+func (c *Cluster) Resolve(_ context.Context, gvr schema.GroupVersionResource) (upstream.ResourceInfo, error) {
 	info, ok := c.infos[gvr]
 	if !ok {
-		return informerhub.ResourceInfo{}, &informerhub.ResourceError{Resource: gvr, Err: informerhub.ErrUnknownResource}
+		return upstream.ResourceInfo{}, fmt.Errorf("%w: %s", upstream.ErrNotServed, upstream.FormatResource(gvr))
 	}
 	return info, nil
 }
 
-func (c *Cluster) Resources(context.Context) ([]informerhub.ResourceInfo, error) {
-	return []informerhub.ResourceInfo{c.infos[ConfigMaps], c.infos[Namespaces], c.infos[Pods]}, nil
+func (c *Cluster) Resources(context.Context) ([]upstream.ResourceInfo, error) {
+	return []upstream.ResourceInfo{c.infos[ConfigMaps], c.infos[Namespaces], c.infos[Pods]}, nil
 }
 
-func (c *Cluster) ListerWatcher(info informerhub.ResourceInfo) cache.ListerWatcher {
+func (c *Cluster) ListerWatcher(info upstream.ResourceInfo) cache.ListerWatcher {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.started[info.Resource]++

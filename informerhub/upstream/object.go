@@ -1,4 +1,4 @@
-package informerhub
+package upstream
 
 import (
 	"bytes"
@@ -16,18 +16,11 @@ import (
 	"github.com/informerhub/informerhub/internal/kubejson"
 )
 
-// This file decodes the API server's JSON into rawObjects: the object's bytes
-// are kept as they came, and only the metadata the hub uses is decoded, in
-// the pass that checks the object's syntax (internal/kubejson). The hub
-// never builds an Unstructured map of an object, and never re-encodes one,
-// so each event costs one parse and subscribers see the API server's own
-// JSON.
-
-// rawObject is an object as the API server sent it. It satisfies
+// Object is an object as the API server sent it. It satisfies
 // runtime.Object and metav1.Object so that client-go's reflector and FIFO can
 // handle it; only name, namespace, uid, resourceVersion, labels and the
 // initial-events-end annotation are decoded.
-type rawObject struct {
+type Object struct {
 	metav1.ObjectMeta
 	// JSON is never written once the object is decoded: its copies share
 	// it, and the hub's object keeps it as a string without a copy
@@ -35,52 +28,52 @@ type rawObject struct {
 	JSON []byte
 }
 
-var _ runtime.Object = &rawObject{}
+var _ runtime.Object = &Object{}
 
-func (o *rawObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (o *Object) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-func (o *rawObject) DeepCopyObject() runtime.Object {
-	out := &rawObject{JSON: o.JSON} // JSON is never modified after decoding
+func (o *Object) DeepCopyObject() runtime.Object {
+	out := &Object{JSON: o.JSON} // JSON is never modified after decoding
 	o.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return out
 }
 
-// rawObjectList is a LIST response of rawObjects.
-type rawObjectList struct {
+// ObjectList is a LIST response of Objects.
+type ObjectList struct {
 	metav1.ListMeta
-	Items []*rawObject
+	Items []*Object
 }
 
-var _ runtime.Object = &rawObjectList{}
+var _ runtime.Object = &ObjectList{}
 
-func (l *rawObjectList) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (l *ObjectList) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-func (l *rawObjectList) DeepCopyObject() runtime.Object {
-	out := &rawObjectList{Items: make([]*rawObject, len(l.Items))}
+func (l *ObjectList) DeepCopyObject() runtime.Object {
+	out := &ObjectList{Items: make([]*Object, len(l.Items))}
 	l.ListMeta.DeepCopyInto(&out.ListMeta)
 	for i, item := range l.Items {
-		out.Items[i] = item.DeepCopyObject().(*rawObject)
+		out.Items[i] = item.DeepCopyObject().(*Object)
 	}
 	return out
 }
 
-// rawSerializer decodes objects into *rawObject, LIST responses into
-// *rawObjectList, and Status objects (errors) into *metav1.Status, which is
+// serializer decodes objects into *Object, LIST responses into
+// *ObjectList, and Status objects (errors) into *metav1.Status, which is
 // what the REST client needs to report API errors such as 410 Gone. It
 // reads each object once (internal/kubejson).
-type rawSerializer struct {
+type serializer struct {
 	stripManagedFields bool
 }
 
-var _ runtime.Serializer = rawSerializer{}
+var _ runtime.Serializer = serializer{}
 
-func (s rawSerializer) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+func (s serializer) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
 	switch into := into.(type) {
 	case nil:
-	case *rawObjectList:
+	case *ObjectList:
 		return into, nil, s.decodeList(data, into)
 	default:
-		return nil, nil, fmt.Errorf("informerhub: cannot decode into %T", into)
+		return nil, nil, fmt.Errorf("upstream: cannot decode into %T", into)
 	}
 	var hdr kubejson.Header
 	start, end, err := kubejson.DecodeObject(data, &hdr)
@@ -98,8 +91,8 @@ func (s rawSerializer) Decode(data []byte, _ *schema.GroupVersionKind, into runt
 }
 
 // object makes what the reflector receives of an object read into hdr: a
-// *metav1.Status for an API error, otherwise a rawObject of a copy of data.
-func (s rawSerializer) object(data []byte, hdr *kubejson.Header) (runtime.Object, error) {
+// *metav1.Status for an API error, otherwise a Object of a copy of data.
+func (s serializer) object(data []byte, hdr *kubejson.Header) (runtime.Object, error) {
 	if hdr.Kind == "Status" {
 		status := &metav1.Status{}
 		if err := json.Unmarshal(data, status); err != nil {
@@ -110,7 +103,7 @@ func (s rawSerializer) object(data []byte, hdr *kubejson.Header) (runtime.Object
 	return s.newRawObject(bytes.Clone(data), hdr)
 }
 
-func (s rawSerializer) decodeList(data []byte, into *rawObjectList) error {
+func (s serializer) decodeList(data []byte, into *ObjectList) error {
 	var list kubejson.List
 	if err := kubejson.DecodeList(data, &list); err != nil {
 		return err
@@ -121,7 +114,7 @@ func (s rawSerializer) decodeList(data []byte, into *rawObjectList) error {
 			return err
 		}
 	}
-	into.Items = make([]*rawObject, len(list.Items))
+	into.Items = make([]*Object, len(list.Items))
 	itemKind, _ := strings.CutSuffix(list.Kind, "List")
 	for n := range list.Items {
 		item := &list.Items[n]
@@ -167,19 +160,19 @@ func withTypeMeta(obj []byte, apiVersion, kind string) ([]byte, int) {
 }
 
 // newRawObject takes ownership of data, the object hdr was read from.
-func (s rawSerializer) newRawObject(data []byte, hdr *kubejson.Header) (*rawObject, error) {
+func (s serializer) newRawObject(data []byte, hdr *kubejson.Header) (*Object, error) {
 	if s.stripManagedFields && hdr.ManagedFields {
 		stripped, ok, err := kubejson.WithoutManagedFields(data, hdr)
 		if err == nil && !ok {
 			// Two metadata members, which encoding/json merges.
-			stripped, err = rewriteMetadata(data, func(metadata map[string]any) { delete(metadata, "managedFields") })
+			stripped, err = RewriteMetadata(data, func(metadata map[string]any) { delete(metadata, "managedFields") })
 		}
 		if err != nil {
 			return nil, err
 		}
 		data = stripped
 	}
-	obj := &rawObject{JSON: data}
+	obj := &Object{JSON: data}
 	obj.Name = hdr.Name
 	obj.Namespace = hdr.Namespace
 	obj.UID = types.UID(hdr.UID)
@@ -191,18 +184,18 @@ func (s rawSerializer) newRawObject(data []byte, hdr *kubejson.Header) (*rawObje
 	return obj, nil
 }
 
-func (rawSerializer) Encode(obj runtime.Object, _ io.Writer) error {
-	return fmt.Errorf("informerhub: encoding %T is not supported: the hub only reads", obj)
+func (serializer) Encode(obj runtime.Object, _ io.Writer) error {
+	return fmt.Errorf("upstream: encoding %T is not supported: the hub only reads", obj)
 }
 
-func (rawSerializer) Identifier() runtime.Identifier { return "informerhub-raw-json" }
+func (serializer) Identifier() runtime.Identifier { return "informerhub-raw-json" }
 
 // rewriteMetadata applies edit to the metadata of a JSON object and encodes
 // it again. Numbers are kept exactly (json.Number); key order becomes sorted.
 // The hub only does this where it must change an object: stripping
 // managedFields, and the resourceVersion of a DELETED sent because an object
 // left a selector.
-func rewriteMetadata(data []byte, edit func(metadata map[string]any)) ([]byte, error) {
+func RewriteMetadata(data []byte, edit func(metadata map[string]any)) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var obj map[string]any
@@ -223,29 +216,29 @@ func rewriteMetadata(data []byte, edit func(metadata map[string]any)) ([]byte, e
 	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }
 
-// rawNegotiatedSerializer plugs rawSerializer into a REST client for
+// negotiatedSerializer plugs serializer into a REST client for
 // responses. It has no stream serializer: watches are read by watchDecoder,
 // over Request.Stream.
-type rawNegotiatedSerializer struct {
+type negotiatedSerializer struct {
 	mediaTypes []runtime.SerializerInfo
 }
 
-func newRawNegotiatedSerializer(stripManagedFields bool) rawNegotiatedSerializer {
-	return rawNegotiatedSerializer{mediaTypes: []runtime.SerializerInfo{{
+func newNegotiatedSerializer(stripManagedFields bool) negotiatedSerializer {
+	return negotiatedSerializer{mediaTypes: []runtime.SerializerInfo{{
 		MediaType:        "application/json",
 		MediaTypeType:    "application",
 		MediaTypeSubType: "json",
 		EncodesAsText:    true,
-		Serializer:       rawSerializer{stripManagedFields: stripManagedFields},
+		Serializer:       serializer{stripManagedFields: stripManagedFields},
 	}}}
 }
 
-func (s rawNegotiatedSerializer) SupportedMediaTypes() []runtime.SerializerInfo { return s.mediaTypes }
+func (s negotiatedSerializer) SupportedMediaTypes() []runtime.SerializerInfo { return s.mediaTypes }
 
-func (rawNegotiatedSerializer) EncoderForVersion(encoder runtime.Encoder, _ runtime.GroupVersioner) runtime.Encoder {
+func (negotiatedSerializer) EncoderForVersion(encoder runtime.Encoder, _ runtime.GroupVersioner) runtime.Encoder {
 	return encoder
 }
 
-func (rawNegotiatedSerializer) DecoderToVersion(decoder runtime.Decoder, _ runtime.GroupVersioner) runtime.Decoder {
+func (negotiatedSerializer) DecoderToVersion(decoder runtime.Decoder, _ runtime.GroupVersioner) runtime.Decoder {
 	return decoder
 }

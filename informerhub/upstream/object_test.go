@@ -1,4 +1,4 @@
-package informerhub
+package upstream
 
 import (
 	"encoding/json"
@@ -12,12 +12,12 @@ import (
 const configMapJSON = `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","uid":"u1","resourceVersion":"42",` +
 	`"labels":{"app":"web"},"annotations":{"big":"x"},"managedFields":[{"manager":"kubectl"}]},"data":{"n":"<&>"}}`
 
-func TestRawSerializerKeepsTheAPIServersBytes(t *testing.T) {
-	obj, _, err := rawSerializer{}.Decode([]byte(configMapJSON), nil, nil)
+func TestSerializerKeepsTheAPIServersBytes(t *testing.T) {
+	obj, _, err := serializer{}.Decode([]byte(configMapJSON), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := obj.(*rawObject)
+	raw := obj.(*Object)
 	if string(raw.JSON) != configMapJSON {
 		t.Errorf("JSON changed:\n got %s\nwant %s", raw.JSON, configMapJSON)
 	}
@@ -25,18 +25,11 @@ func TestRawSerializerKeepsTheAPIServersBytes(t *testing.T) {
 	if diff := cmp.Diff(want, raw.ObjectMeta); diff != "" {
 		t.Errorf("metadata (-want +got):\n%s", diff)
 	}
-	o, err := newObject(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.json != configMapJSON || o.rv != 42 || o.uid != "u1" {
-		t.Errorf("cached object %+v", o)
-	}
 }
 
-func TestRawSerializerDecodesStatusErrors(t *testing.T) {
+func TestSerializerDecodesStatusErrors(t *testing.T) {
 	data := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}`
-	obj, _, err := rawSerializer{}.Decode([]byte(data), nil, nil)
+	obj, _, err := serializer{}.Decode([]byte(data), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +42,12 @@ func TestRawSerializerDecodesStatusErrors(t *testing.T) {
 	}
 }
 
-func TestRawSerializerGivesListItemsTheirType(t *testing.T) {
+func TestSerializerGivesListItemsTheirType(t *testing.T) {
 	list := `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":[` +
 		`{"metadata":{"name":"a","resourceVersion":"3"},"data":{}},` +
 		`{ }]}`
-	into := &rawObjectList{}
-	if _, _, err := (rawSerializer{}).Decode([]byte(list), nil, into); err != nil {
+	into := &ObjectList{}
+	if _, _, err := (serializer{}).Decode([]byte(list), nil, into); err != nil {
 		t.Fatal(err)
 	}
 	if into.ResourceVersion != "9" || len(into.Items) != 2 {
@@ -69,8 +62,8 @@ func TestRawSerializerGivesListItemsTheirType(t *testing.T) {
 
 	// Items that have their type (custom resources) are left alone.
 	crList := `{"kind":"WidgetList","apiVersion":"x.io/v1","metadata":{},"items":[{"apiVersion":"x.io/v1","kind":"Widget","metadata":{"name":"w"}}]}`
-	into = &rawObjectList{}
-	if _, _, err := (rawSerializer{}).Decode([]byte(crList), nil, into); err != nil {
+	into = &ObjectList{}
+	if _, _, err := (serializer{}).Decode([]byte(crList), nil, into); err != nil {
 		t.Fatal(err)
 	}
 	if got := string(into.Items[0].JSON); got != `{"apiVersion":"x.io/v1","kind":"Widget","metadata":{"name":"w"}}` {
@@ -78,13 +71,13 @@ func TestRawSerializerGivesListItemsTheirType(t *testing.T) {
 	}
 }
 
-func TestRawSerializerStripsManagedFields(t *testing.T) {
-	obj, _, err := rawSerializer{stripManagedFields: true}.Decode([]byte(configMapJSON), nil, nil)
+func TestSerializerStripsManagedFields(t *testing.T) {
+	obj, _, err := serializer{stripManagedFields: true}.Decode([]byte(configMapJSON), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got map[string]any
-	if err := json.Unmarshal(obj.(*rawObject).JSON, &got); err != nil {
+	if err := json.Unmarshal(obj.(*Object).JSON, &got); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]any{
@@ -98,20 +91,20 @@ func TestRawSerializerStripsManagedFields(t *testing.T) {
 	}
 }
 
-func TestRawSerializerReadsTheInitialEventsEndBookmark(t *testing.T) {
+func TestSerializerReadsTheInitialEventsEndBookmark(t *testing.T) {
 	data := `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"7","annotations":{"k8s.io/initial-events-end":"true"}}}`
-	obj, _, err := rawSerializer{}.Decode([]byte(data), nil, nil)
+	obj, _, err := serializer{}.Decode([]byte(data), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if obj.(*rawObject).Annotations[metav1.InitialEventsAnnotationKey] != "true" {
+	if obj.(*Object).Annotations[metav1.InitialEventsAnnotationKey] != "true" {
 		t.Fatal("the reflector would not see the end of the initial events")
 	}
 }
 
 func TestRewriteMetadataKeepsNumbersExact(t *testing.T) {
 	in := `{"metadata":{"resourceVersion":"1"},"spec":{"big":9007199254740993,"f":1.5}}`
-	out, err := rewriteMetadata([]byte(in), func(m map[string]any) { m["resourceVersion"] = "2" })
+	out, err := RewriteMetadata([]byte(in), func(m map[string]any) { m["resourceVersion"] = "2" })
 	if err != nil {
 		t.Fatal(err)
 	}

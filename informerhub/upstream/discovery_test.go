@@ -1,4 +1,4 @@
-package informerhub
+package upstream
 
 import (
 	"context"
@@ -68,15 +68,15 @@ func (d *fakeDiscovery) asked(gv string) int {
 
 var watchVerbs = metav1.Verbs{"get", "list", "watch"}
 
-func TestDiscoveryResolverFindsNewResourcesOnAMiss(t *testing.T) {
+func TestDiscoveryFindsNewResourcesOnAMiss(t *testing.T) {
 	d := &fakeDiscovery{lists: map[string]*metav1.APIResourceList{}, asks: map[string]int{}}
 	d.add("v1", metav1.APIResource{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: watchVerbs})
-	r := NewDiscoveryResolver(d, DiscoveryResolverConfig{MissRefreshInterval: time.Hour})
+	r := NewDiscovery(d, DiscoveryConfig{MissRefreshInterval: time.Hour})
 	ctx := context.Background()
 	widgets := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
 
-	if _, err := r.Resolve(ctx, widgets); !errors.Is(err, ErrUnknownResource) {
-		t.Fatalf("Resolve before the CRD: %v, want ErrUnknownResource", err)
+	if _, err := r.Resolve(ctx, widgets); !errors.Is(err, ErrNotServed) {
+		t.Fatalf("Resolve before the CRD: %v, want ErrNotServed", err)
 	}
 	// Misses within the refresh interval do not ask again, even concurrently.
 	var wg sync.WaitGroup
@@ -89,7 +89,7 @@ func TestDiscoveryResolverFindsNewResourcesOnAMiss(t *testing.T) {
 	}
 
 	d.add("example.com/v1", metav1.APIResource{Name: "widgets", Kind: "Widget", Namespaced: true, Verbs: watchVerbs})
-	r = NewDiscoveryResolver(d, DiscoveryResolverConfig{MissRefreshInterval: time.Nanosecond})
+	r = NewDiscovery(d, DiscoveryConfig{MissRefreshInterval: time.Nanosecond})
 	if _, err := r.Resolve(ctx, widgets); err != nil {
 		t.Fatalf("Resolve after the CRD: %v", err)
 	}
@@ -99,10 +99,10 @@ func TestDiscoveryResolverFindsNewResourcesOnAMiss(t *testing.T) {
 	}
 }
 
-func TestDiscoveryResolverForgetsUnknownGroupVersions(t *testing.T) {
+func TestDiscoveryForgetsUnknownGroupVersions(t *testing.T) {
 	d := &fakeDiscovery{lists: map[string]*metav1.APIResourceList{}, asks: map[string]int{}}
 	d.add("v1", metav1.APIResource{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: watchVerbs})
-	r := NewDiscoveryResolver(d, DiscoveryResolverConfig{}).(*discoveryResolver)
+	r := NewDiscovery(d, DiscoveryConfig{})
 	ctx := context.Background()
 	if _, err := r.Resolve(ctx, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}); err != nil {
 		t.Fatal(err)
@@ -120,19 +120,19 @@ func TestDiscoveryResolverForgetsUnknownGroupVersions(t *testing.T) {
 	}
 }
 
-func TestDiscoveryResolverRejectsWhatCannotBeWatched(t *testing.T) {
+func TestDiscoveryRejectsWhatCannotBeWatched(t *testing.T) {
 	d := &fakeDiscovery{lists: map[string]*metav1.APIResourceList{}, asks: map[string]int{}}
 	d.add("v1",
 		metav1.APIResource{Name: "pods", Kind: "Pod", Namespaced: true, Verbs: watchVerbs},
 		metav1.APIResource{Name: "pods/status", Kind: "Pod", Namespaced: true, Verbs: metav1.Verbs{"get", "patch"}},
 		metav1.APIResource{Name: "bindings", Kind: "Binding", Namespaced: true, Verbs: metav1.Verbs{"create"}},
 	)
-	r := NewDiscoveryResolver(d, DiscoveryResolverConfig{})
+	r := NewDiscovery(d, DiscoveryConfig{})
 	ctx := context.Background()
 	for _, resource := range []string{"pods/status", "bindings"} {
-		var reqErr *RequestError
-		if _, err := r.Resolve(ctx, schema.GroupVersionResource{Version: "v1", Resource: resource}); !errors.As(err, &reqErr) || reqErr.Field != FieldResource {
-			t.Errorf("Resolve(%s): %v, want a RequestError on the resource", resource, err)
+		var unwatchable *UnwatchableError
+		if _, err := r.Resolve(ctx, schema.GroupVersionResource{Version: "v1", Resource: resource}); !errors.As(err, &unwatchable) {
+			t.Errorf("Resolve(%s): %v, want an UnwatchableError", resource, err)
 		}
 	}
 	all, err := r.Resources(ctx)
@@ -170,7 +170,7 @@ func TestAWatchWhoseConnectionDropsIsTriedAgain(t *testing.T) {
 	}))
 	defer server.Close()
 	defer close(done)
-	source, err := newKubeSource(&rest.Config{Host: server.URL}, server.Client(), false)
+	source, err := NewSource(&rest.Config{Host: server.URL}, server.Client(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestAWatchWhoseConnectionDropsIsTriedAgain(t *testing.T) {
 	}
 	defer w.Stop()
 	ev := <-w.ResultChan()
-	obj, ok := ev.Object.(*rawObject)
+	obj, ok := ev.Object.(*Object)
 	if ev.Type != watch.Added || !ok || obj.Name != "a" || obj.ResourceVersion != "7" {
 		t.Fatalf("got %v %#v, want the ADDED ConfigMap a@7", ev.Type, ev.Object)
 	}

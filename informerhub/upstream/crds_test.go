@@ -1,4 +1,4 @@
-package informerhub
+package upstream
 
 import (
 	"context"
@@ -19,7 +19,7 @@ type crdSource struct{ src *fcache.FakeControllerSource }
 
 func (s crdSource) ListerWatcher(ResourceInfo) cache.ListerWatcher { return s.src }
 
-func crd(name, scope string, versions map[string][]string) *rawObject {
+func crd(name, scope string, versions map[string][]string) *Object {
 	var vs []string
 	for v, paths := range versions {
 		var fields []string
@@ -28,7 +28,7 @@ func crd(name, scope string, versions map[string][]string) *rawObject {
 		}
 		vs = append(vs, `{"name":"`+v+`","selectableFields":[`+strings.Join(fields, ",")+`]}`)
 	}
-	o := &rawObject{JSON: []byte(`{"metadata":{"name":"` + name + `"},"spec":{"scope":"` + scope + `","versions":[` + strings.Join(vs, ",") + `]}}`)}
+	o := &Object{JSON: []byte(`{"metadata":{"name":"` + name + `"},"spec":{"scope":"` + scope + `","versions":[` + strings.Join(vs, ",") + `]}}`)}
 	o.ObjectMeta = metav1.ObjectMeta{Name: name}
 	return o
 }
@@ -40,9 +40,9 @@ func TestCRDFieldsFollowTheirCRD(t *testing.T) {
 	src := fcache.NewFakeControllerSource()
 	defer src.Shutdown()
 	src.Add(crd("widgets.example.com", "Namespaced", map[string][]string{"v1": {".spec.color"}, "v2": {".spec.hue"}}))
-	c := newCRDFields(crdSource{src}, slog.New(slog.DiscardHandler))
-	c.start()
-	defer c.stop()
+	c := NewCRDFields(crdSource{src}, slog.New(slog.DiscardHandler))
+	c.Start()
+	defer c.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	widgets := func(version string) schema.GroupVersionResource {

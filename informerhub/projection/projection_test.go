@@ -1,4 +1,4 @@
-package informerhub
+package projection
 
 import (
 	"bytes"
@@ -61,11 +61,11 @@ func TestProjection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := parseProjection(tt.paths, 10)
+			p, err := Parse(tt.paths, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := p.apply([]byte(podJSON))
+			got, err := p.Apply([]byte(podJSON))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,11 +80,11 @@ func TestProjection(t *testing.T) {
 }
 
 func TestProjectionKeyIgnoresOrderAndSpelling(t *testing.T) {
-	a, err := parseProjection([]string{"status.phase", `metadata["labels"]`, "status.phase"}, 10)
+	a, err := Parse([]string{"status.phase", `metadata["labels"]`, "status.phase"}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := parseProjection([]string{".metadata.labels", "status['phase']"}, 10)
+	b, err := Parse([]string{".metadata.labels", "status['phase']"}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,21 +97,21 @@ func TestProjectionKeyIgnoresOrderAndSpelling(t *testing.T) {
 }
 
 func TestProjectionSameAsked(t *testing.T) {
-	p, err := parseProjection([]string{"status.phase"}, 10)
+	p, err := Parse([]string{"status.phase"}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	same := func(a, b string) bool {
 		t.Helper()
-		pa, err := p.apply([]byte(a))
+		pa, err := p.Apply([]byte(a))
 		if err != nil {
 			t.Fatal(err)
 		}
-		pb, err := p.apply([]byte(b))
+		pb, err := p.Apply([]byte(b))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return p.sameAsked(pa, pb)
+		return p.SameAsked(pa, pb)
 	}
 	newer := strings.Replace(strings.Replace(podJSON, `"42"`, `"43"`, 1), `"node-a"`, `"node-b"`, 1)
 	if !same(podJSON, newer) {
@@ -122,7 +122,7 @@ func TestProjectionSameAsked(t *testing.T) {
 		t.Error("a change of status.phase: the same")
 	}
 	// Asking for the resourceVersion makes every change one asked for.
-	p, err = parseProjection([]string{"status.phase", "metadata.resourceVersion"}, 10)
+	p, err = Parse([]string{"status.phase", "metadata.resourceVersion"}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,27 +135,27 @@ func TestParseFieldPathRejects(t *testing.T) {
 	for _, path := range []string{
 		"", ".", "status.", "status..phase", "spec.containers[0].image", "spec.containers[*]",
 		"metadata.labels[app]", `metadata.labels["app"`, `metadata.labels[""]`, "a b", "spec.*",
-		`metadata.labels["a"]x`, strings.Repeat("a.", maxFieldPathDepth+1) + "a",
-		strings.Repeat("a", maxFieldPathLength+1),
+		`metadata.labels["a"]x`, strings.Repeat("a.", maxPathDepth+1) + "a",
+		strings.Repeat("a", maxPathLength+1),
 	} {
-		if segments, err := parseFieldPath(path); err == nil {
-			t.Errorf("parseFieldPath(%q) = %q, want an error", path, segments)
+		if segments, err := ParsePath(path); err == nil {
+			t.Errorf("ParsePath(%q) = %q, want an error", path, segments)
 		}
 	}
-	if _, err := parseProjection(make([]string, 3), 2); err == nil {
+	if _, err := Parse(make([]string, 3), 2); err == nil {
 		t.Error("more paths than allowed: no error")
 	}
 }
 
 func TestFieldPathRoundTrip(t *testing.T) {
 	for _, path := range []string{"status.phase", `metadata.labels["app.kubernetes.io/name"]`, `metadata.annotations['say "hi"']`, `a["b.c"]["d[e]"].f`} {
-		segments, err := parseFieldPath(path)
+		segments, err := ParsePath(path)
 		if err != nil {
-			t.Fatalf("parseFieldPath(%q): %v", path, err)
+			t.Fatalf("ParsePath(%q): %v", path, err)
 		}
-		again, err := parseFieldPath(formatFieldPath(segments))
+		again, err := ParsePath(FormatPath(segments))
 		if err != nil || !reflect.DeepEqual(again, segments) {
-			t.Errorf("%q formats as %q, which parses as %q (%v)", path, formatFieldPath(segments), again, err)
+			t.Errorf("%q formats as %q, which parses as %q (%v)", path, FormatPath(segments), again, err)
 		}
 	}
 }
@@ -181,13 +181,13 @@ func FuzzProjection(f *testing.F) {
 		if dec.Decode(&rest) == nil {
 			return // trailing data: not one document
 		}
-		segments, err := parseFieldPath(path)
+		segments, err := ParsePath(path)
 		if err != nil {
 			return
 		}
-		tree := &projNode{}
-		tree.add(segments)
-		got, err := project(tree, bytes.TrimSpace(doc), 0)
+		tree := &Tree{}
+		tree.Add(segments)
+		got, err := tree.Apply(bytes.TrimSpace(doc), 0)
 		if err != nil {
 			t.Fatalf("project(%s, %q): %v", doc, path, err)
 		}
@@ -205,7 +205,7 @@ func FuzzProjection(f *testing.F) {
 
 // referenceProject is the projection of a decoded document, and whether it
 // keeps anything.
-func referenceProject(n *projNode, v any) (any, bool) {
+func referenceProject(n *Tree, v any) (any, bool) {
 	if n.whole {
 		return v, true
 	}

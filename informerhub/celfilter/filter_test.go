@@ -1,4 +1,4 @@
-package informerhub
+package celfilter
 
 import (
 	"errors"
@@ -7,18 +7,42 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/google/cel-go/common/types"
 )
 
-func testFilterCompiler(cfg Config) *filterCompiler {
-	cfg.setDefaults()
-	return newFilterCompiler(&cfg)
+// The hub's defaults (informerhub.Config).
+const (
+	defaultMaxEstimatedCost = 10_000_000
+	defaultMaxCost          = 10_000
+	defaultMaxFilterLength  = 4096
+)
+
+func testCompiler(maxCost uint64) *Compiler {
+	if maxCost == 0 {
+		maxCost = defaultMaxCost
+	}
+	return NewCompiler(defaultMaxEstimatedCost, maxCost)
+}
+
+// match evaluates f on a JSON object, as the hub does on one it has not
+// seen: it reports whether f selects it, and whether the evaluation
+// stopped on its cost. errs counts a failed evaluation.
+func match(t testing.TB, f *Filter, obj string, errs *atomic.Uint64) (match, costly bool) {
+	t.Helper()
+	val, err := f.Decode([]byte(obj), f.Reads())
+	if err != nil {
+		t.Fatalf("Decode(%s): %v", obj, err)
+	}
+	match, costly, err = f.Eval(val)
+	if err != nil && errs != nil {
+		errs.Add(1)
+	}
+	return match, costly
 }
 
 func TestFilterCompileErrors(t *testing.T) {
-	c := testFilterCompiler(Config{})
+	c := testCompiler(0)
 	tests := []struct {
 		expr string
 		want string // in the reason
@@ -49,38 +73,38 @@ func TestFilterCompileErrors(t *testing.T) {
 		{`object.data.x.matches("(?:a?){200}b")`, "estimated cost on the largest objects"},
 	}
 	for _, tt := range tests {
-		_, err := c.compile(tt.expr)
-		var reqErr *RequestError
-		if !errors.As(err, &reqErr) || reqErr.Field != FieldFilter || !errors.Is(err, ErrInvalidRequest) {
-			t.Errorf("compile(%q) = %v, want a RequestError on %s", tt.expr, err, FieldFilter)
+		_, err := c.Compile(tt.expr)
+		var exprErr *Error
+		if !errors.As(err, &exprErr) {
+			t.Errorf("Compile(%q) = %v, want an *Error", tt.expr, err)
 			continue
 		}
-		if !strings.Contains(reqErr.Reason, tt.want) {
-			t.Errorf("compile(%q): reason %q does not say %q", tt.expr, reqErr.Reason, tt.want)
+		if !strings.Contains(exprErr.Reason, tt.want) {
+			t.Errorf("Compile(%q): reason %q does not say %q", tt.expr, exprErr.Reason, tt.want)
 		}
 	}
 }
 
 func TestIdenticalExpressionsCompileOnce(t *testing.T) {
-	c := testFilterCompiler(Config{})
-	a, err := c.compile(`object.metadata.name == "a"`)
+	c := testCompiler(0)
+	a, err := c.Compile(`object.metadata.name == "a"`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.compile(`object.metadata.name == "a"`)
+	b, err := c.Compile(`object.metadata.name == "a"`)
 	if err != nil || a != b {
 		t.Errorf("the same expression compiled twice: %p and %p (%v)", a, b, err)
 	}
-	_, err1 := c.compile("nope")
-	_, err2 := c.compile("nope")
+	_, err1 := c.Compile("nope")
+	_, err2 := c.Compile("nope")
 	if err1 == nil || err1 != err2 {
 		t.Errorf("an expression that does not compile: %v, then %v; want the same error, cached", err1, err2)
 	}
 }
 
 func TestFilterEvaluation(t *testing.T) {
-	c := testFilterCompiler(Config{})
-	o := &object{json: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1","labels":{"app":"web"}},"spec":{"replicas":3,"containers":[{"image":"nginx:1"},{"image":"envoy"}]},"status":{"phase":"Running"}}`}
+	c := testCompiler(0)
+	const o = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1","labels":{"app":"web"}},"spec":{"replicas":3,"containers":[{"image":"nginx:1"},{"image":"envoy"}]},"status":{"phase":"Running"}}`
 	tests := []struct {
 		expr string
 		want bool
@@ -103,11 +127,11 @@ func TestFilterEvaluation(t *testing.T) {
 		{`object.?metadata.?annotations["a"].orValue("") == ""`, true},
 	}
 	for _, tt := range tests {
-		f, err := c.compile(tt.expr)
+		f, err := c.Compile(tt.expr)
 		if err != nil {
 			t.Fatalf("compile(%q): %v", tt.expr, err)
 		}
-		if got := f.matches(o, nil, nil); got != tt.want {
+		if got, _ := match(t, f, o, nil); got != tt.want {
 			t.Errorf("%s = %v, want %v", tt.expr, got, tt.want)
 		}
 	}
@@ -118,19 +142,19 @@ func TestFilterRuntimeCostLimit(t *testing.T) {
 	for range 200 {
 		items = append(items, `{"image":"busybox"}`)
 	}
-	o := &object{json: `{"metadata":{"name":"a"},"spec":{"containers":[` + strings.Join(items, ",") + `]}}`}
+	o := `{"metadata":{"name":"a"},"spec":{"containers":[` + strings.Join(items, ",") + `]}}`
 	const expr = `object.spec.containers.exists(c, c.image.startsWith("nginx")) || true`
 	for _, tt := range []struct {
 		maxCost uint64
 		want    bool
-	}{{maxCost: 100, want: false}, {maxCost: DefaultMaxFilterCost, want: true}} {
-		c := testFilterCompiler(Config{MaxFilterCost: tt.maxCost})
-		f, err := c.compile(expr)
+	}{{maxCost: 100, want: false}, {maxCost: defaultMaxCost, want: true}} {
+		c := testCompiler(tt.maxCost)
+		f, err := c.Compile(expr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var errs atomic.Uint64
-		if got := f.matches(o, nil, &errs); got != tt.want {
+		if got, _ := match(t, f, o, &errs); got != tt.want {
 			t.Errorf("MaxFilterCost %d: matches = %v, want %v", tt.maxCost, got, tt.want)
 		}
 		if n := errs.Load(); (n == 1) == tt.want {
@@ -144,8 +168,8 @@ func TestFilterRuntimeCostLimit(t *testing.T) {
 // as costly, even where the call's result would not matter.
 func TestRegularExpressionsCostTheirInstructions(t *testing.T) {
 	name := strings.Repeat("a", 253)
-	o := &object{json: `{"metadata":{"name":"` + name + `"}}`}
-	c := testFilterCompiler(Config{MaxFilterCost: 1000})
+	o := `{"metadata":{"name":"` + name + `"}}`
+	c := testCompiler(1000)
 	// 26 per unit of pattern over 253 bytes: 12 characters cost 78, its
 	// hundreds of instructions more than 1000.
 	for _, expr := range []string{
@@ -154,28 +178,26 @@ func TestRegularExpressionsCostTheirInstructions(t *testing.T) {
 		`object.metadata.name.find("(?:a?){100}b") == "" || true`,
 		`object.metadata.name.findAll("(?:a?){100}b", 1).size() == 0 || true`,
 	} {
-		f, err := c.compile(expr)
+		f, err := c.Compile(expr)
 		if err != nil {
 			t.Fatalf("compile(%q): %v", expr, err)
 		}
-		ev := &evaluation{}
-		runs := regexRuns.Load()
-		if f.matches(o, ev, nil) || len(ev.costly) != 1 {
-			t.Errorf("%s: selected, or %d costly filters; want it stopped as costly", expr, len(ev.costly))
+		runs := c.Counts().RegexRuns
+		if selected, costly := match(t, f, o, nil); selected || !costly {
+			t.Errorf("%s: selected %v, costly %v; want it stopped as costly", expr, selected, costly)
 		}
-		if n := regexRuns.Load() - runs; n != 0 {
+		if n := c.Counts().RegexRuns - runs; n != 0 {
 			t.Errorf("%s: %d regular expressions ran; want none to", expr, n)
 		}
 	}
 	// The same length of pattern, as many instructions: runs.
-	f, err := c.compile(`object.metadata.name.matches("^a+$|^b+$|^c+$")`)
+	f, err := c.Compile(`object.metadata.name.matches("^a+$|^b+$|^c+$")`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &evaluation{}
-	runs := regexRuns.Load()
-	if !f.matches(o, ev, nil) || len(ev.costly) != 0 || regexRuns.Load() != runs+1 {
-		t.Errorf("a cheap pattern: not selected, or %d costly filters, or %d runs", len(ev.costly), regexRuns.Load()-runs)
+	runs := c.Counts().RegexRuns
+	if selected, costly := match(t, f, o, nil); !selected || costly || c.Counts().RegexRuns != runs+1 {
+		t.Errorf("a cheap pattern: selected %v, costly %v, %d runs", selected, costly, c.Counts().RegexRuns-runs)
 	}
 }
 
@@ -199,38 +221,6 @@ func TestRegexSizeBoundsCompiledInstructions(t *testing.T) {
 	}
 }
 
-func TestFilterResultsAreCachedOnObjects(t *testing.T) {
-	c := testFilterCompiler(Config{})
-	o := &object{json: `{"metadata":{"name":"a"}}`}
-	var filters []*filter
-	for i := range maxCachedFilterResults + 2 {
-		f, err := c.compile(`object.metadata.name == "a" || ` + strings.Repeat("true && ", i) + `false`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		filters = append(filters, f)
-	}
-	before := decodes.Load()
-	dc := &evaluation{}
-	dc.share(filters) // as the feed does before dispatch
-	for _, f := range filters {
-		if !f.matches(o, dc, nil) {
-			t.Fatal("no match")
-		}
-	}
-	if n := decodes.Load() - before; n != 1 {
-		t.Errorf("%d filters on one object decoded it %d times, want once", len(filters), n)
-	}
-	last := filters[len(filters)-1]
-	before = decodes.Load()
-	if !last.matches(o, nil, nil) || decodes.Load() != before {
-		t.Error("the result of the last filter evaluated is not cached on the object")
-	}
-	if n := len(*o.filters.Load()); n != maxCachedFilterResults {
-		t.Errorf("the object caches %d results, want at most %d", n, maxCachedFilterResults)
-	}
-}
-
 // FuzzFilter compiles arbitrary expressions and evaluates those that
 // compile on an object: no input may panic, and every evaluation ends
 // within its cost limit.
@@ -240,18 +230,18 @@ func FuzzFilter(f *testing.F) {
 	f.Add(`object.metadata.labels.all(k, k.matches("^[a-z]+$"))`)
 	f.Add(`size(object.spec.containers.map(c, c.name).filter(n, n != "")) > 1`)
 	f.Add(`object.?status.?phase.orValue("") == "Running" && quantity("1Gi").isGreaterThan(quantity("1Mi"))`)
-	c := testFilterCompiler(Config{})
-	o := &object{json: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1","labels":{"app":"web","tier":"a"}},"spec":{"containers":[{"name":"a","image":"nginx"},{"name":"b","image":"envoy"}]},"status":{"phase":"Running"}}`}
+	c := testCompiler(0)
+	const o = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1","labels":{"app":"web","tier":"a"}},"spec":{"containers":[{"name":"a","image":"nginx"},{"name":"b","image":"envoy"}]},"status":{"phase":"Running"}}`
 	f.Fuzz(func(t *testing.T, expr string) {
-		if len(expr) > DefaultMaxFilterLength {
+		if len(expr) > defaultMaxFilterLength {
 			return
 		}
-		flt, err := c.compile(expr)
+		flt, err := c.Compile(expr)
 		if err != nil {
 			return
 		}
 		var errs atomic.Uint64
-		flt.matches(o, nil, &errs)
+		match(t, flt, o, &errs)
 	})
 }
 
@@ -259,7 +249,7 @@ func FuzzFilter(f *testing.F) {
 // reuse stay within their bounds of entries and bytes, however many
 // distinct ones are asked for.
 func TestFilterCacheIsBounded(t *testing.T) {
-	c := testFilterCompiler(Config{})
+	c := testCompiler(0)
 	check := func(what string) {
 		t.Helper()
 		c.mu.Lock()
@@ -279,7 +269,7 @@ func TestFilterCacheIsBounded(t *testing.T) {
 	// Long expressions reach the bound of bytes (each weighs about 230 KB).
 	long := strings.Repeat(`object.metadata.name == "abcdefghij" || `, 90)
 	for i := range 200 {
-		c.compile(fmt.Sprintf(`%sobject.metadata.name == "%d"`, long, i))
+		c.Compile(fmt.Sprintf(`%sobject.metadata.name == "%d"`, long, i))
 	}
 	check("long expressions")
 	// Short ones, that of entries; refused ones count too, by their reason.
@@ -288,7 +278,7 @@ func TestFilterCacheIsBounded(t *testing.T) {
 		if i%3 == 0 {
 			expr += " +"
 		}
-		c.compile(expr)
+		c.Compile(expr)
 	}
 	check("short expressions")
 }
@@ -297,9 +287,9 @@ func TestFilterCacheIsBounded(t *testing.T) {
 // what a filter reads gives every expression the result the whole object
 // gives, errors included, on objects that have and lack what it reads.
 func TestFilterReadsDecideAsTheWholeObject(t *testing.T) {
-	c := testFilterCompiler(Config{})
+	c := testCompiler(0)
 	objects := []string{
-		podJSON,
+		`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-1","namespace":"shop","uid":"u-1","resourceVersion":"42","labels":{"app":"web","app.kubernetes.io/name":"web"}},"spec":{"nodeName":"node-a","containers":[{"name":"app","image":"nginx:1"},{"name":"side","image":"envoy"}],"hostNetwork":true},"status":{"phase":"Running","podIPs":[{"ip":"10.0.0.1"}],"conditions":[]}}`,
 		`{"kind":"Pod","metadata":{"name":"a","labels":{"app":"db","x":"1"}},"spec":{"containers":[{"name":"c","image":"envoy"}],"replicas":3},"status":{"phase":"Failed"}}`,
 		`{"kind":"Pod","metadata":{"name":"b"},"spec":{},"status":{}}`,
 		`{"kind":"Pod","metadata":{"name":"c","annotations":{"a.b/c":"d"}},"spec":{"nodeName":null,"containers":"not a list"},"data":{"v":"on","w":"2"}}`,
@@ -329,20 +319,20 @@ func TestFilterReadsDecideAsTheWholeObject(t *testing.T) {
 		{`object.metadata == {"name": "d"}`, true},
 	}
 	for _, tt := range exprs {
-		f, err := c.compile(tt.expr)
+		f, err := c.Compile(tt.expr)
 		if err != nil {
 			t.Fatalf("compile(%q): %v", tt.expr, err)
 		}
-		if (f.reads != nil) != tt.readsSome {
-			t.Errorf("%s: reads %v, want some paths: %v", tt.expr, f.reads, tt.readsSome)
+		if (f.Reads() != nil) != tt.readsSome {
+			t.Errorf("%s: reads %v, want some paths: %v", tt.expr, f.Reads(), tt.readsSome)
 		}
 		for _, obj := range objects {
-			whole, err := (*evaluation)(nil).decodeWhole(&object{json: obj})
+			whole, err := f.Decode([]byte(obj), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			wantOut, _, wantErr := f.prog.Eval(activation{object: whole})
-			part, err := (*evaluation)(nil).value(&object{json: obj}, f)
+			part, err := f.Decode([]byte(obj), f.Reads())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -350,27 +340,6 @@ func TestFilterReadsDecideAsTheWholeObject(t *testing.T) {
 			if (wantErr != nil) != (gotErr != nil) || wantErr == nil && gotOut.Equal(wantOut) != types.True {
 				t.Errorf("%s on %s: the whole object gives %v (%v), what it reads %v (%v)", tt.expr, obj, wantOut, wantErr, gotOut, gotErr)
 			}
-		}
-	}
-}
-
-// TestTruncateKeepsCharactersWhole checks that a shortened reason stays
-// valid UTF-8, which a gRPC status message must be.
-func TestTruncateKeepsCharactersWhole(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		max  int
-		want string
-	}{
-		{"short", 10, "short"},
-		{"abcdef", 3, "abc..."},
-		{"ab€cd", 3, "ab..."}, // € is three bytes: not cut through
-		{"ab€cd", 5, "ab€..."},
-		{"€€", 1, "..."},
-	} {
-		got := truncateTo(tc.in, tc.max)
-		if got != tc.want || !utf8.ValidString(got) {
-			t.Errorf("truncateTo(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package informerhub
+package fieldset
 
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,13 +34,13 @@ type builtinFields struct {
 	// noMetadataNamespace is set for the types whose conversion function
 	// does not accept metadata.namespace.
 	noMetadataNamespace bool
-	specs               []*fieldSpec
+	specs               []*Spec
 	aliases             map[string]string
 }
 
 var (
 	podFields = builtinFields{
-		specs: []*fieldSpec{
+		specs: []*Spec{
 			{name: "spec.nodeName", value: pathValue("", "spec", "nodeName")},
 			{name: "spec.restartPolicy", value: pathValue("Always", "spec", "restartPolicy")},
 			{name: "spec.schedulerName", value: pathValue("default-scheduler", "spec", "schedulerName")},
@@ -57,7 +57,7 @@ var (
 		aliases: map[string]string{"spec.host": "spec.nodeName"},
 	}
 	coreEventFields = builtinFields{
-		specs: []*fieldSpec{
+		specs: []*Spec{
 			{name: "involvedObject.kind", value: pathValue("", "involvedObject", "kind")},
 			{name: "involvedObject.namespace", value: pathValue("", "involvedObject", "namespace")},
 			{name: "involvedObject.name", value: pathValue("", "involvedObject", "name")},
@@ -74,7 +74,7 @@ var (
 	// events.k8s.io accepts its own names, which the API server maps to
 	// the core ones; source is not selectable there.
 	eventsV1EventFields = builtinFields{
-		specs: []*fieldSpec{
+		specs: []*Spec{
 			{name: "regarding.kind", value: pathValue("", "regarding", "kind")},
 			{name: "regarding.namespace", value: pathValue("", "regarding", "namespace")},
 			{name: "regarding.name", value: pathValue("", "regarding", "name")},
@@ -89,11 +89,11 @@ var (
 	}
 	signerNameFields = builtinFields{
 		noMetadataNamespace: true,
-		specs:               []*fieldSpec{{name: "spec.signerName", value: pathValue("", "spec", "signerName")}},
+		specs:               []*Spec{{name: "spec.signerName", value: pathValue("", "spec", "signerName")}},
 	}
 	podCertificateRequestFields = builtinFields{
 		noMetadataNamespace: true,
-		specs: []*fieldSpec{
+		specs: []*Spec{
 			{name: "spec.signerName", value: pathValue("", "spec", "signerName")},
 			{name: "spec.podName", value: pathValue("", "spec", "podName")},
 			{name: "spec.nodeName", value: pathValue("", "spec", "nodeName")},
@@ -101,7 +101,7 @@ var (
 	}
 	resourceSliceFields = builtinFields{
 		noMetadataNamespace: true,
-		specs: []*fieldSpec{
+		specs: []*Spec{
 			{name: "spec.nodeName", value: pathValue("", "spec", "nodeName")},
 			{name: "spec.driver", value: pathValue("", "spec", "driver")},
 			{name: "spec.pool.name", value: pathValue("", "spec", "pool", "name")},
@@ -117,28 +117,28 @@ var builtinFieldTable = map[schema.GroupVersionResource]*builtinFields{
 	{Version: "v1", Resource: "pods"}: &podFields,
 	{Version: "v1", Resource: "nodes"}: {
 		noMetadataNamespace: true,
-		specs:               []*fieldSpec{{name: "spec.unschedulable", value: pathValue("false", "spec", "unschedulable")}},
+		specs:               []*Spec{{name: "spec.unschedulable", value: pathValue("false", "spec", "unschedulable")}},
 	},
 	{Version: "v1", Resource: "namespaces"}: {
 		noMetadataNamespace: true,
-		specs:               []*fieldSpec{{name: "status.phase", value: pathValue("Active", "status", "phase")}},
+		specs:               []*Spec{{name: "status.phase", value: pathValue("Active", "status", "phase")}},
 	},
 	{Version: "v1", Resource: "events"}: &coreEventFields,
 	{Version: "v1", Resource: "secrets"}: {
-		specs: []*fieldSpec{{name: "type", value: pathValue("Opaque", "type")}},
+		specs: []*Spec{{name: "type", value: pathValue("Opaque", "type")}},
 	},
 	{Version: "v1", Resource: "services"}: {
-		specs: []*fieldSpec{
+		specs: []*Spec{
 			{name: "spec.clusterIP", value: pathValue("", "spec", "clusterIP")},
 			{name: "spec.type", value: pathValue("ClusterIP", "spec", "type")},
 		},
 	},
 	{Version: "v1", Resource: "replicationcontrollers"}: {
-		specs: []*fieldSpec{{name: "status.replicas", value: pathValue("0", "status", "replicas")}},
+		specs: []*Spec{{name: "status.replicas", value: pathValue("0", "status", "replicas")}},
 	},
 	{Group: "batch", Version: "v1", Resource: "jobs"}: {
 		// The field is named status.successful; the JSON says succeeded.
-		specs: []*fieldSpec{{name: "status.successful", value: pathValue("0", "status", "succeeded")}},
+		specs: []*Spec{{name: "status.successful", value: pathValue("0", "status", "succeeded")}},
 	},
 	{Group: "events.k8s.io", Version: "v1", Resource: "events"}:                                &eventsV1EventFields,
 	{Group: "events.k8s.io", Version: "v1beta1", Resource: "events"}:                           &eventsV1EventFields,
@@ -155,11 +155,11 @@ var builtinFieldTable = map[schema.GroupVersionResource]*builtinFields{
 	{Group: "resource.k8s.io", Version: "v1beta1", Resource: "resourceslices"}:                 &resourceSliceFields,
 }
 
-// builtinFieldSets are the FieldSets of builtinFieldTable, built once.
-var builtinFieldSets = func() map[schema.GroupVersionResource]*FieldSet {
-	sets := map[schema.GroupVersionResource]*FieldSet{}
+// builtinFieldSets are the Sets of builtinFieldTable, built once.
+var builtinFieldSets = func() map[schema.GroupVersionResource]*Set {
+	sets := map[schema.GroupVersionResource]*Set{}
 	for gvr, b := range builtinFieldTable {
-		sets[gvr] = newFieldSet(!b.noMetadataNamespace, b.specs, b.aliases)
+		sets[gvr] = newSet(!b.noMetadataNamespace, b.specs, b.aliases)
 	}
 	return sets
 }()
@@ -167,13 +167,13 @@ var builtinFieldSets = func() map[schema.GroupVersionResource]*FieldSet {
 // everyMetadataField is the set of built-in types without fields of their
 // own, namespaced or not: the API server's default conversion accepts
 // metadata.namespace for cluster-scoped ones too.
-var everyMetadataField = newFieldSet(true, nil, nil)
+var everyMetadataField = newSet(true, nil, nil)
 
-// BuiltinFields returns the fields field selectors may name on a resource
-// type that is not a custom resource, as the kube-apiserver supports them.
+// Builtin returns the fields field selectors may name on a resource type
+// that is not a custom resource, as the kube-apiserver supports them.
 // Other API servers (aggregated APIs) are assumed to use the default
 // conversion, as the apiserver library gives them.
-func BuiltinFields(gvr schema.GroupVersionResource) *FieldSet {
+func Builtin(gvr schema.GroupVersionResource) *Set {
 	if s := builtinFieldSets[gvr]; s != nil {
 		return s
 	}

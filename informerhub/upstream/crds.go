@@ -1,29 +1,23 @@
-package informerhub
+package upstream
 
 import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/informerhub/informerhub/informerhub/fieldset"
 )
 
-// crdFields keeps the selectable fields of every CustomResourceDefinition,
+// CRDFields keeps the selectable fields of every CustomResourceDefinition,
 // from one informer on CRDs, so that field selectors on custom resources
 // mean what the API server makes of them, and follow a CRD's changes: a
 // field added to a version's selectableFields is accepted once the informer
-// has seen the change.
-//
-// A custom resource accepts metadata.name, metadata.namespace when it is
-// namespaced, and the selectableFields of the version asked for (named by
-// their jsonPath without its leading dot); each value is the one at that
-// path, a string, integer or boolean as its JSON text, "" when absent.
-// (apiextensions-apiserver pkg/apiserver/conversion/converter.go and
-// pkg/registry/customresource/strategy.go.)
-type crdFields struct {
+// has seen the change. fieldset.ForCRD says what each field means.
+type CRDFields struct {
 	informer cache.SharedIndexInformer
 	// handled is the handler's registration: it has synced once the
 	// handler has taken every object of the first list into byName, which
@@ -46,7 +40,13 @@ type crdFields struct {
 // crdVersions is what the hub keeps of one CRD.
 type crdVersions struct {
 	namespaced bool
-	versions   map[string]*FieldSet
+	versions   map[string]*fieldset.Set
+}
+
+// listerWatchers opens the lists and watches of informers, as Source
+// does.
+type listerWatchers interface {
+	ListerWatcher(info ResourceInfo) cache.ListerWatcher
 }
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -67,17 +67,19 @@ type crdSummary struct {
 	} `json:"spec"`
 }
 
-func newCRDFields(source Source, log *slog.Logger) *crdFields {
-	c := &crdFields{
+// NewCRDFields returns the CRDFields of the cluster that lw lists and
+// watches. Start it before use, and Stop it.
+func NewCRDFields(lw listerWatchers, log *slog.Logger) *CRDFields {
+	c := &CRDFields{
 		log:    log.With("resource", FormatResource(crdResource)),
 		done:   make(chan struct{}),
 		synced: make(chan struct{}),
 		byName: map[string]crdVersions{},
 	}
-	c.informer = cache.NewSharedIndexInformer(source.ListerWatcher(ResourceInfo{Resource: crdResource}), &rawObject{}, 0, cache.Indexers{})
+	c.informer = cache.NewSharedIndexInformer(lw.ListerWatcher(ResourceInfo{Resource: crdResource}), &Object{}, 0, cache.Indexers{})
 	// A CRD's schema can be large; only what crdSummary holds is kept.
 	_ = c.informer.SetTransform(func(obj any) (any, error) {
-		raw, ok := obj.(*rawObject)
+		raw, ok := obj.(*Object)
 		if !ok {
 			return obj, nil
 		}
@@ -89,7 +91,7 @@ func newCRDFields(source Source, log *slog.Logger) *crdFields {
 		if err != nil {
 			return nil, err
 		}
-		out := &rawObject{JSON: compact}
+		out := &Object{JSON: compact}
 		out.Name, out.ResourceVersion = raw.Name, raw.ResourceVersion
 		return out, nil
 	})
@@ -109,15 +111,15 @@ func newCRDFields(source Source, log *slog.Logger) *crdFields {
 	return c
 }
 
-func (c *crdFields) closeSyncedLocked() {
+func (c *CRDFields) closeSyncedLocked() {
 	if !c.syncedClosed {
 		c.syncedClosed = true
 		close(c.synced)
 	}
 }
 
-// start runs the informer until stop.
-func (c *crdFields) start() {
+// Start runs the informer until Stop.
+func (c *CRDFields) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	var wg sync.WaitGroup
@@ -135,15 +137,16 @@ func (c *crdFields) start() {
 	}()
 }
 
-func (c *crdFields) stop() {
+// Stop stops the informer, and waits for it.
+func (c *CRDFields) Stop() {
 	if c.cancel != nil {
 		c.cancel()
 		<-c.done
 	}
 }
 
-func (c *crdFields) put(obj any) {
-	raw, ok := obj.(*rawObject)
+func (c *CRDFields) put(obj any) {
+	raw, ok := obj.(*Object)
 	if !ok {
 		return
 	}
@@ -152,33 +155,33 @@ func (c *crdFields) put(obj any) {
 		c.log.Warn("cannot read a CustomResourceDefinition", "name", raw.Name, "error", err)
 		return
 	}
-	entry := crdVersions{namespaced: summary.Spec.Scope == "Namespaced", versions: map[string]*FieldSet{}}
+	entry := crdVersions{namespaced: summary.Spec.Scope == "Namespaced", versions: map[string]*fieldset.Set{}}
 	for _, v := range summary.Spec.Versions {
 		var paths []string
 		for _, f := range v.SelectableFields {
 			paths = append(paths, f.JSONPath)
 		}
-		entry.versions[v.Name] = CRDFields(entry.namespaced, paths)
+		entry.versions[v.Name] = fieldset.ForCRD(entry.namespaced, paths)
 	}
 	c.mu.Lock()
 	c.byName[summary.Metadata.Name] = entry
 	c.mu.Unlock()
 }
 
-func (c *crdFields) delete(obj any) {
+func (c *CRDFields) delete(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
-	if raw, ok := obj.(*rawObject); ok {
+	if raw, ok := obj.(*Object); ok {
 		c.mu.Lock()
 		delete(c.byName, raw.Name)
 		c.mu.Unlock()
 	}
 }
 
-// fields returns the FieldSet of a custom resource, or false when no CRD
+// fields returns the fields of a custom resource, or false when no CRD
 // defines gvr. It waits until the informer has listed the CRDs.
-func (c *crdFields) fields(ctx context.Context, gvr schema.GroupVersionResource) (*FieldSet, bool, error) {
+func (c *CRDFields) fields(ctx context.Context, gvr schema.GroupVersionResource) (*fieldset.Set, bool, error) {
 	if gvr.Group == "" {
 		return nil, false, nil // the core group has no custom resources
 	}
@@ -195,21 +198,7 @@ func (c *crdFields) fields(ctx context.Context, gvr schema.GroupVersionResource)
 	}
 	set, ok := entry.versions[gvr.Version]
 	if !ok {
-		set = CRDFields(entry.namespaced, nil)
+		set = fieldset.ForCRD(entry.namespaced, nil)
 	}
 	return set, true, nil
-}
-
-// CRDFields returns the fields field selectors may name on a custom
-// resource version whose CRD lists these selectableFields jsonPaths.
-func CRDFields(namespaced bool, jsonPaths []string) *FieldSet {
-	var specs []*fieldSpec
-	for _, p := range jsonPaths {
-		segments, err := parseFieldPath(p)
-		if err != nil {
-			continue // the API server validated it; nothing to select on otherwise
-		}
-		specs = append(specs, &fieldSpec{name: strings.TrimPrefix(p, "."), value: pathValue("", segments...)})
-	}
-	return newFieldSet(namespaced, specs, nil)
 }

@@ -1,4 +1,4 @@
-package informerhub
+package upstream
 
 import (
 	"fmt"
@@ -11,17 +11,17 @@ import (
 )
 
 // watchDecoder is a watch.Decoder of the API server's JSON watch stream
-// into rawObjects, one pass per event (kubejson.EventReader), in place of
+// into Objects, one pass per event (kubejson.EventReader), in place of
 // client-go's three.
 type watchDecoder struct {
 	body       io.ReadCloser
 	events     *kubejson.EventReader
-	serializer rawSerializer
+	serializer serializer
 }
 
 var _ watch.Decoder = &watchDecoder{}
 
-func newWatchDecoder(body io.ReadCloser, s rawSerializer) *watchDecoder {
+func newWatchDecoder(body io.ReadCloser, s serializer) *watchDecoder {
 	return &watchDecoder{body: body, events: kubejson.NewEventReader(body), serializer: s}
 }
 

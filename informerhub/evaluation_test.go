@@ -1,0 +1,40 @@
+package informerhub
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/informerhub/informerhub/informerhub/celfilter"
+)
+
+func TestFilterResultsAreCachedOnObjects(t *testing.T) {
+	c := celfilter.NewCompiler(DefaultMaxFilterEstimatedCost, DefaultMaxFilterCost)
+	o := &object{json: `{"metadata":{"name":"a"}}`}
+	var filters []*celfilter.Filter
+	for i := range maxCachedFilterResults + 2 {
+		f, err := c.Compile(`object.metadata.name == "a" || ` + strings.Repeat("true && ", i) + `false`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		filters = append(filters, f)
+	}
+	before := c.Counts().Decodes
+	dc := &evaluation{}
+	dc.share(filters) // as the feed does before dispatch
+	for _, f := range filters {
+		if !dc.matches(f, o, nil) {
+			t.Fatal("no match")
+		}
+	}
+	if n := c.Counts().Decodes - before; n != 1 {
+		t.Errorf("%d filters on one object decoded it %d times, want once", len(filters), n)
+	}
+	last := filters[len(filters)-1]
+	before = c.Counts().Decodes
+	if !(*evaluation)(nil).matches(last, o, nil) || c.Counts().Decodes != before {
+		t.Error("the result of the last filter evaluated is not cached on the object")
+	}
+	if n := len(*o.filters.Load()); n != maxCachedFilterResults {
+		t.Errorf("the object caches %d results, want at most %d", n, maxCachedFilterResults)
+	}
+}
