@@ -135,7 +135,7 @@ type Config struct {
 	MaxFilterLength int
 	// MaxFilterEstimatedCost bounds a filter's cost as estimated when it
 	// is compiled, on the largest objects the API server accepts (see
-	// filter.go): it refuses expressions whose cost grows with the square
+	// package celfilter): it refuses expressions whose cost grows with the square
 	// of an object's size. Default: 10,000,000, the API server's limit on
 	// a CRD validation rule.
 	MaxFilterEstimatedCost uint64
@@ -143,7 +143,7 @@ type Config struct {
 	// object, in CEL's cost units (about 0.1 to 0.4 µs each). A selector
 	// whose filter's evaluation on an object it otherwise selects would cost
 	// more is refused on the resource type for ten minutes, and its
-	// subscriptions end (see filteruse.go). It is far
+	// subscriptions end (see feed.tripLocked). It is far
 	// below the API server's limit (1,000,000) because the hub evaluates
 	// filters on the path of every change. Default: 10,000.
 	MaxFilterCost uint64

@@ -1,6 +1,12 @@
 package informerhub
 
-import "github.com/informerhub/informerhub/informerhub/fieldset"
+import (
+	"slices"
+	"sync/atomic"
+
+	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/fieldset"
+)
 
 // A feed hands each change to its live subscribers through a dispatcher,
 // which makes the work under the feed's lock grow with the subscribers a
@@ -43,7 +49,7 @@ type trigger struct {
 // subscriberGroup is the live subscribers of one selector.
 type subscriberGroup struct {
 	sel  *selector
-	subs map[*Subscription]struct{}
+	subs map[*member]struct{}
 	// trigger is what the group is indexed by; indexed is false for groups
 	// visited by every change.
 	trigger trigger
@@ -53,8 +59,8 @@ type subscriberGroup struct {
 	visited uint64
 }
 
-// dispatcher holds a feed's live subscribers. It belongs to its feed and is
-// guarded by the feed's mu.
+// dispatcher holds a feed's live subscribers (members). It belongs to its
+// feed and is guarded by the feed's mu.
 type dispatcher struct {
 	groups    map[string]*subscriberGroup // by selector key
 	triggered map[trigger]map[*subscriberGroup]struct{}
@@ -87,28 +93,29 @@ func newDispatcher() dispatcher {
 	}
 }
 
-// add makes s a live subscriber.
-func (d *dispatcher) add(s *Subscription) {
-	g := d.groups[s.sel.key]
+// add makes m a live subscriber.
+func (d *dispatcher) add(m *member) {
+	sel := m.lease.sel
+	g := d.groups[sel.key]
 	if g == nil {
-		g = &subscriberGroup{sel: s.sel, subs: map[*Subscription]struct{}{}}
-		g.trigger, g.indexed = s.sel.trigger()
-		d.groups[s.sel.key] = g
+		g = &subscriberGroup{sel: sel, subs: map[*member]struct{}{}}
+		g.trigger, g.indexed = sel.trigger()
+		d.groups[sel.key] = g
 		d.index(g)
 	}
-	g.subs[s] = struct{}{}
-	s.group = g
+	g.subs[m] = struct{}{}
+	m.group = g
 	d.subscribers++
 }
 
-// remove takes s out of the live subscribers, if it is one.
-func (d *dispatcher) remove(s *Subscription) {
-	g := s.group
+// remove takes m out of the live subscribers, if it is one.
+func (d *dispatcher) remove(m *member) {
+	g := m.group
 	if g == nil {
 		return
 	}
-	s.group = nil
-	delete(g.subs, s)
+	m.group = nil
+	delete(g.subs, m)
 	d.subscribers--
 	if len(g.subs) == 0 {
 		delete(d.groups, g.sel.key)
@@ -164,25 +171,93 @@ func (d *dispatcher) unindex(g *subscriberGroup) {
 
 // each calls fn with every live subscriber; fn may remove the one it is
 // given.
-func (d *dispatcher) each(fn func(s *Subscription)) {
+func (d *dispatcher) each(fn func(m *member)) {
 	for _, g := range d.groups {
-		for s := range g.subs {
-			fn(s)
+		for m := range g.subs {
+			fn(m)
 		}
 	}
 }
 
-// dispatch calls deliver with each group a record may concern, once:
-// every group it may enter, stay in or leave. deliver may remove
-// subscribers of the group it is given.
-func (d *dispatcher) dispatch(r *record, deliver func(g *subscriberGroup)) {
+// end removes every live subscriber and fails it with err, for a feed that
+// stopped.
+func (d *dispatcher) end(err error) {
+	d.each(func(m *member) {
+		d.remove(m)
+		m.lease.fail(err)
+	})
+}
+
+// deliver queues r for every live subscriber that selects it, matching
+// each group it may concern once: every group it may enter, stay in or
+// leave. It never waits: a subscriber whose queue is full falls behind (it
+// leaves the live subscribers and reads on from the history, from before,
+// the position before r), and is counted in fellBehind. ev holds what
+// filters evaluated of r before the feed's lock.
+func (d *dispatcher) deliver(r *record, ev *evaluation, before position, fellBehind *atomic.Uint64) {
 	if d.subscribers == 0 {
 		return
 	}
 	d.candidates(r.obj, r.prev, func(g *subscriberGroup) {
 		d.visits++
-		deliver(g)
+		v := g.sel.variant(r, ev)
+		if v == variantNone {
+			return
+		}
+		for m := range g.subs {
+			if !m.offer(delivery{rec: r, variant: v}) {
+				d.remove(m)
+				m.fellBehind(before)
+				fellBehind.Add(1)
+			}
+		}
 	})
+}
+
+// filterOn is a filter to evaluate on an object.
+type filterOn struct {
+	filter *celfilter.Filter
+	obj    *object
+}
+
+// filtersFor returns the filters dispatch will evaluate on obj and prev,
+// the new and previous state of a change (nil for none): those of the
+// groups either may concern whose namespace, label and field selectors
+// select them, once each (see feed.prepare).
+func (d *dispatcher) filtersFor(obj, prev *object) []filterOn {
+	var plan []filterOn
+	states := [2]*object{obj, prev}
+	d.candidates(obj, prev, func(g *subscriberGroup) {
+		if g.sel.filter == nil {
+			return
+		}
+		for _, x := range states {
+			if x != nil && g.sel.matchesBase(x) {
+				if e := (filterOn{g.sel.filter, x}); !slices.Contains(plan, e) {
+					plan = append(plan, e)
+				}
+			}
+		}
+	})
+	return plan
+}
+
+// endGroups ends the live subscribers of each group obj may concern for
+// which fn returns an error, with that error, and returns how many it
+// ended.
+func (d *dispatcher) endGroups(obj *object, fn func(g *subscriberGroup) error) (ended int) {
+	d.candidates(obj, nil, func(g *subscriberGroup) {
+		err := fn(g)
+		if err == nil {
+			return
+		}
+		for m := range g.subs {
+			d.remove(m)
+			m.lease.fail(err)
+			ended++
+		}
+	})
+	return ended
 }
 
 // candidates calls fn with each group whose selector may select obj or

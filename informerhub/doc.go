@@ -5,59 +5,74 @@
 //
 // # A tour
 //
-// A [Hub] keeps one feed per resource type (feed.go). The first subscriber
-// starts the feed's informer; it stops when the last subscriber has been gone
-// for [Config.IdleTimeout]. A feed's informer is client-go's Reflector and
-// RealFIFO with one Process function, feed.process, which keeps three things
-// and advances them together under one lock:
+// A [Hub] (hub.go) keeps one feed per resource type (feeds.go): the first
+// subscriber starts it; it stops when the last subscriber has been gone for
+// [Config.IdleTimeout]. A feed (feed.go) is one informer, client-go's
+// Reflector and RealFIFO with one Process function, feed.process, and what
+// the hub keeps of it, each part a type of its own:
 //
-//   - the state: every object, as the JSON the API server sent (rawjson.go),
-//     in a copy-on-write B-tree ordered by namespace and name;
-//   - the history: a ring of the most recent changes (history.go);
-//   - the position: where the stream is, as a sequence number of this feed
-//     instance and the Kubernetes resourceVersion (token.go).
+//   - the store (store.go), as the kube-apiserver's watchCache: the state,
+//     every object as the JSON the API server sent (object.go), in a
+//     copy-on-write B-tree ordered by namespace and name, with label indexes
+//     (index.go); the history, a ring of the most recent changes
+//     (history.go, record.go); and the position, a sequence number of this
+//     feed instance and the Kubernetes resourceVersion (token.go). They
+//     advance together, under the feed's one lock;
+//   - the live subscribers (dispatch.go), grouped by selector and the groups
+//     indexed by an equality they require, so that a change visits the
+//     subscribers it may concern; each a member (member.go) with a bounded
+//     queue the feed fills without ever blocking;
+//   - admission (admission.go): the views subscribers share (view.go), the
+//     distinct filters and projections in use within their limits, and the
+//     selectors refused for a filter that cost too much;
+//   - readiness (readiness.go), as the cacher's ready: whether the first
+//     list arrived, and since when the upstream fails.
 //
 // Each change is recorded once; its event is built and encoded once per form
-// (whole or projected, with or without the previous state, per encoding:
-// view.go), by the first subscriber that needs it, and shared by the rest
-// (Event.Encoded).
+// (whole or projected, with or without the previous state, per encoding),
+// by the first subscriber that needs it, and shared by the rest
+// (event.go, eventMaker).
 //
 // A selector (selector.go) is a namespace, label and field selectors, and a
 // CEL filter. Field selectors name the fields the API server supports for
-// the resource type (fieldset*.go; a CRD's selectableFields, from crds.go),
-// read from objects' JSON without decoding them (internal/jsonscan).
-// Filters (filter.go) are Kubernetes' CEL, compiled once per expression,
-// evaluated once per distinct filter per change before the feed's lock, on
-// the paths of the object they read (filteruse.go). Live subscribers are
-// grouped by selector and the groups indexed by an equality they require
-// (dispatch.go), so a change visits the subscribers it may concern.
+// the resource type (package fieldset), read from objects' JSON without
+// decoding them. Filters are Kubernetes' CEL (package celfilter), evaluated
+// once per distinct filter per change before the feed's lock, on the paths
+// of the object they read (evaluation.go). Projections keep only the fields
+// asked for (package projection).
 //
-// A [Subscription] (subscription.go) starts at a position: now, or a resume
-// token's. It first sends initial events, when asked, from an O(1) clone of
-// the state rolled back to its start; then catches up from the history
-// without any queue; then joins the feed's live subscribers atomically with
-// the last record it read, and from then on receives changes through a
-// bounded queue that process fills without ever blocking. A subscriber whose
-// queue is full when a change comes falls behind: it leaves the live
-// subscribers and reads on from the history, as in catch-up, until it has
-// caught up again (etcd's lagging watchers); nobody else waits for it, and a
-// burst such as a relist's thousands of differences ends nobody. Only a
-// subscriber the history has moved past is dropped, with a *TooSlowError
-// carrying the token to resume from. The history holds the newest relist's
-// differences whole for this.
-//
-// With Config.HistoryStore, the history is also kept on disk
-// (durable.go, in Pebble through package historystore): one writer
-// goroutine writes each feed's records off its lock, sequence numbers
-// continue across runs, a feed starts from the stored state and watches on
-// from the stored resourceVersion, and catch-up reads the disk below the
-// memory's window. Tokens then resume across restarts and long after etcd
-// compacted their versions, within Config.HistoryRetention.
+// A [Subscription] (subscription.go) holds a lease on its feed (lease.go)
+// and moves through phases (phase.go), each a type with its own step: it
+// starts at a position, now or a resume token's; first sends initial
+// events, when asked, from an O(1) clone of the state rolled back to its
+// start (cursor.go); then catches up from the history without any queue;
+// then joins the feed's live subscribers atomically with the last record it
+// read. A subscriber whose queue is full when a change comes falls behind:
+// it leaves the live subscribers and reads on from the history, as in
+// catch-up, until it has caught up again (etcd's lagging watchers); nobody
+// else waits for it, and a burst such as a relist's thousands of
+// differences ends nobody. Only a subscriber the history has moved past is
+// dropped, with a *TooSlowError carrying the token to resume from.
 //
 // A token the history no longer holds is replayed from the API server
-// (replay.go): its watch from the token's resourceVersion, and for a filter,
-// projection or previous state, which the API server cannot compute, its
-// LIST of the selection at exactly that version.
+// (replay.go, replaywatch.go): its watch from the token's resourceVersion,
+// and for a filter, projection or previous state, which the API server
+// cannot compute, its LIST of the selection at exactly that version.
+//
+// With Config.HistoryStore, the history is also kept on disk (durable.go,
+// diskread.go, retention.go, in Pebble through package historystore): one
+// writer goroutine writes each feed's records off its lock, sequence
+// numbers continue across runs, a feed starts from the stored state and
+// watches on from the stored resourceVersion, and catch-up reads the disk
+// below the memory's window. Tokens then resume across restarts and long
+// after etcd compacted their versions, within Config.HistoryRetention.
+//
+// What the hub holds beyond the state is bounded by Config.MemoryBudget
+// (memory.go, package budget), which evicts the oldest changes of any
+// resource type first.
+//
+// The API server's side, discovery, the informers' lists and watches, and
+// the one-pass reading of its JSON, is package upstream.
 //
 // Resume tokens are opaque strings (token.go) tied to their resource type.
 // A token of the running feed instance resumes by sequence number; any other

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -26,16 +25,16 @@ import (
 // diskHistory keeps every resource type's history on disk
 // (Config.HistoryStore), behind the in-memory one, which stays the hot tail:
 //
-//   - One goroutine (run) writes. appendLocked only wakes it; it copies the
-//     new records' pointers from the feed's history under the feed's lock,
-//     and encodes and writes them, with the state changes they make and the
-//     Meta that covers them, as one synced batch, off the lock. The history
-//     never evicts a record before it is written (history.persisted), so
-//     every record is in memory or on disk.
+//   - One goroutine (run) writes. A feed's store only wakes it; it collects
+//     the new records' pointers from the feed under the feed's lock
+//     (diskFeed), and encodes and writes them, with the state changes they
+//     make and the Meta that covers them, as one synced batch, off the
+//     lock. The history never evicts a record before it is written
+//     (history.persisted), so every record is in memory or on disk.
 //   - A feed's sequence numbers continue those on disk, so a record has one
 //     seq for the store's life: every run of the feed (an epoch) numbers on
 //     from the last, and a token of an earlier run whose seq the disk holds
-//     is placed exactly (recordedLocked). A run that crashed holds only what
+//     is placed exactly (store.recorded). A run that crashed holds only what
 //     it wrote; its later tokens are placed by resourceVersion, as any other
 //     replica's.
 //   - A feed starts from the disk (diskListerWatcher): its informer's first
@@ -45,7 +44,7 @@ import (
 //     become records marked FromRelist across a relist range: a gap is never
 //     silent.
 //   - Catch-up reads the disk below the memory's oldest record, a batch at a
-//     time outside the feed's lock (nextCatchUp), so a client hours behind
+//     time outside the feed's lock (diskReads), so a client hours behind
 //     costs a disk scan, and the hub's memory stays flat.
 //   - Retention (retain), every Config.HistoryRetentionCheck, deletes the
 //     oldest records past Config.HistoryRetention or HistoryDiskBytes.
@@ -54,9 +53,10 @@ import (
 // counted in Stats): memory serves on, and a restart continues from what
 // the disk holds, as after a crash.
 type diskHistory struct {
-	hub   *Hub
-	store *historystore.Store
-	log   *slog.Logger
+	store     *historystore.Store
+	log       *slog.Logger
+	retention *retention
+	reads     *diskReads
 
 	wake chan struct{} // a record or a stop to write; capacity 1
 	// retainNow asks the writer to apply retention now, and is answered by
@@ -68,34 +68,12 @@ type diskHistory struct {
 	mu     sync.Mutex // guards logs and failed
 	logs   map[string]*diskLog
 	failed bool
-
 	// writeMu is held by whatever writes to the store: the writer
 	// goroutine, and drop. Taken before any other lock.
 	writeMu sync.Mutex
-	// reads bounds the batches read from the store at once, for
-	// subscribers catching up from it; readMu fences reads against close:
-	// once closed is set, none starts, and close waits for those under way.
-	reads  chan struct{}
-	readMu sync.RWMutex // guards closed
-	closed bool
-	// compacting counts the compactions under way (see cut), which
-	// compactCtx ends at close.
-	compacting    sync.WaitGroup
-	compactingNow atomic.Bool
-	compactCtx    context.Context
-	compactCancel context.CancelFunc
 
 	writeErrors atomic.Uint64
-	retained    atomic.Uint64 // records deleted by retention
-	batchesRead atomic.Uint64 // by subscribers catching up
-	// afterRead, when set, is called after each batch a subscriber reads
-	// (tests).
-	afterRead atomic.Pointer[func()]
 }
-
-// maxConcurrentDiskReads bounds the disk batches read at once; more readers
-// wait their turn (each read is one batch, short).
-const maxConcurrentDiskReads = 8
 
 // maxWriteBytes bounds one batch of the writer (besides one record, or one
 // relist's differences, which are written whole), so that a writer that
@@ -111,14 +89,25 @@ const maxBatchBytes = 2 << 30
 // is placed by its resourceVersion instead, as another replica's is.
 const maxEpochs = 256
 
-// errDiskClosed answers reads after the hub closed.
-var errDiskClosed = errors.New("the history on disk is closed")
+func newDiskHistory(h *Hub) *diskHistory {
+	log := h.log.With("component", "history-disk")
+	d := &diskHistory{
+		store: h.cfg.HistoryStore, log: log,
+		reads: newDiskReads(h.cfg.HistoryStore),
+		wake:  make(chan struct{}, 1), retainNow: make(chan chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
+		logs: map[string]*diskLog{},
+	}
+	d.retention = newRetention(&h.cfg, d.logOf, log)
+	go d.run()
+	return d
+}
 
 // diskLog is what the disk holds of one resource type, and the feed that
 // writes it. Lock order: feed.mu before diskLog.mu; the writer never takes
 // a feed's lock holding one.
 type diskLog struct {
 	resource string
+	writer   *diskHistory
 
 	mu sync.Mutex // guards the fields below
 	// meta is what the store holds; written only by the writer goroutine
@@ -126,22 +115,84 @@ type diskLog struct {
 	meta   historystore.Meta
 	known  bool // the store holds the resource type
 	loaded bool // meta was read from the store
-	feed   *feed
+	feed   diskFeed
 	// initial is set while the feed's initial list is still to be written:
 	// a fresh resource type's first write stores the state.
 	initial  bool
 	detached chan struct{} // closed once feed is nil again
 }
 
-func newDiskHistory(h *Hub) *diskHistory {
-	d := &diskHistory{
-		hub: h, store: h.cfg.HistoryStore, log: h.log.With("component", "history-disk"),
-		wake: make(chan struct{}, 1), retainNow: make(chan chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
-		logs: map[string]*diskLog{}, reads: make(chan struct{}, maxConcurrentDiskReads),
-	}
-	d.compactCtx, d.compactCancel = context.WithCancel(context.Background())
-	go d.run()
-	return d
+// diskFeed is what a resource type's disk log needs of the feed that
+// writes it; a *feed is one. Each method takes the feed's lock.
+type diskFeed interface {
+	// attachDisk makes the feed's store write to dl, unless failed reports
+	// that the disk failed meanwhile.
+	attachDisk(dl *diskLog, failed func() bool) bool
+	// detachDisk leaves the feed with its memory alone: no floor for
+	// eviction, no disk to read (it holds holes where records go
+	// unwritten).
+	detachDisk(dl *diskLog)
+	// restoreFrom gives the feed what the disk held of its type when it
+	// started, for its first list to take.
+	restoreFrom(r *restored)
+	// unwritten collects what the feed recorded since the last write, and
+	// its state when withState is set.
+	unwritten(dl *diskLog, withState bool) pendingWrite
+	// written marks the records up to seq as on disk: memory may evict
+	// them now.
+	written(dl *diskLog, seq uint64)
+}
+
+// pendingWrite is what a feed recorded that its disk log does not hold.
+type pendingWrite struct {
+	// writing is set when the feed has synced and writes the log; stopped
+	// when it stopped: the log is the next feed's once this is written.
+	writing, stopped bool
+	epoch            uint64
+	// records are the feed's records from seq from on; pos is the feed's
+	// position, at or past the last of them.
+	records []*record
+	from    uint64
+	pos     position
+	// floorRV and floorAt are the oldest point the feed's memory resumes
+	// from, for the Meta of a type the disk does not hold yet; state is the
+	// feed's state, when asked for.
+	floorRV uint64
+	floorAt int64
+	state   *btree.BTreeG[*object]
+	relists []versionRange
+}
+
+// restored is what a feed starts from when the disk holds its resource
+// type: the stored state, as its informer's first LIST.
+type restored struct {
+	meta historystore.Meta
+	list *upstream.ObjectList
+}
+
+// notify wakes the log's writer.
+func (dl *diskLog) notify() { dl.writer.notify() }
+
+// window returns the oldest record the disk holds, the newest, and the
+// position before the oldest.
+func (dl *diskLog) window() (first, last, floorRV uint64, floorAt int64) {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	return dl.meta.FirstSeq, dl.meta.LastSeq, dl.meta.FloorRV, dl.meta.FloorAt
+}
+
+// holds reports whether the disk continues a subscriber that has every
+// record up to seq.
+func (dl *diskLog) holds(seq uint64) bool {
+	first, last, _, _ := dl.window()
+	return seq+1 >= first && seq <= last
+}
+
+// committed records meta as what the store holds.
+func (dl *diskLog) committed(meta historystore.Meta) {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	dl.meta, dl.known, dl.initial = meta, true, false
 }
 
 // close writes what the stopped feeds have left, stops the writer, and
@@ -150,39 +201,8 @@ func newDiskHistory(h *Hub) *diskHistory {
 func (d *diskHistory) close() {
 	close(d.quit)
 	<-d.done
-	d.compactCancel()
-	d.compacting.Wait()
-	d.readMu.Lock()
-	d.closed = true
-	d.readMu.Unlock()
-}
-
-// read runs fn, which reads the store, unless the hub closed; while
-// throttled is set it waits for one of the maxConcurrentDiskReads turns.
-func (d *diskHistory) read(ctx context.Context, throttled bool, fn func() error) error {
-	if throttled {
-		select {
-		case d.reads <- struct{}{}:
-			defer func() { <-d.reads }()
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	d.readMu.RLock()
-	defer d.readMu.RUnlock()
-	if d.closed {
-		return errDiskClosed
-	}
-	return fn()
-}
-
-// lastAtOrBefore places rv among a resource type's records on disk.
-func (d *diskHistory) lastAtOrBefore(ctx context.Context, resource string, first, last, rv uint64) (seq uint64, err error) {
-	err = d.read(ctx, false, func() error {
-		seq, err = d.store.LastAtOrBefore(resource, first, last, rv)
-		return err
-	})
-	return seq, err
+	d.retention.close()
+	d.reads.close()
 }
 
 func (d *diskHistory) notify() {
@@ -194,31 +214,55 @@ func (d *diskHistory) notify() {
 
 func (d *diskHistory) run() {
 	defer close(d.done)
-	ticker := time.NewTicker(d.hub.cfg.HistoryRetentionCheck)
+	ticker := time.NewTicker(d.retention.check)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-d.wake:
 		case <-ticker.C:
-			d.writeMu.Lock()
-			d.retain()
-			d.writeMu.Unlock()
+			d.writing(d.retain)
 		case done := <-d.retainNow:
-			d.writeMu.Lock()
-			d.flushAll()
-			d.retain()
-			d.writeMu.Unlock()
+			d.writing(func() {
+				d.flushAll()
+				d.retain()
+			})
 			close(done)
 		case <-d.quit:
-			d.writeMu.Lock()
-			d.flushAll()
-			d.writeMu.Unlock()
+			d.writing(d.flushAll)
 			return
 		}
-		d.writeMu.Lock()
-		d.flushAll()
-		d.writeMu.Unlock()
+		d.writing(d.flushAll)
 	}
+}
+
+// retain applies the retention, unless the disk history failed; it fails
+// it when retention cannot be applied.
+func (d *diskHistory) retain() {
+	if d.isFailed() {
+		return
+	}
+	if err := d.retention.apply(); err != nil {
+		d.fail(err)
+	}
+}
+
+// writing runs fn, which writes to the store, holding writeMu.
+func (d *diskHistory) writing(fn func()) {
+	d.writeMu.Lock()
+	defer d.writeMu.Unlock()
+	fn()
+}
+
+// isFailed reports whether the disk history stopped for the process.
+func (d *diskHistory) isFailed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.failed
+}
+
+// stats reports what the disk history holds and did.
+func (d *diskHistory) stats() DiskStats {
+	return DiskStats{Enabled: true, Bytes: d.store.DiskBytes(), Deleted: d.retention.deleted.Load(), WriteErrors: d.writeErrors.Load(), Failed: d.isFailed()}
 }
 
 // logOf returns the resource type's log, reading its Meta on first use.
@@ -226,7 +270,7 @@ func (d *diskHistory) logOf(resource string) (*diskLog, error) {
 	d.mu.Lock()
 	dl := d.logs[resource]
 	if dl == nil {
-		dl = &diskLog{resource: resource}
+		dl = &diskLog{resource: resource, writer: d}
 		d.logs[resource] = dl
 	}
 	d.mu.Unlock()
@@ -235,7 +279,7 @@ func (d *diskHistory) logOf(resource string) (*diskLog, error) {
 	if !dl.loaded {
 		var m historystore.Meta
 		var ok bool
-		err := d.read(context.Background(), false, func() (err error) {
+		err := d.reads.do(context.Background(), false, func() (err error) {
 			m, ok, err = d.store.Meta(resource)
 			return err
 		})
@@ -247,11 +291,16 @@ func (d *diskHistory) logOf(resource string) (*diskLog, error) {
 	return dl, nil
 }
 
-// restored is what a feed starts from when the disk holds its resource
-// type: the stored state, as its informer's first LIST.
-type restored struct {
-	meta historystore.Meta
-	list *upstream.ObjectList
+// window returns the oldest position the disk resumes a resource type
+// from, and when the hub reached it, for ListResources.
+func (d *diskHistory) window(resource string) (floorRV uint64, floorAt int64, ok bool) {
+	dl, err := d.logOf(resource)
+	if err != nil {
+		return 0, 0, false
+	}
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	return dl.meta.FloorRV, dl.meta.FloorAt, dl.known
 }
 
 // attach makes f the feed writing its resource type, once the one before it
@@ -282,18 +331,11 @@ func (d *diskHistory) attach(ctx context.Context, f *feed) (*restored, error) {
 	dl.feed, dl.detached, dl.initial = f, make(chan struct{}), !dl.known
 	meta, known := dl.meta, dl.known
 	dl.mu.Unlock()
-	// The disk may have failed since: fail clears f.disk of the feeds it
-	// finds attached, and a feed attached after it found none sees failed.
-	f.mu.Lock()
-	d.mu.Lock()
-	failed := d.failed
-	d.mu.Unlock()
-	if !failed {
-		f.disk = dl
-	}
-	f.mu.Unlock()
+	// The disk may have failed since: fail detaches the feeds it finds
+	// attached, and a feed attached after it found none sees failed.
+	attached := f.attachDisk(dl, d.isFailed)
 	d.notify() // the feed may have stopped meanwhile: let the writer see
-	if failed {
+	if !attached {
 		d.detach(dl, f)
 		return nil, nil // memory only
 	}
@@ -302,7 +344,7 @@ func (d *diskHistory) attach(ctx context.Context, f *feed) (*restored, error) {
 	}
 	list := &upstream.ObjectList{}
 	list.ResourceVersion = strconv.FormatUint(meta.LastRV, 10)
-	err = d.read(ctx, false, func() error {
+	err = d.reads.do(ctx, false, func() error {
 		return d.store.State(f.resource, func(o historystore.Object) error {
 			raw := &upstream.Object{JSON: unsafeBytes(o.JSON)} // never written (see upstream.Object)
 			raw.Namespace, raw.Name, raw.UID = o.Namespace, o.Name, types.UID(o.UID)
@@ -318,9 +360,7 @@ func (d *diskHistory) attach(ctx context.Context, f *feed) (*restored, error) {
 	if err != nil {
 		// The state cannot be read, so no relist can be diffed against
 		// it: start the resource type over rather than guess.
-		f.mu.Lock()
-		f.disk = nil
-		f.mu.Unlock()
+		f.detachDisk(dl)
 		d.detach(dl, f)
 		return nil, d.drop(f.resource, err)
 	}
@@ -334,9 +374,10 @@ func (d *diskHistory) attach(ctx context.Context, f *feed) (*restored, error) {
 // resourceVersion, or replayed. It returns nil: the feed goes on.
 func (d *diskHistory) drop(resource string, cause error) error {
 	d.log.Error("cannot read the history on disk; starting the resource type over", "resource", resource, "error", cause)
-	d.writeMu.Lock()
-	err := d.read(context.Background(), false, func() error { return d.store.Drop(resource) })
-	d.writeMu.Unlock()
+	var err error
+	d.writing(func() {
+		err = d.reads.do(context.Background(), false, func() error { return d.store.Drop(resource) })
+	})
 	if err != nil {
 		d.fail(err)
 	}
@@ -346,7 +387,7 @@ func (d *diskHistory) drop(resource string, cause error) error {
 	return nil
 }
 
-func (d *diskHistory) detach(dl *diskLog, f *feed) {
+func (d *diskHistory) detach(dl *diskLog, f diskFeed) {
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
 	if dl.feed == f {
@@ -364,10 +405,7 @@ func (d *diskHistory) fail(err error) {
 		return
 	}
 	d.failed = true
-	logs := make([]*diskLog, 0, len(d.logs))
-	for _, dl := range d.logs {
-		logs = append(logs, dl)
-	}
+	logs := d.logsLocked()
 	d.mu.Unlock()
 	d.log.Error("cannot write the history to disk; serving from memory only until restarted", "error", err)
 	for _, dl := range logs {
@@ -375,30 +413,28 @@ func (d *diskHistory) fail(err error) {
 		f := dl.feed
 		dl.mu.Unlock()
 		if f != nil {
-			f.mu.Lock()
-			// Memory alone from now: no floor for eviction, no disk to
-			// read (it holds holes where records go unwritten).
-			f.disk = nil
-			if f.isSynced {
-				f.history.persisted = math.MaxUint64
-			}
-			f.mu.Unlock()
+			f.detachDisk(dl)
 			d.detach(dl, f)
 		}
 	}
 }
 
-func (d *diskHistory) flushAll() {
-	d.mu.Lock()
-	if d.failed {
-		d.mu.Unlock()
-		return
-	}
+// logsLocked returns the logs; the caller holds d.mu.
+func (d *diskHistory) logsLocked() []*diskLog {
 	logs := make([]*diskLog, 0, len(d.logs))
 	for _, dl := range d.logs {
 		logs = append(logs, dl)
 	}
+	return logs
+}
+
+func (d *diskHistory) flushAll() {
+	d.mu.Lock()
+	failed, logs := d.failed, d.logsLocked()
 	d.mu.Unlock()
+	if failed {
+		return
+	}
 	for _, dl := range logs {
 		if err := d.flush(dl); err != nil {
 			d.fail(err)
@@ -407,8 +443,10 @@ func (d *diskHistory) flushAll() {
 	}
 }
 
-// flush writes what the log's feed recorded since the last write, in
-// batches of at most maxWriteBytes, each with the Meta that covers it.
+// flush writes what the log's feed recorded since the last write: it
+// collects it from the feed, writes it in batches of at most maxWriteBytes,
+// commits each batch's Meta as what the log holds, and marks its records
+// written on the feed, which may then evict them from memory.
 func (d *diskHistory) flush(dl *diskLog) error {
 	dl.mu.Lock()
 	f, initial, meta := dl.feed, dl.initial, dl.meta
@@ -416,119 +454,106 @@ func (d *diskHistory) flush(dl *diskLog) error {
 	if f == nil {
 		return nil
 	}
-	f.mu.Lock()
-	stopped := f.err != nil
-	if !f.isSynced || f.disk != dl {
-		f.mu.Unlock()
-		if stopped {
-			d.detach(dl, f)
+	p := f.unwritten(dl, initial)
+	if p.writing && (len(p.records) > 0 || initial || p.pos.rv != meta.LastRV) {
+		if initial {
+			// A resource type the disk does not hold yet: its state first,
+			// in batches, with no Meta, so that a crash meanwhile leaves it
+			// unknown, to be written again. The state is the current one;
+			// the records' changes, written after it, leave it as it is.
+			meta = historystore.Meta{FirstSeq: p.from, FloorRV: p.floorRV, FloorAt: p.floorAt}
+			if err := d.writeState(dl.resource, p.state); err != nil {
+				return err
+			}
 		}
-		return nil
-	}
-	from, to, pos := f.history.persisted+1, f.pos.seq, f.pos
-	floorRV, floorAt := f.history.floorRV, f.history.floorAt
-	recs := make([]*record, 0, to+1-from)
-	for seq := from; seq <= to; seq++ {
-		r, _ := f.history.get(seq) // held: never evicted unwritten
-		recs = append(recs, r)
-	}
-	var state *btree.BTreeG[*object]
-	if initial {
-		state = f.state.Clone()
-	}
-	relists := slices.Clone(f.relists)
-	f.mu.Unlock()
-
-	if len(recs) == 0 && !initial && pos.rv == meta.LastRV {
-		if stopped {
-			d.detach(dl, f)
+		meta.Relists = meta.Relists[:0:0]
+		for _, r := range p.relists {
+			if r.to > meta.FloorRV {
+				meta.Relists = append(meta.Relists, historystore.Range{From: r.from, To: r.to})
+			}
 		}
-		return nil
-	}
-	if initial {
-		// A resource type the disk does not hold yet: its state first, in
-		// batches, with no Meta, so that a crash meanwhile leaves it
-		// unknown, to be written again. The state is the current one; the
-		// records' changes, written after it, leave it as it is.
-		meta = historystore.Meta{FirstSeq: from, FloorRV: floorRV, FloorAt: floorAt}
-		if err := d.writeState(f.resource, state); err != nil {
+		if err := d.writeRecords(dl, f, &p, meta, initial); err != nil {
 			return err
 		}
 	}
-	meta.Relists = meta.Relists[:0:0]
-	for _, r := range relists {
-		if r.to > meta.FloorRV {
-			meta.Relists = append(meta.Relists, historystore.Range{From: r.from, To: r.to})
-		}
+	if p.stopped {
+		d.detach(dl, f)
 	}
-	// A fresh type's records carry its Meta only in their last batch: its
-	// state, written first, is the current one, which only the last
-	// batch's Meta describes. A crash before it leaves the type unknown,
-	// to be written again, rather than a state ahead of its Meta.
-	fresh := initial
-	for len(recs) > 0 || initial || pos.rv != meta.LastRV {
-		// A batch ends after a record that completes a position (never
-		// inside a relist's differences, whose state is no position).
-		n, size := 0, 0
-		for n < len(recs) && (n == 0 || size < maxWriteBytes || recs[n-1].pos.offset != 0) {
-			size += len(recs[n].obj.json)
-			if recs[n].prev != nil {
-				size += len(recs[n].prev.json)
-			}
-			n++
-		}
+	return nil
+}
+
+// writeRecords writes the records of p after what meta covers, in
+// batches, each with the Meta that covers it; it commits each Meta as what
+// the log holds, and marks each batch's records written on f. fresh is set
+// for a type the disk does not hold yet: its records carry its Meta only in
+// their last batch, because its state, written first, is the current one,
+// which only the last batch's Meta describes. A crash before it leaves the
+// type unknown, to be written again, rather than a state ahead of its Meta.
+func (d *diskHistory) writeRecords(dl *diskLog, f diskFeed, p *pendingWrite, meta historystore.Meta, fresh bool) error {
+	initial := fresh
+	for recs := p.records; len(recs) > 0 || initial || p.pos.rv != meta.LastRV; initial = false {
+		n, size := writeBatch(recs)
 		if size > maxBatchBytes {
 			// One relist's differences, written whole: past what a Pebble
 			// batch takes (4 GiB). Memory alone from here, not a crash.
 			return fmt.Errorf("a relist of %d bytes of differences is more than the disk history writes at once (%d)", size, maxBatchBytes)
 		}
-		batch, last, lastRV := recs[:n], to, pos.rv
+		batch, last, lastRV := recs[:n], p.pos.seq, p.pos.rv
 		if n < len(recs) {
 			last, lastRV = batch[n-1].pos.seq, batch[n-1].pos.rv
 		}
 		recs = recs[n:]
-		meta.LastSeq, meta.LastRV, meta.LastAt = last, lastRV, time.Now().UnixNano()
-		if k := len(meta.Epochs); k > 0 && meta.Epochs[k-1].ID == f.epoch {
-			meta.Epochs = slices.Clone(meta.Epochs)
-			meta.Epochs[k-1].Last = last
-		} else {
-			meta.Epochs = append(slices.Clone(meta.Epochs), historystore.Epoch{ID: f.epoch, First: from, Last: last})
-		}
-		if k := len(meta.Epochs); k > maxEpochs {
-			meta.Epochs = meta.Epochs[k-maxEpochs:]
-		}
-		out := make([]historystore.Record, len(batch))
+		meta = advanced(meta, p.epoch, p.from, last, lastRV)
+		w := historystore.Write{Records: make([]historystore.Record, len(batch))}
 		for i, r := range batch {
-			out[i] = diskRecord(r)
+			w.Records[i] = diskRecord(r)
 		}
-		w := historystore.Write{Records: out}
 		if !fresh || len(recs) == 0 {
 			m := meta
 			w.Meta = &m
 		}
-		if err := d.store.Append(f.resource, w); err != nil {
+		if err := d.store.Append(dl.resource, w); err != nil {
 			return err
 		}
 		if w.Meta != nil {
-			dl.mu.Lock()
-			dl.meta, dl.known, dl.initial = meta, true, false
-			dl.mu.Unlock()
+			dl.committed(meta)
 		}
-		initial = false
-		f.mu.Lock()
-		if f.disk == dl {
-			f.history.persisted = last
-			if !stopped {
-				f.history.trim()
-				f.noteOldestLocked()
-			}
-		}
-		f.mu.Unlock()
-	}
-	if stopped {
-		d.detach(dl, f)
+		f.written(dl, last)
 	}
 	return nil
+}
+
+// advanced is meta once the records of epoch up to last are written: the
+// log ends there, at lastRV, and the epoch's records run from first (or
+// its earliest on disk) to last. It never changes meta's Epochs in place:
+// they are shared with what the log held.
+func advanced(meta historystore.Meta, epoch, first, last, lastRV uint64) historystore.Meta {
+	meta.LastSeq, meta.LastRV, meta.LastAt = last, lastRV, time.Now().UnixNano()
+	if k := len(meta.Epochs); k > 0 && meta.Epochs[k-1].ID == epoch {
+		meta.Epochs = slices.Clone(meta.Epochs)
+		meta.Epochs[k-1].Last = last
+	} else {
+		meta.Epochs = append(slices.Clone(meta.Epochs), historystore.Epoch{ID: epoch, First: first, Last: last})
+	}
+	if k := len(meta.Epochs); k > maxEpochs {
+		meta.Epochs = meta.Epochs[k-maxEpochs:]
+	}
+	return meta
+}
+
+// writeBatch returns how many of recs the writer's next batch takes, and
+// their bytes: at least one, and past maxWriteBytes only to end after a
+// record that completes a position (never inside a relist's differences,
+// whose state is no position).
+func writeBatch(recs []*record) (n, size int) {
+	for n < len(recs) && (n == 0 || size < maxWriteBytes || recs[n-1].pos.offset != 0) {
+		size += len(recs[n].obj.json)
+		if recs[n].prev != nil {
+			size += len(recs[n].prev.json)
+		}
+		n++
+	}
+	return n, size
 }
 
 // writeState writes a resource type's state over what the store holds of
@@ -565,217 +590,6 @@ func diskRecord(r *record) historystore.Record {
 	return out
 }
 
-func objectFromDisk(o *historystore.Object) *object {
-	return &object{namespace: o.Namespace, name: o.Name, uid: o.UID, rv: o.ResourceVersion, labels: o.Labels, json: o.JSON}
-}
-
-func recordFromDisk(r *historystore.Record) *record {
-	out := &record{pos: position{epoch: r.Epoch, seq: r.Seq, rv: r.TokenRV, offset: r.Offset}, rv: r.RV,
-		typ: EventType(r.Type), received: r.Received, fromRelist: r.FromRelist, obj: objectFromDisk(&r.Object)}
-	if r.Previous != nil {
-		out.prev = objectFromDisk(r.Previous)
-	}
-	return out
-}
-
-// window returns the oldest record the disk holds and the position before
-// it.
-func (dl *diskLog) window() (first, last, floorRV uint64, floorAt int64) {
-	dl.mu.Lock()
-	defer dl.mu.Unlock()
-	return dl.meta.FirstSeq, dl.meta.LastSeq, dl.meta.FloorRV, dl.meta.FloorAt
-}
-
-// holds reports whether the disk continues a subscriber that has every
-// record up to seq.
-func (dl *diskLog) holds(seq uint64) bool {
-	first, last, _, _ := dl.window()
-	return seq+1 >= first && seq <= last
-}
-
-// A subscriber catching up from the disk reads this many records at most
-// at a time, holding at most about diskBatchBytes: its batch is its own
-// (records in memory are shared), so the batch bounds what each costs.
-const (
-	diskBatch      = 64
-	diskBatchBytes = 64 << 10
-)
-
-// readDisk reads a batch of the feed's disk history from seq on, before
-// upTo. ErrMissing: retention deleted seq since the caller looked.
-func (f *feed) readDisk(ctx context.Context, seq, upTo uint64, dst []*record) ([]*record, error) {
-	var recs []historystore.Record
-	err := f.hub.disk.read(ctx, true, func() (err error) {
-		recs, err = f.hub.cfg.HistoryStore.Read(f.resource, seq, upTo, diskBatch, diskBatchBytes)
-		return err
-	})
-	f.hub.disk.batchesRead.Add(1)
-	if hook := f.hub.disk.afterRead.Load(); hook != nil {
-		(*hook)()
-	}
-	if err != nil {
-		return dst, err
-	}
-	for i := range recs {
-		dst = append(dst, recordFromDisk(&recs[i]))
-	}
-	return dst, nil
-}
-
-// diskError is what a subscriber gets when the disk history cannot be read.
-func (f *feed) diskError(err error) error {
-	switch {
-	case errors.Is(err, historystore.ErrMissing):
-		return f.expired(false)
-	case errors.Is(err, errDiskClosed):
-		return ErrClosed // the hub is closing
-	}
-	f.log.Error("cannot read the history on disk", "error", err)
-	return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: reading the history on disk: %w", ErrUnavailable, err)}
-}
-
-// recordedLocked reports whether p is a position an earlier run of the
-// feed wrote to disk, which the feed's seqs continue.
-func (f *feed) recordedLocked(p position) bool {
-	for _, e := range f.epochs {
-		if e.ID == p.epoch {
-			return p.seq+1 >= e.First && p.seq <= e.Last
-		}
-	}
-	return false
-}
-
-// retain deletes the records older than Config.HistoryRetention, then the
-// oldest across resource types while the store is over
-// Config.HistoryDiskBytes.
-func (d *diskHistory) retain() {
-	d.mu.Lock()
-	failed := d.failed
-	d.mu.Unlock()
-	if failed {
-		return
-	}
-	metas, err := d.store.Resources()
-	if err != nil {
-		d.fail(err)
-		return
-	}
-	if age := d.hub.cfg.HistoryRetention; age > 0 {
-		cutoff := time.Now().Add(-age).UnixNano()
-		for resource, m := range metas {
-			if m.FirstSeq > m.LastSeq {
-				continue
-			}
-			seq, err := d.store.FirstAfter(resource, m.FirstSeq, m.LastSeq, cutoff)
-			if err == nil && seq > m.FirstSeq {
-				// Pebble compacts what age deletes in its own time: a
-				// compaction now would flush the memtable every check.
-				err = d.cut(resource, seq, false)
-			}
-			if err != nil && !errors.Is(err, historystore.ErrMissing) {
-				d.fail(err)
-				return
-			}
-		}
-	}
-	// One cut a tick: the space a cut frees shows only once Pebble has
-	// compacted and deleted its files, so measuring again at once would
-	// cut again, too much.
-	limit := d.hub.cfg.HistoryDiskBytes
-	{
-		excess := int64(d.store.DiskBytes()) - limit
-		if limit <= 0 || excess <= 0 {
-			return
-		}
-		if metas, err = d.store.Resources(); err != nil {
-			d.fail(err)
-			return
-		}
-		// The resource type whose oldest record is the oldest gives up
-		// about the excess, as Pebble estimates its records' bytes.
-		var oldest string
-		oldestAt := int64(math.MaxInt64)
-		for resource, m := range metas {
-			if m.FirstSeq <= m.LastSeq {
-				if r, err := d.store.Get(resource, m.FirstSeq); err == nil && r.Received < oldestAt {
-					oldest, oldestAt = resource, r.Received
-				}
-			}
-		}
-		if oldest == "" {
-			return // nothing left but states
-		}
-		m := metas[oldest]
-		lo, hi := m.FirstSeq+1, m.LastSeq+1
-		for lo < hi {
-			mid := lo + (hi-lo)/2
-			n, err := d.store.EstimateBytes(oldest, mid)
-			if err != nil {
-				d.fail(err)
-				return
-			}
-			if int64(n) >= excess {
-				hi = mid
-			} else {
-				lo = mid + 1
-			}
-		}
-		if err := d.cut(oldest, lo, true); err != nil {
-			d.fail(err)
-			return
-		}
-	}
-}
-
-// cut deletes a resource type's records before seq, and with compact
-// gives their space back now (retention by size) rather than whenever
-// Pebble compacts there.
-func (d *diskHistory) cut(resource string, seq uint64, compact bool) error {
-	dl, err := d.logOf(resource)
-	if err != nil {
-		return err
-	}
-	dl.mu.Lock()
-	m := dl.meta
-	dl.mu.Unlock()
-	if seq <= m.FirstSeq {
-		return nil
-	}
-	last, err := d.store.Get(resource, seq-1)
-	if err != nil {
-		return err
-	}
-	deleted := seq - m.FirstSeq
-	// The floor is the newest deleted change's own version, as memory
-	// eviction has it: inside a relist's differences, the version before
-	// them would claim the deleted part of them held.
-	m.FirstSeq, m.FloorRV, m.FloorAt = seq, last.RV, last.Received
-	m.Epochs = slices.DeleteFunc(slices.Clone(m.Epochs), func(e historystore.Epoch) bool { return e.Last+1 < seq })
-	m.Relists = slices.DeleteFunc(slices.Clone(m.Relists), func(r historystore.Range) bool { return r.To <= m.FloorRV })
-	start, end, err := d.store.DeleteBefore(resource, seq, m)
-	if err != nil {
-		return err
-	}
-	dl.mu.Lock()
-	dl.meta = m
-	dl.mu.Unlock()
-	d.retained.Add(deleted)
-	// Off the writer: a compaction may take a while, and writes must not
-	// wait for it. One at a time: the next cut waits its check.
-	if !compact || !d.compactingNow.CompareAndSwap(false, true) {
-		return nil
-	}
-	d.compacting.Add(1)
-	go func() {
-		defer d.compacting.Done()
-		defer d.compactingNow.Store(false)
-		if err := d.store.Compact(d.compactCtx, start, end); err != nil && d.compactCtx.Err() == nil {
-			d.log.Warn("cannot compact the history's deleted records; Pebble will in its own time", "resource", resource, "error", err)
-		}
-	}()
-	return nil
-}
-
 // diskListerWatcher is a feed's lister-watcher when the hub keeps a disk
 // history: its first LIST attaches the feed to its resource type's log and,
 // when the disk holds the type, is the stored state at the stored
@@ -802,10 +616,7 @@ func (w *diskListerWatcher) ListWithContext(ctx context.Context, opts metav1.Lis
 	if r == nil {
 		return w.ListerWatcherWithContext.ListWithContext(ctx, opts)
 	}
-	f := w.feed
-	f.mu.Lock()
-	f.restore = r
-	f.mu.Unlock()
+	w.feed.restoreFrom(r)
 	return r.list, nil
 }
 
@@ -816,15 +627,3 @@ func (w *diskListerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, err
 // IsWatchListSemanticsUnSupported keeps the reflector on LIST and WATCH:
 // its first LIST is the disk's.
 func (w *diskListerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
-
-// diskStatus is what ListResources reports of a resource type's disk
-// history.
-func (d *diskHistory) window(resource string) (floorRV uint64, floorAt int64, ok bool) {
-	dl, err := d.logOf(resource)
-	if err != nil {
-		return 0, 0, false
-	}
-	dl.mu.Lock()
-	defer dl.mu.Unlock()
-	return dl.meta.FloorRV, dl.meta.FloorAt, dl.known
-}

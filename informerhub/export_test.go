@@ -26,9 +26,7 @@ func ForgeToken(resource string, epoch, seq, rv uint64, offset uint32) string {
 
 // LiveSubscribers counts the live subscribers of a resource's feed.
 func LiveSubscribers(h *Hub, gvr schema.GroupVersionResource) int {
-	h.mu.Lock()
-	f := h.feeds[gvr]
-	h.mu.Unlock()
+	f := feedOf(h, gvr)
 	if f == nil {
 		return 0
 	}
@@ -40,15 +38,15 @@ func LiveSubscribers(h *Hub, gvr schema.GroupVersionResource) int {
 // PanicInProcess makes the informer handler of a resource's feed panic, as
 // a bug in it would, and returns what the handler returned.
 func PanicInProcess(h *Hub, gvr schema.GroupVersionResource) error {
-	h.mu.Lock()
-	f := h.feeds[gvr]
-	h.mu.Unlock()
-	return f.process(cache.Deltas{{Type: cache.Updated, Object: (*upstream.Object)(nil)}}, false)
+	return feedOf(h, gvr).process(cache.Deltas{{Type: cache.Updated, Object: (*upstream.Object)(nil)}}, false)
 }
 
 // Replaying reports whether a subscription still reads its replay's
 // upstream watch. Call it only between calls of Next.
-func Replaying(s *Subscription) bool { return s.replay != nil }
+func Replaying(s *Subscription) bool {
+	_, ok := s.phase.(*replay)
+	return ok
+}
 
 // The label index's limits; see index.go.
 const (
@@ -63,7 +61,7 @@ func SnapshotExamined(s *Snapshot) int { return s.cursor.examined }
 
 // InitialEventsExamined is SnapshotExamined for a subscription's initial
 // events. Call it only between calls of Next, before the initial events end.
-func InitialEventsExamined(s *Subscription) int { return s.initial.examined }
+func InitialEventsExamined(s *Subscription) int { return s.phase.(*initialPhase).cursor.examined }
 
 // IndexedLabelKeys returns the label keys a resource's feed has indexed,
 // sorted.
@@ -72,7 +70,7 @@ func IndexedLabelKeys(h *Hub, gvr schema.GroupVersionResource) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var keys []string
-	for k := range f.index.keys {
+	for k := range f.store.index.keys {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
@@ -86,9 +84,9 @@ func CheckLabelIndex(h *Hub, gvr schema.GroupVersionResource) error {
 	f := feedOf(h, gvr)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for key, values := range f.index.keys {
+	for key, values := range f.store.index.keys {
 		want := map[string][]*object{}
-		f.state.Ascend(func(o *object) bool {
+		f.store.state.Ascend(func(o *object) bool {
 			if v, ok := o.labels[key]; ok {
 				want[v] = append(want[v], o)
 			}
@@ -112,9 +110,12 @@ func CheckLabelIndex(h *Hub, gvr schema.GroupVersionResource) error {
 }
 
 func feedOf(h *Hub, gvr schema.GroupVersionResource) *feed {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.feeds[gvr]
+	h.feeds.mu.Lock()
+	defer h.feeds.mu.Unlock()
+	if e := h.feeds.entries[gvr]; e != nil {
+		return e.feed
+	}
+	return nil
 }
 
 // WaitForResourceVersion waits until a resource's feed has taken every
@@ -124,18 +125,18 @@ func WaitForResourceVersion(h *Hub, gvr schema.GroupVersionResource, rv uint64) 
 	f := feedOf(h, gvr)
 	for {
 		f.mu.Lock()
-		if f.pos.rv >= rv {
+		if f.store.pos.rv >= rv {
 			f.mu.Unlock()
 			return
 		}
-		advanced := f.advancedLocked()
+		advanced := f.store.advancedCh()
 		f.mu.Unlock()
 		<-advanced
 	}
 }
 
 // Pending counts the deliveries waiting in a live subscription's queue.
-func Pending(s *Subscription) int { return len(s.queue) }
+func Pending(s *Subscription) int { return len(s.member.queue) }
 
 // DispatchVisits counts the subscriber groups a resource's feed has matched
 // changes against, and the groups it has now.
@@ -150,7 +151,7 @@ func DispatchVisits(h *Hub, gvr schema.GroupVersionResource) (visits uint64, gro
 func FilterDecodes(h *Hub) uint64 { return h.filters.Counts().Decodes }
 
 // ReplayStateBytes is what a hub's stateful replays hold of their budget.
-func ReplayStateBytes(h *Hub) int64 { return h.replayBytes.Used() }
+func ReplayStateBytes(h *Hub) int64 { return h.replays.bytes.Used() }
 
 // MaxViewSlots returns the most view event slots any record of a
 // resource's history has.
@@ -159,8 +160,8 @@ func MaxViewSlots(h *Hub, gvr schema.GroupVersionResource) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	most := 0
-	for seq := f.history.first; seq <= f.history.last; seq++ {
-		r, _ := f.history.get(seq)
+	for seq := f.store.history.first; seq <= f.store.history.last; seq++ {
+		r, _ := f.store.history.get(seq)
 		if events := r.viewEvents.Load(); events != nil {
 			most = max(most, len(*events))
 		}
@@ -180,17 +181,11 @@ func SettleMemory(h *Hub) {
 	// A feed may still hold its lock, finishing the change a subscriber
 	// has already received; evictOldest skips a busy feed, so wait for
 	// each to finish first.
-	h.mu.Lock()
-	feeds := make([]*feed, 0, len(h.feeds))
-	for _, f := range h.feeds {
-		feeds = append(feeds, f)
-	}
-	h.mu.Unlock()
-	for _, f := range feeds {
+	for _, f := range h.feeds.running() {
 		f.mu.Lock()
 		f.mu.Unlock() // only waiting for the feed
 	}
-	h.evictOldest()
+	h.memory.evictOldest()
 }
 
 // ApplyRetention makes the hub's disk history write what it holds and
@@ -217,10 +212,10 @@ func DiskWindow(h *Hub, gvr schema.GroupVersionResource) (first, last uint64) {
 // goroutine, with nothing to wait on.
 func WaitRetained(ctx context.Context, h *Hub, gvr schema.GroupVersionResource) error {
 	for {
-		h.mu.Lock()
-		f := h.feeds[gvr]
-		held := f != nil && f.retainedRefs > 0
-		h.mu.Unlock()
+		h.feeds.mu.Lock()
+		e := h.feeds.entries[gvr]
+		held := e != nil && e.retained > 0
+		h.feeds.mu.Unlock()
 		if held {
 			return nil
 		}
@@ -235,10 +230,10 @@ func WaitRetained(ctx context.Context, h *Hub, gvr schema.GroupVersionResource) 
 // IdleTimerArmed reports whether the resource type's feed will stop for
 // idleness unless acquired again.
 func IdleTimerArmed(h *Hub, gvr schema.GroupVersionResource) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	f := h.feeds[gvr]
-	return f != nil && f.idleTimer != nil
+	h.feeds.mu.Lock()
+	defer h.feeds.mu.Unlock()
+	e := h.feeds.entries[gvr]
+	return e != nil && e.idleTimer != nil
 }
 
 // QuietSource is a Source whose resource types list empty at version rv
@@ -271,9 +266,7 @@ type RawChange struct {
 // ProcessRaw hands the resource type's running feed one change, as its
 // informer would.
 func ProcessRaw(h *Hub, gvr schema.GroupVersionResource, c RawChange) error {
-	h.mu.Lock()
-	f := h.feeds[gvr]
-	h.mu.Unlock()
+	f := feedOf(h, gvr)
 	raw := &upstream.Object{JSON: []byte(c.JSON)}
 	raw.Namespace, raw.Name, raw.UID = c.Namespace, c.Name, types.UID("uid-"+c.Name)
 	raw.ResourceVersion = strconv.FormatUint(c.RV, 10)
@@ -285,7 +278,7 @@ func ProcessRaw(h *Hub, gvr schema.GroupVersionResource, c RawChange) error {
 func CutDisk(h *Hub, gvr schema.GroupVersionResource, seq uint64) error {
 	h.disk.writeMu.Lock()
 	defer h.disk.writeMu.Unlock()
-	return h.disk.cut(upstream.FormatResource(gvr), seq, true)
+	return h.disk.retention.cut(upstream.FormatResource(gvr), seq, true)
 }
 
 // FailDisk makes the disk history fail, as a full disk would.
@@ -297,7 +290,7 @@ func HistoryLen(h *Hub, gvr schema.GroupVersionResource) int {
 	f := feedOf(h, gvr)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.history.len()
+	return f.store.history.len()
 }
 
 // OnDisk reports whether the resource type's feed writes to the disk.
@@ -305,16 +298,18 @@ func OnDisk(h *Hub, gvr schema.GroupVersionResource) bool {
 	f := feedOf(h, gvr)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.disk != nil
+	return f.store.disk != nil
 }
 
 // Synced returns a channel closed when the resource type's feed has
 // synced.
-func Synced(h *Hub, gvr schema.GroupVersionResource) <-chan struct{} { return feedOf(h, gvr).synced }
+func Synced(h *Hub, gvr schema.GroupVersionResource) <-chan struct{} {
+	return feedOf(h, gvr).ready.synced
+}
 
 // DiskBatchesRead counts the batches subscribers read from the disk.
-func DiskBatchesRead(h *Hub) uint64 { return h.disk.batchesRead.Load() }
+func DiskBatchesRead(h *Hub) uint64 { return h.disk.reads.batches.Load() }
 
 // OnDiskRead makes fn run after each batch a subscriber reads from the
 // disk.
-func OnDiskRead(h *Hub, fn func()) { h.disk.afterRead.Store(&fn) }
+func OnDiskRead(h *Hub, fn func()) { h.disk.reads.afterBatch.Store(&fn) }

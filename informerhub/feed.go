@@ -2,29 +2,28 @@ package informerhub
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/google/btree"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/informerhub/informerhub/informerhub/budget"
-	"github.com/informerhub/informerhub/informerhub/historystore"
+	"github.com/informerhub/informerhub/informerhub/celfilter"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
-// feed is the one informer of one resource type and everything the hub keeps
-// for it: the current state, a history of recent changes, and the live
-// subscribers. Its process method is the informer's only handler.
+// feed is the one informer of one resource type, and what the hub keeps of
+// it: the store (state, history, position), the live subscribers it hands
+// each change to, what its subscribers asked of it (admission), and what it
+// knows of its upstream (readiness). Its process method is the informer's
+// only handler, and the only writer of the store.
 //
 // The informer is built from client-go's Reflector and RealFIFO in atomic
 // mode, with process as its Process function. Unlike a SharedInformer's
@@ -32,109 +31,52 @@ import (
 // bookmarks, so the hub computes the true differences of a relist itself,
 // and its position follows the API server even while nothing changes.
 type feed struct {
+	// hub is what feeds share: the Config, the memory budget, the disk
+	// history, the replay limits.
 	hub      *Hub
 	info     upstream.ResourceInfo
-	resource string // the resource as tokens name it
-	epoch    uint64
+	resource string // the resource type as tokens name it
+	epoch    uint64 // this instance's, never 0 (replayed events' tokens)
 	log      *slog.Logger
-	counters *resourceCounters // the resource type's, shared with the feeds before and after this one
+	counters *resourceCounters // the resource type's, outliving the feed
+	events   eventMaker
+	lw       cache.ListerWatcher // also opens the upstream watches of replays
+	cancel   context.CancelFunc  // stops the informer
+	done     chan struct{}       // closed when the informer's goroutines have exited
+	stopped  chan struct{}       // closed by stop; err says why
 
-	lw         cache.ListerWatcher // also opens the upstream watches of replays
-	cancel     context.CancelFunc
-	done       chan struct{} // closed when the informer's goroutines have exited
-	synced     chan struct{} // closed when the initial list is in state
-	listFailed chan struct{} // closed when a list fails before the first sync
-	stopped    chan struct{} // closed by stop; err says why
-
-	// Guarded by hub.mu.
-	refs int // subscriptions and snapshots using the feed, and its retainer (retain.go)
-	// retainedRefs is the refs of Config.Retain's retainer (0 or 1).
-	retainedRefs int
-	idleGen      uint64
-	idleTimer    idleTimer
-
-	mu sync.Mutex // guards the fields below; state, history and pos advance together
-	// state is the current objects, ordered by namespace and name. Clones
-	// are taken for snapshots and initial events; it is never mutated
-	// outside mu.
-	state *btree.BTreeG[*object]
-	// index indexes some label keys of state; it changes with state, by
-	// putLocked and deleteLocked.
-	index   labelIndex
-	history history
-	// stateBytes counts the state's objects in the hub's memory.state.
-	stateBytes *budget.Bytes
-	// oldestAt is when the history's oldest record arrived (Unix
-	// nanoseconds), or 0 when memory eviction may take none; written under
-	// mu (noteOldestLocked), read without it (Hub.evictOldest).
-	oldestAt atomic.Int64
-	pos      position
-	live     dispatcher    // live subscribers
-	advanced chan struct{} // closed when pos moves; see advancedLocked
-	// views are the forms subscribers receive objects in (view.go), by
-	// key; projections counts the views of each distinct projection, and
-	// filters the subscriptions of each distinct filter, both for the
-	// limits on them (Config.MaxProjectionsPerResource and
-	// MaxFiltersPerResource).
-	views       map[string]*view
-	projections map[string]int
-	filters     map[string]*filterUse
-	// refused are the selectors refused until the time given because their
-	// filter exceeded its cost, by the digest of their key (see
-	// filteruse.go).
-	refused map[[sha256.Size]byte]time.Time
-	// owners are what each owner's subscriptions hold (see
-	// checkOwnerLocked).
-	owners map[string]*ownerUse
-	// relists are the version ranges relists jumped across that the
-	// history still reaches; see insideRelistLocked.
-	relists  []versionRange
-	isSynced bool
-	listErr  error // the last list error before the first sync
-	// progressAt is when the upstream last delivered anything (a list, a
-	// change, a bookmark); failingSince is when its lists and watches
-	// started failing since then (zero while they do not), and upstreamErr
-	// the last failure. See watchError.
-	progressAt, failingSince time.Time
-	upstreamErr              error
-	staleCheck               *time.Timer // see checkStale; stopped with the feed
-	// disk is the resource type's history on disk while this feed writes
-	// it (durable.go); nil without one. restore is what the disk held when
-	// the feed started, until its first list takes it; epochs are the
-	// earlier runs whose records the disk holds (see recordedLocked).
-	disk            *diskLog
-	restore         *restored
-	epochs          []historystore.Epoch
-	err             error // why the feed stopped; set once, before stopped is closed
-	closeListFailed sync.Once
+	// mu guards the five below. One lock, because a change is recorded in
+	// the store and handed to the live subscribers at once, a subscriber
+	// joins them exactly after the last record it read, and a selector
+	// refused is refused for every subscriber of it at once. Nothing is
+	// sent under it: live subscribers are handed changes through queues
+	// that never block.
+	mu        sync.Mutex
+	store     *store
+	live      dispatcher
+	admission admission
+	ready     readiness
+	err       error // why the feed stopped; set once, before stopped is closed
 }
 
-// idleTimer is the subset of *time.Timer the hub uses, so tests can see it.
-type idleTimer interface{ Stop() bool }
-
-const btreeDegree = 32
-
 func newFeed(h *Hub, info upstream.ResourceInfo, counters *resourceCounters) *feed {
+	resource := upstream.FormatResource(info.Resource)
+	log := h.log.With("resource", resource)
+	epoch := rand.Uint64() | 1
 	return &feed{
-		hub:         h,
-		counters:    counters,
-		info:        info,
-		resource:    upstream.FormatResource(info.Resource),
-		epoch:       rand.Uint64() | 1, // never 0, the epoch of replayed events' tokens
-		log:         h.log.With("resource", upstream.FormatResource(info.Resource)),
-		done:        make(chan struct{}),
-		synced:      make(chan struct{}),
-		listFailed:  make(chan struct{}),
-		stopped:     make(chan struct{}),
-		state:       btree.NewG(btreeDegree, objectLess),
-		index:       newLabelIndex(h.memory.indexes),
-		stateBytes:  budget.Counter(h.memory.state),
-		live:        newDispatcher(),
-		views:       map[string]*view{},
-		projections: map[string]int{},
-		filters:     map[string]*filterUse{},
-		refused:     map[[sha256.Size]byte]time.Time{},
-		owners:      map[string]*ownerUse{},
+		hub:       h,
+		info:      info,
+		resource:  resource,
+		epoch:     epoch,
+		log:       log,
+		counters:  counters,
+		events:    eventMaker{resource: resource, encode: h.cfg.EncodeEvent, memory: h.memory, log: log},
+		done:      make(chan struct{}),
+		stopped:   make(chan struct{}),
+		store:     newStore(info.Resource, epoch, &h.cfg, h.memory, log),
+		live:      newDispatcher(),
+		admission: newAdmission(info.Resource, &h.cfg),
+		ready:     newReadiness(),
 	}
 }
 
@@ -180,25 +122,13 @@ func (f *feed) stopLocked(err error) {
 	// Stopped before any subscriber learns of it: whoever a failure wakes
 	// sees the feed stopped.
 	close(f.stopped)
-	if f.staleCheck != nil {
-		f.staleCheck.Stop()
-	}
-	f.live.each(func(s *Subscription) {
-		f.live.remove(s)
-		s.failLocked(err)
-	})
+	f.ready.stop()
+	f.live.end(err)
 	f.cancel()
-	// Its memory is the next feed's to fill: what it holds goes once its
-	// last subscriber lets go of it.
-	if f.isSynced {
-		f.history.release()
+	f.store.release()
+	if f.store.disk != nil {
+		f.store.disk.notify() // to write what is left, and let the next feed start from it
 	}
-	f.oldestAt.Store(0)
-	if f.disk != nil {
-		f.hub.disk.notify() // to write what is left, and let the next feed start from it
-	}
-	f.index.release()
-	f.stateBytes.Drain()
 	f.log.Info("informer stopped", "reason", err)
 }
 
@@ -211,29 +141,29 @@ func (f *feed) isStopped() bool {
 	}
 }
 
-// waitSynced waits until the initial list is in state. It fails fast when
-// listing fails, so clients learn of an unreachable or forbidding API server
-// instead of hanging; the informer keeps retrying in the background.
+// waitSynced waits until the initial list is in the store. It fails fast
+// when listing fails, so clients learn of an unreachable or forbidding API
+// server instead of hanging; the informer keeps retrying in the background.
 func (f *feed) waitSynced(ctx context.Context) error {
 	select {
-	case <-f.synced:
+	case <-f.ready.synced:
 		return nil
 	case <-f.stopped:
 		return f.err
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-f.listFailed:
+	case <-f.ready.listFailed:
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if f.isSynced {
+		if f.store.synced {
 			return nil
 		}
-		if apierrors.IsNotFound(f.listErr) {
+		if apierrors.IsNotFound(f.ready.listErr) {
 			// Discovery knew the resource, the API server no longer serves
 			// it (a CRD was just deleted).
 			return &ResourceError{Resource: f.info.Resource, Err: ErrUnknownResource}
 		}
-		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: listing failed: %w", ErrUnavailable, f.listErr)}
+		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: listing failed: %w", ErrUnavailable, f.ready.listErr)}
 	}
 }
 
@@ -242,12 +172,11 @@ func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// The stored state is the first list when the disk holds the type
-	// (f.restore, until it is processed): an error before the sync is
+	// (store.restore, until it is processed): an error before the sync is
 	// then its watch's (the API server no longer has the stored version,
 	// and the Reflector lists), not a failed list.
-	if !f.isSynced && f.restore == nil {
-		f.listErr = err
-		f.closeListFailed.Do(func() { close(f.listFailed) })
+	if !f.store.synced && f.store.restore == nil {
+		f.ready.failedToList(err)
 		f.log.Warn("listing failed; retrying", "error", err)
 		return
 	}
@@ -258,16 +187,7 @@ func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 		return
 	}
 	f.log.Info("upstream watch ended; the informer resumes or relists", "error", err)
-	f.upstreamErr = err
-	if f.failingSince.IsZero() {
-		// Failing from now: unless the upstream delivers again within
-		// MaxUpstreamFailure, the feed ends (see checkStale).
-		f.failingSince = time.Now()
-		if f.staleCheck != nil {
-			f.staleCheck.Stop()
-		}
-		f.staleCheck = time.AfterFunc(f.hub.cfg.MaxUpstreamFailure, f.checkStale)
-	}
+	f.ready.failed(err, time.Now(), f.hub.cfg.MaxUpstreamFailure, f.checkStale)
 }
 
 // checkStale ends the feed if its lists and watches have failed, with
@@ -279,13 +199,14 @@ func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 func (f *feed) checkStale() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.err != nil || f.failingSince.IsZero() || time.Since(f.failingSince) < f.hub.cfg.MaxUpstreamFailure {
+	stale, failingFor, lastErr := f.ready.stale(time.Now(), f.hub.cfg.MaxUpstreamFailure)
+	if f.err != nil || !stale {
 		return // stopped, or it delivered since; a later failure armed its own check
 	}
 	f.log.Warn("the API server has delivered nothing for a while; ending the informer and its streams",
-		"failingFor", time.Since(f.failingSince).Round(time.Second), "error", f.upstreamErr)
+		"failingFor", failingFor.Round(time.Second), "error", lastErr)
 	f.stopLocked(&ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: the API server has delivered nothing for %v: %w",
-		ErrUnavailable, f.hub.cfg.MaxUpstreamFailure, f.upstreamErr)})
+		ErrUnavailable, f.hub.cfg.MaxUpstreamFailure, lastErr)})
 }
 
 // process is the informer's one handler. It never blocks on subscribers:
@@ -309,13 +230,13 @@ func (f *feed) process(obj any, _ bool) (err error) {
 	}
 	prepared := f.prepare(deltas) // filters, before the lock
 	// After the lock is released: it may evict from any feed, this one too.
-	defer f.hub.reclaim()
+	defer f.hub.memory.reclaim()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return nil
 	}
-	f.progressAt, f.failingSince, f.upstreamErr = time.Now(), time.Time{}, nil
+	f.ready.progressed(time.Now())
 	for i, d := range deltas {
 		if err := f.applyLocked(d, prepared[i]); err != nil {
 			// The hub cannot represent the stream faithfully; end it loudly
@@ -347,18 +268,12 @@ func (f *feed) applyLocked(d cache.Delta, p prepared) error {
 		if err != nil {
 			return err
 		}
-		if f.isSynced && rv > f.pos.rv {
-			f.pos.rv = rv
-			f.notifyAdvancedLocked()
-			if f.disk != nil {
-				f.hub.disk.notify()
-			}
-		}
+		f.store.bookmark(rv)
 		return nil
 	case cache.SyncAll, cache.Sync:
 		return nil // resync is off
 	}
-	if !f.isSynced {
+	if !f.store.synced {
 		return errors.New("a change arrived before the initial list")
 	}
 	o := p.obj
@@ -370,18 +285,18 @@ func (f *feed) applyLocked(d cache.Delta, p prepared) error {
 	}
 	switch d.Type {
 	case cache.Added, cache.Updated, cache.Replaced:
-		prev, exists := f.state.Get(o)
+		prev, exists := f.store.state.Get(o)
 		if exists && prev.rv == o.rv {
 			return nil // not a change
 		}
-		f.putLocked(o)
-		f.appendLocked(&record{typ: typeOf(exists), obj: o, prev: prev, rv: max(o.rv, f.pos.rv)}, 0, p.eval)
+		f.store.put(o)
+		f.recordLocked(&record{typ: typeOf(exists), obj: o, prev: prev, rv: max(o.rv, f.store.pos.rv)}, 0, p.eval)
 	case cache.Deleted:
-		prev, exists := f.deleteLocked(o)
+		prev, exists := f.store.delete(o)
 		if !exists {
 			return nil
 		}
-		f.appendLocked(&record{typ: EventDeleted, obj: o, prev: prev, rv: max(o.rv, f.pos.rv)}, 0, p.eval)
+		f.recordLocked(&record{typ: EventDeleted, obj: o, prev: prev, rv: max(o.rv, f.store.pos.rv)}, 0, p.eval)
 	default:
 		return fmt.Errorf("unexpected delta type %q", d.Type)
 	}
@@ -397,8 +312,7 @@ func typeOf(existed bool) EventType {
 
 // replaceLocked takes a LIST: the first one becomes the initial state; a
 // later one (a relist after the watch failed or expired) is turned into the
-// true differences against the state, as one batch of records. Objects whose
-// resourceVersion did not change produce nothing.
+// true differences against the state, recorded as one batch.
 func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 	listRV, err := parseResourceVersion(info.ResourceVersion)
 	if err != nil {
@@ -410,237 +324,159 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 			return err
 		}
 	}
-	if !f.isSynced {
-		for _, o := range objs {
-			f.putLocked(o)
-		}
-		var base uint64 // the seq of the initial state
-		floorAt := time.Now().UnixNano()
-		if r := f.restore; r != nil {
-			// The list is the disk's state (diskListerWatcher): the
-			// records continue the disk's, and this run is one more epoch.
-			f.restore = nil
-			base, floorAt = r.meta.LastSeq, r.meta.LastAt
-			f.epochs = r.meta.Epochs
-			for _, rg := range r.meta.Relists {
-				f.relists = append(f.relists, versionRange{from: rg.From, to: rg.To})
-			}
-		}
-		f.pos = position{epoch: f.epoch, seq: base, rv: listRV}
-		f.history = newHistory(f.hub.cfg.HistorySize, f.hub.cfg.HistoryBytes, listRV, floorAt, f.hub.memory.history)
-		f.history.startAfter(base)
-		if f.disk != nil {
-			f.history.persisted = base // the state at base is written with the first records
-		}
-		f.isSynced = true
-		close(f.synced)
+	if !f.store.synced {
+		f.store.sync(objs, listRV)
+		f.ready.markSynced()
 		f.log.Info("informer synced", "objects", len(objs), "resourceVersion", listRV)
 		return nil
 	}
-
-	type change struct {
-		typ       EventType
-		obj, prev *object
-	}
-	var changes []change
-	listed := make(map[[2]string]struct{}, len(objs))
-	for _, o := range objs {
-		listed[[2]string{o.namespace, o.name}] = struct{}{}
-	}
-	f.state.Ascend(func(old *object) bool {
-		if _, ok := listed[[2]string{old.namespace, old.name}]; !ok {
-			changes = append(changes, change{typ: EventDeleted, obj: old, prev: old})
-		}
-		return true
-	})
-	for _, o := range objs {
-		old, exists := f.state.Get(o)
-		switch {
-		case !exists:
-			changes = append(changes, change{typ: EventAdded, obj: o})
-		case old.uid != o.uid:
-			// Deleted and created again while the hub was not watching.
-			changes = append(changes, change{typ: EventDeleted, obj: old, prev: old}, change{typ: EventAdded, obj: o})
-		case old.rv != o.rv:
-			changes = append(changes, change{typ: EventModified, obj: o, prev: old})
-		}
-	}
-	batchRV, relistFrom := max(listRV, f.pos.rv), f.pos.rv
+	changes, batchRV := f.store.relist(objs, listRV)
 	f.counters.relists.Add(1)
 	f.log.Info("informer relisted", "objects", len(objs), "changes", len(changes), "resourceVersion", listRV)
-	// Remembered even when the relist changed nothing: objects may have
-	// come and gone in between, unseen.
-	// Against what memory and disk reach: the disk keeps what they say.
-	floor := f.floorRVLocked()
-	f.relists = slices.DeleteFunc(f.relists, func(r versionRange) bool { return r.to <= floor })
-	if batchRV > relistFrom {
-		f.relists = append(f.relists, versionRange{from: relistFrom, to: batchRV})
-	}
-	f.history.beginRelist()
-	defer f.history.endRelist()
 	for i, c := range changes {
-		if c.typ == EventDeleted {
-			f.deleteLocked(c.obj)
-		} else {
-			f.putLocked(c.obj)
-		}
+		f.store.apply(c)
 		offset := uint32(i + 1)
 		if i == len(changes)-1 {
-			offset = 0 // the batch is complete: the position is listRV
+			offset = 0 // the batch is complete: the position is batchRV
 		}
-		f.appendLocked(&record{typ: c.typ, obj: c.obj, prev: c.prev, rv: batchRV, fromRelist: true}, offset, nil)
+		f.recordLocked(&record{typ: c.typ, obj: c.obj, prev: c.prev, rv: batchRV, fromRelist: true}, offset, nil)
 	}
-	f.pos.rv = batchRV
-	f.notifyAdvancedLocked()
+	f.store.endRelist(batchRV)
 	return nil
 }
 
-// putLocked adds o to the state, or replaces the object of its namespace and
-// name, and returns what it replaced.
-func (f *feed) putLocked(o *object) (prev *object, existed bool) {
-	prev, existed = f.state.ReplaceOrInsert(o)
-	f.index.update(prev, o)
-	f.stateBytes.Force(objectSize(o))
-	if existed {
-		f.stateBytes.Force(-objectSize(prev))
-	}
-	return prev, existed
-}
-
-// deleteLocked removes the object of o's namespace and name from the state,
-// and returns it.
-func (f *feed) deleteLocked(o *object) (prev *object, existed bool) {
-	prev, existed = f.state.Delete(o)
-	if existed {
-		f.index.update(prev, nil)
-		f.stateBytes.Force(-objectSize(prev))
-	}
-	return prev, existed
-}
-
-// appendLocked adds r to the history, advances the position and hands r to
-// every live subscriber that selects it. A record inside a relist batch has
-// an offset, and its position keeps the version before the batch: only the
-// batch's last record (offset 0) completes it at r.rv. ev holds what
+// recordLocked records r in the store and hands it to every live
+// subscriber that selects it (see store.record for offset). ev holds what
 // filters evaluated of r before the lock (nil: nothing).
-func (f *feed) appendLocked(r *record, offset uint32, ev *evaluation) {
-	before := f.pos
-	r.pos = position{epoch: f.epoch, seq: f.pos.seq + 1, rv: r.rv, offset: offset}
-	r.received = time.Now().UnixNano()
+func (f *feed) recordLocked(r *record, offset uint32, ev *evaluation) {
+	before := f.store.record(r, offset)
 	f.counters.received.Add(1)
-	if offset != 0 {
-		r.pos.rv = f.pos.rv
-	}
-	f.history.push(r)
-	f.noteOldestLocked()
-	if f.disk != nil {
-		f.hub.disk.notify()
-	}
-	f.pos = r.pos
-	f.notifyAdvancedLocked()
 	if ev == nil {
 		ev = &evaluation{}
 	}
-	f.live.dispatch(r, func(g *subscriberGroup) {
-		v := g.sel.variant(r, ev)
-		if v == variantNone {
-			return
-		}
-		for s := range g.subs {
-			select {
-			case s.queue <- delivery{rec: r, variant: v}:
-			default:
-				// Never wait for a subscriber: it has everything up to
-				// before, and reads on from the history (see
-				// Subscription.fellBehindLocked).
-				f.live.remove(s)
-				s.fellBehindLocked(before)
-			}
-		}
-	})
+	f.live.deliver(r, ev, before, &f.counters.fellBehind)
 	if len(ev.costly) > 0 {
 		f.tripLocked(ev.costly, nil)
 	}
 }
 
-// located is where a token's position continues in this feed.
-type located struct {
-	pos position
-	// onDisk is set when pos is below the oldest record in memory, on disk.
-	// A position of another instance is then still to be placed by its
-	// resourceVersion among the disk's records from searchFrom (the disk's
-	// oldest when it was located: if retention takes it meanwhile, the
-	// search fails rather than skip what went) up to searchUpTo (set).
-	onDisk                 bool
-	searchFrom, searchUpTo uint64
+// prepared is what the informer's handler makes of a delta before the
+// feed's lock: its object, and the evaluation of the filters in use on it
+// and on the state it replaces.
+type prepared struct {
+	obj  *object
+	eval *evaluation
 }
 
-// locateLocked turns a token's position into one of this feed instance.
-func (f *feed) locateLocked(p position) (located, error) {
-	if p.epoch == f.epoch || f.recordedLocked(p) {
-		// A seq of this feed's numbering: this run's, or an earlier run's
-		// that the disk holds.
-		if p.seq > f.pos.seq {
-			return located{}, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
-				Reason: "resume token points past the end of this hub's stream"}
+// prepare evaluates filters on the objects of deltas before the feed's
+// lock, where dispatch will. Dispatch runs under the lock, which every
+// subscription takes to catch up, go live or read a bookmark's position;
+// so the handler decodes each change's objects and evaluates the filters on
+// them first, and dispatch reads the results from the change's evaluation.
+// As dispatch would, it evaluates a filter on an object only for the live
+// groups the object may concern (by their triggers) whose namespace, label
+// and field selectors select it: a filter costs only the objects its
+// subscribers would otherwise receive. Only the groups that go live in
+// between, and a relist's changes, have their filters evaluated under the
+// lock.
+//
+// It returns nothing to reuse when no filter is in use, and for what it
+// cannot prepare (applyLocked reports its errors).
+func (f *feed) prepare(deltas cache.Deltas) []prepared {
+	out := make([]prepared, len(deltas))
+	plans := f.planLocked(deltas, out)
+	for i, plan := range plans {
+		if len(plan) == 0 {
+			continue
 		}
-		if p.seq+1 >= f.history.first {
-			return located{pos: p}, nil
+		ev := &evaluation{}
+		filters := make([]*celfilter.Filter, 0, len(plan))
+		for _, e := range plan {
+			if !slices.Contains(filters, e.filter) {
+				filters = append(filters, e.filter)
+			}
 		}
-		if f.disk != nil && f.disk.holds(p.seq) {
-			return located{pos: p, onDisk: true}, nil
+		ev.share(filters) // one decode of each object for all filters
+		for _, e := range plan {
+			ev.matches(e.filter, e.obj, &f.counters.filterErrors)
 		}
-		return located{}, f.expiredErrorLocked(false)
+		out[i].eval = ev
 	}
-	// A token of another instance: only its resourceVersion means
-	// something here.
-	if p.offset != 0 || p.rv < f.floorRVLocked() {
-		return located{}, f.expiredErrorLocked(false)
-	}
-	if p.rv > f.pos.rv {
-		return located{}, &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
-			"%w: the token is at resourceVersion %d, the hub at %d; retry shortly", ErrTokenAhead, p.rv, f.pos.rv)}
-	}
-	if f.insideRelistLocked(p.rv) {
-		// The hub never saw the state there, so it cannot tell which of the
-		// relist's changes the client already has.
-		return located{}, f.expiredErrorLocked(false)
-	}
-	if p.rv >= f.history.floorRV {
-		return located{pos: position{epoch: f.epoch, seq: f.history.lastAtOrBefore(p.rv), rv: p.rv}}, nil
-	}
-	first, _, _, _ := f.disk.window() // reached: floorRVLocked took the disk's floor
-	return located{pos: position{epoch: f.epoch, rv: p.rv}, onDisk: true, searchFrom: first, searchUpTo: f.history.first - 1}, nil
+	return out
 }
 
-// floorRVLocked is the oldest resourceVersion the feed resumes from without
-// the API server: its memory's, or its disk's when that reaches further.
-func (f *feed) floorRVLocked() uint64 {
-	rv, _ := f.oldestLocked()
-	return rv
-}
-
-// oldestLocked returns the oldest position the feed resumes from without
-// the API server, and when it got there (Unix nanoseconds).
-func (f *feed) oldestLocked() (rv uint64, at int64) {
-	rv, at = f.history.floorRV, f.history.floorAt
-	if f.disk != nil {
-		if first, _, diskRV, diskAt := f.disk.window(); first < f.history.first {
-			rv, at = diskRV, diskAt
+// planLocked fills in the objects of deltas, and returns for each the
+// filters dispatch will evaluate on its object and on the state it
+// replaces; under the feed's lock (released however it returns: process
+// recovers from panics by stopping the feed, which takes the lock).
+func (f *feed) planLocked(deltas cache.Deltas, out []prepared) [][]filterOn {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.admission.filters) == 0 || !f.store.synced || f.err != nil {
+		return nil
+	}
+	plans := make([][]filterOn, len(deltas))
+	// The state each delta replaces: the state's, or an earlier delta's of
+	// the same object.
+	pending := map[objectKey]*object{}
+	for i, d := range deltas {
+		switch d.Type {
+		case cache.Added, cache.Updated, cache.Replaced, cache.Deleted:
+		default:
+			continue
+		}
+		o, err := newObject(d.Object)
+		if err != nil {
+			continue
+		}
+		key := objectKey{o.namespace, o.name}
+		prev, ok := pending[key]
+		if !ok {
+			prev, _ = f.store.state.Get(o)
+		}
+		out[i].obj = o
+		// Dispatch tests a deletion's previous state only.
+		if d.Type == cache.Deleted {
+			plans[i] = f.live.filtersFor(nil, prev)
+			pending[key] = nil
+		} else {
+			plans[i] = f.live.filtersFor(o, prev)
+			pending[key] = o
 		}
 	}
-	return rv, at
+	return plans
 }
 
-// expiredErrorLocked is the ErrTokenExpired of a token older than what the
-// feed resumes from, saying what that is.
-func (f *feed) expiredErrorLocked(upstream bool) *ExpiredError {
-	e := &ExpiredError{Resource: f.info.Resource, Upstream: upstream}
-	if f.isSynced {
-		rv, at := f.oldestLocked()
-		e.OldestResourceVersion, e.Oldest = rv, time.Unix(0, at)
+// tripLocked handles evaluations that exceeded their filter's cost limit
+// (Config.MaxFilterCost; see package celfilter). The limit is checked
+// between the steps of an evaluation and before each call of a regular
+// expression, so such a filter is not merely false on that object: it
+// would cost as much on every change of it. So the selectors that hold the
+// filter and select the object but for the filter are refused on the feed
+// for costlyFilterTTL, and their subscriptions end with a *RequestError on
+// selector.filter: the live ones here, the others at their next step
+// (Subscription.endedLocked). Subscribers of the same filter whose
+// selectors do not select the object are not concerned, and each distinct
+// selector costs the feed at most one such evaluation per state of an
+// object. own, when not nil, is the selector of the subscription or
+// snapshot that made the evaluations.
+func (f *feed) tripLocked(costly []costlyEvaluation, own *selector) {
+	now := time.Now()
+	f.admission.forgetRefusals(now)
+	for _, c := range costly {
+		if own != nil && own.filter != nil && own.filter.Expr() == c.filter.Expr() {
+			f.admission.refuse(own, now)
+		}
+		ended := f.live.endGroups(c.obj, func(g *subscriberGroup) error {
+			if g.sel.filter == nil || g.sel.filter.Expr() != c.filter.Expr() || !g.sel.matchesBase(c.obj) {
+				return nil
+			}
+			f.admission.refuse(g.sel, now)
+			return f.admission.refusedError(g.sel)
+		})
+		f.log.Warn("a filter exceeded its cost limit; refusing the selectors that select the object with it",
+			"filter", truncate(c.filter.Expr()), "object", c.obj.namespace+"/"+c.obj.name, "maxCost", f.hub.cfg.MaxFilterCost, "subscriptionsEnded", ended)
 	}
-	return e
 }
 
 // expired counts an answer of ErrTokenExpired, and returns it. The caller
@@ -649,24 +485,102 @@ func (f *feed) expired(upstream bool) *ExpiredError {
 	f.counters.expiredTokens.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.expiredErrorLocked(upstream)
+	return f.store.expiredError(upstream)
 }
 
-// versionRange is the resourceVersions after from, up to and including to.
-type versionRange struct{ from, to uint64 }
-
-// insideRelistLocked reports whether rv lies strictly inside the versions a
-// relist jumped across: a client there holds a state the hub never saw.
-func (f *feed) insideRelistLocked(rv uint64) bool {
-	for _, r := range f.relists {
-		if r.from < rv && rv < r.to {
-			return true
-		}
+// evictForMemory evicts the store's oldest records while the hub is over
+// its memory budget, up to the first that arrived after until. It evicts
+// nothing, and reports false, if the feed's lock is taken: the feed is busy
+// (a relist, an index being built), and reclaims after its own work.
+func (f *feed) evictForMemory(until int64) (evicted int, ok bool) {
+	if !f.mu.TryLock() {
+		return 0, false
 	}
-	return false
+	defer f.mu.Unlock()
+	evicted = f.store.evictForMemory(until)
+	f.counters.evictedForMemory.Add(uint64(evicted))
+	return evicted, true
 }
 
-func (f *feed) token(t token) string {
-	t.resource = f.resource
-	return t.encode()
+// status fills in what the feed holds, for Resources.
+func (f *feed) status(rs *ResourceStatus) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.store.status(rs)
+}
+
+// levels fills in the feed's current levels, for Stats.
+func (f *feed) levels(rs *ResourceStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.store.levels(rs)
+	rs.UpstreamProgress, rs.UpstreamFailingSince = f.ready.progressAt, f.ready.failingSince
+	rs.SubscriberGroups, rs.Filters, rs.Projections = len(f.live.groups), len(f.admission.filters), len(f.admission.projections)
+	rs.QueueDepths = make([]int, 0, f.live.subscribers)
+	f.live.each(func(m *member) {
+		rs.QueueDepths = append(rs.QueueDepths, len(m.queue))
+	})
+}
+
+// The feed's side of its disk log (diskFeed).
+
+func (f *feed) attachDisk(dl *diskLog, failed func() bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if failed() {
+		return false
+	}
+	f.store.disk = dl
+	return true
+}
+
+func (f *feed) detachDisk(*diskLog) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.store.disk = nil
+	if f.store.synced {
+		f.store.history.persisted = math.MaxUint64
+	}
+}
+
+func (f *feed) restoreFrom(r *restored) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.store.restore = r
+}
+
+func (f *feed) unwritten(dl *diskLog, withState bool) pendingWrite {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.store
+	p := pendingWrite{writing: st.synced && st.disk == dl, stopped: f.err != nil, epoch: f.epoch}
+	if !p.writing {
+		return p
+	}
+	p.from, p.pos = st.history.persisted+1, st.pos
+	p.floorRV, p.floorAt = st.history.floorRV, st.history.floorAt
+	p.records = make([]*record, 0, p.pos.seq+1-p.from)
+	for seq := p.from; seq <= p.pos.seq; seq++ {
+		r, _ := st.history.get(seq) // held: never evicted unwritten
+		p.records = append(p.records, r)
+	}
+	if withState {
+		p.state = st.state.Clone()
+	}
+	p.relists = slices.Clone(st.relists)
+	return p
+}
+
+func (f *feed) written(dl *diskLog, seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.store
+	if st.disk != dl {
+		return
+	}
+	st.history.persisted = seq
+	if !st.released {
+		st.history.trim()
+		st.noteOldest()
+	}
 }

@@ -3,142 +3,9 @@ package informerhub
 import (
 	"math"
 	"sort"
-	"strconv"
-	"sync"
-	"sync/atomic"
 
 	"github.com/informerhub/informerhub/informerhub/budget"
 )
-
-// EventType says what an Event reports.
-type EventType uint8
-
-const (
-	EventAdded EventType = iota + 1
-	EventModified
-	EventDeleted
-	EventBookmark
-)
-
-func (t EventType) String() string {
-	switch t {
-	case EventAdded:
-		return "ADDED"
-	case EventModified:
-		return "MODIFIED"
-	case EventDeleted:
-		return "DELETED"
-	case EventBookmark:
-		return "BOOKMARK"
-	}
-	return "EventType(" + strconv.Itoa(int(t)) + ")"
-}
-
-// Event is one response of a subscription. Events of changes are shared by
-// every subscriber that receives them in the same form (projection,
-// previous state, encoding): never modify one.
-type Event struct {
-	Type EventType
-	// Object is the object's JSON, projected by the subscription's Fields;
-	// empty on bookmarks.
-	Object string
-	// PreviousObject is, on MODIFIED events of a subscription with
-	// IncludePrevious, the object's JSON before the change, projected like
-	// Object.
-	PreviousObject string
-	// ResourceVersion is the Kubernetes resourceVersion of the event.
-	ResourceVersion string
-	// ResumeToken resumes a subscription right after this event.
-	ResumeToken string
-	// InitialEventsEnd is set on the bookmark that closes initial events.
-	InitialEventsEnd bool
-	// FromRelist is set on a change a relist found rather than a watch
-	// delivered: the API server could not say what happened between the
-	// versions before and after the relist (the hub was away longer than
-	// the API server's history, or its watch broke), only how the object
-	// differs. Intermediate changes there are unknown.
-	FromRelist bool
-	// Encoding is the subscription's WatchRequest.Encoding, for
-	// Config.EncodeEvent.
-	Encoding Encoding
-
-	encoded any
-}
-
-// Encoded returns what Config.EncodeEvent made of the event, computed once
-// per event however many subscribers send it; nil without an EncodeEvent.
-func (e *Event) Encoded() any { return e.encoded }
-
-// Encoding is a form a transport sends events in, such as objects as JSON
-// strings (0, the default) or as structured values. The hub keeps events of
-// different encodings apart and encodes each once (Config.EncodeEvent); what
-// each value means is the transport's to say, below MaxEncodings.
-type Encoding uint8
-
-// MaxEncodings bounds the encodings a transport may use.
-const MaxEncodings = 4
-
-// variant is how one subscriber sees a record; see selector.variant.
-type variant uint8
-
-const (
-	variantNone  variant = iota
-	variantOwn           // the record's own type and object
-	variantEnter         // ADDED: a modified object that started to match
-	variantLeave         // DELETED: a modified object that stopped matching, in its previous state
-)
-
-// record is one change in a feed's history. Records are immutable once
-// appended, except for their lazily built events.
-type record struct {
-	pos position // the position right after this record
-	// rv is the resourceVersion of the change, which orders records for
-	// resuming by resourceVersion: the event's own, or for a change found by
-	// a relist, the list's.
-	rv  uint64
-	typ EventType // EventAdded, EventModified or EventDeleted
-	// received is when the hub took the change (Unix nanoseconds), for
-	// the age of the history window (Hub.Stats).
-	received int64
-	// fromRelist is set on the differences a relist found: the changes
-	// in between are unknown (Event.FromRelist).
-	fromRelist bool
-	obj        *object // the new state; for EventDeleted, the final state
-	prev       *object // the state before; nil for EventAdded
-
-	// events holds the Event of each variant (index variant-1) in the
-	// default view (whole objects, no previous state, encoding 0), built by
-	// the first subscriber that needs it and shared with the rest.
-	events [3]eventSlot
-	// viewEvents holds the Events of other views the same way (see
-	// feed.event): an immutable slice, replaced whole to add one, so that
-	// subscribers find theirs without a lock.
-	viewEvents atomic.Pointer[[]viewEvent]
-	// views is the record's share of the history's viewBytes, for the
-	// events kept in viewEvents, and built its share of the history's
-	// events, for those of events, while the record is in the history.
-	views, built budget.Share
-	// counted is what the record counts of the history's recordBytes: its
-	// own size and the objects that left the state with it (see
-	// history.count). Set before the record is published.
-	counted int64
-}
-
-// eventSlot is an Event built once. A nil ev after once means the record
-// has nothing to send in the slot's view: a MODIFIED none of whose projected
-// fields changed. kept says whether ev is kept for every subscriber (always
-// in the default view; in others while the history's budget has room).
-type eventSlot struct {
-	once sync.Once
-	ev   *Event
-	kept bool
-}
-
-type viewEvent struct {
-	viewKey string
-	variant variant
-	slot    *eventSlot
-}
 
 // history is a ring of a feed's most recent records, bounded by count and by
 // bytes. Record seq numbers are consecutive, so a record is found by its seq
@@ -185,8 +52,8 @@ type history struct {
 	relisting               bool
 	// viewBytes is the size of the events kept for the records' views
 	// other than the default one, bounded by as much again as the records
-	// (see feed.event) and by the hub's memory budget. They never evict
-	// records: what one subscriber asks for never shortens the window
+	// (see eventMaker.ofRecord) and by the hub's memory budget. They never
+	// evict records: what one subscriber asks for never shortens the window
 	// others resume from.
 	viewBytes *budget.Bytes
 	// persisted is the newest record written to disk (durable.go): no

@@ -2,6 +2,7 @@ package informerhub
 
 import (
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"testing"
 
@@ -15,7 +16,7 @@ import (
 // records reference that the state no longer holds (previous states,
 // deleted objects), once.
 func TestHistoryCountsEachObjectItKeepsAliveOnce(t *testing.T) {
-	mem := newMemory(1 << 40)
+	mem := newMemory(1<<40, slog.New(slog.DiscardHandler), nil)
 	h := newHistory(8, 6000, 1, 0, mem.history)
 	state := map[string]*object{}
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -109,7 +110,7 @@ func checkHistoryCount(t *testing.T, step int, h *history, state map[string]*obj
 // TestLabelIndexCountsItsEntries: a label index counts an entry per indexed
 // object and a tree per value, as objects come, change label and go.
 func TestLabelIndexCountsItsEntries(t *testing.T) {
-	mem := newMemory(1 << 40)
+	mem := newMemory(1<<40, slog.New(slog.DiscardHandler), nil)
 	x := newLabelIndex(mem.indexes)
 	state := btree.NewG(btreeDegree, objectLess)
 	put := func(name, team string) *object {

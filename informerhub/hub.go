@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -14,9 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/informerhub/informerhub/informerhub/budget"
 	"github.com/informerhub/informerhub/informerhub/celfilter"
-	"github.com/informerhub/informerhub/informerhub/projection"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
@@ -28,35 +27,25 @@ type Hub struct {
 	source   Source
 	log      *slog.Logger
 
-	ctx    context.Context // parent of every informer
+	ctx    context.Context // parent of every informer and replay
 	cancel context.CancelFunc
 
-	// replaySlots holds a token per replay running (Config.MaxConcurrentReplays).
-	replaySlots chan struct{}
-	// replayOwners holds each owner's share of them
-	// (Config.MaxReplaysPerOwner).
-	replayOwners *replayShares
-	// replayBytes is what stateful replays hold (Config.MaxReplayStateBytes).
-	replayBytes *budget.Bytes
+	// feeds are the running feeds, one per resource type.
+	feeds *feeds
 	// memory is what the hub holds for all resource types
 	// (Config.MemoryBudget).
 	memory *memory
+	// replays bounds the replays of every feed.
+	replays *replayLimits
 	// filters compiles the filters of selectors, once per expression.
 	filters *celfilter.Compiler
-	// closers stop what New's caller started for the hub, after its
-	// informers (see NewForConfig).
-	closers []func()
 	// disk keeps the histories on disk (Config.HistoryStore); nil without.
 	disk *diskHistory
 	// retainers runs the informers of Config.Retain (retain.go).
 	retainers sync.WaitGroup
-
-	mu     sync.Mutex // guards feeds, counters and closed, and each feed's refs, idleGen and idleTimer
-	feeds  map[schema.GroupVersionResource]*feed
-	closed bool
-	// counters holds the running totals of each resource type that has had
-	// a feed; they outlive feeds (see Stats).
-	counters map[schema.GroupVersionResource]*resourceCounters
+	// closers stop what New's caller started for the hub, after its
+	// informers (see NewForConfig).
+	closers []func()
 }
 
 // Resolver tells which resource types the cluster serves, as
@@ -72,7 +61,7 @@ type Resolver interface {
 }
 
 // Source opens the list and watch calls of one resource type's informer,
-// cluster-wide.
+// cluster-wide, as upstream.Source does.
 type Source interface {
 	ListerWatcher(info upstream.ResourceInfo) cache.ListerWatcher
 }
@@ -100,64 +89,6 @@ type ResourceStatus struct {
 	RetainedSince           time.Time
 	// Retained is set for a resource type of Config.Retain.
 	Retained bool
-}
-
-// WatchRequest asks for a subscription.
-type WatchRequest struct {
-	Selector Selector
-	// ResumeToken, when set, starts right after the event that carried it.
-	ResumeToken string
-	// SendInitialEvents first sends every matching object (as of the
-	// resume token, or now), then a bookmark with InitialEventsEnd.
-	SendInitialEvents bool
-	// Fields keeps only these paths of each object (see projection.go);
-	// empty keeps whole objects. A MODIFIED that changes none of them is
-	// not sent.
-	Fields []string
-	// IncludePrevious makes MODIFIED events carry the state before the
-	// change (Event.PreviousObject).
-	IncludePrevious bool
-	// Encoding is the form Config.EncodeEvent encodes the subscription's
-	// events in, below MaxEncodings.
-	Encoding Encoding
-	// Owner names who asks, for the limits that keep one client from
-	// taking what a resource type's subscribers share
-	// (Config.MaxFiltersPerOwner, MaxProjectionsPerOwner). A transport
-	// sets it to the caller's identity; "" is no one, and not limited.
-	Owner string
-}
-
-// SnapshotRequest asks for a snapshot.
-type SnapshotRequest struct {
-	Selector Selector
-	// Fields keeps only these paths of each object, as in WatchRequest.
-	Fields []string
-}
-
-// watchParams is a validated WatchRequest.
-type watchParams struct {
-	sel               *selector
-	proj              *projection.Projection
-	tok               *token
-	sendInitialEvents bool
-	includePrevious   bool
-	encoding          Encoding
-	owner             string
-}
-
-// parseFields validates the paths of a request's fields (a projection):
-// a *RequestError on FieldFields when they do not parse. It returns nil for
-// none.
-func parseFields(paths []string, max int) (*projection.Projection, error) {
-	p, err := projection.Parse(paths, max)
-	var pathErr *projection.PathError
-	switch {
-	case errors.As(err, &pathErr):
-		return nil, &RequestError{Field: FieldFields, Err: ErrInvalidRequest, Reason: fmt.Sprintf("%q: %v", truncate(pathErr.Path), pathErr.Err)}
-	case err != nil:
-		return nil, &RequestError{Field: FieldFields, Err: ErrInvalidRequest, Reason: err.Error()}
-	}
-	return p, nil
 }
 
 // NewForConfig returns a Hub for the cluster that restConfig reaches: it finds
@@ -202,21 +133,24 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		log:      cfg.Logger,
 		ctx:      ctx,
 		cancel:   cancel,
-		feeds:    map[schema.GroupVersionResource]*feed{},
-		counters: map[schema.GroupVersionResource]*resourceCounters{},
-
-		replaySlots:  make(chan struct{}, cfg.MaxConcurrentReplays),
-		replayOwners: &replayShares{max: cfg.MaxReplaysPerOwner, byOwner: map[string]*replayShare{}},
-		replayBytes:  budget.New(cfg.MaxReplayStateBytes, nil),
-		memory:       newMemory(cfg.MemoryBudget),
-		filters:      celfilter.NewCompiler(cfg.MaxFilterEstimatedCost, cfg.MaxFilterCost),
+		replays:  newReplayLimits(&cfg),
+		filters:  celfilter.NewCompiler(cfg.MaxFilterEstimatedCost, cfg.MaxFilterCost),
 	}
+	h.feeds = newFeeds(cfg.IdleTimeout, func(info upstream.ResourceInfo, counters *resourceCounters) *feed {
+		f := newFeed(h, info, counters)
+		f.start(h.ctx, h.source.ListerWatcher(info))
+		return f
+	})
+	h.memory = newMemory(cfg.MemoryBudget, h.log, h.feeds.running)
 	if cfg.HistoryStore != nil {
 		h.disk = newDiskHistory(h)
 	}
 	for _, name := range cfg.Retain {
 		h.retainers.Add(1)
-		go h.retain(name)
+		go func() {
+			defer h.retainers.Done()
+			retain(h, name)
+		}()
 	}
 	return h
 }
@@ -238,17 +172,17 @@ func (h *Hub) Watch(ctx context.Context, req WatchRequest) (*Subscription, error
 	params := &watchParams{sel: sel, proj: proj, sendInitialEvents: req.SendInitialEvents,
 		includePrevious: req.IncludePrevious, encoding: req.Encoding, owner: req.Owner}
 	if req.ResumeToken != "" {
-		if params.tok, err = h.checkToken(req.ResumeToken, info, sel); err != nil {
+		if params.tok, err = checkToken(req.ResumeToken, info, sel); err != nil {
 			return nil, err
 		}
 	}
-	f, err := h.acquire(ctx, info)
+	e, err := h.feeds.acquire(ctx, info)
 	if err != nil {
 		return nil, err
 	}
-	s, err := f.subscribe(ctx, params)
+	s, err := subscribe(ctx, e, params)
 	if err != nil {
-		h.release(f)
+		h.feeds.release(e)
 		return nil, err
 	}
 	return s, nil
@@ -261,34 +195,20 @@ func (h *Hub) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, err
 	if err != nil {
 		return nil, err
 	}
-	info, parsed, err := h.prepare(ctx, req.Selector)
+	info, sel, err := h.prepare(ctx, req.Selector)
 	if err != nil {
 		return nil, err
 	}
-	f, err := h.acquire(ctx, info)
+	e, err := h.feeds.acquire(ctx, info)
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	err = f.err
-	if err == nil {
-		err = f.refusedErrorLocked(parsed)
-	}
+	s, err := newSnapshot(e, sel, proj)
 	if err != nil {
-		f.mu.Unlock()
-		h.release(f)
+		h.feeds.release(e)
 		return nil, err
 	}
-	tree, _ := f.cloneForLocked(parsed)
-	pos := f.pos
-	f.mu.Unlock()
-	return &Snapshot{
-		feed:            f,
-		proj:            proj,
-		cursor:          newStateCursor(tree, parsed),
-		resumeToken:     f.token(token{pos: pos}),
-		resourceVersion: strconv.FormatUint(pos.rv, 10),
-	}, nil
+	return s, nil
 }
 
 // Resources lists the resource types the cluster serves that can be watched,
@@ -299,37 +219,16 @@ func (h *Hub) Resources(ctx context.Context) ([]ResourceStatus, error) {
 		return nil, err
 	}
 	out := make([]ResourceStatus, len(infos))
-	active := map[int]*feed{}
-	h.mu.Lock()
 	for i, info := range infos {
 		out[i].ResourceInfo = info
-		if f := h.feeds[info.Resource]; f != nil && !f.isStopped() {
-			out[i].InformerActive = true
-			out[i].Subscribers = f.refs - f.retainedRefs
-			out[i].Retained = f.retainedRefs > 0
-			active[i] = f
+		if a, ok := h.feeds.active(info.Resource); ok {
+			out[i].InformerActive, out[i].Subscribers, out[i].Retained = true, a.subscribers, a.retained
+			a.feed.status(&out[i])
+			continue
 		}
-	}
-	h.mu.Unlock()
-	for i, f := range active {
-		f.mu.Lock()
-		out[i].CachedObjects = f.state.Len()
-		if f.isSynced {
-			out[i].HistoryEvents = f.history.len()
-			out[i].HistoryBytes = f.history.bytes()
-			out[i].HistoryResourceVersion = strconv.FormatUint(f.history.floorRV, 10)
-			rv, at := f.oldestLocked()
-			out[i].RetainedResourceVersion, out[i].RetainedSince = strconv.FormatUint(rv, 10), time.Unix(0, at)
-		}
-		f.mu.Unlock()
-	}
-	if h.disk != nil {
-		// What the disk holds of the resource types with no informer.
-		for i := range out {
-			if _, ok := active[i]; ok {
-				continue
-			}
-			if rv, at, ok := h.disk.window(upstream.FormatResource(out[i].Resource)); ok {
+		if h.disk != nil {
+			// What the disk holds of the resource types with no informer.
+			if rv, at, ok := h.disk.window(upstream.FormatResource(info.Resource)); ok {
 				out[i].RetainedResourceVersion, out[i].RetainedSince = strconv.FormatUint(rv, 10), time.Unix(0, at)
 			}
 		}
@@ -342,20 +241,10 @@ func (h *Hub) Config() Config { return h.cfg }
 
 // Close stops every informer; subscriptions end with ErrClosed.
 func (h *Hub) Close() {
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
+	feeds, ok := h.feeds.close()
+	if !ok {
 		return
 	}
-	h.closed = true
-	feeds := h.feeds
-	h.feeds = map[schema.GroupVersionResource]*feed{}
-	for _, f := range feeds {
-		if f.idleTimer != nil {
-			f.idleTimer.Stop()
-		}
-	}
-	h.mu.Unlock()
 	for _, f := range feeds {
 		f.stop(ErrClosed)
 	}
@@ -372,6 +261,75 @@ func (h *Hub) Close() {
 	}
 }
 
+// CheckSyntax checks what can be checked of s without the cluster: the
+// names of its resource and namespace, and the lengths of its selectors and
+// filter, within the hub's limits. It reveals nothing about what exists, so
+// a transport runs it before asking who may do what: no malformed or
+// oversized request becomes an authorization review, a cache key or a log
+// line. Watch and Snapshot check all of it again, and the rest.
+func (h *Hub) CheckSyntax(s Selector) error {
+	if err := validateResource(s); err != nil {
+		return err
+	}
+	return checkSyntax(s, &h.cfg)
+}
+
+// Stats reports the hub's activity on each resource type it has run an
+// informer for, in no particular order. It takes each informer's lock
+// briefly; it is meant for a metrics scrape, not a hot path.
+func (h *Hub) Stats() []ResourceStats {
+	all := h.feeds.totals()
+	out := make([]ResourceStats, 0, len(all))
+	for gvr, t := range all {
+		c := t.counters
+		rs := ResourceStats{
+			Resource:        gvr,
+			InformerStarts:  c.starts.Load(),
+			WatchRestarts:   c.watchRestarts.Load(),
+			EventsReceived:  c.received.Load(),
+			EventsSent:      c.sent.Load(),
+			FellBehind:      c.fellBehind.Load(),
+			SlowDisconnects: c.slowDisconnects.Load(),
+			ExpiredTokens:   c.expiredTokens.Load(),
+			Relists:         c.relists.Load(),
+			Replays:         c.replays.Load(),
+			FilterErrors:    c.filterErrors.Load(),
+
+			EvictedForMemory: c.evictedForMemory.Load(),
+		}
+		if f := t.activity.feed; f != nil {
+			rs.InformerActive, rs.Subscribers = true, t.activity.subscribers
+			f.levels(&rs)
+			// Sorted outside the feed's lock: process waits for none of it.
+			slices.Sort(rs.QueueDepths)
+		}
+		out = append(out, rs)
+	}
+	return out
+}
+
+// Memory reports what the hub holds. It takes no lock.
+func (h *Hub) Memory() MemoryStats {
+	m := h.memory
+	return MemoryStats{
+		Budget:           m.held.Max(),
+		History:          m.history.Used(),
+		Queues:           m.queues.Used(),
+		LabelIndexes:     m.indexes.Used(),
+		State:            m.state.Used(),
+		ReplayState:      h.replays.bytes.Used(),
+		EvictedForMemory: m.evicted.Load(),
+	}
+}
+
+// Disk reports on the disk history.
+func (h *Hub) Disk() DiskStats {
+	if h.disk == nil {
+		return DiskStats{}
+	}
+	return h.disk.stats()
+}
+
 // prepare validates a selector and resolves its resource type.
 func (h *Hub) prepare(ctx context.Context, s Selector) (upstream.ResourceInfo, *selector, error) {
 	if err := validateResource(s); err != nil {
@@ -386,9 +344,7 @@ func (h *Hub) prepare(ctx context.Context, s Selector) (upstream.ResourceInfo, *
 		return upstream.ResourceInfo{}, nil, err
 	}
 	if sel.filter != nil {
-		h.mu.Lock()
-		sel.filterErrors = &h.countersLocked(info.Resource).filterErrors
-		h.mu.Unlock()
+		sel.filterErrors = &h.feeds.countersFor(info.Resource).filterErrors
 	}
 	return info, sel, nil
 }
@@ -431,169 +387,4 @@ func resolverError(gvr schema.GroupVersionResource, err error) error {
 		return fmt.Errorf("%w: %v", ErrUnavailable, discovery)
 	}
 	return err
-}
-
-func (h *Hub) checkToken(s string, info upstream.ResourceInfo, sel *selector) (*token, error) {
-	tok, err := decodeToken(s)
-	if err != nil {
-		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken, Reason: err.Error()}
-	}
-	if want := upstream.FormatResource(info.Resource); tok.resource != want {
-		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
-			Reason: "resume token was issued for " + strconv.Quote(tok.resource) + ", not " + strconv.Quote(want)}
-	}
-	if tok.initial && tok.selector != sel.fingerprint {
-		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
-			Reason: "resume token was issued during the initial events of a different selector: resume with the same namespace and selectors, or start over"}
-	}
-	return tok, nil
-}
-
-// acquire returns the feed of a resource type, starting its informer if it
-// has none, and waits until it has synced. Every successful acquire is paired
-// with a release.
-func (h *Hub) acquire(ctx context.Context, info upstream.ResourceInfo) (*feed, error) {
-	f, err := h.take(info)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.waitSynced(ctx); err != nil {
-		h.release(f)
-		return nil, err
-	}
-	return f, nil
-}
-
-// take is acquire without waiting for the informer to sync.
-func (h *Hub) take(info upstream.ResourceInfo) (*feed, error) {
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return nil, ErrClosed
-	}
-	f := h.feeds[info.Resource]
-	if f == nil || f.isStopped() {
-		counters := h.countersLocked(info.Resource)
-		counters.starts.Add(1)
-		f = newFeed(h, info, counters)
-		h.feeds[info.Resource] = f
-		f.start(h.ctx, h.source.ListerWatcher(info))
-	}
-	f.refs++
-	f.idleGen++ // a pending idle stop no longer applies
-	if f.idleTimer != nil {
-		f.idleTimer.Stop()
-		f.idleTimer = nil
-	}
-	h.mu.Unlock()
-	return f, nil
-}
-
-// countersLocked returns the running totals of a resource type, which
-// outlive its feeds. The caller holds h.mu.
-func (h *Hub) countersLocked(gvr schema.GroupVersionResource) *resourceCounters {
-	c := h.counters[gvr]
-	if c == nil {
-		c = &resourceCounters{}
-		h.counters[gvr] = c
-	}
-	return c
-}
-
-// release undoes one acquire. The last release starts the idle timer, after
-// which the informer stops unless the feed was acquired again.
-func (h *Hub) release(f *feed) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	f.refs--
-	if f.refs > 0 || h.feeds[f.info.Resource] != f {
-		return
-	}
-	f.idleGen++
-	gen := f.idleGen
-	f.idleTimer = time.AfterFunc(h.cfg.IdleTimeout, func() { h.stopIfIdle(f, gen) })
-}
-
-func (h *Hub) stopIfIdle(f *feed, gen uint64) {
-	h.mu.Lock()
-	if f.refs > 0 || f.idleGen != gen || h.feeds[f.info.Resource] != f {
-		h.mu.Unlock()
-		return
-	}
-	delete(h.feeds, f.info.Resource)
-	f.idleTimer = nil
-	h.mu.Unlock()
-	f.stop(errIdle)
-	<-f.done
-}
-
-// errIdle is why an idle feed stopped; no subscriber ever sees it.
-var errIdle = &idleError{}
-
-type idleError struct{}
-
-func (*idleError) Error() string { return "no subscribers for the idle timeout" }
-func (*idleError) Unwrap() error { return ErrClosed }
-
-func (h *Hub) encode(ev *Event) {
-	if h.cfg.EncodeEvent != nil {
-		ev.encoded = h.cfg.EncodeEvent(ev)
-	}
-}
-
-// Snapshot is the matching objects of one point in time. Its methods must be
-// called from one goroutine at a time.
-type Snapshot struct {
-	feed            *feed
-	proj            *projection.Projection // nil: whole objects
-	cursor          *stateCursor
-	resumeToken     string
-	resourceVersion string
-	closeOnce       sync.Once
-}
-
-// ResumeToken is the snapshot's point in time: watching from it yields
-// exactly the changes after the snapshot.
-func (s *Snapshot) ResumeToken() string { return s.resumeToken }
-
-// ResourceVersion is the Kubernetes resourceVersion of the snapshot.
-func (s *Snapshot) ResourceVersion() string { return s.resourceVersion }
-
-// NextPage returns the next page of objects as JSON, and whether it is the
-// last. A page holds at most SnapshotPageSize objects and, unless it holds
-// one, at most SnapshotPageBytes bytes of them. It fails only when the
-// selector's filter exceeded its cost on an object (a *RequestError on
-// selector.filter; see filteruse.go).
-func (s *Snapshot) NextPage() (objects []string, last bool, err error) {
-	cfg := &s.feed.hub.cfg
-	size := 0
-	for len(objects) < cfg.SnapshotPageSize {
-		o := s.cursor.peek()
-		if o == nil || len(objects) > 0 && size+len(o.json) > cfg.SnapshotPageBytes {
-			break
-		}
-		s.cursor.next()
-		json := o.json
-		if s.proj != nil {
-			if projected, err := s.proj.Apply(o.jsonBytes()); err == nil {
-				json = string(projected)
-			}
-		}
-		objects = append(objects, json)
-		size += len(json)
-	}
-	more := s.cursor.more()
-	if s.cursor.costly() {
-		f := s.feed
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.tripLocked(s.cursor.eval.costly, s.cursor.sel)
-		return nil, false, f.refusedErrorLocked(s.cursor.sel)
-	}
-	return objects, !more, nil
-}
-
-// Close releases the snapshot's informer.
-func (s *Snapshot) Close() {
-	s.closeOnce.Do(func() { s.feed.hub.release(s.feed) })
 }

@@ -30,7 +30,7 @@ const (
 
 // labelIndex maps, for each indexed label key, each value to the objects of
 // the state that carry it, ordered like the state. Trees are never empty. It
-// belongs to its feed and is guarded by its mu; clones of its trees are read
+// belongs to its store, under its feed's lock; clones of its trees are read
 // without it.
 type labelIndex struct {
 	keys map[string]map[string]*btree.BTreeG[*object]
@@ -157,19 +157,15 @@ func (x *labelIndex) build(key string, state *btree.BTreeG[*object]) {
 	x.keys[key] = values
 }
 
-// cloneForLocked returns a clone of the tree a cursor for sel walks: the
-// index tree of sel's most selective indexed equality, or else the state;
-// and the equality whose tree it is, nil for the state. Either way the
-// cursor applies all of sel to each object: the tree only narrows what it
-// examines, and holds the objects in the state's order.
-//
-// It may build an index (see labelIndexMinObjects): O(n log n) under f.mu,
-// once per key and feed.
-func (f *feed) cloneForLocked(sel *selector) (*btree.BTreeG[*object], *labelPair) {
+// treeFor returns a clone of the tree of sel's most selective indexed
+// equality, and the equality; or a clone of state and nil when it has none
+// (see store.cloneFor). built says it indexed the equality's key for this,
+// which it does the first time a large state is asked for it.
+func (x *labelIndex) treeFor(sel *selector, state *btree.BTreeG[*object]) (tree *btree.BTreeG[*object], eq *labelPair, built bool) {
 	pairs := equalities(sel.labels)
 	best, bestLen := -1, 0
 	for i, p := range pairs {
-		values, ok := f.index.keys[p.key]
+		values, ok := x.keys[p.key]
 		if !ok {
 			continue
 		}
@@ -181,20 +177,19 @@ func (f *feed) cloneForLocked(sel *selector) (*btree.BTreeG[*object], *labelPair
 			best, bestLen = i, n
 		}
 	}
-	if best < 0 && len(pairs) > 0 && f.state.Len() >= labelIndexMinObjects && len(f.index.keys) < maxLabelIndexKeys {
+	if best < 0 && len(pairs) > 0 && state.Len() >= labelIndexMinObjects && len(x.keys) < maxLabelIndexKeys {
 		// The first equality is as good a guess as any: selectivity is
 		// unknown until its key is indexed.
-		best = 0
-		f.index.build(pairs[0].key, f.state)
-		f.log.Info("indexed a label key", "key", pairs[0].key, "values", len(f.index.keys[pairs[0].key]), "objects", f.state.Len())
+		best, built = 0, true
+		x.build(pairs[0].key, state)
 	}
 	if best < 0 {
-		return f.state.Clone(), nil
+		return state.Clone(), nil, false
 	}
 	p := &pairs[best]
-	if t := f.index.keys[p.key][p.value]; t != nil {
-		return t.Clone(), p
+	if t := x.keys[p.key][p.value]; t != nil {
+		return t.Clone(), p, built
 	}
 	// No object carries the label: nothing matches.
-	return btree.NewWithFreeListG(labelIndexDegree, objectLess, f.index.freelist), p
+	return btree.NewWithFreeListG(labelIndexDegree, objectLess, x.freelist), p, built
 }

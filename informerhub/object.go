@@ -52,7 +52,8 @@ func objectSize(o *object) int64 {
 func (o *object) jsonBytes() []byte { return unsafeBytes(o.json) }
 
 // unsafeBytes returns the bytes of s without copying them, for functions
-// that only read them (jsonscan.go). They must never be written to.
+// that only read them (internal/jsonscan, package projection). They must
+// never be written to.
 func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // objectLess orders objects by namespace, then name: the order of initial

@@ -16,8 +16,7 @@ import (
 // for the hub's life: it holds a reference on its feed, so the feed never
 // stops for idleness, and starts a new one when the feed stops (its API
 // server failed for too long, its CRD went away), until the hub closes.
-func (h *Hub) retain(name string) {
-	defer h.retainers.Done()
+func retain(h *Hub, name string) {
 	log := h.log.With("retain", name)
 	backoff := time.Second
 	wait := func() bool {
@@ -32,7 +31,7 @@ func (h *Hub) retain(name string) {
 		}
 	}
 	for {
-		info, err := h.resolveName(h.ctx, name)
+		info, err := resolveName(h.ctx, h, name)
 		if err != nil {
 			if h.ctx.Err() != nil {
 				return
@@ -43,16 +42,15 @@ func (h *Hub) retain(name string) {
 			}
 			continue
 		}
-		f, err := h.take(info)
+		e, err := h.feeds.take(info)
 		if err != nil {
 			return // closed
 		}
-		h.mu.Lock()
-		f.retainedRefs++
-		h.mu.Unlock()
+		h.feeds.retain(e, 1)
 		log.Info("retaining the resource type's history", "resource", upstream.FormatResource(info.Resource))
+		f := e.feed
 		select {
-		case <-f.synced:
+		case <-f.ready.synced:
 			backoff = time.Second
 		case <-f.stopped:
 		case <-h.ctx.Done():
@@ -61,10 +59,8 @@ func (h *Hub) retain(name string) {
 		case <-f.stopped:
 		case <-h.ctx.Done():
 		}
-		h.mu.Lock()
-		f.retainedRefs--
-		h.mu.Unlock()
-		h.release(f)
+		h.feeds.retain(e, -1)
+		h.feeds.release(e)
 		if h.ctx.Err() != nil || !wait() {
 			return
 		}
@@ -74,7 +70,7 @@ func (h *Hub) retain(name string) {
 // resolveName resolves a resource type named as Config.Retain names them:
 // "resource[.group]", at the highest version the cluster serves, or
 // "resource.version[.group]".
-func (h *Hub) resolveName(ctx context.Context, name string) (upstream.ResourceInfo, error) {
+func resolveName(ctx context.Context, h *Hub, name string) (upstream.ResourceInfo, error) {
 	infos, err := h.resources(ctx)
 	if err != nil {
 		return upstream.ResourceInfo{}, err

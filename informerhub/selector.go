@@ -34,7 +34,8 @@ type Selector struct {
 	// everything.
 	FieldSelector string
 	// Filter is a CEL expression over `object`, the object as JSON values;
-	// the objects it evaluates to true for are selected (see filter.go).
+	// the objects it evaluates to true for are selected (see package
+	// celfilter).
 	// "" selects everything.
 	Filter string
 }
@@ -88,19 +89,6 @@ func validateResource(s Selector) error {
 		}
 	}
 	return nil
-}
-
-// CheckSyntax checks what can be checked of s without the cluster: the
-// names of its resource and namespace, and the lengths of its selectors and
-// filter, within the hub's limits. It reveals nothing about what exists, so
-// a transport runs it before asking who may do what: no malformed or
-// oversized request becomes an authorization review, a cache key or a log
-// line. Watch and Snapshot check all of it again, and the rest.
-func (h *Hub) CheckSyntax(s Selector) error {
-	if err := validateResource(s); err != nil {
-		return err
-	}
-	return checkSyntax(s, &h.cfg)
 }
 
 // checkSyntax checks the namespace's name and the lengths of s's selectors

@@ -2,8 +2,6 @@ package informerhub
 
 import (
 	"context"
-	"math"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -103,18 +101,6 @@ type DiskStats struct {
 	Failed               bool
 }
 
-// Disk reports on the disk history.
-func (h *Hub) Disk() DiskStats {
-	d := h.disk
-	if d == nil {
-		return DiskStats{}
-	}
-	d.mu.Lock()
-	failed := d.failed
-	d.mu.Unlock()
-	return DiskStats{Enabled: true, Bytes: d.store.DiskBytes(), Deleted: d.retained.Load(), WriteErrors: d.writeErrors.Load(), Failed: failed}
-}
-
 // MemoryStats is what the hub holds, in bytes (approximately: see
 // Config.HistoryBytes), for metrics.
 type MemoryStats struct {
@@ -139,91 +125,11 @@ type MemoryStats struct {
 	EvictedForMemory uint64
 }
 
-// Memory reports what the hub holds. It takes no lock.
-func (h *Hub) Memory() MemoryStats {
-	m := h.memory
-	return MemoryStats{
-		Budget:           m.held.Max(),
-		History:          m.history.Used(),
-		Queues:           m.queues.Used(),
-		LabelIndexes:     m.indexes.Used(),
-		State:            m.state.Used(),
-		ReplayState:      h.replayBytes.Used(),
-		EvictedForMemory: m.evicted.Load(),
-	}
-}
-
 // resourceCounters are the running totals of one resource type. The hub
 // keeps them for its whole life, so that they only grow, whatever the
 // informer's restarts; see ResourceStats for what each counts.
 type resourceCounters struct {
 	starts, watchRestarts, received, sent, fellBehind, slowDisconnects, expiredTokens, relists, replays, filterErrors, evictedForMemory atomic.Uint64
-}
-
-// Stats reports the hub's activity on each resource type it has run an
-// informer for, in no particular order. It takes each informer's lock
-// briefly; it is meant for a metrics scrape, not a hot path.
-func (h *Hub) Stats() []ResourceStats {
-	h.mu.Lock()
-	out := make([]ResourceStats, 0, len(h.counters))
-	var active []*feed
-	for gvr, c := range h.counters {
-		st := ResourceStats{
-			Resource:        gvr,
-			InformerStarts:  c.starts.Load(),
-			WatchRestarts:   c.watchRestarts.Load(),
-			EventsReceived:  c.received.Load(),
-			EventsSent:      c.sent.Load(),
-			FellBehind:      c.fellBehind.Load(),
-			SlowDisconnects: c.slowDisconnects.Load(),
-			ExpiredTokens:   c.expiredTokens.Load(),
-			Relists:         c.relists.Load(),
-			Replays:         c.replays.Load(),
-			FilterErrors:    c.filterErrors.Load(),
-
-			EvictedForMemory: c.evictedForMemory.Load(),
-		}
-		f := h.feeds[gvr]
-		if f != nil && !f.isStopped() {
-			st.InformerActive, st.Subscribers = true, f.refs-f.retainedRefs
-			active = append(active, f)
-		} else {
-			active = append(active, nil)
-		}
-		out = append(out, st)
-	}
-	h.mu.Unlock()
-	for i, f := range active {
-		if f != nil {
-			f.levels(&out[i])
-			// Sorted outside the feed's lock: process waits for none of it.
-			slices.Sort(out[i].QueueDepths)
-		}
-	}
-	return out
-}
-
-// levels fills in the feed's current levels.
-func (f *feed) levels(st *ResourceStats) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st.CachedObjects = f.state.Len()
-	st.UpstreamProgress, st.UpstreamFailingSince = f.progressAt, f.failingSince
-	if f.isSynced {
-		st.HistoryEvents, st.HistoryBytes = f.history.len(), f.history.bytes()
-		st.HistoryOldest = time.Unix(0, f.history.floorAt)
-		st.HistoryNewest = time.Unix(0, f.history.newestAt())
-		_, at := f.oldestLocked()
-		st.RetainedOldest = time.Unix(0, at)
-		if f.disk != nil && f.history.persisted != math.MaxUint64 {
-			st.DiskPending = f.pos.seq - f.history.persisted
-		}
-	}
-	st.SubscriberGroups, st.Filters, st.Projections = len(f.live.groups), len(f.filters), len(f.projections)
-	st.QueueDepths = make([]int, 0, f.live.subscribers)
-	f.live.each(func(s *Subscription) {
-		st.QueueDepths = append(st.QueueDepths, len(s.queue))
-	})
 }
 
 // countedListerWatcher is one informer's lister-watcher. It counts the

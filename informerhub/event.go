@@ -1,0 +1,239 @@
+package informerhub
+
+import (
+	"log/slog"
+	"strconv"
+
+	"github.com/informerhub/informerhub/informerhub/upstream"
+)
+
+// EventType says what an Event reports.
+type EventType uint8
+
+const (
+	EventAdded EventType = iota + 1
+	EventModified
+	EventDeleted
+	EventBookmark
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventAdded:
+		return "ADDED"
+	case EventModified:
+		return "MODIFIED"
+	case EventDeleted:
+		return "DELETED"
+	case EventBookmark:
+		return "BOOKMARK"
+	}
+	return "EventType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Event is one response of a subscription. Events of changes are shared by
+// every subscriber that receives them in the same form (projection,
+// previous state, encoding): never modify one.
+type Event struct {
+	Type EventType
+	// Object is the object's JSON, projected by the subscription's Fields;
+	// empty on bookmarks.
+	Object string
+	// PreviousObject is, on MODIFIED events of a subscription with
+	// IncludePrevious, the object's JSON before the change, projected like
+	// Object.
+	PreviousObject string
+	// ResourceVersion is the Kubernetes resourceVersion of the event.
+	ResourceVersion string
+	// ResumeToken resumes a subscription right after this event.
+	ResumeToken string
+	// InitialEventsEnd is set on the bookmark that closes initial events.
+	InitialEventsEnd bool
+	// FromRelist is set on a change a relist found rather than a watch
+	// delivered: the API server could not say what happened between the
+	// versions before and after the relist (the hub was away longer than
+	// the API server's history, or its watch broke), only how the object
+	// differs. Intermediate changes there are unknown.
+	FromRelist bool
+	// Encoding is the subscription's WatchRequest.Encoding, for
+	// Config.EncodeEvent.
+	Encoding Encoding
+
+	encoded any
+}
+
+// Encoded returns what Config.EncodeEvent made of the event, computed once
+// per event however many subscribers send it; nil without an EncodeEvent.
+func (e *Event) Encoded() any { return e.encoded }
+
+// Encoding is a form a transport sends events in, such as objects as JSON
+// strings (0, the default) or as structured values. The hub keeps events of
+// different encodings apart and encodes each once (Config.EncodeEvent); what
+// each value means is the transport's to say, below MaxEncodings.
+type Encoding uint8
+
+// MaxEncodings bounds the encodings a transport may use.
+const MaxEncodings = 4
+
+// eventMaker makes a feed's events: those of its records, once per variant
+// and view, shared by every subscriber of that view (see view); and those
+// that are no record's, each subscription's own: initial events, bookmarks,
+// a replay's changes. It is immutable.
+type eventMaker struct {
+	resource string           // the resource type as tokens name it
+	encode   func(*Event) any // Config.EncodeEvent; nil: none
+	memory   *memory          // what events of records count in
+	log      *slog.Logger
+}
+
+// token encodes a token of the feed's resource type.
+func (m *eventMaker) token(t token) string {
+	t.resource = m.resource
+	return t.encode()
+}
+
+// ofRecord returns the shared Event of a record for one variant in one
+// view, building it on first use; nil when the record has nothing for that
+// view (see build).
+//
+// The events of other views than the default one count against a budget of
+// as many bytes as the history's records may hold (history.viewBytes) while
+// their record is in it, and are kept only while they fit: past that, each
+// subscriber of the view builds its own, which costs it CPU but nobody
+// memory.
+func (m *eventMaker) ofRecord(r *record, v variant, vw *view) *Event {
+	if vw == defaultView {
+		slot := &r.events[v-1]
+		counted := false
+		slot.once.Do(func() {
+			slot.ev = m.build(r, v, vw)
+			counted = slot.ev != nil && r.built.Add(eventSize(slot.ev, r))
+		})
+		if counted {
+			// Outside once: the subscribers waiting for this event do not
+			// wait for the eviction too.
+			m.memory.reclaim()
+		}
+		return slot.ev
+	}
+	slot := r.viewSlot(vw, v)
+	var built *Event
+	fresh := false
+	slot.once.Do(func() {
+		built, fresh = m.build(r, v, vw), true
+		if built == nil || r.views.Add(eventSize(built, r)) {
+			slot.ev, slot.kept = built, true
+		}
+	})
+	switch {
+	case fresh:
+		return built
+	case slot.kept:
+		return slot.ev
+	}
+	return m.build(r, v, vw)
+}
+
+// build makes the Event of a record for one variant in one view, or
+// returns nil for a MODIFIED whose projection is the same before and after:
+// the subscriber asked only for fields that did not change.
+func (m *eventMaker) build(r *record, v variant, vw *view) *Event {
+	ev := &Event{ResumeToken: m.token(token{pos: r.pos}), Encoding: vw.encoding, FromRelist: r.fromRelist}
+	var prev string
+	switch v {
+	case variantOwn:
+		ev.Type, ev.Object = r.typ, r.obj.json
+		ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
+		if r.typ == EventDeleted {
+			ev.ResourceVersion = strconv.FormatUint(r.rv, 10)
+		}
+		if r.typ == EventModified && vw.proj != nil {
+			// Projected once each, the two states tell whether the change
+			// is one of the paths asked for, and give the event its
+			// objects.
+			obj, prevObj := m.project(vw, r.obj.json), m.project(vw, r.prev.json)
+			if vw.proj.SameAsked(unsafeBytes(obj), unsafeBytes(prevObj)) {
+				return nil
+			}
+			ev.Object = obj
+			if vw.includePrevious {
+				ev.PreviousObject = prevObj
+			}
+			return m.encoded(ev)
+		}
+		if r.typ == EventModified && vw.includePrevious {
+			prev = r.prev.json
+		}
+	case variantEnter:
+		ev.Type, ev.Object = EventAdded, r.obj.json
+		ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
+	case variantLeave:
+		// Like the Kubernetes watch cache: the last state that matched,
+		// at the resourceVersion of the change that made it stop.
+		ev.Type = EventDeleted
+		ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
+		ev.Object = atVersion(m.project(vw, r.prev.json), ev.ResourceVersion)
+		return m.encoded(ev)
+	}
+	ev.Object = m.project(vw, ev.Object)
+	ev.PreviousObject = m.project(vw, prev)
+	return m.encoded(ev)
+}
+
+// initial is the ADDED of an object of a subscription's initial events:
+// tok is where they started, and how far they got is o.
+func (m *eventMaker) initial(o *object, tok token, vw *view) *Event {
+	tok.afterNamespace, tok.afterName = o.namespace, o.name
+	return m.encoded(&Event{
+		Type:            EventAdded,
+		Object:          m.project(vw, o.json),
+		ResourceVersion: strconv.FormatUint(o.rv, 10),
+		ResumeToken:     m.token(tok),
+		Encoding:        vw.encoding,
+	})
+}
+
+// bookmark is a bookmark at pos.
+func (m *eventMaker) bookmark(pos position, initialEventsEnd bool, enc Encoding) *Event {
+	return m.encoded(&Event{
+		Type:             EventBookmark,
+		ResourceVersion:  strconv.FormatUint(pos.rv, 10),
+		ResumeToken:      m.token(token{pos: pos}),
+		InitialEventsEnd: initialEventsEnd,
+		Encoding:         enc,
+	})
+}
+
+// encoded encodes ev for its transport (Config.EncodeEvent), and returns
+// it.
+func (m *eventMaker) encoded(ev *Event) *Event {
+	if m.encode != nil {
+		ev.encoded = m.encode(ev)
+	}
+	return ev
+}
+
+// project applies a view's projection to an object's JSON.
+func (m *eventMaker) project(vw *view, obj string) string {
+	if vw.proj == nil || obj == "" {
+		return obj
+	}
+	projected, err := vw.proj.Apply(unsafeBytes(obj))
+	if err != nil {
+		// The API server's JSON always scans; if it ever does not, the
+		// subscriber gets the whole object rather than nothing.
+		m.log.Error("cannot project an object; sending it whole", "error", err)
+		return obj
+	}
+	return string(projected)
+}
+
+// atVersion returns an object's JSON with its metadata.resourceVersion set
+// to rv, for the DELETED of an object that left a selection.
+func atVersion(obj, rv string) string {
+	patched, err := upstream.RewriteMetadata([]byte(obj), func(m map[string]any) { m["resourceVersion"] = rv })
+	if err != nil {
+		return obj
+	}
+	return string(patched)
+}

@@ -1,0 +1,83 @@
+package informerhub
+
+import (
+	"context"
+	"errors"
+)
+
+// lease is what a subscription holds of its feed while it lasts: the hub's
+// entry for the feed, which keeps the feed running; its admission (its
+// selector's filter, its view, on its owner's account); and how it ends.
+// failed is closed once, with failure, when the subscription can deliver no
+// more: it was closed, fell behind further than the history, or its feed
+// stopped.
+type lease struct {
+	entry *feedEntry
+	feed  *feed
+	sel   *selector
+	view  *view
+	owner string // WatchRequest.Owner, for the limits per owner
+	// failed is closed when failure is set; either may be read without
+	// the lock once failed is closed.
+	failed chan struct{}
+
+	// Guarded by feed.mu.
+	failure  error
+	closed   bool // Close was called: never go live
+	released bool // the admission was given back
+	// cancelReplay ends the current replay's upstream watch; nil without
+	// one. Close calls it from any goroutine.
+	cancelReplay context.CancelFunc
+}
+
+// errLeftBehind marks a subscription that fell behind further than the
+// history; Subscription.Err turns it into a *TooSlowError with the
+// subscription's last token.
+var errLeftBehind = errors.New("fell behind the history")
+
+func newLease(entry *feedEntry, sel *selector, owner string) lease {
+	return lease{entry: entry, feed: entry.feed, sel: sel, owner: owner, failed: make(chan struct{})}
+}
+
+// acquire takes the subscription's admission on the feed, and its view.
+// The caller holds feed.mu.
+func (l *lease) acquire(p *watchParams) error {
+	v, err := l.feed.admission.acquire(l.owner, l.sel, p.proj, p.includePrevious, p.encoding)
+	if err != nil {
+		return err
+	}
+	l.view = v
+	return nil
+}
+
+// release gives back what acquire took, once. The caller holds feed.mu.
+func (l *lease) release() {
+	if l.released || l.view == nil {
+		return
+	}
+	l.released = true
+	l.feed.admission.release(l.owner, l.sel, l.view)
+}
+
+// fail ends the subscription with err, unless it has ended. The caller
+// holds feed.mu.
+func (l *lease) fail(err error) {
+	if l.failure != nil {
+		return
+	}
+	l.failure = err
+	close(l.failed)
+}
+
+// ended returns why the subscription can go no further, if it can't: it
+// failed (or was closed), its feed stopped, or its selector was refused
+// since it started (see feed.trip). The caller holds feed.mu.
+func (l *lease) ended() error {
+	if l.failure != nil {
+		return l.failure
+	}
+	if l.feed.err != nil {
+		return l.feed.err
+	}
+	return l.feed.admission.refusedError(l.sel)
+}

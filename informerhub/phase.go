@@ -1,0 +1,256 @@
+package informerhub
+
+import (
+	"context"
+	"errors"
+
+	"github.com/informerhub/informerhub/informerhub/historystore"
+)
+
+// phase is a stage of a subscription's stream (see Subscription). step
+// returns the next event; or the phase that follows, to step next; or why
+// the subscription ends. It returns none of them when it has merely made
+// progress: Next checks that the subscription goes on, and steps again.
+type phase interface {
+	step(ctx context.Context) (ev *Event, next phase, err error)
+}
+
+// initialPhase sends a subscription's initial events: ADDED for every
+// matching object of the state as it was at start, in order, then a
+// bookmark that ends them, after which the subscription catches up from
+// start.
+type initialPhase struct {
+	s      *Subscription
+	cursor *stateCursor
+	start  position
+}
+
+// newInitialPhase rolls the state's clone o.tree back to o.start, and walks
+// it; tok, when it is a token of initial events, says how far an earlier
+// subscription got.
+func newInitialPhase(s *Subscription, o *opening, tok *token) *initialPhase {
+	// A clone of an index tree holds only the objects with its label, then
+	// as now.
+	tree, eq := o.tree, o.eq
+	for i := len(o.undo) - 1; i >= 0; i-- {
+		switch r := o.undo[i]; {
+		case r.prev != nil && (eq == nil || eq.carriedBy(r.prev)):
+			tree.ReplaceOrInsert(r.prev)
+		case eq == nil || eq.carriedBy(r.obj):
+			tree.Delete(r.obj)
+		}
+	}
+	p := &initialPhase{s: s, cursor: newStateCursor(tree, s.lease.sel), start: o.start}
+	if tok != nil && tok.initial && tok.afterName != "" {
+		p.cursor.skipThrough(&object{namespace: tok.afterNamespace, name: tok.afterName})
+	}
+	return p
+}
+
+func (p *initialPhase) step(ctx context.Context) (*Event, phase, error) {
+	s := p.s
+	if err := s.stoppedOrCanceled(ctx); err != nil {
+		return nil, nil, err
+	}
+	o, done := p.cursor.step()
+	if p.cursor.costly() {
+		return nil, nil, s.endCostly(&p.cursor.eval)
+	}
+	events, vw := &s.lease.feed.events, s.lease.view
+	switch {
+	case o != nil:
+		return events.initial(o, token{pos: p.start, initial: true, selector: s.lease.sel.fingerprint}, vw), nil, nil
+	case !done:
+		return nil, nil, nil // a scanned batch matched nothing; check ctx again
+	}
+	return events.bookmark(p.start, true, vw.encoding), &catchUpPhase{s: s, at: p.start}, nil
+}
+
+// catchUpPhase reads a subscription's records straight from its feed's
+// history, in memory or on disk, a batch at a time and with no queue, from
+// at until it has read them all; then it joins the live subscribers.
+type catchUpPhase struct {
+	s *Subscription
+	// at is the position of everything passed on; its seq is the last
+	// record's.
+	at position
+	// fromBehind is set when catching up after falling behind: losing its
+	// place in the history then ends the subscription, rather than
+	// replaying from the API server what it was too slow to read.
+	fromBehind bool
+	// backlog holds the batch read, passed up to backlog[next].
+	backlog []*record
+	next    int
+	eval    evaluation // the scratch of the filter's evaluations
+}
+
+// catchUpBatch is how many records a catch-up reads of the history at a
+// time, under the feed's lock.
+const catchUpBatch = 256
+
+func (c *catchUpPhase) step(ctx context.Context) (*Event, phase, error) {
+	if err := c.s.stoppedOrCanceled(ctx); err != nil {
+		return nil, nil, err
+	}
+	for {
+		if ev, err := c.pass(); ev != nil || err != nil {
+			return ev, nil, err
+		}
+		batch, diskUpTo, next, err := c.fetchLocked()
+		switch {
+		case err != nil || next != nil:
+			return nil, next, err
+		case diskUpTo != 0:
+			batch, err := c.readDisk(ctx, diskUpTo)
+			if err != nil {
+				return nil, nil, c.diskFailed(ctx, err)
+			}
+			// Back to Next, which checks ctx before the next batch: a scan
+			// of the disk that selects nothing stops when its caller goes.
+			c.backlog, c.next = batch, 0
+			return nil, nil, nil
+		}
+		c.backlog, c.next = batch, 0
+	}
+}
+
+// pass returns the event of the next record of the backlog the
+// subscription selects, if any.
+func (c *catchUpPhase) pass() (*Event, error) {
+	s := c.s
+	for c.next < len(c.backlog) {
+		r := c.backlog[c.next]
+		c.backlog[c.next] = nil
+		c.next++
+		c.at = r.pos
+		c.eval.reset()
+		v := s.lease.sel.variant(r, &c.eval)
+		if len(c.eval.costly) > 0 {
+			return nil, s.endCostly(&c.eval)
+		}
+		if v != variantNone {
+			if ev := s.lease.feed.events.ofRecord(r, v, s.lease.view); ev != nil {
+				return ev, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// fetchLocked reads the next batch of records after c.at from the history
+// in memory, under the feed's lock. When the memory no longer holds them,
+// it returns the position up to which the disk has them, to be read without
+// the lock (the memory keeps every record not yet written); else the phase
+// that follows: live, when there is nothing more to read; a replay, when
+// the history moved past the subscriber; or why the subscription ends.
+func (c *catchUpPhase) fetchLocked() (batch []*record, diskUpTo uint64, next phase, err error) {
+	s := c.s
+	f := s.lease.feed
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := s.endedLocked(); err != nil {
+		return nil, 0, nil, err
+	}
+	batch, ok := f.store.history.after(c.at.seq, catchUpBatch, c.backlog[:0])
+	switch {
+	case !ok && f.store.disk != nil && f.store.disk.holds(c.at.seq):
+		return nil, f.store.history.first, nil, nil
+	case !ok && c.fromBehind:
+		// It reads slower than the resource type changes: a replay would
+		// only move that load to the API server.
+		f.log.Warn("subscriber fell further behind than the history; disconnecting it", "selector", s.describe())
+		return nil, 0, nil, s.leftBehindLocked()
+	case !ok && (c.at.offset != 0 || c.at.rv == 0):
+		// Inside a relist's batch: no version says what it has.
+		f.counters.expiredTokens.Add(1)
+		return nil, 0, nil, f.store.expiredError(false)
+	case !ok:
+		// The history moved past this subscriber while it caught up: what
+		// it needs next is only upstream now.
+		return nil, 0, s.replayLocked(c.at.rv), nil
+	case len(batch) == 0:
+		return nil, 0, s.joinLocked(), nil
+	}
+	return batch, 0, nil, nil
+}
+
+// readDisk reads a batch of the feed's history on disk after c.at, before
+// upTo.
+func (c *catchUpPhase) readDisk(ctx context.Context, upTo uint64) ([]*record, error) {
+	f := c.s.lease.feed
+	return f.hub.disk.reads.batch(ctx, f.resource, c.at.seq+1, upTo, c.backlog[:0])
+}
+
+// diskFailed ends the subscription on a failed read of the disk history:
+// retention deleted what it was reading (it is too slow, or its token
+// expired), or the disk failed.
+func (c *catchUpPhase) diskFailed(ctx context.Context, err error) error {
+	s := c.s
+	f := s.lease.feed
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case !errors.Is(err, historystore.ErrMissing):
+		return readError(f, err)
+	case c.fromBehind:
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return s.leftBehindLocked()
+	}
+	return f.expired(false)
+}
+
+// livePhase reads a live subscriber's queue, which its feed fills with the
+// records it selects, and sends a bookmark when the stream has been quiet
+// for Config.BookmarkInterval. When the subscriber fell behind, it passes
+// what its queue holds, then catches up from where it fell behind.
+type livePhase struct{ s *Subscription }
+
+func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
+	s := p.s
+	m, f := &s.member, s.lease.feed
+	for {
+		// Once behind is set nothing more is queued, and the queue was
+		// full: when it is empty, everything up to behindAt has been passed.
+		// Checked before every wait, so a wait on an empty queue never
+		// misses the switch (behind is only set on a full one).
+		if m.behind.Load() && len(m.queue) == 0 {
+			f.mu.Lock()
+			at := m.behindAt
+			f.mu.Unlock()
+			return nil, &catchUpPhase{s: s, at: at, fromBehind: true}, nil
+		}
+		select {
+		case <-s.lease.failed:
+			// Checked first so a subscriber that failed stops at once.
+			return nil, nil, s.Err()
+		default:
+		}
+		select {
+		case d := <-m.queue:
+			if ev := f.events.ofRecord(d.rec, d.variant, s.lease.view); ev != nil {
+				return ev, nil, nil
+			}
+			// Nothing the subscriber asked for changed: its position
+			// moves on with the next event or bookmark.
+		case <-s.lease.failed:
+			return nil, nil, s.Err()
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-s.quiet.ticker.C:
+			if !s.quiet.tick() {
+				continue
+			}
+			// Everything up to the feed's position has been dispatched;
+			// if none of it is waiting here, this subscriber has it all.
+			f.mu.Lock()
+			pending := len(m.queue)
+			pos := f.store.pos
+			f.mu.Unlock()
+			if pending > 0 || m.behind.Load() {
+				continue
+			}
+			return f.events.bookmark(pos, false, s.lease.view.encoding), nil, nil
+		}
+	}
+}

@@ -1,0 +1,323 @@
+package informerhub
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/informerhub/informerhub/informerhub/budget"
+)
+
+// replayWatch is a replay's upstream side: a watch of the API server with
+// the subscription's own selector, from a resourceVersion on, and the LIST
+// of that selection at a version for a stateful replay. It holds one of
+// the hub's replay slots for the replay's life (replayLimits).
+type replayWatch struct {
+	feed  *feed
+	opts  metav1.ListOptions // the selector; ResourceVersion is set per call
+	owner string             // whose share of the slots it takes first
+	// ctx ends the upstream watch, and the replay: cancel is called when
+	// the replay ends, and by the subscription's Close, from any goroutine.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// Owned by the goroutine reading the watch.
+	w           watch.Interface
+	cancelWatch context.CancelFunc // ends w's request
+	unwatch     func() bool        // unregisters the Stop of w that ctx would call
+	openedAt    time.Time
+	shortRun    int // watches in a row that ended within a second of opening
+	// slotHeld and ownerHeld are set once it holds one of the hub's slots,
+	// and one of its owner's, until ctx ends.
+	slotHeld, ownerHeld bool
+}
+
+const (
+	// replayWatchTimeout bounds each upstream watch of a replay, in
+	// seconds. The API server's watch cache sends a bookmark shortly
+	// before a watch times out, and that bookmark is how a replay learns
+	// it has passed a version where nothing it selects changed; the replay
+	// then opens the next watch from there.
+	replayWatchTimeout = 10
+	// replayListPage is the page size of a stateful replay's LIST.
+	replayListPage = 500
+	// maxShortRuns is how many watches in a row may end within a second of
+	// opening before the replay gives up: the API server is not serving
+	// it.
+	maxShortRuns = 5
+)
+
+func newReplayWatch(f *feed, sel *selector, owner string) *replayWatch {
+	timeout := int64(replayWatchTimeout)
+	opts := metav1.ListOptions{AllowWatchBookmarks: true, TimeoutSeconds: &timeout}
+	if sel.labels != nil {
+		opts.LabelSelector = sel.labels.String()
+	}
+	// The feed's watch is cluster-wide; a namespace is a field of every
+	// object, so one path serves every selector.
+	var terms []fields.Selector
+	if sel.fields != nil {
+		terms = append(terms, sel.fields)
+	}
+	if sel.namespace != "" {
+		terms = append(terms, fields.OneTermEqualSelector("metadata.namespace", sel.namespace))
+	}
+	if len(terms) > 0 {
+		opts.FieldSelector = fields.AndSelectors(terms...).String()
+	}
+	ctx, cancel := context.WithCancel(f.hub.ctx)
+	return &replayWatch{feed: f, opts: opts, owner: owner, ctx: ctx, cancel: cancel}
+}
+
+// open starts a watch from rv. Once the watch has accepted the version,
+// prepare runs with the watch's context (a stateful replay lists its state
+// there). Its request also ends with the caller's ctx, so a caller that
+// goes away does not wait for a slow API server; the replay itself lives
+// on for the next call.
+func (u *replayWatch) open(ctx context.Context, rv uint64, prepare func(context.Context) error) error {
+	if err := u.acquire(ctx); err != nil {
+		return err
+	}
+	watchCtx, cancelWatch := context.WithCancel(u.ctx)
+	stop := context.AfterFunc(ctx, cancelWatch)
+	defer stop()
+	failed := func(err error) error {
+		cancelWatch()
+		switch {
+		case u.ctx.Err() != nil:
+			return ErrSubscriptionClosed
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		return err
+	}
+	opts := u.opts
+	opts.ResourceVersion = strconv.FormatUint(rv, 10)
+	w, err := cache.ToListerWatcherWithContext(u.feed.lw).WatchWithContext(watchCtx, opts)
+	if err != nil {
+		return failed(u.apiError(err))
+	}
+	if err := prepare(watchCtx); err != nil {
+		w.Stop()
+		return failed(err)
+	}
+	u.w, u.cancelWatch, u.openedAt = w, cancelWatch, time.Now()
+	// A watcher blocked handing over an event stops only when told to; a
+	// Close from another goroutine ends u.ctx, and must reach it too.
+	u.unwatch = context.AfterFunc(watchCtx, w.Stop)
+	return nil
+}
+
+// watching reports whether a watch is open.
+func (u *replayWatch) watching() bool { return u.w != nil }
+
+// results is the open watch's events.
+func (u *replayWatch) results() <-chan watch.Event { return u.w.ResultChan() }
+
+// list lists the selection as it was at rv, a page at a time, and calls
+// each with every object; it returns the first error each returns, as it
+// is.
+func (u *replayWatch) list(ctx context.Context, rv uint64, each func(runtime.Object) error) error {
+	opts := metav1.ListOptions{
+		LabelSelector:        u.opts.LabelSelector,
+		FieldSelector:        u.opts.FieldSelector,
+		ResourceVersion:      strconv.FormatUint(rv, 10),
+		ResourceVersionMatch: metav1.ResourceVersionMatchExact,
+		Limit:                replayListPage,
+	}
+	lw := cache.ToListerWatcherWithContext(u.feed.lw)
+	for {
+		list, err := lw.ListWithContext(ctx, opts)
+		if err != nil {
+			return u.apiError(err)
+		}
+		if err := meta.EachListItem(list, each); err != nil {
+			return err
+		}
+		m, err := meta.ListAccessor(list)
+		if err != nil {
+			return u.apiError(err)
+		}
+		if m.GetContinue() == "" {
+			return nil
+		}
+		// The continue token holds the version: the next page is of the
+		// same point in time.
+		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = m.GetContinue(), "", ""
+	}
+}
+
+// closeWatch stops the current watch, which has ended or is no longer
+// needed.
+func (u *replayWatch) closeWatch() {
+	if u.w != nil {
+		u.unwatch()
+		u.w.Stop()
+		u.cancelWatch()
+		u.w = nil
+	}
+}
+
+// reopenDelay is how long to wait before the next watch when the last one
+// ended: none after a watch that ran its course, a growing backoff after
+// ones that ended at once, so a misbehaving API server is not hammered;
+// false after maxShortRuns of those.
+func (u *replayWatch) reopenDelay() (time.Duration, bool) {
+	if time.Since(u.openedAt) >= time.Second {
+		u.shortRun = 0
+		return 0, true
+	}
+	u.shortRun++
+	return 100 * time.Millisecond << u.shortRun, u.shortRun < maxShortRuns
+}
+
+// end ends the watch's context, which gives back its replay slot. It may be
+// called from any goroutine, more than once.
+func (u *replayWatch) end() { u.cancel() }
+
+// acquire takes one of the hub's replay slots for the rest of the replay:
+// it is given back when the replay's context ends, whoever ends it.
+// Waiting for a slot keeps a crowd of clients failing over at once from
+// opening as many watches on the API server.
+func (u *replayWatch) acquire(ctx context.Context) error {
+	limits := u.feed.hub.replays
+	if u.slotHeld {
+		return nil
+	}
+	// The owner's share first: one owner's replays wait for each other,
+	// never take every slot from the rest.
+	if u.owner != "" && !u.ownerHeld {
+		share := limits.owners.get(u.owner)
+		select {
+		case share.slots <- struct{}{}:
+		case <-ctx.Done():
+			limits.owners.put(u.owner, share)
+			return ctx.Err()
+		case <-u.ctx.Done():
+			limits.owners.put(u.owner, share)
+			return ErrSubscriptionClosed
+		}
+		u.ownerHeld = true
+		context.AfterFunc(u.ctx, func() {
+			<-share.slots
+			limits.owners.put(u.owner, share)
+		})
+	}
+	select {
+	case limits.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-u.ctx.Done():
+		return ErrSubscriptionClosed
+	}
+	u.slotHeld = true
+	context.AfterFunc(u.ctx, func() { <-limits.slots })
+	return nil
+}
+
+// apiError turns an upstream failure of a replay into the hub's errors.
+func (u *replayWatch) apiError(err error) error {
+	f := u.feed
+	switch {
+	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+		// The one answer that means the version is gone for good.
+		return f.expired(true)
+	case apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge):
+		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
+			"%w: the API server has not reached the token's resourceVersion yet; retry shortly", ErrTokenAhead)}
+	case apierrors.IsBadRequest(err):
+		// The API server refuses the selector it was given, as it was
+		// when the stream started (a custom resource's selectable field
+		// removed since): retrying cannot help.
+		return &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
+			Reason: "the API server refuses the stream's selector now, replaying it: " + err.Error()}
+	}
+	return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
+}
+
+// checkNotAhead makes sure a token ahead of the feed is not ahead of the
+// API server too: a token from another replica that was ahead is replayed
+// until this feed catches up, but one no API server has reached yet is
+// refused rather than watched for.
+func (u *replayWatch) checkNotAhead(ctx context.Context, rv uint64) error {
+	list, err := cache.ToListerWatcherWithContext(u.feed.lw).ListWithContext(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return u.apiError(err)
+	}
+	m, err := meta.ListAccessor(list)
+	if err != nil {
+		return u.apiError(err)
+	}
+	current, err := parseResourceVersion(m.GetResourceVersion())
+	if err != nil {
+		return u.apiError(err)
+	}
+	if rv > current {
+		return &ResourceError{Resource: u.feed.info.Resource, Err: fmt.Errorf(
+			"%w: the token is at resourceVersion %d, the API server at %d", ErrTokenAhead, rv, current)}
+	}
+	return nil
+}
+
+// replayLimits bounds the replays of every feed of a hub: the slots of
+// those running at once (Config.MaxConcurrentReplays), each owner's share
+// of them (Config.MaxReplaysPerOwner), and the state stateful ones hold
+// (Config.MaxReplayStateBytes).
+type replayLimits struct {
+	slots  chan struct{} // a token per replay running
+	owners *replayShares
+	bytes  *budget.Bytes
+}
+
+func newReplayLimits(cfg *Config) *replayLimits {
+	return &replayLimits{
+		slots:  make(chan struct{}, cfg.MaxConcurrentReplays),
+		owners: &replayShares{max: cfg.MaxReplaysPerOwner, byOwner: map[string]*replayShare{}},
+		bytes:  budget.New(cfg.MaxReplayStateBytes, nil),
+	}
+}
+
+// replayShares bounds the replays each owner runs at once
+// (Config.MaxReplaysPerOwner).
+type replayShares struct {
+	max int
+	mu  sync.Mutex // guards byOwner
+	// byOwner holds the shares in use, each dropped when no replay of its
+	// owner holds or waits for it.
+	byOwner map[string]*replayShare
+}
+
+type replayShare struct {
+	slots chan struct{} // a token per replay of the owner running
+	refs  int           // replays holding or waiting for a slot; guarded by replayShares.mu
+}
+
+func (rs *replayShares) get(owner string) *replayShare {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	share := rs.byOwner[owner]
+	if share == nil {
+		share = &replayShare{slots: make(chan struct{}, rs.max)}
+		rs.byOwner[owner] = share
+	}
+	share.refs++
+	return share
+}
+
+func (rs *replayShares) put(owner string, share *replayShare) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if share.refs--; share.refs == 0 {
+		delete(rs.byOwner, owner)
+	}
+}

@@ -1,0 +1,86 @@
+package informerhub
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/informerhub/informerhub/informerhub/projection"
+	"github.com/informerhub/informerhub/informerhub/upstream"
+)
+
+// WatchRequest asks for a subscription.
+type WatchRequest struct {
+	Selector Selector
+	// ResumeToken, when set, starts right after the event that carried it.
+	ResumeToken string
+	// SendInitialEvents first sends every matching object (as of the
+	// resume token, or now), then a bookmark with InitialEventsEnd.
+	SendInitialEvents bool
+	// Fields keeps only these paths of each object (see package projection);
+	// empty keeps whole objects. A MODIFIED that changes none of them is
+	// not sent.
+	Fields []string
+	// IncludePrevious makes MODIFIED events carry the state before the
+	// change (Event.PreviousObject).
+	IncludePrevious bool
+	// Encoding is the form Config.EncodeEvent encodes the subscription's
+	// events in, below MaxEncodings.
+	Encoding Encoding
+	// Owner names who asks, for the limits that keep one client from
+	// taking what a resource type's subscribers share
+	// (Config.MaxFiltersPerOwner, MaxProjectionsPerOwner). A transport
+	// sets it to the caller's identity; "" is no one, and not limited.
+	Owner string
+}
+
+// SnapshotRequest asks for a snapshot.
+type SnapshotRequest struct {
+	Selector Selector
+	// Fields keeps only these paths of each object, as in WatchRequest.
+	Fields []string
+}
+
+// watchParams is a validated WatchRequest.
+type watchParams struct {
+	sel               *selector
+	proj              *projection.Projection
+	tok               *token
+	sendInitialEvents bool
+	includePrevious   bool
+	encoding          Encoding
+	owner             string
+}
+
+// parseFields validates the paths of a request's fields (a projection):
+// a *RequestError on FieldFields when they do not parse. It returns nil for
+// none.
+func parseFields(paths []string, max int) (*projection.Projection, error) {
+	p, err := projection.Parse(paths, max)
+	var pathErr *projection.PathError
+	switch {
+	case errors.As(err, &pathErr):
+		return nil, &RequestError{Field: FieldFields, Err: ErrInvalidRequest, Reason: fmt.Sprintf("%q: %v", truncate(pathErr.Path), pathErr.Err)}
+	case err != nil:
+		return nil, &RequestError{Field: FieldFields, Err: ErrInvalidRequest, Reason: err.Error()}
+	}
+	return p, nil
+}
+
+// checkToken decodes a request's resume token, and checks that it is of the
+// resource type, and of the selector for one of initial events.
+func checkToken(s string, info upstream.ResourceInfo, sel *selector) (*token, error) {
+	tok, err := decodeToken(s)
+	if err != nil {
+		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken, Reason: err.Error()}
+	}
+	if want := upstream.FormatResource(info.Resource); tok.resource != want {
+		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
+			Reason: "resume token was issued for " + strconv.Quote(tok.resource) + ", not " + strconv.Quote(want)}
+	}
+	if tok.initial && tok.selector != sel.fingerprint {
+		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
+			Reason: "resume token was issued during the initial events of a different selector: resume with the same namespace and selectors, or start over"}
+	}
+	return tok, nil
+}

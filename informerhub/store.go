@@ -1,0 +1,449 @@
+package informerhub
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/btree"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/informerhub/informerhub/informerhub/budget"
+	"github.com/informerhub/informerhub/informerhub/historystore"
+)
+
+// store is what a feed holds of its resource type: the current state, a
+// history of its recent changes, and the position they are at, advancing
+// together, as the kube-apiserver's watchCache does. It has no lock of its
+// own: its feed's mu guards it, with the feed's live subscribers, so that a
+// change is recorded and handed to them at once, and a subscriber joins
+// them exactly after the last record it read. Only oldestAt is read
+// without the lock.
+type store struct {
+	resource schema.GroupVersionResource
+	epoch    uint64 // the feed instance's, in every position it makes
+	// historySize and historyBytes bound the history (Config.HistorySize,
+	// HistoryBytes); memory is where the store counts what it holds.
+	historySize  int
+	historyBytes int64
+	memory       *memory
+	log          *slog.Logger
+
+	// state is the current objects, ordered by namespace and name. Clones
+	// are taken for snapshots and initial events; it is never mutated
+	// outside the lock.
+	state *btree.BTreeG[*object]
+	// index indexes some label keys of state, and changes with it.
+	index labelIndex
+	// stateBytes counts the state's objects in memory.state.
+	stateBytes *budget.Bytes
+	history    history
+	pos        position
+	// synced is set once the initial list is in state; until then there is
+	// no history or position. released is set when the feed stopped.
+	synced, released bool
+	// advanced is closed the next time pos moves; see advancedCh.
+	advanced chan struct{}
+	// relists are the version ranges relists jumped across that the
+	// history still reaches; see insideRelist.
+	relists []versionRange
+	// disk is the resource type's history on disk while this store writes
+	// it (durable.go); nil without one. restore is what the disk held when
+	// the feed started, until its first list takes it; epochs are the
+	// earlier runs whose records the disk holds (see recorded).
+	disk    *diskLog
+	restore *restored
+	epochs  []historystore.Epoch
+	// oldestAt is when the history's oldest record arrived (Unix
+	// nanoseconds), or 0 when memory eviction may take none: written under
+	// the lock (noteOldest), read without it (memory.evictOldest).
+	oldestAt atomic.Int64
+}
+
+const btreeDegree = 32
+
+func newStore(resource schema.GroupVersionResource, epoch uint64, cfg *Config, mem *memory, log *slog.Logger) *store {
+	return &store{
+		resource:     resource,
+		epoch:        epoch,
+		historySize:  cfg.HistorySize,
+		historyBytes: cfg.HistoryBytes,
+		memory:       mem,
+		log:          log,
+		state:        btree.NewG(btreeDegree, objectLess),
+		index:        newLabelIndex(mem.indexes),
+		stateBytes:   budget.Counter(mem.state),
+	}
+}
+
+// versionRange is the resourceVersions after from, up to and including to.
+type versionRange struct{ from, to uint64 }
+
+// change is one difference a relist found.
+type change struct {
+	typ       EventType
+	obj, prev *object
+}
+
+// put adds o to the state, or replaces the object of its namespace and
+// name, and returns what it replaced.
+func (st *store) put(o *object) (prev *object, existed bool) {
+	prev, existed = st.state.ReplaceOrInsert(o)
+	st.index.update(prev, o)
+	st.stateBytes.Force(objectSize(o))
+	if existed {
+		st.stateBytes.Force(-objectSize(prev))
+	}
+	return prev, existed
+}
+
+// delete removes the object of o's namespace and name from the state, and
+// returns it.
+func (st *store) delete(o *object) (prev *object, existed bool) {
+	prev, existed = st.state.Delete(o)
+	if existed {
+		st.index.update(prev, nil)
+		st.stateBytes.Force(-objectSize(prev))
+	}
+	return prev, existed
+}
+
+// sync takes the initial list, at listRV, as the state, and starts the
+// history there. When the list is the disk's state (restore), the records
+// continue the disk's, and this run is one more epoch.
+func (st *store) sync(objs []*object, listRV uint64) {
+	for _, o := range objs {
+		st.put(o)
+	}
+	var base uint64 // the seq of the initial state
+	floorAt := time.Now().UnixNano()
+	if r := st.restore; r != nil {
+		st.restore = nil
+		base, floorAt = r.meta.LastSeq, r.meta.LastAt
+		st.epochs = r.meta.Epochs
+		for _, rg := range r.meta.Relists {
+			st.relists = append(st.relists, versionRange{from: rg.From, to: rg.To})
+		}
+	}
+	st.pos = position{epoch: st.epoch, seq: base, rv: listRV}
+	st.history = newHistory(st.historySize, st.historyBytes, listRV, floorAt, st.memory.history)
+	st.history.startAfter(base)
+	if st.disk != nil {
+		st.history.persisted = base // the state at base is written with the first records
+	}
+	st.synced = true
+}
+
+// relist returns the true differences of a later list (a relist after the
+// watch failed or expired) against the state, to be applied and recorded
+// as one batch, then completed with endRelist: objects whose
+// resourceVersion did not change produce nothing. It remembers the range
+// of versions the relist jumps across, even when it changed nothing
+// (objects may have come and gone in between, unseen), and returns the
+// version the batch completes at.
+func (st *store) relist(objs []*object, listRV uint64) (changes []change, batchRV uint64) {
+	listed := make(map[objectKey]struct{}, len(objs))
+	for _, o := range objs {
+		listed[objectKey{o.namespace, o.name}] = struct{}{}
+	}
+	st.state.Ascend(func(old *object) bool {
+		if _, ok := listed[objectKey{old.namespace, old.name}]; !ok {
+			changes = append(changes, change{typ: EventDeleted, obj: old, prev: old})
+		}
+		return true
+	})
+	for _, o := range objs {
+		old, exists := st.state.Get(o)
+		switch {
+		case !exists:
+			changes = append(changes, change{typ: EventAdded, obj: o})
+		case old.uid != o.uid:
+			// Deleted and created again while the hub was not watching.
+			changes = append(changes, change{typ: EventDeleted, obj: old, prev: old}, change{typ: EventAdded, obj: o})
+		case old.rv != o.rv:
+			changes = append(changes, change{typ: EventModified, obj: o, prev: old})
+		}
+	}
+	batchRV, relistFrom := max(listRV, st.pos.rv), st.pos.rv
+	// Against what memory and disk reach: the disk keeps what they say.
+	floor := st.floorRV()
+	st.relists = slices.DeleteFunc(st.relists, func(r versionRange) bool { return r.to <= floor })
+	if batchRV > relistFrom {
+		st.relists = append(st.relists, versionRange{from: relistFrom, to: batchRV})
+	}
+	st.history.beginRelist()
+	return changes, batchRV
+}
+
+// endRelist completes a relist's batch at batchRV.
+func (st *store) endRelist(batchRV uint64) {
+	st.history.endRelist()
+	pos := st.pos
+	pos.rv = batchRV
+	st.moved(pos)
+}
+
+// apply makes a relist's change in the state.
+func (st *store) apply(c change) {
+	if c.typ == EventDeleted {
+		st.delete(c.obj)
+	} else {
+		st.put(c.obj)
+	}
+}
+
+// record appends r to the history and advances the position past it, and
+// returns the position before it. A record inside a relist's batch has an
+// offset, and its position keeps the version before the batch: only the
+// batch's last record (offset 0) completes it at r.rv.
+func (st *store) record(r *record, offset uint32) (before position) {
+	before = st.pos
+	r.pos = position{epoch: st.epoch, seq: st.pos.seq + 1, rv: r.rv, offset: offset}
+	r.received = time.Now().UnixNano()
+	if offset != 0 {
+		r.pos.rv = st.pos.rv
+	}
+	st.history.push(r)
+	st.noteOldest()
+	st.moved(r.pos)
+	return before
+}
+
+// bookmark moves the position to rv, a version the API server says the
+// state is at, and reports whether it moved.
+func (st *store) bookmark(rv uint64) bool {
+	if !st.synced || rv <= st.pos.rv {
+		return false
+	}
+	pos := st.pos
+	pos.rv = rv
+	st.moved(pos)
+	return true
+}
+
+// moved makes pos the position, and tells those waiting for it to move:
+// the replays waiting for the feed to reach their version, and the disk's
+// writer.
+func (st *store) moved(pos position) {
+	st.pos = pos
+	if st.advanced != nil {
+		close(st.advanced)
+		st.advanced = nil
+	}
+	if st.disk != nil {
+		st.disk.notify()
+	}
+}
+
+// advancedCh returns a channel closed the next time the position moves.
+func (st *store) advancedCh() <-chan struct{} {
+	if st.advanced == nil {
+		st.advanced = make(chan struct{})
+	}
+	return st.advanced
+}
+
+// located is where a token's position continues in this store.
+type located struct {
+	pos position
+	// onDisk is set when pos is below the oldest record in memory, on disk.
+	// A position of another instance is then still to be placed by its
+	// resourceVersion among the disk's records from searchFrom (the disk's
+	// oldest when it was located: if retention takes it meanwhile, the
+	// search fails rather than skip what went) up to searchUpTo (set).
+	onDisk                 bool
+	searchFrom, searchUpTo uint64
+}
+
+// locate turns a token's position into one of this feed instance.
+func (st *store) locate(p position) (located, error) {
+	if p.epoch == st.epoch || st.recorded(p) {
+		// A seq of this feed's numbering: this run's, or an earlier run's
+		// that the disk holds.
+		if p.seq > st.pos.seq {
+			return located{}, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
+				Reason: "resume token points past the end of this hub's stream"}
+		}
+		if p.seq+1 >= st.history.first {
+			return located{pos: p}, nil
+		}
+		if st.disk != nil && st.disk.holds(p.seq) {
+			return located{pos: p, onDisk: true}, nil
+		}
+		return located{}, st.expiredError(false)
+	}
+	// A token of another instance: only its resourceVersion means
+	// something here.
+	if p.offset != 0 || p.rv < st.floorRV() {
+		return located{}, st.expiredError(false)
+	}
+	if p.rv > st.pos.rv {
+		return located{}, &ResourceError{Resource: st.resource, Err: fmt.Errorf(
+			"%w: the token is at resourceVersion %d, the hub at %d; retry shortly", ErrTokenAhead, p.rv, st.pos.rv)}
+	}
+	if st.insideRelist(p.rv) {
+		// The hub never saw the state there, so it cannot tell which of the
+		// relist's changes the client already has.
+		return located{}, st.expiredError(false)
+	}
+	if p.rv >= st.history.floorRV {
+		return located{pos: position{epoch: st.epoch, seq: st.history.lastAtOrBefore(p.rv), rv: p.rv}}, nil
+	}
+	first, _, _, _ := st.disk.window() // reached: floorRV took the disk's floor
+	return located{pos: position{epoch: st.epoch, rv: p.rv}, onDisk: true, searchFrom: first, searchUpTo: st.history.first - 1}, nil
+}
+
+// joinable returns the seq of the history after which the records
+// continue a subscriber that holds every selected change up to rv, or
+// false when the history cannot: rv is older than the history, newer than
+// the position, or inside the versions a relist jumped across.
+func (st *store) joinable(rv uint64) (uint64, bool) {
+	if rv < st.history.floorRV || rv > st.pos.rv || st.insideRelist(rv) {
+		return 0, false
+	}
+	return st.history.lastAtOrBefore(rv), true
+}
+
+// recorded reports whether p is a position an earlier run of the feed
+// wrote to disk, which this run's seqs continue.
+func (st *store) recorded(p position) bool {
+	for _, e := range st.epochs {
+		if e.ID == p.epoch {
+			return p.seq+1 >= e.First && p.seq <= e.Last
+		}
+	}
+	return false
+}
+
+// floorRV is the oldest resourceVersion the store resumes from without the
+// API server: its memory's, or its disk's when that reaches further.
+func (st *store) floorRV() uint64 {
+	rv, _ := st.oldest()
+	return rv
+}
+
+// oldest returns the oldest position the store resumes from without the
+// API server, and when it got there (Unix nanoseconds).
+func (st *store) oldest() (rv uint64, at int64) {
+	rv, at = st.history.floorRV, st.history.floorAt
+	if st.disk != nil {
+		if first, _, diskRV, diskAt := st.disk.window(); first < st.history.first {
+			rv, at = diskRV, diskAt
+		}
+	}
+	return rv, at
+}
+
+// expiredError is the ErrTokenExpired of a token older than what the store
+// resumes from, saying what that is.
+func (st *store) expiredError(upstream bool) *ExpiredError {
+	e := &ExpiredError{Resource: st.resource, Upstream: upstream}
+	if st.synced {
+		rv, at := st.oldest()
+		e.OldestResourceVersion, e.Oldest = rv, time.Unix(0, at)
+	}
+	return e
+}
+
+// insideRelist reports whether rv lies strictly inside the versions a
+// relist jumped across: a client there holds a state the hub never saw.
+func (st *store) insideRelist(rv uint64) bool {
+	for _, r := range st.relists {
+		if r.from < rv && rv < r.to {
+			return true
+		}
+	}
+	return false
+}
+
+// noteOldest publishes when the store's oldest record that memory eviction
+// may take arrived (oldestAt): zero when it holds only its newest, or its
+// feed has stopped.
+func (st *store) noteOldest() {
+	var at int64
+	if !st.released && st.synced && st.history.len() > 1 && st.history.first <= st.history.persisted {
+		r, _ := st.history.get(st.history.first)
+		at = max(r.received, 1)
+	}
+	st.oldestAt.Store(at)
+}
+
+// evictForMemory evicts the oldest records while the hub is over its
+// memory budget, up to the first that arrived after until, keeping the
+// newest and what is not on disk yet. It returns how many it evicted.
+func (st *store) evictForMemory(until int64) (evicted int) {
+	if st.released || !st.synced {
+		st.noteOldest()
+		return 0
+	}
+	for st.memory.over() && st.history.len() > 1 && st.history.first <= st.history.persisted {
+		if r, _ := st.history.get(st.history.first); evicted > 0 && r.received > until {
+			break
+		}
+		st.history.evict()
+		evicted++
+	}
+	st.noteOldest()
+	return evicted
+}
+
+// release gives back what the store counts in the hub's memory, for a feed
+// that stopped: what it holds goes once its last subscriber lets go of it,
+// and the next feed of the type fills the memory anew.
+func (st *store) release() {
+	st.released = true
+	if st.synced {
+		st.history.release()
+	}
+	st.oldestAt.Store(0)
+	st.index.release()
+	st.stateBytes.Drain()
+}
+
+// cloneFor returns a clone of the tree a cursor for sel walks: the index
+// tree of sel's most selective indexed equality, or else the state; and
+// the equality whose tree it is, nil for the state. Either way the cursor
+// applies all of sel to each object: the tree only narrows what it
+// examines, and holds the objects in the state's order.
+//
+// It may build an index (see labelIndexMinObjects): O(n log n) under the
+// lock, once per key and feed.
+func (st *store) cloneFor(sel *selector) (*btree.BTreeG[*object], *labelPair) {
+	tree, eq, built := st.index.treeFor(sel, st.state)
+	if built {
+		st.log.Info("indexed a label key", "key", eq.key, "values", len(st.index.keys[eq.key]), "objects", st.state.Len())
+	}
+	return tree, eq
+}
+
+// status fills in what the store holds, for Resources.
+func (st *store) status(rs *ResourceStatus) {
+	rs.CachedObjects = st.state.Len()
+	if !st.synced {
+		return
+	}
+	rs.HistoryEvents, rs.HistoryBytes = st.history.len(), st.history.bytes()
+	rs.HistoryResourceVersion = strconv.FormatUint(st.history.floorRV, 10)
+	rv, at := st.oldest()
+	rs.RetainedResourceVersion, rs.RetainedSince = strconv.FormatUint(rv, 10), time.Unix(0, at)
+}
+
+// levels fills in what the store holds, for Stats.
+func (st *store) levels(rs *ResourceStats) {
+	rs.CachedObjects = st.state.Len()
+	if !st.synced {
+		return
+	}
+	rs.HistoryEvents, rs.HistoryBytes = st.history.len(), st.history.bytes()
+	rs.HistoryOldest = time.Unix(0, st.history.floorAt)
+	rs.HistoryNewest = time.Unix(0, st.history.newestAt())
+	_, at := st.oldest()
+	rs.RetainedOldest = time.Unix(0, at)
+	if st.disk != nil && st.history.persisted != math.MaxUint64 {
+		rs.DiskPending = st.pos.seq - st.history.persisted
+	}
+}
