@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -385,23 +384,6 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 	return toStatus(s.log, err)
 }
 
-// denialConfirmDelay is how long after a recheck denied a stream's access
-// another, with a fresh decision, confirms it before the stream ends.
-const denialConfirmDelay = 2 * time.Second
-
-type freshDecisionsKey struct{}
-
-// withFreshDecisions marks a recheck that must not reuse a cached decision.
-func withFreshDecisions(ctx context.Context) context.Context {
-	return context.WithValue(ctx, freshDecisionsKey{}, true)
-}
-
-// maxUnconfirmedRechecks is how many recheck intervals a stream may run
-// without the API server confirming its caller's access, before it ends
-// with UNAVAILABLE: an outage does not end streams at once, nor leave them
-// running unauthorized.
-const maxUnconfirmedRechecks = 3
-
 // errSenderStopped ends a sender whose stream the handler has ended.
 var errSenderStopped = errors.New("the stream has ended")
 
@@ -474,10 +456,8 @@ func (snd *sender) run(next func() (msg any, token *string, last bool, err error
 // supervise runs snd and returns its result; or errStalled when a send
 // stays blocked for MaxSendStall; or, when failed is closed, whatever the
 // sender returns within StalledSendGrace (else errStalled); or an
-// *accessLostError when a recheck (every AuthzRecheckInterval, in a
-// goroutine of its own so that a slow API server delays nothing else)
-// finds access revoked or credentials rejected, or none has confirmed
-// access for maxUnconfirmedRechecks intervals.
+// *accessLostError when a rechecker, with recheck, ends the stream for its
+// caller's access (recheck nil: never).
 func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struct{}, recheck func(context.Context) error, next func() (any, *string, bool, error)) error {
 	done := make(chan error, 1)
 	go func() { done <- snd.run(next) }()
@@ -487,29 +467,10 @@ func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struc
 	defer snd.stopped.Store(true)
 	stall := time.NewTicker(s.cfg.MaxSendStall)
 	defer stall.Stop()
-	var (
-		rechecks       <-chan time.Time
-		resetRecheck   func()
-		confirmDenial  func()
-		recheckResult  chan error // non-nil while a recheck runs
-		confirmed      = time.Now()
-		denialToVerify bool // a recheck was denied; the next, soon, confirms it
-	)
-	// Rechecks come between three quarters and one and a quarter of an
-	// interval apart, at random: streams opened together (a client
-	// reconnecting a thousand of them) drift apart and spread their
-	// reviews over the interval rather than ask all at once, while a
-	// decision one of them made serves the others of the same identity
-	// and request (see recheckAccess); and each recheck still finds its
-	// own previous decision too old to reuse.
-	interval := s.cfg.AuthzRecheckInterval
-	nextRecheck := func() time.Duration { return interval*3/4 + rand.N(interval/2) }
+	var rc *rechecker
 	if recheck != nil {
-		t := time.NewTimer(nextRecheck())
-		defer t.Stop()
-		rechecks = t.C
-		resetRecheck = func() { t.Reset(nextRecheck()) }
-		confirmDenial = func() { t.Reset(denialConfirmDelay) }
+		rc = newRechecker(recheck, s.cfg.AuthzRecheckInterval, s.log)
+		defer rc.stop()
 	}
 	// A recheck still running when this returns is not waited for.
 	recheckCtx, cancelRecheck := context.WithCancel(ctx)
@@ -539,47 +500,14 @@ func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struc
 			if started != finished {
 				blockedSend = started
 			}
-		case <-rechecks:
-			resetRecheck()
-			if recheckResult != nil {
-				continue // the last one still runs, within its timeout
-			}
-			result := make(chan error, 1)
-			recheckResult = result
-			verify := denialToVerify
-			go func() {
-				ctx, cancel := context.WithTimeout(recheckCtx, s.cfg.AuthzRecheckInterval)
-				defer cancel()
-				if verify {
-					ctx = withFreshDecisions(ctx)
-				}
-				result <- recheck(ctx)
-			}()
-		case err := <-recheckResult:
-			recheckResult = nil
-			var unavailable *authUnavailableError
-			var forbidden *auth.ForbiddenError
-			switch {
-			case ctx.Err() != nil:
+		case <-rc.due():
+			rc.start(recheckCtx)
+		case err := <-rc.results():
+			if ctx.Err() != nil {
 				return ctx.Err() // the stream ended while the recheck ran
-			case err == nil:
-				confirmed, denialToVerify = time.Now(), false
-			case errors.As(err, &forbidden) && !denialToVerify:
-				// A denial ends the stream once a fresh review a moment
-				// later confirms it: an API server that has just started
-				// answers before its RBAC caches have synced, and denies
-				// what it allows a second later.
-				denialToVerify = true
-				confirmDenial()
-				s.log.Info("a recheck denied a stream's access; confirming it", "error", err)
-			case errors.As(err, &unavailable) && time.Since(confirmed) < maxUnconfirmedRechecks*s.cfg.AuthzRecheckInterval:
-				// The API server cannot answer now: keep the stream, as the
-				// hub's own informers keep their data, and ask again at the
-				// next recheck; but not forever.
-				s.log.Warn("cannot recheck a stream's access; asking again later", "error", err)
-			default:
-				s.log.Info("ending a stream whose access was not confirmed", "error", err)
-				return &accessLostError{err: err}
+			}
+			if err := rc.decide(err); err != nil {
+				return err
 			}
 		case <-ctx.Done():
 			return ctx.Err()

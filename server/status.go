@@ -21,7 +21,8 @@ import (
 const ErrorDomain = "informerhub.io"
 
 // Reasons of google.rpc.ErrorInfo details, one per situation a client
-// handles differently.
+// handles differently. The proto's comments (InformerHubService) say what
+// each means to a client; a test keeps the two lists the same.
 const (
 	ReasonInvalidArgument      = "INVALID_ARGUMENT"
 	ReasonInvalidResumeToken   = "INVALID_RESUME_TOKEN"
@@ -40,142 +41,224 @@ const (
 )
 
 // toStatus is the one place where the hub's errors become gRPC statuses.
-// Messages say what to do; internal details stay in the logs.
+// Messages say what to do; internal details stay in the logs. An error
+// that already is a status (gRPC's own: the client went away mid-send) is
+// returned as it is; any other is the status of the first of statusRules
+// that matches it, or INTERNAL.
 func toStatus(log *slog.Logger, err error) error {
-	var (
-		reqErr         *informerhub.RequestError
-		resourceErr    *informerhub.ResourceError
-		expiredErr     *informerhub.ExpiredError
-		tooSlowErr     *informerhub.TooSlowError
-		forbidden      *auth.ForbiddenError
-		lost           *accessLostError
-		unavailable    *authUnavailableError
-		tooManyReviews *auth.TooManyReviewsError
-		drained        *drainedError
-		upstreamLost   *upstreamLostError
-		tooMany        *auth.TooManySubscriptionsError
-		limitErr       *informerhub.LimitError
-		panicked       *panicError
-	)
+	if err == nil {
+		return nil
+	}
 	if _, ok := status.FromError(err); ok {
-		// Already a status: gRPC's own (the client went away mid-send).
 		return err
 	}
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, context.Canceled), errors.Is(err, informerhub.ErrSubscriptionClosed):
-		return status.Error(codes.Canceled, "the client canceled the call")
-	case errors.Is(err, context.DeadlineExceeded):
+	for _, rule := range statusRules {
+		if st, ok := rule(log, err); ok {
+			return st
+		}
+	}
+	return internal(log, err)
+}
+
+// A statusRule returns the status of an error it matches.
+type statusRule func(log *slog.Logger, err error) (st error, ok bool)
+
+// statusRules map the hub's errors to statuses, first match first. The
+// order matters where one error wraps another: a stream ended for lost
+// access (accessLostError) carries why access was lost (a ForbiddenError,
+// ErrUnauthenticated, an authUnavailableError), which decides its code; a
+// drained stream is ErrClosed; an informer that could not go on is a
+// ResourceError wrapping ErrUnavailable, which only a bare ErrUnavailable
+// rule after it would catch otherwise.
+var statusRules = []statusRule{
+	// The call's own end.
+	whenIs(context.Canceled, canceledStatus),
+	whenIs(informerhub.ErrSubscriptionClosed, canceledStatus),
+	whenIs(context.DeadlineExceeded, func(*slog.Logger, error) error {
 		return status.Error(codes.DeadlineExceeded, "the call's deadline passed")
-	case errors.As(err, &forbidden):
-		a := forbidden.Attributes
-		md := resourceMetadata(a.Resource.Group, a.Resource.Version, a.Resource.Resource)
-		md["user"], md["verb"], md["namespace"] = forbidden.User, a.Verb, a.Namespace
-		msg := forbidden.Error() + ": its Kubernetes RBAC does not allow it"
-		if errors.As(err, &lost) {
-			md["resume_token"] = lost.resumeToken
-			msg = forbidden.Error() + " any more: watch again from the resume token once access is granted again"
-		}
-		return withDetails(codes.PermissionDenied, msg, &errdetails.ErrorInfo{Reason: ReasonForbidden, Domain: ErrorDomain, Metadata: md})
-	case errors.Is(err, auth.ErrUnauthenticated):
-		md := map[string]string{}
-		msg := err.Error()
-		if errors.As(err, &lost) {
-			md["resume_token"] = lost.resumeToken
-			msg += ": the credentials that opened this stream are no longer accepted; watch again from the resume token with valid ones"
-		}
-		return withDetails(codes.Unauthenticated, msg, &errdetails.ErrorInfo{Reason: ReasonUnauthenticated, Domain: ErrorDomain, Metadata: md})
-	case errors.As(err, &unavailable):
-		// The cause (the API server, the hub's own permissions) stays in
-		// the log.
-		log.Warn("cannot check a caller's access", "error", err)
-		md := map[string]string{}
-		msg := "the hub cannot check your access with the Kubernetes API server right now; retry with backoff"
-		if errors.As(err, &lost) {
-			md["resume_token"] = lost.resumeToken
-			msg = "the hub has not been able to confirm your access with the Kubernetes API server for a while; watch again from the resume token, with backoff"
-		}
-		return withDetails(codes.Unavailable, msg, &errdetails.ErrorInfo{Reason: ReasonUpstreamUnavailable, Domain: ErrorDomain, Metadata: md})
-	case errors.As(err, &tooManyReviews):
-		return withDetails(codes.ResourceExhausted, tooManyReviews.Error(),
-			&errdetails.ErrorInfo{Reason: ReasonTooManyTokenReviews, Domain: ErrorDomain})
-	case errors.As(err, &tooMany):
-		md := map[string]string{"user": tooMany.User, "limit": strconv.Itoa(tooMany.Max)}
-		if tooMany.User == "" {
-			md = map[string]string{"scope": "replica", "limit": strconv.Itoa(tooMany.Max)}
-		}
-		return withDetails(codes.ResourceExhausted, tooMany.Error(),
-			&errdetails.ErrorInfo{Reason: ReasonTooManySubscriptions, Domain: ErrorDomain, Metadata: md})
-	case errors.As(err, &limitErr):
-		md := resourceMetadata(limitErr.Resource.Group, limitErr.Resource.Version, limitErr.Resource.Resource)
-		md["limit"], md["max"] = limitErr.Limit, strconv.Itoa(limitErr.Max)
-		reason := ReasonTooManyDistinct
-		if limitErr.Limit == informerhub.LimitReplayState {
-			reason = ReasonReplayLimit
-		}
-		return withDetails(codes.ResourceExhausted, limitErr.Error(),
-			&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: md})
-	case errors.As(err, &panicked):
+	}),
+	// Who may call, before what was asked.
+	whenAs(forbiddenStatus),
+	whenIs(auth.ErrUnauthenticated, unauthenticatedStatus),
+	whenAs(authUnavailableStatus),
+	whenAs(func(_ *slog.Logger, e *auth.TooManyReviewsError, _ error) error {
+		return withDetails(codes.ResourceExhausted, e.Error(), errorInfo(ReasonTooManyTokenReviews, nil))
+	}),
+	// Limits on what callers take.
+	whenAs(tooManySubscriptionsStatus),
+	whenAs(limitStatus),
+	whenAs(func(log *slog.Logger, _ *panicError, err error) error {
 		log.Error("panic in a stream's sender", "error", err)
 		return status.Error(codes.Internal, "internal error")
-	case errors.As(err, &reqErr):
-		reason := ReasonInvalidArgument
-		if errors.Is(err, informerhub.ErrInvalidToken) {
-			reason = ReasonInvalidResumeToken
-		}
-		return withDetails(codes.InvalidArgument, reqErr.Error(),
-			&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: map[string]string{"field": reqErr.Field}},
-			&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: reqErr.Field, Description: reqErr.Reason}}})
-	case errors.As(err, &expiredErr):
-		return withDetails(codes.OutOfRange, expiredErr.Error(),
-			&errdetails.ErrorInfo{Reason: ReasonResumeTokenExpired, Domain: ErrorDomain, Metadata: resourceMetadata(expiredErr.Resource.Group, expiredErr.Resource.Version, expiredErr.Resource.Resource)})
-	case errors.As(err, &tooSlowErr):
-		md := resourceMetadata(tooSlowErr.Resource.Group, tooSlowErr.Resource.Version, tooSlowErr.Resource.Resource)
-		md["resume_token"] = tooSlowErr.ResumeToken
-		return withDetails(codes.ResourceExhausted, tooSlowErr.Error(),
-			&errdetails.ErrorInfo{Reason: ReasonSubscriberTooSlow, Domain: ErrorDomain, Metadata: md})
-	case errors.Is(err, informerhub.ErrClosed):
-		var md map[string]string
-		if errors.As(err, &drained) && drained.resumeToken != "" {
-			md = map[string]string{"resume_token": drained.resumeToken}
-		}
-		return withDetails(codes.Unavailable, "the hub is shutting down: reconnect, to this or another replica, with your last resume token",
-			&errdetails.ErrorInfo{Reason: ReasonShuttingDown, Domain: ErrorDomain, Metadata: md})
-	case errors.As(err, &resourceErr):
-		r := resourceErr.Resource
-		md := resourceMetadata(r.Group, r.Version, r.Resource)
-		switch {
-		case errors.Is(err, informerhub.ErrUnknownResource):
-			return withDetails(codes.NotFound, resourceErr.Error(),
-				&errdetails.ErrorInfo{Reason: ReasonResourceNotFound, Domain: ErrorDomain, Metadata: md})
-		case errors.Is(err, informerhub.ErrTokenAhead):
-			return withDetails(codes.Unavailable, resourceErr.Error(),
-				&errdetails.ErrorInfo{Reason: ReasonResumeTokenAhead, Domain: ErrorDomain, Metadata: md})
-		case errors.Is(err, informerhub.ErrUnavailable):
-			// The cause (API server addresses, the hub's identity) stays in
-			// the log; the client gets its Kubernetes reason.
-			log.Warn("resource unavailable", "resource", r.String(), "error", err)
-			if reason := apierrors.ReasonForError(err); reason != metav1.StatusReasonUnknown {
-				md["kubernetes_reason"] = string(reason)
-			}
-			what := r.Resource
-			if what == "" { // discovery of the group version failed
-				what = "resources of " + r.GroupVersion().String()
-			}
-			if errors.As(err, &upstreamLost) {
-				md["resume_token"] = upstreamLost.resumeToken
-			}
-			return withDetails(codes.Unavailable, "the hub cannot serve "+what+" from the Kubernetes API server right now; retry with backoff",
-				&errdetails.ErrorInfo{Reason: ReasonUpstreamUnavailable, Domain: ErrorDomain, Metadata: md})
-		}
-	case errors.Is(err, informerhub.ErrUnavailable):
+	}),
+	// What was asked.
+	whenAs(requestStatus),
+	whenAs(func(_ *slog.Logger, e *informerhub.ExpiredError, _ error) error {
+		return withDetails(codes.OutOfRange, e.Error(), errorInfo(ReasonResumeTokenExpired, resourceMetadata(e.Resource.Group, e.Resource.Version, e.Resource.Resource)))
+	}),
+	whenAs(tooSlowStatus),
+	// The hub, and its upstream.
+	whenIs(informerhub.ErrClosed, shuttingDownStatus),
+	whenAs(resourceStatus),
+	whenIs(informerhub.ErrUnavailable, func(log *slog.Logger, err error) error {
 		log.Warn("unavailable", "error", err)
 		return withDetails(codes.Unavailable, "the hub cannot reach the Kubernetes API server right now; retry with backoff",
-			&errdetails.ErrorInfo{Reason: ReasonUpstreamUnavailable, Domain: ErrorDomain})
+			errorInfo(ReasonUpstreamUnavailable, nil))
+	}),
+}
+
+// whenIs is the rule of the errors that match target with errors.Is.
+func whenIs(target error, st func(log *slog.Logger, err error) error) statusRule {
+	return func(log *slog.Logger, err error) (error, bool) {
+		if !errors.Is(err, target) {
+			return nil, false
+		}
+		return st(log, err), true
 	}
+}
+
+// whenAs is the rule of the errors that hold an E, found with errors.As.
+func whenAs[E error](st func(log *slog.Logger, e E, err error) error) statusRule {
+	return func(log *slog.Logger, err error) (error, bool) {
+		var e E
+		if !errors.As(err, &e) {
+			return nil, false
+		}
+		return st(log, e, err), true
+	}
+}
+
+func canceledStatus(*slog.Logger, error) error {
+	return status.Error(codes.Canceled, "the client canceled the call")
+}
+
+func forbiddenStatus(_ *slog.Logger, forbidden *auth.ForbiddenError, err error) error {
+	a := forbidden.Attributes
+	md := resourceMetadata(a.Resource.Group, a.Resource.Version, a.Resource.Resource)
+	md["user"], md["verb"], md["namespace"] = forbidden.User, a.Verb, a.Namespace
+	msg := forbidden.Error() + ": its Kubernetes RBAC does not allow it"
+	if lost := lostAccess(err); lost != nil {
+		md["resume_token"] = lost.resumeToken
+		msg = forbidden.Error() + " any more: watch again from the resume token once access is granted again"
+	}
+	return withDetails(codes.PermissionDenied, msg, errorInfo(ReasonForbidden, md))
+}
+
+func unauthenticatedStatus(_ *slog.Logger, err error) error {
+	md := map[string]string{}
+	msg := err.Error()
+	if lost := lostAccess(err); lost != nil {
+		md["resume_token"] = lost.resumeToken
+		msg += ": the credentials that opened this stream are no longer accepted; watch again from the resume token with valid ones"
+	}
+	return withDetails(codes.Unauthenticated, msg, errorInfo(ReasonUnauthenticated, md))
+}
+
+func authUnavailableStatus(log *slog.Logger, _ *authUnavailableError, err error) error {
+	// The cause (the API server, the hub's own permissions) stays in the
+	// log.
+	log.Warn("cannot check a caller's access", "error", err)
+	md := map[string]string{}
+	msg := "the hub cannot check your access with the Kubernetes API server right now; retry with backoff"
+	if lost := lostAccess(err); lost != nil {
+		md["resume_token"] = lost.resumeToken
+		msg = "the hub has not been able to confirm your access with the Kubernetes API server for a while; watch again from the resume token, with backoff"
+	}
+	return withDetails(codes.Unavailable, msg, errorInfo(ReasonUpstreamUnavailable, md))
+}
+
+// lostAccess returns the accessLostError that err holds, if any: a running
+// stream's, whose client resumes from its token.
+func lostAccess(err error) *accessLostError {
+	var lost *accessLostError
+	if errors.As(err, &lost) {
+		return lost
+	}
+	return nil
+}
+
+func tooManySubscriptionsStatus(_ *slog.Logger, e *auth.TooManySubscriptionsError, _ error) error {
+	md := map[string]string{"user": e.User, "limit": strconv.Itoa(e.Max)}
+	if e.User == "" {
+		md = map[string]string{"scope": "replica", "limit": strconv.Itoa(e.Max)}
+	}
+	return withDetails(codes.ResourceExhausted, e.Error(), errorInfo(ReasonTooManySubscriptions, md))
+}
+
+func limitStatus(_ *slog.Logger, e *informerhub.LimitError, _ error) error {
+	md := resourceMetadata(e.Resource.Group, e.Resource.Version, e.Resource.Resource)
+	md["limit"], md["max"] = e.Limit, strconv.Itoa(e.Max)
+	reason := ReasonTooManyDistinct
+	if e.Limit == informerhub.LimitReplayState {
+		reason = ReasonReplayLimit
+	}
+	return withDetails(codes.ResourceExhausted, e.Error(), errorInfo(reason, md))
+}
+
+func requestStatus(_ *slog.Logger, e *informerhub.RequestError, err error) error {
+	reason := ReasonInvalidArgument
+	if errors.Is(err, informerhub.ErrInvalidToken) {
+		reason = ReasonInvalidResumeToken
+	}
+	return withDetails(codes.InvalidArgument, e.Error(),
+		errorInfo(reason, map[string]string{"field": e.Field}),
+		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: e.Field, Description: e.Reason}}})
+}
+
+func tooSlowStatus(_ *slog.Logger, e *informerhub.TooSlowError, _ error) error {
+	md := resourceMetadata(e.Resource.Group, e.Resource.Version, e.Resource.Resource)
+	md["resume_token"] = e.ResumeToken
+	return withDetails(codes.ResourceExhausted, e.Error(), errorInfo(ReasonSubscriberTooSlow, md))
+}
+
+func shuttingDownStatus(_ *slog.Logger, err error) error {
+	var md map[string]string
+	var drained *drainedError
+	if errors.As(err, &drained) && drained.resumeToken != "" {
+		md = map[string]string{"resume_token": drained.resumeToken}
+	}
+	return withDetails(codes.Unavailable, "the hub is shutting down: reconnect, to this or another replica, with your last resume token",
+		errorInfo(ReasonShuttingDown, md))
+}
+
+func resourceStatus(log *slog.Logger, e *informerhub.ResourceError, err error) error {
+	r := e.Resource
+	md := resourceMetadata(r.Group, r.Version, r.Resource)
+	switch {
+	case errors.Is(err, informerhub.ErrUnknownResource):
+		return withDetails(codes.NotFound, e.Error(), errorInfo(ReasonResourceNotFound, md))
+	case errors.Is(err, informerhub.ErrTokenAhead):
+		return withDetails(codes.Unavailable, e.Error(), errorInfo(ReasonResumeTokenAhead, md))
+	case errors.Is(err, informerhub.ErrUnavailable):
+		// The cause (API server addresses, the hub's identity) stays in
+		// the log; the client gets its Kubernetes reason.
+		log.Warn("resource unavailable", "resource", r.String(), "error", err)
+		if reason := apierrors.ReasonForError(err); reason != metav1.StatusReasonUnknown {
+			md["kubernetes_reason"] = string(reason)
+		}
+		what := r.Resource
+		if what == "" { // discovery of the group version failed
+			what = "resources of " + r.GroupVersion().String()
+		}
+		var upstreamLost *upstreamLostError
+		if errors.As(err, &upstreamLost) {
+			md["resume_token"] = upstreamLost.resumeToken
+		}
+		return withDetails(codes.Unavailable, "the hub cannot serve "+what+" from the Kubernetes API server right now; retry with backoff",
+			errorInfo(ReasonUpstreamUnavailable, md))
+	}
+	return internal(log, err)
+}
+
+// internal is the status of an error the hub did not expect: its text
+// stays in the log.
+func internal(log *slog.Logger, err error) error {
 	log.Error("internal error", "error", err)
 	return status.Error(codes.Internal, "internal error")
+}
+
+func errorInfo(reason string, md map[string]string) *errdetails.ErrorInfo {
+	return &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: md}
 }
 
 func resourceMetadata(group, version, resource string) map[string]string {
