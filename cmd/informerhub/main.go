@@ -147,7 +147,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.hub.MaxReplaysPerOwner, "max-replays-per-identity", informerhub.DefaultMaxReplaysPerOwner, "of --max-concurrent-replays, how many one identity's replays may hold at once; more of its replays wait for its own")
 	fs.Int64Var(&o.hub.MaxReplayStateBytes, "max-replay-state-bytes", informerhub.DefaultMaxReplayStateBytes, "bytes of listed objects all replays with a filter, fields or previous state may hold at once; more are refused (RESOURCE_EXHAUSTED)")
 	fs.IntVar(&o.hub.QueueSize, "queue-size", informerhub.DefaultQueueSize, "changes that may wait for one subscriber; past them it reads on from the history")
-	fs.DurationVar(&o.hub.BookmarkInterval, "bookmark-interval", informerhub.DefaultBookmarkInterval, "a stream that received nothing for this long gets a bookmark with a fresh resume token")
+	fs.DurationVar(&o.hub.BookmarkInterval, "bookmark-interval", informerhub.DefaultBookmarkInterval, "a stream that received nothing for between half this and all of it gets a bookmark with a fresh resume token")
 	fs.DurationVar(&o.hub.MaxUpstreamFailure, "max-upstream-failure", informerhub.DefaultMaxUpstreamFailure, "how long an informer's lists and watches may fail, with nothing delivered, before its streams end with UNAVAILABLE (UPSTREAM_UNAVAILABLE) and their tokens; the hub is not ready after three --apiserver-check-interval of it")
 	fs.DurationVar(&o.hub.IdleTimeout, "idle-timeout", informerhub.DefaultIdleTimeout, "how long a resource type's informer runs after its last subscriber left")
 	fs.IntVar(&o.hub.SnapshotPageSize, "snapshot-page-size", informerhub.DefaultSnapshotPageSize, "objects per Snapshot page at most")

@@ -384,9 +384,16 @@ type WatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What happened.
 	Type EventType `protobuf:"varint,1,opt,name=type,proto3,enum=informerhub.v1.EventType" json:"type,omitempty"`
-	// The object as JSON, as the API server served it (see the README for
-	// the few exceptions), projected by the request's fields; empty on
-	// BOOKMARK, and with OBJECT_FORMAT_STRUCT (see object_struct).
+	// The object as JSON, byte for byte as the API server served it,
+	// projected by the request's fields; empty on BOOKMARK, and with
+	// OBJECT_FORMAT_STRUCT (see object_struct). The exceptions: with the
+	// hub's --strip-managed-fields, metadata.managedFields is removed; an
+	// object the hub got from a LIST (rather than a watch) gets the kind and
+	// apiVersion that LIST items lack; a DELETED sent because an object
+	// stopped matching the selector is its last matching state re-encoded
+	// (keys sorted) with the change's resourceVersion, as the Kubernetes
+	// watch cache does; and a projection keeps the API server's bytes of
+	// what it keeps, in their order, and drops the rest.
 	Object string `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
 	// Watch from this token to get what follows this response. Set on every
 	// response.

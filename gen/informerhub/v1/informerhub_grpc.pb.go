@@ -38,69 +38,163 @@ const (
 // continues exactly after that response: nothing lost, nothing repeated, in
 // order. Tokens are opaque; do not parse them.
 //
-// Errors use the standard gRPC codes, with a google.rpc.ErrorInfo detail
-// (domain "informerhub.io") whose reason says what happened:
-//   - INVALID_ARGUMENT: a malformed selector or request (a field selector
-//     on a field the resource type does not support, a filter that does not
-//     compile or may cost more than the hub allows, a path in fields that
-//     cannot be valid), or a resume_token that is garbage, was issued for
-//     another resource, or was issued during the initial events of another
-//     selector (reason INVALID_RESUME_TOKEN). A google.rpc.BadRequest
-//     detail names the field (and, for a filter, the position of the
-//     error in its description). Any other token is accepted with any selector; the resume is
-//     exact for the selector it was issued with.
-//   - UNAUTHENTICATED: no credentials, or invalid ones (UNAUTHENTICATED).
-//     Send "authorization: Bearer <token>" (a Kubernetes token), or a client
-//     certificate, as the hub is configured. (With client certificates, a
-//     connection without one fails its TLS handshake: the client sees
-//     UNAVAILABLE, from its own transport.) A running Watch whose
-//     credentials stop being accepted (an expired token or certificate, a
-//     deleted service account) ends this way too, with
-//     metadata["resume_token"].
-//   - PERMISSION_DENIED: the caller's Kubernetes RBAC does not allow list
-//     and watch of the resource in the namespace (FORBIDDEN; metadata names
-//     the user, verb, resource and namespace). A Watch whose access is
-//     revoked ends this way too, with metadata["resume_token"].
-//   - NOT_FOUND: the cluster does not serve the resource (RESOURCE_NOT_FOUND).
-//   - OUT_OF_RANGE: the resume_token cannot be continued from
-//     (RESUME_TOKEN_EXPIRED): it is older than the hub's history (in
-//     memory, and on disk with --history-dir; the message says where it
-//     begins, and since when) and the API server no longer has its
-//     resourceVersion either (410 Gone: older than its watch cache, or
-//     compacted in etcd); or it names a position
+// A stream that has sent nothing for between half a bookmark interval and
+// a whole one (a hub setting, --bookmark-interval, one minute by default)
+// receives a BOOKMARK with a fresh resume_token, so its token never expires
+// merely because nothing matched.
+//
+// Errors. Every status the hub makes itself carries a google.rpc.ErrorInfo
+// detail, domain "informerhub.io", whose reason tells apart the situations
+// a client handles differently; its metadata "group", "version" and
+// "resource" name the resource type where one is concerned. A Watch the hub
+// ends while it runs, for its client (too slow, access lost) or for itself
+// (shutting down, its informer could not go on), also carries metadata
+// "resume_token": the token of the last response the hub handed to the
+// network, never newer than the last the client received, and older by one
+// response at most (one in flight when the stream was cut). Whatever the
+// status, resume from the last token you received. No status carries a
+// RetryInfo: when to retry is the client's choice. A status without
+// ErrorInfo comes from gRPC or its middleware.
+//
+// A Watch or Snapshot is checked in this order, and its first failure is
+// its status: authentication, the rate limit, RBAC (once there is a
+// selector at all), the streams per identity, the request's fields and
+// resource (discovery), its resume_token, the informer's first list, then
+// placing the token (and opening a replay). So a caller without access gets
+// PERMISSION_DENIED even for a misspelt resource.
+//
+// Each status, as code · reason (metadata), when, and what to do:
+//   - INVALID_ARGUMENT · INVALID_ARGUMENT ("field"; a google.rpc.BadRequest
+//     names the field and says what is wrong): a field is missing or
+//     malformed: selector, group, version, resource, namespace (or one given
+//     for a cluster-scoped resource); a label or field selector that does
+//     not parse, is longer than --max-selector-length or has more than
+//     --max-selector-terms terms; a field the resource type does not support
+//     (the description lists those it does); an operator other than =, ==
+//     and !=; a filter that does not compile (the description says where:
+//     "ERROR: <input>:line:column: ..."), is not of type bool, is longer
+//     than --max-filter-length or is estimated to cost more than
+//     --max-filter-estimated-cost; a filter whose evaluation on an object
+//     the rest of the selector selects cost more than --max-filter-cost
+//     (see ResourceSelector.filter); a path in fields that cannot be
+//     valid, or more than --max-fields of them; an unknown object_format; a
+//     subresource, or a resource without list and watch. ListResources: an
+//     invalid namespace. Fix the request: it fails the same way every time.
+//   - INVALID_ARGUMENT · INVALID_RESUME_TOKEN ("field"; BadRequest on
+//     resume_token): not a token (garbage, mangled, over 4096 bytes), a
+//     newer token format, a token of another resource type, a token of
+//     initial events with another namespace or selector, or one past the
+//     end of the stream that issued it (forged). Send tokens as issued, with
+//     their resource type (and, inside initial events, their selector);
+//     else start over. Any other token is accepted with any selector, and
+//     the resume is exact for the selector it was issued with.
+//   - UNAUTHENTICATED · UNAUTHENTICATED ("resume_token" on a running
+//     Watch): no "authorization: Bearer <token>" metadata, or a malformed
+//     one; a token the cluster does not accept, or issued for another
+//     audience; a client certificate that expired since the connection was
+//     made. (With client certificates, a connection without one fails its
+//     TLS handshake: the client sees UNAVAILABLE, from its own transport.)
+//     A running Watch whose credentials stop being accepted (an expired
+//     token or certificate, a deleted service account) ends this way too.
+//     Get credentials the cluster accepts; reopen a running Watch with
+//     fresh ones, from your last token.
+//   - PERMISSION_DENIED · FORBIDDEN ("user", "verb", "namespace" and the
+//     resource; "resume_token" on a running Watch): the caller's Kubernetes
+//     RBAC does not allow list and watch of the resource in the namespace
+//     (cluster-wide without one). A running Watch whose access is revoked
+//     ends this way too. Have the access granted (a RoleBinding), then
+//     resume from your last token.
+//   - NOT_FOUND · RESOURCE_NOT_FOUND (the resource): the cluster does not
+//     serve the resource: discovery does not know it, or the API server
+//     answers the informer's list or watch with 404 (a CRD just deleted,
+//     which ends its running streams too). Check the name with
+//     ListResources.
+//   - OUT_OF_RANGE · RESUME_TOKEN_EXPIRED (the resource): the resume_token
+//     cannot be continued from. It is older than the hub's history (in
+//     memory, and on disk with --history-dir, within --history-retention;
+//     the message says where the history begins, and since when) and the
+//     API server no longer has its resourceVersion either (410 Gone: older
+//     than its watch cache, or compacted in etcd); or it names a position
 //     only the hub's history can (inside initial events or a relist, or
-//     with send_initial_events) and that history has moved past it; or
-//     replaying from it, with a filter, fields or include_previous, would
-//     hold more than the hub allows all replays. Call Snapshot, or Watch
-//     with send_initial_events, and continue from there.
-//   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
-//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; too many tokens
-//     the API server rejected from the caller's address
-//     (TOO_MANY_TOKEN_REVIEWS: retry with backoff, with a valid token);
-//     too many distinct
-//     filters or projections in use on the resource type at once, or held
-//     by the caller's streams on it (TOO_MANY_DISTINCT; metadata["limit"]
-//     names the limit: use an expression or projection already in use,
-//     close a stream, or retry later); a resume
-//     token older than the hub's history, with a filter, fields or
-//     include_previous, whose replay would need more memory than the hub
-//     has left for replays (REPLAY_LIMIT: retry later); a request larger
-//     than the hub accepts (no details, from gRPC; retrying cannot help);
-//     or the client did not read fast enough: it fell further behind than
-//     the hub's history, or read nothing for a while (SUBSCRIBER_TOO_SLOW).
-//     Watch again from the token of the last response you received. On a
-//     Watch, ErrorInfo.metadata["resume_token"] holds the token of the last
-//     response the hub handed to the network: never newer than yours, and
-//     older by one response at most (one in flight when a stalled stream was
-//     cut). A stalled Snapshot has no token: take the snapshot again.
-//   - UNAVAILABLE: the hub cannot serve the resource right now (the API
-//     server is unreachable or refuses the hub, the hub is shutting down,
-//     or a resume_token is ahead of what the API server has), or cannot check
-//     the caller's credentials or access with the API server
-//     (UPSTREAM_UNAVAILABLE; a running Watch ends this way, with
-//     metadata["resume_token"], when its access has not been confirmed for
-//     a while). Retry with backoff, keeping your token.
-//   - INTERNAL: a bug in the hub. Retry; the hub keeps serving.
+//     resumed with send_initial_events) and that history has moved past it;
+//     or replaying it, with a filter, fields or include_previous, would hold
+//     more state than --max-replay-state-bytes. At the call, or while a
+//     Watch catches up or replays. Call Snapshot, or Watch with
+//     send_initial_events, and reconcile with what you hold.
+//   - RESOURCE_EXHAUSTED · SUBSCRIBER_TOO_SLOW (the resource;
+//     "resume_token" on a Watch): the client did not read fast enough. A
+//     Watch: it fell --queue-size behind, and the history dropped its
+//     position before it caught up; or one send stayed blocked for
+//     --max-send-stall (noticed within one to two of it); or a send was
+//     blocked when the stream had to end. Resume from your last token; read
+//     faster, or do less per event. A Snapshot whose client read nothing for
+//     --max-send-stall has no token: take the snapshot again, and read it to
+//     the end.
+//   - RESOURCE_EXHAUSTED · TOO_MANY_TOKEN_REVIEWS: the caller's address
+//     presented more tokens the API server rejected than
+//     --token-reviews-per-peer a second (or all addresses together, than
+//     --token-reviews-rejected), and this call's token is not one the hub
+//     accepted lately. Fix the token; retry with backoff.
+//   - RESOURCE_EXHAUSTED · TOO_MANY_SUBSCRIPTIONS ("user" and "limit", or
+//     "scope": "replica" and "limit"): the identity has
+//     --max-subscriptions-per-identity Watch and Snapshot streams open on
+//     this replica, or all identities together --max-subscriptions. Close
+//     streams, or share them within a process; retry later.
+//   - RESOURCE_EXHAUSTED · TOO_MANY_DISTINCT ("limit": which of
+//     max-filters-per-resource, max-projections-per-resource,
+//     max-filters-per-identity and max-projections-per-identity; "max"; the
+//     resource): the resource type has that many distinct filters, or
+//     projections, in use on this replica, or the caller's streams hold that
+//     many on it, and the request brings one more. Use an expression or
+//     projection already in use, close a stream, or retry later.
+//   - RESOURCE_EXHAUSTED · REPLAY_LIMIT ("limit":
+//     "max-replay-state-bytes"; "max"; the resource): a replay of a token
+//     older than the hub's history, with a filter, fields or
+//     include_previous, needs the state at the token's version, and the
+//     replays running hold --max-replay-state-bytes already (at the call, or
+//     while it runs and its selection grows). Retry later, with backoff,
+//     from your last token.
+//   - RESOURCE_EXHAUSTED, no details: more calls than --rate-per-identity
+//     (burst --rate-burst-per-identity), from go-grpc-middleware's limiter,
+//     on any method but health and reflection: back off and retry. Or, from
+//     gRPC, a request larger than --max-recv-msg-size: retrying cannot help.
+//   - UNAVAILABLE · SHUTTING_DOWN ("resume_token" on a Watch): the hub is
+//     shutting down: new Watch and Snapshot calls fail, and running Watches
+//     end one by one over --shutdown-drain. Reconnect, to this or another
+//     replica, from your last token.
+//   - UNAVAILABLE · UPSTREAM_UNAVAILABLE (the resource, and
+//     "kubernetes_reason" when the API server gave one, such as "Forbidden"
+//     for the hub's own RBAC; "resume_token" when a running Watch ended):
+//     discovery or the informer's first list failed (the informer keeps
+//     retrying); a replay's watch failed, or ended within a second five
+//     times in a row; the informer could not apply a change; its lists and
+//     watches failed, with nothing delivered, for --max-upstream-failure,
+//     which ends it and its streams, to resume exactly from a fresh
+//     informer once the API server serves the hub again; or the hub cannot
+//     check the caller's credentials or access with the API server (a
+//     running Watch ends so when its access has not been confirmed for
+//     three --authz-recheck-interval). Retry with backoff, from your last
+//     token.
+//   - UNAVAILABLE · RESUME_TOKEN_AHEAD (the resource): the token is newer
+//     than this replica's informer and, but for a token of initial events,
+//     than the API server. Retry shortly with the same token; one that never
+//     clears is not of this cluster's history (etcd restored from a
+//     backup): start over.
+//   - UNAVAILABLE, no details: from gRPC: the connection broke; the hub
+//     stopped after --shutdown-timeout; the client pinged more often than
+//     --keepalive-min-time; a client certificate was refused. Reconnect from
+//     your last token (or fix the certificate).
+//   - INTERNAL, no details: a bug in the hub, logged with its stack: a
+//     panic in a call (that call ends) or in an informer's handler (every
+//     stream of the resource type ends; the next call starts a fresh
+//     informer). The hub keeps serving. Retry with backoff from your last
+//     token; report it.
+//   - CANCELED, DEADLINE_EXCEEDED: the client canceled the call, or its
+//     deadline passed (the first subscriber of a resource type waits for the
+//     informer's first list, and a replay may wait for a slot). A Watch
+//     needs no deadline.
+//   - UNIMPLEMENTED: from gRPC, a method this hub does not serve: use a
+//     client of this hub's API version.
 type InformerHubServiceClient interface {
 	// Watch streams changes of the selected objects: from resume_token if
 	// given, else from now, preceded by every current object when
@@ -116,9 +210,7 @@ type InformerHubServiceClient interface {
 	// established, before any event; header "resume-token" holds the token of
 	// the position the stream starts from.
 	//
-	// A stream that has sent nothing for a bookmark interval (a hub setting,
-	// one minute by default) receives a BOOKMARK with a fresh resume_token, so
-	// its token never expires merely because nothing matched.
+	// A quiet stream receives bookmarks (see above).
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 	// Snapshot streams the cached objects that match, all from one point in
 	// time, in pages. Every page carries the same resume_token; Watch from it
@@ -201,69 +293,163 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 // continues exactly after that response: nothing lost, nothing repeated, in
 // order. Tokens are opaque; do not parse them.
 //
-// Errors use the standard gRPC codes, with a google.rpc.ErrorInfo detail
-// (domain "informerhub.io") whose reason says what happened:
-//   - INVALID_ARGUMENT: a malformed selector or request (a field selector
-//     on a field the resource type does not support, a filter that does not
-//     compile or may cost more than the hub allows, a path in fields that
-//     cannot be valid), or a resume_token that is garbage, was issued for
-//     another resource, or was issued during the initial events of another
-//     selector (reason INVALID_RESUME_TOKEN). A google.rpc.BadRequest
-//     detail names the field (and, for a filter, the position of the
-//     error in its description). Any other token is accepted with any selector; the resume is
-//     exact for the selector it was issued with.
-//   - UNAUTHENTICATED: no credentials, or invalid ones (UNAUTHENTICATED).
-//     Send "authorization: Bearer <token>" (a Kubernetes token), or a client
-//     certificate, as the hub is configured. (With client certificates, a
-//     connection without one fails its TLS handshake: the client sees
-//     UNAVAILABLE, from its own transport.) A running Watch whose
-//     credentials stop being accepted (an expired token or certificate, a
-//     deleted service account) ends this way too, with
-//     metadata["resume_token"].
-//   - PERMISSION_DENIED: the caller's Kubernetes RBAC does not allow list
-//     and watch of the resource in the namespace (FORBIDDEN; metadata names
-//     the user, verb, resource and namespace). A Watch whose access is
-//     revoked ends this way too, with metadata["resume_token"].
-//   - NOT_FOUND: the cluster does not serve the resource (RESOURCE_NOT_FOUND).
-//   - OUT_OF_RANGE: the resume_token cannot be continued from
-//     (RESUME_TOKEN_EXPIRED): it is older than the hub's history (in
-//     memory, and on disk with --history-dir; the message says where it
-//     begins, and since when) and the API server no longer has its
-//     resourceVersion either (410 Gone: older than its watch cache, or
-//     compacted in etcd); or it names a position
+// A stream that has sent nothing for between half a bookmark interval and
+// a whole one (a hub setting, --bookmark-interval, one minute by default)
+// receives a BOOKMARK with a fresh resume_token, so its token never expires
+// merely because nothing matched.
+//
+// Errors. Every status the hub makes itself carries a google.rpc.ErrorInfo
+// detail, domain "informerhub.io", whose reason tells apart the situations
+// a client handles differently; its metadata "group", "version" and
+// "resource" name the resource type where one is concerned. A Watch the hub
+// ends while it runs, for its client (too slow, access lost) or for itself
+// (shutting down, its informer could not go on), also carries metadata
+// "resume_token": the token of the last response the hub handed to the
+// network, never newer than the last the client received, and older by one
+// response at most (one in flight when the stream was cut). Whatever the
+// status, resume from the last token you received. No status carries a
+// RetryInfo: when to retry is the client's choice. A status without
+// ErrorInfo comes from gRPC or its middleware.
+//
+// A Watch or Snapshot is checked in this order, and its first failure is
+// its status: authentication, the rate limit, RBAC (once there is a
+// selector at all), the streams per identity, the request's fields and
+// resource (discovery), its resume_token, the informer's first list, then
+// placing the token (and opening a replay). So a caller without access gets
+// PERMISSION_DENIED even for a misspelt resource.
+//
+// Each status, as code · reason (metadata), when, and what to do:
+//   - INVALID_ARGUMENT · INVALID_ARGUMENT ("field"; a google.rpc.BadRequest
+//     names the field and says what is wrong): a field is missing or
+//     malformed: selector, group, version, resource, namespace (or one given
+//     for a cluster-scoped resource); a label or field selector that does
+//     not parse, is longer than --max-selector-length or has more than
+//     --max-selector-terms terms; a field the resource type does not support
+//     (the description lists those it does); an operator other than =, ==
+//     and !=; a filter that does not compile (the description says where:
+//     "ERROR: <input>:line:column: ..."), is not of type bool, is longer
+//     than --max-filter-length or is estimated to cost more than
+//     --max-filter-estimated-cost; a filter whose evaluation on an object
+//     the rest of the selector selects cost more than --max-filter-cost
+//     (see ResourceSelector.filter); a path in fields that cannot be
+//     valid, or more than --max-fields of them; an unknown object_format; a
+//     subresource, or a resource without list and watch. ListResources: an
+//     invalid namespace. Fix the request: it fails the same way every time.
+//   - INVALID_ARGUMENT · INVALID_RESUME_TOKEN ("field"; BadRequest on
+//     resume_token): not a token (garbage, mangled, over 4096 bytes), a
+//     newer token format, a token of another resource type, a token of
+//     initial events with another namespace or selector, or one past the
+//     end of the stream that issued it (forged). Send tokens as issued, with
+//     their resource type (and, inside initial events, their selector);
+//     else start over. Any other token is accepted with any selector, and
+//     the resume is exact for the selector it was issued with.
+//   - UNAUTHENTICATED · UNAUTHENTICATED ("resume_token" on a running
+//     Watch): no "authorization: Bearer <token>" metadata, or a malformed
+//     one; a token the cluster does not accept, or issued for another
+//     audience; a client certificate that expired since the connection was
+//     made. (With client certificates, a connection without one fails its
+//     TLS handshake: the client sees UNAVAILABLE, from its own transport.)
+//     A running Watch whose credentials stop being accepted (an expired
+//     token or certificate, a deleted service account) ends this way too.
+//     Get credentials the cluster accepts; reopen a running Watch with
+//     fresh ones, from your last token.
+//   - PERMISSION_DENIED · FORBIDDEN ("user", "verb", "namespace" and the
+//     resource; "resume_token" on a running Watch): the caller's Kubernetes
+//     RBAC does not allow list and watch of the resource in the namespace
+//     (cluster-wide without one). A running Watch whose access is revoked
+//     ends this way too. Have the access granted (a RoleBinding), then
+//     resume from your last token.
+//   - NOT_FOUND · RESOURCE_NOT_FOUND (the resource): the cluster does not
+//     serve the resource: discovery does not know it, or the API server
+//     answers the informer's list or watch with 404 (a CRD just deleted,
+//     which ends its running streams too). Check the name with
+//     ListResources.
+//   - OUT_OF_RANGE · RESUME_TOKEN_EXPIRED (the resource): the resume_token
+//     cannot be continued from. It is older than the hub's history (in
+//     memory, and on disk with --history-dir, within --history-retention;
+//     the message says where the history begins, and since when) and the
+//     API server no longer has its resourceVersion either (410 Gone: older
+//     than its watch cache, or compacted in etcd); or it names a position
 //     only the hub's history can (inside initial events or a relist, or
-//     with send_initial_events) and that history has moved past it; or
-//     replaying from it, with a filter, fields or include_previous, would
-//     hold more than the hub allows all replays. Call Snapshot, or Watch
-//     with send_initial_events, and continue from there.
-//   - RESOURCE_EXHAUSTED: too many calls (no details) or open streams
-//     (TOO_MANY_SUBSCRIPTIONS) for the caller's identity; too many tokens
-//     the API server rejected from the caller's address
-//     (TOO_MANY_TOKEN_REVIEWS: retry with backoff, with a valid token);
-//     too many distinct
-//     filters or projections in use on the resource type at once, or held
-//     by the caller's streams on it (TOO_MANY_DISTINCT; metadata["limit"]
-//     names the limit: use an expression or projection already in use,
-//     close a stream, or retry later); a resume
-//     token older than the hub's history, with a filter, fields or
-//     include_previous, whose replay would need more memory than the hub
-//     has left for replays (REPLAY_LIMIT: retry later); a request larger
-//     than the hub accepts (no details, from gRPC; retrying cannot help);
-//     or the client did not read fast enough: it fell further behind than
-//     the hub's history, or read nothing for a while (SUBSCRIBER_TOO_SLOW).
-//     Watch again from the token of the last response you received. On a
-//     Watch, ErrorInfo.metadata["resume_token"] holds the token of the last
-//     response the hub handed to the network: never newer than yours, and
-//     older by one response at most (one in flight when a stalled stream was
-//     cut). A stalled Snapshot has no token: take the snapshot again.
-//   - UNAVAILABLE: the hub cannot serve the resource right now (the API
-//     server is unreachable or refuses the hub, the hub is shutting down,
-//     or a resume_token is ahead of what the API server has), or cannot check
-//     the caller's credentials or access with the API server
-//     (UPSTREAM_UNAVAILABLE; a running Watch ends this way, with
-//     metadata["resume_token"], when its access has not been confirmed for
-//     a while). Retry with backoff, keeping your token.
-//   - INTERNAL: a bug in the hub. Retry; the hub keeps serving.
+//     resumed with send_initial_events) and that history has moved past it;
+//     or replaying it, with a filter, fields or include_previous, would hold
+//     more state than --max-replay-state-bytes. At the call, or while a
+//     Watch catches up or replays. Call Snapshot, or Watch with
+//     send_initial_events, and reconcile with what you hold.
+//   - RESOURCE_EXHAUSTED · SUBSCRIBER_TOO_SLOW (the resource;
+//     "resume_token" on a Watch): the client did not read fast enough. A
+//     Watch: it fell --queue-size behind, and the history dropped its
+//     position before it caught up; or one send stayed blocked for
+//     --max-send-stall (noticed within one to two of it); or a send was
+//     blocked when the stream had to end. Resume from your last token; read
+//     faster, or do less per event. A Snapshot whose client read nothing for
+//     --max-send-stall has no token: take the snapshot again, and read it to
+//     the end.
+//   - RESOURCE_EXHAUSTED · TOO_MANY_TOKEN_REVIEWS: the caller's address
+//     presented more tokens the API server rejected than
+//     --token-reviews-per-peer a second (or all addresses together, than
+//     --token-reviews-rejected), and this call's token is not one the hub
+//     accepted lately. Fix the token; retry with backoff.
+//   - RESOURCE_EXHAUSTED · TOO_MANY_SUBSCRIPTIONS ("user" and "limit", or
+//     "scope": "replica" and "limit"): the identity has
+//     --max-subscriptions-per-identity Watch and Snapshot streams open on
+//     this replica, or all identities together --max-subscriptions. Close
+//     streams, or share them within a process; retry later.
+//   - RESOURCE_EXHAUSTED · TOO_MANY_DISTINCT ("limit": which of
+//     max-filters-per-resource, max-projections-per-resource,
+//     max-filters-per-identity and max-projections-per-identity; "max"; the
+//     resource): the resource type has that many distinct filters, or
+//     projections, in use on this replica, or the caller's streams hold that
+//     many on it, and the request brings one more. Use an expression or
+//     projection already in use, close a stream, or retry later.
+//   - RESOURCE_EXHAUSTED · REPLAY_LIMIT ("limit":
+//     "max-replay-state-bytes"; "max"; the resource): a replay of a token
+//     older than the hub's history, with a filter, fields or
+//     include_previous, needs the state at the token's version, and the
+//     replays running hold --max-replay-state-bytes already (at the call, or
+//     while it runs and its selection grows). Retry later, with backoff,
+//     from your last token.
+//   - RESOURCE_EXHAUSTED, no details: more calls than --rate-per-identity
+//     (burst --rate-burst-per-identity), from go-grpc-middleware's limiter,
+//     on any method but health and reflection: back off and retry. Or, from
+//     gRPC, a request larger than --max-recv-msg-size: retrying cannot help.
+//   - UNAVAILABLE · SHUTTING_DOWN ("resume_token" on a Watch): the hub is
+//     shutting down: new Watch and Snapshot calls fail, and running Watches
+//     end one by one over --shutdown-drain. Reconnect, to this or another
+//     replica, from your last token.
+//   - UNAVAILABLE · UPSTREAM_UNAVAILABLE (the resource, and
+//     "kubernetes_reason" when the API server gave one, such as "Forbidden"
+//     for the hub's own RBAC; "resume_token" when a running Watch ended):
+//     discovery or the informer's first list failed (the informer keeps
+//     retrying); a replay's watch failed, or ended within a second five
+//     times in a row; the informer could not apply a change; its lists and
+//     watches failed, with nothing delivered, for --max-upstream-failure,
+//     which ends it and its streams, to resume exactly from a fresh
+//     informer once the API server serves the hub again; or the hub cannot
+//     check the caller's credentials or access with the API server (a
+//     running Watch ends so when its access has not been confirmed for
+//     three --authz-recheck-interval). Retry with backoff, from your last
+//     token.
+//   - UNAVAILABLE · RESUME_TOKEN_AHEAD (the resource): the token is newer
+//     than this replica's informer and, but for a token of initial events,
+//     than the API server. Retry shortly with the same token; one that never
+//     clears is not of this cluster's history (etcd restored from a
+//     backup): start over.
+//   - UNAVAILABLE, no details: from gRPC: the connection broke; the hub
+//     stopped after --shutdown-timeout; the client pinged more often than
+//     --keepalive-min-time; a client certificate was refused. Reconnect from
+//     your last token (or fix the certificate).
+//   - INTERNAL, no details: a bug in the hub, logged with its stack: a
+//     panic in a call (that call ends) or in an informer's handler (every
+//     stream of the resource type ends; the next call starts a fresh
+//     informer). The hub keeps serving. Retry with backoff from your last
+//     token; report it.
+//   - CANCELED, DEADLINE_EXCEEDED: the client canceled the call, or its
+//     deadline passed (the first subscriber of a resource type waits for the
+//     informer's first list, and a replay may wait for a slot). A Watch
+//     needs no deadline.
+//   - UNIMPLEMENTED: from gRPC, a method this hub does not serve: use a
+//     client of this hub's API version.
 type InformerHubServiceServer interface {
 	// Watch streams changes of the selected objects: from resume_token if
 	// given, else from now, preceded by every current object when
@@ -279,9 +465,7 @@ type InformerHubServiceServer interface {
 	// established, before any event; header "resume-token" holds the token of
 	// the position the stream starts from.
 	//
-	// A stream that has sent nothing for a bookmark interval (a hub setting,
-	// one minute by default) receives a BOOKMARK with a fresh resume_token, so
-	// its token never expires merely because nothing matched.
+	// A quiet stream receives bookmarks (see above).
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	// Snapshot streams the cached objects that match, all from one point in
 	// time, in pages. Every page carries the same resume_token; Watch from it
