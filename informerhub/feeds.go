@@ -167,11 +167,16 @@ type activity struct {
 	retained    bool
 }
 
-// active returns the activity of a resource type, if its feed runs.
-func (fs *feeds) active(gvr schema.GroupVersionResource) (activity, bool) {
+// activities returns the activity of each resource type, zero for those
+// whose feed does not run, from one moment.
+func (fs *feeds) activities(infos []upstream.ResourceInfo) []activity {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	return fs.activeLocked(gvr)
+	out := make([]activity, len(infos))
+	for i, info := range infos {
+		out[i], _ = fs.activeLocked(info.Resource)
+	}
+	return out
 }
 
 func (fs *feeds) activeLocked(gvr schema.GroupVersionResource) (activity, bool) {

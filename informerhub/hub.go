@@ -219,9 +219,10 @@ func (h *Hub) Resources(ctx context.Context) ([]ResourceStatus, error) {
 		return nil, err
 	}
 	out := make([]ResourceStatus, len(infos))
+	active := h.feeds.activities(infos)
 	for i, info := range infos {
 		out[i].ResourceInfo = info
-		if a, ok := h.feeds.active(info.Resource); ok {
+		if a := active[i]; a.feed != nil {
 			out[i].InformerActive, out[i].Subscribers, out[i].Retained = true, a.subscribers, a.retained
 			a.feed.status(&out[i])
 			continue

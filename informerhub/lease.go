@@ -68,16 +68,3 @@ func (l *lease) fail(err error) {
 	l.failure = err
 	close(l.failed)
 }
-
-// ended returns why the subscription can go no further, if it can't: it
-// failed (or was closed), its feed stopped, or its selector was refused
-// since it started (see feed.trip). The caller holds feed.mu.
-func (l *lease) ended() error {
-	if l.failure != nil {
-		return l.failure
-	}
-	if l.feed.err != nil {
-		return l.feed.err
-	}
-	return l.feed.admission.refusedError(l.sel)
-}

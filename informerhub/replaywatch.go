@@ -141,8 +141,15 @@ func (u *replayWatch) list(ctx context.Context, rv uint64, each func(runtime.Obj
 		if err != nil {
 			return u.apiError(err)
 		}
-		if err := meta.EachListItem(list, each); err != nil {
-			return err
+		var eachErr error
+		if err := meta.EachListItem(list, func(obj runtime.Object) error {
+			eachErr = each(obj)
+			return eachErr
+		}); err != nil {
+			if eachErr != nil {
+				return eachErr
+			}
+			return &ResourceError{Resource: u.feed.info.Resource, Err: err}
 		}
 		m, err := meta.ListAccessor(list)
 		if err != nil {

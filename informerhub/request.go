@@ -57,14 +57,16 @@ type watchParams struct {
 // none.
 func parseFields(paths []string, max int) (*projection.Projection, error) {
 	p, err := projection.Parse(paths, max)
+	if err == nil {
+		return p, nil
+	}
 	var pathErr *projection.PathError
 	switch {
 	case errors.As(err, &pathErr):
 		return nil, &RequestError{Field: FieldFields, Err: ErrInvalidRequest, Reason: fmt.Sprintf("%q: %v", truncate(pathErr.Path), pathErr.Err)}
-	case err != nil:
+	default:
 		return nil, &RequestError{Field: FieldFields, Err: ErrInvalidRequest, Reason: err.Error()}
 	}
-	return p, nil
 }
 
 // checkToken decodes a request's resume token, and checks that it is of the

@@ -153,11 +153,11 @@ func parseSelector(s Selector, info upstream.ResourceInfo, cfg *Config, filters 
 	}
 	if s.Filter != "" {
 		f, err := filters.Compile(s.Filter)
-		var exprErr *celfilter.Error
-		switch {
-		case errors.As(err, &exprErr):
-			return nil, &RequestError{Field: FieldFilter, Err: ErrInvalidRequest, Reason: exprErr.Reason}
-		case err != nil:
+		if err != nil {
+			var exprErr *celfilter.Error
+			if errors.As(err, &exprErr) {
+				return nil, &RequestError{Field: FieldFilter, Err: ErrInvalidRequest, Reason: exprErr.Reason}
+			}
 			return nil, err
 		}
 		sel.filter = f

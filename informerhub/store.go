@@ -179,12 +179,12 @@ func (st *store) relist(objs []*object, listRV uint64) (changes []change, batchR
 	return changes, batchRV
 }
 
-// endRelist completes a relist's batch at batchRV.
+// endRelist completes a relist's batch at batchRV. The disk's writer
+// learns of it with the next change or bookmark.
 func (st *store) endRelist(batchRV uint64) {
 	st.history.endRelist()
-	pos := st.pos
-	pos.rv = batchRV
-	st.moved(pos)
+	st.pos.rv = batchRV
+	st.notifyAdvanced()
 }
 
 // apply makes a relist's change in the state.
@@ -230,12 +230,17 @@ func (st *store) bookmark(rv uint64) bool {
 // writer.
 func (st *store) moved(pos position) {
 	st.pos = pos
+	st.notifyAdvanced()
+	if st.disk != nil {
+		st.disk.notify()
+	}
+}
+
+// notifyAdvanced wakes those waiting for the position to move.
+func (st *store) notifyAdvanced() {
 	if st.advanced != nil {
 		close(st.advanced)
 		st.advanced = nil
-	}
-	if st.disk != nil {
-		st.disk.notify()
 	}
 }
 
