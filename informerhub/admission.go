@@ -17,8 +17,8 @@ import (
 // MaxProjectionsPerResource, MaxFiltersPerOwner, MaxProjectionsPerOwner);
 // the views subscribers share (view.go); and the selectors refused because
 // their filter exceeded its cost on an object they select (see
-// feed.trip). It is guarded by its feed's mu: a selector refused is then
-// refused for every subscription of it at once.
+// feed.tripLocked). It is guarded by its feed's mu: a selector refused is
+// then refused for every subscription of it at once.
 type admission struct {
 	resource schema.GroupVersionResource
 	limits   admissionLimits

@@ -57,7 +57,7 @@ type costlyEvaluation struct {
 //
 // Results are cached on the object, except those of evaluations that
 // exceeded the cost limit: each evaluator of such a filter on such an
-// object learns it (see feed.trip).
+// object learns it (see feed.tripLocked).
 func (ev *evaluation) matches(flt *celfilter.Filter, o *object, errs *atomic.Uint64) bool {
 	if match, ok := o.filterResult(flt.ID()); ok {
 		return match
