@@ -174,17 +174,19 @@ func (fs *feeds) activities(infos []upstream.ResourceInfo) []activity {
 	defer fs.mu.Unlock()
 	out := make([]activity, len(infos))
 	for i, info := range infos {
-		out[i], _ = fs.activeLocked(info.Resource)
+		out[i] = fs.activeLocked(info.Resource)
 	}
 	return out
 }
 
-func (fs *feeds) activeLocked(gvr schema.GroupVersionResource) (activity, bool) {
+// activeLocked is the activity of a resource type, zero when its feed does
+// not run.
+func (fs *feeds) activeLocked(gvr schema.GroupVersionResource) activity {
 	e := fs.entries[gvr]
 	if e == nil || e.feed.isStopped() {
-		return activity{}, false
+		return activity{}
 	}
-	return activity{feed: e.feed, subscribers: e.refs - e.retained, retained: e.retained > 0}, true
+	return activity{feed: e.feed, subscribers: e.refs - e.retained, retained: e.retained > 0}
 }
 
 // countersFor returns the running totals of a resource type.
@@ -210,8 +212,7 @@ func (fs *feeds) totals() map[schema.GroupVersionResource]totals {
 	defer fs.mu.Unlock()
 	out := make(map[schema.GroupVersionResource]totals, len(fs.counters))
 	for gvr, c := range fs.counters {
-		a, _ := fs.activeLocked(gvr)
-		out[gvr] = totals{counters: c, activity: a}
+		out[gvr] = totals{counters: c, activity: fs.activeLocked(gvr)}
 	}
 	return out
 }

@@ -214,15 +214,14 @@ func (st *store) record(r *record, offset uint32) (before position) {
 }
 
 // bookmark moves the position to rv, a version the API server says the
-// state is at, and reports whether it moved.
-func (st *store) bookmark(rv uint64) bool {
+// state is at, if it is ahead.
+func (st *store) bookmark(rv uint64) {
 	if !st.synced || rv <= st.pos.rv {
-		return false
+		return
 	}
 	pos := st.pos
 	pos.rv = rv
 	st.moved(pos)
-	return true
 }
 
 // moved makes pos the position, and tells those waiting for it to move:

@@ -83,9 +83,9 @@ func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscrip
 	}
 	f := s.lease.feed
 	switch {
-	case initial && s.phase == nil:
+	case initial: // openLocked gives a phase only to the others
 		s.phase = newInitialPhase(s, &o, tok)
-	case s.phase == nil:
+	case s.phase == nil: // neither live nor replaying yet
 		s.phase = &catchUpPhase{s: s, at: o.start}
 	}
 	var startToken string
