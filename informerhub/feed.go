@@ -482,9 +482,14 @@ func (f *feed) tripLocked(costly []costlyEvaluation, own *selector) {
 // expired counts an answer of ErrTokenExpired, and returns it. The caller
 // does not hold f.mu.
 func (f *feed) expired(upstream bool) *ExpiredError {
-	f.counters.expiredTokens.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.expiredLocked(upstream)
+}
+
+// expiredLocked is expired for a caller that holds f.mu.
+func (f *feed) expiredLocked(upstream bool) *ExpiredError {
+	f.counters.expiredTokens.Add(1)
 	return f.store.expiredError(upstream)
 }
 

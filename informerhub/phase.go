@@ -162,8 +162,7 @@ func (c *catchUpPhase) fetchLocked() (batch []*record, diskUpTo uint64, next pha
 		return nil, 0, nil, s.leftBehindLocked()
 	case !ok && (c.at.offset != 0 || c.at.rv == 0):
 		// Inside a relist's batch: no version says what it has.
-		f.counters.expiredTokens.Add(1)
-		return nil, 0, nil, f.store.expiredError(false)
+		return nil, 0, nil, f.expiredLocked(false)
 	case !ok:
 		// The history moved past this subscriber while it caught up: what
 		// it needs next is only upstream now.
