@@ -80,8 +80,9 @@ func newFeed(h *Hub, info upstream.ResourceInfo, counters *resourceCounters) *fe
 	}
 }
 
-// start runs the informer until ctx ends or the feed stops.
-func (f *feed) start(ctx context.Context, lw cache.ListerWatcher) {
+// start runs the informer until ctx ends or the feed stops, on a goroutine
+// of running.
+func (f *feed) start(ctx context.Context, lw cache.ListerWatcher, running *sync.WaitGroup) {
 	f.lw = lw
 	if f.hub.disk != nil {
 		lw = &diskListerWatcher{ListerWatcherWithContext: cache.ToListerWatcherWithContext(lw), feed: f}
@@ -100,10 +101,10 @@ func (f *feed) start(ctx context.Context, lw cache.ListerWatcher) {
 		ObjectDescription:            f.resource,
 		WatchErrorHandlerWithContext: f.watchError,
 	})
-	go func() {
+	running.Go(func() {
 		defer close(f.done)
 		controller.RunWithContext(ctx)
-	}()
+	})
 	f.log.Info("informer started")
 }
 

@@ -41,6 +41,9 @@ type Hub struct {
 	filters *celfilter.Compiler
 	// disk keeps the histories on disk (Config.HistoryStore); nil without.
 	disk *diskHistory
+	// informers runs every feed's informer, those the feeds no longer hold
+	// too (stopped on a failure, or idle), so that Close waits for all.
+	informers sync.WaitGroup
 	// retainers runs the informers of Config.Retain (retain.go).
 	retainers sync.WaitGroup
 	// closers stop what New's caller started for the hub, after its
@@ -138,7 +141,7 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 	}
 	h.feeds = newFeeds(cfg.IdleTimeout, func(info upstream.ResourceInfo, counters *resourceCounters) *feed {
 		f := newFeed(h, info, counters)
-		f.start(h.ctx, h.source.ListerWatcher(info))
+		f.start(h.ctx, h.source.ListerWatcher(info), &h.informers)
 		return f
 	})
 	h.memory = newMemory(cfg.MemoryBudget, h.log, h.feeds.running)
@@ -249,9 +252,9 @@ func (h *Hub) Close() {
 	for _, f := range feeds {
 		f.stop(ErrClosed)
 	}
-	for _, f := range feeds {
-		<-f.done
-	}
+	// The feeds let go of before Close stop by themselves: a failed one
+	// has stopped, an idle one is stopping.
+	h.informers.Wait()
 	h.cancel()
 	h.retainers.Wait()
 	if h.disk != nil {

@@ -4,13 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/informerhub/hubtest"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // These tests run in a synctest bubble: time is fake and advances only when
@@ -149,4 +156,78 @@ func TestIdleInformerStopsAndTokensAreLocatedByResourceVersion(t *testing.T) {
 			t.Fatalf("Watch with a token the API server compacted: %v, want an ExpiredError from upstream", err)
 		}
 	})
+}
+
+// TestCloseWaitsForTheInformersOfFeedsItLetGo: a feed that failed is
+// replaced by a new one at the next Watch. Close must wait for the failed
+// feed's informer as for the others, or it leaves it running.
+func TestCloseWaitsForTheInformersOfFeedsItLetGo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newFakeCluster(t)
+		c.cms().Add(configMap("ns", "a", nil, "v1"))
+		src := &stopStalls{Cluster: c.Cluster, release: make(chan struct{})}
+		h := informerhub.New(informerhub.Config{Logger: slog.New(slog.DiscardHandler)}, c.Cluster, src)
+
+		s := watch(t, h, informerhub.WatchRequest{})
+		if err := informerhub.PanicInProcess(h, configMaps); err == nil {
+			t.Fatal("the handler did not fail")
+		}
+		s.Close()
+		watch(t, h, informerhub.WatchRequest{}).Close() // a second feed
+		if n := c.informersStarted(configMaps); n != 2 {
+			t.Fatalf("%d informers started, want 2", n)
+		}
+
+		closed := make(chan struct{})
+		go func() {
+			h.Close()
+			close(closed)
+		}()
+		synctest.Wait() // the failed feed's informer is stopping its watch
+		select {
+		case <-closed:
+			t.Fatal("Close returned while the failed feed's informer still ran")
+		default:
+		}
+		close(src.release)
+		<-closed
+	})
+}
+
+// stopStalls is a source whose first watch's Stop blocks until release.
+type stopStalls struct {
+	*hubtest.Cluster
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *stopStalls) ListerWatcher(info upstream.ResourceInfo) cache.ListerWatcher {
+	return &stallingListerWatcher{ListerWatcher: s.Cluster.ListerWatcher(info), source: s}
+}
+
+type stallingListerWatcher struct {
+	cache.ListerWatcher
+	source *stopStalls
+}
+
+func (*stallingListerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (lw *stallingListerWatcher) Watch(opts metav1.ListOptions) (kwatch.Interface, error) {
+	w, err := lw.ListerWatcher.Watch(opts)
+	if err != nil {
+		return nil, err
+	}
+	stalled := w
+	lw.source.once.Do(func() { stalled = &stallingWatch{Interface: w, release: lw.source.release} })
+	return stalled, nil
+}
+
+type stallingWatch struct {
+	kwatch.Interface
+	release chan struct{}
+}
+
+func (w *stallingWatch) Stop() {
+	<-w.release
+	w.Interface.Stop()
 }
