@@ -15,17 +15,31 @@ resources one per resource type (with the fields a field selector may name).
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import json
-import logging
+# Ctrl-C must never raise inside grpcio: a KeyboardInterrupt there breaks
+# its locks (grpc/grpc#19973) and the resume line would be lost, or name an
+# event not yet printed. So SIGINT raises nothing anywhere, from before the
+# first import on: it only wakes the main thread (which runs no gRPC code)
+# through the wakeup fd, and the calls run on a worker thread.
 import os
-import re
-import sys
+import signal
 
-import grpc
+_wake_r, _wake_w = os.pipe()
+os.set_blocking(_wake_w, False)
+signal.set_wakeup_fd(_wake_w)
+signal.signal(signal.SIGINT, lambda signum, frame: None)
 
-from informerhub_client import Client, ObjectFormat, Selector
+import argparse  # noqa: E402 (after the handler: see above)
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+from typing import Callable  # noqa: E402
+
+import grpc  # noqa: E402
+
+from informerhub_client import Client, ObjectFormat, Selector  # noqa: E402
 
 _VERSION = re.compile(r"v\d+((alpha|beta)\d+)?$")
 
@@ -86,22 +100,25 @@ def main(argv: list[str]) -> int:
     out = sys.stdout
     try:
         if args.command == "resources":
-            for res in client.list_resources(args.namespace):
-                print(json.dumps(dataclasses.asdict(res)), file=out, flush=True)
-            return 0
+            def resources() -> None:
+                for res in client.list_resources(args.namespace):
+                    print(json.dumps(dataclasses.asdict(res)), file=out, flush=True)
+            return 0 if run_until_interrupted(resources, client.close) else 130
         resource, version, group = parse_resource(args.resource, args.version)
         sel = Selector(resource=resource, version=version, group=group, namespace=args.namespace,
                        label_selector=args.selector, field_selector=args.field_selector, filter=args.filter)
         view = {"fields": args.fields, "object_format": ObjectFormat[args.object_format.upper()]}
         if args.command == "snapshot":
-            snap = client.snapshot(sel, **view)
-            for obj in snap.objects:
-                print(json.dumps(obj), file=out)
-            print(f"watch from here with: --resume-token {snap.resume_token}", file=sys.stderr)
-            return 0
+            def snapshot() -> None:
+                snap = client.snapshot(sel, **view)
+                for obj in snap.objects:
+                    print(json.dumps(obj), file=out)
+                print(f"watch from here with: --resume-token {snap.resume_token}", file=sys.stderr)
+            return 0 if run_until_interrupted(snapshot, client.close) else 130
         watch = client.resuming_watch(sel, resume_token=args.resume_token, include_previous=args.include_previous,
                                       send_initial_events=not args.watch_only and not args.resume_token, **view)
-        try:
+
+        def print_events() -> None:
             for e in watch:
                 line = {"type": e.type.value, "resourceVersion": e.resource_version, "resumeToken": e.resume_token}
                 if e.initial_events_end:
@@ -113,8 +130,11 @@ def main(argv: list[str]) -> int:
                 if e.previous_object is not None:
                     line["previousObject"] = e.previous_object
                 print(json.dumps(line), file=out, flush=True)
-        except KeyboardInterrupt:
-            watch.cancel()
+
+        # On Ctrl-C the watch is cancelled, and the worker prints the event
+        # it holds, if any, before it ends: the watch's token is then that of
+        # the last line printed.
+        if not run_until_interrupted(print_events, watch.cancel):
             print(f"\nresume with: --resume-token {watch.resume_token}", file=sys.stderr)
         return 0
     except grpc.RpcError as err:
@@ -123,6 +143,30 @@ def main(argv: list[str]) -> int:
     finally:
         client.close()
 
+
+def run_until_interrupted(work: Callable[[], None], cancel: Callable[[], None]) -> bool:
+    """Runs work on a worker thread until it returns (True) or Ctrl-C
+    (False; then cancel() ends it, and this waits for it). What work raises
+    is raised here, unless Ctrl-C came first."""
+    failure: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            work()
+        except BaseException as err:  # handed to the main thread
+            failure.append(err)
+        finally:
+            os.write(_wake_w, b"\0")
+
+    t = threading.Thread(target=worker, name="example", daemon=True)
+    t.start()
+    interrupted = os.read(_wake_r, 1) != b"\0"  # the wakeup fd writes the signal's number
+    if interrupted:
+        cancel()
+    t.join()
+    if failure and not interrupted:
+        raise failure[0]
+    return not interrupted
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

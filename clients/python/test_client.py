@@ -24,6 +24,7 @@ fails the test.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -779,7 +780,8 @@ class ResumingWatchScriptTest(unittest.TestCase):
         port = server.add_insecure_port("127.0.0.1:0")
         server.start()
         self.addCleanup(server.stop, None)
-        client = hub.Client(f"127.0.0.1:{port}")
+        self.address = f"127.0.0.1:{port}"
+        client = hub.Client(self.address)
         self.addCleanup(client.close)
         return fake, client
 
@@ -817,6 +819,43 @@ class ResumingWatchScriptTest(unittest.TestCase):
         for r in fake.requests:
             self.assertEqual((r.selector, list(r.fields), r.include_previous, r.object_format),
                              (selector.to_proto(), ["data", "metadata.labels"], True, hub.pb.OBJECT_FORMAT_STRUCT))
+
+    def test_example_ends_on_ctrl_c_with_the_token_of_its_last_line(self):
+        """Ctrl-C, pressed once or twice, at any moment of a stream that
+        never pauses: the example exits 0 without a traceback, and its
+        resume line names the token of the last line it printed, so that
+        resuming from it loses and repeats nothing. (grpcio breaks its own
+        locks when KeyboardInterrupt lands inside it: grpc/grpc#19973.)"""
+        def endless():
+            for i in itertools.count(1):
+                obj = json.dumps({"metadata": {"name": "a", "resourceVersion": str(i)}})
+                yield hub.pb.WatchResponse(type=hub.pb.EVENT_TYPE_MODIFIED, object=obj,
+                                           resume_token=f"t{i}", resource_version=str(i))
+
+        trials = 12
+        self.serve([endless() for _ in range(trials)])
+        example = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "example.py"),
+                   "--hub", self.address, "--insecure", "watch", "configmaps", "--resume-token", "t0"]
+        for trial in range(trials):
+            with self.subTest(trial=trial):
+                errors = tempfile.TemporaryFile("w+")
+                self.addCleanup(errors.close)
+                watch = subprocess.Popen(example, stdout=subprocess.PIPE, stderr=errors, text=True)
+                self.addCleanup(watch.kill)
+                self.addCleanup(watch.stdout.close)
+                first = [watch.stdout.readline() for _ in range(1 + trial * 37 % 200)]
+                watch.send_signal(signal.SIGINT)
+                if trial % 2:
+                    watch.send_signal(signal.SIGINT)  # impatient
+                rest = watch.stdout.read()  # to the end: from the buffer readline filled too
+                watch.wait(TIMEOUT)
+                errors.seek(0)
+                stderr = errors.read()
+                lines = [json.loads(line) for line in first + rest.splitlines() if line.strip()]
+                self.assertEqual(watch.returncode, 0, stderr)
+                self.assertNotIn("Traceback", stderr)
+                self.assertEqual([line["resumeToken"] for line in lines], [f"t{i}" for i in range(1, len(lines) + 1)])
+                self.assertIn(f"resume with: --resume-token {lines[-1]['resumeToken']}\n", stderr)
 
     def test_structs_are_delivered_as_dicts_with_float_numbers(self):
         obj = {"apiVersion": "v1", "kind": "Thing",
