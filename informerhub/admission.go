@@ -1,24 +1,17 @@
 package informerhub
 
 import (
-	"crypto/sha256"
-	"fmt"
-	"time"
-
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/informerhub/informerhub/informerhub/projection"
-	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // admission is what a feed's subscriptions ask of it beyond its changes,
 // and the limits on it: the distinct filters and projections in use, each
 // a cost per change, overall and per owner (Config.MaxFiltersPerResource,
 // MaxProjectionsPerResource, MaxFiltersPerOwner, MaxProjectionsPerOwner);
-// the views subscribers share (view.go); and the selectors refused because
-// their filter exceeded its cost on an object they select (see
-// feed.tripLocked). It is guarded by its feed's mu: a selector refused is
-// then refused for every subscription of it at once.
+// and the views subscribers share (view.go). It is guarded by its feed's
+// mu.
 type admission struct {
 	resource schema.GroupVersionResource
 	limits   admissionLimits
@@ -31,15 +24,11 @@ type admission struct {
 	filters     map[string]int
 	// owners are what each owner's subscriptions hold (see acquire).
 	owners map[string]*ownerUse
-	// refused are the selectors refused until the time given because their
-	// filter exceeded its cost, by the digest of their key.
-	refused map[[sha256.Size]byte]time.Time
 }
 
 // admissionLimits are the Config limits an admission applies.
 type admissionLimits struct {
 	filters, projections, filtersPerOwner, projectionsPerOwner int
-	filterCost                                                 uint64 // for the reason of a refusal
 }
 
 // ownerUse is the distinct filters and projections one owner's
@@ -48,27 +37,17 @@ type ownerUse struct {
 	filters, projections map[string]int
 }
 
-// costlyFilterTTL is how long a feed refuses a selector whose filter
-// exceeded its cost, and maxRefusedSelectors how many such selectors it
-// remembers.
-const (
-	costlyFilterTTL     = 10 * time.Minute
-	maxRefusedSelectors = 1024
-)
-
 func newAdmission(resource schema.GroupVersionResource, cfg *Config) admission {
 	return admission{
 		resource: resource,
 		limits: admissionLimits{
 			filters: cfg.MaxFiltersPerResource, projections: cfg.MaxProjectionsPerResource,
 			filtersPerOwner: cfg.MaxFiltersPerOwner, projectionsPerOwner: cfg.MaxProjectionsPerOwner,
-			filterCost: cfg.MaxFilterCost,
 		},
 		views:       map[string]*view{},
 		projections: map[string]int{},
 		filters:     map[string]int{},
 		owners:      map[string]*ownerUse{},
-		refused:     map[[sha256.Size]byte]time.Time{},
 	}
 }
 
@@ -82,9 +61,6 @@ func (a *admission) acquire(owner string, sel *selector, proj *projection.Projec
 		projKey = proj.Key()
 	}
 	if err := a.checkOwner(owner, sel, projKey); err != nil {
-		return nil, err
-	}
-	if err := a.refusedError(sel); err != nil {
 		return nil, err
 	}
 	if flt := sel.filter; flt != nil {
@@ -201,40 +177,4 @@ func (a *admission) countOwner(owner string, sel *selector, projKey string, delt
 	if len(use.filters) == 0 && len(use.projections) == 0 {
 		delete(a.owners, owner)
 	}
-}
-
-// refusedError is why sel is refused, or nil.
-func (a *admission) refusedError(sel *selector) error {
-	if sel.filter == nil {
-		return nil
-	}
-	until, ok := a.refused[sha256.Sum256([]byte(sel.key))]
-	if !ok || time.Now().After(until) {
-		return nil
-	}
-	return &RequestError{Field: FieldFilter, Err: ErrInvalidRequest, Reason: fmt.Sprintf(
-		"the filter exceeded its cost limit (%d) on an object of %s that the rest of the selector selects; the hub refuses this selector until %s: select fewer objects first (namespace, labels, fields), or test cheaper fields",
-		a.limits.filterCost, upstream.FormatResource(a.resource), until.UTC().Format(time.RFC3339))}
-}
-
-// forgetRefusals forgets the refusals that ended by now.
-func (a *admission) forgetRefusals(now time.Time) {
-	for digest, until := range a.refused {
-		if now.After(until) {
-			delete(a.refused, digest)
-		}
-	}
-}
-
-// refuse refuses sel from now for costlyFilterTTL. Past
-// maxRefusedSelectors, it forgets another to remember this one.
-func (a *admission) refuse(sel *selector, now time.Time) {
-	digest := sha256.Sum256([]byte(sel.key))
-	if _, known := a.refused[digest]; !known && len(a.refused) >= maxRefusedSelectors {
-		for other := range a.refused { // forget one, any, to remember this one
-			delete(a.refused, other)
-			break
-		}
-	}
-	a.refused[digest] = now.Add(costlyFilterTTL)
 }

@@ -140,12 +140,13 @@ type Config struct {
 	// a CRD validation rule.
 	MaxFilterEstimatedCost uint64
 	// MaxFilterCost bounds the cost of one evaluation of a filter on one
-	// object, in CEL's cost units (about 0.1 to 0.4 µs each). A selector
-	// whose filter's evaluation on an object it otherwise selects would cost
-	// more is refused on the resource type for ten minutes, and its
-	// subscriptions end (see feed.tripLocked). It is far
-	// below the API server's limit (1,000,000) because the hub evaluates
-	// filters on the path of every change. Default: 10,000.
+	// object, in CEL's cost units (about 0.1 to 0.4 µs each). An
+	// evaluation that would cost more stops there: the filter could not
+	// decide, so the object is sent, marked (Event.FilterError), and the
+	// result is cached on the object, so that each state of an object costs
+	// each filter this at most once. It is far below the API server's limit
+	// (1,000,000) because the hub evaluates filters on the path of every
+	// change. Default: 10,000.
 	MaxFilterCost uint64
 	// MaxFiltersPerResource bounds the distinct filters in use on one
 	// resource type at once: each costs an evaluation per change. A

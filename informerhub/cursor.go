@@ -10,21 +10,23 @@ import "github.com/google/btree"
 type stateCursor struct {
 	tree    *btree.BTreeG[*object]
 	sel     *selector
-	buf     []*object
+	buf     []selected
 	bufNext int
 	// from is where the next batch starts; fromExclusive skips from itself.
 	from          *object
 	fromExclusive bool
 	done          bool
 	examined      int // objects tested against sel, for tests
-	// eval is the scratch of the filter's evaluations; once it holds a
-	// filter that exceeded its cost, the cursor stops (see costly).
+	// eval is the scratch of the filter's evaluations.
 	eval evaluation
 }
 
-// costly reports whether the cursor stopped on a filter that exceeded its
-// cost.
-func (c *stateCursor) costly() bool { return len(c.eval.costly) > 0 }
+// selected is an object a cursor selected, and why the filter could not
+// decide on it if it could not (see verdict).
+type selected struct {
+	obj       *object
+	undecided *filterError
+}
 
 const cursorBatch = 128
 
@@ -43,56 +45,45 @@ func (c *stateCursor) skipThrough(o *object) {
 	c.from, c.fromExclusive = o, true
 }
 
-// next returns the next matching object, or nil at the end.
-func (c *stateCursor) next() *object {
-	if !c.more() {
-		return nil
-	}
-	return c.take()
-}
-
-// step is next bounded to scanning one batch: it returns nil and done=false
-// when that batch matched nothing, so a caller can check for cancellation
-// between batches of a large state.
-func (c *stateCursor) step() (o *object, done bool) {
-	if c.bufNext >= len(c.buf) {
-		if c.done {
-			return nil, true
+// step returns the next matching object, scanning at most one batch of
+// the state for it: it returns none and done=false when that batch
+// matched nothing, so that a caller checks for cancellation between
+// batches of a large state.
+func (c *stateCursor) step() (o selected, done bool) {
+	if c.peek() == nil {
+		if c.finished() {
+			return selected{}, true
 		}
 		c.fill()
-		if c.bufNext >= len(c.buf) {
-			return nil, c.done
+		if c.peek() == nil {
+			return selected{}, c.finished()
 		}
 	}
 	return c.take(), false
 }
 
-func (c *stateCursor) take() *object {
+// peek returns the next matching object of those scanned, without taking
+// it; nil when the cursor must scan (fill) to find one, or is finished.
+func (c *stateCursor) peek() *object {
+	if c.bufNext >= len(c.buf) {
+		return nil
+	}
+	return c.buf[c.bufNext].obj
+}
+
+// take takes the object peek returns.
+func (c *stateCursor) take() selected {
 	o := c.buf[c.bufNext]
-	c.buf[c.bufNext] = nil
+	c.buf[c.bufNext] = selected{}
 	c.bufNext++
 	return o
 }
 
-// peek returns the object next will return, or nil at the end.
-func (c *stateCursor) peek() *object {
-	if !c.more() {
-		return nil
-	}
-	return c.buf[c.bufNext]
-}
+// finished reports whether the cursor has returned every matching object.
+func (c *stateCursor) finished() bool { return c.done && c.bufNext >= len(c.buf) }
 
-// more reports whether next will return an object.
-func (c *stateCursor) more() bool {
-	for c.bufNext >= len(c.buf) {
-		if c.done {
-			return false
-		}
-		c.fill()
-	}
-	return true
-}
-
+// fill scans the next batch of the state, of at most cursorBatch matching
+// objects and 16 × cursorBatch objects in all.
 func (c *stateCursor) fill() {
 	c.buf, c.bufNext = c.buf[:0], 0
 	scanned := 0
@@ -107,12 +98,8 @@ func (c *stateCursor) fill() {
 		c.from, c.fromExclusive = o, true
 		c.examined++
 		c.eval.reset()
-		if c.sel.matches(o, &c.eval) {
-			c.buf = append(c.buf, o)
-		}
-		if c.costly() {
-			finished = true
-			return false
+		if v := c.sel.matches(o, &c.eval); v.match {
+			c.buf = append(c.buf, selected{obj: o, undecided: v.undecided})
 		}
 		scanned++
 		if len(c.buf) == cursorBatch || scanned == 16*cursorBatch {

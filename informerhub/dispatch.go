@@ -200,9 +200,12 @@ func (d *dispatcher) deliver(r *record, ev *evaluation, before position, fellBeh
 	}
 	d.candidates(r.obj, r.prev, func(g *subscriberGroup) {
 		d.visits++
-		v := g.sel.variant(r, ev)
+		v, undecided := g.sel.variant(r, ev)
 		if v == variantNone {
 			return
+		}
+		if undecided != nil {
+			v |= undecidedFlag
 		}
 		for m := range g.subs {
 			if !m.offer(delivery{rec: r, variant: v}) {
@@ -240,24 +243,6 @@ func (d *dispatcher) filtersFor(obj, prev *object) []filterOn {
 		}
 	})
 	return plan
-}
-
-// endGroups ends the live subscribers of each group obj may concern for
-// which fn returns an error, with that error, and returns how many it
-// ended.
-func (d *dispatcher) endGroups(obj *object, fn func(g *subscriberGroup) error) (ended int) {
-	d.candidates(obj, nil, func(g *subscriberGroup) {
-		err := fn(g)
-		if err == nil {
-			return
-		}
-		for m := range g.subs {
-			d.remove(m)
-			m.lease.fail(err)
-			ended++
-		}
-	})
-	return ended
 }
 
 // candidates calls fn with each group whose selector may select obj or

@@ -22,9 +22,8 @@
 //     indexed by an equality they require, so that a change visits the
 //     subscribers it may concern; each a member (member.go) with a bounded
 //     queue the feed fills without ever blocking;
-//   - admission (admission.go): the views subscribers share (view.go), the
-//     distinct filters and projections in use within their limits, and the
-//     selectors refused for a filter that cost too much;
+//   - admission (admission.go): the views subscribers share (view.go), and
+//     the distinct filters and projections in use within their limits;
 //   - readiness (readiness.go), as the cacher's ready: whether the first
 //     list arrived, and since when the upstream fails.
 //

@@ -1,6 +1,7 @@
 package informerhub
 
 import (
+	"fmt"
 	"slices"
 	"sync/atomic"
 
@@ -15,16 +16,12 @@ import (
 // object is decoded for CEL at most once, each filter evaluated on it at
 // most once, whatever the number of groups that ask (the results the
 // objects cache themselves are bounded, and fewer than the filters a
-// resource type may have); and it collects the filters whose evaluation
-// exceeded the cost limit. A nil *evaluation shares and collects nothing.
+// resource type may have). A nil *evaluation shares nothing.
 type evaluation struct {
 	// decoded are the objects decoded for CEL, each as projected on the
 	// paths some filters read (projection.Whole: whole).
 	decoded []decodedObject
 	results []evaluated
-	// costly are the filters that exceeded their cost limit, each with the
-	// object it exceeded it on, once each.
-	costly []costlyEvaluation
 	// reads, when set, is what the filters shared holds read of every
 	// object, together (see share): each object of the change is decoded
 	// once, for all of them.
@@ -39,46 +36,66 @@ type decodedObject struct {
 }
 
 type evaluated struct {
-	obj   *object
-	id    uint64
+	obj *object
+	id  uint64
+	verdict
+}
+
+// verdict is what a filter decided on an object: whether it selects it,
+// and, when it could not decide, why.
+type verdict struct {
 	match bool
+	// undecided, when set, is why the filter could not decide: its
+	// evaluation failed, or ran over its cost limit. The object is then
+	// selected (match is true), and its events say why (Event.FilterError):
+	// a filter is no boundary, since whoever may watch the resource type
+	// may read the object anyway, so one that cannot decide drops nothing,
+	// and ends no stream, whoever wrote the object.
+	undecided *filterError
 }
 
-// costlyEvaluation is a filter's evaluation that exceeded its cost limit.
-type costlyEvaluation struct {
-	filter *celfilter.Filter
-	obj    *object
-}
+// filterError is why a filter could not decide on an object. It is
+// immutable, and shared by the object's events.
+type filterError struct{ reason string }
 
-// matches reports whether flt selects o; errs, when not nil, counts the
-// evaluations that fail. The evaluation shares decoded objects and results
-// between the filters evaluated on one change (or one object of a scan),
-// and collects the filters that exceeded their cost.
-//
-// Results are cached on the object, except those of evaluations that
-// exceeded the cost limit: each evaluator of such a filter on such an
-// object learns it (see feed.tripLocked).
-func (ev *evaluation) matches(flt *celfilter.Filter, o *object, errs *atomic.Uint64) bool {
-	if match, ok := o.filterResult(flt.ID()); ok {
-		return match
-	}
-	if match, ok := ev.result(o, flt); ok {
-		return match
-	}
-	match, costly := false, false
-	val, err := ev.value(o, flt)
-	if err == nil {
-		match, costly, err = flt.Eval(val)
-	}
-	if err != nil && errs != nil {
-		errs.Add(1)
-	}
-	ev.remember(o, flt, match, costly)
+// maxFilterErrorLength bounds the reason an event carries, as CEL's
+// messages may quote a long expression.
+const maxFilterErrorLength = 512
+
+func newFilterError(err error, costly bool) *filterError {
 	if costly {
-		return false
+		return &filterError{"the filter exceeded the hub's cost limit for one evaluation"}
 	}
-	o.cacheFilterResult(flt.ID(), match)
-	return match
+	return &filterError{truncateTo(fmt.Sprintf("the filter failed: %v", err), maxFilterErrorLength)}
+}
+
+// matches returns what flt decides on o; errs, when not nil, counts the
+// evaluations that could not decide. The evaluation shares decoded objects
+// and results between the filters evaluated on one change (or one object
+// of a scan). Results are cached on the object, which never changes: an
+// object that costs a filter its limit costs it once.
+func (ev *evaluation) matches(flt *celfilter.Filter, o *object, errs *atomic.Uint64) verdict {
+	if v, ok := o.filterResult(flt.ID()); ok {
+		return v
+	}
+	if v, ok := ev.result(o, flt); ok {
+		return v
+	}
+	var v verdict
+	val, err := ev.value(o, flt)
+	costly := false
+	if err == nil {
+		v.match, costly, err = flt.Eval(val)
+	}
+	if err != nil {
+		v = verdict{match: true, undecided: newFilterError(err, costly)}
+		if errs != nil {
+			errs.Add(1)
+		}
+	}
+	ev.remember(o, flt, v)
+	o.cacheFilterResult(flt.ID(), v)
+	return v
 }
 
 // share makes the evaluation decode each object once for all the filters,
@@ -110,30 +127,25 @@ func (ev *evaluation) readsOf(f *celfilter.Filter) *projection.Tree {
 	return f.Reads()
 }
 
-func (ev *evaluation) result(o *object, f *celfilter.Filter) (match, ok bool) {
+func (ev *evaluation) result(o *object, f *celfilter.Filter) (verdict, bool) {
 	if ev == nil {
-		return false, false
+		return verdict{}, false
 	}
 	for _, r := range ev.results {
 		if r.obj == o && r.id == f.ID() {
-			return r.match, true
+			return r.verdict, true
 		}
 	}
-	return false, false
+	return verdict{}, false
 }
 
-func (ev *evaluation) remember(o *object, f *celfilter.Filter, match, costly bool) {
-	if ev == nil {
-		return
-	}
-	ev.results = append(ev.results, evaluated{obj: o, id: f.ID(), match: match})
-	if c := (costlyEvaluation{filter: f, obj: o}); costly && !slices.Contains(ev.costly, c) {
-		ev.costly = append(ev.costly, c)
+func (ev *evaluation) remember(o *object, f *celfilter.Filter, v verdict) {
+	if ev != nil {
+		ev.results = append(ev.results, evaluated{obj: o, id: f.ID(), verdict: v})
 	}
 }
 
-// reset forgets the objects and results, for the next object of a scan;
-// what was costly stays.
+// reset forgets the objects and results, for the next object of a scan.
 func (ev *evaluation) reset() {
 	clear(ev.decoded)
 	ev.decoded, ev.results = ev.decoded[:0], ev.results[:0]

@@ -22,7 +22,7 @@ func TestFilterResultsAreCachedOnObjects(t *testing.T) {
 	dc := &evaluation{}
 	dc.share(filters) // as the feed does before dispatch
 	for _, f := range filters {
-		if !dc.matches(f, o, nil) {
+		if !dc.matches(f, o, nil).match {
 			t.Fatal("no match")
 		}
 	}
@@ -31,7 +31,7 @@ func TestFilterResultsAreCachedOnObjects(t *testing.T) {
 	}
 	last := filters[len(filters)-1]
 	before = c.Counts().Decodes
-	if !(*evaluation)(nil).matches(last, o, nil) || c.Counts().Decodes != before {
+	if !(*evaluation)(nil).matches(last, o, nil).match || c.Counts().Decodes != before {
 		t.Error("the result of the last filter evaluated is not cached on the object")
 	}
 	if n := len(*o.filters.Load()); n != maxCachedFilterResults {

@@ -55,6 +55,11 @@ type Event struct {
 	// the API server's history, or its watch broke), only how the object
 	// differs. Intermediate changes there are unknown.
 	FromRelist bool
+	// FilterError, when set, says why the subscription's filter could not
+	// decide on the object (its evaluation failed, or exceeded
+	// Config.MaxFilterCost): the object is sent as if it matched. Such an
+	// event is the subscriber's own, not shared.
+	FilterError string
 	// Encoding is the subscription's WatchRequest.Encoding, for
 	// Config.EncodeEvent.
 	Encoding Encoding
@@ -181,16 +186,33 @@ func (m *eventMaker) build(r *record, v variant, vw *view) *Event {
 }
 
 // initial is the ADDED of an object of a subscription's initial events:
-// tok is where they started, and how far they got is o.
-func (m *eventMaker) initial(o *object, tok token, vw *view) *Event {
+// tok is where they started, and how far they got is o. undecided, when
+// set, is why the filter could not decide on o.
+func (m *eventMaker) initial(o *object, tok token, vw *view, undecided *filterError) *Event {
 	tok.afterNamespace, tok.afterName = o.namespace, o.name
-	return m.encoded(&Event{
+	ev := &Event{
 		Type:            EventAdded,
 		Object:          m.project(vw, o.json),
 		ResourceVersion: strconv.FormatUint(o.rv, 10),
 		ResumeToken:     m.token(tok),
 		Encoding:        vw.encoding,
-	})
+	}
+	if undecided != nil {
+		ev.FilterError = undecided.reason
+	}
+	return m.encoded(ev)
+}
+
+// marked returns ev as sent to a subscriber whose filter could not decide
+// on its object (undecided): a copy that says why, encoded apart. Without
+// undecided, ev itself.
+func (m *eventMaker) marked(ev *Event, undecided *filterError) *Event {
+	if undecided == nil {
+		return ev
+	}
+	cp := *ev
+	cp.FilterError = undecided.reason
+	return m.encoded(&cp)
 }
 
 // bookmark is a bookmark at pos.

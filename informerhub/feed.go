@@ -47,10 +47,9 @@ type feed struct {
 
 	// mu guards the five below. One lock, because a change is recorded in
 	// the store and handed to the live subscribers at once, a subscriber
-	// joins them exactly after the last record it read, and a selector
-	// refused is refused for every subscriber of it at once. Nothing is
-	// sent under it: live subscribers are handed changes through queues
-	// that never block.
+	// joins them exactly after the last record it read. Nothing is sent
+	// under it: live subscribers are handed changes through queues that
+	// never block.
 	mu        sync.Mutex
 	store     *store
 	live      dispatcher
@@ -356,9 +355,6 @@ func (f *feed) recordLocked(r *record, offset uint32, ev *evaluation) {
 		ev = &evaluation{}
 	}
 	f.live.deliver(r, ev, before, &f.counters.fellBehind)
-	if len(ev.costly) > 0 {
-		f.tripLocked(ev.costly, nil)
-	}
 }
 
 // prepared is what the informer's handler makes of a delta before the
@@ -446,38 +442,6 @@ func (f *feed) planLocked(deltas cache.Deltas, out []prepared) [][]filterOn {
 		}
 	}
 	return plans
-}
-
-// tripLocked handles evaluations that exceeded their filter's cost limit
-// (Config.MaxFilterCost; see package celfilter). The limit is checked
-// between the steps of an evaluation and before each call of a regular
-// expression, so such a filter is not merely false on that object: it
-// would cost as much on every change of it. So the selectors that hold the
-// filter and select the object but for the filter are refused on the feed
-// for costlyFilterTTL, and their subscriptions end with a *RequestError on
-// selector.filter: the live ones here, the others at their next step
-// (Subscription.endedLocked). Subscribers of the same filter whose
-// selectors do not select the object are not concerned, and each distinct
-// selector costs the feed at most one such evaluation per state of an
-// object. own, when not nil, is the selector of the subscription or
-// snapshot that made the evaluations.
-func (f *feed) tripLocked(costly []costlyEvaluation, own *selector) {
-	now := time.Now()
-	f.admission.forgetRefusals(now)
-	for _, c := range costly {
-		if own != nil && own.filter != nil && own.filter.Expr() == c.filter.Expr() {
-			f.admission.refuse(own, now)
-		}
-		ended := f.live.endGroups(c.obj, func(g *subscriberGroup) error {
-			if g.sel.filter == nil || g.sel.filter.Expr() != c.filter.Expr() || !g.sel.matchesBase(c.obj) {
-				return nil
-			}
-			f.admission.refuse(g.sel, now)
-			return f.admission.refusedError(g.sel)
-		})
-		f.log.Warn("a filter exceeded its cost limit; refusing the selectors that select the object with it",
-			"filter", truncate(c.filter.Expr()), "object", c.obj.namespace+"/"+c.obj.name, "maxCost", f.hub.cfg.MaxFilterCost, "subscriptionsEnded", ended)
-	}
 }
 
 // expired counts an answer of ErrTokenExpired, and returns it. The caller

@@ -450,10 +450,11 @@ func TestSnapshotIsConsistentWithWatch(t *testing.T) {
 
 	var pages [][]string
 	for {
-		objs, last, err := snap.NextPage()
+		page, err := snap.NextPage(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
+		objs, last := page.Objects, page.Last
 		var keys []string
 		for _, o := range objs {
 			var cm corev1.ConfigMap

@@ -153,10 +153,11 @@ func snapshotPages(t *testing.T, h *informerhub.Hub, sel informerhub.Selector) (
 	}
 	defer snap.Close()
 	for {
-		objs, last, err := snap.NextPage()
+		got, err := snap.NextPage(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
+		objs, last := got.Objects, got.Last
 		page := []string{}
 		for _, o := range objs {
 			var cm corev1.ConfigMap

@@ -126,8 +126,8 @@ func parseResourceVersion(rv string) (uint64, error) {
 
 // filterResult is a filter's result on an object, cached on the object.
 type filterResult struct {
-	id    uint64
-	match bool
+	id uint64
+	verdict
 }
 
 // maxCachedFilterResults bounds the filter results an object keeps; the
@@ -136,20 +136,20 @@ const maxCachedFilterResults = 16
 
 // filterResult returns the result of the filter with that ID on the
 // object, if the object has it cached.
-func (o *object) filterResult(id uint64) (match, ok bool) {
+func (o *object) filterResult(id uint64) (verdict, bool) {
 	if cached := o.filters.Load(); cached != nil {
 		for _, r := range *cached {
 			if r.id == id {
-				return r.match, true
+				return r.verdict, true
 			}
 		}
 	}
-	return false, false
+	return verdict{}, false
 }
 
 // cacheFilterResult caches the result of the filter with that ID on the
 // object, dropping the oldest past maxCachedFilterResults.
-func (o *object) cacheFilterResult(id uint64, match bool) {
+func (o *object) cacheFilterResult(id uint64, v verdict) {
 	cached := o.filters.Load()
 	for {
 		n := 0
@@ -160,7 +160,7 @@ func (o *object) cacheFilterResult(id uint64, match bool) {
 		if cached != nil {
 			next = append(next, (*cached)[len(*cached)-n:]...)
 		}
-		next = append(next, filterResult{id: id, match: match})
+		next = append(next, filterResult{id: id, verdict: v})
 		if o.filters.CompareAndSwap(cached, &next) {
 			return
 		}

@@ -53,13 +53,11 @@ func (p *initialPhase) step(ctx context.Context) (*Event, phase, error) {
 		return nil, nil, err
 	}
 	o, done := p.cursor.step()
-	if p.cursor.costly() {
-		return nil, nil, s.endCostly(&p.cursor.eval)
-	}
 	events, vw := &s.lease.feed.events, s.lease.view
 	switch {
-	case o != nil:
-		return events.initial(o, token{pos: p.start, initial: true, selector: s.lease.sel.fingerprint}, vw), nil, nil
+	case o.obj != nil:
+		ev := events.initial(o.obj, token{pos: p.start, initial: true, selector: s.lease.sel.fingerprint}, vw, o.undecided)
+		return ev, nil, nil
 	case !done:
 		return nil, nil, nil // a scanned batch matched nothing; check ctx again
 	}
@@ -124,13 +122,11 @@ func (c *catchUpPhase) pass() (*Event, error) {
 		c.next++
 		c.at = r.pos
 		c.eval.reset()
-		v := s.lease.sel.variant(r, &c.eval)
-		if len(c.eval.costly) > 0 {
-			return nil, s.endCostly(&c.eval)
-		}
+		v, undecided := s.lease.sel.variant(r, &c.eval)
 		if v != variantNone {
-			if ev := s.lease.feed.events.ofRecord(r, v, s.lease.view); ev != nil {
-				return ev, nil
+			events := &s.lease.feed.events
+			if ev := events.ofRecord(r, v, s.lease.view); ev != nil {
+				return events.marked(ev, undecided), nil
 			}
 		}
 	}
@@ -227,7 +223,12 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 		}
 		select {
 		case d := <-m.queue:
-			if ev := f.events.ofRecord(d.rec, d.variant, s.lease.view); ev != nil {
+			if ev := f.events.ofRecord(d.rec, d.variant&^undecidedFlag, s.lease.view); ev != nil {
+				if d.variant&undecidedFlag != 0 {
+					// Cached on the objects: looked up, rarely evaluated again.
+					_, undecided := s.lease.sel.variant(d.rec, nil)
+					ev = f.events.marked(ev, undecided)
+				}
 				return ev, nil, nil
 			}
 			// Nothing the subscriber asked for changed: its position

@@ -130,7 +130,14 @@ func (r *record) shares(s string) bool {
 }
 
 // delivery is a record queued for a live subscriber, with how it sees it.
+// Its variant may carry undecidedFlag: the subscriber's filter could not
+// decide on a state of the record, and the subscriber looks up why (the
+// verdict is cached on the object). A flag rather than a field keeps every
+// queue's slots at two words.
 type delivery struct {
 	rec     *record
 	variant variant
 }
+
+// undecidedFlag marks a delivery's variant; see delivery.
+const undecidedFlag variant = 1 << 7

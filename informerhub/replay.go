@@ -1,6 +1,7 @@
 package informerhub
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,6 +74,9 @@ type objectKey struct{ namespace, name string }
 type replayEntry struct {
 	selected bool
 	json     string
+	// undecided is why the filter could not decide on the object, if it
+	// could not (see verdict).
+	undecided *filterError
 }
 
 // size is what an entry counts against the replay budget.
@@ -298,10 +302,7 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 	prev, had := r.state[key]
 	cur := replayEntry{}
 	if ev.Type != EventDeleted {
-		var err error
-		if cur, err = r.entryOf(o); err != nil {
-			return false, err
-		}
+		cur = r.entryOf(o)
 	}
 	grows := cur.size(key)
 	if ev.Type == EventDeleted {
@@ -318,8 +319,10 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 	} else {
 		delete(r.state, key)
 	}
+	var undecided *filterError
 	switch {
 	case cur.selected && prev.selected:
+		undecided = cmp.Or(cur.undecided, prev.undecided)
 		ev.Type, ev.Object = EventModified, cur.json
 		if vw.proj != nil {
 			if vw.proj.SameAsked(unsafeBytes(prev.json), unsafeBytes(cur.json)) {
@@ -330,15 +333,21 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 			ev.PreviousObject = prev.json
 		}
 	case cur.selected:
+		undecided = cur.undecided
 		ev.Type, ev.Object = EventAdded, cur.json
 	case prev.selected && ev.Type == EventDeleted:
+		undecided = prev.undecided
 		ev.Object = events.project(vw, o.json) // the API server's last state
 	case prev.selected:
 		// It stopped matching the filter: as live, its last matching state
 		// at the version of the change.
+		undecided = prev.undecided
 		ev.Type, ev.Object = EventDeleted, atVersion(prev.json, ev.ResourceVersion)
 	default:
 		return false, nil
+	}
+	if undecided != nil {
+		ev.FilterError = undecided.reason
 	}
 	return true, nil
 }
@@ -370,10 +379,7 @@ func (r *replay) take(state map[objectKey]replayEntry, obj runtime.Object) error
 	if err != nil {
 		return fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)
 	}
-	e, err := r.entryOf(o)
-	if err != nil {
-		return err
-	}
+	e := r.entryOf(o)
 	k := objectKey{o.namespace, o.name}
 	if !r.stateBytes.Add(e.size(k)) {
 		return r.budgetError(e.size(k))
@@ -383,18 +389,15 @@ func (r *replay) take(state map[objectKey]replayEntry, obj runtime.Object) error
 }
 
 // entryOf is what a stateful replay keeps of an object the upstream
-// selection holds; an error when its filter exceeded its cost on it.
-func (r *replay) entryOf(o *object) (replayEntry, error) {
+// selection holds.
+func (r *replay) entryOf(o *object) replayEntry {
 	s := r.s
 	r.eval.reset()
-	selected := s.lease.sel.matches(o, &r.eval)
-	if len(r.eval.costly) > 0 {
-		return replayEntry{}, s.endCostly(&r.eval)
+	v := s.lease.sel.matches(o, &r.eval)
+	if !v.match {
+		return replayEntry{}
 	}
-	if !selected {
-		return replayEntry{}, nil
-	}
-	return replayEntry{selected: true, json: s.lease.feed.events.project(s.lease.view, o.json)}, nil
+	return replayEntry{selected: true, json: s.lease.feed.events.project(s.lease.view, o.json), undecided: v.undecided}
 }
 
 // budgetError refuses a stateful replay whose state, n bytes more than it

@@ -1,6 +1,7 @@
 package informerhub
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -300,10 +301,17 @@ func canonical(s fmt.Stringer) string {
 	return s.String()
 }
 
-// matches reports whether an object is selected; ev, when not nil, shares
-// and collects what filters evaluate (see evaluation).
-func (s *selector) matches(o *object, ev *evaluation) bool {
-	return s.matchesBase(o) && (s.filter == nil || ev.matches(s.filter, o, s.filterErrors))
+// matches returns whether an object is selected, and why the filter could
+// not decide if it could not (the object is then selected); ev, when not
+// nil, shares what filters evaluate (see evaluation).
+func (s *selector) matches(o *object, ev *evaluation) verdict {
+	if !s.matchesBase(o) {
+		return verdict{}
+	}
+	if s.filter == nil {
+		return verdict{match: true}
+	}
+	return ev.matches(s.filter, o, s.filterErrors)
 }
 
 // matchesBase reports whether the selector's namespace, label and field
@@ -320,30 +328,38 @@ func (s *selector) matchesBase(o *object) bool {
 
 // variant says how a subscriber sees a record, following the Kubernetes watch
 // cache: an object that starts matching is ADDED, one that stops matching is
-// DELETED (with its last matching state).
-func (s *selector) variant(r *record, ev *evaluation) variant {
-	prev := r.prev != nil && s.matches(r.prev, ev)
+// DELETED (with its last matching state). undecided is why the filter could
+// not decide on a state that made the variant, the one the event carries
+// first.
+func (s *selector) variant(r *record, ev *evaluation) (v variant, undecided *filterError) {
 	switch r.typ {
 	case EventAdded:
-		if s.matches(r.obj, ev) {
-			return variantOwn
+		if cur := s.matches(r.obj, ev); cur.match {
+			return variantOwn, cur.undecided
 		}
 	case EventModified:
+		var prev verdict
+		if r.prev != nil {
+			prev = s.matches(r.prev, ev)
+		}
 		cur := s.matches(r.obj, ev)
 		switch {
-		case cur && prev:
-			return variantOwn
-		case cur:
-			return variantEnter
-		case prev:
-			return variantLeave
+		case cur.match && prev.match:
+			return variantOwn, cmp.Or(cur.undecided, prev.undecided)
+		case cur.match:
+			return variantEnter, cur.undecided
+		case prev.match:
+			return variantLeave, prev.undecided
 		}
 	case EventDeleted:
-		if prev {
-			return variantOwn
+		if r.prev == nil {
+			break
+		}
+		if prev := s.matches(r.prev, ev); prev.match {
+			return variantOwn, prev.undecided
 		}
 	}
-	return variantNone
+	return variantNone, nil
 }
 
 // truncate shortens s for a log line or a reason.

@@ -1,6 +1,7 @@
 package informerhub
 
 import (
+	"context"
 	"strconv"
 	"sync"
 
@@ -27,9 +28,6 @@ func newSnapshot(entry *feedEntry, sel *selector, proj *projection.Projection) (
 	if f.err != nil {
 		return nil, f.err
 	}
-	if err := f.admission.refusedError(sel); err != nil {
-		return nil, err
-	}
 	tree, _ := f.store.cloneFor(sel)
 	pos := f.store.pos
 	return &Snapshot{
@@ -49,38 +47,67 @@ func (s *Snapshot) ResumeToken() string { return s.resumeToken }
 // ResourceVersion is the Kubernetes resourceVersion of the snapshot.
 func (s *Snapshot) ResourceVersion() string { return s.resourceVersion }
 
-// NextPage returns the next page of objects as JSON, and whether it is the
-// last. A page holds at most SnapshotPageSize objects and, unless it holds
-// one, at most SnapshotPageBytes bytes of them. It fails only when the
-// selector's filter exceeded its cost on an object (a *RequestError on
-// selector.filter; see feed.tripLocked).
-func (s *Snapshot) NextPage() (objects []string, last bool, err error) {
+// Page is a page of a snapshot.
+type Page struct {
+	// Objects are the page's objects as JSON, projected as asked.
+	Objects []string
+	// FilterErrors is, parallel to Objects, why the selector's filter
+	// could not decide on each ("" where it decided; see
+	// Event.FilterError); nil when it decided on every one.
+	FilterErrors []string
+	// Last is set on the last page, which may be empty.
+	Last bool
+}
+
+// NextPage returns the next page. A page holds at most SnapshotPageSize
+// objects and, unless it holds one, at most SnapshotPageBytes bytes of
+// them. It scans the state a batch at a time (see stateCursor.fill), and
+// fails with ctx's error if ctx ends in between: a selective filter over
+// a large state takes as long as the caller waits, not longer.
+func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 	cfg := &s.feed.hub.cfg
+	var page Page
 	size := 0
-	for len(objects) < cfg.SnapshotPageSize {
+	for len(page.Objects) < cfg.SnapshotPageSize {
 		o := s.cursor.peek()
-		if o == nil || len(objects) > 0 && size+len(o.json) > cfg.SnapshotPageBytes {
+		if o == nil {
+			if s.cursor.finished() {
+				page.Last = true
+				break
+			}
+			if err := ctx.Err(); err != nil {
+				return Page{}, err
+			}
+			s.cursor.fill()
+			continue
+		}
+		if len(page.Objects) > 0 && size+len(o.json) > cfg.SnapshotPageBytes {
 			break
 		}
-		s.cursor.next()
+		sel := s.cursor.take()
 		json := o.json
 		if s.proj != nil {
 			if projected, err := s.proj.Apply(o.jsonBytes()); err == nil {
 				json = string(projected)
 			}
 		}
-		objects = append(objects, json)
+		if sel.undecided != nil && page.FilterErrors == nil {
+			page.FilterErrors = make([]string, len(page.Objects), cap(page.Objects))
+		}
+		if page.FilterErrors != nil {
+			reason := ""
+			if sel.undecided != nil {
+				reason = sel.undecided.reason
+			}
+			page.FilterErrors = append(page.FilterErrors, reason)
+		}
+		page.Objects = append(page.Objects, json)
 		size += len(json)
 	}
-	more := s.cursor.more()
-	if s.cursor.costly() {
-		f := s.feed
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.tripLocked(s.cursor.eval.costly, s.cursor.sel)
-		return nil, false, f.admission.refusedError(s.cursor.sel)
+	if !page.Last {
+		page.Last = s.cursor.finished()
 	}
-	return objects, !more, nil
+	return page, nil
 }
 
 // Close releases the snapshot's informer.

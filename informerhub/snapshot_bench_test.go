@@ -62,10 +62,10 @@ func readSnapshot(b *testing.B, h *informerhub.Hub, sel informerhub.Selector) (f
 		b.Fatal(err)
 	}
 	defer snap.Close()
-	_, last, err := snap.NextPage()
+	page, err := snap.NextPage(context.Background())
 	firstPage = time.Since(start)
-	for err == nil && !last {
-		_, last, err = snap.NextPage()
+	for err == nil && !page.Last {
+		page, err = snap.NextPage(context.Background())
 	}
 	if err != nil {
 		b.Fatal(err)

@@ -61,8 +61,9 @@ type ResourceStats struct {
 	// than the history; ExpiredTokens, requests answered with
 	// ErrTokenExpired; Relists, the relists after the first sync; Replays,
 	// the tokens older than the history replayed from the API server.
-	// FilterErrors counts evaluations of filters that failed (a missing
-	// field, a type mismatch, the cost limit), which select nothing.
+	// FilterErrors counts evaluations of filters that could not decide (a
+	// missing field, a type mismatch, the cost limit): their objects are
+	// sent marked (Event.FilterError).
 	// EvictedForMemory counts the history records evicted to keep the hub
 	// within Config.MemoryBudget, before their resource type's own bounds
 	// would have.

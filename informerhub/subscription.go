@@ -257,8 +257,7 @@ func (s *Subscription) stoppedOrCanceled(ctx context.Context) error {
 }
 
 // endedLocked returns why the subscription can go no further, if it can't:
-// it failed (or was closed), its feed stopped, or its selector was refused
-// since it started (see feed.tripLocked). The caller holds feed.mu.
+// it failed (or was closed), or its feed stopped. The caller holds feed.mu.
 func (s *Subscription) endedLocked() error {
 	f := s.lease.feed
 	switch {
@@ -267,20 +266,7 @@ func (s *Subscription) endedLocked() error {
 	case f.err != nil:
 		return f.err
 	}
-	return f.admission.refusedError(s.lease.sel)
-}
-
-// endCostly ends the subscription on its filter exceeding its cost in one
-// of its own evaluations (initial events, catch-up, a replay), and refuses
-// the filter on the feed, ending its other subscriptions too.
-func (s *Subscription) endCostly(ev *evaluation) error {
-	f := s.lease.feed
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.tripLocked(ev.costly, s.lease.sel)
-	ev.costly = nil
-	s.lease.fail(f.admission.refusedError(s.lease.sel))
-	return s.Err()
+	return nil
 }
 
 // leftBehindLocked ends the subscription for reading slower than its

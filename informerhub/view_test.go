@@ -308,60 +308,79 @@ func TestFilterEvaluationsPerChangeAreBoundedByDistinctFilters(t *testing.T) {
 	}
 }
 
-// TestFilterExceedingItsCostIsRefused checks that a filter exceeding its
-// runtime cost on an object ends its subscriptions, and is refused on the
-// resource type afterwards, while the other subscribers go on.
-func TestFilterExceedingItsCostIsRefused(t *testing.T) {
+// TestAFilterThatCannotDecideSelectsAndSaysWhy checks that an object on
+// which a filter's evaluation fails or exceeds its cost is sent, marked
+// with why, in every path (live, initial events, snapshots), ends no
+// stream and refuses nothing; and that each state of an object costs each
+// filter one evaluation, however many ask.
+func TestAFilterThatCannotDecideSelectsAndSaysWhy(t *testing.T) {
 	c := newFakeCluster(t)
 	h := newHub(t, c, informerhub.Config{MaxFilterCost: 100})
 	costly := informerhub.Selector{Resource: configMaps, Filter: `object.data.v.matches("^(a|b)*c$")`}
-	cheap := informerhub.Selector{Resource: configMaps, Filter: `object.metadata.name == "big"`}
+	failing := informerhub.Selector{Resource: configMaps, Filter: `object.data.mode == "on"`} // no data.mode: "no such key"
 	costlySub := watch(t, h, informerhub.WatchRequest{Selector: costly})
-	cheapSub := watch(t, h, informerhub.WatchRequest{Selector: cheap})
-	plain := watch(t, h, informerhub.WatchRequest{})
+	failingSub := watch(t, h, informerhub.WatchRequest{Selector: failing})
 
-	c.cms().Add(configMap("ns", "small", nil, "ab"))
+	c.cms().Add(configMap("ns", "small", nil, "ab")) // the costly filter decides: no match
 	c.cms().Add(configMap("ns", "big", nil, strings.Repeat("ab", 5000)))
-	for _, s := range []*informerhub.Subscription{plain, plain, cheapSub} {
-		if _, err := s.Next(context.Background()); err != nil {
-			t.Fatal(err)
+	checkMarked := func(who string, e *informerhub.Event, typ informerhub.EventType, name, reason string) {
+		t.Helper()
+		if got := toEv(t, e); got.Type != typ.String() || got.Key != "ns/"+name || !strings.Contains(e.FilterError, reason) {
+			t.Fatalf("%s got %v with FilterError %q, want %s of ns/%s marked %q", who, got, e.FilterError, typ, name, reason)
 		}
 	}
-	isRefusal := func(err error) bool {
-		var reqErr *informerhub.RequestError
-		return errors.As(err, &reqErr) && reqErr.Field == informerhub.FieldFilter && strings.Contains(reqErr.Reason, "exceeded its cost limit")
+	checkMarked("the costly filter's subscriber", next(t, costlySub), informerhub.EventAdded, "big", "cost limit")
+	checkMarked("the failing filter's subscriber", next(t, failingSub), informerhub.EventAdded, "small", "no such key")
+	checkMarked("the failing filter's subscriber", next(t, failingSub), informerhub.EventAdded, "big", "no such key")
+
+	// The streams go on. A change that makes the costly filter decide is a
+	// MODIFIED, as it selected the previous state: marked for that state.
+	// The next is decided on both states: unmarked.
+	c.cms().Modify(configMap("ns", "big", nil, "abc"))
+	checkMarked("the costly filter's subscriber", next(t, costlySub), informerhub.EventModified, "big", "cost limit")
+	c.cms().Modify(configMap("ns", "big", nil, "abbc"))
+	if e := next(t, costlySub); toEv(t, e).Type != "MODIFIED" || e.FilterError != "" {
+		t.Fatalf("the costly filter's subscriber after big changed again: %v, FilterError %q; want an unmarked MODIFIED", toEv(t, e), e.FilterError)
 	}
-	if _, err := costlySub.Next(context.Background()); !isRefusal(err) {
-		t.Fatalf("the costly filter's subscriber: %v, want its refusal", err)
+	c.cms().Modify(configMap("ns", "big", nil, strings.Repeat("ab", 5000)))
+	checkMarked("the costly filter's subscriber", next(t, costlySub), informerhub.EventModified, "big", "cost limit")
+
+	// The same selector is not refused; its initial events and a snapshot
+	// mark big too. Neither evaluates the filter on it again: its result is
+	// cached on the object.
+	before := informerhub.FilterEvaluations(h)
+	again := watch(t, h, informerhub.WatchRequest{Selector: costly, SendInitialEvents: true})
+	checkMarked("a new Watch of the costly filter", next(t, again), informerhub.EventAdded, "big", "cost limit")
+	if e := next(t, again); !e.InitialEventsEnd {
+		t.Fatalf("after the initial events: %v, want their end", toEv(t, e))
 	}
-	if _, err := h.Watch(context.Background(), informerhub.WatchRequest{Selector: costly}); !isRefusal(err) {
-		t.Fatalf("a new Watch of the costly filter: %v, want its refusal", err)
-	}
-	// A snapshot that evaluates it on the big object learns it too.
-	other := informerhub.Selector{Resource: configMaps, Filter: `object.data.v.matches("^(a|b)*d$")`}
-	snap, err := h.Snapshot(context.Background(), informerhub.SnapshotRequest{Selector: other})
+	snap, err := h.Snapshot(context.Background(), informerhub.SnapshotRequest{Selector: costly})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer snap.Close()
-	if _, _, err := snap.NextPage(); !isRefusal(err) {
-		t.Fatalf("a snapshot of another costly filter: %v, want its refusal", err)
+	page, err := snap.NextPage(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The others go on.
-	c.cms().Modify(configMap("ns", "big", nil, "x"))
-	if ev, err := cheapSub.Next(context.Background()); err != nil || ev.Type != informerhub.EventModified {
-		t.Fatalf("the cheap filter's subscriber: %v, %v", ev, err)
+	if len(page.Objects) != 1 || len(page.FilterErrors) != 1 || !strings.Contains(page.FilterErrors[0], "cost limit") || !page.Last {
+		t.Fatalf("the snapshot's page: %d objects, filter errors %q, last %v; want big, marked", len(page.Objects), page.FilterErrors, page.Last)
+	}
+	if n := informerhub.FilterEvaluations(h) - before; n != 0 {
+		t.Errorf("initial events and a snapshot evaluated the filter %d times, want 0 (cached on the object)", n)
+	}
+	if st := h.Stats()[0]; st.FilterErrors != 7 {
+		t.Errorf("FilterErrors = %d, want 7: big's two costly states for the costly filter, and for the failing one small and big's four states", st.FilterErrors)
 	}
 }
 
-// TestCostlyFilterEndsOnlyTheSelectorsOfItsObject checks that a filter
-// exceeding its cost on an object ends and refuses the selectors that
-// select that object but for the filter, not every holder of the filter:
-// one tenant's object cannot end another tenant's stream. And that the
-// feed does not evaluate a filter on objects its holders' namespace, label
-// and field selectors leave out. The selectors test labels' existence, which
-// the dispatch index cannot narrow: every change visits both groups.
-func TestCostlyFilterEndsOnlyTheSelectorsOfItsObject(t *testing.T) {
+// TestAnObjectEndsNoStream checks that whatever object someone writes, no
+// stream ends and no selector is refused: the subscribers whose selector
+// selects it get it marked, the others nothing. And that the feed does not
+// evaluate a filter on objects its holders' namespace, label and field
+// selectors leave out. The selectors test labels' existence, which the
+// dispatch index cannot narrow: every change visits both groups.
+func TestAnObjectEndsNoStream(t *testing.T) {
 	c := newFakeCluster(t)
 	h := newHub(t, c, informerhub.Config{MaxFilterCost: 100})
 	const expr = `object.data.v.matches("^(a|b)*c$")`
@@ -371,38 +390,29 @@ func TestCostlyFilterEndsOnlyTheSelectorsOfItsObject(t *testing.T) {
 	subTeam := watch(t, h, informerhub.WatchRequest{Selector: having("team")})
 	subOwner := watch(t, h, informerhub.WatchRequest{Selector: having("owner")})
 	plain := watch(t, h, informerhub.WatchRequest{})
-	isRefusal := func(err error) bool {
-		var reqErr *informerhub.RequestError
-		return errors.As(err, &reqErr) && reqErr.Field == informerhub.FieldFilter && strings.Contains(reqErr.Reason, "exceeded its cost limit")
-	}
 	big := strings.Repeat("ab", 5000)
 
 	// A big object that no holder's labels select: not evaluated.
 	before := informerhub.FilterEvaluations(h)
 	c.cms().Add(configMap("ns", "nobody", nil, big))
-	if _, err := plain.Next(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	next(t, plain)
 	if n := informerhub.FilterEvaluations(h) - before; n != 0 {
 		t.Errorf("an object no holder's labels select cost %d evaluations, want 0", n)
 	}
 
-	// One that owner's selector selects: its subscriber ends, and its
-	// selector is refused; team's goes on.
+	// One that owner's selector selects: owner's subscriber gets it marked
+	// and goes on, as does team's.
 	c.cms().Add(configMap("ns", "owned", map[string]string{"owner": "x"}, big))
-	if _, err := plain.Next(context.Background()); err != nil {
-		t.Fatal(err)
+	next(t, plain)
+	if e := next(t, subOwner); toEv(t, e).Key != "ns/owned" || e.FilterError == "" {
+		t.Fatalf("owner's subscriber: %v, FilterError %q; want ns/owned, marked", toEv(t, e), e.FilterError)
 	}
-	if _, err := subOwner.Next(context.Background()); !isRefusal(err) {
-		t.Fatalf("owner's subscriber: %v, want its refusal", err)
-	}
-	if _, err := h.Watch(context.Background(), informerhub.WatchRequest{Selector: having("owner")}); !isRefusal(err) {
-		t.Fatalf("a new Watch of owner's selector: %v, want its refusal", err)
-	}
-	watch(t, h, informerhub.WatchRequest{Selector: having("team")}) // not refused
-	c.cms().Add(configMap("ns", "small", map[string]string{"team": "y"}, "abc"))
-	if ev, err := subTeam.Next(context.Background()); err != nil || ev.Type != informerhub.EventAdded {
-		t.Fatalf("team's subscriber after owner's object: %v, %v; want the ADDED of ns/small", ev, err)
+	watch(t, h, informerhub.WatchRequest{Selector: having("owner")}) // not refused
+	c.cms().Add(configMap("ns", "small", map[string]string{"team": "y", "owner": "y"}, "abc"))
+	for _, s := range []*informerhub.Subscription{subTeam, subOwner} {
+		if e := next(t, s); toEv(t, e).Key != "ns/small" || e.Type != informerhub.EventAdded || e.FilterError != "" {
+			t.Fatalf("a subscriber after owner's object: %v, FilterError %q; want the ADDED of ns/small", toEv(t, e), e.FilterError)
+		}
 	}
 }
 

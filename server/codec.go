@@ -40,6 +40,7 @@ func watchResponse(ev *informerhub.Event) *informerhubv1.WatchResponse {
 		ResourceVersion:  ev.ResourceVersion,
 		InitialEventsEnd: ev.InitialEventsEnd,
 		FromRelist:       ev.FromRelist,
+		FilterError:      ev.FilterError,
 	}
 	if ev.Encoding == encodingStruct {
 		obj, errObj := structOf(ev.Object)

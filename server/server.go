@@ -355,24 +355,25 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 	}
 	defer snap.Close()
 	err = s.supervise(ctx, newSender(stream, ""), nil, nil, func() (any, *string, bool, error) {
-		objects, last, err := snap.NextPage()
+		page, err := snap.NextPage(ctx)
 		if err != nil {
 			return nil, nil, false, err
 		}
 		resp := &informerhubv1.SnapshotResponse{
 			ResumeToken:     snap.ResumeToken(),
 			ResourceVersion: snap.ResourceVersion(),
-			Last:            last,
+			Last:            page.Last,
+			FilterErrors:    page.FilterErrors,
 		}
 		if encoding == encodingStruct {
-			if resp.ObjectStructs = structsOf(objects); resp.ObjectStructs != nil {
-				return resp, nil, last, nil
+			if resp.ObjectStructs = structsOf(page.Objects); resp.ObjectStructs != nil {
+				return resp, nil, page.Last, nil
 			}
 		}
 		// JSON strings, as asked, or because an object of the page cannot
 		// be a Struct (see maxStructDepth): as a Watch does.
-		resp.Objects = objects
-		return resp, nil, last, nil
+		resp.Objects = page.Objects
+		return resp, nil, page.Last, nil
 	})
 	if errors.Is(err, errStalled) {
 		// Its token means "after the whole snapshot": useless to a client

@@ -56,6 +56,11 @@ type Event struct {
 	// say what happened in between, only how the object differs. An audit
 	// consumer should treat the span as a gap.
 	FromRelist bool
+	// FilterError is set when the watch's filter could not decide on the
+	// object (WatchResponse.filter_error): its evaluation failed (a missing
+	// field: guard it with has()) or exceeded the hub's cost limit. The
+	// event is delivered as if the filter matched.
+	FilterError string
 	// Resync is set on the events of a re-sync: the hub could no longer
 	// resume the watch (its token expired), so the watch listed again and
 	// reported the differences from what it had delivered. The re-sync ends
@@ -76,6 +81,7 @@ func eventOf(resp *informerhubv1.WatchResponse) Event {
 		ResumeToken:      resp.GetResumeToken(),
 		InitialEventsEnd: resp.GetInitialEventsEnd(),
 		FromRelist:       resp.GetFromRelist(),
+		FilterError:      resp.GetFilterError(),
 	}
 	if o := resp.GetObject(); o != "" {
 		e.Object = []byte(o)

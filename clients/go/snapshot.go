@@ -18,6 +18,10 @@ type Snapshot struct {
 	// Objects are the objects as JSON, ordered by namespace and name,
 	// projected by SnapshotOptions.Fields.
 	Objects [][]byte
+	// FilterErrors is, parallel to Objects, why the selector's filter could
+	// not decide on each object ("" where it decided; see
+	// Event.FilterError); nil when it decided on every one.
+	FilterErrors []string
 	// ResumeToken is the snapshot's point in time: a Watch from it
 	// delivers exactly the changes after the snapshot.
 	ResumeToken string
@@ -41,8 +45,7 @@ func (c *Client) Snapshot(ctx context.Context, sel Selector) (*Snapshot, error) 
 
 // SnapshotWithOptions is Snapshot with options: the objects projected to
 // some fields. A Watch from its ResumeToken with the same Fields continues
-// it. A filter that exceeds the hub's cost limit on an object fails it with
-// INVALID_ARGUMENT on selector.filter.
+// it.
 func (c *Client) SnapshotWithOptions(ctx context.Context, sel Selector, opts SnapshotOptions) (*Snapshot, error) {
 	req := &informerhubv1.SnapshotRequest{Selector: sel.proto(), Fields: slices.Clone(opts.Fields)}
 	return retry(ctx, c, func(svc informerhubv1.InformerHubServiceClient) (*Snapshot, error) {
@@ -60,6 +63,17 @@ func (c *Client) SnapshotWithOptions(ctx context.Context, sel Selector, opts Sna
 			}
 			if err != nil {
 				return nil, err
+			}
+			if errs := page.GetFilterErrors(); len(errs) > 0 {
+				if len(errs) != len(page.GetObjects()) {
+					return nil, status.Errorf(codes.Internal, "a snapshot page of %d objects has %d filter errors", len(page.GetObjects()), len(errs))
+				}
+				if snap.FilterErrors == nil {
+					snap.FilterErrors = make([]string, len(snap.Objects))
+				}
+				snap.FilterErrors = append(snap.FilterErrors, errs...)
+			} else if snap.FilterErrors != nil {
+				snap.FilterErrors = append(snap.FilterErrors, make([]string, len(page.GetObjects()))...)
 			}
 			for _, o := range page.GetObjects() {
 				snap.Objects = append(snap.Objects, []byte(o))

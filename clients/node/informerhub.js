@@ -171,7 +171,9 @@ class Client {
 
   /**
    * Every object matching selector at one point in time, all pages read:
-   * { objects (plain objects, by namespace and name), resumeToken, resourceVersion }.
+   * { objects (plain objects, by namespace and name), filterErrors (parallel
+   * to objects: why the filter could not decide on each, '' where it did;
+   * empty when it decided on every one), resumeToken, resourceVersion }.
    * A watch from resumeToken delivers exactly the changes after the snapshot.
    * Options: fields (projection paths) and objectFormat, as for watch.
    */
@@ -184,13 +186,19 @@ class Client {
     };
     const stream = openStream(this.stub.snapshot(request, await this.metadata()), signal);
     try {
-      const snap = { objects: [], resumeToken: '', resourceVersion: '' };
+      const snap = { objects: [], filterErrors: [], resumeToken: '', resourceVersion: '' };
       for (;;) {
         const page = await stream.next();
         if (page === null) throw statusError(grpc.status.UNAVAILABLE, 'informerhub: the snapshot ended before its last page');
         // A page holds JSON strings or Structs, as asked.
+        const before = snap.objects.length;
         for (const o of page.objects) snap.objects.push(JSON.parse(o));
         for (const s of page.objectStructs) snap.objects.push(structToObject(s));
+        if (page.filterErrors.length > 0 || snap.filterErrors.length > 0) {
+          while (snap.filterErrors.length < before) snap.filterErrors.push('');
+          if (page.filterErrors.length > 0) snap.filterErrors.push(...page.filterErrors);
+          else while (snap.filterErrors.length < snap.objects.length) snap.filterErrors.push('');
+        }
         snap.resumeToken = page.resumeToken;
         snap.resourceVersion = page.resourceVersion;
         if (page.last) return snap;
@@ -297,6 +305,9 @@ function eventOf(resp) {
     initialEventsEnd: resp.initialEventsEnd,
     // A difference a relist found: what happened in between is unknown.
     fromRelist: resp.fromRelist,
+    // Why the filter could not decide on the object (a failed or too costly
+    // evaluation); the event is delivered as if it matched. '' otherwise.
+    filterError: resp.filterError,
   };
 }
 

@@ -27,7 +27,7 @@ import os
 import random
 import sys
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -129,6 +129,10 @@ class Event:
     # A difference the hub found by relisting (WatchResponse.from_relist):
     # what happened in between is unknown.
     from_relist: bool = False
+    # Why the filter could not decide on the object (WatchResponse.filter_error:
+    # its evaluation failed, e.g. a missing field, or exceeded the hub's cost
+    # limit); the event is delivered as if it matched. "" otherwise.
+    filter_error: str = ""
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,9 @@ class Snapshot:
     resume_token: str             # a watch from it yields exactly the later changes
     resource_version: str         # informational
     pages: int                    # how many pages the hub sent them in
+    # Parallel to objects: why the filter could not decide on each ("" where
+    # it did; see Event.filter_error); empty when it decided on every one.
+    filter_errors: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -276,15 +283,19 @@ class Client:
         req = pb.SnapshotRequest(selector=selector.to_proto(), fields=_paths(fields),
                                  object_format=_object_format(object_format).value)
         call = self._stub.Snapshot(req, metadata=self._metadata(), timeout=timeout)
-        objects, pages = [], 0
+        objects, filter_errors, pages = [], [], 0
         try:
             for page in call:
                 pages += 1
                 # A page holds JSON strings or Structs, as asked.
+                before = len(objects)
                 objects.extend(json.loads(o) for o in page.objects)
                 objects.extend(_dict(s) for s in page.object_structs)
+                if page.filter_errors or filter_errors:
+                    filter_errors.extend([""] * (before - len(filter_errors)))
+                    filter_errors.extend(page.filter_errors or [""] * (len(objects) - before))
                 if page.last:
-                    return Snapshot(objects, page.resume_token, page.resource_version, pages)
+                    return Snapshot(objects, page.resume_token, page.resource_version, pages, filter_errors)
         finally:
             call.cancel()
         raise IncompleteSnapshot("the snapshot ended before its last page")
@@ -346,7 +357,8 @@ def _event(resp: pb.WatchResponse) -> Event:
         resource_version=resp.resource_version,
         resume_token=resp.resume_token,
         initial_events_end=resp.initial_events_end,
-        from_relist=resp.from_relist)
+        from_relist=resp.from_relist,
+        filter_error=resp.filter_error)
 
 
 class WatchStream:

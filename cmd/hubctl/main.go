@@ -403,7 +403,7 @@ func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.
 		}
 		if asJSON {
 			if err := c.printJSON(eventJSON{Type: e.Type, Object: json.RawMessage(e.Object), PreviousObject: json.RawMessage(e.Previous),
-				ResourceVersion: e.ResourceVersion, ResumeToken: e.ResumeToken, InitialEventsEnd: e.InitialEventsEnd, FromRelist: e.FromRelist, Resync: e.Resync}); err != nil {
+				ResourceVersion: e.ResourceVersion, ResumeToken: e.ResumeToken, InitialEventsEnd: e.InitialEventsEnd, FromRelist: e.FromRelist, FilterError: e.FilterError, Resync: e.Resync}); err != nil {
 				return err
 			}
 			continue
@@ -432,6 +432,11 @@ func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.
 			}
 			eventType += "~"
 		}
+		if e.FilterError != "" {
+			// Rare, and each may say something else: on its line.
+			fmt.Fprintf(c.stderr, "(the filter could not decide on %s/%s, sent as if it matched: %s)\n", u.GetNamespace(), u.GetName(), e.FilterError)
+			eventType += "?"
+		}
 		if table == nil {
 			table = c.table(true, "EVENT", "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
 		}
@@ -457,6 +462,7 @@ type eventJSON struct {
 	ResumeToken      string              `json:"resumeToken"`
 	InitialEventsEnd bool                `json:"initialEventsEnd,omitempty"`
 	FromRelist       bool                `json:"fromRelist,omitempty"`
+	FilterError      string              `json:"filterError,omitempty"`
 	Resync           bool                `json:"resync,omitempty"`
 }
 
@@ -474,13 +480,17 @@ func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclie
 			ResourceVersion string            `json:"resourceVersion"`
 			ResumeToken     string            `json:"resumeToken"`
 			Objects         []json.RawMessage `json:"objects"`
-		}{snap.ResourceVersion, snap.ResumeToken, objects})
+			FilterErrors    []string          `json:"filterErrors,omitempty"`
+		}{snap.ResourceVersion, snap.ResumeToken, objects, snap.FilterErrors})
 	}
 	table := c.table(false, "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
-	for _, o := range snap.Objects {
+	for i, o := range snap.Objects {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(o); err != nil {
 			return err
+		}
+		if len(snap.FilterErrors) > 0 && snap.FilterErrors[i] != "" {
+			fmt.Fprintf(c.stderr, "(the filter could not decide on %s/%s, listed as if it matched: %s)\n", u.GetNamespace(), u.GetName(), snap.FilterErrors[i])
 		}
 		table.row(u.GetNamespace(), u.GetName(), u.GetResourceVersion(), c.age(u))
 	}

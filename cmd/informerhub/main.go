@@ -121,7 +121,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.hub.MaxSelectorTerms, "max-selector-terms", informerhub.DefaultMaxSelectorTerms, "requirements a label or field selector may have")
 	fs.IntVar(&o.hub.MaxFilterLength, "max-filter-length", informerhub.DefaultMaxFilterLength, "bytes a CEL filter may have")
 	fs.Uint64Var(&o.hub.MaxFilterEstimatedCost, "max-filter-estimated-cost", informerhub.DefaultMaxFilterEstimatedCost, "the cost a CEL filter may have as estimated when it is compiled, on the largest objects (refuses expressions quadratic in an object's size)")
-	fs.Uint64Var(&o.hub.MaxFilterCost, "max-filter-cost", informerhub.DefaultMaxFilterCost, "the CEL cost one evaluation of a filter on one object may have (about 0.1-0.4 µs a unit); a selector whose filter costs more on an object is refused on that resource type for ten minutes, its streams ended")
+	fs.Uint64Var(&o.hub.MaxFilterCost, "max-filter-cost", informerhub.DefaultMaxFilterCost, "the CEL cost one evaluation of a filter on one object may have (about 0.1-0.4 µs a unit); an evaluation that would cost more stops, and the object is sent as if it matched, marked with filter_error")
 	fs.IntVar(&o.hub.MaxFiltersPerResource, "max-filters-per-resource", informerhub.DefaultMaxFiltersPerResource, "distinct CEL filters in use on one resource type at once; each costs an evaluation per change")
 	fs.IntVar(&o.hub.MaxProjectionsPerResource, "max-projections-per-resource", informerhub.DefaultMaxProjectionsPerResource, "distinct projections (fields) in use on one resource type at once")
 	fs.IntVar(&o.hub.MaxFiltersPerOwner, "max-filters-per-identity", informerhub.DefaultMaxFiltersPerOwner, "distinct CEL filters one identity's streams may hold on one resource type")

@@ -152,7 +152,7 @@ var (
 	replaysDesc = newDesc("informerhub_replays_total",
 		"Resume tokens older than the history, replayed from the API server by an upstream watch of their own.")
 	filterErrorsDesc = newDesc("informerhub_filter_evaluation_errors_total",
-		"Evaluations of CEL filters that failed (a missing field, a type mismatch, the cost limit); they select nothing.")
+		"Evaluations of CEL filters that could not decide (a missing field, a type mismatch, the cost limit); their objects are sent marked with filter_error.")
 	groupsDesc = newDesc("informerhub_subscriber_groups",
 		"Distinct selectors of live subscribers: each is matched once per change it may concern.")
 	filtersDesc = newDesc("informerhub_filters_in_use",

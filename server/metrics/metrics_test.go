@@ -90,7 +90,7 @@ informerhub_upstream_watch_restarts_total{group="apps",resource="deployments",ve
 # TYPE informerhub_expired_token_answers_total counter
 informerhub_expired_token_answers_total{group="",resource="configmaps",version="v1"} 2
 informerhub_expired_token_answers_total{group="apps",resource="deployments",version="v1"} 0
-# HELP informerhub_filter_evaluation_errors_total Evaluations of CEL filters that failed (a missing field, a type mismatch, the cost limit); they select nothing.
+# HELP informerhub_filter_evaluation_errors_total Evaluations of CEL filters that could not decide (a missing field, a type mismatch, the cost limit); their objects are sent marked with filter_error.
 # TYPE informerhub_filter_evaluation_errors_total counter
 informerhub_filter_evaluation_errors_total{group="",resource="configmaps",version="v1"} 9
 informerhub_filter_evaluation_errors_total{group="apps",resource="deployments",version="v1"} 0

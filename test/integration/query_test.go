@@ -27,17 +27,21 @@ type query struct {
 	name     string
 	filter   string                                  // CEL, for the hub
 	selected func(u *unstructured.Unstructured) bool // the same, in Go
-	fields   []string                                // dotted paths
-	previous bool
+	// undecided, when set, tells the objects on which the filter errs: they
+	// are selected, and marked (filter_error).
+	undecided func(u *unstructured.Unstructured) bool
+	fields    []string // dotted paths
+	previous  bool
 }
 
 // queryChange is an event as these tests compare it.
 type queryChange struct {
-	Type     string
-	Name     string
-	RV       string
-	Object   string // canonical JSON
-	Previous string
+	Type      string
+	Name      string
+	RV        string
+	Object    string // canonical JSON
+	Previous  string
+	Undecided bool // marked with a filter_error
 }
 
 func (q query) request(ns string) *informerhubv1.WatchRequest {
@@ -46,7 +50,13 @@ func (q query) request(ns string) *informerhubv1.WatchRequest {
 	return &informerhubv1.WatchRequest{Selector: sel, Fields: q.fields, IncludePrevious: q.previous}
 }
 
-func (q query) selects(u *unstructured.Unstructured) bool { return q.selected == nil || q.selected(u) }
+func (q query) selects(u *unstructured.Unstructured) bool {
+	return q.selected == nil || q.selected(u) || q.undecides(u)
+}
+
+func (q query) undecides(u *unstructured.Unstructured) bool {
+	return q.undecided != nil && q.undecided(u)
+}
 
 // project is the projection of q.fields, by hand.
 func (q query) project(t *testing.T, u *unstructured.Unstructured, rv string) string {
@@ -112,6 +122,8 @@ func (r *reference) apply(t *testing.T, e watch.Event) *queryChange {
 		r.state[u.GetName()] = u
 	}
 	c := &queryChange{Name: u.GetName(), RV: u.GetResourceVersion()}
+	// Marked when the filter could not decide on a state that made the
+	// event.
 	switch {
 	case was && is:
 		if len(r.q.fields) > 0 && r.q.sameFields(t, prev, u) {
@@ -121,13 +133,14 @@ func (r *reference) apply(t *testing.T, e watch.Event) *queryChange {
 		if r.q.previous {
 			c.Previous = r.q.project(t, prev, "")
 		}
+		c.Undecided = r.q.undecides(u) || r.q.undecides(prev)
 	case is:
-		c.Type, c.Object = "ADDED", r.q.project(t, u, "")
+		c.Type, c.Object, c.Undecided = "ADDED", r.q.project(t, u, ""), r.q.undecides(u)
 	case was && e.Type == watch.Deleted:
-		c.Type, c.Object = "DELETED", r.q.project(t, u, "")
+		c.Type, c.Object, c.Undecided = "DELETED", r.q.project(t, u, ""), r.q.undecides(prev)
 	case was:
 		// The last state that matched, at the version of the change.
-		c.Type, c.Object = "DELETED", r.q.project(t, prev, u.GetResourceVersion())
+		c.Type, c.Object, c.Undecided = "DELETED", r.q.project(t, prev, u.GetResourceVersion()), r.q.undecides(prev)
 	default:
 		return nil
 	}
@@ -175,7 +188,7 @@ func (r *reference) list(t *testing.T, ns, rv string) []queryChange {
 		u.SetKind("ConfigMap")
 		r.state[u.GetName()] = u
 		if r.q.selects(u) {
-			out = append(out, queryChange{Type: "ADDED", Name: u.GetName(), RV: u.GetResourceVersion(), Object: r.q.project(t, u, "")})
+			out = append(out, queryChange{Type: "ADDED", Name: u.GetName(), RV: u.GetResourceVersion(), Object: r.q.project(t, u, ""), Undecided: r.q.undecides(u)})
 		}
 	}
 	slices.SortFunc(out, func(a, b queryChange) int { return strings.Compare(a.Name, b.Name) })
@@ -185,7 +198,7 @@ func (r *reference) list(t *testing.T, ns, rv string) []queryChange {
 func hubQueryChange(t *testing.T, resp *informerhubv1.WatchResponse) queryChange {
 	t.Helper()
 	c := hubChange(t, resp)
-	qc := queryChange{Type: c.Type, Name: c.Name, RV: c.RV, Object: c.Object}
+	qc := queryChange{Type: c.Type, Name: c.Name, RV: c.RV, Object: c.Object, Undecided: resp.FilterError != ""}
 	if resp.PreviousObject != "" {
 		qc.Previous = canonicalJSON(t, []byte(resp.PreviousObject))
 	}
@@ -217,9 +230,15 @@ var queries = []query{
 	{name: "filter fields previous", filter: `has(object.data) && object.data.v == "on"`, selected: dataIsOn, fields: []string{"data"}, previous: true},
 	{name: "fields", fields: []string{"metadata.labels"}},
 	{name: "previous", previous: true},
-	// An evaluation error (no data.v) does not select.
+	// An evaluation that errs (no data.v, or no labels, where the other
+	// side is not false) selects, marked.
 	{name: "filter erring", filter: `object.data.v == "on" && object.metadata.labels.team == "a"`, selected: func(u *unstructured.Unstructured) bool {
 		return dataIsOn(u) && u.GetLabels()["team"] == "a"
+	}, undecided: func(u *unstructured.Unstructured) bool {
+		v, hasV, _ := unstructured.NestedString(u.Object, "data", "v")
+		team, hasTeam := u.GetLabels()["team"]
+		// CEL's && is false when either side is, whatever the other.
+		return (!hasV || !hasTeam) && !(hasV && v != "on") && !(hasTeam && team != "a")
 	}},
 }
 
@@ -295,8 +314,15 @@ func TestQueriesFollowTheAPIServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, o := range page.Objects {
-				objects = append(objects, hubQueryChange(t, &informerhubv1.WatchResponse{Type: informerhubv1.EventType_EVENT_TYPE_ADDED, Object: o}))
+			if len(page.FilterErrors) != 0 && len(page.FilterErrors) != len(page.Objects) {
+				t.Fatalf("%s: a snapshot page of %d objects and %d filter errors", q.name, len(page.Objects), len(page.FilterErrors))
+			}
+			for i, o := range page.Objects {
+				resp := &informerhubv1.WatchResponse{Type: informerhubv1.EventType_EVENT_TYPE_ADDED, Object: o}
+				if len(page.FilterErrors) > 0 {
+					resp.FilterError = page.FilterErrors[i]
+				}
+				objects = append(objects, hubQueryChange(t, resp))
 			}
 			if rv = page.ResourceVersion; page.Last {
 				break
@@ -447,44 +473,77 @@ func TestBadQueriesAreRefusedWithTheirField(t *testing.T) {
 	}
 }
 
-// TestCostlyFilterIsRefusedForItsSelectorOnly checks, on objects of the API
-// server, that a filter exceeding its runtime cost on an object ends the
-// streams whose selector selects that object, with INVALID_ARGUMENT on
-// selector.filter, and refuses that selector; while a stream of the same
-// filter in another namespace, where the object is not, goes on.
-func TestCostlyFilterIsRefusedForItsSelectorOnly(t *testing.T) {
+// TestAnObjectThatCostsAFilterItsLimitEndsNoStream checks, on objects of
+// the API server, that an object on which a filter exceeds its runtime
+// cost (one anybody who may write in the namespace can make) ends no
+// stream and refuses no selector: the streams whose selector selects it
+// receive it marked with filter_error, and go on; a new Watch and a
+// Snapshot of the same selector mark it too; a stream of the same filter
+// in another namespace never sees it.
+func TestAnObjectThatCostsAFilterItsLimitEndsNoStream(t *testing.T) {
 	h := startHub(t, informerhub.Config{MaxFilterCost: 1000})
 	costly, other := namespace(t), namespace(t)
 	const expr = `object.data.v.matches("^(a|b)*c$")`
-	watchIn := func(ns string) *informerhubv1.WatchRequest {
+	selectorIn := func(ns string) *informerhubv1.ResourceSelector {
 		sel := watchSelector(ns)
 		sel.Filter = expr
-		return &informerhubv1.WatchRequest{Selector: sel}
+		return sel
 	}
-	ended, _ := openStartedWatch(t, h.client, watchIn(costly))
-	going, _ := openStartedWatch(t, h.client, watchIn(other))
+	nextChange := func(r *streamReader[informerhubv1.WatchResponse]) *informerhubv1.WatchResponse {
+		t.Helper()
+		for {
+			if resp := r.next(t); resp.Type != informerhubv1.EventType_EVENT_TYPE_BOOKMARK {
+				return resp
+			}
+		}
+	}
+	checkEvent := func(who string, resp *informerhubv1.WatchResponse, name string, marked bool) {
+		t.Helper()
+		c := hubChange(t, resp)
+		if c.Type != "ADDED" || c.Name != name || (resp.FilterError != "") != marked || marked && !strings.Contains(resp.FilterError, "cost limit") {
+			t.Fatalf("%s: %+v with filter_error %q; want the ADDED of %s, marked %v", who, c, resp.FilterError, name, marked)
+		}
+	}
+	inCostly, _ := openStartedWatch(t, h.client, &informerhubv1.WatchRequest{Selector: selectorIn(costly)})
+	inOther, _ := openStartedWatch(t, h.client, &informerhubv1.WatchRequest{Selector: selectorIn(other)})
 
 	// 20,000 bytes: a match would cost about 2,000 × its pattern's cost.
 	createConfigMap(t, costly, "big", nil, strings.Repeat("ab", 10000))
-	err := ended.end(t)
-	checkStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT", "selector.filter", "exceeded its cost limit")
-	stream, err := h.client.Watch(ctxFor(t), watchIn(costly))
-	if err == nil {
-		_, err = stream.Recv()
+	checkEvent("the stream in the object's namespace", nextChange(inCostly), "big", true)
+	createConfigMap(t, costly, "small", nil, "abc")
+	checkEvent("the stream in the object's namespace, after it", nextChange(inCostly), "small", false)
+
+	again, _ := openWatch(t, h.client, &informerhubv1.WatchRequest{Selector: selectorIn(costly), SendInitialEvents: true})
+	checkEvent("a new Watch's initial events", again.next(t), "big", true)
+	checkEvent("a new Watch's initial events", again.next(t), "small", false)
+	snap, err := h.client.Snapshot(ctxFor(t), &informerhubv1.SnapshotRequest{Selector: selectorIn(costly)})
+	if err != nil {
+		t.Fatal(err)
 	}
-	checkStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT", "selector.filter", "refuses this selector")
+	var names, filterErrors []string
+	for {
+		page, err := snap.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range page.Objects {
+			names = append(names, hubChange(t, &informerhubv1.WatchResponse{Object: o}).Name)
+			if len(page.FilterErrors) > 0 {
+				filterErrors = append(filterErrors, page.FilterErrors[i])
+			} else {
+				filterErrors = append(filterErrors, "")
+			}
+		}
+		if page.Last {
+			break
+		}
+	}
+	if !slices.Equal(names, []string{"big", "small"}) || !strings.Contains(filterErrors[0], "cost limit") || filterErrors[1] != "" {
+		t.Fatalf("the snapshot: objects %v with filter errors %q; want big (marked) and small", names, filterErrors)
+	}
 
 	createConfigMap(t, other, "small", nil, "abc")
-	for {
-		resp := going.next(t)
-		if resp.Type == informerhubv1.EventType_EVENT_TYPE_BOOKMARK {
-			continue
-		}
-		if c := hubChange(t, resp); c.Type != "ADDED" || c.Name != "small" {
-			t.Fatalf("the other namespace's stream: %+v, want the ADDED of small", c)
-		}
-		break
-	}
+	checkEvent("the stream in the other namespace", nextChange(inOther), "small", false)
 }
 
 func configMapWithoutData(ns, name string) *corev1.ConfigMap {

@@ -175,21 +175,22 @@ type ResourceSelector struct {
 	// change makes it false is DELETED. The dialect and libraries are those
 	// of Kubernetes' own CEL (as in ValidatingAdmissionPolicy), e.g.
 	// `object.status.phase == "Running" && object.spec.containers.exists(c,
-	// c.image.startsWith("nginx"))`. An evaluation that fails (a missing
-	// field: guard it with has(); a type mismatch) does not select the
-	// object. Two differences from Kubernetes' CEL: the pattern of
-	// matches(), find() and findAll() must be a string literal, and a regular
-	// expression costs by the size of its compiled program as well as by the
-	// string's length. The expression's length and estimated cost are bounded
-	// by the hub (INVALID_ARGUMENT beyond them). An evaluation on an object
-	// that would cost more than the hub allows one evaluation ends the call
-	// with INVALID_ARGUMENT on selector.filter, and the hub refuses this
-	// selector (the same namespace, label and field selectors and filter) on
-	// the resource type for ten minutes, ending the other streams of that
-	// selector; streams with the same filter whose other selectors do not
-	// select the object go on. Its cost depends on the objects, so select
-	// fewer of them first (namespace, labels, fields), or test cheaper
-	// fields.
+	// c.image.startsWith("nginx"))`. Two differences from Kubernetes' CEL:
+	// the pattern of matches(), find() and findAll() must be a string
+	// literal, and a regular expression costs by the size of its compiled
+	// program as well as by the string's length. The expression's length and
+	// estimated cost are bounded by the hub (INVALID_ARGUMENT beyond them).
+	//
+	// A filter that cannot decide on an object, because its evaluation fails
+	// (a missing field: guard it with has(); a type mismatch) or would cost
+	// more than the hub allows one evaluation (--max-filter-cost), selects
+	// it: the object is sent as if it matched, marked with why
+	// (WatchResponse.filter_error, SnapshotResponse.filter_errors). A filter
+	// is no security boundary (whoever may watch the resource type may read
+	// the object), so an object that someone else wrote never ends a stream
+	// or hides a change from it. An evaluation's cost depends on the object,
+	// so select fewer objects first (namespace, labels, fields), or test
+	// cheaper fields.
 	Filter        string `protobuf:"bytes,7,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -416,7 +417,13 @@ type WatchResponse struct {
 	// modified twice, or created and deleted) are unknown; an audit consumer
 	// should treat the span as a gap. Events from the hub's history carry it
 	// as they did live.
-	FromRelist    bool `protobuf:"varint,9,opt,name=from_relist,json=fromRelist,proto3" json:"from_relist,omitempty"`
+	FromRelist bool `protobuf:"varint,9,opt,name=from_relist,json=fromRelist,proto3" json:"from_relist,omitempty"`
+	// Set when the request's filter could not decide on the object (see
+	// ResourceSelector.filter): why, e.g. "the filter failed on this object:
+	// no such key: mode". The event is sent as if the filter matched; on a
+	// MODIFIED or DELETED, the state it could not decide on may be the
+	// previous one. Empty when the filter decided, and without a filter.
+	FilterError   string `protobuf:"bytes,10,opt,name=filter_error,json=filterError,proto3" json:"filter_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -514,6 +521,13 @@ func (x *WatchResponse) GetFromRelist() bool {
 	return false
 }
 
+func (x *WatchResponse) GetFilterError() string {
+	if x != nil {
+		return x.FilterError
+	}
+	return ""
+}
+
 // SnapshotRequest starts a Snapshot.
 type SnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -594,6 +608,11 @@ type SnapshotResponse struct {
 	Last bool `protobuf:"varint,4,opt,name=last,proto3" json:"last,omitempty"`
 	// objects, with OBJECT_FORMAT_STRUCT.
 	ObjectStructs []*structpb.Struct `protobuf:"bytes,5,rep,name=object_structs,json=objectStructs,proto3" json:"object_structs,omitempty"`
+	// Parallel to objects (or object_structs): why the request's filter could
+	// not decide on each object, as WatchResponse.filter_error, and "" where
+	// it decided. Empty (no entries) when it decided on every object of the
+	// page.
+	FilterErrors  []string `protobuf:"bytes,6,rep,name=filter_errors,json=filterErrors,proto3" json:"filter_errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -659,6 +678,13 @@ func (x *SnapshotResponse) GetLast() bool {
 func (x *SnapshotResponse) GetObjectStructs() []*structpb.Struct {
 	if x != nil {
 		return x.ObjectStructs
+	}
+	return nil
+}
+
+func (x *SnapshotResponse) GetFilterErrors() []string {
+	if x != nil {
+		return x.FilterErrors
 	}
 	return nil
 }
@@ -960,7 +986,7 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\x13send_initial_events\x18\x03 \x01(\bR\x11sendInitialEvents\x12\x16\n" +
 	"\x06fields\x18\x04 \x03(\tR\x06fields\x12)\n" +
 	"\x10include_previous\x18\x05 \x01(\bR\x0fincludePrevious\x12A\n" +
-	"\robject_format\x18\x06 \x01(\x0e2\x1c.informerhub.v1.ObjectFormatR\fobjectFormat\"\xa9\x03\n" +
+	"\robject_format\x18\x06 \x01(\x0e2\x1c.informerhub.v1.ObjectFormatR\fobjectFormat\"\xcc\x03\n" +
 	"\rWatchResponse\x12-\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x19.informerhub.v1.EventTypeR\x04type\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12!\n" +
@@ -971,17 +997,20 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\robject_struct\x18\a \x01(\v2\x17.google.protobuf.StructR\fobjectStruct\x12M\n" +
 	"\x16previous_object_struct\x18\b \x01(\v2\x17.google.protobuf.StructR\x14previousObjectStruct\x12\x1f\n" +
 	"\vfrom_relist\x18\t \x01(\bR\n" +
-	"fromRelist\"\xaa\x01\n" +
+	"fromRelist\x12!\n" +
+	"\ffilter_error\x18\n" +
+	" \x01(\tR\vfilterError\"\xaa\x01\n" +
 	"\x0fSnapshotRequest\x12<\n" +
 	"\bselector\x18\x01 \x01(\v2 .informerhub.v1.ResourceSelectorR\bselector\x12\x16\n" +
 	"\x06fields\x18\x02 \x03(\tR\x06fields\x12A\n" +
-	"\robject_format\x18\x03 \x01(\x0e2\x1c.informerhub.v1.ObjectFormatR\fobjectFormat\"\xce\x01\n" +
+	"\robject_format\x18\x03 \x01(\x0e2\x1c.informerhub.v1.ObjectFormatR\fobjectFormat\"\xf3\x01\n" +
 	"\x10SnapshotResponse\x12\x18\n" +
 	"\aobjects\x18\x01 \x03(\tR\aobjects\x12!\n" +
 	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\x12\x12\n" +
 	"\x04last\x18\x04 \x01(\bR\x04last\x12>\n" +
-	"\x0eobject_structs\x18\x05 \x03(\v2\x17.google.protobuf.StructR\robjectStructs\"4\n" +
+	"\x0eobject_structs\x18\x05 \x03(\v2\x17.google.protobuf.StructR\robjectStructs\x12#\n" +
+	"\rfilter_errors\x18\x06 \x03(\tR\ffilterErrors\"4\n" +
 	"\x14ListResourcesRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"O\n" +
 	"\x15ListResourcesResponse\x126\n" +

@@ -74,9 +74,7 @@ const (
 //     and !=; a filter that does not compile (the description says where:
 //     "ERROR: <input>:line:column: ..."), is not of type bool, is longer
 //     than --max-filter-length or is estimated to cost more than
-//     --max-filter-estimated-cost; a filter whose evaluation on an object
-//     the rest of the selector selects cost more than --max-filter-cost
-//     (see ResourceSelector.filter); a path in fields that cannot be
+//     --max-filter-estimated-cost; a path in fields that cannot be
 //     valid, or more than --max-fields of them; an unknown object_format; a
 //     subresource, or a resource without list and watch. ListResources: an
 //     invalid namespace. Fix the request: it fails the same way every time.
@@ -329,9 +327,7 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     and !=; a filter that does not compile (the description says where:
 //     "ERROR: <input>:line:column: ..."), is not of type bool, is longer
 //     than --max-filter-length or is estimated to cost more than
-//     --max-filter-estimated-cost; a filter whose evaluation on an object
-//     the rest of the selector selects cost more than --max-filter-cost
-//     (see ResourceSelector.filter); a path in fields that cannot be
+//     --max-filter-estimated-cost; a path in fields that cannot be
 //     valid, or more than --max-fields of them; an unknown object_format; a
 //     subresource, or a resource without list and watch. ListResources: an
 //     invalid namespace. Fix the request: it fails the same way every time.
