@@ -583,3 +583,40 @@ func TestEventObjectIsTheCachedJSON(t *testing.T) {
 		t.Fatalf("object (-want +got):\n%s", diff)
 	}
 }
+
+// TestASnapshotStopsWithItsCaller checks that a page of a snapshot whose
+// filter selects nothing over a large state scans a batch at a time and
+// stops when its context ends, rather than scanning the whole state.
+func TestASnapshotStopsWithItsCaller(t *testing.T) {
+	c := newFakeCluster(t)
+	const objects = 5000
+	for i := range objects {
+		c.cms().Add(configMap("ns", fmt.Sprintf("cm-%05d", i), nil, "v"))
+	}
+	h := newHub(t, c, informerhub.Config{})
+	watch(t, h, informerhub.WatchRequest{}).Close() // synced
+	sel := informerhub.Selector{Resource: configMaps, Filter: `object.metadata.name == "none"`}
+
+	snap, err := h.Snapshot(context.Background(), informerhub.SnapshotRequest{Selector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := snap.NextPage(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("NextPage with its context ended: %v, want context.Canceled", err)
+	}
+	if n := informerhub.SnapshotExamined(snap); n != 0 {
+		t.Errorf("NextPage with its context ended examined %d objects, want 0", n)
+	}
+
+	// With a live context it goes through, to an empty last page.
+	page, err := snap.NextPage(context.Background())
+	if err != nil || len(page.Objects) != 0 || !page.Last {
+		t.Fatalf("NextPage: %d objects, last %v, %v; want an empty last page", len(page.Objects), page.Last, err)
+	}
+	if n := informerhub.SnapshotExamined(snap); n != objects {
+		t.Errorf("the snapshot examined %d objects, want %d", n, objects)
+	}
+}
