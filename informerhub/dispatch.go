@@ -188,6 +188,12 @@ func (d *dispatcher) end(err error) {
 	})
 }
 
+// failAll fails every live subscriber with err and changes nothing else:
+// for a feed whose state may be broken (see feed.stopAfterPanic).
+func (d *dispatcher) failAll(err error) {
+	d.each(func(m *member) { m.lease.fail(err) })
+}
+
 // deliver queues r for every live subscriber that selects it, matching
 // each group it may concern once: every group it may enter, stay in or
 // leave. It never waits: a subscriber whose queue is full falls behind (it

@@ -153,6 +153,29 @@ func (e *TooSlowError) Error() string {
 
 func (e *TooSlowError) Unwrap() error { return ErrSubscriberTooSlow }
 
+// ObjectError reports an object the hub could not make into what a caller
+// asked for: its projection, or the rewrite of its resourceVersion (the
+// DELETED of an object that left a selection), failed on its JSON. The API
+// server's JSON always allows both, so it is a bug of the hub or an object
+// it cannot handle; the call ends rather than send the object otherwise
+// than asked (whole, or at the wrong version). It ends every call that
+// asks for that object in that form, until the object changes.
+type ObjectError struct {
+	Resource        schema.GroupVersionResource
+	Namespace, Name string
+	Err             error
+}
+
+func (e *ObjectError) Error() string {
+	key := e.Name
+	if e.Namespace != "" {
+		key = e.Namespace + "/" + e.Name
+	}
+	return fmt.Sprintf("the hub cannot send %s %s as asked: %v", upstream.FormatResource(e.Resource), key, e.Err)
+}
+
+func (e *ObjectError) Unwrap() error { return e.Err }
+
 // LimitError refuses a request that would take a resource type past one of
 // the hub's limits on what its subscribers may ask for at once.
 type LimitError struct {

@@ -1,8 +1,13 @@
 package informerhub
 
 import (
+	"cmp"
+	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
@@ -65,6 +70,9 @@ type Event struct {
 	Encoding Encoding
 
 	encoded any
+	// failure, when set, is why the event could not be made (an
+	// *ObjectError): Next ends the subscription with it instead.
+	failure error
 }
 
 // Encoded returns what Config.EncodeEvent made of the event, computed once
@@ -86,8 +94,10 @@ const MaxEncodings = 4
 // a replay's changes. It is immutable.
 type eventMaker struct {
 	resource string           // the resource type as tokens name it
+	gvr      schema.GroupVersionResource
 	encode   func(*Event) any // Config.EncodeEvent; nil: none
 	memory   *memory          // what events of records count in
+	failures *atomic.Uint64   // counts the events that could not be made
 	log      *slog.Logger
 }
 
@@ -144,10 +154,10 @@ func (m *eventMaker) ofRecord(r *record, v variant, vw *view) *Event {
 // the subscriber asked only for fields that did not change.
 func (m *eventMaker) build(r *record, v variant, vw *view) *Event {
 	ev := &Event{ResumeToken: m.token(token{pos: r.pos}), Encoding: vw.encoding, FromRelist: r.fromRelist}
-	var prev string
+	var err error
 	switch v {
 	case variantOwn:
-		ev.Type, ev.Object = r.typ, r.obj.json
+		ev.Type = r.typ
 		ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
 		if r.typ == EventDeleted {
 			ev.ResourceVersion = strconv.FormatUint(r.rv, 10)
@@ -156,7 +166,11 @@ func (m *eventMaker) build(r *record, v variant, vw *view) *Event {
 			// Projected once each, the two states tell whether the change
 			// is one of the paths asked for, and give the event its
 			// objects.
-			obj, prevObj := m.project(vw, r.obj.json), m.project(vw, r.prev.json)
+			obj, errObj := m.project(vw, r.obj.json)
+			prevObj, errPrev := m.project(vw, r.prev.json)
+			if err = cmp.Or(errObj, errPrev); err != nil {
+				return m.failed(ev, r.obj, err)
+			}
 			if vw.proj.SameAsked(unsafeBytes(obj), unsafeBytes(prevObj)) {
 				return nil
 			}
@@ -166,23 +180,46 @@ func (m *eventMaker) build(r *record, v variant, vw *view) *Event {
 			}
 			return m.encoded(ev)
 		}
+		if ev.Object, err = m.project(vw, r.obj.json); err != nil {
+			return m.failed(ev, r.obj, err)
+		}
 		if r.typ == EventModified && vw.includePrevious {
-			prev = r.prev.json
+			ev.PreviousObject = r.prev.json // not projected: vw.proj is nil
 		}
 	case variantEnter:
-		ev.Type, ev.Object = EventAdded, r.obj.json
+		ev.Type = EventAdded
 		ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
+		if ev.Object, err = m.project(vw, r.obj.json); err != nil {
+			return m.failed(ev, r.obj, err)
+		}
 	case variantLeave:
 		// Like the Kubernetes watch cache: the last state that matched,
 		// at the resourceVersion of the change that made it stop.
 		ev.Type = EventDeleted
 		ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
-		ev.Object = atVersion(m.project(vw, r.prev.json), ev.ResourceVersion)
-		return m.encoded(ev)
+		last, err := m.project(vw, r.prev.json)
+		if err == nil {
+			last, err = atVersion(last, ev.ResourceVersion)
+		}
+		if err != nil {
+			return m.failed(ev, r.prev, err)
+		}
+		ev.Object = last
 	}
-	ev.Object = m.project(vw, ev.Object)
-	ev.PreviousObject = m.project(vw, prev)
 	return m.encoded(ev)
+}
+
+// failed makes ev the event that could not be made of o: Next ends its
+// subscriber with err. Counted and logged once per event built, however
+// many subscribers it ends.
+func (m *eventMaker) failed(ev *Event, o *object, err error) *Event {
+	ev.failure = &ObjectError{Resource: m.gvr, Namespace: o.namespace, Name: o.name, Err: err}
+	ev.Object, ev.PreviousObject = "", ""
+	if m.failures != nil {
+		m.failures.Add(1)
+	}
+	m.log.Error("cannot make an event of an object; ending the calls that ask for it", "error", ev.failure)
+	return ev
 }
 
 // initial is the ADDED of an object of a subscription's initial events:
@@ -192,10 +229,13 @@ func (m *eventMaker) initial(o *object, tok token, vw *view, undecided *filterEr
 	tok.afterNamespace, tok.afterName = o.namespace, o.name
 	ev := &Event{
 		Type:            EventAdded,
-		Object:          m.project(vw, o.json),
 		ResourceVersion: strconv.FormatUint(o.rv, 10),
 		ResumeToken:     m.token(tok),
 		Encoding:        vw.encoding,
+	}
+	var err error
+	if ev.Object, err = m.project(vw, o.json); err != nil {
+		return m.failed(ev, o, err)
 	}
 	if undecided != nil {
 		ev.FilterError = undecided.reason
@@ -236,26 +276,23 @@ func (m *eventMaker) encoded(ev *Event) *Event {
 }
 
 // project applies a view's projection to an object's JSON.
-func (m *eventMaker) project(vw *view, obj string) string {
+func (m *eventMaker) project(vw *view, obj string) (string, error) {
 	if vw.proj == nil || obj == "" {
-		return obj
+		return obj, nil
 	}
 	projected, err := vw.proj.Apply(unsafeBytes(obj))
 	if err != nil {
-		// The API server's JSON always scans; if it ever does not, the
-		// subscriber gets the whole object rather than nothing.
-		m.log.Error("cannot project an object; sending it whole", "error", err)
-		return obj
+		return "", fmt.Errorf("projecting it: %w", err)
 	}
-	return string(projected)
+	return string(projected), nil
 }
 
 // atVersion returns an object's JSON with its metadata.resourceVersion set
 // to rv, for the DELETED of an object that left a selection.
-func atVersion(obj, rv string) string {
+func atVersion(obj, rv string) (string, error) {
 	patched, err := upstream.RewriteMetadata([]byte(obj), func(m map[string]any) { m["resourceVersion"] = rv })
 	if err != nil {
-		return obj
+		return "", fmt.Errorf("setting its resourceVersion: %w", err)
 	}
-	return string(patched)
+	return string(patched), nil
 }

@@ -41,6 +41,10 @@ func PanicInProcess(h *Hub, gvr schema.GroupVersionResource) error {
 	return feedOf(h, gvr).process(cache.Deltas{{Type: cache.Updated, Object: (*upstream.Object)(nil)}}, false)
 }
 
+// PanicWhenStopping makes the stopping of a feed after a panic panic too,
+// as a feed whose state the first panic broke might.
+func PanicWhenStopping(h *Hub) { h.testHookStop = func() { panic("stopping a broken feed") } }
+
 // Replaying reports whether a subscription still reads its replay's
 // upstream watch. Call it only between calls of Next.
 func Replaying(s *Subscription) bool {

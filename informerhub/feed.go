@@ -63,13 +63,14 @@ func newFeed(h *Hub, info upstream.ResourceInfo, counters *resourceCounters) *fe
 	log := h.log.With("resource", resource)
 	epoch := rand.Uint64() | 1
 	return &feed{
-		hub:       h,
-		info:      info,
-		resource:  resource,
-		epoch:     epoch,
-		log:       log,
-		counters:  counters,
-		events:    eventMaker{resource: resource, encode: h.cfg.EncodeEvent, memory: h.memory, log: log},
+		hub:      h,
+		info:     info,
+		resource: resource,
+		epoch:    epoch,
+		log:      log,
+		counters: counters,
+		events: eventMaker{resource: resource, gvr: info.Resource, encode: h.cfg.EncodeEvent, memory: h.memory,
+			failures: &counters.objectErrors, log: log},
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 		store:     newStore(info.Resource, epoch, &h.cfg, h.memory, log),
@@ -219,9 +220,7 @@ func (f *feed) checkStale() {
 func (f *feed) process(obj any, _ bool) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			f.log.Error("panic processing a change; stopping the informer", "panic", p, "stack", string(debug.Stack()))
-			err = fmt.Errorf("informerhub: panic processing a change: %v", p)
-			f.stop(&ResourceError{Resource: f.info.Resource, Err: err})
+			err = f.stopAfterPanic(p)
 		}
 	}()
 	deltas, ok := obj.(cache.Deltas)
@@ -248,6 +247,45 @@ func (f *feed) process(obj any, _ bool) (err error) {
 		}
 	}
 	return nil
+}
+
+// stopAfterPanic stops the feed after its handler panicked with p, and
+// returns the error the informer gets. The feed's state may be half
+// updated, so stopping may panic too: then it still ends the informer and
+// its subscribers, by what needs no state (the context, the stopped
+// channel, each lease's failed channel), rather than let the second panic
+// end the process.
+func (f *feed) stopAfterPanic(p any) (err error) {
+	f.log.Error("panic processing a change; stopping the informer", "panic", p, "stack", string(debug.Stack()))
+	err = fmt.Errorf("informerhub: panic processing a change: %v", p)
+	failure := &ResourceError{Resource: f.info.Resource, Err: err}
+	defer func() {
+		if p2 := recover(); p2 != nil {
+			f.log.Error("panic stopping the informer after a panic; ending it without its state", "panic", p2, "stack", string(debug.Stack()))
+			f.cancel()
+			defer func() {
+				if p3 := recover(); p3 != nil { // the subscribers end with their callers
+					f.log.Error("panic ending the subscribers of a broken informer", "panic", p3)
+				}
+			}()
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.err == nil {
+				f.err = failure
+			}
+			select {
+			case <-f.stopped:
+			default:
+				close(f.stopped)
+			}
+			f.live.failAll(failure)
+		}
+	}()
+	if f.hub.testHookStop != nil {
+		f.hub.testHookStop()
+	}
+	f.stop(failure)
+	return err
 }
 
 // applyLocked takes one delta; p is what prepare made of it, if anything.

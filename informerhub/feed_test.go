@@ -172,6 +172,44 @@ func TestAPanicInTheHandlerStopsOnlyItsFeed(t *testing.T) {
 	}
 }
 
+// TestAPanicWhileStoppingAfterAPanicStopsOnlyItsFeed checks that when
+// stopping a feed after its handler panicked panics too, the process goes
+// on: the informer and its subscribers end, and a new Watch starts afresh.
+func TestAPanicWhileStoppingAfterAPanicStopsOnlyItsFeed(t *testing.T) {
+	c := hubtest.NewCluster(t)
+	c.ConfigMaps().Add(hubtest.ConfigMap("ns", "a", nil, "v1"))
+	h := New(Config{Logger: slog.New(slog.DiscardHandler)}, c, c)
+	defer h.Close()
+	ctx := context.Background()
+	s, err := h.Watch(ctx, WatchRequest{Selector: Selector{Resource: hubtest.ConfigMaps}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	PanicWhenStopping(h)
+	if err := PanicInProcess(h, hubtest.ConfigMaps); err == nil || !strings.Contains(err.Error(), "panic") {
+		t.Fatalf("the handler returned %v, want the panic as an error", err)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the subscription did not end")
+	}
+	var resErr *ResourceError
+	if _, err := s.Next(ctx); !errors.As(err, &resErr) {
+		t.Fatalf("the subscription ended with %v, want a ResourceError for the panic", err)
+	}
+	again, err := h.Watch(ctx, WatchRequest{Selector: Selector{Resource: hubtest.ConfigMaps}, SendInitialEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if ev, err := again.Next(ctx); err != nil || ev.Type != EventAdded {
+		t.Fatalf("a new watch got %v, %v; want the object from a fresh informer", ev, err)
+	}
+}
+
 // relisted returns a hub whose ConfigMaps feed relisted: the list was at rv
 // 3 (objects a, b, c) and the hub received the creation of z (rv 4); it then
 // missed a change of a (rv 5) and the deletion of b (rv 6), and its expired

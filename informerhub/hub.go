@@ -49,6 +49,9 @@ type Hub struct {
 	// closers stop what New's caller started for the hub, after its
 	// informers (see NewForConfig).
 	closers []func()
+	// testHookStop, set by tests only, runs as a feed stops after its
+	// handler panicked: a test makes it panic too.
+	testHookStop func()
 }
 
 // Resolver tells which resource types the cluster serves, as
@@ -298,6 +301,7 @@ func (h *Hub) Stats() []ResourceStats {
 			Relists:         c.relists.Load(),
 			Replays:         c.replays.Load(),
 			FilterErrors:    c.filterErrors.Load(),
+			ObjectErrors:    c.objectErrors.Load(),
 
 			EvictedForMemory: c.evictedForMemory.Load(),
 		}

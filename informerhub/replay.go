@@ -302,7 +302,10 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 	prev, had := r.state[key]
 	cur := replayEntry{}
 	if ev.Type != EventDeleted {
-		cur = r.entryOf(o)
+		var err error
+		if cur, err = r.entryOf(o); err != nil {
+			return false, err
+		}
 	}
 	grows := cur.size(key)
 	if ev.Type == EventDeleted {
@@ -337,12 +340,20 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 		ev.Type, ev.Object = EventAdded, cur.json
 	case prev.selected && ev.Type == EventDeleted:
 		undecided = prev.undecided
-		ev.Object = events.project(vw, o.json) // the API server's last state
+		last, err := events.project(vw, o.json) // the API server's last state
+		if err != nil {
+			return false, events.failed(ev, o, err).failure
+		}
+		ev.Object = last
 	case prev.selected:
 		// It stopped matching the filter: as live, its last matching state
 		// at the version of the change.
 		undecided = prev.undecided
-		ev.Type, ev.Object = EventDeleted, atVersion(prev.json, ev.ResourceVersion)
+		last, err := atVersion(prev.json, ev.ResourceVersion)
+		if err != nil {
+			return false, events.failed(ev, o, err).failure
+		}
+		ev.Type, ev.Object = EventDeleted, last
 	default:
 		return false, nil
 	}
@@ -360,7 +371,8 @@ func (r *replay) listState(ctx context.Context) error {
 		err := r.take(state, obj)
 		var limit *LimitError
 		var refused *RequestError
-		if err == nil || errors.As(err, &limit) || errors.As(err, &refused) {
+		var unsendable *ObjectError
+		if err == nil || errors.As(err, &limit) || errors.As(err, &refused) || errors.As(err, &unsendable) {
 			return err
 		}
 		return &ResourceError{Resource: f.info.Resource, Err: err}
@@ -379,7 +391,10 @@ func (r *replay) take(state map[objectKey]replayEntry, obj runtime.Object) error
 	if err != nil {
 		return fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)
 	}
-	e := r.entryOf(o)
+	e, err := r.entryOf(o)
+	if err != nil {
+		return err
+	}
 	k := objectKey{o.namespace, o.name}
 	if !r.stateBytes.Add(e.size(k)) {
 		return r.budgetError(e.size(k))
@@ -389,15 +404,20 @@ func (r *replay) take(state map[objectKey]replayEntry, obj runtime.Object) error
 }
 
 // entryOf is what a stateful replay keeps of an object the upstream
-// selection holds.
-func (r *replay) entryOf(o *object) replayEntry {
+// selection holds; an *ObjectError when it cannot project it.
+func (r *replay) entryOf(o *object) (replayEntry, error) {
 	s := r.s
 	r.eval.reset()
 	v := s.lease.sel.matches(o, &r.eval)
 	if !v.match {
-		return replayEntry{}
+		return replayEntry{}, nil
 	}
-	return replayEntry{selected: true, json: s.lease.feed.events.project(s.lease.view, o.json), undecided: v.undecided}
+	events := &s.lease.feed.events
+	json, err := events.project(s.lease.view, o.json)
+	if err != nil {
+		return replayEntry{}, events.failed(&Event{}, o, err).failure
+	}
+	return replayEntry{selected: true, json: json, undecided: v.undecided}, nil
 }
 
 // budgetError refuses a stateful replay whose state, n bytes more than it

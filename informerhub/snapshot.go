@@ -2,6 +2,7 @@ package informerhub
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -63,7 +64,8 @@ type Page struct {
 // objects and, unless it holds one, at most SnapshotPageBytes bytes of
 // them. It scans the state a batch at a time (see stateCursor.fill), and
 // fails with ctx's error if ctx ends in between: a selective filter over
-// a large state takes as long as the caller waits, not longer.
+// a large state takes as long as the caller waits, not longer. It fails
+// with an *ObjectError on an object it cannot project.
 func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 	cfg := &s.feed.hub.cfg
 	var page Page
@@ -87,9 +89,11 @@ func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 		sel := s.cursor.take()
 		json := o.json
 		if s.proj != nil {
-			if projected, err := s.proj.Apply(o.jsonBytes()); err == nil {
-				json = string(projected)
+			projected, err := s.proj.Apply(o.jsonBytes())
+			if err != nil {
+				return Page{}, s.feed.events.failed(&Event{}, o, fmt.Errorf("projecting it: %w", err)).failure
 			}
+			json = string(projected)
 		}
 		if sel.undecided != nil && page.FilterErrors == nil {
 			page.FilterErrors = make([]string, len(page.Objects), cap(page.Objects))

@@ -63,7 +63,9 @@ type ResourceStats struct {
 	// the tokens older than the history replayed from the API server.
 	// FilterErrors counts evaluations of filters that could not decide (a
 	// missing field, a type mismatch, the cost limit): their objects are
-	// sent marked (Event.FilterError).
+	// sent marked (Event.FilterError). ObjectErrors counts the events the
+	// hub could not make of an object as a view asks (see ObjectError),
+	// each ending the calls that asked.
 	// EvictedForMemory counts the history records evicted to keep the hub
 	// within Config.MemoryBudget, before their resource type's own bounds
 	// would have.
@@ -77,6 +79,7 @@ type ResourceStats struct {
 	Relists         uint64
 	Replays         uint64
 	FilterErrors    uint64
+	ObjectErrors    uint64
 
 	EvictedForMemory uint64
 
@@ -130,7 +133,7 @@ type MemoryStats struct {
 // keeps them for its whole life, so that they only grow, whatever the
 // informer's restarts; see ResourceStats for what each counts.
 type resourceCounters struct {
-	starts, watchRestarts, received, sent, fellBehind, slowDisconnects, expiredTokens, relists, replays, filterErrors, evictedForMemory atomic.Uint64
+	starts, watchRestarts, received, sent, fellBehind, slowDisconnects, expiredTokens, relists, replays, filterErrors, objectErrors, evictedForMemory atomic.Uint64
 }
 
 // countedListerWatcher is one informer's lister-watcher. It counts the

@@ -228,6 +228,13 @@ func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 		if err != nil {
 			return nil, err
 		}
+		if ev != nil && ev.failure != nil {
+			f := s.lease.feed
+			f.mu.Lock()
+			s.lease.fail(ev.failure)
+			f.mu.Unlock()
+			return nil, s.Err()
+		}
 		if ev != nil {
 			return s.sent(ev), nil
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // eventLine is what tests compare of an event.
@@ -443,4 +444,37 @@ func TestLimitsPerOwner(t *testing.T) {
 	}
 	a.Close()
 	watch(t, h, req("carol", 1, "metadata.labels")) // once her first is closed
+}
+
+// TestAnObjectThatCannotBeProjectedEndsTheCallsThatAskForIt checks that an
+// object whose JSON the hub cannot project ends, with an *ObjectError, the
+// subscriptions and snapshots that ask for a projection of it, rather than
+// send it whole; counted in Stats. The others receive it as it came.
+func TestAnObjectThatCannotBeProjectedEndsTheCallsThatAskForIt(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{})
+	projected := watch(t, h, informerhub.WatchRequest{Fields: []string{"data"}})
+	whole := watch(t, h, informerhub.WatchRequest{})
+
+	bad := &upstream.Object{JSON: []byte(`{"metadata":{"name":"bad","namespace":"ns"},"data":{"v":`)}
+	bad.Name, bad.Namespace, bad.ResourceVersion = "bad", "ns", "1"
+	c.cms().Add(bad)
+	var objErr *informerhub.ObjectError
+	if _, err := projected.Next(context.Background()); !errors.As(err, &objErr) || objErr.Name != "bad" || objErr.Namespace != "ns" {
+		t.Fatalf("the projected subscription: %v, want an ObjectError on ns/bad", err)
+	}
+	if e := next(t, whole); e.Object != string(bad.JSON) {
+		t.Fatalf("the whole subscription got %q, want the object as it came", e.Object)
+	}
+	snap, err := h.Snapshot(context.Background(), informerhub.SnapshotRequest{Selector: informerhub.Selector{Resource: configMaps}, Fields: []string{"data"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	if _, err := snap.NextPage(context.Background()); !errors.As(err, &objErr) {
+		t.Fatalf("a projected snapshot: %v, want an ObjectError", err)
+	}
+	if n := h.Stats()[0].ObjectErrors; n != 2 {
+		t.Errorf("ObjectErrors = %d, want 2: the live event's, and the snapshot's", n)
+	}
 }

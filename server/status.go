@@ -38,6 +38,7 @@ const (
 	ReasonTooManyDistinct      = "TOO_MANY_DISTINCT"
 	ReasonReplayLimit          = "REPLAY_LIMIT"
 	ReasonTooManyTokenReviews  = "TOO_MANY_TOKEN_REVIEWS"
+	ReasonObjectUnsendable     = "OBJECT_UNSENDABLE"
 )
 
 // toStatus is the one place where the hub's errors become gRPC statuses.
@@ -99,6 +100,13 @@ var statusRules = []statusRule{
 	whenAs(tooSlowStatus),
 	// The hub, and its upstream.
 	whenIs(informerhub.ErrClosed, shuttingDownStatus),
+	whenAs(func(_ *slog.Logger, e *informerhub.ObjectError, _ error) error {
+		// The core logged it when it made the event.
+		md := resourceMetadata(e.Resource.Group, e.Resource.Version, e.Resource.Resource)
+		md["namespace"], md["name"] = e.Namespace, e.Name
+		return withDetails(codes.Internal, e.Error()+"; this is a bug of the hub: report it. Resuming meets the object again until it changes; without fields or include_previous the hub sends it whole",
+			errorInfo(ReasonObjectUnsendable, md))
+	}),
 	whenAs(resourceStatus),
 	whenIs(informerhub.ErrUnavailable, func(log *slog.Logger, err error) error {
 		log.Warn("unavailable", "error", err)

@@ -153,6 +153,8 @@ var (
 		"Resume tokens older than the history, replayed from the API server by an upstream watch of their own.")
 	filterErrorsDesc = newDesc("informerhub_filter_evaluation_errors_total",
 		"Evaluations of CEL filters that could not decide (a missing field, a type mismatch, the cost limit); their objects are sent marked with filter_error.")
+	objectErrorsDesc = newDesc("informerhub_object_errors_total",
+		"Events the hub could not make of an object as a call asked (a projection or a resourceVersion rewrite failed); each ended the calls that asked, with INTERNAL · OBJECT_UNSENDABLE.")
 	groupsDesc = newDesc("informerhub_subscriber_groups",
 		"Distinct selectors of live subscribers: each is matched once per change it may concern.")
 	filtersDesc = newDesc("informerhub_filters_in_use",
@@ -172,7 +174,7 @@ func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
 		informersDesc, subscribersDesc, cachedObjectsDesc, historyEventsDesc, historyBytesDesc,
 		historyOldestDesc, historyNewestDesc, upstreamProgressDesc, upstreamFailingDesc, queueDepthDesc, queueCapacityDesc, startsDesc,
 		watchRestartsDesc, relistsDesc, receivedDesc, sentDesc, fellBehindDesc, slowDesc, expiredDesc, replaysDesc,
-		filterErrorsDesc, groupsDesc, filtersDesc, projectionsDesc, evictedForMemoryDesc, memoryDesc, memoryBudgetDesc,
+		filterErrorsDesc, objectErrorsDesc, groupsDesc, filtersDesc, projectionsDesc, evictedForMemoryDesc, memoryDesc, memoryBudgetDesc,
 		retainedOldestDesc, diskPendingDesc, diskBytesDesc, diskDeletedDesc, diskWriteErrorsDesc,
 	} {
 		ch <- d
@@ -201,6 +203,7 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(expiredDesc, st.ExpiredTokens)
 		counter(replaysDesc, st.Replays)
 		counter(filterErrorsDesc, st.FilterErrors)
+		counter(objectErrorsDesc, st.ObjectErrors)
 		counter(evictedForMemoryDesc, st.EvictedForMemory)
 		if !st.InformerActive {
 			continue // its levels are gone with it

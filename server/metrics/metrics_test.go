@@ -34,7 +34,7 @@ func TestHubMetrics(t *testing.T) {
 		QueueDepths:      []int{0, 1, 7},
 		UpstreamProgress: now.Add(-20 * time.Second), UpstreamFailingSince: now.Add(-5 * time.Second),
 		InformerStarts: 2, WatchRestarts: 4, EventsReceived: 100, EventsSent: 250,
-		FellBehind: 4, SlowDisconnects: 1, ExpiredTokens: 2, Relists: 3, Replays: 6, FilterErrors: 9, EvictedForMemory: 11,
+		FellBehind: 4, SlowDisconnects: 1, ExpiredTokens: 2, Relists: 3, Replays: 6, FilterErrors: 9, ObjectErrors: 1, EvictedForMemory: 11,
 		SubscriberGroups: 2, Filters: 1, Projections: 1,
 		RetainedOldest: now.Add(-3 * time.Hour), DiskPending: 4,
 	}, {
@@ -94,6 +94,10 @@ informerhub_expired_token_answers_total{group="apps",resource="deployments",vers
 # TYPE informerhub_filter_evaluation_errors_total counter
 informerhub_filter_evaluation_errors_total{group="",resource="configmaps",version="v1"} 9
 informerhub_filter_evaluation_errors_total{group="apps",resource="deployments",version="v1"} 0
+# HELP informerhub_object_errors_total Events the hub could not make of an object as a call asked (a projection or a resourceVersion rewrite failed); each ended the calls that asked, with INTERNAL · OBJECT_UNSENDABLE.
+# TYPE informerhub_object_errors_total counter
+informerhub_object_errors_total{group="",resource="configmaps",version="v1"} 1
+informerhub_object_errors_total{group="apps",resource="deployments",version="v1"} 0
 # HELP informerhub_subscribers_fell_behind_total Times a live subscriber's queue (--queue-size) was full for a change, so that it read on from the history until it caught up.
 # TYPE informerhub_subscribers_fell_behind_total counter
 informerhub_subscribers_fell_behind_total{group="",resource="configmaps",version="v1"} 4
@@ -125,7 +129,7 @@ informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
 	names := []string{"informerhub_informers_active", "informerhub_subscribers", "informerhub_subscriber_queue_depth_max",
 		"informerhub_subscriber_queue_capacity", "informerhub_history_oldest_age_seconds", "informerhub_history_newest_age_seconds",
 		"informerhub_events_received_total", "informerhub_events_sent_total", "informerhub_upstream_watch_restarts_total",
-		"informerhub_expired_token_answers_total", "informerhub_filter_evaluation_errors_total", "informerhub_subscriber_groups",
+		"informerhub_expired_token_answers_total", "informerhub_filter_evaluation_errors_total", "informerhub_object_errors_total", "informerhub_subscriber_groups",
 		"informerhub_subscribers_fell_behind_total", "informerhub_upstream_progress_age_seconds", "informerhub_upstream_failing_seconds",
 		"informerhub_history_evicted_for_memory_total", "informerhub_memory_bytes", "informerhub_memory_budget_bytes",
 		"informerhub_history_retained_oldest_age_seconds", "informerhub_history_disk_pending_changes", "informerhub_history_disk_bytes",
@@ -135,8 +139,8 @@ informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
 	}
 	// Every metric the collector describes, it collects for an active
 	// resource type: none is described but never reported.
-	if n := testutil.CollectAndCount(c); n != 2*11+14+2+6+3 {
-		t.Fatalf("collected %d metrics, want 11 totals per resource type, 14 levels of the active one, 2 of the hub, 6 of its memory and 3 of its disk", n)
+	if n := testutil.CollectAndCount(c); n != 2*12+14+2+6+3 {
+		t.Fatalf("collected %d metrics, want 12 totals per resource type, 14 levels of the active one, 2 of the hub, 6 of its memory and 3 of its disk", n)
 	}
 }
 

@@ -182,6 +182,14 @@ const (
 //     stopped after --shutdown-timeout; the client pinged more often than
 //     --keepalive-min-time; a client certificate was refused. Reconnect from
 //     your last token (or fix the certificate).
+//   - INTERNAL · OBJECT_UNSENDABLE ("group", "version", "resource",
+//     "namespace", "name"): the hub could not make an object into what the
+//     call asked for (its projection by fields, or the resourceVersion of
+//     the DELETED of an object that left the selection, failed on its
+//     JSON), and ended the call rather than send it otherwise. A bug of the
+//     hub, logged and counted: report it. Resuming meets the object again
+//     until it changes; without fields or include_previous the hub sends
+//     it as the API server served it.
 //   - INTERNAL, no details: a bug in the hub, logged with its stack: a
 //     panic in a call (that call ends) or in an informer's handler (every
 //     stream of the resource type ends; the next call starts a fresh
@@ -435,6 +443,14 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     stopped after --shutdown-timeout; the client pinged more often than
 //     --keepalive-min-time; a client certificate was refused. Reconnect from
 //     your last token (or fix the certificate).
+//   - INTERNAL · OBJECT_UNSENDABLE ("group", "version", "resource",
+//     "namespace", "name"): the hub could not make an object into what the
+//     call asked for (its projection by fields, or the resourceVersion of
+//     the DELETED of an object that left the selection, failed on its
+//     JSON), and ended the call rather than send it otherwise. A bug of the
+//     hub, logged and counted: report it. Resuming meets the object again
+//     until it changes; without fields or include_previous the hub sends
+//     it as the API server served it.
 //   - INTERNAL, no details: a bug in the hub, logged with its stack: a
 //     panic in a call (that call ends) or in an informer's handler (every
 //     stream of the resource type ends; the next call starts a fresh
