@@ -93,7 +93,7 @@ const MaxEncodings = 4
 // that are no record's, each subscription's own: initial events, bookmarks,
 // a replay's changes. It is immutable.
 type eventMaker struct {
-	resource string           // the resource type as tokens name it
+	resource string // the resource type as tokens name it
 	gvr      schema.GroupVersionResource
 	encode   func(*Event) any // Config.EncodeEvent; nil: none
 	memory   *memory          // what events of records count in
