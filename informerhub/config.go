@@ -3,8 +3,6 @@ package informerhub
 import (
 	"log/slog"
 	"time"
-
-	"github.com/informerhub/informerhub/informerhub/historystore"
 )
 
 // Config tunes a Hub. The zero value is usable: every field has a default.
@@ -34,7 +32,7 @@ type Config struct {
 	// restarts of the hub and long after etcd compacted their
 	// resourceVersions, within HistoryRetention and HistoryDiskBytes. The
 	// caller opens it (historystore.Open) and closes it after the Hub.
-	HistoryStore *historystore.Store
+	HistoryStore HistoryStore
 	// HistoryRetention and HistoryDiskBytes bound the disk history: records
 	// older than HistoryRetention go, then the oldest whatever their
 	// resource type while the store takes more than HistoryDiskBytes.

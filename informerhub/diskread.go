@@ -14,7 +14,7 @@ import (
 // and resuming into it, a bounded number of batches at a time, fenced
 // against the store's close.
 type diskReads struct {
-	store *historystore.Store
+	store HistoryStore
 	// turns bounds the batches read at once; more readers wait their turn
 	// (each read is one batch, short).
 	turns chan struct{}
@@ -43,7 +43,7 @@ const (
 // errDiskClosed answers reads after the hub closed.
 var errDiskClosed = errors.New("the history on disk is closed")
 
-func newDiskReads(store *historystore.Store) *diskReads {
+func newDiskReads(store HistoryStore) *diskReads {
 	return &diskReads{store: store, turns: make(chan struct{}, maxConcurrentDiskReads)}
 }
 

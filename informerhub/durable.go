@@ -53,7 +53,7 @@ import (
 // counted in Stats): memory serves on, and a restart continues from what
 // the disk holds, as after a crash.
 type diskHistory struct {
-	store     *historystore.Store
+	store     HistoryStore
 	log       *slog.Logger
 	retention *retention
 	reads     *diskReads

@@ -391,3 +391,102 @@ func TestFiltersAndProjectionsResumeFromTheDisk(t *testing.T) {
 		t.Errorf("the events were %v: the test must see objects enter, change within and leave the filter", kinds)
 	}
 }
+
+// TestARetentionCutDuringACatchUpFromDiskReplays checks that when retention
+// deletes the disk records a subscriber is about to read (after the feed
+// placed it on the disk, before the read), the subscriber replays from the
+// API server, as one whose memory history moved past it does, rather than
+// expire: every change after its token arrives, in order, none lost or
+// repeated.
+func TestARetentionCutDuringACatchUpFromDiskReplays(t *testing.T) {
+	c := newFakeCluster(t)
+	store := &racingStore{Store: openStore(t, t.TempDir())}
+	h := newHub(t, c, informerhub.Config{HistoryStore: store, HistorySize: 10})
+	s := watch(t, h, informerhub.WatchRequest{})
+	c.cms().Add(configMap("ns", "first", nil, ""))
+	token := nextChange(t, s).ResumeToken
+	const n = 1000 // more than a batch of the disk
+	for i := range n {
+		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, ""))
+	}
+	informerhub.WaitForResourceVersion(h, configMaps, n+1)
+	informerhub.ApplyRetention(h)
+	_, last := informerhub.DiskWindow(h, configMaps)
+
+	reads := 0
+	store.beforeRead = func() {
+		if reads++; reads == 2 { // the second batch: everything the disk holds goes first
+			if err := informerhub.CutDisk(h, configMaps, last+1); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	resumed := watch(t, h, informerhub.WatchRequest{ResumeToken: token})
+	for i := range n {
+		e := nextChange(t, resumed)
+		if want := fmt.Sprintf("ns/%d", i); keyOf(t, e.Object) != want || e.Type != informerhub.EventAdded {
+			t.Fatalf("change %d after the token: %v %s, want the ADDED of %s", i, e.Type, keyOf(t, e.Object), want)
+		}
+	}
+	if st := statsOf(t, h); st.Replays != 1 || st.ExpiredTokens != 0 || reads < 2 {
+		t.Errorf("Replays %d, ExpiredTokens %d after %d reads: want the cut replayed once, nothing expired", st.Replays, st.ExpiredTokens, reads)
+	}
+}
+
+// TestARetentionCutDuringAPlacementOnDiskReplays is the same race for a
+// token placed among the disk's records by its resourceVersion (another
+// replica's): retention deletes them between the feed's placing the token
+// and the search.
+func TestARetentionCutDuringAPlacementOnDiskReplays(t *testing.T) {
+	c := newFakeCluster(t)
+	other := newHub(t, c, informerhub.Config{})
+	store := &racingStore{Store: openStore(t, t.TempDir())}
+	h := newHub(t, c, informerhub.Config{HistoryStore: store, HistorySize: 10})
+	theirs, ours := watch(t, other, informerhub.WatchRequest{}), watch(t, h, informerhub.WatchRequest{})
+	const n = 100
+	for i := range n {
+		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, ""))
+	}
+	token := nextChange(t, theirs).ResumeToken // after ns/0, of another replica
+	nextChange(t, ours)
+	informerhub.WaitForResourceVersion(h, configMaps, n)
+	informerhub.ApplyRetention(h)
+	_, last := informerhub.DiskWindow(h, configMaps)
+	store.beforeSearch = func() {
+		if err := informerhub.CutDisk(h, configMaps, last+1); err != nil {
+			t.Error(err)
+		}
+	}
+	resumed := watch(t, h, informerhub.WatchRequest{ResumeToken: token})
+	for i := 1; i < n; i++ {
+		e := nextChange(t, resumed)
+		if want := fmt.Sprintf("ns/%d", i); keyOf(t, e.Object) != want || e.Type != informerhub.EventAdded {
+			t.Fatalf("change %d after the token: %v %s, want the ADDED of %s", i, e.Type, keyOf(t, e.Object), want)
+		}
+	}
+	if st := statsOf(t, h); st.Replays != 1 || st.ExpiredTokens != 0 {
+		t.Errorf("Replays %d, ExpiredTokens %d: want the cut replayed once, nothing expired", st.Replays, st.ExpiredTokens)
+	}
+}
+
+// racingStore runs beforeRead before each read of records, on the reading
+// goroutine: a test cuts the disk there, as retention may between the
+// feed placing a subscriber on the disk and its read.
+type racingStore struct {
+	*historystore.Store
+	beforeRead, beforeSearch func()
+}
+
+func (s *racingStore) LastAtOrBefore(resource string, first, last, rv uint64) (uint64, error) {
+	if s.beforeSearch != nil {
+		s.beforeSearch()
+	}
+	return s.Store.LastAtOrBefore(resource, first, last, rv)
+}
+
+func (s *racingStore) Read(resource string, seq, to uint64, max, maxBytes int) ([]historystore.Record, error) {
+	if s.beforeRead != nil {
+		s.beforeRead()
+	}
+	return s.Store.Read(resource, seq, to, max, maxBytes)
+}

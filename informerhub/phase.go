@@ -101,7 +101,8 @@ func (c *catchUpPhase) step(ctx context.Context) (*Event, phase, error) {
 		case diskUpTo != 0:
 			batch, err := c.readDisk(ctx, diskUpTo)
 			if err != nil {
-				return nil, nil, c.diskFailed(ctx, err)
+				next, err := c.diskFailed(ctx, err)
+				return nil, next, err
 			}
 			// Back to Next, which checks ctx before the next batch: a scan
 			// of the disk that selects nothing stops when its caller goes.
@@ -176,23 +177,30 @@ func (c *catchUpPhase) readDisk(ctx context.Context, upTo uint64) ([]*record, er
 	return f.hub.disk.reads.batch(ctx, f.resource, c.at.seq+1, upTo, c.backlog[:0])
 }
 
-// diskFailed ends the subscription on a failed read of the disk history:
-// retention deleted what it was reading (it is too slow, or its token
-// expired), or the disk failed.
-func (c *catchUpPhase) diskFailed(ctx context.Context, err error) error {
+// diskFailed handles a failed read of the disk history: the disk failed,
+// or retention deleted what it was reading. Then, as when the memory's
+// history moves past a subscriber (fetchLocked), one that fell behind is
+// disconnected, and another replays from the API server, which answers
+// exactly or with 410 (OUT_OF_RANGE); a position no version names
+// (inside a relist's batch) expires.
+func (c *catchUpPhase) diskFailed(ctx context.Context, err error) (phase, error) {
 	s := c.s
 	f := s.lease.feed
 	switch {
 	case ctx.Err() != nil:
-		return ctx.Err()
+		return nil, ctx.Err()
 	case !errors.Is(err, historystore.ErrMissing):
-		return readError(f, err)
-	case c.fromBehind:
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return s.leftBehindLocked()
+		return nil, readError(f, err)
 	}
-	return f.expired(false)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case c.fromBehind:
+		return nil, s.leftBehindLocked()
+	case c.at.offset != 0 || c.at.rv == 0:
+		return nil, f.expiredLocked(false)
+	}
+	return s.replayLocked(c.at.rv), nil
 }
 
 // livePhase reads a live subscriber's queue, which its feed fills with the

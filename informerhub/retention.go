@@ -18,7 +18,7 @@ import (
 // while the store takes more than Config.HistoryDiskBytes. The disk's
 // writer applies it, every Config.HistoryRetentionCheck, holding writeMu.
 type retention struct {
-	store *historystore.Store
+	store HistoryStore
 	age   time.Duration
 	bytes int64
 	check time.Duration
@@ -163,7 +163,7 @@ func (r *retention) cut(resource string, seq uint64, compact bool) error {
 // (a compaction may take a while, and writes must not wait for it), one at
 // a time: a cut while one runs leaves its space to Pebble.
 type compactor struct {
-	store   *historystore.Store
+	store   HistoryStore
 	log     *slog.Logger
 	running sync.WaitGroup
 	busy    atomic.Bool
@@ -172,7 +172,7 @@ type compactor struct {
 	cancel context.CancelFunc
 }
 
-func newCompactor(store *historystore.Store, log *slog.Logger) *compactor {
+func newCompactor(store HistoryStore, log *slog.Logger) *compactor {
 	c := &compactor{store: store, log: log}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c

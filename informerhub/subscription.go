@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/btree"
+
+	"github.com/informerhub/informerhub/informerhub/historystore"
 )
 
 // Subscription is one subscriber's stream of events. Next must be called
@@ -56,6 +58,9 @@ type opening struct {
 	// ahead is set when replaying a token ahead of the feed: the API server
 	// must have reached it.
 	ahead bool
+	// replayable is set when the token may be replayed from the API server
+	// (see replayable), should the disk no longer hold where it continues.
+	replayable bool
 	// For initial events: the clone of the state to walk, the label its
 	// objects carry (nil: it is the state), and the records to roll it back
 	// through to start.
@@ -124,6 +129,7 @@ func (s *Subscription) openLocked(p *watchParams, initial bool) (o opening, err 
 	}()
 	o.start = f.store.pos
 	if tok := p.tok; tok != nil {
+		o.replayable = replayable(tok) && !initial
 		loc, err := f.store.locate(tok.pos)
 		if err == nil && loc.onDisk && initial {
 			// Initial events as of a point only the disk holds would roll
@@ -175,7 +181,22 @@ func (s *Subscription) open(ctx context.Context, o *opening) error {
 	}
 	if o.loc.searchUpTo != 0 {
 		seq, err := f.hub.disk.reads.lastAtOrBefore(ctx, f.resource, o.loc.searchFrom, o.loc.searchUpTo, o.start.rv)
-		if err != nil {
+		switch {
+		case errors.Is(err, historystore.ErrMissing) && o.replayable:
+			// Retention deleted where the token continues since openLocked
+			// placed it: as for a token the memory no longer reaches, the
+			// API server answers (exactly, or 410: OUT_OF_RANGE).
+			f.mu.Lock()
+			r := s.replayLocked(o.start.rv)
+			s.phase = r
+			f.mu.Unlock()
+			o.loc = located{}
+			if err := r.open(ctx); err != nil {
+				r.stop()
+				return err
+			}
+			return nil
+		case err != nil:
 			return readError(f, err)
 		}
 		o.start.seq = seq
