@@ -40,9 +40,16 @@ type Config struct {
 	// Retention runs every HistoryRetentionCheck (default 10s), a cut by
 	// size at most per check (the space a cut frees shows only once Pebble
 	// has compacted).
-	HistoryRetention      time.Duration
-	HistoryDiskBytes      int64
-	HistoryRetentionCheck time.Duration
+	HistoryRetention time.Duration
+	HistoryDiskBytes int64
+	// HistoryMaxUnwrittenBytes bounds what one resource type's changes
+	// waiting to be written to disk hold in memory, which the history
+	// cannot evict. Past it (a slow or stalled disk, a huge relist), that
+	// type stops writing and is served from memory alone until the writer
+	// has caught up; then its disk history starts over from there (see
+	// feed.spillDiskLocked). Default: 64 MiB.
+	HistoryMaxUnwrittenBytes int64
+	HistoryRetentionCheck    time.Duration
 	// Retain names resource types whose informers run from the start and
 	// never stop for idleness, so that their history is recorded whether
 	// or not anyone subscribes: "pods", "deployments.apps",
@@ -188,6 +195,7 @@ const (
 	DefaultBookmarkInterval      = time.Minute
 	DefaultIdleTimeout           = 5 * time.Minute
 	DefaultHistoryRetentionCheck = 10 * time.Second
+	DefaultHistoryMaxUnwritten   = 64 << 20
 	DefaultMaxUpstreamFailure    = 5 * time.Minute
 	DefaultSnapshotPageSize      = 500
 	DefaultSnapshotPageBytes     = 1 << 20
@@ -225,6 +233,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HistoryRetentionCheck <= 0 {
 		c.HistoryRetentionCheck = DefaultHistoryRetentionCheck
+	}
+	if c.HistoryMaxUnwrittenBytes <= 0 {
+		c.HistoryMaxUnwrittenBytes = DefaultHistoryMaxUnwritten
 	}
 	if c.QueueSize <= 0 {
 		c.QueueSize = DefaultQueueSize

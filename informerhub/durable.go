@@ -31,27 +31,38 @@ import (
 //     make and the Meta that covers them, as one synced batch, off the
 //     lock. The history never evicts a record before it is written
 //     (history.persisted), so every record is in memory or on disk.
+//
 //   - A feed's sequence numbers continue those on disk, so a record has one
 //     seq for the store's life: every run of the feed (an epoch) numbers on
 //     from the last, and a token of an earlier run whose seq the disk holds
 //     is placed exactly (store.recorded). A run that crashed holds only what
 //     it wrote; its later tokens are placed by resourceVersion, as any other
 //     replica's.
+//
 //   - A feed starts from the disk (diskListerWatcher): its informer's first
 //     LIST is the stored state at the stored resourceVersion, so the
 //     informer watches on from exactly there. If the API server no longer
 //     has that version (410), the informer relists, and the differences
 //     become records marked FromRelist across a relist range: a gap is never
 //     silent.
+//
 //   - Catch-up reads the disk below the memory's oldest record, a batch at a
 //     time outside the feed's lock (diskReads), so a client hours behind
 //     costs a disk scan, and the hub's memory stays flat.
+//
 //   - Retention (retain), every Config.HistoryRetentionCheck, deletes the
 //     oldest records past Config.HistoryRetention or HistoryDiskBytes.
 //
-// If a write fails, the disk history stops for the process (logged, and
-// counted in Stats): memory serves on, and a restart continues from what
-// the disk holds, as after a crash.
+//   - What a type's changes waiting to be written hold is bounded
+//     (Config.HistoryMaxUnwrittenBytes, and the memory budget): past it,
+//     or when its write fails, that type alone stops writing and is served
+//     from memory (feed.spillDiskLocked); once the writer has caught up (a
+//     minute after a failure), its disk history starts over from there
+//     (restartSpilled). The other types write on.
+//
+// If retention or a drop fails, the store is broken: the disk history
+// stops for the process (logged, and counted in Stats), memory serves on,
+// and a restart continues from what the disk holds, as after a crash.
 type diskHistory struct {
 	store     HistoryStore
 	log       *slog.Logger
@@ -73,6 +84,9 @@ type diskHistory struct {
 	writeMu sync.Mutex
 
 	writeErrors atomic.Uint64
+	// retryAfter is how long a resource type whose write failed stays in
+	// memory only (diskRetryAfter; tests shorten it).
+	retryAfter atomic.Int64 // nanoseconds
 }
 
 // maxWriteBytes bounds one batch of the writer (besides one record, or one
@@ -97,6 +111,7 @@ func newDiskHistory(h *Hub) *diskHistory {
 		wake:  make(chan struct{}, 1), retainNow: make(chan chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
 		logs: map[string]*diskLog{},
 	}
+	d.retryAfter.Store(int64(diskRetryAfter))
 	d.retention = newRetention(&h.cfg, d.logOf, log)
 	go d.run()
 	return d
@@ -120,7 +135,24 @@ type diskLog struct {
 	// a fresh resource type's first write stores the state.
 	initial  bool
 	detached chan struct{} // closed once feed is nil again
+	// spill is set when the feed stopped writing (feed.spillDiskLocked),
+	// for the writer to start the type over once it has caught up, not
+	// before retryAt (set after a failed write).
+	spill   bool
+	retryAt time.Time
 }
+
+// spilled tells the writer that the log's feed stopped writing to it.
+func (dl *diskLog) spilled() {
+	dl.mu.Lock()
+	dl.spill = true
+	dl.mu.Unlock()
+	dl.notify()
+}
+
+// diskRetryAfter is how long a resource type whose write failed stays in
+// memory only before the writer starts its disk history over.
+const diskRetryAfter = time.Minute
 
 // diskFeed is what a resource type's disk log needs of the feed that
 // writes it; a *feed is one. Each method takes the feed's lock.
@@ -135,6 +167,10 @@ type diskFeed interface {
 	// restoreFrom gives the feed what the disk held of its type when it
 	// started, for its first list to take.
 	restoreFrom(r *restored)
+	// spillDisk makes the feed stop writing to dl, and resumeDisk write
+	// to it again, from its position, once dl holds nothing of the type.
+	spillDisk(dl *diskLog, cause error)
+	resumeDisk(dl *diskLog) bool
 	// unwritten collects what the feed recorded since the last write, and
 	// its state when withState is set.
 	unwritten(dl *diskLog, withState bool) pendingWrite
@@ -328,7 +364,9 @@ func (d *diskHistory) attach(ctx context.Context, f *feed) (*restored, error) {
 			return nil, ctx.Err()
 		}
 	}
-	dl.feed, dl.detached, dl.initial = f, make(chan struct{}), !dl.known
+	// A new feed continues the disk from its end, the API server filling
+	// in what a spilled feed did not write: nothing to start over.
+	dl.feed, dl.detached, dl.initial, dl.spill = f, make(chan struct{}), !dl.known, false
 	meta, known := dl.meta, dl.known
 	dl.mu.Unlock()
 	// The disk may have failed since: fail detaches the feeds it finds
@@ -437,8 +475,54 @@ func (d *diskHistory) flushAll() {
 	}
 	for _, dl := range logs {
 		if err := d.flush(dl); err != nil {
-			d.fail(err)
+			d.failLog(dl, err)
+		}
+	}
+	d.restartSpilled(logs)
+}
+
+// failLog handles a failed write of one resource type: that type alone
+// goes on from memory, and its disk history starts over after
+// diskRetryAfter.
+func (d *diskHistory) failLog(dl *diskLog, err error) {
+	d.writeErrors.Add(1)
+	d.log.Error("cannot write the history of a resource type to disk; serving it from memory only, and starting its disk history over later",
+		"resource", dl.resource, "error", err, "retryAfter", time.Duration(d.retryAfter.Load()))
+	dl.mu.Lock()
+	f := dl.feed
+	retryAfter := time.Duration(d.retryAfter.Load())
+	dl.spill, dl.retryAt = true, time.Now().Add(retryAfter)
+	dl.mu.Unlock()
+	if f != nil {
+		f.spillDisk(dl, err)
+	}
+}
+
+// restartSpilled starts over the disk history of each type whose feed
+// stopped writing (spill), now that the writer has caught up with the
+// rest: it drops what the disk holds of the type, and the feed writes its
+// state and changes from its position on. The caller holds writeMu.
+func (d *diskHistory) restartSpilled(logs []*diskLog) {
+	now := time.Now()
+	for _, dl := range logs {
+		dl.mu.Lock()
+		restart, f := dl.spill && !now.Before(dl.retryAt), dl.feed
+		dl.mu.Unlock()
+		if !restart {
+			continue
+		}
+		err := d.reads.do(context.Background(), false, func() error { return d.store.Drop(dl.resource) })
+		if err != nil {
+			if !errors.Is(err, errDiskClosed) {
+				d.fail(err)
+			}
 			return
+		}
+		dl.mu.Lock()
+		dl.meta, dl.known, dl.loaded, dl.initial, dl.spill = historystore.Meta{}, false, true, true, false
+		dl.mu.Unlock()
+		if f != nil && !f.resumeDisk(dl) {
+			d.detach(dl, f) // it stopped: the next feed of the type starts the disk afresh
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/historystore"
+	"github.com/informerhub/informerhub/informerhub/hubtest"
 )
 
 // openStore opens the history store in dir, closed when the test ends
@@ -489,4 +491,208 @@ func (s *racingStore) Read(resource string, seq, to uint64, max, maxBytes int) (
 		s.beforeRead()
 	}
 	return s.Store.Read(resource, seq, to, max, maxBytes)
+}
+
+// faultyStore stalls or fails the writes of a real store on demand.
+type faultyStore struct {
+	*historystore.Store
+	mu      sync.Mutex
+	gate    chan struct{}   // when set, writes wait until it is closed
+	failing map[string]bool // the resource types whose writes fail
+}
+
+// stall makes writes wait until the returned function is called, or the
+// test ends.
+func (s *faultyStore) stall(t *testing.T) (release func()) {
+	gate := make(chan struct{})
+	s.mu.Lock()
+	s.gate = gate
+	s.mu.Unlock()
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.gate = nil
+			s.mu.Unlock()
+			close(gate)
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+func (s *faultyStore) fail(resource string, failing bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failing == nil {
+		s.failing = map[string]bool{}
+	}
+	s.failing[resource] = failing
+}
+
+func (s *faultyStore) Append(resource string, w historystore.Write) error {
+	s.mu.Lock()
+	gate, failing := s.gate, s.failing[resource]
+	s.mu.Unlock()
+	if failing {
+		return errors.New("injected: cannot write " + resource)
+	}
+	if gate != nil {
+		<-gate
+	}
+	return s.Store.Append(resource, w)
+}
+
+// changeKeys is the type and object key of each change, for comparing
+// events from the API server with events sent live.
+func changeKeys(t *testing.T, events []sent) []string {
+	t.Helper()
+	out := make([]string, len(events))
+	for i, e := range events {
+		out[i] = fmt.Sprintf("%v %s %s", e.Type, keyOf(t, e.Object), e.ResourceVersion)
+	}
+	return out
+}
+
+// TestAStalledDiskSpillsAndStartsOver checks that while the disk stalls,
+// what a resource type's changes waiting for it hold stays bounded: past
+// HistoryMaxUnwrittenBytes the type stops writing and its history evicts as
+// without a disk, the live stream going on; once the writer catches up, the
+// type's disk history starts over and resumes across a restart; and a token
+// from before the gap is replayed from the API server, exactly.
+func TestAStalledDiskSpillsAndStartsOver(t *testing.T) {
+	c := newFakeCluster(t)
+	store := &faultyStore{Store: openStore(t, t.TempDir())}
+	cfg := informerhub.Config{HistoryStore: store, HistorySize: 10, HistoryMaxUnwrittenBytes: 64 << 10}
+	h := newHub(t, c, cfg)
+	s := watch(t, h, informerhub.WatchRequest{})
+	c.cms().Add(configMap("ns", "before", nil, ""))
+	before := nextChange(t, s).ResumeToken
+	informerhub.ApplyRetention(h)
+
+	release := store.stall(t)
+	big := strings.Repeat("x", 4<<10)
+	const n = 200 // each change's previous state, 4 KiB, waits for the disk
+	var live []sent
+	for i := range n { // the live stream, which keeps up, goes on
+		if cm := configMap("ns", fmt.Sprint(i%10), nil, fmt.Sprint(i)+big); i < 10 {
+			c.cms().Add(cm)
+		} else {
+			c.cms().Modify(cm)
+		}
+		live = append(live, nextSent(t, s, 1)...)
+	}
+	if informerhub.OnDisk(h, configMaps) {
+		t.Error("the feed still writes to a disk that stalled past HistoryMaxUnwrittenBytes")
+	}
+	if l := informerhub.HistoryLen(h, configMaps); l > 10 {
+		t.Errorf("the history holds %d changes while the disk stalls, want HistorySize (10) at most", l)
+	}
+	if st := statsOf(t, h); st.DiskSpills != 1 {
+		t.Errorf("DiskSpills = %d, want 1", st.DiskSpills)
+	}
+
+	release()
+	informerhub.ApplyRetention(h) // the writer caught up: the type starts over
+	if !informerhub.OnDisk(h, configMaps) {
+		t.Fatal("the feed does not write to the disk again once the writer caught up")
+	}
+	c.cms().Add(configMap("ns", "after", nil, ""))
+	after := nextChange(t, s).ResumeToken
+	informerhub.ApplyRetention(h)
+	h.Close()
+
+	// A restart resumes from the new disk history, exactly.
+	h2 := newHub(t, c, cfg)
+	resumed := watch(t, h2, informerhub.WatchRequest{ResumeToken: after})
+	c.cms().Add(configMap("ns", "restarted", nil, ""))
+	if e := nextChange(t, resumed); keyOf(t, e.Object) != "ns/restarted" || e.FromRelist {
+		t.Fatalf("resumed after a restart: %v %s FromRelist=%v, want the exact ADDED of ns/restarted", e.Type, keyOf(t, e.Object), e.FromRelist)
+	}
+	// A token from before the gap: neither memory nor disk holds what
+	// follows it; the API server replays it.
+	old := watch(t, h2, informerhub.WatchRequest{ResumeToken: before})
+	if diff := cmp.Diff(changeKeys(t, live), changeKeys(t, nextSent(t, old, n))); diff != "" {
+		t.Errorf("resumed from before the gap (-live +resumed):\n%s", diff)
+	}
+	if st := statsOf(t, h2); st.Replays != 1 {
+		t.Errorf("Replays = %d, want the token from before the gap replayed", st.Replays)
+	}
+}
+
+// TestAFailingTypeSpillsAlone checks that a resource type whose writes fail
+// stops writing alone, the others writing on, and that its disk history
+// starts over once it can be written again.
+func TestAFailingTypeSpillsAlone(t *testing.T) {
+	c := newFakeCluster(t)
+	store := &faultyStore{Store: openStore(t, t.TempDir())}
+	h := newHub(t, c, informerhub.Config{HistoryStore: store})
+	informerhub.RetryDiskAtOnce(h)
+	cms, pods := watch(t, h, informerhub.WatchRequest{}), watch(t, h, informerhub.WatchRequest{Selector: informerhub.Selector{Resource: hubtest.Pods}})
+	informerhub.ApplyRetention(h)
+
+	store.fail("configmaps.v1", true)
+	c.cms().Add(configMap("ns", "a", nil, ""))
+	nextChange(t, cms)
+	informerhub.ApplyRetention(h)
+	if st := h.Disk(); st.Failed || st.WriteErrors == 0 {
+		t.Errorf("Disk() = %+v, want a write error, and not failed", st)
+	}
+	if st := statsFor(t, h, configMaps); st.DiskSpills == 0 {
+		t.Error("the failing type did not spill")
+	}
+	_, podsBefore := informerhub.DiskWindow(h, hubtest.Pods)
+	c.Source(hubtest.Pods).Add(hubtest.Pod("ns", "p", nil, "node", "Running"))
+	nextChange(t, pods)
+	informerhub.ApplyRetention(h)
+	if _, podsAfter := informerhub.DiskWindow(h, hubtest.Pods); podsAfter <= podsBefore {
+		t.Errorf("pods' disk history ends at %d after a change, as before (%d): the other type stopped writing too", podsAfter, podsBefore)
+	}
+
+	store.fail("configmaps.v1", false)
+	informerhub.ApplyRetention(h)
+	informerhub.ApplyRetention(h)
+	if !informerhub.OnDisk(h, configMaps) {
+		t.Fatal("the type does not write to the disk again once it can")
+	}
+	c.cms().Add(configMap("ns", "b", nil, ""))
+	nextChange(t, cms)
+	informerhub.ApplyRetention(h)
+	if first, last := informerhub.DiskWindow(h, configMaps); last < first {
+		t.Errorf("configmaps' disk history is empty (%d..%d) after it started over", first, last)
+	}
+}
+
+// TestAStalledDiskKeepsTheHubWithinItsMemoryBudget checks that changes
+// waiting for a stalled disk, which the history cannot evict, do not take
+// the hub past its memory budget: once they are all it could evict, the
+// type spills.
+func TestAStalledDiskKeepsTheHubWithinItsMemoryBudget(t *testing.T) {
+	c := newFakeCluster(t)
+	store := &faultyStore{Store: openStore(t, t.TempDir())}
+	const budget = 512 << 10
+	h := newHub(t, c, informerhub.Config{HistoryStore: store, MemoryBudget: budget, HistoryMaxUnwrittenBytes: 1 << 30})
+	s := watch(t, h, informerhub.WatchRequest{})
+	c.cms().Add(configMap("ns", "before", nil, ""))
+	nextChange(t, s)
+	informerhub.ApplyRetention(h)
+
+	store.stall(t)
+	big := strings.Repeat("x", 4<<10)
+	for i := range 400 { // 1.6 MiB of previous states
+		if cm := configMap("ns", fmt.Sprint(i%10), nil, fmt.Sprint(i)+big); i < 10 {
+			c.cms().Add(cm)
+		} else {
+			c.cms().Modify(cm)
+		}
+		nextSent(t, s, 1)
+		// The change just made may not be reclaimed for yet: the feed
+		// reclaims after it has handed it out.
+		if m := h.Memory(); m.History+m.Queues+m.LabelIndexes > budget+8<<10 {
+			t.Fatalf("after change %d: history %d, queues %d, label indexes %d: past the budget %d", i, m.History, m.Queues, m.LabelIndexes, budget)
+		}
+	}
+	if informerhub.OnDisk(h, configMaps) {
+		t.Error("the feed still writes to the stalled disk")
+	}
 }

@@ -285,6 +285,10 @@ func CutDisk(h *Hub, gvr schema.GroupVersionResource, seq uint64) error {
 	return h.disk.retention.cut(upstream.FormatResource(gvr), seq, true)
 }
 
+// RetryDiskAtOnce makes the disk history start over a resource type whose
+// write failed at the writer's next pass, rather than a minute later.
+func RetryDiskAtOnce(h *Hub) { h.disk.retryAfter.Store(0) }
+
 // FailDisk makes the disk history fail, as a full disk would.
 func FailDisk(h *Hub) { h.disk.fail(errors.New("injected: the disk is full")) }
 

@@ -393,6 +393,9 @@ func (f *feed) recordLocked(r *record, offset uint32, ev *evaluation) {
 		ev = &evaluation{}
 	}
 	f.live.deliver(r, ev, before, &f.counters.fellBehind)
+	if max := f.hub.cfg.HistoryMaxUnwrittenBytes; f.store.unwritten > max {
+		f.spillDiskLocked(fmt.Errorf("the changes waiting to be written hold %d bytes, more than HistoryMaxUnwrittenBytes (%d)", f.store.unwritten, max))
+	}
 }
 
 // prepared is what the informer's handler makes of a delta before the
@@ -546,9 +549,88 @@ func (f *feed) detachDisk(*diskLog) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.store.disk = nil
+	f.store.unwritten = 0
 	if f.store.synced {
 		f.store.history.persisted = math.MaxUint64
 	}
+}
+
+// resumeDisk makes the feed write to dl again after a spill, from its
+// position on: dl holds nothing of the type now, and its first write is the
+// state. It reports false for a feed that stopped.
+func (f *feed) resumeDisk(dl *diskLog) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.store
+	if f.err != nil || !st.synced || st.released {
+		return false
+	}
+	st.disk, st.unwritten = dl, 0
+	st.history.persisted = st.pos.seq // the state at pos is written with the next records
+	st.diskFloorRV, st.diskFloorAt = st.pos.rv, time.Now().UnixNano()
+	f.log.Info("writing the history to disk again", "resourceVersion", st.pos.rv)
+	return true
+}
+
+// unwrittenBytes returns what the feed's changes waiting for the disk hold;
+// false if the feed's lock is taken.
+func (f *feed) unwrittenBytes() (int64, bool) {
+	if !f.mu.TryLock() {
+		return 0, false
+	}
+	defer f.mu.Unlock()
+	return f.store.unwritten, true
+}
+
+// spillForMemory stops the feed writing to disk for the hub's memory
+// budget; false if its lock is taken or it does not write.
+func (f *feed) spillForMemory() bool {
+	if !f.mu.TryLock() {
+		return false
+	}
+	defer f.mu.Unlock()
+	if f.store.disk == nil {
+		return false
+	}
+	f.spillDiskLocked(errors.New("the hub is over its memory budget, and the changes waiting to be written are all it could evict"))
+	return true
+}
+
+// spillDisk is spillDiskLocked for a caller without f.mu.
+func (f *feed) spillDisk(dl *diskLog, cause error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.store.disk == dl {
+		f.spillDiskLocked(cause)
+	}
+}
+
+// spillDiskLocked stops writing the feed's changes to disk, because what
+// the disk does not hold yet went past Config.HistoryMaxUnwrittenBytes (a
+// slow or stalled disk, a huge relist), the hub is over its memory budget
+// with nothing else to evict, or writing failed: the history in memory may
+// evict its records again, so memory stays bounded. The disk keeps what it
+// wrote; once its writer has caught up, it starts the type over from the
+// feed's position then (diskHistory.restartSpilled): tokens from before
+// are placed in memory, or replayed from the API server (exactly, or
+// OUT_OF_RANGE), never across a silent hole. The caller holds f.mu.
+func (f *feed) spillDiskLocked(cause error) {
+	st := f.store
+	dl := st.disk
+	if dl == nil {
+		return
+	}
+	unwritten := st.unwritten
+	st.disk, st.unwritten = nil, 0
+	st.history.persisted = math.MaxUint64
+	if !st.released {
+		st.history.trim()
+		st.noteOldest()
+	}
+	f.counters.diskSpills.Add(1)
+	f.log.Warn("stopped writing the history to disk, which fell behind; memory only until the writer catches up, then the disk history starts over from there",
+		"reason", cause, "unwrittenBytes", unwritten)
+	dl.spilled()
 }
 
 func (f *feed) restoreFrom(r *restored) {
@@ -566,7 +648,7 @@ func (f *feed) unwritten(dl *diskLog, withState bool) pendingWrite {
 		return p
 	}
 	p.from, p.pos = st.history.persisted+1, st.pos
-	p.floorRV, p.floorAt = st.history.floorRV, st.history.floorAt
+	p.floorRV, p.floorAt = st.diskFloorRV, st.diskFloorAt
 	p.records = make([]*record, 0, p.pos.seq+1-p.from)
 	for seq := p.from; seq <= p.pos.seq; seq++ {
 		r, _ := st.history.get(seq) // held: never evicted unwritten
@@ -585,6 +667,11 @@ func (f *feed) written(dl *diskLog, seq uint64) {
 	st := f.store
 	if st.disk != dl {
 		return
+	}
+	for s := st.history.persisted + 1; s <= seq; s++ {
+		if r, ok := st.history.get(s); ok { // held: never evicted unwritten
+			st.unwritten -= r.counted
+		}
 	}
 	st.history.persisted = seq
 	if !st.released {

@@ -302,6 +302,7 @@ func (h *Hub) Stats() []ResourceStats {
 			Replays:         c.replays.Load(),
 			FilterErrors:    c.filterErrors.Load(),
 			ObjectErrors:    c.objectErrors.Load(),
+			DiskSpills:      c.diskSpills.Load(),
 
 			EvictedForMemory: c.evictedForMemory.Load(),
 		}

@@ -55,7 +55,7 @@ func (m *memory) over() bool { return m.held.Over() }
 // waits for a feed busy with its own work (see evictOldest).
 func (m *memory) reclaim() {
 	for m.over() && m.reclaiming.TryLock() {
-		evicted := m.evictOldest()
+		evicted := m.evictOldest() || m.spillUnwritten()
 		m.reclaiming.Unlock()
 		if !evicted {
 			// What is left cannot go (queues, label indexes, each
@@ -81,6 +81,28 @@ func (m *memory) warnOver() {
 		"heldBytes", m.held.Used(), "budgetBytes", m.held.Max(),
 		"queueBytes", m.queues.Used(), "labelIndexBytes", m.indexes.Used(), "historyBytes", m.history.Used())
 }
+
+// spillUnwritten makes the feed whose changes waiting for the disk hold the
+// most stop writing to disk (feed.spillDiskLocked), so that its history may
+// evict them: a disk that fell behind must not take the hub past its
+// budget. Only a disk behind by minSpillBytes (or a 64th of the budget, if
+// less) at least: a writer that keeps up holds a few changes at any time,
+// and spilling them would gain nothing. It skips feeds whose lock is taken,
+// and reports whether it spilled one.
+func (m *memory) spillUnwritten() bool {
+	var most *feed
+	mostBytes := min(minSpillBytes, m.held.Max()/64) - 1
+	for _, f := range m.feeds() {
+		if n, ok := f.unwrittenBytes(); ok && n > mostBytes {
+			most, mostBytes = f, n
+		}
+	}
+	return most != nil && most.spillForMemory()
+}
+
+// minSpillBytes is the least that changes waiting for the disk must hold
+// for the memory budget to spill them (see spillUnwritten).
+const minSpillBytes = 1 << 20
 
 // evictOldest evicts while the hub is over its budget, from the feed whose
 // oldest record is the oldest, a run of records at a time: until its oldest

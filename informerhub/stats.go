@@ -66,6 +66,11 @@ type ResourceStats struct {
 	// sent marked (Event.FilterError). ObjectErrors counts the events the
 	// hub could not make of an object as a view asks (see ObjectError),
 	// each ending the calls that asked.
+	// DiskSpills counts the times the resource type stopped writing its
+	// history to disk because the disk fell behind
+	// (Config.HistoryMaxUnwrittenBytes, the memory budget) or a write
+	// failed; each starts its disk history over once the writer has caught
+	// up.
 	// EvictedForMemory counts the history records evicted to keep the hub
 	// within Config.MemoryBudget, before their resource type's own bounds
 	// would have.
@@ -80,6 +85,7 @@ type ResourceStats struct {
 	Replays         uint64
 	FilterErrors    uint64
 	ObjectErrors    uint64
+	DiskSpills      uint64
 
 	EvictedForMemory uint64
 
@@ -99,8 +105,10 @@ type DiskStats struct {
 	// bounds it).
 	Bytes uint64
 	// Deleted counts the records retention deleted; WriteErrors the writes
-	// that failed. After the first, Failed is set: the disk history stops
-	// until the hub restarts, and memory serves alone.
+	// that failed (each makes its resource type spill: see
+	// ResourceStats.DiskSpills). Failed is set when the store itself failed
+	// (retention, a drop): the disk history stops until the hub restarts,
+	// and memory serves alone.
 	Deleted, WriteErrors uint64
 	Failed               bool
 }
@@ -133,7 +141,7 @@ type MemoryStats struct {
 // keeps them for its whole life, so that they only grow, whatever the
 // informer's restarts; see ResourceStats for what each counts.
 type resourceCounters struct {
-	starts, watchRestarts, received, sent, fellBehind, slowDisconnects, expiredTokens, relists, replays, filterErrors, objectErrors, evictedForMemory atomic.Uint64
+	starts, watchRestarts, received, sent, fellBehind, slowDisconnects, expiredTokens, relists, replays, filterErrors, objectErrors, evictedForMemory, diskSpills atomic.Uint64
 }
 
 // countedListerWatcher is one informer's lister-watcher. It counts the

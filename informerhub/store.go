@@ -58,6 +58,16 @@ type store struct {
 	disk    *diskLog
 	restore *restored
 	epochs  []historystore.Epoch
+	// unwritten is what the records the disk does not hold yet count in
+	// memory (history.count of those after history.persisted), which the
+	// history cannot evict: bounded by Config.HistoryMaxUnwrittenBytes
+	// (see feed.spillDiskLocked).
+	unwritten int64
+	// diskFloorRV and diskFloorAt are where the disk's history of the type
+	// begins when the disk does not hold it yet: the initial list, or the
+	// position the feed went on writing from after a spill.
+	diskFloorRV uint64
+	diskFloorAt int64
 	// oldestAt is when the history's oldest record arrived (Unix
 	// nanoseconds), or 0 when memory eviction may take none: written under
 	// the lock (noteOldest), read without it (memory.evictOldest).
@@ -135,6 +145,7 @@ func (st *store) sync(objs []*object, listRV uint64) {
 	if st.disk != nil {
 		st.history.persisted = base // the state at base is written with the first records
 	}
+	st.diskFloorRV, st.diskFloorAt = listRV, floorAt
 	st.synced = true
 }
 
@@ -208,6 +219,9 @@ func (st *store) record(r *record, offset uint32) (before position) {
 		r.pos.rv = st.pos.rv
 	}
 	st.history.push(r)
+	if st.disk != nil && st.history.persisted != math.MaxUint64 {
+		st.unwritten += r.counted
+	}
 	st.noteOldest()
 	st.moved(r.pos)
 	return before

@@ -120,7 +120,9 @@ var (
 	diskDeletedDesc = prometheus.NewDesc("informerhub_history_disk_deleted_total",
 		"Changes the disk history's retention deleted (--history-retention, --history-disk-bytes).", nil, nil)
 	diskWriteErrorsDesc = prometheus.NewDesc("informerhub_history_disk_write_errors_total",
-		"Writes to the disk history that failed; after the first, the hub serves from memory only until restarted.", nil, nil)
+		"Writes to the disk history that failed; each makes its resource type spill (informerhub_history_disk_spills_total).", nil, nil)
+	diskSpillsDesc = newDesc("informerhub_history_disk_spills_total",
+		"Times the resource type stopped writing its history to disk because the disk fell behind (--history-max-unwritten-bytes, --memory-budget) or a write failed; memory serves it, and its disk history starts over once the writer has caught up.")
 	historyOldestDesc = newDesc("informerhub_history_oldest_age_seconds",
 		"Age of the oldest point the history resumes from: a token older than this is replayed from the API server.")
 	historyNewestDesc = newDesc("informerhub_history_newest_age_seconds",
@@ -174,7 +176,7 @@ func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
 		informersDesc, subscribersDesc, cachedObjectsDesc, historyEventsDesc, historyBytesDesc,
 		historyOldestDesc, historyNewestDesc, upstreamProgressDesc, upstreamFailingDesc, queueDepthDesc, queueCapacityDesc, startsDesc,
 		watchRestartsDesc, relistsDesc, receivedDesc, sentDesc, fellBehindDesc, slowDesc, expiredDesc, replaysDesc,
-		filterErrorsDesc, objectErrorsDesc, groupsDesc, filtersDesc, projectionsDesc, evictedForMemoryDesc, memoryDesc, memoryBudgetDesc,
+		filterErrorsDesc, objectErrorsDesc, groupsDesc, filtersDesc, projectionsDesc, evictedForMemoryDesc, diskSpillsDesc, memoryDesc, memoryBudgetDesc,
 		retainedOldestDesc, diskPendingDesc, diskBytesDesc, diskDeletedDesc, diskWriteErrorsDesc,
 	} {
 		ch <- d
@@ -205,6 +207,7 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(filterErrorsDesc, st.FilterErrors)
 		counter(objectErrorsDesc, st.ObjectErrors)
 		counter(evictedForMemoryDesc, st.EvictedForMemory)
+		counter(diskSpillsDesc, st.DiskSpills)
 		if !st.InformerActive {
 			continue // its levels are gone with it
 		}

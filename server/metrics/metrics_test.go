@@ -34,7 +34,7 @@ func TestHubMetrics(t *testing.T) {
 		QueueDepths:      []int{0, 1, 7},
 		UpstreamProgress: now.Add(-20 * time.Second), UpstreamFailingSince: now.Add(-5 * time.Second),
 		InformerStarts: 2, WatchRestarts: 4, EventsReceived: 100, EventsSent: 250,
-		FellBehind: 4, SlowDisconnects: 1, ExpiredTokens: 2, Relists: 3, Replays: 6, FilterErrors: 9, ObjectErrors: 1, EvictedForMemory: 11,
+		FellBehind: 4, SlowDisconnects: 1, ExpiredTokens: 2, Relists: 3, Replays: 6, FilterErrors: 9, ObjectErrors: 1, DiskSpills: 2, EvictedForMemory: 11,
 		SubscriberGroups: 2, Filters: 1, Projections: 1,
 		RetainedOldest: now.Add(-3 * time.Hour), DiskPending: 4,
 	}, {
@@ -139,8 +139,8 @@ informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
 	}
 	// Every metric the collector describes, it collects for an active
 	// resource type: none is described but never reported.
-	if n := testutil.CollectAndCount(c); n != 2*12+14+2+6+3 {
-		t.Fatalf("collected %d metrics, want 12 totals per resource type, 14 levels of the active one, 2 of the hub, 6 of its memory and 3 of its disk", n)
+	if n := testutil.CollectAndCount(c); n != 2*13+14+2+6+3 {
+		t.Fatalf("collected %d metrics, want 13 totals per resource type, 14 levels of the active one, 2 of the hub, 6 of its memory and 3 of its disk", n)
 	}
 }
 
