@@ -213,18 +213,20 @@ type restored struct {
 func (dl *diskLog) notify() { dl.writer.notify() }
 
 // window returns the oldest record the disk holds, the newest, and the
-// position before the oldest.
-func (dl *diskLog) window() (first, last, floorRV uint64, floorAt int64) {
+// position before the oldest; ok is unset while the disk does not hold
+// the resource type (a fresh type's first write comes with its feed's
+// first change): its zero Meta reaches nothing.
+func (dl *diskLog) window() (first, last, floorRV uint64, floorAt int64, ok bool) {
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
-	return dl.meta.FirstSeq, dl.meta.LastSeq, dl.meta.FloorRV, dl.meta.FloorAt
+	return dl.meta.FirstSeq, dl.meta.LastSeq, dl.meta.FloorRV, dl.meta.FloorAt, dl.known
 }
 
 // holds reports whether the disk continues a subscriber that has every
 // record up to seq.
 func (dl *diskLog) holds(seq uint64) bool {
-	first, last, _, _ := dl.window()
-	return seq+1 >= first && seq <= last
+	first, last, _, _, ok := dl.window()
+	return ok && seq+1 >= first && seq <= last
 }
 
 // committed records meta as what the store holds.
