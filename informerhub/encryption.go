@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/storage/value"
-	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
 )
 
 // secrets is the resource type the disk history writes only encrypted:
@@ -18,7 +17,9 @@ var secrets = schema.GroupResource{Resource: "secrets"}
 // diskCodec is how the disk history writes one resource type.
 type diskCodec struct {
 	// transformer seals its objects (historystore): the one
-	// Config.HistoryTransformers gives it, identity without them.
+	// Config.HistoryTransformers gives it; nil without them, which the
+	// store takes for identity (values as they are, and encrypted ones
+	// refused, as the API server without an EncryptionConfiguration).
 	transformer value.Transformer
 	// writes is unset for a resource type whose history stays in memory:
 	// Secrets, unless transformer encrypts them.
@@ -47,14 +48,11 @@ func (c *diskCodecs) of(resource string) diskCodec {
 		return dc
 	}
 	gr := parseResource(resource)
-	// identity writes values as they are, and refuses to read encrypted
-	// ones (written with a configuration since removed): the API server's
-	// own behaviour without an EncryptionConfiguration.
-	dc := diskCodec{transformer: identity.NewEncryptCheckTransformer()}
+	var dc diskCodec
 	if c.transformers != nil {
 		dc.transformer = c.transformers.TransformerForResource(gr)
 	}
-	dc.writes = gr != secrets || encrypts(dc.transformer)
+	dc.writes = gr != secrets || dc.transformer != nil && encrypts(dc.transformer)
 	c.byResource[resource] = dc
 	return dc
 }
