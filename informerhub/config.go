@@ -3,6 +3,8 @@ package informerhub
 import (
 	"log/slog"
 	"time"
+
+	"k8s.io/apiserver/pkg/storage/value"
 )
 
 // Config tunes a Hub. The zero value is usable: every field has a default.
@@ -50,6 +52,22 @@ type Config struct {
 	// feed.spillDiskLocked). Default: 64 MiB.
 	HistoryMaxUnwrittenBytes int64
 	HistoryRetentionCheck    time.Duration
+	// HistoryTransformers, with HistoryStore, transform what the disk
+	// history writes of each resource type's objects as the API server
+	// transforms what it writes to etcd: encrypted with the providers an
+	// EncryptionConfiguration gives the type, each value authenticated with
+	// the key it is stored under (see historystore's seal.go). k8s.io/apiserver's
+	// encryptionconfig.LoadEncryptionConfig builds them from such a file
+	// (as encryptionconfig.StaticTransformers), as cmd/informerhub does for
+	// --history-encryption-config; the file is read once. A resource type
+	// whose transformer writes values as they are (identity: no entry
+	// names it, or identity is its first provider) is written as without
+	// them. Secrets are written only encrypted: while their transformer
+	// would write them as they are, or HistoryTransformers is nil, their
+	// history stays in memory, as without HistoryStore, and what the
+	// store held of them is deleted when the Hub starts. Nil: every other
+	// resource type as it is.
+	HistoryTransformers value.ResourceTransformers
 	// Retain names resource types whose informers run from the start and
 	// never stop for idleness, so that their history is recorded whether
 	// or not anyone subscribes: "pods", "deployments.apps",

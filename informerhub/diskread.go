@@ -14,7 +14,8 @@ import (
 // and resuming into it, a bounded number of batches at a time, fenced
 // against the store's close.
 type diskReads struct {
-	store HistoryStore
+	store  HistoryStore
+	codecs *diskCodecs // open what is read
 	// turns bounds the batches read at once; more readers wait their turn
 	// (each read is one batch, short).
 	turns chan struct{}
@@ -43,8 +44,8 @@ const (
 // errDiskClosed answers reads after the hub closed.
 var errDiskClosed = errors.New("the history on disk is closed")
 
-func newDiskReads(store HistoryStore) *diskReads {
-	return &diskReads{store: store, turns: make(chan struct{}, maxConcurrentDiskReads)}
+func newDiskReads(store HistoryStore, codecs *diskCodecs) *diskReads {
+	return &diskReads{store: store, codecs: codecs, turns: make(chan struct{}, maxConcurrentDiskReads)}
 }
 
 // do runs fn, which reads the store, unless the hub closed; while throttled
@@ -74,11 +75,13 @@ func (r *diskReads) close() {
 }
 
 // batch appends to dst a batch of a resource type's records from seq on,
-// before upTo. ErrMissing: retention deleted seq since the caller looked.
+// before upTo. ErrMissing: retention deleted seq since the caller looked;
+// ErrUndecryptable: the encryption configuration cannot read it.
 func (r *diskReads) batch(ctx context.Context, resource string, seq, upTo uint64, dst []*record) ([]*record, error) {
+	t := r.codecs.of(resource).transformer
 	var recs []historystore.Record
 	err := r.do(ctx, true, func() (err error) {
-		recs, err = r.store.Read(resource, seq, upTo, diskBatch, diskBatchBytes)
+		recs, err = r.store.Read(resource, t, seq, upTo, diskBatch, diskBatchBytes)
 		return err
 	})
 	r.batches.Add(1)

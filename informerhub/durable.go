@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/storage/value"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
@@ -68,6 +69,9 @@ type diskHistory struct {
 	log       *slog.Logger
 	retention *retention
 	reads     *diskReads
+	// codecs say how each resource type is written, if at all
+	// (Config.HistoryTransformers).
+	codecs *diskCodecs
 
 	wake chan struct{} // a record or a stop to write; capacity 1
 	// retainNow asks the writer to apply retention now, and is answered by
@@ -105,16 +109,49 @@ const maxEpochs = 256
 
 func newDiskHistory(h *Hub) *diskHistory {
 	log := h.log.With("component", "history-disk")
+	codecs := newDiskCodecs(h.cfg.HistoryTransformers)
 	d := &diskHistory{
-		store: h.cfg.HistoryStore, log: log,
-		reads: newDiskReads(h.cfg.HistoryStore),
+		store: h.cfg.HistoryStore, log: log, codecs: codecs,
+		reads: newDiskReads(h.cfg.HistoryStore, codecs),
 		wake:  make(chan struct{}, 1), retainNow: make(chan chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
 		logs: map[string]*diskLog{},
 	}
 	d.retryAfter.Store(int64(diskRetryAfter))
 	d.retention = newRetention(&h.cfg, d.logOf, log)
+	if !codecs.of(upstream.FormatResource(secrets.WithVersion("v1"))).writes {
+		log.Warn("Secrets are not written to the history on disk, which would hold them in plaintext: their history stays in memory " +
+			"(an encryption configuration whose first provider for secrets encrypts keeps it on disk)")
+	}
+	d.purgeMemoryOnly()
 	go d.run()
 	return d
+}
+
+// writes reports whether the disk history writes a resource type: a feed
+// of a type it does not write keeps its history in memory, as without a
+// disk history.
+func (d *diskHistory) writes(resource string) bool { return d.codecs.of(resource).writes }
+
+// purgeMemoryOnly deletes, and compacts away, what the store holds of the
+// resource types it no longer writes (Secrets written encrypted before the
+// encryption configuration went, or by a hub that wrote them as they are),
+// before any feed starts.
+func (d *diskHistory) purgeMemoryOnly() {
+	metas, err := d.store.Resources()
+	if err != nil {
+		d.fail(err)
+		return
+	}
+	for resource := range metas {
+		if d.codecs.of(resource).writes {
+			continue
+		}
+		d.log.Warn("deleting the history on disk of a resource type whose history now stays in memory", "resource", resource)
+		if err := d.store.Purge(context.Background(), resource); err != nil {
+			d.fail(err)
+			return
+		}
+	}
 }
 
 // diskLog is what the disk holds of one resource type, and the feed that
@@ -123,6 +160,8 @@ func newDiskHistory(h *Hub) *diskHistory {
 type diskLog struct {
 	resource string
 	writer   *diskHistory
+	// transformer seals what the log writes and opens what it reads.
+	transformer value.Transformer
 
 	mu sync.Mutex // guards the fields below
 	// meta is what the store holds; written only by the writer goroutine
@@ -210,18 +249,20 @@ type restored struct {
 func (dl *diskLog) notify() { dl.writer.notify() }
 
 // window returns the oldest record the disk holds, the newest, and the
-// position before the oldest.
-func (dl *diskLog) window() (first, last, floorRV uint64, floorAt int64) {
+// position before the oldest; ok is unset while the disk does not hold
+// the resource type (a fresh type's first write comes with its feed's
+// first change): its zero Meta reaches nothing.
+func (dl *diskLog) window() (first, last, floorRV uint64, floorAt int64, ok bool) {
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
-	return dl.meta.FirstSeq, dl.meta.LastSeq, dl.meta.FloorRV, dl.meta.FloorAt
+	return dl.meta.FirstSeq, dl.meta.LastSeq, dl.meta.FloorRV, dl.meta.FloorAt, dl.known
 }
 
 // holds reports whether the disk continues a subscriber that has every
 // record up to seq.
 func (dl *diskLog) holds(seq uint64) bool {
-	first, last, _, _ := dl.window()
-	return seq+1 >= first && seq <= last
+	first, last, _, _, ok := dl.window()
+	return ok && seq+1 >= first && seq <= last
 }
 
 // committed records meta as what the store holds.
@@ -306,7 +347,7 @@ func (d *diskHistory) logOf(resource string) (*diskLog, error) {
 	d.mu.Lock()
 	dl := d.logs[resource]
 	if dl == nil {
-		dl = &diskLog{resource: resource, writer: d}
+		dl = &diskLog{resource: resource, writer: d, transformer: d.codecs.of(resource).transformer}
 		d.logs[resource] = dl
 	}
 	d.mu.Unlock()
@@ -383,7 +424,7 @@ func (d *diskHistory) attach(ctx context.Context, f *feed) (*restored, error) {
 	list := &upstream.ObjectList{}
 	list.ResourceVersion = strconv.FormatUint(meta.LastRV, 10)
 	err = d.reads.do(ctx, false, func() error {
-		return d.store.State(f.resource, func(o historystore.Object) error {
+		return d.store.State(f.resource, dl.transformer, func(o historystore.Object) error {
 			raw := &upstream.Object{JSON: unsafeBytes(o.JSON)} // never written (see upstream.Object)
 			raw.Namespace, raw.Name, raw.UID = o.Namespace, o.Name, types.UID(o.UID)
 			raw.ResourceVersion, raw.Labels = strconv.FormatUint(o.ResourceVersion, 10), o.Labels
@@ -415,6 +456,7 @@ func (d *diskHistory) drop(resource string, cause error) error {
 	var err error
 	d.writing(func() {
 		err = d.reads.do(context.Background(), false, func() error { return d.store.Drop(resource) })
+		delete(d.retention.undecryptable, resource) // what the next feed writes reads
 	})
 	if err != nil {
 		d.fail(err)
@@ -546,7 +588,7 @@ func (d *diskHistory) flush(dl *diskLog) error {
 			// unknown, to be written again. The state is the current one;
 			// the records' changes, written after it, leave it as it is.
 			meta = historystore.Meta{FirstSeq: p.from, FloorRV: p.floorRV, FloorAt: p.floorAt}
-			if err := d.writeState(dl.resource, p.state); err != nil {
+			if err := d.writeState(dl, p.state); err != nil {
 				return err
 			}
 		}
@@ -596,7 +638,7 @@ func (d *diskHistory) writeRecords(dl *diskLog, f diskFeed, p *pendingWrite, met
 			m := meta
 			w.Meta = &m
 		}
-		if err := d.store.Append(dl.resource, w); err != nil {
+		if err := d.store.Append(dl.resource, dl.transformer, w); err != nil {
 			return err
 		}
 		if w.Meta != nil {
@@ -642,20 +684,20 @@ func writeBatch(recs []*record) (n, size int) {
 
 // writeState writes a resource type's state over what the store holds of
 // it, in batches of at most maxWriteBytes.
-func (d *diskHistory) writeState(resource string, state *btree.BTreeG[*object]) error {
+func (d *diskHistory) writeState(dl *diskLog, state *btree.BTreeG[*object]) error {
 	w := historystore.Write{ResetState: true}
 	size := 0
 	var err error
 	state.Ascend(func(o *object) bool {
 		w.State = append(w.State, diskObject(o))
 		if size += len(o.json); size >= maxWriteBytes {
-			err = d.store.Append(resource, w)
+			err = d.store.Append(dl.resource, dl.transformer, w)
 			w, size = historystore.Write{}, 0
 		}
 		return err == nil
 	})
 	if err == nil && (w.ResetState || len(w.State) > 0) {
-		err = d.store.Append(resource, w)
+		err = d.store.Append(dl.resource, dl.transformer, w)
 	}
 	return err
 }

@@ -139,7 +139,7 @@ func fillDiskHistory(dir string, n int) (uint64, error) {
 		}
 		m := historystore.Meta{LastSeq: recs[len(recs)-1].Seq, LastRV: recs[len(recs)-1].RV, LastAt: time.Now().UnixNano(),
 			FirstSeq: 1, FloorRV: base, FloorAt: time.Now().UnixNano(), Epochs: []historystore.Epoch{{ID: epoch, First: 1, Last: recs[len(recs)-1].Seq}}}
-		if err := store.Append(resource, historystore.Write{Records: recs, Meta: &m}); err != nil {
+		if err := store.Append(resource, nil, historystore.Write{Records: recs, Meta: &m}); err != nil {
 			return 0, err
 		}
 	}

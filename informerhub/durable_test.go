@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apiserver/pkg/storage/value"
 
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/historystore"
@@ -486,11 +487,11 @@ func (s *racingStore) LastAtOrBefore(resource string, first, last, rv uint64) (u
 	return s.Store.LastAtOrBefore(resource, first, last, rv)
 }
 
-func (s *racingStore) Read(resource string, seq, to uint64, max, maxBytes int) ([]historystore.Record, error) {
+func (s *racingStore) Read(resource string, t value.Transformer, seq, to uint64, max, maxBytes int) ([]historystore.Record, error) {
 	if s.beforeRead != nil {
 		s.beforeRead()
 	}
-	return s.Store.Read(resource, seq, to, max, maxBytes)
+	return s.Store.Read(resource, t, seq, to, max, maxBytes)
 }
 
 // faultyStore stalls or fails the writes of a real store on demand.
@@ -530,7 +531,7 @@ func (s *faultyStore) fail(resource string, failing bool) {
 	s.failing[resource] = failing
 }
 
-func (s *faultyStore) Append(resource string, w historystore.Write) error {
+func (s *faultyStore) Append(resource string, t value.Transformer, w historystore.Write) error {
 	s.mu.Lock()
 	gate, failing := s.gate, s.failing[resource]
 	s.mu.Unlock()
@@ -540,7 +541,7 @@ func (s *faultyStore) Append(resource string, w historystore.Write) error {
 	if gate != nil {
 		<-gate
 	}
-	return s.Store.Append(resource, w)
+	return s.Store.Append(resource, t, w)
 }
 
 // changeKeys is the type and object key of each change, for comparing
@@ -694,5 +695,27 @@ func TestAStalledDiskKeepsTheHubWithinItsMemoryBudget(t *testing.T) {
 	}
 	if informerhub.OnDisk(h, configMaps) {
 		t.Error("the feed still writes to the stalled disk")
+	}
+}
+
+// A disk that does not hold a resource type yet (its first write comes
+// with the feed's first change) reaches back nowhere: a token of another
+// run older than the feed's list is replayed from the API server, and the
+// change between them arrives, rather than being placed on the empty disk
+// and skipped.
+func TestADiskThatDoesNotHoldTheTypeYetReachesNothing(t *testing.T) {
+	c := newFakeCluster(t)
+	h1 := newHub(t, c, informerhub.Config{})
+	s := watch(t, h1, informerhub.WatchRequest{})
+	c.cms().Add(configMap("ns", "a", nil, "1"))
+	token := nextChange(t, s).ResumeToken
+	s.Close()
+	h1.Close()
+	c.cms().Modify(configMap("ns", "a", nil, "2"))
+
+	h2 := newHub(t, c, informerhub.Config{HistoryStore: openStore(t, t.TempDir())})
+	s = watch(t, h2, informerhub.WatchRequest{ResumeToken: token})
+	if e := nextChange(t, s); e.Type != informerhub.EventModified || !strings.Contains(e.Object, `"v":"2"`) {
+		t.Errorf("resumed: %v %s, want the MODIFIED made after the token", e.Type, e.Object)
 	}
 }

@@ -207,7 +207,7 @@ func DiskWindow(h *Hub, gvr schema.GroupVersionResource) (first, last uint64) {
 	if err != nil {
 		panic(err)
 	}
-	first, last, _, _ = dl.window()
+	first, last, _, _, _ = dl.window()
 	return first, last
 }
 

@@ -84,7 +84,7 @@ func newFeed(h *Hub, info upstream.ResourceInfo, counters *resourceCounters) *fe
 // of running.
 func (f *feed) start(ctx context.Context, lw cache.ListerWatcher, running *sync.WaitGroup) {
 	f.lw = lw
-	if f.hub.disk != nil {
+	if f.hub.disk != nil && f.hub.disk.writes(f.resource) {
 		lw = &diskListerWatcher{ListerWatcherWithContext: cache.ToListerWatcherWithContext(lw), feed: f}
 	}
 	ctx, f.cancel = context.WithCancel(ctx)

@@ -24,14 +24,20 @@ type retention struct {
 	check time.Duration
 	// logOf is the disk history's, whose Meta a cut changes.
 	logOf     func(resource string) (*diskLog, error)
+	log       *slog.Logger
 	compactor *compactor
 	deleted   atomic.Uint64 // records deleted
+	// undecryptable are the resource types whose records the encryption
+	// configuration cannot read (a key it no longer lists): retention
+	// leaves them to the next feed of the type, whose first read of them
+	// drops them (diskHistory.attach). Written under diskHistory.writeMu.
+	undecryptable map[string]bool
 }
 
 func newRetention(cfg *Config, logOf func(string) (*diskLog, error), log *slog.Logger) *retention {
 	return &retention{
 		store: cfg.HistoryStore, age: cfg.HistoryRetention, bytes: cfg.HistoryDiskBytes, check: cfg.HistoryRetentionCheck,
-		logOf: logOf, compactor: newCompactor(cfg.HistoryStore, log),
+		logOf: logOf, log: log, compactor: newCompactor(cfg.HistoryStore, log), undecryptable: map[string]bool{},
 	}
 }
 
@@ -59,7 +65,7 @@ func (r *retention) byAge(metas map[string]historystore.Meta) error {
 	}
 	cutoff := time.Now().Add(-r.age).UnixNano()
 	for resource, m := range metas {
-		if m.FirstSeq > m.LastSeq {
+		if m.FirstSeq > m.LastSeq || r.undecryptable[resource] {
 			continue
 		}
 		seq, err := r.store.FirstAfter(resource, m.FirstSeq, m.LastSeq, cutoff)
@@ -68,11 +74,25 @@ func (r *retention) byAge(metas map[string]historystore.Meta) error {
 			// compaction now would flush the memtable every check.
 			err = r.cut(resource, seq, false)
 		}
-		if err != nil && !errors.Is(err, historystore.ErrMissing) {
+		if err != nil && !errors.Is(err, historystore.ErrMissing) && !r.cannotDecrypt(resource, err) {
 			return err
 		}
 	}
 	return nil
+}
+
+// cannotDecrypt reports whether err is the encryption configuration's
+// failure to read a resource type's records, and then leaves the type out
+// of retention: one type whose key went does not stop the disk history of
+// the others.
+func (r *retention) cannotDecrypt(resource string, err error) bool {
+	if !errors.Is(err, historystore.ErrUndecryptable) {
+		return false
+	}
+	r.log.Error("cannot apply retention to a resource type whose history on disk the encryption configuration cannot read; "+
+		"its next informer starts it over", "resource", resource, "error", err)
+	r.undecryptable[resource] = true
+	return true
 }
 
 // bySize deletes, while the store takes more than the retention's bytes, about the excess of the resource type whose oldest record is the
@@ -92,8 +112,8 @@ func (r *retention) bySize() error {
 	var oldest string
 	oldestAt := int64(math.MaxInt64)
 	for resource, m := range metas {
-		if m.FirstSeq <= m.LastSeq {
-			if r, err := r.store.Get(resource, m.FirstSeq); err == nil && r.Received < oldestAt {
+		if m.FirstSeq <= m.LastSeq && !r.undecryptable[resource] {
+			if r, err := r.store.Head(resource, m.FirstSeq); err == nil && r.Received < oldestAt {
 				oldest, oldestAt = resource, r.Received
 			}
 		}
@@ -117,7 +137,10 @@ func (r *retention) bySize() error {
 			lo = mid + 1
 		}
 	}
-	return r.cut(oldest, lo, true)
+	if err := r.cut(oldest, lo, true); err != nil && !r.cannotDecrypt(oldest, err) {
+		return err
+	}
+	return nil
 }
 
 // cut deletes a resource type's records before seq, and with compact
@@ -134,7 +157,7 @@ func (r *retention) cut(resource string, seq uint64, compact bool) error {
 	if seq <= m.FirstSeq {
 		return nil
 	}
-	last, err := r.store.Get(resource, seq-1)
+	last, err := r.store.Head(resource, seq-1)
 	if err != nil {
 		return err
 	}
@@ -145,7 +168,7 @@ func (r *retention) cut(resource string, seq uint64, compact bool) error {
 	m.FirstSeq, m.FloorRV, m.FloorAt = seq, last.RV, last.Received
 	m.Epochs = slices.DeleteFunc(slices.Clone(m.Epochs), func(e historystore.Epoch) bool { return e.Last+1 < seq })
 	m.Relists = slices.DeleteFunc(slices.Clone(m.Relists), func(r historystore.Range) bool { return r.To <= m.FloorRV })
-	start, end, err := r.store.DeleteBefore(resource, seq, m)
+	start, end, err := r.store.DeleteBefore(resource, dl.transformer, seq, m)
 	if err != nil {
 		return err
 	}

@@ -311,7 +311,7 @@ func (st *store) locate(p position) (located, error) {
 	if p.rv >= st.history.floorRV {
 		return located{pos: position{epoch: st.epoch, seq: st.history.lastAtOrBefore(p.rv), rv: p.rv}}, nil
 	}
-	first, _, _, _ := st.disk.window() // reached: floorRV took the disk's floor
+	first, _, _, _, _ := st.disk.window() // reached: floorRV took the disk's floor
 	return located{pos: position{epoch: st.epoch, rv: p.rv}, onDisk: true, searchFrom: first, searchUpTo: st.history.first - 1}, nil
 }
 
@@ -349,7 +349,7 @@ func (st *store) floorRV() uint64 {
 func (st *store) oldest() (rv uint64, at int64) {
 	rv, at = st.history.floorRV, st.history.floorAt
 	if st.disk != nil {
-		if first, _, diskRV, diskAt := st.disk.window(); first < st.history.first {
+		if first, _, diskRV, diskAt, ok := st.disk.window(); ok && first < st.history.first {
 			rv, at = diskRV, diskAt
 		}
 	}

@@ -62,6 +62,8 @@ type options struct {
 	shutdownTimeout time.Duration
 	shutdownDrain   time.Duration
 	historyDir      string
+	// historyEncryption is --history-encryption-config's file.
+	historyEncryption string
 
 	auth                string
 	insecureAllowRemote bool // deprecated: all three below
@@ -135,6 +137,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.hub.HistoryRetention, "history-retention", 24*time.Hour, "with --history-dir, delete changes older than this (0: no limit by age)")
 	fs.Int64Var(&o.hub.HistoryMaxUnwrittenBytes, "history-max-unwritten-bytes", informerhub.DefaultHistoryMaxUnwritten, "with --history-dir, the most one resource type's changes waiting to be written may hold in memory; past it (a slow disk), that type is kept in memory only until the disk catches up, then its disk history starts over")
 	fs.Int64Var(&o.hub.HistoryDiskBytes, "history-disk-bytes", 10<<30, "with --history-dir, delete the oldest changes of any resource type while the history takes more than this on disk (0: no limit by size)")
+	fs.StringVar(&o.historyEncryption, "history-encryption-config", "", "with --history-dir, encrypt the history on disk per resource as the API server encrypts etcd: an EncryptionConfiguration file (apiserver.config.k8s.io/v1: aesgcm, aescbc, secretbox, kms v2, identity), read once at start. Secrets are written to disk only when it encrypts them; otherwise their history stays in memory")
 	fs.Func("retain", "resource types whose informers run from the start and never stop for idleness, so their history is recorded whether or not anyone watches: comma-separated, as pods,deployments.apps,events.events.k8s.io (highest version served) or deployments.v1.apps", func(v string) error {
 		for _, name := range strings.Split(v, ",") {
 			if name = strings.TrimSpace(name); name != "" {
@@ -186,6 +189,9 @@ func (o *options) validate() error {
 	}
 	if o.hub.HistoryRetention < 0 || o.hub.HistoryDiskBytes < 0 {
 		return errors.New("--history-retention and --history-disk-bytes must not be negative")
+	}
+	if o.historyEncryption != "" && o.historyDir == "" {
+		return errors.New("--history-encryption-config is for --history-dir")
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
@@ -325,6 +331,15 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 
 	o.hub.Logger = log
 	o.hub.EncodeEvent = server.EncodeEvent
+	if o.historyEncryption != "" {
+		// Before the store opens: a configuration that does not load
+		// touches nothing on disk.
+		encryptionCtx, stopEncryption := context.WithCancel(context.Background())
+		defer stopEncryption() // after the hub, whose close writes what is left
+		if o.hub.HistoryTransformers, err = loadHistoryEncryption(encryptionCtx, o.historyEncryption, log); err != nil {
+			return err
+		}
+	}
 	if o.historyDir != "" {
 		store, err := historystore.Open(historystore.Options{Dir: o.historyDir, Logger: log})
 		if err != nil {

@@ -16,4 +16,10 @@
 //
 // Every write is one atomic, synced batch: a crash loses at most the batch
 // being written, never part of one, and never corrupts what was written.
+//
+// Objects are written through the resource type's value.Transformer from
+// k8s.io/apiserver, as the API server writes to etcd with its
+// EncryptionConfiguration: encrypted, with the key they are stored under
+// as authenticated data (seal.go). Keys, record headers and the Meta stay
+// as they are.
 package historystore

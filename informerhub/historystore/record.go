@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"sort"
+
+	"k8s.io/apiserver/pkg/storage/value"
 )
 
 // Object is one Kubernetes object as the hub keeps it: its JSON as the API
@@ -57,7 +59,13 @@ const (
 
 var errCorrupt = errors.New("unreadable record (written by a newer informerhub, or damaged)")
 
-func appendRecord(b []byte, r *Record) []byte {
+// A record's value is its header, which orders and places it (its version,
+// type, flags, epoch, resourceVersions, offset and time), then its body:
+// its object and previous object, sealed (see seal). Retention and the
+// searches by resourceVersion and time read headers only, never opening a
+// body. A body written as it is (identity) is the record as it was before
+// bodies were sealed.
+func appendHeader(b []byte, r *Record) []byte {
 	b = append(b, recordVersion, r.Type)
 	var flags byte
 	if r.FromRelist {
@@ -71,7 +79,10 @@ func appendRecord(b []byte, r *Record) []byte {
 	b = binary.AppendUvarint(b, r.RV)
 	b = binary.AppendUvarint(b, r.RV-r.TokenRV) // 0 but inside a relist
 	b = binary.AppendUvarint(b, uint64(r.Offset))
-	b = binary.AppendVarint(b, r.Received)
+	return binary.AppendVarint(b, r.Received)
+}
+
+func appendBody(b []byte, r *Record) []byte {
 	b = appendObject(b, &r.Object)
 	if r.Previous != nil {
 		b = appendObject(b, r.Previous)
@@ -79,12 +90,13 @@ func appendRecord(b []byte, r *Record) []byte {
 	return b
 }
 
-func readRecord(v []byte) (Record, error) {
+// readHeader reads a record's header, and returns its flags and its body,
+// still sealed.
+func readHeader(v []byte) (r Record, flags byte, body []byte, err error) {
 	if len(v) < 3+8 || v[0] != recordVersion {
-		return Record{}, errCorrupt
+		return Record{}, 0, nil, errCorrupt
 	}
-	r := Record{Type: v[1]}
-	flags := v[2]
+	r.Type, flags = v[1], v[2]
 	r.FromRelist = flags&flagRelist != 0
 	d := decoder{b: v[3:]}
 	r.Epoch = d.uint64()
@@ -92,15 +104,24 @@ func readRecord(v []byte) (Record, error) {
 	r.TokenRV = r.RV - d.uvarint()
 	r.Offset = uint32(d.uvarint())
 	r.Received = d.varint()
+	if d.bad {
+		return Record{}, 0, nil, errCorrupt
+	}
+	return r, flags, d.b, nil
+}
+
+// readBody reads a record's opened body into r.
+func readBody(r *Record, flags byte, body []byte) error {
+	d := decoder{b: body}
 	r.Object = d.object()
 	if flags&flagPrevious != 0 {
 		prev := d.object()
 		r.Previous = &prev
 	}
 	if d.bad || len(d.b) != 0 {
-		return Record{}, errCorrupt
+		return errCorrupt
 	}
-	return r, nil
+	return nil
 }
 
 func appendObject(b []byte, o *Object) []byte {
@@ -129,8 +150,12 @@ const (
 	stateRecord = 2
 )
 
-func appendStateObject(b []byte, o *Object) []byte {
-	return appendObject(append(b, stateInline), o)
+// appendStateObject appends the state entry of o: stateInline, then the
+// object sealed (see seal).
+func appendStateObject(b []byte, o *Object, t value.Transformer, key []byte) ([]byte, error) {
+	var plain []byte
+	plain = appendObject(plain, o)
+	return seal(append(b, stateInline), plain, t, key)
 }
 
 func appendStatePointer(b []byte, seq uint64) []byte {
@@ -146,11 +171,15 @@ func statePointer(v []byte) (uint64, bool) {
 	return seq, n == len(v)-1
 }
 
-func readStateObject(v []byte) (Object, error) {
+func readStateObject(v []byte, t value.Transformer, key []byte) (Object, error) {
 	if len(v) == 0 || v[0] != stateInline {
 		return Object{}, errCorrupt
 	}
-	d := decoder{b: v[1:]}
+	plain, err := unseal(v[1:], t, key)
+	if err != nil {
+		return Object{}, err
+	}
+	d := decoder{b: plain}
 	o := d.object()
 	if d.bad || len(d.b) != 0 {
 		return Object{}, errCorrupt

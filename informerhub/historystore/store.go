@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable/block"
+	"k8s.io/apiserver/pkg/storage/value"
 )
 
 // Options configures a Store.
@@ -30,6 +31,12 @@ type Options struct {
 
 // Store is the history on disk. Its methods are safe for concurrent use;
 // informerhub writes from one goroutine and reads from many.
+//
+// The methods that write or read objects take the resource type's
+// value.Transformer, through which the objects are sealed (seal.go); nil is
+// identity. What stays as it is: the keys (the resource type's name, and
+// the namespace and name of each object of its state), each record's
+// header (type, epoch, resourceVersions, time) and the Meta.
 type Store struct {
 	db  *pebble.DB
 	log *slog.Logger
@@ -52,8 +59,9 @@ func Open(opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	// The history holds whole objects, Secrets' data included when the
-	// hub serves them: only the hub's user may read it.
+	// The history holds whole objects (encrypted when the caller's
+	// transformers encrypt them, see seal.go): only the hub's user may read
+	// it.
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the history directory: %w", err)
 	}
@@ -253,8 +261,8 @@ type Write struct {
 	Meta *Meta
 }
 
-// Append writes w as one atomic, synced batch.
-func (s *Store) Append(resource string, w Write) error {
+// Append writes w as one atomic, synced batch, its objects sealed with t.
+func (s *Store) Append(resource string, t value.Transformer, w Write) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	if w.ResetState {
@@ -263,11 +271,15 @@ func (s *Store) Append(resource string, w Write) error {
 			return err
 		}
 	}
-	var buf []byte
+	var buf, body []byte
 	for i := range w.State {
 		o := &w.State[i]
-		buf = appendStateObject(buf[:0], o)
-		if err := b.Set(stateKey(resource, o.Namespace, o.Name), buf, nil); err != nil {
+		key := stateKey(resource, o.Namespace, o.Name)
+		var err error
+		if buf, err = appendStateObject(buf[:0], o, t, key); err != nil {
+			return err
+		}
+		if err := b.Set(key, buf, nil); err != nil {
 			return err
 		}
 	}
@@ -277,8 +289,13 @@ func (s *Store) Append(resource string, w Write) error {
 	newest := make(map[[2]string]int, len(w.Records))
 	for i := range w.Records {
 		r := &w.Records[i]
-		buf = appendRecord(buf[:0], r)
-		if err := b.Set(recordKey(resource, r.Seq), buf, nil); err != nil {
+		key := recordKey(resource, r.Seq)
+		body = appendBody(body[:0], r)
+		var err error
+		if buf, err = seal(appendHeader(buf[:0], r), body, t, key); err != nil {
+			return err
+		}
+		if err := b.Set(key, buf, nil); err != nil {
 			return err
 		}
 		newest[[2]string{r.Object.Namespace, r.Object.Name}] = i
@@ -314,8 +331,9 @@ func (s *Store) setMeta(b *pebble.Batch, resource string, m Meta) error {
 
 // DeleteBefore deletes a resource type's records before seq, with the Meta
 // that no longer covers them, and returns the key range to Compact to give
-// the space back.
-func (s *Store) DeleteBefore(resource string, seq uint64, m Meta) (start, end []byte, err error) {
+// the space back. The objects it takes into the state are opened and
+// sealed again with t, under their state keys.
+func (s *Store) DeleteBefore(resource string, t value.Transformer, seq uint64, m Meta) (start, end []byte, err error) {
 	b := s.db.NewBatch()
 	defer b.Close()
 	// State entries pointing at records about to go take their objects
@@ -330,12 +348,17 @@ func (s *Store) DeleteBefore(resource string, seq uint64, m Meta) (start, end []
 		if !ok || ptr >= seq {
 			continue
 		}
-		r, err := s.Get(resource, ptr)
+		r, err := s.Get(resource, t, ptr)
 		if err != nil {
 			it.Close()
 			return nil, nil, fmt.Errorf("reading the record of a stored object of %s: %w", resource, err)
 		}
-		if err := b.Set(bytes.Clone(it.Key()), appendStateObject(nil, &r.Object), nil); err != nil {
+		key := bytes.Clone(it.Key())
+		v, err := appendStateObject(nil, &r.Object, t, key)
+		if err == nil {
+			err = b.Set(key, v, nil)
+		}
+		if err != nil {
 			it.Close()
 			return nil, nil, err
 		}
@@ -375,11 +398,28 @@ func (s *Store) Drop(resource string) error {
 	return b.Commit(pebble.Sync)
 }
 
+// Purge deletes everything the store holds of a resource type, as Drop
+// does, then compacts where it was, so that no table of the store holds
+// its values any longer (Pebble would otherwise keep them until it
+// compacts there in its own time).
+func (s *Store) Purge(ctx context.Context, resource string) error {
+	if err := s.Drop(resource); err != nil {
+		return err
+	}
+	for _, kind := range []byte{kindRecord, kindState} {
+		p := prefix(kind, resource)
+		if err := s.db.Compact(ctx, p, upperBound(p), false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // State calls fn with each object of a resource type's stored state, in
-// namespace and name order. The Object is fn's to keep. An object changed
-// since the records' oldest is read from its newest record: one read per
-// object, never a scan of the records.
-func (s *Store) State(resource string, fn func(Object) error) error {
+// namespace and name order, opened with t. The Object is fn's to keep. An
+// object changed since the records' oldest is read from its newest record:
+// one read per object, never a scan of the records.
+func (s *Store) State(resource string, t value.Transformer, fn func(Object) error) error {
 	// From one snapshot: retention may delete a record a state entry
 	// points at (taking its object in first) while this reads.
 	snap := s.db.NewSnapshot()
@@ -398,11 +438,11 @@ func (s *Store) State(resource string, fn func(Object) error) error {
 		var o Object
 		if ptr, ok := statePointer(v); ok {
 			var r Record
-			if r, err = s.get(snap, resource, ptr); err == nil {
+			if r, err = s.get(snap, resource, t, ptr); err == nil {
 				o = r.Object
 			}
 		} else {
-			o, err = readStateObject(v)
+			o, err = readStateObject(v, t, it.Key())
 		}
 		if err != nil {
 			it.Close()
@@ -421,19 +461,27 @@ func (s *Store) State(resource string, fn func(Object) error) error {
 var ErrMissing = errors.New("the record is no longer on disk")
 
 // Read returns up to max records of a resource type from seq on, in order,
-// stopping before to (exclusive) and once they hold maxBytes (at least
-// one; 0: no bound). It returns ErrMissing if the record of seq is not
-// held.
-func (s *Store) Read(resource string, seq, to uint64, max, maxBytes int) ([]Record, error) {
-	return s.read(s.db, resource, seq, to, max, maxBytes)
+// opened with t, stopping before to (exclusive) and once they hold
+// maxBytes (at least one; 0: no bound). It returns ErrMissing if the
+// record of seq is not held, and an error matching ErrUndecryptable if t
+// cannot open one.
+func (s *Store) Read(resource string, t value.Transformer, seq, to uint64, max, maxBytes int) ([]Record, error) {
+	return s.read(s.db, resource, &opening{t}, seq, to, max, maxBytes)
 }
+
+// opening is how read opens records' bodies: with t, or, when nil, not at
+// all (headers only).
+type opening struct{ t value.Transformer }
+
+// headers reads records' headers only: their objects stay unread.
+var headers *opening
 
 // reader is what records are read from: the store, or a snapshot of it.
 type reader interface {
 	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
 }
 
-func (s *Store) read(db reader, resource string, seq, to uint64, max, maxBytes int) ([]Record, error) {
+func (s *Store) read(db reader, resource string, how *opening, seq, to uint64, max, maxBytes int) ([]Record, error) {
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: recordKey(resource, seq), UpperBound: recordKey(resource, to)})
 	if err != nil {
 		return nil, err
@@ -451,7 +499,12 @@ func (s *Store) read(db reader, resource string, seq, to uint64, max, maxBytes i
 			it.Close()
 			return nil, err
 		}
-		r, err := readRecord(v)
+		r, flags, body, err := readHeader(v)
+		if err == nil && how != nil {
+			if body, err = unseal(body, how.t, k); err == nil {
+				err = readBody(&r, flags, body)
+			}
+		}
 		if err != nil {
 			it.Close()
 			return nil, fmt.Errorf("reading record %d of %s: %w", got, resource, err)
@@ -471,10 +524,22 @@ func (s *Store) read(db reader, resource string, seq, to uint64, max, maxBytes i
 }
 
 // Get returns one record.
-func (s *Store) Get(resource string, seq uint64) (Record, error) { return s.get(s.db, resource, seq) }
+func (s *Store) Get(resource string, t value.Transformer, seq uint64) (Record, error) {
+	return s.get(s.db, resource, t, seq)
+}
 
-func (s *Store) get(db reader, resource string, seq uint64) (Record, error) {
-	recs, err := s.read(db, resource, seq, seq+1, 1, 0)
+// Head returns one record's header: all but its objects, which it neither
+// opens nor reads.
+func (s *Store) Head(resource string, seq uint64) (Record, error) {
+	return s.one(s.db, resource, headers, seq)
+}
+
+func (s *Store) get(db reader, resource string, t value.Transformer, seq uint64) (Record, error) {
+	return s.one(db, resource, &opening{t}, seq)
+}
+
+func (s *Store) one(db reader, resource string, how *opening, seq uint64) (Record, error) {
+	recs, err := s.read(db, resource, how, seq, seq+1, 1, 0)
 	if err != nil {
 		return Record{}, err
 	}
@@ -503,7 +568,7 @@ func (s *Store) search(resource string, first, last uint64, past func(*Record) b
 	lo, hi := first, last+1
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		r, err := s.Get(resource, mid)
+		r, err := s.Head(resource, mid)
 		if err != nil {
 			return 0, err
 		}

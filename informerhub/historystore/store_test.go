@@ -35,21 +35,21 @@ func TestAppendAndRead(t *testing.T) {
 		{Seq: 4, Epoch: 7, RV: 20, TokenRV: 20, Type: TypeDeleted, Received: 300, FromRelist: true, Object: a2, Previous: &a2},
 	}
 	m := Meta{LastSeq: 4, LastRV: 20, FirstSeq: 1, FloorRV: 10, Epochs: []Epoch{{ID: 7, First: 1, Last: 4}}, Relists: []Range{{From: 12, To: 20}}}
-	if err := s.Append("configmaps.v1", Write{ResetState: true, State: []Object{obj("z", 10)}, Records: recs, Meta: &m}); err != nil {
+	if err := s.Append("configmaps.v1", nil, Write{ResetState: true, State: []Object{obj("z", 10)}, Records: recs, Meta: &m}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Read("configmaps.v1", 1, 10, 100, 0)
+	got, err := s.Read("configmaps.v1", nil, 1, 10, 100, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(recs, got); diff != "" {
 		t.Errorf("records (-written +read):\n%s", diff)
 	}
-	if got, err := s.Read("configmaps.v1", 1, 10, 100, 1); err != nil || len(got) != 1 {
+	if got, err := s.Read("configmaps.v1", nil, 1, 10, 100, 1); err != nil || len(got) != 1 {
 		t.Errorf("Read bounded to 1 byte: %d records, %v; want 1", len(got), err)
 	}
 	var state []string
-	if err := s.State("configmaps.v1", func(o Object) error { state = append(state, o.Name); return nil }); err != nil {
+	if err := s.State("configmaps.v1", nil, func(o Object) error { state = append(state, o.Name); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"b", "z"}, state); diff != "" {
@@ -65,21 +65,21 @@ func TestAppendAndRead(t *testing.T) {
 		t.Errorf("FirstAfter(200) = %d, %v; want 3", seq, err)
 	}
 	// Deleted records are missing; the rest stay.
-	if _, _, err := s.DeleteBefore("configmaps.v1", 3, m); err != nil {
+	if _, _, err := s.DeleteBefore("configmaps.v1", nil, 3, m); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Read("configmaps.v1", 2, 10, 10, 0); !errors.Is(err, ErrMissing) {
+	if _, err := s.Read("configmaps.v1", nil, 2, 10, 10, 0); !errors.Is(err, ErrMissing) {
 		t.Errorf("reading a deleted record: %v, want ErrMissing", err)
 	}
-	if got, err := s.Read("configmaps.v1", 3, 10, 10, 0); err != nil || len(got) != 2 {
+	if got, err := s.Read("configmaps.v1", nil, 3, 10, 10, 0); err != nil || len(got) != 2 {
 		t.Errorf("reading after the deletion: %d records, %v", len(got), err)
 	}
 	// Objects whose newest record goes stay in the state, taken in.
-	if _, _, err := s.DeleteBefore("configmaps.v1", 5, m); err != nil {
+	if _, _, err := s.DeleteBefore("configmaps.v1", nil, 5, m); err != nil {
 		t.Fatal(err)
 	}
 	var after []Object
-	if err := s.State("configmaps.v1", func(o Object) error { after = append(after, o); return nil }); err != nil {
+	if err := s.State("configmaps.v1", nil, func(o Object) error { after = append(after, o); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]Object{b, obj("z", 10)}, after); diff != "" {
@@ -100,14 +100,25 @@ func TestAppendAndRead(t *testing.T) {
 // A damaged record is refused, never misread.
 func TestReadRecordRefusesDamage(t *testing.T) {
 	o := obj("a", 1)
-	b := appendRecord(nil, &Record{Seq: 1, Type: TypeAdded, Object: o, Previous: &o})
+	r := Record{Seq: 1, Type: TypeAdded, Object: o, Previous: &o}
+	b := appendBody(appendHeader(nil, &r), &r)
+	readRecord := func(v []byte) error {
+		r, flags, body, err := readHeader(v)
+		if err == nil {
+			err = readBody(&r, flags, body)
+		}
+		return err
+	}
 	for i := range len(b) {
-		if _, err := readRecord(b[:i]); err == nil {
+		if err := readRecord(b[:i]); err == nil {
 			t.Fatalf("a record cut at %d of %d bytes was read", i, len(b))
 		}
 	}
+	if err := readRecord(b); err != nil {
+		t.Fatalf("the whole record: %v", err)
+	}
 	b[0] = recordVersion + 1
-	if _, err := readRecord(b); err == nil {
+	if err := readRecord(b); err == nil {
 		t.Fatal("a record of an unknown version was read")
 	}
 }
@@ -121,7 +132,7 @@ func TestClaimClusterEmptiesAnotherClustersHistory(t *testing.T) {
 	if reset, err := s.ClaimCluster("one"); reset || err != nil {
 		t.Fatalf("first claim: reset=%v, %v", reset, err)
 	}
-	if err := s.Append("configmaps.v1", Write{State: []Object{obj("a", 1)}, Meta: &Meta{LastSeq: 0, LastRV: 1, FirstSeq: 1}}); err != nil {
+	if err := s.Append("configmaps.v1", nil, Write{State: []Object{obj("a", 1)}, Meta: &Meta{LastSeq: 0, LastRV: 1, FirstSeq: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if reset, err := s.ClaimCluster("one"); reset || err != nil {
@@ -134,7 +145,7 @@ func TestClaimClusterEmptiesAnotherClustersHistory(t *testing.T) {
 		t.Fatalf("another cluster: reset=%v, %v", reset, err)
 	}
 	n := 0
-	if err := s.State("configmaps.v1", func(Object) error { n++; return nil }); err != nil || n != 0 {
+	if err := s.State("configmaps.v1", nil, func(Object) error { n++; return nil }); err != nil || n != 0 {
 		t.Fatalf("after another cluster's claim: %d objects, %v", n, err)
 	}
 	if all, _ := s.Resources(); len(all) != 0 {
@@ -153,14 +164,14 @@ func TestStateReadsOneSnapshot(t *testing.T) {
 		{Seq: 3, RV: 3, TokenRV: 3, Type: TypeAdded, Object: obj("c", 3)},
 	}
 	m := Meta{LastSeq: 3, LastRV: 3, FirstSeq: 1}
-	if err := s.Append("cm", Write{Records: recs, Meta: &m}); err != nil {
+	if err := s.Append("cm", nil, Write{Records: recs, Meta: &m}); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	err := s.State("cm", func(o Object) error {
+	err := s.State("cm", nil, func(o Object) error {
 		if o.Name == "a" {
 			// Retention, between two of the state's reads.
-			if _, _, err := s.DeleteBefore("cm", 3, m); err != nil {
+			if _, _, err := s.DeleteBefore("cm", nil, 3, m); err != nil {
 				return err
 			}
 		}

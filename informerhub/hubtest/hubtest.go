@@ -27,12 +27,14 @@ var (
 	ConfigMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	Namespaces = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	Pods       = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	Secrets    = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 )
 
 // Cluster serves ConfigMaps and Pods (namespaced), and Namespaces
-// (cluster-scoped).
+// (cluster-scoped); Secrets too after ServeSecrets.
 type Cluster struct {
 	infos   map[schema.GroupVersionResource]upstream.ResourceInfo
+	listed  []schema.GroupVersionResource // by Resources
 	sources map[schema.GroupVersionResource]*fcache.FakeControllerSource
 
 	mu        sync.Mutex // guards started, compacted, forbidden, lists and fromZero
@@ -59,6 +61,7 @@ func NewCluster(t testing.TB) *Cluster {
 			Namespaces: {Resource: Namespaces, Kind: "Namespace"},
 			Pods:       {Resource: Pods, Kind: "Pod", Namespaced: true},
 		},
+		listed:    []schema.GroupVersionResource{ConfigMaps, Namespaces, Pods},
 		sources:   map[schema.GroupVersionResource]*fcache.FakeControllerSource{},
 		started:   map[schema.GroupVersionResource]int{},
 		compacted: map[schema.GroupVersionResource]int{},
@@ -67,11 +70,24 @@ func NewCluster(t testing.TB) *Cluster {
 		fromZero:  map[schema.GroupVersionResource]watch.Interface{},
 	}
 	for gvr := range c.infos {
-		src := fcache.NewFakeControllerSource()
-		c.sources[gvr] = src
-		t.Cleanup(src.Shutdown)
+		c.addSource(t, gvr)
 	}
 	return c
+}
+
+func (c *Cluster) addSource(t testing.TB, gvr schema.GroupVersionResource) {
+	src := fcache.NewFakeControllerSource()
+	c.sources[gvr] = src
+	t.Cleanup(src.Shutdown)
+}
+
+// ServeSecrets makes the cluster serve Secrets as well (for the disk
+// history, which writes them only encrypted). Call it before any hub uses
+// the cluster.
+func (c *Cluster) ServeSecrets(t testing.TB) {
+	c.infos[Secrets] = upstream.ResourceInfo{Resource: Secrets, Kind: "Secret", Namespaced: true}
+	c.listed = append(c.listed, Secrets)
+	c.addSource(t, Secrets)
 }
 
 // Source returns the fake behind a resource type, to make changes with.
@@ -98,7 +114,11 @@ func (c *Cluster) Resolve(_ context.Context, gvr schema.GroupVersionResource) (u
 }
 
 func (c *Cluster) Resources(context.Context) ([]upstream.ResourceInfo, error) {
-	return []upstream.ResourceInfo{c.infos[ConfigMaps], c.infos[Namespaces], c.infos[Pods]}, nil
+	out := make([]upstream.ResourceInfo, len(c.listed))
+	for i, gvr := range c.listed {
+		out[i] = c.infos[gvr]
+	}
+	return out, nil
 }
 
 func (c *Cluster) ListerWatcher(info upstream.ResourceInfo) cache.ListerWatcher {
@@ -234,6 +254,15 @@ func ConfigMap(ns, name string, labels map[string]string, data string) *corev1.C
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, UID: types.UID(ns + "/" + name)},
 		Data:       map[string]string{"v": data},
+	}
+}
+
+// Secret returns a Secret with one data key "v". Its UID is derived from
+// its name, so re-adding it keeps its identity.
+func Secret(ns, name string, labels map[string]string, data string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, UID: types.UID(ns + "/" + name)},
+		Data:       map[string][]byte{"v": []byte(data)},
 	}
 }
 

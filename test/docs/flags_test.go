@@ -16,10 +16,11 @@ import (
 // the hub and hubctl, with the command, so that a flag the hub drops is
 // never mistaken for one of theirs.
 var otherCommandsFlags = map[string]string{
-	"build-arg": "docker build",
-	"cert":      "kubectl create secret tls",
-	"key":       "kubectl create secret tls",
-	"overwrite": "kubectl label",
+	"build-arg":                  "docker build",
+	"cert":                       "kubectl create secret tls",
+	"encryption-provider-config": "kube-apiserver",
+	"key":                        "kubectl create secret tls",
+	"overwrite":                  "kubectl label",
 }
 
 // TestDocumentedFlagsExist checks that every --flag the README and docs/

@@ -1,0 +1,203 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/test/checker"
+)
+
+// TestNoSecretInPlaintextOnDisk: the hub process keeps a disk history
+// (--history-dir) of Secrets and ConfigMaps (--retain), without and with
+// --history-encryption-config (aesgcm for secrets). A Secret holds a
+// random marker in its data (base64 in its JSON), a label and an
+// annotation; the hub is killed (SIGKILL) and restarted, the Secret
+// changing meanwhile. No file under --history-dir (Pebble's write-ahead
+// log, tables, manifests) ever holds the marker, in either mode: right
+// after the kill, and after a graceful stop, which writes everything. A
+// ConfigMap's marker, written as it is, is the control: the same search
+// finds it. A token taken before the kill resumes exactly: the next event
+// is the change made while the hub was down. Without a configuration the
+// hub says that Secrets stay in memory, and resumes them from the API
+// server; with one, their history is on disk, encrypted, and a restarted
+// hub resumes them from it as other types.
+func TestNoSecretInPlaintextOnDisk(t *testing.T) {
+	for _, encrypted := range []bool{false, true} {
+		name := "without an encryption config"
+		if encrypted {
+			name = "with an aesgcm config"
+		}
+		t.Run(name, func(t *testing.T) {
+			ns := namespace(t)
+			dir := t.TempDir()
+			args := []string{"--history-dir", dir, "--retain", "secrets,configmaps", "--log-level", "info"}
+			if encrypted {
+				args = append(args, "--history-encryption-config", aesgcmSecretsConfig(t))
+			}
+			hub := startHubProcess(t, args...)
+			conn, err := grpc.NewClient(hub.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			client := informerhubv1.NewInformerHubServiceClient(conn)
+			secretSelector := &informerhubv1.ResourceSelector{Version: "v1", Resource: "secrets", Namespace: ns}
+
+			var tr checker.Transcript
+			readUntil(t, client, &informerhubv1.WatchRequest{Selector: secretSelector, SendInitialEvents: true}, &tr, endOfInitialEvents)
+			marker, control := rand.Text(), rand.Text()
+			secret := &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: "s", Labels: map[string]string{"marker": marker}, Annotations: map[string]string{"marker": marker}},
+				Data:       map[string][]byte{"k": []byte(marker)},
+			}
+			if _, err := kube.CoreV1().Secrets(ns).Create(ctxFor(t), secret, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			createConfigMap(t, ns, "control", nil, control)
+			readUntil(t, client, &informerhubv1.WatchRequest{Selector: secretSelector, ResumeToken: tr.LastToken()}, &tr, "s")
+			beforeKill := tr.LastToken()
+			// The control's change reached the hub, to be written by the
+			// graceful stop at the latest.
+			readUntil(t, client, &informerhubv1.WatchRequest{Selector: watchSelector(ns), SendInitialEvents: true}, &checker.Transcript{}, "control")
+
+			hub.Kill()
+			if found := filesHolding(t, dir, marker); len(found) > 0 {
+				t.Errorf("after SIGKILL, %v hold the Secret's marker", found)
+			}
+			// While no hub runs.
+			later := rand.Text()
+			secret.Labels["marker"], secret.Annotations["marker"], secret.Data["k"] = later, later, []byte(later)
+			updated, err := kube.CoreV1().Secrets(ns).Update(ctxFor(t), secret, metav1.UpdateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hub.Restart()
+			resumeExactly(t, client, secretSelector, beforeKill, updated.ResourceVersion, later)
+
+			hub.Terminate(time.Minute) // writes everything
+			for _, m := range []string{marker, later} {
+				if found := filesHolding(t, dir, m); len(found) > 0 {
+					t.Errorf("after a graceful stop, %v hold a Secret's marker", found)
+				}
+			}
+			if found := filesHolding(t, dir, control); len(found) == 0 {
+				t.Error("no file holds the ConfigMap's marker, written as it is: the search finds nothing")
+			}
+			encryptedValues := filesHolding(t, dir, "k8s:enc:aesgcm:v1:key1:")
+			if encrypted && len(encryptedValues) == 0 {
+				t.Error("no file holds a value encrypted with the configuration's key: the Secrets are not on disk")
+			}
+			if !encrypted && len(encryptedValues) > 0 {
+				t.Errorf("%v hold encrypted values without an encryption config", encryptedValues)
+			}
+
+			hub.Restart()
+			resumeExactly(t, client, secretSelector, beforeKill, updated.ResourceVersion, later)
+			resumedFromDisk := regexp.MustCompile(`msg="resuming from the history on disk" resource=secrets\.v1 `).MatchString(hub.Output())
+			inMemory := strings.Count(hub.Output(), "Secrets are not written to the history on disk")
+			if encrypted && (!resumedFromDisk || inMemory != 0) {
+				t.Errorf("with the configuration, after a graceful stop: Secrets resumed from the disk %v, said to stay in memory %d times; want from the disk", resumedFromDisk, inMemory)
+			}
+			if !encrypted && (resumedFromDisk || inMemory != 3) {
+				t.Errorf("without a configuration: Secrets resumed from the disk %v, said to stay in memory %d times; want in memory, said once per start (3)", resumedFromDisk, inMemory)
+			}
+		})
+	}
+}
+
+// aesgcmSecretsConfig writes an EncryptionConfiguration that encrypts
+// secrets with aesgcm, a random key named key1, and returns its path.
+func aesgcmSecretsConfig(t *testing.T) string {
+	t.Helper()
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	config := fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
+kind: EncryptionConfiguration
+resources:
+- resources: [secrets]
+  providers:
+  - aesgcm:
+      keys:
+      - name: key1
+        secret: %s
+`, base64.StdEncoding.EncodeToString(key))
+	path := filepath.Join(t.TempDir(), "encryption.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// resumeExactly resumes a Watch of sel from token and checks that the
+// next change is the MODIFIED of Secret s at rv, holding marker in its
+// data: the change made after the token, nothing lost or repeated.
+func resumeExactly(t *testing.T, client informerhubv1.InformerHubServiceClient, sel *informerhubv1.ResourceSelector, token, rv, marker string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	defer cancel()
+	stream, err := client.Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, ResumeToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("resuming from the token before the kill: %v", err)
+		}
+		if resp.GetType() == informerhubv1.EventType_EVENT_TYPE_BOOKMARK {
+			continue
+		}
+		e, err := checker.FromWatchResponse(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type != checker.Modified || e.Name != "s" || e.ResourceVersion != rv || e.FromRelist ||
+			!strings.Contains(resp.GetObject(), base64.StdEncoding.EncodeToString([]byte(marker))) {
+			t.Errorf("after the token before the kill: %s %s@%s from_relist=%v, want the MODIFIED of s at %s with its new data", e.Type, e.Name, e.ResourceVersion, e.FromRelist, rv)
+		}
+		return
+	}
+}
+
+// filesHolding lists the files under dir that hold s as it is, or base64
+// as a Secret's data holds it in its JSON.
+func filesHolding(t *testing.T, dir, s string) []string {
+	t.Helper()
+	forms := [][]byte{[]byte(s), []byte(base64.StdEncoding.EncodeToString([]byte(s)))}
+	var found []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		for _, f := range forms {
+			if bytes.Contains(data, f) {
+				found = append(found, filepath.Base(path))
+				break
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
