@@ -111,11 +111,11 @@ func (m *eventMaker) token(t token) string {
 // view, building it on first use; nil when the record has nothing for that
 // view (see build).
 //
-// The events of other views than the default one count against a budget of
-// as many bytes as the history's records may hold (history.viewBytes) while
-// their record is in it, and are kept only while they fit: past that, each
-// subscriber of the view builds its own, which costs it CPU but nobody
-// memory.
+// The events of other views than the default one, and each view's slot on
+// the record (record.viewSlot), count against a budget of as many bytes as
+// the history's records may hold (history.viewBytes) while their record is
+// in it, and are kept only while they fit: past that, each subscriber of
+// the view builds its own, which costs it CPU but nobody memory.
 func (m *eventMaker) ofRecord(r *record, v variant, vw *view) *Event {
 	if vw == defaultView {
 		slot := &r.events[v-1]
@@ -132,6 +132,9 @@ func (m *eventMaker) ofRecord(r *record, v variant, vw *view) *Event {
 		return slot.ev
 	}
 	slot := r.viewSlot(vw, v)
+	if slot == nil {
+		return m.build(r, v, vw)
+	}
 	var built *Event
 	fresh := false
 	slot.once.Do(func() {

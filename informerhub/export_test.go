@@ -321,3 +321,23 @@ func DiskBatchesRead(h *Hub) uint64 { return h.disk.reads.batches.Load() }
 // OnDiskRead makes fn run after each batch a subscriber reads from the
 // disk.
 func OnDiskRead(h *Hub, fn func()) { h.disk.reads.afterBatch.Store(&fn) }
+
+// ViewSlots counts the slots of views other than the default one that the
+// records of a resource type's history hold.
+func ViewSlots(h *Hub, gvr schema.GroupVersionResource) int {
+	f := feedOf(h, gvr)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for seq := f.store.history.first; seq <= f.store.history.last; seq++ {
+		if r, ok := f.store.history.get(seq); ok {
+			if slots := r.viewEvents.Load(); slots != nil {
+				n += len(*slots)
+			}
+		}
+	}
+	return n
+}
+
+// ViewSlotSize is what a record counts for one view's slot.
+const ViewSlotSize = viewSlotSize

@@ -70,8 +70,15 @@ type viewEvent struct {
 	slot    *eventSlot
 }
 
+// viewSlotSize approximates what one view's slot costs a record: its
+// entry in viewEvents, the slot, and the copy of the slice adding it makes.
+const viewSlotSize = 96
+
 // viewSlot returns the record's slot of a variant in a view, adding it on
-// first use.
+// first use; nil when the record's share of the history's view budget has
+// no room for one more (each slot counts there, so that callers asking for
+// ever new views cannot grow every record without bound): the caller then
+// builds the event for itself.
 func (r *record) viewSlot(vw *view, v variant) *eventSlot {
 	for {
 		current := r.viewEvents.Load()
@@ -85,6 +92,9 @@ func (r *record) viewSlot(vw *view, v variant) *eventSlot {
 				}
 			}
 		}
+		if !r.views.Add(viewSlotSize) {
+			return nil
+		}
 		var next []viewEvent
 		if current != nil {
 			next = append(make([]viewEvent, 0, len(*current)+1), *current...)
@@ -94,6 +104,7 @@ func (r *record) viewSlot(vw *view, v variant) *eventSlot {
 		if r.viewEvents.CompareAndSwap(current, &next) {
 			return slot
 		}
+		r.views.Add(-viewSlotSize)
 	}
 }
 

@@ -478,3 +478,32 @@ func TestAnObjectThatCannotBeProjectedEndsTheCallsThatAskForIt(t *testing.T) {
 		t.Errorf("ObjectErrors = %d, want 2: the live event's, and the snapshot's", n)
 	}
 }
+
+// TestEverNewViewsDoNotGrowTheHistory checks that callers asking, one after
+// another, for ever new projections of the same changes do not grow each
+// record by a slot per view without bound: slots count in the history's
+// budget for views, and past it callers build their events themselves.
+func TestEverNewViewsDoNotGrowTheHistory(t *testing.T) {
+	c := newFakeCluster(t)
+	const historyBytes = 64 << 10
+	h := newHub(t, c, informerhub.Config{HistoryBytes: historyBytes})
+	s := watch(t, h, informerhub.WatchRequest{})
+	c.cms().Add(configMap("ns", "first", nil, "v"))
+	token := next(t, s).ResumeToken
+	const records = 10
+	for i := range records {
+		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, "v"))
+	}
+	informerhub.WaitForResourceVersion(h, configMaps, records+1)
+	const views = 2000 // at most historyBytes/ViewSlotSize (682) slots fit
+	for i := range views {
+		v := watch(t, h, informerhub.WatchRequest{ResumeToken: token, Fields: []string{fmt.Sprintf("data.k%d", i)}})
+		for range records {
+			next(t, v)
+		}
+		v.Close()
+	}
+	if n, most := informerhub.ViewSlots(h, configMaps), historyBytes/informerhub.ViewSlotSize; n > most {
+		t.Errorf("the history's records hold %d view slots after %d views, want at most %d", n, views, most)
+	}
+}
