@@ -191,13 +191,17 @@ func TestHubctlQueries(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		var snap struct {
-			Objects []map[string]json.RawMessage `json:"objects"`
+			Objects      []map[string]json.RawMessage `json:"objects"`
+			FilterErrors []string                     `json:"filterErrors"`
 		}
 		if err := json.Unmarshal([]byte(stdout), &snap); err != nil {
 			t.Fatalf("-o json printed %s: %v", stdout, err)
 		}
-		if len(snap.Objects) != 1 || canonicalJSON(t, snap.Objects[0]["data"]) != `{"v":"2"}` || len(snap.Objects[0]) != 4 {
-			t.Fatalf("snapshot %s, want alpha alone, projected to its data", stdout)
+		// gamma has no labels: the filter cannot decide on it, so it is
+		// listed, marked.
+		if len(snap.Objects) != 2 || canonicalJSON(t, snap.Objects[0]["data"]) != `{"v":"2"}` || len(snap.Objects[0]) != 4 ||
+			len(snap.FilterErrors) != 2 || snap.FilterErrors[0] != "" || !strings.Contains(snap.FilterErrors[1], "no such key") {
+			t.Fatalf("snapshot %s, want alpha projected to its data, and gamma marked with its filter error", stdout)
 		}
 
 		stdout, stderr, code = run("snapshot", "pods", "-n", ns, "--field-selector", "spec.nodeName=node-a", "--fields", "spec.nodeName")
