@@ -166,8 +166,9 @@ type Config struct {
 	// object, in CEL's cost units (about 0.1 to 0.4 µs each). An
 	// evaluation that would cost more stops there: the filter could not
 	// decide, so the object is sent, marked (Event.FilterError), and the
-	// result is cached on the object, so that each state of an object costs
-	// each filter this at most once. It is far below the API server's limit
+	// result is cached on the object with its other filters' (the 16 most
+	// recent), so that each state of an object rarely costs a filter this
+	// more than once. It is far below the API server's limit
 	// (1,000,000) because the hub evaluates filters on the path of every
 	// change. Default: 10,000.
 	MaxFilterCost uint64

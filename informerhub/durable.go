@@ -176,17 +176,50 @@ type diskLog struct {
 	detached chan struct{} // closed once feed is nil again
 	// spill is set when the feed stopped writing (feed.spillDiskLocked),
 	// for the writer to start the type over once it has caught up, not
-	// before retryAt (set after a failed write).
-	spill   bool
-	retryAt time.Time
+	// before retryAt. spills counts the spills in a row, each waiting
+	// twice as long (see spillBackoff), so that a cause that persists (a
+	// disk too slow for the type's changes) does not make the type drop and
+	// rewrite its disk history over and over; restarted is when the last
+	// restart was.
+	spill     bool
+	retryAt   time.Time
+	spills    int
+	restarted time.Time
 }
 
-// spilled tells the writer that the log's feed stopped writing to it.
-func (dl *diskLog) spilled() {
+// spilled tells the writer that the log's feed stopped writing to it, to
+// start the type over after backoff.
+func (dl *diskLog) spilled(retryAfter time.Duration) {
 	dl.mu.Lock()
-	dl.spill = true
+	now := time.Now()
+	if !dl.restarted.IsZero() && now.Sub(dl.restarted) > spillCalm*retryAfter {
+		dl.spills = 0 // it wrote long enough since: a new cause
+	}
+	dl.spills++
+	dl.spill, dl.retryAt = true, now.Add(spillBackoff(retryAfter, dl.spills))
 	dl.mu.Unlock()
 	dl.notify()
+}
+
+// spillBackoff is how long a type waits after its n-th spill in a row
+// before its disk history starts over: none after the first (the writer
+// has caught up by then), then retryAfter, doubling, up to 32 times it.
+func spillBackoff(retryAfter time.Duration, n int) time.Duration {
+	if n <= 1 {
+		return 0
+	}
+	return retryAfter << min(n-2, 5)
+}
+
+// spillCalm is how many retryAfters a type must write without spilling for
+// its next spill to count as the first again.
+const spillCalm = 10
+
+// isSpilled reports whether the log's feed stopped writing to it.
+func (dl *diskLog) isSpilled() bool {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	return dl.spill
 }
 
 // diskRetryAfter is how long a resource type whose write failed stays in
@@ -210,6 +243,8 @@ type diskFeed interface {
 	// to it again, from its position, once dl holds nothing of the type.
 	spillDisk(dl *diskLog, cause error)
 	resumeDisk(dl *diskLog) bool
+	// isStopped reports whether the feed has stopped.
+	isStopped() bool
 	// unwritten collects what the feed recorded since the last write, and
 	// its state when withState is set.
 	unwritten(dl *diskLog, withState bool) pendingWrite
@@ -532,12 +567,17 @@ func (d *diskHistory) failLog(dl *diskLog, err error) {
 		"resource", dl.resource, "error", err, "retryAfter", time.Duration(d.retryAfter.Load()))
 	dl.mu.Lock()
 	f := dl.feed
-	retryAfter := time.Duration(d.retryAfter.Load())
-	dl.spill, dl.retryAt = true, time.Now().Add(retryAfter)
 	dl.mu.Unlock()
 	if f != nil {
 		f.spillDisk(dl, err)
 	}
+	// A failed write waits at least retryAfter, whatever spilled before.
+	dl.mu.Lock()
+	dl.spill = true
+	if at := time.Now().Add(time.Duration(d.retryAfter.Load())); dl.retryAt.Before(at) {
+		dl.retryAt = at
+	}
+	dl.mu.Unlock()
 }
 
 // restartSpilled starts over the disk history of each type whose feed
@@ -549,6 +589,17 @@ func (d *diskHistory) restartSpilled(logs []*diskLog) {
 	for _, dl := range logs {
 		dl.mu.Lock()
 		restart, f := dl.spill && !now.Before(dl.retryAt), dl.feed
+		if restart && f != nil && f.isStopped() {
+			dl.feed = nil
+			close(dl.detached)
+			f = nil
+		}
+		if restart && f == nil {
+			// The spilled feed stopped: the disk is as it left it, and the
+			// next feed continues from its end, the API server filling in
+			// what was not written (attach); nothing to start over.
+			dl.spill, restart = false, false
+		}
 		dl.mu.Unlock()
 		if !restart {
 			continue
@@ -562,6 +613,7 @@ func (d *diskHistory) restartSpilled(logs []*diskLog) {
 		}
 		dl.mu.Lock()
 		dl.meta, dl.known, dl.loaded, dl.initial, dl.spill = historystore.Meta{}, false, true, true, false
+		dl.restarted = now
 		dl.mu.Unlock()
 		if f != nil && !f.resumeDisk(dl) {
 			d.detach(dl, f) // it stopped: the next feed of the type starts the disk afresh
@@ -618,6 +670,9 @@ func (d *diskHistory) flush(dl *diskLog) error {
 func (d *diskHistory) writeRecords(dl *diskLog, f diskFeed, p *pendingWrite, meta historystore.Meta, fresh bool) error {
 	initial := fresh
 	for recs := p.records; len(recs) > 0 || initial || p.pos.rv != meta.LastRV; initial = false {
+		if dl.isSpilled() {
+			return nil // its feed stopped writing: what is left goes when it starts over
+		}
 		n, size := writeBatch(recs)
 		if size > maxBatchBytes {
 			// One relist's differences, written whole: past what a Pebble

@@ -719,3 +719,56 @@ func TestADiskThatDoesNotHoldTheTypeYetReachesNothing(t *testing.T) {
 		t.Errorf("resumed: %v %s, want the MODIFIED made after the token", e.Type, e.Object)
 	}
 }
+
+// TestASpilledTypeWhoseFeedStoppedKeepsItsDiskHistory checks that a type
+// whose feed stopped before its disk history started over keeps what the
+// disk holds: the next feed continues it from its end, the API server
+// filling in what was not written, so a token from before the spill
+// resumes from the disk, exactly, without a replay.
+func TestASpilledTypeWhoseFeedStoppedKeepsItsDiskHistory(t *testing.T) {
+	c := newFakeCluster(t)
+	store := &faultyStore{Store: openStore(t, t.TempDir())}
+	cfg := informerhub.Config{HistoryStore: store, HistorySize: 10, HistoryMaxUnwrittenBytes: 64 << 10}
+	h := newHub(t, c, cfg)
+	s := watch(t, h, informerhub.WatchRequest{})
+	c.cms().Add(configMap("ns", "before", nil, ""))
+	before := nextChange(t, s).ResumeToken
+	informerhub.ApplyRetention(h)
+
+	release := store.stall(t)
+	big := strings.Repeat("x", 4<<10)
+	var live []sent
+	for i := range 100 {
+		if cm := configMap("ns", fmt.Sprint(i%10), nil, fmt.Sprint(i)+big); i < 10 {
+			c.cms().Add(cm)
+		} else {
+			c.cms().Modify(cm)
+		}
+		live = append(live, nextSent(t, s, 1)...)
+	}
+	if informerhub.OnDisk(h, configMaps) {
+		t.Fatal("the feed did not spill")
+	}
+	closed := make(chan struct{})
+	go func() {
+		h.Close() // its feed stops; the writer, stalled, writes what is left
+		close(closed)
+	}()
+	release()
+	<-closed
+
+	h2 := newHub(t, c, informerhub.Config{HistoryStore: store}) // room for the changes it fetches
+	resumed := watch(t, h2, informerhub.WatchRequest{ResumeToken: before})
+	got := nextSent(t, resumed, len(live))
+	if diff := cmp.Diff(changeKeys(t, live), changeKeys(t, got)); diff != "" {
+		t.Errorf("resumed from before the spill (-live +resumed):\n%s", diff)
+	}
+	for _, e := range got {
+		if e.FromRelist {
+			t.Fatalf("%v %s is marked FromRelist: the API server had every change", e.Type, keyOf(t, e.Object))
+		}
+	}
+	if st := statsOf(t, h2); st.Replays != 0 {
+		t.Errorf("Replays = %d: the disk history was dropped, not continued", st.Replays)
+	}
+}

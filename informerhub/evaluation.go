@@ -60,7 +60,7 @@ type filterError struct{ reason string }
 
 // maxFilterErrorLength bounds the reason an event carries, as CEL's
 // messages may quote a long expression.
-const maxFilterErrorLength = 512
+const maxFilterErrorLength = 256
 
 func newFilterError(err error, costly bool) *filterError {
 	if costly {
@@ -72,8 +72,9 @@ func newFilterError(err error, costly bool) *filterError {
 // matches returns what flt decides on o; errs, when not nil, counts the
 // evaluations that could not decide. The evaluation shares decoded objects
 // and results between the filters evaluated on one change (or one object
-// of a scan). Results are cached on the object, which never changes: an
-// object that costs a filter its limit costs it once.
+// of a scan). Results are cached on the object, which never changes (the
+// most recent maxCachedFilterResults): an object that costs a filter its
+// limit costs it once while its result stays cached.
 func (ev *evaluation) matches(flt *celfilter.Filter, o *object, errs *atomic.Uint64) verdict {
 	if v, ok := o.filterResult(flt.ID()); ok {
 		return v

@@ -268,6 +268,7 @@ func (f *feed) stopAfterPanic(p any) (err error) {
 					f.log.Error("panic ending the subscribers of a broken informer", "panic", p3)
 				}
 			}()
+			f.store.oldestAt.Store(0) // memory evicts nothing of it
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			if f.err == nil {
@@ -279,6 +280,8 @@ func (f *feed) stopAfterPanic(p any) (err error) {
 				close(f.stopped)
 			}
 			f.live.failAll(failure)
+			f.store.release() // what it counts in the budget
+
 		}
 	}()
 	if f.hub.testHookStop != nil {
@@ -630,7 +633,7 @@ func (f *feed) spillDiskLocked(cause error) {
 	f.counters.diskSpills.Add(1)
 	f.log.Warn("stopped writing the history to disk, which fell behind; memory only until the writer catches up, then the disk history starts over from there",
 		"reason", cause, "unwrittenBytes", unwritten)
-	dl.spilled()
+	dl.spilled(time.Duration(f.hub.disk.retryAfter.Load()))
 }
 
 func (f *feed) restoreFrom(r *restored) {

@@ -243,6 +243,10 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 			// moves on with the next event or bookmark.
 		case <-s.lease.failed:
 			return nil, nil, s.Err()
+		case <-f.stopped:
+			// Its feed fails its subscribers as it stops; this is for one
+			// that broke stopping (feed.stopAfterPanic).
+			return nil, nil, f.err
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		case <-s.quiet.ticker.C:

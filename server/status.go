@@ -104,7 +104,7 @@ var statusRules = []statusRule{
 		// The core logged it when it made the event.
 		md := resourceMetadata(e.Resource.Group, e.Resource.Version, e.Resource.Resource)
 		md["namespace"], md["name"] = e.Namespace, e.Name
-		return withDetails(codes.Internal, e.Error()+"; this is a bug of the hub: report it. Resuming meets the object again until it changes; without fields or include_previous the hub sends it whole",
+		return withDetails(codes.Internal, e.Error()+"; this is a bug of the hub: report it. Resuming meets the object again until it changes",
 			errorInfo(ReasonObjectUnsendable, md))
 	}),
 	whenAs(resourceStatus),

@@ -329,6 +329,16 @@ func (w *Watcher) streamFailed(err error) {
 		log.Info("the hub no longer accepts the credentials this watch started with; reconnecting", "error", err)
 	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unimplemented:
 		w.err = err
+	case codes.Internal:
+		if hasReason(err, "OBJECT_UNSENDABLE") {
+			// The hub cannot send an object as this watch asks, and every
+			// replica meets it again on resuming: retrying would loop.
+			w.err = err
+			return
+		}
+		log.Debug("watch interrupted; reconnecting", "error", err, "attempt", w.failures+1)
+		w.failures++
+		w.client.failed(w.endpoint)
 	case codes.ResourceExhausted:
 		// This client did not keep up, or opened or called too much; the
 		// hub is fine.
@@ -466,4 +476,14 @@ func sortedKeys[V any](m map[objectKey]V) []objectKey {
 		return strings.Compare(a.name, b.name)
 	})
 	return keys
+}
+
+// hasReason tells whether err's google.rpc.ErrorInfo has that reason.
+func hasReason(err error, reason string) bool {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reason {
+			return true
+		}
+	}
+	return false
 }

@@ -65,7 +65,8 @@ func (f *Filter) Decode(obj []byte, reads *projection.Tree) (ref.Val, error) {
 
 // Eval evaluates the filter on an object (Decode's value): whether it
 // selects it, and whether the evaluation stopped on the cost limit. An
-// evaluation that fails (err) selects nothing.
+// evaluation that fails (err) does not decide: what that means is the
+// caller's (the hub sends the object, marked).
 func (f *Filter) Eval(object ref.Val) (match, costly bool, err error) {
 	f.counts.evaluations.Add(1)
 	out, _, err := f.prog.Eval(activation{object: object})

@@ -188,8 +188,8 @@ const (
 //     the DELETED of an object that left the selection, failed on its
 //     JSON), and ended the call rather than send it otherwise. A bug of the
 //     hub, logged and counted: report it. Resuming meets the object again
-//     until it changes; without fields or include_previous the hub sends
-//     it as the API server served it.
+//     until it changes, so do not retry in a loop (the Go SDK ends the
+//     watch with it).
 //   - INTERNAL, no details: a bug in the hub, logged with its stack: a
 //     panic in a call (that call ends) or in an informer's handler (every
 //     stream of the resource type ends; the next call starts a fresh
@@ -449,8 +449,8 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     the DELETED of an object that left the selection, failed on its
 //     JSON), and ended the call rather than send it otherwise. A bug of the
 //     hub, logged and counted: report it. Resuming meets the object again
-//     until it changes; without fields or include_previous the hub sends
-//     it as the API server served it.
+//     until it changes, so do not retry in a loop (the Go SDK ends the
+//     watch with it).
 //   - INTERNAL, no details: a bug in the hub, logged with its stack: a
 //     panic in a call (that call ends) or in an informer's handler (every
 //     stream of the resource type ends; the next call starts a fresh
