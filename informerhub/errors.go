@@ -191,6 +191,7 @@ const (
 	LimitFiltersPerOwner     = "max-filters-per-identity"
 	LimitProjectionsPerOwner = "max-projections-per-identity"
 	LimitReplayState         = "max-replay-state-bytes"
+	LimitMemoryBudget        = "memory-budget"
 )
 
 func (e *LimitError) Error() string {
@@ -199,6 +200,9 @@ func (e *LimitError) Error() string {
 	case LimitReplayState:
 		return fmt.Sprintf("replaying %s from the API server with a filter, projection or previous state would take the hub's replays past %d bytes of state (%s): retry later, or resume from a newer token",
 			r, e.Max, e.Limit)
+	case LimitMemoryBudget:
+		return fmt.Sprintf("this snapshot or these initial events of %s were read so slowly that the objects changed since they began took the hub past its memory budget (%s, %d bytes): take the snapshot again, or watch again from the last token received, and read faster, or select fewer objects",
+			r, e.Limit, e.Max)
 	case LimitProjections:
 		return fmt.Sprintf("%d distinct projections (fields) are in use on %s, the most the hub allows (%s): use a projection other clients use, or retry later", e.Max, r, e.Limit)
 	case LimitFiltersPerOwner:

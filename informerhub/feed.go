@@ -585,6 +585,37 @@ func (f *feed) unwrittenBytes() (int64, bool) {
 	return f.store.unwritten, true
 }
 
+// cloneKeeps returns what the feed's open state clones keep; false if its
+// lock is taken.
+func (f *feed) cloneKeeps() (int64, bool) {
+	if !f.mu.TryLock() {
+		return 0, false
+	}
+	defer f.mu.Unlock()
+	_, kept := f.store.clones.oldestKeeps()
+	return kept, true
+}
+
+// endOldestClone ends the reader of the feed's oldest state clone for the
+// hub's memory budget (see memory.endOldestClone); false if its lock is
+// taken or it has none.
+func (f *feed) endOldestClone() bool {
+	if !f.mu.TryLock() {
+		return false
+	}
+	defer f.mu.Unlock()
+	c, kept := f.store.clones.oldestKeeps()
+	if c == nil {
+		return false
+	}
+	var err error = &LimitError{Resource: f.info.Resource, Limit: LimitMemoryBudget, Max: int(f.hub.memory.held.Max())}
+	c.ended.Store(&err)
+	f.store.clones.close(c)
+	f.log.Warn("ended a snapshot or initial events read so slowly that the objects changed since it began took the hub past its memory budget",
+		"keptBytes", kept)
+	return true
+}
+
 // spillForMemory stops the feed writing to disk for the hub's memory
 // budget; false if its lock is taken or it does not write.
 func (f *feed) spillForMemory() bool {

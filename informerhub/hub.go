@@ -325,6 +325,7 @@ func (h *Hub) Memory() MemoryStats {
 		History:          m.history.Used(),
 		Queues:           m.queues.Used(),
 		LabelIndexes:     m.indexes.Used(),
+		StateClones:      m.clones.Used(),
 		State:            m.state.Used(),
 		ReplayState:      h.replays.bytes.Used(),
 		EvictedForMemory: m.evicted.Load(),

@@ -620,3 +620,97 @@ func TestASnapshotStopsWithItsCaller(t *testing.T) {
 		t.Errorf("the snapshot examined %d objects, want %d", n, objects)
 	}
 }
+
+// TestASnapshotReadTooSlowlyDuringChurnEnds checks that a snapshot whose
+// caller does not read it while the state changes, which keeps every object
+// replaced since it began, counts in the memory budget, and is ended once it
+// takes the hub past it: the hub stays within its budget. A snapshot read
+// to its end keeps nothing.
+func TestASnapshotReadTooSlowlyDuringChurnEnds(t *testing.T) {
+	c := newFakeCluster(t)
+	const budget = 512 << 10
+	h := newHub(t, c, informerhub.Config{MemoryBudget: budget, HistorySize: 10})
+	s := watch(t, h, informerhub.WatchRequest{})
+	big := strings.Repeat("x", 4<<10)
+	const objects = 50
+	for i := range objects {
+		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, big))
+		next(t, s)
+	}
+	ctx := context.Background()
+	slow, err := h.Snapshot(ctx, informerhub.SnapshotRequest{Selector: informerhub.Selector{Resource: configMaps}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+
+	for i := range 400 { // 1.6 MiB of objects replaced under the snapshot
+		c.cms().Modify(configMap("ns", fmt.Sprint(i%objects), nil, fmt.Sprint(i)+big))
+		next(t, s)
+		// The change just made may not be reclaimed for yet (the feed
+		// reclaims after it has handed it out): its previous state counts
+		// in its record and in the clone.
+		if m := h.Memory(); m.History+m.Queues+m.LabelIndexes+m.StateClones > budget+16<<10 {
+			t.Fatalf("after change %d: history %d, queues %d, label indexes %d, clones %d: past the budget %d",
+				i, m.History, m.Queues, m.LabelIndexes, m.StateClones, budget)
+		}
+	}
+	var limit *informerhub.LimitError
+	if _, err := slow.NextPage(ctx); !errors.As(err, &limit) || limit.Limit != informerhub.LimitMemoryBudget {
+		t.Fatalf("the slow snapshot's next page: %v, want a LimitError on the memory budget", err)
+	}
+
+	read, err := h.Snapshot(ctx, informerhub.SnapshotRequest{Selector: informerhub.Selector{Resource: configMaps}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer read.Close()
+	for page, err := read.NextPage(ctx); !page.Last; page, err = read.NextPage(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.cms().Modify(configMap("ns", "0", nil, "after"))
+	next(t, s)
+	if m := h.Memory(); m.StateClones != 0 {
+		t.Errorf("a snapshot read to its end keeps %d bytes", m.StateClones)
+	}
+}
+
+// TestInitialEventsReadTooSlowlyDuringChurnEnd is the same for a
+// subscription's initial events: it ends, and its clone is given back.
+func TestInitialEventsReadTooSlowlyDuringChurnEnd(t *testing.T) {
+	c := newFakeCluster(t)
+	const budget = 512 << 10
+	h := newHub(t, c, informerhub.Config{MemoryBudget: budget, HistorySize: 10})
+	s := watch(t, h, informerhub.WatchRequest{})
+	big := strings.Repeat("x", 4<<10)
+	const objects = 50
+	for i := range objects {
+		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, big))
+		next(t, s)
+	}
+	slow := watch(t, h, informerhub.WatchRequest{SendInitialEvents: true})
+	next(t, slow) // the first of its initial events
+	for i := range 400 {
+		c.cms().Modify(configMap("ns", fmt.Sprint(i%objects), nil, fmt.Sprint(i)+big))
+		next(t, s)
+	}
+	var limit *informerhub.LimitError
+	for {
+		e, err := slow.Next(context.Background())
+		if err != nil {
+			if !errors.As(err, &limit) || limit.Limit != informerhub.LimitMemoryBudget {
+				t.Fatalf("the slow initial events: %v, want a LimitError on the memory budget", err)
+			}
+			break
+		}
+		if e.InitialEventsEnd {
+			t.Fatal("the slow initial events ended, as if they kept nothing")
+		}
+	}
+	slow.Close()
+	if m := h.Memory(); m.StateClones != 0 {
+		t.Errorf("the clones keep %d bytes once the slow subscription closed", m.StateClones)
+	}
+}

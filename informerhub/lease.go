@@ -28,6 +28,17 @@ type lease struct {
 	// cancelReplay ends the current replay's upstream watch; nil without
 	// one. Close calls it from any goroutine.
 	cancelReplay context.CancelFunc
+	// clone is the state clone the initial events read, until they end.
+	clone *stateClone
+}
+
+// closeClone closes the lease's state clone, if it has one. The caller
+// holds feed.mu.
+func (l *lease) closeClone() {
+	if l.clone != nil {
+		l.feed.store.clones.close(l.clone)
+		l.clone = nil
+	}
 }
 
 // errLeftBehind marks a subscription that fell behind further than the

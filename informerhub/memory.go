@@ -24,6 +24,9 @@ type memory struct {
 	// queues, subscribers' queues (member.go); indexes, label indexes
 	// (index.go).
 	history, queues, indexes *budget.Bytes
+	// clones counts what the state clones that snapshots and initial
+	// events read keep of the state since replaced (clone.go).
+	clones *budget.Bytes
 	// state counts the objects of every feed's state, outside the budget.
 	state *budget.Bytes
 	// evicted counts the records evicted to keep within the budget.
@@ -42,6 +45,7 @@ type memory struct {
 func newMemory(max int64, log *slog.Logger, feeds func() []*feed) *memory {
 	m := &memory{held: budget.New(max, nil), feeds: feeds, log: log}
 	m.history, m.queues, m.indexes = budget.Counter(m.held), budget.Counter(m.held), budget.Counter(m.held)
+	m.clones = budget.Counter(m.held)
 	m.state = budget.Counter(nil)
 	return m
 }
@@ -55,7 +59,7 @@ func (m *memory) over() bool { return m.held.Over() }
 // waits for a feed busy with its own work (see evictOldest).
 func (m *memory) reclaim() {
 	for m.over() && m.reclaiming.TryLock() {
-		evicted := m.evictOldest() || m.spillUnwritten()
+		evicted := m.evictOldest() || m.spillUnwritten() || m.endOldestClone()
 		m.reclaiming.Unlock()
 		if !evicted {
 			// What is left cannot go (queues, label indexes, each
@@ -98,6 +102,24 @@ func (m *memory) spillUnwritten() bool {
 		}
 	}
 	return most != nil && most.spillForMemory()
+}
+
+// endOldestClone ends the reader of the oldest clone of the feed whose
+// clones keep the most (a snapshot, or a subscription's initial events,
+// read so slowly that the state changed under it by more than the hub may
+// hold), so that its objects go: as a subscriber that falls behind, it
+// resumes from its token, or takes the snapshot again. Only clones that
+// keep minSpillBytes (or a 64th of the budget) at least. It reports whether
+// it ended one.
+func (m *memory) endOldestClone() bool {
+	var most *feed
+	mostBytes := min(minSpillBytes, m.held.Max()/64) - 1
+	for _, f := range m.feeds() {
+		if n, ok := f.cloneKeeps(); ok && n > mostBytes {
+			most, mostBytes = f, n
+		}
+	}
+	return most != nil && most.endOldestClone()
 }
 
 // minSpillBytes is the least that changes waiting for the disk must hold

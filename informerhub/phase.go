@@ -23,6 +23,7 @@ type initialPhase struct {
 	s      *Subscription
 	cursor *stateCursor
 	start  position
+	clone  *stateClone // what the cursor walks, counted (lease.clone)
 }
 
 // newInitialPhase rolls the state's clone o.tree back to o.start, and walks
@@ -40,7 +41,7 @@ func newInitialPhase(s *Subscription, o *opening, tok *token) *initialPhase {
 			tree.Delete(r.obj)
 		}
 	}
-	p := &initialPhase{s: s, cursor: newStateCursor(tree, s.lease.sel), start: o.start}
+	p := &initialPhase{s: s, cursor: newStateCursor(tree, s.lease.sel), start: o.start, clone: s.lease.clone}
 	if tok != nil && tok.initial && tok.afterName != "" {
 		p.cursor.skipThrough(&object{namespace: tok.afterNamespace, name: tok.afterName})
 	}
@@ -52,6 +53,9 @@ func (p *initialPhase) step(ctx context.Context) (*Event, phase, error) {
 	if err := s.stoppedOrCanceled(ctx); err != nil {
 		return nil, nil, err
 	}
+	if err := p.clone.err(); err != nil {
+		return nil, nil, err
+	}
 	o, done := p.cursor.step()
 	events, vw := &s.lease.feed.events, s.lease.view
 	switch {
@@ -61,6 +65,10 @@ func (p *initialPhase) step(ctx context.Context) (*Event, phase, error) {
 	case !done:
 		return nil, nil, nil // a scanned batch matched nothing; check ctx again
 	}
+	f := s.lease.feed
+	f.mu.Lock()
+	s.lease.closeClone()
+	f.mu.Unlock()
 	return events.bookmark(p.start, true, vw.encoding), &catchUpPhase{s: s, at: p.start}, nil
 }
 

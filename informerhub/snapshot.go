@@ -12,10 +12,13 @@ import (
 // Snapshot is the matching objects of one point in time. Its methods must be
 // called from one goroutine at a time.
 type Snapshot struct {
-	entry           *feedEntry
-	feed            *feed
-	proj            *projection.Projection // nil: whole objects
-	cursor          *stateCursor
+	entry  *feedEntry
+	feed   *feed
+	proj   *projection.Projection // nil: whole objects
+	cursor *stateCursor
+	// clone is the state clone the cursor walks, counted until the last
+	// page (stateClones); nil after.
+	clone           *stateClone
 	resumeToken     string
 	resourceVersion string
 	closeOnce       sync.Once
@@ -32,6 +35,7 @@ func newSnapshot(entry *feedEntry, sel *selector, proj *projection.Projection) (
 	tree, _ := f.store.cloneFor(sel)
 	pos := f.store.pos
 	return &Snapshot{
+		clone:           f.store.clones.take(),
 		entry:           entry,
 		feed:            f,
 		proj:            proj,
@@ -80,6 +84,9 @@ func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 			if err := ctx.Err(); err != nil {
 				return Page{}, err
 			}
+			if err := s.clone.err(); err != nil {
+				return Page{}, err
+			}
 			s.cursor.fill()
 			continue
 		}
@@ -111,10 +118,29 @@ func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 	if !page.Last {
 		page.Last = s.cursor.finished()
 	}
+	if page.Last {
+		s.closeClone()
+	}
 	return page, nil
+}
+
+// closeClone stops counting the snapshot's clone: it has been read, or the
+// snapshot closed.
+func (s *Snapshot) closeClone() {
+	if s.clone == nil {
+		return
+	}
+	f := s.feed
+	f.mu.Lock()
+	f.store.clones.close(s.clone)
+	f.mu.Unlock()
+	s.clone = nil
 }
 
 // Close releases the snapshot's informer.
 func (s *Snapshot) Close() {
-	s.closeOnce.Do(func() { s.feed.hub.feeds.release(s.entry) })
+	s.closeOnce.Do(func() {
+		s.closeClone()
+		s.feed.hub.feeds.release(s.entry)
+	})
 }

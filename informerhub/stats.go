@@ -117,7 +117,7 @@ type DiskStats struct {
 // Config.HistoryBytes), for metrics.
 type MemoryStats struct {
 	// Budget is Config.MemoryBudget, which bounds the sum of History,
-	// Queues and LabelIndexes (see Config.MemoryBudget).
+	// Queues, LabelIndexes and StateClones (see Config.MemoryBudget).
 	Budget int64
 	// History is every resource type's history: records, the objects only
 	// they keep alive, and the events built for them.
@@ -126,6 +126,10 @@ type MemoryStats struct {
 	Queues int64
 	// LabelIndexes is the label indexes of every resource type's state.
 	LabelIndexes int64
+	// StateClones is what the clones of state that snapshots and initial
+	// events read keep of the objects the state replaced since: past the
+	// budget, the reader of the oldest is ended (LimitMemoryBudget).
+	StateClones int64
 	// State is the objects of every resource type's state: the cluster's
 	// size, outside the budget.
 	State int64

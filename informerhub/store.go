@@ -68,6 +68,9 @@ type store struct {
 	// position the feed went on writing from after a spill.
 	diskFloorRV uint64
 	diskFloorAt int64
+	// clones are the open clones of state that snapshots and initial
+	// events read, and what they keep (clone.go).
+	clones stateClones
 	// oldestAt is when the history's oldest record arrived (Unix
 	// nanoseconds), or 0 when memory eviction may take none: written under
 	// the lock (noteOldest), read without it (memory.evictOldest).
@@ -87,6 +90,7 @@ func newStore(resource schema.GroupVersionResource, epoch uint64, cfg *Config, m
 		state:        btree.NewG(btreeDegree, objectLess),
 		index:        newLabelIndex(mem.indexes),
 		stateBytes:   budget.Counter(mem.state),
+		clones:       stateClones{kept: budget.Counter(mem.clones)},
 	}
 }
 
@@ -107,6 +111,7 @@ func (st *store) put(o *object) (prev *object, existed bool) {
 	st.stateBytes.Force(objectSize(o))
 	if existed {
 		st.stateBytes.Force(-objectSize(prev))
+		st.clones.replaced(prev)
 	}
 	return prev, existed
 }
@@ -118,6 +123,7 @@ func (st *store) delete(o *object) (prev *object, existed bool) {
 	if existed {
 		st.index.update(prev, nil)
 		st.stateBytes.Force(-objectSize(prev))
+		st.clones.replaced(prev)
 	}
 	return prev, existed
 }
@@ -420,6 +426,7 @@ func (st *store) release() {
 	st.oldestAt.Store(0)
 	st.index.release()
 	st.stateBytes.Drain()
+	st.clones.release()
 }
 
 // cloneFor returns a clone of the tree a cursor for sel walks: the index

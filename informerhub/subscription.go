@@ -152,8 +152,10 @@ func (s *Subscription) openLocked(p *watchParams, initial bool) (o opening, err 
 	}
 	switch {
 	case initial:
-		// A clone is O(1); the feed's later writes copy what they touch.
+		// A clone is O(1); the feed's later writes copy what they touch,
+		// and count what it keeps (stateClones).
 		o.tree, o.eq = f.store.cloneFor(s.lease.sel)
+		s.lease.clone = f.store.clones.take()
 		o.undo, _ = f.store.history.after(o.start.seq, int(f.store.pos.seq-o.start.seq), nil)
 	case o.start.seq == f.store.pos.seq:
 		s.phase = s.joinLocked()
@@ -209,6 +211,7 @@ func (s *Subscription) abandon() {
 	f := s.lease.feed
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	s.lease.closeClone()
 	s.lease.release()
 }
 
@@ -337,6 +340,7 @@ func (s *Subscription) Close() {
 		f := s.lease.feed
 		f.mu.Lock()
 		s.lease.closed = true
+		s.lease.closeClone()
 		f.live.remove(&s.member)
 		s.member.leave(f)
 		s.lease.release()

@@ -197,8 +197,11 @@ func limitStatus(_ *slog.Logger, e *informerhub.LimitError, _ error) error {
 	md := resourceMetadata(e.Resource.Group, e.Resource.Version, e.Resource.Resource)
 	md["limit"], md["max"] = e.Limit, strconv.Itoa(e.Max)
 	reason := ReasonTooManyDistinct
-	if e.Limit == informerhub.LimitReplayState {
+	switch e.Limit {
+	case informerhub.LimitReplayState:
 		reason = ReasonReplayLimit
+	case informerhub.LimitMemoryBudget:
+		reason = ReasonSubscriberTooSlow // of a snapshot or initial events
 	}
 	return withDetails(codes.ResourceExhausted, e.Error(), errorInfo(reason, md))
 }

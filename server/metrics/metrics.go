@@ -107,7 +107,7 @@ var (
 	evictedForMemoryDesc = newDesc("informerhub_history_evicted_for_memory_total",
 		"History changes evicted to keep the hub within --memory-budget, before the resource type's own bounds would have.")
 	memoryDesc = prometheus.NewDesc("informerhub_memory_bytes",
-		"Approximate bytes the hub holds, by kind: history, queues and label_indexes count within --memory-budget; state (the cached objects) and replay_state (bounded by --max-replay-state-bytes) apart.",
+		"Approximate bytes the hub holds, by kind: history, queues, label_indexes and state_clones (what snapshots and initial events being read keep of objects since changed) count within --memory-budget; state (the cached objects) and replay_state (bounded by --max-replay-state-bytes) apart.",
 		[]string{"kind"}, nil)
 	memoryBudgetDesc = prometheus.NewDesc("informerhub_memory_budget_bytes",
 		"The bound on history, queues and label indexes together (--memory-budget); past it, the oldest history changes are evicted first.", nil, nil)
@@ -246,7 +246,7 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 	mem := c.hub.Memory()
 	ch <- prometheus.MustNewConstMetric(memoryBudgetDesc, prometheus.GaugeValue, float64(mem.Budget))
 	for kind, v := range map[string]int64{"history": mem.History, "queues": mem.Queues, "label_indexes": mem.LabelIndexes,
-		"state": mem.State, "replay_state": mem.ReplayState} {
+		"state_clones": mem.StateClones, "state": mem.State, "replay_state": mem.ReplayState} {
 		ch <- prometheus.MustNewConstMetric(memoryDesc, prometheus.GaugeValue, float64(v), kind)
 	}
 	if disk.Enabled {

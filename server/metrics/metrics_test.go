@@ -112,13 +112,14 @@ informerhub_upstream_failing_seconds{group="",resource="configmaps",version="v1"
 # TYPE informerhub_history_evicted_for_memory_total counter
 informerhub_history_evicted_for_memory_total{group="",resource="configmaps",version="v1"} 11
 informerhub_history_evicted_for_memory_total{group="apps",resource="deployments",version="v1"} 0
-# HELP informerhub_memory_bytes Approximate bytes the hub holds, by kind: history, queues and label_indexes count within --memory-budget; state (the cached objects) and replay_state (bounded by --max-replay-state-bytes) apart.
+# HELP informerhub_memory_bytes Approximate bytes the hub holds, by kind: history, queues, label_indexes and state_clones (what snapshots and initial events being read keep of objects since changed) count within --memory-budget; state (the cached objects) and replay_state (bounded by --max-replay-state-bytes) apart.
 # TYPE informerhub_memory_bytes gauge
 informerhub_memory_bytes{kind="history"} 4096
 informerhub_memory_bytes{kind="label_indexes"} 176
 informerhub_memory_bytes{kind="queues"} 48000
 informerhub_memory_bytes{kind="replay_state"} 0
 informerhub_memory_bytes{kind="state"} 20480
+informerhub_memory_bytes{kind="state_clones"} 0
 # HELP informerhub_memory_budget_bytes The bound on history, queues and label indexes together (--memory-budget); past it, the oldest history changes are evicted first.
 # TYPE informerhub_memory_budget_bytes gauge
 informerhub_memory_budget_bytes 1.073741824e+09
@@ -139,8 +140,8 @@ informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
 	}
 	// Every metric the collector describes, it collects for an active
 	// resource type: none is described but never reported.
-	if n := testutil.CollectAndCount(c); n != 2*13+14+2+6+3 {
-		t.Fatalf("collected %d metrics, want 13 totals per resource type, 14 levels of the active one, 2 of the hub, 6 of its memory and 3 of its disk", n)
+	if n := testutil.CollectAndCount(c); n != 2*13+14+2+7+3 {
+		t.Fatalf("collected %d metrics, want 13 totals per resource type, 14 levels of the active one, 2 of the hub, 7 of its memory and 3 of its disk", n)
 	}
 }
 

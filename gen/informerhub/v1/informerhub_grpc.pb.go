@@ -127,7 +127,11 @@ const (
 //     blocked when the stream had to end. Resume from your last token; read
 //     faster, or do less per event. A Snapshot whose client read nothing for
 //     --max-send-stall has no token: take the snapshot again, and read it to
-//     the end.
+//     the end. Also ("limit": "memory-budget"): a Snapshot, or a Watch's
+//     initial events, read so slowly that the objects changed since it
+//     began took the hub past its --memory-budget: take the snapshot again,
+//     or resume from your last token, and read faster or select fewer
+//     objects.
 //   - RESOURCE_EXHAUSTED · TOO_MANY_TOKEN_REVIEWS: the caller's address
 //     presented more tokens the API server rejected than
 //     --token-reviews-per-peer a second (or all addresses together, than
@@ -388,7 +392,11 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 //     blocked when the stream had to end. Resume from your last token; read
 //     faster, or do less per event. A Snapshot whose client read nothing for
 //     --max-send-stall has no token: take the snapshot again, and read it to
-//     the end.
+//     the end. Also ("limit": "memory-budget"): a Snapshot, or a Watch's
+//     initial events, read so slowly that the objects changed since it
+//     began took the hub past its --memory-budget: take the snapshot again,
+//     or resume from your last token, and read faster or select fewer
+//     objects.
 //   - RESOURCE_EXHAUSTED · TOO_MANY_TOKEN_REVIEWS: the caller's address
 //     presented more tokens the API server rejected than
 //     --token-reviews-per-peer a second (or all addresses together, than
