@@ -1,6 +1,7 @@
 package informerhub
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -268,17 +269,18 @@ func (s quietSource) ListerWatcher(upstream.ResourceInfo) cache.ListerWatcher {
 }
 
 // RawChange is an object as the API server would send it, for ProcessRaw
-// and ProcessList. Labels must be those of its JSON.
+// and ProcessList. Labels must be those of its JSON; UID defaults to
+// "uid-" and its name.
 type RawChange struct {
-	Namespace, Name string
-	RV              uint64
-	Labels          map[string]string
-	JSON            string
+	Namespace, Name, UID string
+	RV                   uint64
+	Labels               map[string]string
+	JSON                 string
 }
 
 func (c RawChange) object() *upstream.Object {
 	raw := &upstream.Object{JSON: []byte(c.JSON)}
-	raw.Namespace, raw.Name, raw.UID = c.Namespace, c.Name, types.UID("uid-"+c.Name)
+	raw.Namespace, raw.Name, raw.UID = c.Namespace, c.Name, types.UID(cmp.Or(c.UID, "uid-"+c.Name))
 	raw.ResourceVersion = strconv.FormatUint(c.RV, 10)
 	raw.Labels = c.Labels
 	return raw
@@ -294,12 +296,26 @@ func ProcessRaw(h *Hub, gvr schema.GroupVersionResource, c RawChange) error {
 // informer does when it lists again: the feed records the list's
 // differences from its state as one relist batch.
 func ProcessList(h *Hub, gvr schema.GroupVersionResource, rv uint64, objs []RawChange) error {
+	return feedOf(h, gvr).process(listDeltas(rv, objs), false)
+}
+
+func listDeltas(rv uint64, objs []RawChange) cache.Deltas {
 	items := make([]any, len(objs))
 	for i, c := range objs {
 		items[i] = c.object()
 	}
 	list := cache.ReplacedAllInfo{ResourceVersion: strconv.FormatUint(rv, 10), Objects: items}
-	return feedOf(h, gvr).process(cache.Deltas{{Type: cache.ReplacedAll, Object: list}}, false)
+	return cache.Deltas{{Type: cache.ReplacedAll, Object: list}}
+}
+
+// PrepareList does for a list what the informer's handler does before
+// taking the feed's lock (see ProcessList), and returns what it does under
+// the lock: calling that completes the handling of the list.
+func PrepareList(h *Hub, gvr schema.GroupVersionResource, rv uint64, objs []RawChange) (record func() error) {
+	f := feedOf(h, gvr)
+	deltas := listDeltas(rv, objs)
+	prepared := f.prepare(deltas)
+	return func() error { return f.record(deltas, prepared) }
 }
 
 // ProbeLock takes and releases the lock of the resource type's feed over

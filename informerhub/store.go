@@ -83,12 +83,6 @@ func newStore(resource schema.GroupVersionResource, epoch uint64, cfg *Config, m
 // versionRange is the resourceVersions after from, up to and including to.
 type versionRange struct{ from, to uint64 }
 
-// change is one difference a relist found.
-type change struct {
-	typ       EventType
-	obj, prev *object
-}
-
 // put adds o to the state, or replaces the object of its namespace and
 // name, and returns what it replaced.
 func (st *store) put(o *object) (prev *object, existed bool) {
@@ -138,36 +132,48 @@ func (st *store) sync(objs []*object, listRV uint64) {
 	st.synced = true
 }
 
-// relist returns the true differences of a later list (a relist after the
-// watch failed or expired) against the state, to be applied and recorded
-// as one batch, then completed with endRelist: objects whose
-// resourceVersion did not change produce nothing. It remembers the range
-// of versions the relist jumps across, even when it changed nothing
-// (objects may have come and gone in between, unseen), and returns the
-// version the batch completes at.
-func (st *store) relist(objs []*object, listRV uint64) (changes []change, batchRV uint64) {
+// differences returns the true differences of a later list (a relist
+// after the watch failed or expired) against state, as the records of a
+// relist's batch still to be recorded: objects whose resourceVersion did
+// not change produce nothing. It only reads state, which may be a clone
+// taken under the lock (see preparedRelist).
+func differences(state *btree.BTreeG[*object], objs []*object) (changes []*record) {
+	add := func(typ EventType, obj, prev *object) {
+		changes = append(changes, &record{typ: typ, obj: obj, prev: prev, fromRelist: true})
+	}
 	listed := make(map[objectKey]struct{}, len(objs))
 	for _, o := range objs {
 		listed[objectKey{o.namespace, o.name}] = struct{}{}
 	}
-	st.state.Ascend(func(old *object) bool {
+	state.Ascend(func(old *object) bool {
 		if _, ok := listed[objectKey{old.namespace, old.name}]; !ok {
-			changes = append(changes, change{typ: EventDeleted, obj: old, prev: old})
+			add(EventDeleted, old, old)
 		}
 		return true
 	})
 	for _, o := range objs {
-		old, exists := st.state.Get(o)
+		old, exists := state.Get(o)
 		switch {
 		case !exists:
-			changes = append(changes, change{typ: EventAdded, obj: o})
+			add(EventAdded, o, nil)
 		case old.uid != o.uid:
 			// Deleted and created again while the hub was not watching.
-			changes = append(changes, change{typ: EventDeleted, obj: old, prev: old}, change{typ: EventAdded, obj: o})
+			add(EventDeleted, old, old)
+			add(EventAdded, o, nil)
 		case old.rv != o.rv:
-			changes = append(changes, change{typ: EventModified, obj: o, prev: old})
+			add(EventModified, o, old)
 		}
 	}
+	return changes
+}
+
+// beginRelist starts a relist's batch, the differences of a list at listRV
+// against the state, to be applied and recorded as one batch, then
+// completed with endRelist. It remembers the range of versions the relist
+// jumps across, even when it changed nothing (objects may have come and
+// gone in between, unseen), and returns the version the batch completes
+// at.
+func (st *store) beginRelist(listRV uint64) (batchRV uint64) {
 	batchRV, relistFrom := max(listRV, st.pos.rv), st.pos.rv
 	// Against what memory and disk reach: the disk keeps what they say.
 	floor := st.floorRV()
@@ -176,7 +182,7 @@ func (st *store) relist(objs []*object, listRV uint64) (changes []change, batchR
 		st.relists = append(st.relists, versionRange{from: relistFrom, to: batchRV})
 	}
 	st.history.beginRelist()
-	return changes, batchRV
+	return batchRV
 }
 
 // endRelist completes a relist's batch at batchRV. The disk's writer
@@ -188,11 +194,51 @@ func (st *store) endRelist(batchRV uint64) {
 }
 
 // apply makes a relist's change in the state.
-func (st *store) apply(c change) {
-	if c.typ == EventDeleted {
-		st.delete(c.obj)
+func (st *store) apply(r *record) {
+	if r.typ == EventDeleted {
+		st.delete(r.obj)
 	} else {
-		st.put(c.obj)
+		st.put(r.obj)
+	}
+}
+
+// applied returns a clone of state with a relist's changes made, and the
+// bytes its objects hold beyond state's: what applyAll installs.
+func applied(state *btree.BTreeG[*object], changes []*record) (next *btree.BTreeG[*object], grown int64) {
+	next = state.Clone()
+	for _, r := range changes {
+		if r.typ == EventDeleted {
+			if prev, ok := next.Delete(r.obj); ok {
+				grown -= objectSize(prev)
+			}
+			continue
+		}
+		if prev, ok := next.ReplaceOrInsert(r.obj); ok {
+			grown -= objectSize(prev)
+		}
+		grown += objectSize(r.obj)
+	}
+	return next, grown
+}
+
+// applyAll makes a relist's changes in the state at once: next is the
+// state with them made, which holds grown bytes more (see applied). The
+// label index follows them one by one.
+func (st *store) applyAll(changes []*record, next *btree.BTreeG[*object], grown int64) {
+	st.state = next
+	st.stateBytes.Force(grown)
+	if len(st.index.keys) == 0 {
+		return
+	}
+	for _, r := range changes {
+		switch r.typ {
+		case EventAdded:
+			st.index.update(nil, r.obj)
+		case EventModified:
+			st.index.update(r.prev, r.obj)
+		case EventDeleted:
+			st.index.update(r.obj, nil)
+		}
 	}
 }
 
