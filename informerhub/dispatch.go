@@ -3,6 +3,7 @@ package informerhub
 import (
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
 	"github.com/informerhub/informerhub/informerhub/fieldset"
@@ -82,6 +83,11 @@ type dispatcher struct {
 	// the feed's lock concern the groups made until then (see
 	// deliverBatch).
 	made uint64
+	// peak is the fullest a subscriber's queue was right after a change
+	// was queued to it, in the window of queuePeakWindow from peakFrom
+	// (Unix nanoseconds); prevPeak, in the window before. See queuePeak.
+	peak, prevPeak int
+	peakFrom       int64
 	// stamp numbers the walks of candidates, to visit each group once.
 	stamp uint64
 	// visits counts the groups matched against changes, for tests and
@@ -236,12 +242,52 @@ func (g *subscriberGroup) variantOf(r *record, ev *evaluation) variant {
 // offer queues r, as v, for every subscriber of g; see deliver.
 func (d *dispatcher) offer(g *subscriberGroup, r *record, v variant, before position, fellBehind *atomic.Uint64) {
 	for m := range g.subs {
-		if !m.offer(delivery{rec: r, variant: v}) {
+		if !d.offerTo(m, delivery{rec: r, variant: v}) {
 			d.remove(m)
 			m.fellBehind(before)
 			fellBehind.Add(1)
 		}
 	}
+}
+
+// offerTo queues dl for m without waiting, and reports whether there was
+// room, keeping the queues' peak.
+func (d *dispatcher) offerTo(m *member, dl delivery) bool {
+	if !m.offer(dl) {
+		return false
+	}
+	// Racing the reader, which only shortens the queue: the peak may be
+	// less than it was, never more.
+	d.peak = max(d.peak, len(m.queue))
+	return true
+}
+
+// queuePeakWindow is the window of a queue peak (see queuePeak).
+const queuePeakWindow = 30 * time.Second
+
+// turnPeak starts the window of the queues' peak that now falls in, on a
+// grid of queuePeakWindow: peaks older than the previous window are gone.
+// The feed calls it before each change is queued, and when it reports the
+// peak.
+func (d *dispatcher) turnPeak(now int64) {
+	w := int64(queuePeakWindow)
+	switch elapsed := now - d.peakFrom; {
+	case elapsed < w: // (or the clock went back)
+	case elapsed < 2*w:
+		d.prevPeak, d.peak, d.peakFrom = d.peak, 0, d.peakFrom+w
+	default:
+		d.prevPeak, d.peak, d.peakFrom = 0, 0, now-elapsed%w
+	}
+}
+
+// queuePeak returns the most changes a live subscriber's queue held right
+// after the feed queued one, over the current window and the one before:
+// over at least the last queuePeakWindow, and at most twice that. A
+// change is queued under the feed's lock, so the peak is kept as it is,
+// and reporting it walks no subscriber.
+func (d *dispatcher) queuePeak(now int64) int {
+	d.turnPeak(now)
+	return max(d.peak, d.prevPeak)
 }
 
 // groupPlan is the records of a relist's batch that a group selects, and
@@ -272,7 +318,7 @@ func (d *dispatcher) deliverBatch(batch []*record, start position, plans []group
 	offer := func(g *subscriberGroup, deliveries []plannedDelivery) {
 		for m := range g.subs {
 			for _, p := range deliveries {
-				if m.offer(delivery{rec: batch[p.i], variant: p.variant}) {
+				if d.offerTo(m, delivery{rec: batch[p.i], variant: p.variant}) {
 					continue
 				}
 				before := start

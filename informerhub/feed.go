@@ -398,6 +398,7 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo, p *preparedRelist) erro
 func (f *feed) recordLocked(r *record, offset uint32, ev *evaluation) {
 	before := f.store.record(r, offset)
 	f.counters.received.Add(1)
+	f.live.turnPeak(r.received)
 	if ev == nil {
 		ev = &evaluation{}
 	}
@@ -539,17 +540,15 @@ func (f *feed) status(rs *ResourceStatus) {
 	f.store.status(rs)
 }
 
-// levels fills in the feed's current levels, for Stats.
+// levels fills in the feed's current levels, for Stats: what it keeps
+// counted, in O(1), whatever the subscribers and objects.
 func (f *feed) levels(rs *ResourceStats) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.store.levels(rs)
 	rs.UpstreamProgress, rs.UpstreamFailingSince = f.ready.progressAt, f.ready.failingSince
 	rs.SubscriberGroups, rs.Filters, rs.Projections = len(f.live.groups), len(f.admission.filters), len(f.admission.projections)
-	rs.QueueDepths = make([]int, 0, f.live.subscribers)
-	f.live.each(func(m *member) {
-		rs.QueueDepths = append(rs.QueueDepths, len(m.queue))
-	})
+	rs.QueuePeak = f.live.queuePeak(time.Now().UnixNano())
 }
 
 // The feed's side of its disk log (diskFeed).

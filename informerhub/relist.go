@@ -118,6 +118,9 @@ func (f *feed) relistLocked(p *preparedRelist, listRV uint64) {
 		f.store.record(r, relistOffset(i, len(p.records)))
 	}
 	f.counters.received.Add(uint64(len(p.records)))
+	if n := len(p.records); n > 0 {
+		f.live.turnPeak(p.records[n-1].received)
+	}
 	f.live.visits += p.visits
 	f.live.deliverBatch(p.records, start, p.plans, f.live.madeSince(p.made), &f.counters.fellBehind)
 	f.store.endRelist(batchRV)
