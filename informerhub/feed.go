@@ -522,7 +522,7 @@ func (f *feed) expiredLocked(upstream bool) *ExpiredError {
 // evictForMemory evicts the store's oldest records while the hub is over
 // its memory budget, up to the first that arrived after until. It evicts
 // nothing, and reports false, if the feed's lock is taken: the feed is busy
-// (a relist, an index being built), and reclaims after its own work.
+// (recording a relist, say), and reclaims after its own work.
 func (f *feed) evictForMemory(until int64) (evicted int, ok bool) {
 	if !f.mu.TryLock() {
 		return 0, false

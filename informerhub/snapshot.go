@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/google/btree"
+
 	"github.com/informerhub/informerhub/informerhub/projection"
 )
 
@@ -24,13 +26,13 @@ type Snapshot struct {
 // newSnapshot clones the state of the entry's feed for sel.
 func newSnapshot(entry *feedEntry, sel *selector, proj *projection.Projection) (*Snapshot, error) {
 	f := entry.feed
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, f.err
+	tree, pos, build, err := f.cloneFor(sel)
+	if err != nil {
+		return nil, err
 	}
-	tree, _ := f.store.cloneFor(sel)
-	pos := f.store.pos
+	if build != nil {
+		tree, _ = f.buildIndex(build, tree)
+	}
 	return &Snapshot{
 		entry:           entry,
 		feed:            f,
@@ -39,6 +41,18 @@ func newSnapshot(entry *feedEntry, sel *selector, proj *projection.Projection) (
 		resumeToken:     f.events.token(token{pos: pos}),
 		resourceVersion: strconv.FormatUint(pos.rv, 10),
 	}, nil
+}
+
+// cloneFor returns, for a snapshot of sel, a clone of the tree it reads
+// (see store.cloneFor) and its position, under the feed's lock.
+func (f *feed) cloneFor(sel *selector) (*btree.BTreeG[*object], position, *indexBuild, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, position{}, nil, f.err
+	}
+	tree, _, build := f.store.cloneFor(sel)
+	return tree, f.store.pos, build, nil
 }
 
 // ResumeToken is the snapshot's point in time: watching from it yields

@@ -460,14 +460,41 @@ func (st *store) release() {
 // applies all of sel to each object: the tree only narrows what it
 // examines, and holds the objects in the state's order.
 //
-// It may build an index (see labelIndexMinObjects): O(n log n) under the
-// lock, once per key and feed.
-func (st *store) cloneFor(sel *selector) (*btree.BTreeG[*object], *labelPair) {
-	tree, eq, built := st.index.treeFor(sel, st.state)
-	if built {
-		st.log.Info("indexed a label key", "key", eq.key, "values", len(st.index.keys[eq.key]), "objects", st.state.Len())
+// With the clone of the state it may return an index to build (see
+// labelIndexMinObjects), which the caller builds without the lock, and
+// installs (feed.buildIndex): never more than O(1) under the lock.
+func (st *store) cloneFor(sel *selector) (*btree.BTreeG[*object], *labelPair, *indexBuild) {
+	tree, eq, b := st.index.treeFor(sel, st.state)
+	if b != nil {
+		b.seq = st.pos.seq
 	}
-	return tree, eq
+	return tree, eq, b
+}
+
+// installIndex makes the key b built an indexed one, following the changes
+// recorded since the state b was built from; or gives it up, if the feed
+// has stopped or its history no longer holds them all (the next request
+// builds it again). It reports whether it installed it.
+func (st *store) installIndex(b *indexBuild) bool {
+	x := &st.index
+	if st.released || b.seq < st.pos.seq && b.seq+1 < st.history.first {
+		delete(x.building, b.pair.key)
+		return false
+	}
+	x.install(b)
+	key, values := b.pair.key, x.keys[b.pair.key]
+	for seq := b.seq + 1; seq <= st.pos.seq; seq++ {
+		r, _ := st.history.get(seq)
+		switch r.typ {
+		case EventAdded:
+			x.updateKey(key, values, nil, r.obj)
+		case EventModified:
+			x.updateKey(key, values, r.prev, r.obj)
+		case EventDeleted:
+			x.updateKey(key, values, r.prev, nil) // the state's: a watch's DELETED carries a final state
+		}
+	}
+	return true
 }
 
 // status fills in what the store holds, for Resources.
