@@ -383,7 +383,10 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo, p *preparedRelist) erro
 	}
 	p.listRV = listRV
 	if !f.store.synced {
-		f.store.sync(p.objs, listRV)
+		if p.first == nil {
+			p.first, p.grown = stateOf(p.objs)
+		}
+		f.store.sync(p.first, p.grown, listRV)
 		f.ready.markSynced()
 		p.synced = true
 		return nil

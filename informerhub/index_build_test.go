@@ -29,7 +29,8 @@ func newIndexStore(t *testing.T, historySize int) *indexStore {
 	for i := range labelIndexMinObjects + 100 {
 		objs = append(objs, x.object(fmt.Sprint("o", i), []string{"a", "b", ""}[i%3]))
 	}
-	x.st.sync(objs, x.rv)
+	state, size := stateOf(objs)
+	x.st.sync(state, size, x.rv)
 	return x
 }
 

@@ -9,11 +9,12 @@ import (
 )
 
 // preparedRelist is what the informer's handler makes of a list before
-// the feed's lock, as prepare does of a change: the list's objects; once
-// the feed has synced, the list's differences from the state, found in a
-// clone of it, as the records of the relist's batch; the state with them
-// made, in a clone again; and the deliveries of each record to the live
-// groups of when it began, with their filters evaluated (planDeliveries).
+// the feed's lock, as prepare does of a change: the list's objects; the
+// first list's state; once the feed has synced, the list's differences
+// from the state, found in a clone of it, as the records of the relist's
+// batch; the state with them made, in a clone again; and the deliveries of
+// each record to the live groups of when it began, with their filters
+// evaluated (planDeliveries).
 // Under the lock, replaceLocked then installs the state, and records and
 // queues the batch: a relist of thousands of differences after an API
 // server restart holds the lock for its recording only, while CEL, the
@@ -28,6 +29,8 @@ type preparedRelist struct {
 	// objs are the list's objects, once decoded.
 	objs    []*object
 	decoded bool
+	// first is the state of the feed's first list, grown bytes large.
+	first *btree.BTreeG[*object]
 	// planned is set when the rest was prepared, at the state of seq:
 	// records, state (grown bytes larger than seq's), and the deliveries
 	// to the groups made up to made; visits counts the groups the records
@@ -60,9 +63,13 @@ func (f *feed) prepareRelist(info cache.ReplacedAllInfo) *preparedRelist {
 		objs[i] = o
 	}
 	p.objs, p.decoded = objs, true
-	state, groups := f.relistBase(p)
-	if state == nil {
-		return p // the first list, which becomes the state
+	state, groups, synced := f.relistBase(p)
+	switch {
+	case !synced: // the first list, which becomes the state
+		p.first, p.grown = stateOf(p.objs)
+		return p
+	case state == nil: // stopped
+		return p
 	}
 	p.records = differences(state, p.objs)
 	p.state, p.grown = applied(state, p.records)
@@ -71,18 +78,18 @@ func (f *feed) prepareRelist(info cache.ReplacedAllInfo) *preparedRelist {
 }
 
 // relistBase returns a clone of the state and the live groups, and notes
-// in p what they are as of; a nil state before the feed has synced, or
-// after it stopped. It takes the feed's lock for an O(1) clone and a copy
-// of the groups.
-func (f *feed) relistBase(p *preparedRelist) (*btree.BTreeG[*object], []*subscriberGroup) {
+// in p what they are as of; or whether the feed has synced at all, and a
+// nil state if it has stopped. It takes the feed's lock for an O(1) clone
+// and a copy of the groups.
+func (f *feed) relistBase(p *preparedRelist) (state *btree.BTreeG[*object], groups []*subscriberGroup, synced bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.store.synced || f.err != nil {
-		return nil, nil
+		return nil, nil, f.store.synced
 	}
 	groups, made := f.live.groupsLocked()
 	p.planned, p.seq, p.made = true, f.store.pos.seq, made
-	return f.store.state.Clone(), groups
+	return f.store.state.Clone(), groups, true
 }
 
 // plannedAt reports whether p holds the relist's records, state and

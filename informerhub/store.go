@@ -106,13 +106,26 @@ func (st *store) delete(o *object) (prev *object, existed bool) {
 	return prev, existed
 }
 
+// stateOf returns a state of objs, and the bytes its objects hold.
+func stateOf(objs []*object) (*btree.BTreeG[*object], int64) {
+	state, size := btree.NewG(btreeDegree, objectLess), int64(0)
+	for _, o := range objs {
+		if prev, ok := state.ReplaceOrInsert(o); ok {
+			size -= objectSize(prev)
+		}
+		size += objectSize(o)
+	}
+	return state, size
+}
+
 // sync takes the initial list, at listRV, as the state, and starts the
 // history there. When the list is the disk's state (restore), the records
-// continue the disk's, and this run is one more epoch.
-func (st *store) sync(objs []*object, listRV uint64) {
-	for _, o := range objs {
-		st.put(o)
-	}
+// continue the disk's, and this run is one more epoch. The state, of size
+// bytes, is made from the list beforehand (stateOf), without the feed's
+// lock: nothing reads it before the feed has synced.
+func (st *store) sync(state *btree.BTreeG[*object], size int64, listRV uint64) {
+	st.state = state
+	st.stateBytes.Force(size)
 	var base uint64 // the seq of the initial state
 	floorAt := time.Now().UnixNano()
 	if r := st.restore; r != nil {
