@@ -315,7 +315,7 @@ func PrepareList(h *Hub, gvr schema.GroupVersionResource, rv uint64, objs []RawC
 	f := feedOf(h, gvr)
 	deltas := listDeltas(rv, objs)
 	prepared := f.prepare(deltas)
-	return func() error { return f.record(deltas, prepared) }
+	return func() error { return f.apply(deltas, prepared) }
 }
 
 // ProbeLock takes and releases the lock of the resource type's feed over

@@ -227,12 +227,12 @@ func (f *feed) process(obj any, _ bool) (err error) {
 	if !ok {
 		return fmt.Errorf("informerhub: process got %T, not cache.Deltas", obj)
 	}
-	return f.record(deltas, f.prepare(deltas)) // filters and relists before the lock
+	return f.apply(deltas, f.prepare(deltas)) // filters and relists before the lock
 }
 
-// record takes deltas under the feed's lock, with what prepare made of
+// apply takes deltas under the feed's lock, with what prepare made of
 // them.
-func (f *feed) record(deltas cache.Deltas, prepared []prepared) error {
+func (f *feed) apply(deltas cache.Deltas, prepared []prepared) error {
 	// After the lock is released: it may evict from any feed, this one too.
 	defer f.hub.memory.reclaim()
 	f.mu.Lock()
