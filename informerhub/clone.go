@@ -51,8 +51,10 @@ type stateClones struct {
 }
 
 // replaced counts an object the state replaced or deleted.
-func (cs *stateClones) replaced(o *object) {
-	n := objectSize(o)
+func (cs *stateClones) replaced(o *object) { cs.replacedBytes(objectSize(o)) }
+
+// replacedBytes counts objects of n bytes the state replaced or deleted.
+func (cs *stateClones) replacedBytes(n int64) {
 	cs.churn += n
 	if len(cs.open) > 0 && !cs.released {
 		cs.kept.Force(n)

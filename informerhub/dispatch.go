@@ -3,6 +3,7 @@ package informerhub
 import (
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
 	"github.com/informerhub/informerhub/informerhub/fieldset"
@@ -57,6 +58,12 @@ type subscriberGroup struct {
 	// visited is the walk of candidates that last visited the group, so
 	// that a change reaching it through several triggers matches it once.
 	visited uint64
+	// made numbers the group among those its dispatcher made (see
+	// dispatcher.made).
+	made uint64
+	// of is, in a planner's copy of the groups (see planDeliveries), the
+	// live group the copy stands for; nil in the dispatcher's own.
+	of *subscriberGroup
 }
 
 // dispatcher holds a feed's live subscribers (members). It belongs to its
@@ -72,6 +79,15 @@ type dispatcher struct {
 	// change does not look up its object's labels.
 	labelGroups int
 	subscribers int
+	// made counts the groups made: a relist's deliveries planned before
+	// the feed's lock concern the groups made until then (see
+	// deliverBatch).
+	made uint64
+	// peak is the fullest a subscriber's queue was right after a change
+	// was queued to it, in the window of queuePeakWindow from peakFrom
+	// (Unix nanoseconds); prevPeak, in the window before. See queuePeak.
+	peak, prevPeak int
+	peakFrom       int64
 	// stamp numbers the walks of candidates, to visit each group once.
 	stamp uint64
 	// visits counts the groups matched against changes, for tests and
@@ -98,7 +114,8 @@ func (d *dispatcher) add(m *member) {
 	sel := m.lease.sel
 	g := d.groups[sel.key]
 	if g == nil {
-		g = &subscriberGroup{sel: sel, subs: map[*member]struct{}{}}
+		d.made++
+		g = &subscriberGroup{sel: sel, subs: map[*member]struct{}{}, made: d.made}
 		g.trigger, g.indexed = sel.trigger()
 		d.groups[sel.key] = g
 		d.index(g)
@@ -206,21 +223,197 @@ func (d *dispatcher) deliver(r *record, ev *evaluation, before position, fellBeh
 	}
 	d.candidates(r.obj, r.prev, func(g *subscriberGroup) {
 		d.visits++
-		v, undecided := g.sel.variant(r, ev)
-		if v == variantNone {
-			return
+		if v := g.variantOf(r, ev); v != variantNone {
+			d.offer(g, r, v, before, fellBehind)
 		}
-		if undecided != nil {
-			v |= undecidedFlag
+	})
+}
+
+// variantOf is how the group's subscribers see r (variantNone: not at
+// all), flagged when the filter could not decide (see verdict).
+func (g *subscriberGroup) variantOf(r *record, ev *evaluation) variant {
+	v, undecided := g.sel.variant(r, ev)
+	if v != variantNone && undecided != nil {
+		v |= undecidedFlag
+	}
+	return v
+}
+
+// offer queues r, as v, for every subscriber of g; see deliver.
+func (d *dispatcher) offer(g *subscriberGroup, r *record, v variant, before position, fellBehind *atomic.Uint64) {
+	for m := range g.subs {
+		if !d.offerTo(m, delivery{rec: r, variant: v}) {
+			d.remove(m)
+			m.fellBehind(before)
+			fellBehind.Add(1)
 		}
+	}
+}
+
+// offerTo queues dl for m without waiting, and reports whether there was
+// room, keeping the queues' peak.
+func (d *dispatcher) offerTo(m *member, dl delivery) bool {
+	if !m.offer(dl) {
+		return false
+	}
+	// Racing the reader, which only shortens the queue: the peak may be
+	// less than it was, never more.
+	d.peak = max(d.peak, len(m.queue))
+	return true
+}
+
+// queuePeakWindow is the window of a queue peak (see queuePeak).
+const queuePeakWindow = 30 * time.Second
+
+// turnPeak starts the window of the queues' peak that now falls in, on a
+// grid of queuePeakWindow: peaks older than the previous window are gone.
+// The feed calls it before each change is queued, and when it reports the
+// peak.
+func (d *dispatcher) turnPeak(now int64) {
+	w := int64(queuePeakWindow)
+	switch elapsed := now - d.peakFrom; {
+	case elapsed < w: // (or the clock went back)
+	case elapsed < 2*w:
+		d.prevPeak, d.peak, d.peakFrom = d.peak, 0, d.peakFrom+w
+	default:
+		d.prevPeak, d.peak, d.peakFrom = 0, 0, now-elapsed%w
+	}
+}
+
+// queuePeak returns the most changes a live subscriber's queue held right
+// after the feed queued one, over the current window and the one before:
+// over at least the last queuePeakWindow, and at most twice that. A
+// change is queued under the feed's lock, so the peak is kept as it is,
+// and reporting it walks no subscriber.
+func (d *dispatcher) queuePeak(now int64) int {
+	d.turnPeak(now)
+	return max(d.peak, d.prevPeak)
+}
+
+// groupPlan is the records of a relist's batch that a group selects, and
+// how: its deliveries, planned before the feed's lock (see planDeliveries).
+type groupPlan struct {
+	group      *subscriberGroup
+	deliveries []plannedDelivery
+}
+
+// plannedDelivery is the i-th record of a batch, and how a group sees it.
+type plannedDelivery struct {
+	i       int32
+	variant variant
+}
+
+// deliverBatch is deliver for the records of a relist's batch, recorded
+// from the position start on, whose deliveries to the groups made up to
+// some point were planned before the feed's lock, from a copy of them
+// (planDeliveries). It queues for each subscriber of a planned group (one
+// that joined it since included) its group's records one after the other,
+// rather than each record to every subscriber in turn, so that a
+// subscriber's reader wakes for a run of records rather than for each;
+// groups made since, newer, are matched under the lock, as deliver would
+// (evaluating their filters). A planned group removed since has no
+// subscribers left. A subscriber whose queue is full falls behind from the
+// position before the record that did not fit.
+func (d *dispatcher) deliverBatch(batch []*record, start position, plans []groupPlan, newer []*subscriberGroup, fellBehind *atomic.Uint64) {
+	offer := func(g *subscriberGroup, deliveries []plannedDelivery) {
 		for m := range g.subs {
-			if !m.offer(delivery{rec: r, variant: v}) {
+			for _, p := range deliveries {
+				if d.offerTo(m, delivery{rec: batch[p.i], variant: p.variant}) {
+					continue
+				}
+				before := start
+				if p.i > 0 {
+					before = batch[p.i-1].pos
+				}
 				d.remove(m)
 				m.fellBehind(before)
 				fellBehind.Add(1)
+				break
 			}
 		}
-	})
+	}
+	for _, p := range plans {
+		offer(p.group, p.deliveries)
+	}
+	for _, g := range newer {
+		var deliveries []plannedDelivery
+		for i, r := range batch {
+			d.visits++
+			// The objects cache what their filters decide.
+			if v := g.variantOf(r, nil); v != variantNone {
+				deliveries = append(deliveries, plannedDelivery{i: int32(i), variant: v})
+			}
+		}
+		offer(g, deliveries)
+	}
+}
+
+// groupsLocked returns the live groups, and the number of groups made so
+// far, for planDeliveries. The groups' selectors and triggers never
+// change: a planner reads them without the lock.
+func (d *dispatcher) groupsLocked() ([]*subscriberGroup, uint64) {
+	groups := make([]*subscriberGroup, 0, len(d.groups))
+	for _, g := range d.groups {
+		groups = append(groups, g)
+	}
+	return groups, d.made
+}
+
+// madeSince returns the live groups made after the first made.
+func (d *dispatcher) madeSince(made uint64) []*subscriberGroup {
+	if d.made == made {
+		return nil
+	}
+	var newer []*subscriberGroup
+	for _, g := range d.groups {
+		if g.made > made {
+			newer = append(newer, g)
+		}
+	}
+	return newer
+}
+
+// planDeliveries plans, before the feed's lock, the deliveries of a
+// relist's batch to groups, the live groups when the relist began: for
+// each group, the records it selects and how, as deliver would find them,
+// in a copy of the groups indexed by their triggers. The filters of the
+// groups a record may concern are evaluated on it, its objects decoded
+// once for all of them. visits counts the groups the records were matched
+// against.
+func planDeliveries(groups []*subscriberGroup, batch []*record) (plans []groupPlan, visits uint64) {
+	planner := newDispatcher()
+	var filters []*celfilter.Filter
+	for _, g := range groups {
+		c := &subscriberGroup{sel: g.sel, trigger: g.trigger, indexed: g.indexed, of: g}
+		planner.groups[g.sel.key] = c
+		planner.index(c)
+		if f := g.sel.filter; f != nil && !slices.Contains(filters, f) {
+			filters = append(filters, f)
+		}
+	}
+	var shared evaluation
+	if len(filters) > 0 {
+		shared.share(filters)
+	}
+	planOf := map[*subscriberGroup]int{} // by the copy, the index of the group's plan
+	for i, r := range batch {
+		ev := &evaluation{reads: shared.reads, shared: shared.shared}
+		planner.candidates(r.obj, r.prev, func(g *subscriberGroup) {
+			planner.visits++
+			v := g.variantOf(r, ev)
+			if v == variantNone {
+				return
+			}
+			k, ok := planOf[g]
+			if !ok {
+				k = len(plans)
+				planOf[g] = k
+				plans = append(plans, groupPlan{group: g.of})
+			}
+			plans[k].deliveries = append(plans[k].deliveries, plannedDelivery{i: int32(i), variant: v})
+		})
+	}
+	return plans, planner.visits
 }
 
 // filterOn is a filter to evaluate on an object.

@@ -22,6 +22,9 @@ type evaluation struct {
 	// paths some filters read (projection.Whole: whole).
 	decoded []decodedObject
 	results []evaluated
+	// byKey indexes results once they are many (past manyResults), so
+	// that the groups of a change with many filters find theirs in O(1).
+	byKey map[evaluatedKey]verdict
 	// reads, when set, is what the filters shared holds read of every
 	// object, together (see share): each object of the change is decoded
 	// once, for all of them.
@@ -40,6 +43,15 @@ type evaluated struct {
 	id  uint64
 	verdict
 }
+
+// evaluatedKey is an object and a filter's ID.
+type evaluatedKey struct {
+	obj *object
+	id  uint64
+}
+
+// manyResults is the most results an evaluation looks up one by one.
+const manyResults = 16
 
 // verdict is what a filter decided on an object: whether it selects it,
 // and, when it could not decide, why.
@@ -132,6 +144,10 @@ func (ev *evaluation) result(o *object, f *celfilter.Filter) (verdict, bool) {
 	if ev == nil {
 		return verdict{}, false
 	}
+	if ev.byKey != nil {
+		v, ok := ev.byKey[evaluatedKey{o, f.ID()}]
+		return v, ok
+	}
 	for _, r := range ev.results {
 		if r.obj == o && r.id == f.ID() {
 			return r.verdict, true
@@ -141,15 +157,25 @@ func (ev *evaluation) result(o *object, f *celfilter.Filter) (verdict, bool) {
 }
 
 func (ev *evaluation) remember(o *object, f *celfilter.Filter, v verdict) {
-	if ev != nil {
-		ev.results = append(ev.results, evaluated{obj: o, id: f.ID(), verdict: v})
+	if ev == nil {
+		return
+	}
+	ev.results = append(ev.results, evaluated{obj: o, id: f.ID(), verdict: v})
+	switch {
+	case ev.byKey != nil:
+		ev.byKey[evaluatedKey{o, f.ID()}] = v
+	case len(ev.results) > manyResults:
+		ev.byKey = make(map[evaluatedKey]verdict, 2*len(ev.results))
+		for _, r := range ev.results {
+			ev.byKey[evaluatedKey{r.obj, r.id}] = r.verdict
+		}
 	}
 }
 
 // reset forgets the objects and results, for the next object of a scan.
 func (ev *evaluation) reset() {
 	clear(ev.decoded)
-	ev.decoded, ev.results = ev.decoded[:0], ev.results[:0]
+	ev.decoded, ev.results, ev.byKey = ev.decoded[:0], ev.results[:0], nil
 }
 
 // value returns the CEL value of o as f reads it, decoding it on first use.

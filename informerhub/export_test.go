@@ -1,6 +1,7 @@
 package informerhub
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -242,13 +243,20 @@ func IdleTimerArmed(h *Hub, gvr schema.GroupVersionResource) bool {
 
 // QuietSource is a Source whose resource types list empty at version rv
 // and whose watches never deliver: benchmarks feed the handler themselves
-// (ProcessRaw).
+// (ProcessRaw, ProcessList).
 func QuietSource(rv uint64) Source { return quietSource{rv: rv} }
 
 type quietSource struct{ rv uint64 }
 
+// listThenWatch is a ListWatch the Reflector lists with a LIST, as it
+// would a source without WatchList, whose watch never delivers the
+// initial events' bookmark.
+type listThenWatch struct{ *cache.ListWatch }
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
 func (s quietSource) ListerWatcher(upstream.ResourceInfo) cache.ListerWatcher {
-	return &cache.ListWatch{
+	return listThenWatch{&cache.ListWatch{
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
 			list := &upstream.ObjectList{}
 			list.ResourceVersion = strconv.FormatUint(s.rv, 10)
@@ -257,24 +265,94 @@ func (s quietSource) ListerWatcher(upstream.ResourceInfo) cache.ListerWatcher {
 		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
 			return watch.NewFake(), nil
 		},
-	}
+	}}
 }
 
-// RawChange is an object as the API server would send it, for ProcessRaw.
+// RawChange is an object as the API server would send it, for ProcessRaw
+// and ProcessList. Labels must be those of its JSON; UID defaults to
+// "uid-" and its name.
 type RawChange struct {
-	Namespace, Name string
-	RV              uint64
-	JSON            string
+	Namespace, Name, UID string
+	RV                   uint64
+	Labels               map[string]string
+	JSON                 string
+}
+
+func (c RawChange) object() *upstream.Object {
+	raw := &upstream.Object{JSON: []byte(c.JSON)}
+	raw.Namespace, raw.Name, raw.UID = c.Namespace, c.Name, types.UID(cmp.Or(c.UID, "uid-"+c.Name))
+	raw.ResourceVersion = strconv.FormatUint(c.RV, 10)
+	raw.Labels = c.Labels
+	return raw
 }
 
 // ProcessRaw hands the resource type's running feed one change, as its
 // informer would.
 func ProcessRaw(h *Hub, gvr schema.GroupVersionResource, c RawChange) error {
+	return feedOf(h, gvr).process(cache.Deltas{{Type: cache.Updated, Object: c.object()}}, false)
+}
+
+// ProcessList hands the resource type's running feed a list at rv, as its
+// informer does when it lists again: the feed records the list's
+// differences from its state as one relist batch.
+func ProcessList(h *Hub, gvr schema.GroupVersionResource, rv uint64, objs []RawChange) error {
+	return feedOf(h, gvr).process(listDeltas(rv, objs), false)
+}
+
+func listDeltas(rv uint64, objs []RawChange) cache.Deltas {
+	items := make([]any, len(objs))
+	for i, c := range objs {
+		items[i] = c.object()
+	}
+	list := cache.ReplacedAllInfo{ResourceVersion: strconv.FormatUint(rv, 10), Objects: items}
+	return cache.Deltas{{Type: cache.ReplacedAll, Object: list}}
+}
+
+// PrepareList does for a list what the informer's handler does before
+// taking the feed's lock (see ProcessList), and returns what it does under
+// the lock: calling that completes the handling of the list.
+func PrepareList(h *Hub, gvr schema.GroupVersionResource, rv uint64, objs []RawChange) (record func() error) {
 	f := feedOf(h, gvr)
-	raw := &upstream.Object{JSON: []byte(c.JSON)}
-	raw.Namespace, raw.Name, raw.UID = c.Namespace, c.Name, types.UID("uid-"+c.Name)
-	raw.ResourceVersion = strconv.FormatUint(c.RV, 10)
-	return f.process(cache.Deltas{{Type: cache.Updated, Object: raw}}, false)
+	deltas := listDeltas(rv, objs)
+	prepared := f.prepare(deltas)
+	return func() error { return f.apply(deltas, prepared) }
+}
+
+// ProbeLock takes and releases the lock of the resource type's feed over
+// and over, on a goroutine of its own, until the function it returns is
+// called; that returns the longest the probe waited for the lock, which is
+// about the longest anyone held it meanwhile (plus the time the scheduler
+// took to wake the probe), and how many times it took it.
+func ProbeLock(h *Hub, gvr schema.GroupVersionResource) (stop func() (longest time.Duration, probes int)) {
+	f := feedOf(h, gvr)
+	quit := make(chan struct{})
+	type result struct {
+		longest time.Duration
+		probes  int
+	}
+	done := make(chan result)
+	go func() {
+		var r result
+		for {
+			select {
+			case <-quit:
+				done <- r
+				return
+			default:
+			}
+			start := time.Now()
+			f.mu.Lock()
+			waited := time.Since(start)
+			f.mu.Unlock()
+			r.longest = max(r.longest, waited)
+			r.probes++
+		}
+	}()
+	return func() (time.Duration, int) {
+		close(quit)
+		r := <-done
+		return r.longest, r.probes
+	}
 }
 
 // CutDisk deletes the resource type's records before seq from the disk, as

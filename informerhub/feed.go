@@ -227,11 +227,25 @@ func (f *feed) process(obj any, _ bool) (err error) {
 	if !ok {
 		return fmt.Errorf("informerhub: process got %T, not cache.Deltas", obj)
 	}
-	prepared := f.prepare(deltas) // filters, before the lock
+	return f.apply(deltas, f.prepare(deltas)) // filters and relists before the lock
+}
+
+// apply takes deltas under the feed's lock, with what prepare made of
+// them.
+func (f *feed) apply(deltas cache.Deltas, prepared []prepared) error {
 	// After the lock is released: it may evict from any feed, this one too.
 	defer f.hub.memory.reclaim()
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	locked := time.Now()
+	defer func() {
+		held := time.Since(locked)
+		f.mu.Unlock()
+		for _, p := range prepared {
+			if p.relist != nil {
+				p.relist.log(f.log, held)
+			}
+		}
+	}()
 	if f.err != nil {
 		return nil
 	}
@@ -299,7 +313,7 @@ func (f *feed) applyLocked(d cache.Delta, p prepared) error {
 		if !ok {
 			return fmt.Errorf("ReplacedAll delta holds %T", d.Object)
 		}
-		return f.replaceLocked(info)
+		return f.replaceLocked(info, p.relist)
 	case cache.Bookmark:
 		info, ok := d.Object.(cache.BookmarkInfo)
 		if !ok {
@@ -353,36 +367,34 @@ func typeOf(existed bool) EventType {
 
 // replaceLocked takes a LIST: the first one becomes the initial state; a
 // later one (a relist after the watch failed or expired) is turned into the
-// true differences against the state, recorded as one batch.
-func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
+// true differences against the state, recorded as one batch (relistLocked).
+// p is what prepare made of it before the lock, which it completes with
+// what it did, for process to log once it has released the lock.
+func (f *feed) replaceLocked(info cache.ReplacedAllInfo, p *preparedRelist) error {
 	listRV, err := parseResourceVersion(info.ResourceVersion)
 	if err != nil {
 		return fmt.Errorf("list: %w", err)
 	}
-	objs := make([]*object, len(info.Objects))
-	for i, obj := range info.Objects {
-		if objs[i], err = newObject(obj); err != nil {
-			return err
+	if !p.decoded {
+		p.objs = make([]*object, len(info.Objects))
+		for i, obj := range info.Objects {
+			if p.objs[i], err = newObject(obj); err != nil {
+				return err
+			}
 		}
+		p.decoded = true
 	}
+	p.listRV = listRV
 	if !f.store.synced {
-		f.store.sync(objs, listRV)
+		if p.first == nil {
+			p.first, p.grown = stateOf(p.objs)
+		}
+		f.store.sync(p.first, p.grown, listRV)
 		f.ready.markSynced()
-		f.log.Info("informer synced", "objects", len(objs), "resourceVersion", listRV)
+		p.synced = true
 		return nil
 	}
-	changes, batchRV := f.store.relist(objs, listRV)
-	f.counters.relists.Add(1)
-	f.log.Info("informer relisted", "objects", len(objs), "changes", len(changes), "resourceVersion", listRV)
-	for i, c := range changes {
-		f.store.apply(c)
-		offset := uint32(i + 1)
-		if i == len(changes)-1 {
-			offset = 0 // the batch is complete: the position is batchRV
-		}
-		f.recordLocked(&record{typ: c.typ, obj: c.obj, prev: c.prev, rv: batchRV, fromRelist: true}, offset, nil)
-	}
-	f.store.endRelist(batchRV)
+	f.relistLocked(p, listRV)
 	return nil
 }
 
@@ -392,6 +404,7 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo) error {
 func (f *feed) recordLocked(r *record, offset uint32, ev *evaluation) {
 	before := f.store.record(r, offset)
 	f.counters.received.Add(1)
+	f.live.turnPeak(r.received)
 	if ev == nil {
 		ev = &evaluation{}
 	}
@@ -403,10 +416,12 @@ func (f *feed) recordLocked(r *record, offset uint32, ev *evaluation) {
 
 // prepared is what the informer's handler makes of a delta before the
 // feed's lock: its object, and the evaluation of the filters in use on it
-// and on the state it replaces.
+// and on the state it replaces; or, for a list, what prepareRelist makes
+// of it (never nil).
 type prepared struct {
-	obj  *object
-	eval *evaluation
+	obj    *object
+	eval   *evaluation
+	relist *preparedRelist
 }
 
 // prepare evaluates filters on the objects of deltas before the feed's
@@ -418,13 +433,24 @@ type prepared struct {
 // groups the object may concern (by their triggers) whose namespace, label
 // and field selectors select it: a filter costs only the objects its
 // subscribers would otherwise receive. Only the groups that go live in
-// between, and a relist's changes, have their filters evaluated under the
-// lock.
+// between have their filters evaluated under the lock. A list, which
+// RealFIFO hands over alone, is prepared by prepareRelist.
 //
 // It returns nothing to reuse when no filter is in use, and for what it
 // cannot prepare (applyLocked reports its errors).
 func (f *feed) prepare(deltas cache.Deltas) []prepared {
 	out := make([]prepared, len(deltas))
+	if len(deltas) == 1 && deltas[0].Type == cache.ReplacedAll {
+		if info, ok := deltas[0].Object.(cache.ReplacedAllInfo); ok {
+			out[0].relist = f.prepareRelist(info)
+			return out
+		}
+	}
+	for i, d := range deltas {
+		if d.Type == cache.ReplacedAll {
+			out[i].relist = &preparedRelist{} // found under the lock
+		}
+	}
 	plans := f.planLocked(deltas, out)
 	for i, plan := range plans {
 		if len(plan) == 0 {
@@ -505,7 +531,7 @@ func (f *feed) expiredLocked(upstream bool) *ExpiredError {
 // evictForMemory evicts the store's oldest records while the hub is over
 // its memory budget, up to the first that arrived after until. It evicts
 // nothing, and reports false, if the feed's lock is taken: the feed is busy
-// (a relist, an index being built), and reclaims after its own work.
+// (recording a relist, say), and reclaims after its own work.
 func (f *feed) evictForMemory(until int64) (evicted int, ok bool) {
 	if !f.mu.TryLock() {
 		return 0, false
@@ -523,17 +549,15 @@ func (f *feed) status(rs *ResourceStatus) {
 	f.store.status(rs)
 }
 
-// levels fills in the feed's current levels, for Stats.
+// levels fills in the feed's current levels, for Stats: what it keeps
+// counted, in O(1), whatever the subscribers and objects.
 func (f *feed) levels(rs *ResourceStats) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.store.levels(rs)
 	rs.UpstreamProgress, rs.UpstreamFailingSince = f.ready.progressAt, f.ready.failingSince
 	rs.SubscriberGroups, rs.Filters, rs.Projections = len(f.live.groups), len(f.admission.filters), len(f.admission.projections)
-	rs.QueueDepths = make([]int, 0, f.live.subscribers)
-	f.live.each(func(m *member) {
-		rs.QueueDepths = append(rs.QueueDepths, len(m.queue))
-	})
+	rs.QueuePeak = f.live.queuePeak(time.Now().UnixNano())
 }
 
 // The feed's side of its disk log (diskFeed).

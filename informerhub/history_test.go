@@ -120,7 +120,9 @@ func TestLabelIndexCountsItsEntries(t *testing.T) {
 		return o
 	}
 	put("a", "x")
-	x.build("team", state)
+	build := &indexBuild{pair: labelPair{"team", "x"}, freelist: x.freelist}
+	build.run(state)
+	x.install(build)
 	put("b", "x")
 	put("c", "y")
 	put("a", "y") // moves from x to y

@@ -273,8 +273,8 @@ func TestSlowSubscriberFallsBehindAlone(t *testing.T) {
 	if _, err := stalled.Next(wait); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("stalled subscriber, caught up: %v, want to wait for the next change", err)
 	}
-	if st := h.Stats(); len(st[0].QueueDepths) != 2 {
-		t.Fatalf("queue depths %v: want both subscribers live", st[0].QueueDepths)
+	if n := informerhub.LiveSubscribers(h, configMaps); n != 2 {
+		t.Fatalf("%d live subscribers, want both", n)
 	}
 	c.cms().Add(configMap("z", "after", nil, ""))
 	if e := toEv(t, nextChange(t, stalled)); e.Key != "z/after" {

@@ -11,9 +11,10 @@ import (
 // A feed indexes label keys on demand, like the watch cache's indexers but
 // chosen by the requests: the first snapshot or initial events whose label
 // selector requires k=v, on a state of at least labelIndexMinObjects, builds
-// an index of k. The index then follows every change for the feed's
-// lifetime, and snapshots and initial events that require k=v read only the
-// objects with that label instead of the whole state.
+// an index of k, without the feed's lock, from the clone of the state it
+// reads anyway (indexBuild). The index then follows every change for the
+// feed's lifetime, and snapshots and initial events that require k=v read
+// only the objects with that label instead of the whole state.
 const (
 	// labelIndexMinObjects is the state size from which an index is worth
 	// building: smaller states are scanned.
@@ -34,6 +35,10 @@ const (
 // without it.
 type labelIndex struct {
 	keys map[string]map[string]*btree.BTreeG[*object]
+	// building are the keys being indexed without the lock: requests
+	// that need one meanwhile scan, and it counts against
+	// maxLabelIndexKeys.
+	building map[string]bool
 	// freelist is shared by every tree: a tree's own would cost more than
 	// most trees hold.
 	freelist *btree.FreeListG[*object]
@@ -53,6 +58,7 @@ const (
 func newLabelIndex(mem *budget.Bytes) labelIndex {
 	return labelIndex{
 		keys:     map[string]map[string]*btree.BTreeG[*object]{},
+		building: map[string]bool{},
 		freelist: btree.NewFreeListG[*object](btree.DefaultFreeListSize),
 		bytes:    budget.Counter(mem),
 	}
@@ -99,22 +105,27 @@ func equalities(s labels.Selector) []labelPair {
 // one cur; either may be nil (an object added or deleted).
 func (x *labelIndex) update(prev, cur *object) {
 	for key, values := range x.keys {
-		var prevValue, curValue string
-		prevOK := prev != nil
-		if prevOK {
-			prevValue, prevOK = prev.labels[key]
-		}
-		curOK := cur != nil
-		if curOK {
-			curValue, curOK = cur.labels[key]
-		}
-		if prevOK && (!curOK || prevValue != curValue) {
-			x.remove(values, prevValue, prev)
-		}
-		if curOK {
-			// Also replaces prev when the value did not change.
-			x.insert(values, curValue, cur)
-		}
+		x.updateKey(key, values, prev, cur)
+	}
+}
+
+// updateKey is update for one key, whose trees are values.
+func (x *labelIndex) updateKey(key string, values map[string]*btree.BTreeG[*object], prev, cur *object) {
+	var prevValue, curValue string
+	prevOK := prev != nil
+	if prevOK {
+		prevValue, prevOK = prev.labels[key]
+	}
+	curOK := cur != nil
+	if curOK {
+		curValue, curOK = cur.labels[key]
+	}
+	if prevOK && (!curOK || prevValue != curValue) {
+		x.remove(values, prevValue, prev)
+	}
+	if curOK {
+		// Also replaces prev when the value did not change.
+		x.insert(values, curValue, cur)
 	}
 }
 
@@ -145,23 +156,13 @@ func (x *labelIndex) remove(values map[string]*btree.BTreeG[*object], value stri
 	}
 }
 
-// build indexes key over state.
-func (x *labelIndex) build(key string, state *btree.BTreeG[*object]) {
-	values := map[string]*btree.BTreeG[*object]{}
-	state.Ascend(func(o *object) bool {
-		if v, ok := o.labels[key]; ok {
-			x.insert(values, v, o)
-		}
-		return true
-	})
-	x.keys[key] = values
-}
-
 // treeFor returns a clone of the tree of sel's most selective indexed
 // equality, and the equality; or a clone of state and nil when it has none
-// (see store.cloneFor). built says it indexed the equality's key for this,
-// which it does the first time a large state is asked for it.
-func (x *labelIndex) treeFor(sel *selector, state *btree.BTreeG[*object]) (tree *btree.BTreeG[*object], eq *labelPair, built bool) {
+// (see store.cloneFor). When sel's first equality is worth indexing (a
+// large state, a key neither indexed nor being indexed, room for one more)
+// it also returns the build of its key, for the caller to run from the
+// clone of state without the feed's lock (indexBuild).
+func (x *labelIndex) treeFor(sel *selector, state *btree.BTreeG[*object]) (tree *btree.BTreeG[*object], eq *labelPair, b *indexBuild) {
 	pairs := equalities(sel.labels)
 	best, bestLen := -1, 0
 	for i, p := range pairs {
@@ -177,19 +178,85 @@ func (x *labelIndex) treeFor(sel *selector, state *btree.BTreeG[*object]) (tree 
 			best, bestLen = i, n
 		}
 	}
-	if best < 0 && len(pairs) > 0 && state.Len() >= labelIndexMinObjects && len(x.keys) < maxLabelIndexKeys {
-		// The first equality is as good a guess as any: selectivity is
-		// unknown until its key is indexed.
-		best, built = 0, true
-		x.build(pairs[0].key, state)
-	}
 	if best < 0 {
-		return state.Clone(), nil, false
+		if len(pairs) > 0 && state.Len() >= labelIndexMinObjects && len(x.keys)+len(x.building) < maxLabelIndexKeys &&
+			!x.building[pairs[0].key] {
+			// The first equality is as good a guess as any: selectivity is
+			// unknown until its key is indexed.
+			x.building[pairs[0].key] = true
+			b = &indexBuild{pair: pairs[0], freelist: x.freelist}
+		}
+		return state.Clone(), nil, b
 	}
 	p := &pairs[best]
 	if t := x.keys[p.key][p.value]; t != nil {
-		return t.Clone(), p, built
+		return t.Clone(), p, nil
 	}
 	// No object carries the label: nothing matches.
-	return btree.NewWithFreeListG(labelIndexDegree, objectLess, x.freelist), p, built
+	return btree.NewWithFreeListG(labelIndexDegree, objectLess, x.freelist), p, nil
+}
+
+// indexBuild indexes a label key without the feed's lock. The request
+// whose equality (pair) is worth indexing gets, under the lock, a clone of
+// the state at seq and the build (store.cloneFor); it builds the key's
+// trees from the clone without the lock (run), reads its own value's
+// tree, which is as of its clone, and installs the trees for every later
+// request under the lock again (store.installIndex), which follows the
+// changes recorded meanwhile. The lock is held for them only: not for
+// the O(n log n) of the build.
+type indexBuild struct {
+	pair     labelPair
+	seq      uint64
+	freelist *btree.FreeListG[*object]
+	// values are the key's trees, of entries objects in all.
+	values  map[string]*btree.BTreeG[*object]
+	entries int
+}
+
+// run indexes the build's key over state, a clone nobody else writes, and
+// returns the tree of the build's equality, a clone the caller owns.
+func (b *indexBuild) run(state *btree.BTreeG[*object]) *btree.BTreeG[*object] {
+	b.values = map[string]*btree.BTreeG[*object]{}
+	state.Ascend(func(o *object) bool {
+		v, ok := o.labels[b.pair.key]
+		if !ok {
+			return true
+		}
+		t := b.values[v]
+		if t == nil {
+			t = btree.NewWithFreeListG(labelIndexDegree, objectLess, b.freelist)
+			b.values[v] = t
+		}
+		t.ReplaceOrInsert(o)
+		b.entries++
+		return true
+	})
+	if t := b.values[b.pair.value]; t != nil {
+		return t.Clone()
+	}
+	return btree.NewWithFreeListG(labelIndexDegree, objectLess, b.freelist)
+}
+
+// install makes b's key, run, an indexed one, as of the state b ran on.
+func (x *labelIndex) install(b *indexBuild) {
+	delete(x.building, b.pair.key)
+	x.keys[b.pair.key] = b.values
+	x.bytes.Force(int64(b.entries)*labelIndexEntryBytes + int64(len(b.values))*labelIndexValueBytes)
+}
+
+// buildIndex runs b, an index cloneFor asked to build, for a request that
+// reads tree, a clone of the state, and returns the tree and equality the
+// request reads instead: the tree of its equality in the new index. It
+// installs the index under the feed's lock.
+func (f *feed) buildIndex(b *indexBuild, tree *btree.BTreeG[*object]) (*btree.BTreeG[*object], *labelPair) {
+	objects := tree.Len()
+	narrowed := b.run(tree)
+	values := len(b.values) // the feed's once installed
+	f.mu.Lock()
+	installed := f.store.installIndex(b)
+	f.mu.Unlock()
+	if installed {
+		f.log.Info("indexed a label key", "key", b.pair.key, "values", values, "objects", objects)
+	}
+	return narrowed, &b.pair
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -480,4 +481,42 @@ func TestLabelIndexIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestRaceLabelIndexesBuiltWhileTheStateChanges builds indexes of three
+// keys, each by two requests at once, while the informer takes changes
+// that move objects between their values: the builds read their clones of
+// the state as the feed writes it (the race detector watches), and the
+// indexes installed follow the changes made meanwhile.
+func TestRaceLabelIndexesBuiltWhileTheStateChanges(t *testing.T) {
+	c, h, y := indexCluster(t, indexedObjects, informerhub.Config{})
+	y.sync(t)
+	var changes sync.WaitGroup
+	changes.Go(func() {
+		for gen := 1; gen <= 3; gen++ {
+			for i := 0; i < indexedObjects; i += 9 {
+				c.cms().Modify(indexedConfigMap(i, gen))
+			}
+		}
+	})
+	var requests sync.WaitGroup
+	for _, sel := range []string{"app=web", "tier=3", "sel=yes", "app=db", "tier=4", "sel=yes"} {
+		requests.Go(func() {
+			s, err := h.Snapshot(context.Background(), informerhub.SnapshotRequest{Selector: informerhub.Selector{Resource: configMaps, LabelSelector: sel}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			s.Close()
+		})
+	}
+	requests.Wait()
+	changes.Wait()
+	y.sync(t)
+	if got, want := informerhub.IndexedLabelKeys(h, configMaps), []string{"app", "sel", "tier"}; !slices.Equal(got, want) {
+		t.Fatalf("indexed keys %q, want %q", got, want)
+	}
+	if err := informerhub.CheckLabelIndex(h, configMaps); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -130,7 +130,7 @@ const minSpillBytes = 1 << 20
 // oldest record is the oldest, a run of records at a time: until its oldest
 // is newer than the next feed's. It reads each feed's oldest record's time
 // without its lock (store.oldestAt), and skips a feed whose lock is taken:
-// a relist, an index being built. It reports whether it evicted anything.
+// a relist being recorded, say. It reports whether it evicted anything.
 func (m *memory) evictOldest() bool {
 	feeds := m.feeds()
 	evicted, busy := false, map[*feed]bool{}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/google/btree"
+
 	"github.com/informerhub/informerhub/informerhub/projection"
 )
 
@@ -27,15 +29,15 @@ type Snapshot struct {
 // newSnapshot clones the state of the entry's feed for sel.
 func newSnapshot(entry *feedEntry, sel *selector, proj *projection.Projection) (*Snapshot, error) {
 	f := entry.feed
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, f.err
+	tree, pos, build, clone, err := f.cloneFor(sel)
+	if err != nil {
+		return nil, err
 	}
-	tree, _ := f.store.cloneFor(sel)
-	pos := f.store.pos
+	if build != nil {
+		tree, _ = f.buildIndex(build, tree)
+	}
 	return &Snapshot{
-		clone:           f.store.clones.take(),
+		clone:           clone,
 		entry:           entry,
 		feed:            f,
 		proj:            proj,
@@ -43,6 +45,19 @@ func newSnapshot(entry *feedEntry, sel *selector, proj *projection.Projection) (
 		resumeToken:     f.events.token(token{pos: pos}),
 		resourceVersion: strconv.FormatUint(pos.rv, 10),
 	}, nil
+}
+
+// cloneFor returns, for a snapshot of sel, a clone of the tree it reads
+// (see store.cloneFor), its position, and the clone's account
+// (stateClones), under the feed's lock.
+func (f *feed) cloneFor(sel *selector) (*btree.BTreeG[*object], position, *indexBuild, *stateClone, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, position{}, nil, nil, f.err
+	}
+	tree, _, build := f.store.cloneFor(sel)
+	return tree, f.store.pos, build, f.store.clones.take(), nil
 }
 
 // ResumeToken is the snapshot's point in time: watching from it yields

@@ -37,9 +37,13 @@ type ResourceStats struct {
 	// started failing since then (zero while they do not). See
 	// Config.MaxUpstreamFailure.
 	UpstreamProgress, UpstreamFailingSince time.Time
-	// QueueDepths holds the changes waiting in each live subscriber's
-	// queue, of at most Config.QueueSize, in increasing order.
-	QueueDepths []int
+	// QueuePeak is the most changes a live subscriber's queue held, of
+	// at most Config.QueueSize, right after one was queued, over at least
+	// the last 30 seconds and at most the last minute: a subscriber whose
+	// queue is full when a change comes falls behind. A peak, not the
+	// queues at this instant, so that a burst between two scrapes shows,
+	// and kept as changes are queued, so that Stats walks no subscriber.
+	QueuePeak int
 	// SubscriberGroups counts the distinct selectors of live subscribers,
 	// each matched once per change it may concern (see dispatch.go);
 	// Filters and Projections, the distinct filters and projections in

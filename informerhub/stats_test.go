@@ -2,7 +2,6 @@ package informerhub_test
 
 import (
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -27,8 +26,8 @@ func TestStatsCountWhatHappens(t *testing.T) {
 	if st.InformerStarts != 1 || st.WatchRestarts != 0 {
 		t.Fatalf("%d informer starts, %d watch restarts; want 1 and 0", st.InformerStarts, st.WatchRestarts)
 	}
-	if want := []int{0, 3}; !slices.Equal(st.QueueDepths, want) {
-		t.Fatalf("queue depths %v, want %v", st.QueueDepths, want)
+	if st.QueuePeak != 3 {
+		t.Fatalf("queue peak %d, want 3: the stalled subscriber's", st.QueuePeak)
 	}
 	if st.HistoryEvents != 3 || st.HistoryOldest.IsZero() || st.HistoryNewest.Before(st.HistoryOldest) || time.Since(st.HistoryNewest) < 0 {
 		t.Fatalf("history: %d events, oldest %v, newest %v", st.HistoryEvents, st.HistoryOldest, st.HistoryNewest)
@@ -65,8 +64,8 @@ func TestStatsCountWhatHappens(t *testing.T) {
 	if st.WatchRestarts < 1 {
 		t.Fatal("no upstream watch restart counted, want at least the one after the reset")
 	}
-	if want := []int{0}; !slices.Equal(st.QueueDepths, want) {
-		t.Fatalf("queue depths %v, want %v (the stalled subscriber is no longer live)", st.QueueDepths, want)
+	if st.QueuePeak != 4 {
+		t.Fatalf("queue peak %d, want 4: the stalled subscriber's queue, full when it fell behind", st.QueuePeak)
 	}
 	if st.HistoryEvents != 8 {
 		t.Fatalf("history holds %d events, want 8", st.HistoryEvents)

@@ -97,12 +97,6 @@ func newStore(resource schema.GroupVersionResource, epoch uint64, cfg *Config, m
 // versionRange is the resourceVersions after from, up to and including to.
 type versionRange struct{ from, to uint64 }
 
-// change is one difference a relist found.
-type change struct {
-	typ       EventType
-	obj, prev *object
-}
-
 // put adds o to the state, or replaces the object of its namespace and
 // name, and returns what it replaced.
 func (st *store) put(o *object) (prev *object, existed bool) {
@@ -128,13 +122,26 @@ func (st *store) delete(o *object) (prev *object, existed bool) {
 	return prev, existed
 }
 
+// stateOf returns a state of objs, and the bytes its objects hold.
+func stateOf(objs []*object) (*btree.BTreeG[*object], int64) {
+	state, size := btree.NewG(btreeDegree, objectLess), int64(0)
+	for _, o := range objs {
+		if prev, ok := state.ReplaceOrInsert(o); ok {
+			size -= objectSize(prev)
+		}
+		size += objectSize(o)
+	}
+	return state, size
+}
+
 // sync takes the initial list, at listRV, as the state, and starts the
 // history there. When the list is the disk's state (restore), the records
-// continue the disk's, and this run is one more epoch.
-func (st *store) sync(objs []*object, listRV uint64) {
-	for _, o := range objs {
-		st.put(o)
-	}
+// continue the disk's, and this run is one more epoch. The state, of size
+// bytes, is made from the list beforehand (stateOf), without the feed's
+// lock: nothing reads it before the feed has synced.
+func (st *store) sync(state *btree.BTreeG[*object], size int64, listRV uint64) {
+	st.state = state
+	st.stateBytes.Force(size)
 	var base uint64 // the seq of the initial state
 	floorAt := time.Now().UnixNano()
 	if r := st.restore; r != nil {
@@ -155,36 +162,48 @@ func (st *store) sync(objs []*object, listRV uint64) {
 	st.synced = true
 }
 
-// relist returns the true differences of a later list (a relist after the
-// watch failed or expired) against the state, to be applied and recorded
-// as one batch, then completed with endRelist: objects whose
-// resourceVersion did not change produce nothing. It remembers the range
-// of versions the relist jumps across, even when it changed nothing
-// (objects may have come and gone in between, unseen), and returns the
-// version the batch completes at.
-func (st *store) relist(objs []*object, listRV uint64) (changes []change, batchRV uint64) {
+// differences returns the true differences of a later list (a relist
+// after the watch failed or expired) against state, as the records of a
+// relist's batch still to be recorded: objects whose resourceVersion did
+// not change produce nothing. It only reads state, which may be a clone
+// taken under the lock (see preparedRelist).
+func differences(state *btree.BTreeG[*object], objs []*object) (changes []*record) {
+	add := func(typ EventType, obj, prev *object) {
+		changes = append(changes, &record{typ: typ, obj: obj, prev: prev, fromRelist: true})
+	}
 	listed := make(map[objectKey]struct{}, len(objs))
 	for _, o := range objs {
 		listed[objectKey{o.namespace, o.name}] = struct{}{}
 	}
-	st.state.Ascend(func(old *object) bool {
+	state.Ascend(func(old *object) bool {
 		if _, ok := listed[objectKey{old.namespace, old.name}]; !ok {
-			changes = append(changes, change{typ: EventDeleted, obj: old, prev: old})
+			add(EventDeleted, old, old)
 		}
 		return true
 	})
 	for _, o := range objs {
-		old, exists := st.state.Get(o)
+		old, exists := state.Get(o)
 		switch {
 		case !exists:
-			changes = append(changes, change{typ: EventAdded, obj: o})
+			add(EventAdded, o, nil)
 		case old.uid != o.uid:
 			// Deleted and created again while the hub was not watching.
-			changes = append(changes, change{typ: EventDeleted, obj: old, prev: old}, change{typ: EventAdded, obj: o})
+			add(EventDeleted, old, old)
+			add(EventAdded, o, nil)
 		case old.rv != o.rv:
-			changes = append(changes, change{typ: EventModified, obj: o, prev: old})
+			add(EventModified, o, old)
 		}
 	}
+	return changes
+}
+
+// beginRelist starts a relist's batch, the differences of a list at listRV
+// against the state, to be applied and recorded as one batch, then
+// completed with endRelist. It remembers the range of versions the relist
+// jumps across, even when it changed nothing (objects may have come and
+// gone in between, unseen), and returns the version the batch completes
+// at.
+func (st *store) beginRelist(listRV uint64) (batchRV uint64) {
 	batchRV, relistFrom := max(listRV, st.pos.rv), st.pos.rv
 	// Against what memory and disk reach: the disk keeps what they say.
 	floor := st.floorRV()
@@ -193,7 +212,7 @@ func (st *store) relist(objs []*object, listRV uint64) (changes []change, batchR
 		st.relists = append(st.relists, versionRange{from: relistFrom, to: batchRV})
 	}
 	st.history.beginRelist()
-	return changes, batchRV
+	return batchRV
 }
 
 // endRelist completes a relist's batch at batchRV. The disk's writer
@@ -205,11 +224,56 @@ func (st *store) endRelist(batchRV uint64) {
 }
 
 // apply makes a relist's change in the state.
-func (st *store) apply(c change) {
-	if c.typ == EventDeleted {
-		st.delete(c.obj)
+func (st *store) apply(r *record) {
+	if r.typ == EventDeleted {
+		st.delete(r.obj)
 	} else {
-		st.put(c.obj)
+		st.put(r.obj)
+	}
+}
+
+// applied returns a clone of state with a relist's changes made, the
+// bytes its objects hold beyond state's, and those of the objects it
+// replaced or deleted (which the state's open clones keep): what applyAll
+// installs.
+func applied(state *btree.BTreeG[*object], changes []*record) (next *btree.BTreeG[*object], grown, replaced int64) {
+	next = state.Clone()
+	for _, r := range changes {
+		if r.typ == EventDeleted {
+			if prev, ok := next.Delete(r.obj); ok {
+				grown -= objectSize(prev)
+				replaced += objectSize(prev)
+			}
+			continue
+		}
+		if prev, ok := next.ReplaceOrInsert(r.obj); ok {
+			grown -= objectSize(prev)
+			replaced += objectSize(prev)
+		}
+		grown += objectSize(r.obj)
+	}
+	return next, grown, replaced
+}
+
+// applyAll makes a relist's changes in the state at once: next is the
+// state with them made, which holds grown bytes more (see applied). The
+// label index follows them one by one.
+func (st *store) applyAll(changes []*record, next *btree.BTreeG[*object], grown, replaced int64) {
+	st.state = next
+	st.stateBytes.Force(grown)
+	st.clones.replacedBytes(replaced)
+	if len(st.index.keys) == 0 {
+		return
+	}
+	for _, r := range changes {
+		switch r.typ {
+		case EventAdded:
+			st.index.update(nil, r.obj)
+		case EventModified:
+			st.index.update(r.prev, r.obj)
+		case EventDeleted:
+			st.index.update(r.obj, nil)
+		}
 	}
 }
 
@@ -435,14 +499,41 @@ func (st *store) release() {
 // applies all of sel to each object: the tree only narrows what it
 // examines, and holds the objects in the state's order.
 //
-// It may build an index (see labelIndexMinObjects): O(n log n) under the
-// lock, once per key and feed.
-func (st *store) cloneFor(sel *selector) (*btree.BTreeG[*object], *labelPair) {
-	tree, eq, built := st.index.treeFor(sel, st.state)
-	if built {
-		st.log.Info("indexed a label key", "key", eq.key, "values", len(st.index.keys[eq.key]), "objects", st.state.Len())
+// With the clone of the state it may return an index to build (see
+// labelIndexMinObjects), which the caller builds without the lock, and
+// installs (feed.buildIndex): never more than O(1) under the lock.
+func (st *store) cloneFor(sel *selector) (*btree.BTreeG[*object], *labelPair, *indexBuild) {
+	tree, eq, b := st.index.treeFor(sel, st.state)
+	if b != nil {
+		b.seq = st.pos.seq
 	}
-	return tree, eq
+	return tree, eq, b
+}
+
+// installIndex makes the key b built an indexed one, following the changes
+// recorded since the state b was built from; or gives it up, if the feed
+// has stopped or its history no longer holds them all (the next request
+// builds it again). It reports whether it installed it.
+func (st *store) installIndex(b *indexBuild) bool {
+	x := &st.index
+	if st.released || b.seq < st.pos.seq && b.seq+1 < st.history.first {
+		delete(x.building, b.pair.key)
+		return false
+	}
+	x.install(b)
+	key, values := b.pair.key, x.keys[b.pair.key]
+	for seq := b.seq + 1; seq <= st.pos.seq; seq++ {
+		r, _ := st.history.get(seq)
+		switch r.typ {
+		case EventAdded:
+			x.updateKey(key, values, nil, r.obj)
+		case EventModified:
+			x.updateKey(key, values, r.prev, r.obj)
+		case EventDeleted:
+			x.updateKey(key, values, r.prev, nil) // the state's: a watch's DELETED carries a final state
+		}
+	}
+	return true
 }
 
 // status fills in what the store holds, for Resources.

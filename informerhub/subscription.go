@@ -67,6 +67,9 @@ type opening struct {
 	tree *btree.BTreeG[*object]
 	eq   *labelPair
 	undo []*record
+	// build is the index to build for tree, without the lock (see
+	// store.cloneFor).
+	build *indexBuild
 }
 
 // subscribe starts a subscription of a feed at its current position, or at
@@ -82,11 +85,14 @@ func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscrip
 	if err != nil {
 		return nil, err
 	}
+	f := s.lease.feed
+	if o.build != nil {
+		o.tree, o.eq = f.buildIndex(o.build, o.tree)
+	}
 	if err := s.open(ctx, &o); err != nil {
 		s.abandon()
 		return nil, err
 	}
-	f := s.lease.feed
 	switch {
 	case initial: // openLocked gives a phase only to the others
 		s.phase = newInitialPhase(s, &o, tok)
@@ -154,7 +160,7 @@ func (s *Subscription) openLocked(p *watchParams, initial bool) (o opening, err 
 	case initial:
 		// A clone is O(1); the feed's later writes copy what they touch,
 		// and count what it keeps (stateClones).
-		o.tree, o.eq = f.store.cloneFor(s.lease.sel)
+		o.tree, o.eq, o.build = f.store.cloneFor(s.lease.sel)
 		s.lease.clone = f.store.clones.take()
 		o.undo, _ = f.store.history.after(o.start.seq, int(f.store.pos.seq-o.start.seq), nil)
 	case o.start.seq == f.store.pos.seq:

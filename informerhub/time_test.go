@@ -231,3 +231,51 @@ func (w *stallingWatch) Stop() {
 	<-w.release
 	w.Interface.Stop()
 }
+
+// TestQueuePeakIsKeptForAWindow: Stats reports the fullest a live
+// subscriber's queue was, not what it holds at that instant, so that a
+// burst between two scrapes shows: for at least 30 seconds after it, and
+// not after a minute.
+func TestQueuePeakIsKeptForAWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newFakeCluster(t)
+		h := newHub(t, c, informerhub.Config{QueueSize: 8, BookmarkInterval: time.Hour, IdleTimeout: time.Hour})
+		s := watch(t, h, informerhub.WatchRequest{})
+		peak := func() int {
+			t.Helper()
+			stats := h.Stats()
+			if len(stats) != 1 {
+				t.Fatalf("stats of %d resource types, want 1", len(stats))
+			}
+			return stats[0].QueuePeak
+		}
+		if p := peak(); p != 0 {
+			t.Fatalf("queue peak %d before any change, want 0", p)
+		}
+		for i := range 5 {
+			c.cms().Add(configMap("ns", fmt.Sprint(i), nil, ""))
+		}
+		synctest.Wait() // the hub has queued them
+		burst := time.Now()
+		if n := informerhub.Pending(s); n != 5 {
+			t.Fatalf("%d changes queued, want 5", n)
+		}
+		for range 5 {
+			nextChange(t, s)
+		}
+		if p := peak(); p != 5 {
+			t.Fatalf("queue peak %d once the queue is read, want 5", p)
+		}
+		time.Sleep(time.Until(burst.Add(30 * time.Second)))
+		if p := peak(); p != 5 {
+			t.Fatalf("queue peak %d 30s after the burst, want 5", p)
+		}
+		c.cms().Add(configMap("ns", "later", nil, ""))
+		synctest.Wait() // queued while nobody reads: the queue holds it
+		nextChange(t, s)
+		time.Sleep(time.Until(burst.Add(time.Minute)))
+		if p := peak(); p != 1 {
+			t.Fatalf("queue peak %d a minute after the burst, want 1: the later change's", p)
+		}
+	})
+}

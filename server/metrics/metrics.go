@@ -132,7 +132,7 @@ var (
 	upstreamFailingDesc = newDesc("informerhub_upstream_failing_seconds",
 		"How long the informer's lists and watches have been failing with nothing delivered; 0 while they do not. At --max-upstream-failure its streams end.")
 	queueDepthDesc = newDesc("informerhub_subscriber_queue_depth_max",
-		"Changes waiting in the fullest live subscriber's queue; at informerhub_subscriber_queue_capacity the subscriber falls behind and reads from the history.")
+		"The most changes a live subscriber's queue held, right after one was queued, over the last 30 to 60 seconds; at informerhub_subscriber_queue_capacity the subscriber falls behind and reads from the history.")
 	queueCapacityDesc = prometheus.NewDesc("informerhub_subscriber_queue_capacity",
 		"Changes that may wait for one subscriber (--queue-size).", nil, nil)
 	startsDesc = newDesc("informerhub_informer_starts_total",
@@ -217,11 +217,7 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(groupsDesc, float64(st.SubscriberGroups))
 		gauge(filtersDesc, float64(st.Filters))
 		gauge(projectionsDesc, float64(st.Projections))
-		maxDepth := 0
-		if n := len(st.QueueDepths); n > 0 {
-			maxDepth = st.QueueDepths[n-1] // sorted
-		}
-		gauge(queueDepthDesc, float64(maxDepth))
+		gauge(queueDepthDesc, float64(st.QueuePeak))
 		if !st.UpstreamProgress.IsZero() {
 			gauge(upstreamProgressDesc, now.Sub(st.UpstreamProgress).Seconds())
 			failing := 0.0

@@ -31,7 +31,7 @@ func TestHubMetrics(t *testing.T) {
 		InformerActive: true, Subscribers: 3, CachedObjects: 10,
 		HistoryEvents: 5, HistoryBytes: 4096,
 		HistoryOldest: now.Add(-90 * time.Second), HistoryNewest: now.Add(-2 * time.Second),
-		QueueDepths:      []int{0, 1, 7},
+		QueuePeak:        7,
 		UpstreamProgress: now.Add(-20 * time.Second), UpstreamFailingSince: now.Add(-5 * time.Second),
 		InformerStarts: 2, WatchRestarts: 4, EventsReceived: 100, EventsSent: 250,
 		FellBehind: 4, SlowDisconnects: 1, ExpiredTokens: 2, Relists: 3, Replays: 6, FilterErrors: 9, ObjectErrors: 1, DiskSpills: 2, EvictedForMemory: 11,
@@ -50,7 +50,7 @@ informerhub_informers_active 1
 # HELP informerhub_subscribers Open subscriptions and snapshots.
 # TYPE informerhub_subscribers gauge
 informerhub_subscribers{group="",resource="configmaps",version="v1"} 3
-# HELP informerhub_subscriber_queue_depth_max Changes waiting in the fullest live subscriber's queue; at informerhub_subscriber_queue_capacity the subscriber falls behind and reads from the history.
+# HELP informerhub_subscriber_queue_depth_max The most changes a live subscriber's queue held, right after one was queued, over the last 30 to 60 seconds; at informerhub_subscriber_queue_capacity the subscriber falls behind and reads from the history.
 # TYPE informerhub_subscriber_queue_depth_max gauge
 informerhub_subscriber_queue_depth_max{group="",resource="configmaps",version="v1"} 7
 # HELP informerhub_subscriber_queue_capacity Changes that may wait for one subscriber (--queue-size).
