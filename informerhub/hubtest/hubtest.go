@@ -37,6 +37,12 @@ type Cluster struct {
 	listed  []schema.GroupVersionResource // by Resources
 	sources map[schema.GroupVersionResource]*fcache.FakeControllerSource
 
+	// opening is held for reading while a list or watch decides whether it
+	// is forbidden and opens its watch, and for writing by Forbid: a watch
+	// the fake opens is refused or open on its source before Forbid returns,
+	// so a ResetWatch after it ends every watch opened while allowed.
+	opening sync.RWMutex
+
 	mu        sync.Mutex // guards started, compacted, forbidden, lists and fromZero
 	started   map[schema.GroupVersionResource]int
 	compacted map[schema.GroupVersionResource]int
@@ -150,8 +156,11 @@ func (c *Cluster) Compact(gvr schema.GroupVersionResource) {
 
 // Forbid makes the fake refuse the lists and watches of gvr with 403
 // Forbidden, as an API server does to a hub that lost its RBAC, until it
-// is called again with false. Watches already open go on.
+// is called again with false. Watches already open go on (ResetWatch ends
+// them); one being opened as Forbid is called is open when it returns.
 func (c *Cluster) Forbid(gvr schema.GroupVersionResource, forbidden bool) {
+	c.opening.Lock()
+	defer c.opening.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.forbidden[gvr] = forbidden
@@ -188,6 +197,13 @@ func (*listerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
 // when the LIST is at 0, no change came in between, and the reflector's
 // watch from 0 gets that watch, as an API server would serve it.
 func (lw *listerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
+	lw.cluster.opening.RLock()
+	defer lw.cluster.opening.RUnlock()
+	return lw.list(opts)
+}
+
+// list is List, with the cluster's opening held.
+func (lw *listerWatcher) list(opts metav1.ListOptions) (runtime.Object, error) {
 	if err := lw.forbidden(); err != nil {
 		return nil, err
 	}
@@ -215,7 +231,13 @@ func (lw *listerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
 	return list, nil
 }
 
+// Watch opens a watch, or refuses it as an API server would. It is refused
+// or open before a Forbid returns (see Cluster.opening): otherwise it could
+// pass the check before a Forbid and open on the broadcaster a ResetWatch
+// after it made, and never end.
 func (lw *listerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	lw.cluster.opening.RLock()
+	defer lw.cluster.opening.RUnlock()
 	if err := lw.forbidden(); err != nil {
 		return nil, err
 	}
@@ -235,7 +257,7 @@ func (lw *listerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error)
 		if rv < compacted {
 			return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, compacted))
 		}
-		list, err := lw.List(metav1.ListOptions{})
+		list, err := lw.list(metav1.ListOptions{})
 		if err != nil {
 			return nil, err
 		}
