@@ -729,13 +729,22 @@ func TestStatsTellAFailingUpstream(t *testing.T) {
 	if progress.IsZero() || !h.Stats()[0].UpstreamFailingSince.IsZero() {
 		t.Fatalf("a synced feed: progress %v, failing since %v", progress, h.Stats()[0].UpstreamFailingSince)
 	}
+	// Every list and watch from here on is refused, and the reset ends the
+	// informer's watch (one being opened is open before Forbid returns, see
+	// hubtest.Cluster.Forbid), so its next request fails: at once, or, if
+	// the watch was "very short" (no event in under a second, which the
+	// reflector ends without calling its error handler), as it relists
+	// after its first backoff (0.8 to 1.6 s). Until then Stats is polled, as
+	// a scrape would; the fixture's minute only bounds a hang.
 	c.Forbid(hubtest.ConfigMaps, true)
 	c.ConfigMaps().ResetWatch()
+	scrape := time.NewTicker(10 * time.Millisecond)
+	defer scrape.Stop()
 	for h.Stats()[0].UpstreamFailingSince.IsZero() {
 		select {
 		case <-fx.ctx.Done():
 			t.Fatal("Stats never said the upstream was failing")
-		case <-time.After(10 * time.Millisecond): // polling Stats, as a scrape would
+		case <-scrape.C:
 		}
 	}
 	c.Forbid(hubtest.ConfigMaps, false)
