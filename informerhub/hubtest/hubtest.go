@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,16 +42,19 @@ type Cluster struct {
 	sources map[schema.GroupVersionResource]*fcache.FakeControllerSource
 
 	// opening is held for reading while a list or watch decides whether it
-	// is forbidden and opens its watch, and for writing by Forbid: a watch
-	// the fake opens is refused or open on its source before Forbid returns,
-	// so a ResetWatch after it ends every watch opened while allowed.
+	// is refused and opens its watch, and for writing by Forbid and
+	// Unreachable: a watch the fake opens is refused or open on its source
+	// before they return, so a ResetWatch after them ends every watch opened
+	// while allowed.
 	opening sync.RWMutex
 
-	mu        sync.Mutex // guards started, compacted, forbidden, lists and fromZero
+	mu        sync.Mutex // guards started, compacted, refused, lists and fromZero
 	started   map[schema.GroupVersionResource]int
 	compacted map[schema.GroupVersionResource]int
-	forbidden map[schema.GroupVersionResource]bool
-	lists     map[schema.GroupVersionResource]int
+	// refused is why the lists and watches of a resource type fail (see
+	// Forbid, Unreachable); nil while they do not.
+	refused map[schema.GroupVersionResource]error
+	lists   map[schema.GroupVersionResource]int
 	// fromZero is a watch opened with a LIST at version 0, until the
 	// reflector that listed asks for it (see listerWatcher.List).
 	fromZero map[schema.GroupVersionResource]watch.Interface
@@ -71,7 +78,7 @@ func NewCluster(t testing.TB) *Cluster {
 		sources:   map[schema.GroupVersionResource]*fcache.FakeControllerSource{},
 		started:   map[schema.GroupVersionResource]int{},
 		compacted: map[schema.GroupVersionResource]int{},
-		forbidden: map[schema.GroupVersionResource]bool{},
+		refused:   map[schema.GroupVersionResource]error{},
 		lists:     map[schema.GroupVersionResource]int{},
 		fromZero:  map[schema.GroupVersionResource]watch.Interface{},
 	}
@@ -159,20 +166,38 @@ func (c *Cluster) Compact(gvr schema.GroupVersionResource) {
 // is called again with false. Watches already open go on (ResetWatch ends
 // them); one being opened as Forbid is called is open when it returns.
 func (c *Cluster) Forbid(gvr schema.GroupVersionResource, forbidden bool) {
+	var err error
+	if forbidden {
+		err = apierrors.NewForbidden(gvr.GroupResource(), "", errors.New("the hub may not list or watch it"))
+	}
+	c.refuse(gvr, err)
+}
+
+// Unreachable makes the fake fail the lists and watches of gvr as a client
+// does when the API server is down (connection refused), until it is
+// called again with false. Watches already open go on, as with Forbid.
+func (c *Cluster) Unreachable(gvr schema.GroupVersionResource, unreachable bool) {
+	var err error
+	if unreachable {
+		err = &url.Error{Op: "Get", URL: "https://kube-apiserver/api/v1/" + gvr.Resource, Err: &net.OpError{
+			Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED),
+		}}
+	}
+	c.refuse(gvr, err)
+}
+
+func (c *Cluster) refuse(gvr schema.GroupVersionResource, err error) {
 	c.opening.Lock()
 	defer c.opening.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.forbidden[gvr] = forbidden
+	c.refused[gvr] = err
 }
 
-func (lw *listerWatcher) forbidden() error {
+func (lw *listerWatcher) refused() error {
 	lw.cluster.mu.Lock()
 	defer lw.cluster.mu.Unlock()
-	if lw.cluster.forbidden[lw.gvr] {
-		return apierrors.NewForbidden(lw.gvr.GroupResource(), "", errors.New("the hub may not list or watch it"))
-	}
-	return nil
+	return lw.cluster.refused[lw.gvr]
 }
 
 // listerWatcher is the fake of one resource type, answering watches from
@@ -204,7 +229,7 @@ func (lw *listerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
 
 // list is List, with the cluster's opening held.
 func (lw *listerWatcher) list(opts metav1.ListOptions) (runtime.Object, error) {
-	if err := lw.forbidden(); err != nil {
+	if err := lw.refused(); err != nil {
 		return nil, err
 	}
 	lw.cluster.mu.Lock()
@@ -232,13 +257,13 @@ func (lw *listerWatcher) list(opts metav1.ListOptions) (runtime.Object, error) {
 }
 
 // Watch opens a watch, or refuses it as an API server would. It is refused
-// or open before a Forbid returns (see Cluster.opening): otherwise it could
-// pass the check before a Forbid and open on the broadcaster a ResetWatch
-// after it made, and never end.
+// or open before a Forbid or Unreachable returns (see Cluster.opening):
+// otherwise it could pass the check before them and open on the broadcaster
+// a ResetWatch after them made, and never end.
 func (lw *listerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	lw.cluster.opening.RLock()
 	defer lw.cluster.opening.RUnlock()
-	if err := lw.forbidden(); err != nil {
+	if err := lw.refused(); err != nil {
 		return nil, err
 	}
 	if opts.ResourceVersion == "0" {
