@@ -96,7 +96,7 @@ func (f *feed) start(ctx context.Context, lw cache.ListerWatcher, running *sync.
 	})
 	controller := cache.New(&cache.Config{
 		Queue:                        fifo,
-		ListerWatcher:                newCountedListerWatcher(lw, &f.counters.watchRestarts),
+		ListerWatcher:                newCountedListerWatcher(lw, &f.counters.watchRestarts, f.watched),
 		Process:                      f.process,
 		ObjectDescription:            f.resource,
 		WatchErrorHandlerWithContext: f.watchError,
@@ -188,6 +188,29 @@ func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 		return
 	}
 	f.log.Info("upstream watch ended; the informer resumes or relists", "error", err)
+	f.ready.failed(err, time.Now(), f.hub.cfg.MaxUpstreamFailure, f.checkStale)
+}
+
+// watched is told whether each watch opened (err nil) or not. The
+// reflector passes most watches that did not open to watchError, but
+// retries a refused connection and a 429 itself, with backoff, without
+// calling it: an API server the hub cannot reach would otherwise never
+// count as failing, in Stats or for MaxUpstreamFailure. A watch that opens
+// ends a run of failures, though it delivers nothing yet: after such a
+// retry the reflector watches on without a list, and a quiet resource may
+// deliver nothing for a while. Before the first list is in the store, a
+// failure counts from the next, as in watchError.
+func (f *feed) watched(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil || (!f.store.synced && f.store.restore == nil) {
+		return
+	}
+	if err == nil {
+		f.ready.recovered()
+		return
+	}
+	f.log.Info("the API server did not open a watch; the informer retries", "error", err)
 	f.ready.failed(err, time.Now(), f.hub.cfg.MaxUpstreamFailure, f.checkStale)
 }
 

@@ -602,6 +602,25 @@ func newResumeFixture(t *testing.T, cfg Config) *resumeFixture {
 	return &resumeFixture{t: t, c: c, h: h, ctx: ctx, sel: sel, live: live, start: live.ResumeToken()}
 }
 
+// scrapeUntil polls the feed's Stats, as a scrape would, until cond holds
+// of them, and returns them: for what the informer does on its own, which
+// nothing announces. The fixture's minute only bounds a hang.
+func (fx *resumeFixture) scrapeUntil(what string, cond func(ResourceStats) bool) ResourceStats {
+	fx.t.Helper()
+	scrape := time.NewTicker(10 * time.Millisecond)
+	defer scrape.Stop()
+	for {
+		if st := fx.h.Stats(); len(st) == 1 && cond(st[0]) {
+			return st[0]
+		}
+		select {
+		case <-fx.ctx.Done():
+			fx.t.Fatalf("Stats never said %s: %+v", what, fx.h.Stats())
+		case <-scrape.C:
+		}
+	}
+}
+
 // add creates n ConfigMaps in ns and waits until the hub has them.
 func (fx *resumeFixture) add(ns string, n int) {
 	fx.t.Helper()
@@ -720,6 +739,34 @@ func TestAFeedThatCannotAdvanceEnds(t *testing.T) {
 	}
 }
 
+// TestAFeedWhoseAPIServerIsDownEnds: an API server the hub cannot reach
+// refuses its connections; the reflector retries a refused watch itself,
+// with backoff, without telling its error handler. The feed still counts
+// as failing, and ends after MaxUpstreamFailure, as one whose requests are
+// forbidden does. The watch the reset ends had delivered a change, so the
+// reflector tries at once to watch again (not to list, after a backoff,
+// as after a "very short" watch).
+func TestAFeedWhoseAPIServerIsDownEnds(t *testing.T) {
+	fx := newResumeFixture(t, Config{MaxUpstreamFailure: 300 * time.Millisecond})
+	c, h, ctx := fx.c, fx.h, fx.ctx
+	fx.add("ns", 1) // on the watch the reset ends
+	c.Unreachable(hubtest.ConfigMaps, true)
+	c.ConfigMaps().ResetWatch()
+	var err error
+	for err == nil { // the hub's own bookmarks may come first
+		var ev *Event
+		if ev, err = fx.live.Next(ctx); err == nil && ev.Type != EventBookmark {
+			t.Fatalf("a feed whose API server is down delivered %+v", ev)
+		}
+	}
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "delivered nothing") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("the subscriber of a feed whose API server is down got %v, want ErrUnavailable for a refused connection", err)
+	}
+	if st := h.Stats(); len(st) != 1 || st[0].InformerActive {
+		t.Fatalf("stats %+v: the stale informer still runs", st)
+	}
+}
+
 // TestStatsTellAFailingUpstream: while an informer's lists and watches
 // fail, Stats says since when; a delivery clears it.
 func TestStatsTellAFailingUpstream(t *testing.T) {
@@ -729,18 +776,43 @@ func TestStatsTellAFailingUpstream(t *testing.T) {
 	if progress.IsZero() || !h.Stats()[0].UpstreamFailingSince.IsZero() {
 		t.Fatalf("a synced feed: progress %v, failing since %v", progress, h.Stats()[0].UpstreamFailingSince)
 	}
+	// Every list and watch from here on is refused, and the reset ends the
+	// informer's watch (one being opened is open before Forbid returns, see
+	// hubtest.Cluster.Forbid), so its next request fails: at once, or, if
+	// the watch was "very short" (no event in under a second, which the
+	// reflector ends without calling its error handler), as it relists
+	// after its first backoff (0.8 to 1.6 s). Until then Stats is polled, as
+	// a scrape would; the fixture's minute only bounds a hang.
 	c.Forbid(hubtest.ConfigMaps, true)
 	c.ConfigMaps().ResetWatch()
-	for h.Stats()[0].UpstreamFailingSince.IsZero() {
-		select {
-		case <-fx.ctx.Done():
-			t.Fatal("Stats never said the upstream was failing")
-		case <-time.After(10 * time.Millisecond): // polling Stats, as a scrape would
-		}
-	}
+	fx.scrapeUntil("the upstream was failing", func(st ResourceStats) bool { return !st.UpstreamFailingSince.IsZero() })
 	c.Forbid(hubtest.ConfigMaps, false)
 	fx.add("ns", 1) // delivered once the reflector retries
 	if st := h.Stats()[0]; !st.UpstreamFailingSince.IsZero() || !st.UpstreamProgress.After(progress) {
 		t.Fatalf("after a delivery: progress %v, failing since %v", st.UpstreamProgress, st.UpstreamFailingSince)
 	}
+}
+
+// TestStatsTellAnUnreachableUpstream: while the API server refuses the
+// hub's connections, Stats says the informer is failing, though the
+// reflector retries its watch without telling its error handler; once a
+// watch opens again, it is not failing, though it has delivered nothing.
+func TestStatsTellAnUnreachableUpstream(t *testing.T) {
+	fx := newResumeFixture(t, Config{})
+	c, h := fx.c, fx.h
+	fx.add("ns", 1) // on the watch the reset ends: the reflector watches again at once
+	progress := h.Stats()[0].UpstreamProgress
+	c.Unreachable(hubtest.ConfigMaps, true)
+	c.ConfigMaps().ResetWatch()
+	st := fx.scrapeUntil("the upstream was failing", func(st ResourceStats) bool { return !st.UpstreamFailingSince.IsZero() })
+	if !st.UpstreamProgress.Equal(progress) || !st.InformerActive {
+		t.Fatalf("a failing upstream: progress %v (was %v), informer active %v", st.UpstreamProgress, progress, st.InformerActive)
+	}
+	c.Unreachable(hubtest.ConfigMaps, false)
+	// The reflector watches again after a backoff, without a list.
+	st = fx.scrapeUntil("the upstream had recovered", func(st ResourceStats) bool { return st.UpstreamFailingSince.IsZero() })
+	if !st.UpstreamProgress.Equal(progress) {
+		t.Fatalf("after the watch reopened: progress %v, want %v: nothing was delivered", st.UpstreamProgress, progress)
+	}
+	fx.add("ns", 1) // on the reopened watch
 }

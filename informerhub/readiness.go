@@ -49,6 +49,10 @@ func (r *readiness) progressed(now time.Time) {
 	r.progressAt, r.failingSince, r.lastErr = now, time.Time{}, nil
 }
 
+// recovered records that a watch opened: the upstream is no longer failing,
+// though it has delivered nothing since.
+func (r *readiness) recovered() { r.failingSince, r.lastErr = time.Time{}, nil }
+
 // failed records a list or watch that failed after the first sync. When it
 // starts a run of failures, check runs after maxFailure (see stale).
 func (r *readiness) failed(err error, now time.Time, maxFailure time.Duration, check func()) {

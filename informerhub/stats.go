@@ -154,19 +154,23 @@ type resourceCounters struct {
 
 // countedListerWatcher is one informer's lister-watcher. It counts the
 // watches the informer opens after its first: the restarts after the API
-// server closed or broke one.
+// server closed or broke one. And it tells watched whether each watch
+// opened, which the reflector does not always tell its error handler (see
+// feed.watched).
 type countedListerWatcher struct {
 	lw          cache.ListerWatcherWithContext
 	unsupported bool // the source cannot serve WatchList; see watchlist.DoesClientNotSupportWatchListSemantics
 	opened      atomic.Bool
 	restarts    *atomic.Uint64
+	watched     func(err error)
 }
 
-func newCountedListerWatcher(lw cache.ListerWatcher, restarts *atomic.Uint64) *countedListerWatcher {
+func newCountedListerWatcher(lw cache.ListerWatcher, restarts *atomic.Uint64, watched func(err error)) *countedListerWatcher {
 	return &countedListerWatcher{
 		lw:          cache.ToListerWatcherWithContext(lw),
 		unsupported: watchlist.DoesClientNotSupportWatchListSemantics(lw),
 		restarts:    restarts,
+		watched:     watched,
 	}
 }
 
@@ -186,7 +190,11 @@ func (c *countedListerWatcher) WatchWithContext(ctx context.Context, opts metav1
 	if c.opened.Swap(true) {
 		c.restarts.Add(1)
 	}
-	return c.lw.WatchWithContext(ctx, opts)
+	w, err := c.lw.WatchWithContext(ctx, opts)
+	if ctx.Err() == nil {
+		c.watched(err)
+	}
+	return w, err
 }
 
 // IsWatchListSemanticsUnSupported passes on what the source says, which the

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,11 +41,20 @@ type Cluster struct {
 	listed  []schema.GroupVersionResource // by Resources
 	sources map[schema.GroupVersionResource]*fcache.FakeControllerSource
 
-	mu        sync.Mutex // guards started, compacted, forbidden, lists and fromZero
+	// opening is held for reading while a list or watch decides whether it
+	// is refused and opens its watch, and for writing by Forbid and
+	// Unreachable: a watch the fake opens is refused or open on its source
+	// before they return, so a ResetWatch after them ends every watch opened
+	// while allowed.
+	opening sync.RWMutex
+
+	mu        sync.Mutex // guards started, compacted, refused, lists and fromZero
 	started   map[schema.GroupVersionResource]int
 	compacted map[schema.GroupVersionResource]int
-	forbidden map[schema.GroupVersionResource]bool
-	lists     map[schema.GroupVersionResource]int
+	// refused is why the lists and watches of a resource type fail (see
+	// Forbid, Unreachable); nil while they do not.
+	refused map[schema.GroupVersionResource]error
+	lists   map[schema.GroupVersionResource]int
 	// fromZero is a watch opened with a LIST at version 0, until the
 	// reflector that listed asks for it (see listerWatcher.List).
 	fromZero map[schema.GroupVersionResource]watch.Interface
@@ -65,7 +78,7 @@ func NewCluster(t testing.TB) *Cluster {
 		sources:   map[schema.GroupVersionResource]*fcache.FakeControllerSource{},
 		started:   map[schema.GroupVersionResource]int{},
 		compacted: map[schema.GroupVersionResource]int{},
-		forbidden: map[schema.GroupVersionResource]bool{},
+		refused:   map[schema.GroupVersionResource]error{},
 		lists:     map[schema.GroupVersionResource]int{},
 		fromZero:  map[schema.GroupVersionResource]watch.Interface{},
 	}
@@ -150,20 +163,41 @@ func (c *Cluster) Compact(gvr schema.GroupVersionResource) {
 
 // Forbid makes the fake refuse the lists and watches of gvr with 403
 // Forbidden, as an API server does to a hub that lost its RBAC, until it
-// is called again with false. Watches already open go on.
+// is called again with false. Watches already open go on (ResetWatch ends
+// them); one being opened as Forbid is called is open when it returns.
 func (c *Cluster) Forbid(gvr schema.GroupVersionResource, forbidden bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.forbidden[gvr] = forbidden
+	var err error
+	if forbidden {
+		err = apierrors.NewForbidden(gvr.GroupResource(), "", errors.New("the hub may not list or watch it"))
+	}
+	c.refuse(gvr, err)
 }
 
-func (lw *listerWatcher) forbidden() error {
+// Unreachable makes the fake fail the lists and watches of gvr as a client
+// does when the API server is down (connection refused), until it is
+// called again with false. Watches already open go on, as with Forbid.
+func (c *Cluster) Unreachable(gvr schema.GroupVersionResource, unreachable bool) {
+	var err error
+	if unreachable {
+		err = &url.Error{Op: "Get", URL: "https://kube-apiserver/api/v1/" + gvr.Resource, Err: &net.OpError{
+			Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED),
+		}}
+	}
+	c.refuse(gvr, err)
+}
+
+func (c *Cluster) refuse(gvr schema.GroupVersionResource, err error) {
+	c.opening.Lock()
+	defer c.opening.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refused[gvr] = err
+}
+
+func (lw *listerWatcher) refused() error {
 	lw.cluster.mu.Lock()
 	defer lw.cluster.mu.Unlock()
-	if lw.cluster.forbidden[lw.gvr] {
-		return apierrors.NewForbidden(lw.gvr.GroupResource(), "", errors.New("the hub may not list or watch it"))
-	}
-	return nil
+	return lw.cluster.refused[lw.gvr]
 }
 
 // listerWatcher is the fake of one resource type, answering watches from
@@ -188,7 +222,14 @@ func (*listerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
 // when the LIST is at 0, no change came in between, and the reflector's
 // watch from 0 gets that watch, as an API server would serve it.
 func (lw *listerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
-	if err := lw.forbidden(); err != nil {
+	lw.cluster.opening.RLock()
+	defer lw.cluster.opening.RUnlock()
+	return lw.list(opts)
+}
+
+// list is List, with the cluster's opening held.
+func (lw *listerWatcher) list(opts metav1.ListOptions) (runtime.Object, error) {
+	if err := lw.refused(); err != nil {
 		return nil, err
 	}
 	lw.cluster.mu.Lock()
@@ -215,8 +256,14 @@ func (lw *listerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
 	return list, nil
 }
 
+// Watch opens a watch, or refuses it as an API server would. It is refused
+// or open before a Forbid or Unreachable returns (see Cluster.opening):
+// otherwise it could pass the check before them and open on the broadcaster
+// a ResetWatch after them made, and never end.
 func (lw *listerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
-	if err := lw.forbidden(); err != nil {
+	lw.cluster.opening.RLock()
+	defer lw.cluster.opening.RUnlock()
+	if err := lw.refused(); err != nil {
 		return nil, err
 	}
 	if opts.ResourceVersion == "0" {
@@ -235,7 +282,7 @@ func (lw *listerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error)
 		if rv < compacted {
 			return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, compacted))
 		}
-		list, err := lw.List(metav1.ListOptions{})
+		list, err := lw.list(metav1.ListOptions{})
 		if err != nil {
 			return nil, err
 		}
