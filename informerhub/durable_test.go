@@ -562,30 +562,8 @@ func changeKeys(t *testing.T, events []sent) []string {
 // type's disk history starts over and resumes across a restart; and a token
 // from before the gap is replayed from the API server, exactly.
 func TestAStalledDiskSpillsAndStartsOver(t *testing.T) {
-	c := newFakeCluster(t)
-	store := &faultyStore{Store: openStore(t, t.TempDir())}
-	cfg := informerhub.Config{HistoryStore: store, HistorySize: 10, HistoryMaxUnwrittenBytes: 64 << 10}
-	h := newHub(t, c, cfg)
-	s := watch(t, h, informerhub.WatchRequest{})
-	c.cms().Add(configMap("ns", "before", nil, ""))
-	before := nextChange(t, s).ResumeToken
-	informerhub.ApplyRetention(h)
-
-	release := store.stall(t)
-	big := strings.Repeat("x", 4<<10)
-	const n = 200 // each change's previous state, 4 KiB, waits for the disk
-	var live []sent
-	for i := range n { // the live stream, which keeps up, goes on
-		if cm := configMap("ns", fmt.Sprint(i%10), nil, fmt.Sprint(i)+big); i < 10 {
-			c.cms().Add(cm)
-		} else {
-			c.cms().Modify(cm)
-		}
-		live = append(live, nextSent(t, s, 1)...)
-	}
-	if informerhub.OnDisk(h, configMaps) {
-		t.Error("the feed still writes to a disk that stalled past HistoryMaxUnwrittenBytes")
-	}
+	sp := spill(t, 200)
+	c, cfg, h, s, before, live, n := sp.c, sp.cfg, sp.h, sp.s, sp.before, sp.live, len(sp.live)
 	if l := informerhub.HistoryLen(h, configMaps); l > 10 {
 		t.Errorf("the history holds %d changes while the disk stalls, want HistorySize (10) at most", l)
 	}
@@ -593,7 +571,7 @@ func TestAStalledDiskSpillsAndStartsOver(t *testing.T) {
 		t.Errorf("DiskSpills = %d, want 1", st.DiskSpills)
 	}
 
-	release()
+	sp.release()
 	informerhub.ApplyRetention(h) // the writer caught up: the type starts over
 	if !informerhub.OnDisk(h, configMaps) {
 		t.Fatal("the feed does not write to the disk again once the writer caught up")
@@ -679,13 +657,8 @@ func TestAStalledDiskKeepsTheHubWithinItsMemoryBudget(t *testing.T) {
 	informerhub.ApplyRetention(h)
 
 	store.stall(t)
-	big := strings.Repeat("x", 4<<10)
 	for i := range 400 { // 1.6 MiB of previous states
-		if cm := configMap("ns", fmt.Sprint(i%10), nil, fmt.Sprint(i)+big); i < 10 {
-			c.cms().Add(cm)
-		} else {
-			c.cms().Modify(cm)
-		}
+		putBig(c, i)
 		nextSent(t, s, 1)
 		// The change just made may not be reclaimed for yet: the feed
 		// reclaims after it has handed it out.
@@ -726,35 +699,14 @@ func TestADiskThatDoesNotHoldTheTypeYetReachesNothing(t *testing.T) {
 // filling in what was not written, so a token from before the spill
 // resumes from the disk, exactly, without a replay.
 func TestASpilledTypeWhoseFeedStoppedKeepsItsDiskHistory(t *testing.T) {
-	c := newFakeCluster(t)
-	store := &faultyStore{Store: openStore(t, t.TempDir())}
-	cfg := informerhub.Config{HistoryStore: store, HistorySize: 10, HistoryMaxUnwrittenBytes: 64 << 10}
-	h := newHub(t, c, cfg)
-	s := watch(t, h, informerhub.WatchRequest{})
-	c.cms().Add(configMap("ns", "before", nil, ""))
-	before := nextChange(t, s).ResumeToken
-	informerhub.ApplyRetention(h)
-
-	release := store.stall(t)
-	big := strings.Repeat("x", 4<<10)
-	var live []sent
-	for i := range 100 {
-		if cm := configMap("ns", fmt.Sprint(i%10), nil, fmt.Sprint(i)+big); i < 10 {
-			c.cms().Add(cm)
-		} else {
-			c.cms().Modify(cm)
-		}
-		live = append(live, nextSent(t, s, 1)...)
-	}
-	if informerhub.OnDisk(h, configMaps) {
-		t.Fatal("the feed did not spill")
-	}
+	sp := spill(t, 100)
+	c, store, h, before, live := sp.c, sp.store, sp.h, sp.before, sp.live
 	closed := make(chan struct{})
 	go func() {
 		h.Close() // its feed stops; the writer, stalled, writes what is left
 		close(closed)
 	}()
-	release()
+	sp.release()
 	<-closed
 
 	h2 := newHub(t, c, informerhub.Config{HistoryStore: store}) // room for the changes it fetches
@@ -771,4 +723,38 @@ func TestASpilledTypeWhoseFeedStoppedKeepsItsDiskHistory(t *testing.T) {
 	if st := statsOf(t, h2); st.Replays != 0 {
 		t.Errorf("Replays = %d: the disk history was dropped, not continued", st.Replays)
 	}
+}
+
+// spilling is a hub whose ConfigMaps spilled: its disk stalled, and n
+// changes of 4 KiB went past HistoryMaxUnwrittenBytes (64 KiB).
+type spilling struct {
+	c       *fakeCluster
+	store   *faultyStore
+	cfg     informerhub.Config
+	h       *informerhub.Hub
+	s       *informerhub.Subscription // live, has read every change
+	before  string                    // a token from before the stall
+	live    []sent                    // the n changes, as s read them
+	release func()                    // ends the stall
+}
+
+func spill(t *testing.T, n int) spilling {
+	t.Helper()
+	sp := spilling{c: newFakeCluster(t), store: &faultyStore{Store: openStore(t, t.TempDir())}}
+	sp.cfg = informerhub.Config{HistoryStore: sp.store, HistorySize: 10, HistoryMaxUnwrittenBytes: 64 << 10}
+	sp.h = newHub(t, sp.c, sp.cfg)
+	sp.s = watch(t, sp.h, informerhub.WatchRequest{})
+	sp.c.cms().Add(configMap("ns", "before", nil, ""))
+	sp.before = nextChange(t, sp.s).ResumeToken
+	informerhub.ApplyRetention(sp.h)
+
+	sp.release = sp.store.stall(t)
+	for i := range n { // the live stream, which keeps up, goes on
+		putBig(sp.c, i)
+		sp.live = append(sp.live, nextSent(t, sp.s, 1)...)
+	}
+	if informerhub.OnDisk(sp.h, configMaps) {
+		t.Fatal("the feed still writes to a disk that stalled past HistoryMaxUnwrittenBytes")
+	}
+	return sp
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -92,31 +91,6 @@ func secretWithMarker(name, marker string) *corev1.Secret {
 	return hubtest.Secret("ns", name, map[string]string{"marker": marker}, marker)
 }
 
-// filesHolding lists the files under dir that hold any of the marker's
-// forms: as it is, or base64 as a Secret's data is in its JSON.
-func filesHolding(t *testing.T, dir, marker string) []string {
-	t.Helper()
-	forms := [][]byte{[]byte(marker), []byte(base64.StdEncoding.EncodeToString([]byte(marker)))}
-	var found []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		for _, f := range forms {
-			if bytes.Contains(b, f) {
-				found = append(found, filepath.Base(path))
-				break
-			}
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return found
-}
-
 // Without an encryption of Secrets (no configuration, one that names
 // other resource types only, or identity first for Secrets) the disk
 // history never writes them: their feed keeps its history in memory, as
@@ -157,10 +131,10 @@ func TestSecretsStayInMemoryWithoutTheirEncryption(t *testing.T) {
 			if informerhub.OnDisk(h, secrets) || !informerhub.OnDisk(h, configMaps) {
 				t.Errorf("on disk: secrets %v, configmaps %v; want configmaps only", informerhub.OnDisk(h, secrets), informerhub.OnDisk(h, configMaps))
 			}
-			if found := filesHolding(t, dir, marker); len(found) > 0 {
+			if found := hubtest.FilesHolding(t, dir, marker); len(found) > 0 {
 				t.Errorf("%v hold the Secret's marker", found)
 			}
-			if found := filesHolding(t, dir, control); len(found) == 0 {
+			if found := hubtest.FilesHolding(t, dir, control); len(found) == 0 {
 				t.Error("no file holds the ConfigMap's marker: the search finds nothing")
 			}
 			if n := logs.count("Secrets are not written to the history on disk"); n != 1 {
@@ -194,10 +168,10 @@ func TestEncryptedSecretsResumeFromTheDiskAcrossARestart(t *testing.T) {
 	}
 	s.Close()
 	h1.Close()
-	if found := filesHolding(t, dir, marker); len(found) > 0 {
+	if found := hubtest.FilesHolding(t, dir, marker); len(found) > 0 {
 		t.Errorf("%v hold the Secrets' marker", found)
 	}
-	if found := filesHolding(t, dir, "k8s:enc:aesgcm:v1:key1:"); len(found) == 0 {
+	if found := hubtest.FilesHolding(t, dir, "k8s:enc:aesgcm:v1:key1:"); len(found) == 0 {
 		t.Error("no file holds a value encrypted with key1")
 	}
 
@@ -215,7 +189,7 @@ func TestEncryptedSecretsResumeFromTheDiskAcrossARestart(t *testing.T) {
 	}
 	s.Close()
 	h2.Close()
-	if found := filesHolding(t, dir, marker); len(found) > 0 {
+	if found := hubtest.FilesHolding(t, dir, marker); len(found) > 0 {
 		t.Errorf("after the restart, %v hold the Secrets' marker", found)
 	}
 }

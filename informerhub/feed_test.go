@@ -132,81 +132,51 @@ func TestClosingTheHubEndsSubscriptions(t *testing.T) {
 // TestAPanicInTheHandlerStopsOnlyItsFeed: a bug that panics in the
 // informer's handler ends that resource type's subscriptions with an error
 // that is none of the retryable ones; the process lives on, and the next
-// request starts a fresh informer.
+// request starts a fresh informer. Also when stopping the feed panics too,
+// as a feed whose state the first panic broke might.
 func TestAPanicInTheHandlerStopsOnlyItsFeed(t *testing.T) {
-	c := hubtest.NewCluster(t)
-	c.ConfigMaps().Add(hubtest.ConfigMap("ns", "a", nil, "v1"))
-	h := New(Config{Logger: slog.New(slog.DiscardHandler)}, c, c)
-	defer h.Close()
-	ctx := context.Background()
-	s, err := h.Watch(ctx, WatchRequest{Selector: Selector{Resource: hubtest.ConfigMaps}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	for _, stopPanics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stopping panics %v", stopPanics), func(t *testing.T) {
+			c := hubtest.NewCluster(t)
+			c.ConfigMaps().Add(hubtest.ConfigMap("ns", "a", nil, "v1"))
+			h := New(Config{Logger: slog.New(slog.DiscardHandler)}, c, c)
+			defer h.Close()
+			ctx := context.Background()
+			s, err := h.Watch(ctx, WatchRequest{Selector: Selector{Resource: hubtest.ConfigMaps}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
 
-	if err := PanicInProcess(h, hubtest.ConfigMaps); err == nil || !strings.Contains(err.Error(), "panic") {
-		t.Fatalf("the handler returned %v, want the panic as an error", err)
-	}
-	select {
-	case <-s.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the subscription did not end")
-	}
-	_, err = s.Next(ctx)
-	var resErr *ResourceError
-	if !errors.As(err, &resErr) || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "panic") {
-		t.Fatalf("the subscription ended with %v, want a ResourceError for the panic", err)
-	}
+			if stopPanics {
+				PanicWhenStopping(h)
+			}
+			if err := PanicInProcess(h, hubtest.ConfigMaps); err == nil || !strings.Contains(err.Error(), "panic") {
+				t.Fatalf("the handler returned %v, want the panic as an error", err)
+			}
+			select {
+			case <-s.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the subscription did not end")
+			}
+			_, err = s.Next(ctx)
+			var resErr *ResourceError
+			if !errors.As(err, &resErr) || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "panic") {
+				t.Fatalf("the subscription ended with %v, want a ResourceError for the panic", err)
+			}
 
-	again, err := h.Watch(ctx, WatchRequest{Selector: Selector{Resource: hubtest.ConfigMaps}, SendInitialEvents: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer again.Close()
-	if ev, err := again.Next(ctx); err != nil || ev.Type != EventAdded {
-		t.Fatalf("a new watch got %v, %v; want the object from a fresh informer", ev, err)
-	}
-	if n := c.InformersStarted(hubtest.ConfigMaps); n != 2 {
-		t.Fatalf("%d informers started, want 2", n)
-	}
-}
-
-// TestAPanicWhileStoppingAfterAPanicStopsOnlyItsFeed checks that when
-// stopping a feed after its handler panicked panics too, the process goes
-// on: the informer and its subscribers end, and a new Watch starts afresh.
-func TestAPanicWhileStoppingAfterAPanicStopsOnlyItsFeed(t *testing.T) {
-	c := hubtest.NewCluster(t)
-	c.ConfigMaps().Add(hubtest.ConfigMap("ns", "a", nil, "v1"))
-	h := New(Config{Logger: slog.New(slog.DiscardHandler)}, c, c)
-	defer h.Close()
-	ctx := context.Background()
-	s, err := h.Watch(ctx, WatchRequest{Selector: Selector{Resource: hubtest.ConfigMaps}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-
-	PanicWhenStopping(h)
-	if err := PanicInProcess(h, hubtest.ConfigMaps); err == nil || !strings.Contains(err.Error(), "panic") {
-		t.Fatalf("the handler returned %v, want the panic as an error", err)
-	}
-	select {
-	case <-s.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the subscription did not end")
-	}
-	var resErr *ResourceError
-	if _, err := s.Next(ctx); !errors.As(err, &resErr) {
-		t.Fatalf("the subscription ended with %v, want a ResourceError for the panic", err)
-	}
-	again, err := h.Watch(ctx, WatchRequest{Selector: Selector{Resource: hubtest.ConfigMaps}, SendInitialEvents: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer again.Close()
-	if ev, err := again.Next(ctx); err != nil || ev.Type != EventAdded {
-		t.Fatalf("a new watch got %v, %v; want the object from a fresh informer", ev, err)
+			again, err := h.Watch(ctx, WatchRequest{Selector: Selector{Resource: hubtest.ConfigMaps}, SendInitialEvents: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer again.Close()
+			if ev, err := again.Next(ctx); err != nil || ev.Type != EventAdded {
+				t.Fatalf("a new watch got %v, %v; want the object from a fresh informer", ev, err)
+			}
+			if n := c.InformersStarted(hubtest.ConfigMaps); n != 2 {
+				t.Fatalf("%d informers started, want 2", n)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,4 +151,18 @@ func nextErr(t *testing.T, s *informerhub.Subscription) error {
 		}
 		_ = e
 	}
+}
+
+// bigData is 4 KiB of a ConfigMap's data.
+var bigData = strings.Repeat("x", 4<<10)
+
+// putBig adds or modifies ConfigMap ns/(i%10), with 4 KiB of data: the
+// first ten calls add them, each later one replaces 4 KiB.
+func putBig(c *fakeCluster, i int) {
+	cm := configMap("ns", fmt.Sprint(i%10), nil, fmt.Sprint(i)+bigData)
+	if i < 10 {
+		c.cms().Add(cm)
+		return
+	}
+	c.cms().Modify(cm)
 }

@@ -627,16 +627,7 @@ func TestASnapshotStopsWithItsCaller(t *testing.T) {
 // takes the hub past it: the hub stays within its budget. A snapshot read
 // to its end keeps nothing.
 func TestASnapshotReadTooSlowlyDuringChurnEnds(t *testing.T) {
-	c := newFakeCluster(t)
-	const budget = 512 << 10
-	h := newHub(t, c, informerhub.Config{MemoryBudget: budget, HistorySize: 10})
-	s := watch(t, h, informerhub.WatchRequest{})
-	big := strings.Repeat("x", 4<<10)
-	const objects = 50
-	for i := range objects {
-		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, big))
-		next(t, s)
-	}
+	c, h, s := bigObjects(t)
 	ctx := context.Background()
 	slow, err := h.Snapshot(ctx, informerhub.SnapshotRequest{Selector: informerhub.Selector{Resource: configMaps}})
 	if err != nil {
@@ -645,14 +636,14 @@ func TestASnapshotReadTooSlowlyDuringChurnEnds(t *testing.T) {
 	defer slow.Close()
 
 	for i := range 400 { // 1.6 MiB of objects replaced under the snapshot
-		c.cms().Modify(configMap("ns", fmt.Sprint(i%objects), nil, fmt.Sprint(i)+big))
+		putBig(c, i+10) // 4 KiB replaced each
 		next(t, s)
 		// The change just made may not be reclaimed for yet (the feed
 		// reclaims after it has handed it out): its previous state counts
 		// in its record and in the clone.
-		if m := h.Memory(); m.History+m.Queues+m.LabelIndexes+m.StateClones > budget+16<<10 {
+		if m := h.Memory(); m.History+m.Queues+m.LabelIndexes+m.StateClones > bigBudget+16<<10 {
 			t.Fatalf("after change %d: history %d, queues %d, label indexes %d, clones %d: past the budget %d",
-				i, m.History, m.Queues, m.LabelIndexes, m.StateClones, budget)
+				i, m.History, m.Queues, m.LabelIndexes, m.StateClones, bigBudget)
 		}
 	}
 	var limit *informerhub.LimitError
@@ -680,20 +671,11 @@ func TestASnapshotReadTooSlowlyDuringChurnEnds(t *testing.T) {
 // TestInitialEventsReadTooSlowlyDuringChurnEnd is the same for a
 // subscription's initial events: it ends, and its clone is given back.
 func TestInitialEventsReadTooSlowlyDuringChurnEnd(t *testing.T) {
-	c := newFakeCluster(t)
-	const budget = 512 << 10
-	h := newHub(t, c, informerhub.Config{MemoryBudget: budget, HistorySize: 10})
-	s := watch(t, h, informerhub.WatchRequest{})
-	big := strings.Repeat("x", 4<<10)
-	const objects = 50
-	for i := range objects {
-		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, big))
-		next(t, s)
-	}
+	c, h, s := bigObjects(t)
 	slow := watch(t, h, informerhub.WatchRequest{SendInitialEvents: true})
 	next(t, slow) // the first of its initial events
 	for i := range 400 {
-		c.cms().Modify(configMap("ns", fmt.Sprint(i%objects), nil, fmt.Sprint(i)+big))
+		putBig(c, i+10) // 4 KiB replaced each
 		next(t, s)
 	}
 	var limit *informerhub.LimitError
@@ -713,4 +695,21 @@ func TestInitialEventsReadTooSlowlyDuringChurnEnd(t *testing.T) {
 	if m := h.Memory(); m.StateClones != 0 {
 		t.Errorf("the clones keep %d bytes once the slow subscription closed", m.StateClones)
 	}
+}
+
+// bigBudget is the memory budget of bigObjects' hub.
+const bigBudget = 512 << 10
+
+// bigObjects returns a hub within bigBudget whose ConfigMaps ns/0 to ns/9
+// hold 4 KiB each (see putBig), with a live subscription that has read them.
+func bigObjects(t *testing.T) (*fakeCluster, *informerhub.Hub, *informerhub.Subscription) {
+	t.Helper()
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{MemoryBudget: bigBudget, HistorySize: 10})
+	s := watch(t, h, informerhub.WatchRequest{})
+	for i := range 10 {
+		putBig(c, i)
+		next(t, s)
+	}
+	return c, h, s
 }

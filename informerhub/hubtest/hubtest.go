@@ -1,12 +1,16 @@
 package hubtest
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -322,4 +326,30 @@ func Pod(ns, name string, labels map[string]string, node string, phase corev1.Po
 		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "nginx"}}},
 		Status:     corev1.PodStatus{Phase: phase},
 	}
+}
+
+// FilesHolding lists the files under dir that hold s as it is, or base64
+// as a Secret's data holds it in its JSON: for tests that look for what a
+// disk history must not hold in plaintext.
+func FilesHolding(t testing.TB, dir, s string) []string {
+	t.Helper()
+	forms := [][]byte{[]byte(s), []byte(base64.StdEncoding.EncodeToString([]byte(s)))}
+	var found []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		for _, f := range forms {
+			if bytes.Contains(data, f) {
+				found = append(found, filepath.Base(path))
+				break
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
 }

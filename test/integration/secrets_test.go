@@ -1,12 +1,10 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/informerhub/hubtest"
 	"github.com/informerhub/informerhub/test/checker"
 )
 
@@ -77,7 +76,7 @@ func TestNoSecretInPlaintextOnDisk(t *testing.T) {
 			readUntil(t, client, &informerhubv1.WatchRequest{Selector: watchSelector(ns), SendInitialEvents: true}, &checker.Transcript{}, "control")
 
 			hub.Kill()
-			if found := filesHolding(t, dir, marker); len(found) > 0 {
+			if found := hubtest.FilesHolding(t, dir, marker); len(found) > 0 {
 				t.Errorf("after SIGKILL, %v hold the Secret's marker", found)
 			}
 			// While no hub runs.
@@ -92,14 +91,14 @@ func TestNoSecretInPlaintextOnDisk(t *testing.T) {
 
 			hub.Terminate(time.Minute) // writes everything
 			for _, m := range []string{marker, later} {
-				if found := filesHolding(t, dir, m); len(found) > 0 {
+				if found := hubtest.FilesHolding(t, dir, m); len(found) > 0 {
 					t.Errorf("after a graceful stop, %v hold a Secret's marker", found)
 				}
 			}
-			if found := filesHolding(t, dir, control); len(found) == 0 {
+			if found := hubtest.FilesHolding(t, dir, control); len(found) == 0 {
 				t.Error("no file holds the ConfigMap's marker, written as it is: the search finds nothing")
 			}
-			encryptedValues := filesHolding(t, dir, "k8s:enc:aesgcm:v1:key1:")
+			encryptedValues := hubtest.FilesHolding(t, dir, "k8s:enc:aesgcm:v1:key1:")
 			if encrypted && len(encryptedValues) == 0 {
 				t.Error("no file holds a value encrypted with the configuration's key: the Secrets are not on disk")
 			}
@@ -175,29 +174,4 @@ func resumeExactly(t *testing.T, client informerhubv1.InformerHubServiceClient, 
 		}
 		return
 	}
-}
-
-// filesHolding lists the files under dir that hold s as it is, or base64
-// as a Secret's data holds it in its JSON.
-func filesHolding(t *testing.T, dir, s string) []string {
-	t.Helper()
-	forms := [][]byte{[]byte(s), []byte(base64.StdEncoding.EncodeToString([]byte(s)))}
-	var found []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		for _, f := range forms {
-			if bytes.Contains(data, f) {
-				found = append(found, filepath.Base(path))
-				break
-			}
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return found
 }
