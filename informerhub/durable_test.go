@@ -758,3 +758,33 @@ func spill(t *testing.T, n int) spilling {
 	}
 	return sp
 }
+
+// TestAHugeRelistAgainstAStalledDiskSpills checks that a relist whose
+// changes alone go past HistoryMaxUnwrittenBytes while the disk stalls
+// spills its type at once, as a live change would.
+func TestAHugeRelistAgainstAStalledDiskSpills(t *testing.T) {
+	c := newFakeCluster(t)
+	store := &faultyStore{Store: openStore(t, t.TempDir())}
+	h := newHub(t, c, informerhub.Config{HistoryStore: store, HistoryMaxUnwrittenBytes: 64 << 10})
+	s := watch(t, h, informerhub.WatchRequest{})
+	const objects = 30
+	for i := range objects {
+		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, bigData))
+		nextChange(t, s)
+	}
+	informerhub.ApplyRetention(h)
+	store.stall(t)
+	// Every object changes while the hub's watch is away, and the API
+	// server forgets: the hub relists 30 changes, each replacing 4 KiB.
+	for i := range objects {
+		c.cms().ModifyDropWatch(configMap("ns", fmt.Sprint(i), nil, "changed"+bigData))
+	}
+	c.Compact(configMaps)
+	c.cms().ResetWatch()
+	nextSent(t, s, objects)
+	// (Whether it writes again by now depends on whether the writer was
+	// behind when it spilled: not asserted.)
+	if st := statsOf(t, h); st.DiskSpills != 1 || st.Relists != 1 {
+		t.Errorf("DiskSpills %d, Relists %d: want the relist to have spilled", st.DiskSpills, st.Relists)
+	}
+}

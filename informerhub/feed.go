@@ -432,6 +432,13 @@ func (f *feed) recordLocked(r *record, offset uint32, ev *evaluation) {
 		ev = &evaluation{}
 	}
 	f.live.deliver(r, ev, before, &f.counters.fellBehind)
+	f.boundUnwrittenLocked()
+}
+
+// boundUnwrittenLocked spills the feed's disk history when what it has
+// waiting to be written went past Config.HistoryMaxUnwrittenBytes (see
+// spillDiskLocked). The caller holds f.mu and has just recorded.
+func (f *feed) boundUnwrittenLocked() {
 	if max := f.hub.cfg.HistoryMaxUnwrittenBytes; f.store.unwritten > max {
 		f.spillDiskLocked(fmt.Errorf("the changes waiting to be written hold %d bytes, more than HistoryMaxUnwrittenBytes (%d)", f.store.unwritten, max))
 	}

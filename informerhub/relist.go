@@ -134,6 +134,7 @@ func (f *feed) relistLocked(p *preparedRelist, listRV uint64) {
 	f.live.visits += p.visits
 	f.live.deliverBatch(p.records, start, p.plans, f.live.madeSince(p.made), &f.counters.fellBehind)
 	f.store.endRelist(batchRV)
+	f.boundUnwrittenLocked() // a huge relist spills at once
 }
 
 // relistOffset is the offset of the i-th of a relist's n records (see
