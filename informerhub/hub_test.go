@@ -713,3 +713,29 @@ func bigObjects(t *testing.T) (*fakeCluster, *informerhub.Hub, *informerhub.Subs
 	}
 	return c, h, s
 }
+
+// TestASnapshotClosedWhileAPageIsRead checks that Close may end a snapshot
+// while another goroutine reads a page, as a server whose caller went away
+// does (the race detector sees to it).
+func TestASnapshotClosedWhileAPageIsRead(t *testing.T) {
+	c := newFakeCluster(t)
+	for i := range 100 {
+		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, "v"))
+	}
+	h := newHub(t, c, informerhub.Config{})
+	snap, err := h.Snapshot(context.Background(), informerhub.SnapshotRequest{Selector: informerhub.Selector{Resource: configMaps}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		for page, err := snap.NextPage(context.Background()); err == nil && !page.Last; page, err = snap.NextPage(context.Background()) {
+		}
+	}()
+	snap.Close()
+	<-read
+	if m := h.Memory(); m.StateClones != 0 {
+		t.Errorf("a closed snapshot's clone keeps %d bytes", m.StateClones)
+	}
+}

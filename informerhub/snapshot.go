@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/btree"
 
@@ -12,15 +13,17 @@ import (
 )
 
 // Snapshot is the matching objects of one point in time. Its methods must be
-// called from one goroutine at a time.
+// called from one goroutine at a time, except Close, which may end it while
+// a page is being read.
 type Snapshot struct {
 	entry  *feedEntry
 	feed   *feed
 	proj   *projection.Projection // nil: whole objects
 	cursor *stateCursor
 	// clone is the state clone the cursor walks, counted until the last
-	// page (stateClones); nil after.
-	clone           *stateClone
+	// page or Close (stateClones); nil after. Atomic: Close may run while
+	// a page is read.
+	clone           atomic.Pointer[stateClone]
 	resumeToken     string
 	resourceVersion string
 	closeOnce       sync.Once
@@ -36,15 +39,16 @@ func newSnapshot(entry *feedEntry, sel *selector, proj *projection.Projection) (
 	if build != nil {
 		tree, _ = f.buildIndex(build, tree)
 	}
-	return &Snapshot{
-		clone:           clone,
+	s := &Snapshot{
 		entry:           entry,
 		feed:            f,
 		proj:            proj,
 		cursor:          newStateCursor(tree, sel),
 		resumeToken:     f.events.token(token{pos: pos}),
 		resourceVersion: strconv.FormatUint(pos.rv, 10),
-	}, nil
+	}
+	s.clone.Store(clone)
+	return s, nil
 }
 
 // cloneFor returns, for a snapshot of sel, a clone of the tree it reads
@@ -99,7 +103,7 @@ func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 			if err := ctx.Err(); err != nil {
 				return Page{}, err
 			}
-			if err := s.clone.err(); err != nil {
+			if err := s.clone.Load().err(); err != nil {
 				return Page{}, err
 			}
 			s.cursor.fill()
@@ -142,14 +146,14 @@ func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 // closeClone stops counting the snapshot's clone: it has been read, or the
 // snapshot closed.
 func (s *Snapshot) closeClone() {
-	if s.clone == nil {
+	c := s.clone.Swap(nil)
+	if c == nil {
 		return
 	}
 	f := s.feed
 	f.mu.Lock()
-	f.store.clones.close(s.clone)
+	f.store.clones.close(c)
 	f.mu.Unlock()
-	s.clone = nil
 }
 
 // Close releases the snapshot's informer.
