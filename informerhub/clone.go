@@ -50,11 +50,9 @@ type stateClones struct {
 	released bool
 }
 
-// replaced counts an object the state replaced or deleted.
-func (cs *stateClones) replaced(o *object) { cs.replacedBytes(objectSize(o)) }
-
-// replacedBytes counts objects of n bytes the state replaced or deleted.
-func (cs *stateClones) replacedBytes(n int64) {
+// replaced counts objects of n bytes (objectSize) that the state replaced
+// or deleted.
+func (cs *stateClones) replaced(n int64) {
 	cs.churn += n
 	if len(cs.open) > 0 && !cs.released {
 		cs.kept.Force(n)

@@ -89,41 +89,42 @@ func (m *memory) warnOver() {
 // spillUnwritten makes the feed whose changes waiting for the disk hold the
 // most stop writing to disk (feed.spillDiskLocked), so that its history may
 // evict them: a disk that fell behind must not take the hub past its
-// budget. Only a disk behind by minSpillBytes (or a 64th of the budget, if
-// less) at least: a writer that keeps up holds a few changes at any time,
-// and spilling them would gain nothing. It skips feeds whose lock is taken,
-// and reports whether it spilled one.
+// budget. It skips feeds whose lock is taken, and reports whether it
+// spilled one.
 func (m *memory) spillUnwritten() bool {
-	var most *feed
-	mostBytes := min(minSpillBytes, m.held.Max()/64) - 1
-	for _, f := range m.feeds() {
-		if n, ok := f.unwrittenBytes(); ok && n > mostBytes {
-			most, mostBytes = f, n
-		}
-	}
-	return most != nil && most.spillForMemory()
+	f := m.holdingMost((*feed).unwrittenBytes)
+	return f != nil && f.spillForMemory()
 }
 
 // endOldestClone ends the reader of the oldest clone of the feed whose
 // clones keep the most (a snapshot, or a subscription's initial events,
 // read so slowly that the state changed under it by more than the hub may
 // hold), so that its objects go: as a subscriber that falls behind, it
-// resumes from its token, or takes the snapshot again. Only clones that
-// keep minSpillBytes (or a 64th of the budget) at least. It reports whether
+// resumes from its token, or takes the snapshot again. It reports whether
 // it ended one.
 func (m *memory) endOldestClone() bool {
+	f := m.holdingMost((*feed).cloneKeeps)
+	return f != nil && f.endOldestClone()
+}
+
+// holdingMost returns the feed for which held (false: its lock is taken)
+// reports the most, if that is minSpillBytes (or a 64th of the budget, if
+// less) at least: below that, what a writer that keeps up holds at any
+// time, or a reader that keeps up keeps, giving it up would gain nothing.
+func (m *memory) holdingMost(held func(*feed) (int64, bool)) *feed {
 	var most *feed
 	mostBytes := min(minSpillBytes, m.held.Max()/64) - 1
 	for _, f := range m.feeds() {
-		if n, ok := f.cloneKeeps(); ok && n > mostBytes {
+		if n, ok := held(f); ok && n > mostBytes {
 			most, mostBytes = f, n
 		}
 	}
-	return most != nil && most.endOldestClone()
+	return most
 }
 
-// minSpillBytes is the least that changes waiting for the disk must hold
-// for the memory budget to spill them (see spillUnwritten).
+// minSpillBytes is the least that a feed's changes waiting for the disk,
+// or its clones, must hold for the memory budget to take them (see
+// holdingMost).
 const minSpillBytes = 1 << 20
 
 // evictOldest evicts while the hub is over its budget, from the feed whose

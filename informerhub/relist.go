@@ -41,7 +41,7 @@ type preparedRelist struct {
 	state   *btree.BTreeG[*object]
 	grown   int64
 	// replaced is what the objects the records replace or delete hold
-	// (stateClones.replacedBytes).
+	// (stateClones.replaced).
 	replaced int64
 	plans    []groupPlan
 	made     uint64

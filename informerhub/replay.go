@@ -322,10 +322,8 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 	} else {
 		delete(r.state, key)
 	}
-	var undecided *filterError
 	switch {
 	case cur.selected && prev.selected:
-		undecided = cmp.Or(cur.undecided, prev.undecided)
 		ev.Type, ev.Object = EventModified, cur.json
 		if vw.proj != nil {
 			if vw.proj.SameAsked(unsafeBytes(prev.json), unsafeBytes(cur.json)) {
@@ -336,10 +334,8 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 			ev.PreviousObject = prev.json
 		}
 	case cur.selected:
-		undecided = cur.undecided
 		ev.Type, ev.Object = EventAdded, cur.json
 	case prev.selected && ev.Type == EventDeleted:
-		undecided = prev.undecided
 		last, err := events.project(vw, o.json) // the API server's last state
 		if err != nil {
 			return false, events.failed(ev, o, err).failure
@@ -348,7 +344,6 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 	case prev.selected:
 		// It stopped matching the filter: as live, its last matching state
 		// at the version of the change.
-		undecided = prev.undecided
 		last, err := atVersion(prev.json, ev.ResourceVersion)
 		if err != nil {
 			return false, events.failed(ev, o, err).failure
@@ -357,7 +352,9 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 	default:
 		return false, nil
 	}
-	if undecided != nil {
+	// Only an entry that is selected carries a reason (see verdict): those
+	// of the states that made the event.
+	if undecided := cmp.Or(cur.undecided, prev.undecided); undecided != nil {
 		ev.FilterError = undecided.reason
 	}
 	return true, nil

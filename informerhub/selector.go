@@ -331,33 +331,24 @@ func (s *selector) matchesBase(o *object) bool {
 // DELETED (with its last matching state). undecided is why the filter could
 // not decide on a state that made the variant, the one the event carries
 // first.
-func (s *selector) variant(r *record, ev *evaluation) (v variant, undecided *filterError) {
-	switch r.typ {
-	case EventAdded:
-		if cur := s.matches(r.obj, ev); cur.match {
-			return variantOwn, cur.undecided
-		}
-	case EventModified:
-		var prev verdict
-		if r.prev != nil {
-			prev = s.matches(r.prev, ev)
-		}
-		cur := s.matches(r.obj, ev)
-		switch {
-		case cur.match && prev.match:
-			return variantOwn, cmp.Or(cur.undecided, prev.undecided)
-		case cur.match:
-			return variantEnter, cur.undecided
-		case prev.match:
-			return variantLeave, prev.undecided
-		}
-	case EventDeleted:
-		if r.prev == nil {
-			break
-		}
-		if prev := s.matches(r.prev, ev); prev.match {
-			return variantOwn, prev.undecided
-		}
+func (s *selector) variant(r *record, ev *evaluation) (variant, *filterError) {
+	var prev, cur verdict // the zero verdict: not evaluated, no match
+	if r.typ != EventAdded && r.prev != nil {
+		prev = s.matches(r.prev, ev)
+	}
+	if r.typ != EventDeleted {
+		cur = s.matches(r.obj, ev)
+	}
+	// Only a verdict that selects carries a reason (see verdict): those of
+	// the states that made the variant.
+	undecided := cmp.Or(cur.undecided, prev.undecided)
+	switch {
+	case r.typ == EventAdded && cur.match, r.typ == EventDeleted && prev.match, cur.match && prev.match:
+		return variantOwn, undecided
+	case r.typ == EventModified && cur.match:
+		return variantEnter, undecided
+	case r.typ == EventModified && prev.match:
+		return variantLeave, undecided
 	}
 	return variantNone, nil
 }

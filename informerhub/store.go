@@ -104,8 +104,9 @@ func (st *store) put(o *object) (prev *object, existed bool) {
 	st.index.update(prev, o)
 	st.stateBytes.Force(objectSize(o))
 	if existed {
-		st.stateBytes.Force(-objectSize(prev))
-		st.clones.replaced(prev)
+		size := objectSize(prev)
+		st.stateBytes.Force(-size)
+		st.clones.replaced(size)
 	}
 	return prev, existed
 }
@@ -116,8 +117,9 @@ func (st *store) delete(o *object) (prev *object, existed bool) {
 	prev, existed = st.state.Delete(o)
 	if existed {
 		st.index.update(prev, nil)
-		st.stateBytes.Force(-objectSize(prev))
-		st.clones.replaced(prev)
+		size := objectSize(prev)
+		st.stateBytes.Force(-size)
+		st.clones.replaced(size)
 	}
 	return prev, existed
 }
@@ -241,14 +243,14 @@ func applied(state *btree.BTreeG[*object], changes []*record) (next *btree.BTree
 	for _, r := range changes {
 		if r.typ == EventDeleted {
 			if prev, ok := next.Delete(r.obj); ok {
-				grown -= objectSize(prev)
-				replaced += objectSize(prev)
+				size := objectSize(prev)
+				grown, replaced = grown-size, replaced+size
 			}
 			continue
 		}
 		if prev, ok := next.ReplaceOrInsert(r.obj); ok {
-			grown -= objectSize(prev)
-			replaced += objectSize(prev)
+			size := objectSize(prev)
+			grown, replaced = grown-size, replaced+size
 		}
 		grown += objectSize(r.obj)
 	}
@@ -261,7 +263,7 @@ func applied(state *btree.BTreeG[*object], changes []*record) (next *btree.BTree
 func (st *store) applyAll(changes []*record, next *btree.BTreeG[*object], grown, replaced int64) {
 	st.state = next
 	st.stateBytes.Force(grown)
-	st.clones.replacedBytes(replaced)
+	st.clones.replaced(replaced)
 	if len(st.index.keys) == 0 {
 		return
 	}
