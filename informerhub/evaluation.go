@@ -74,9 +74,13 @@ type filterError struct{ reason string }
 // messages may quote a long expression.
 const maxFilterErrorLength = 256
 
+// errFilterOverCost is why a filter that ran over its cost limit could not
+// decide: the same for every object, so it is shared.
+var errFilterOverCost = &filterError{"the filter exceeded the hub's cost limit for one evaluation"}
+
 func newFilterError(err error, costly bool) *filterError {
 	if costly {
-		return &filterError{"the filter exceeded the hub's cost limit for one evaluation"}
+		return errFilterOverCost
 	}
 	return &filterError{truncateTo(fmt.Sprintf("the filter failed: %v", err), maxFilterErrorLength)}
 }

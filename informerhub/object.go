@@ -35,8 +35,20 @@ type object struct {
 }
 
 // objectOverhead approximates what an object costs besides its JSON and
-// labels: the struct, its strings' headers and what selectors cached of it.
-const objectOverhead = 192
+// labels: the struct, with its strings' headers, a full cache of filter
+// results, and an allowance for the few field values selectors cache. The
+// reasons of filters that failed on the object (each at most
+// maxFilterErrorLength, and over cost shared by all) are not counted: like
+// the state they belong to, they are the cluster's size, counted apart
+// from the budget.
+const objectOverhead = int(unsafe.Sizeof(object{})) +
+	maxCachedFilterResults*int(unsafe.Sizeof(filterResult{})) + 2*int(unsafe.Sizeof([]filterResult{})) +
+	fieldValuesAllowance
+
+// fieldValuesAllowance is what objectOverhead allows for the field values
+// an object caches (object.field): a few short strings, as a resource
+// type's field selectors read names, phases and the like.
+const fieldValuesAllowance = 128
 
 // objectSize approximates the bytes an object holds.
 func objectSize(o *object) int64 {
@@ -131,7 +143,9 @@ type filterResult struct {
 }
 
 // maxCachedFilterResults bounds the filter results an object keeps; the
-// oldest go first.
+// oldest go first. It is below Config.MaxFiltersPerResource's default, as
+// objectOverhead counts a full cache in every object: a result that fell
+// out costs one evaluation again, bounded by Config.MaxFilterCost.
 const maxCachedFilterResults = 16
 
 // filterResult returns the result of the filter with that ID on the
