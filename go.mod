@@ -26,6 +26,7 @@ require (
 	go.etcd.io/etcd/client/v3 v3.7.0
 	go.uber.org/zap v1.27.1
 	k8s.io/apiserver v0.37.1
+	k8s.io/kms v0.37.1
 )
 
 require (
@@ -75,7 +76,6 @@ require (
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	k8s.io/component-base v0.37.1 // indirect
-	k8s.io/kms v0.37.1 // indirect
 )
 
 require (

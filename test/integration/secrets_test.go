@@ -1,9 +1,13 @@
 package integration
 
 import (
+	"cmp"
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kmsservice "k8s.io/kms/pkg/service"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub/hubtest"
@@ -24,7 +29,8 @@ import (
 
 // TestNoSecretInPlaintextOnDisk: the hub process keeps a disk history
 // (--history-dir) of Secrets and ConfigMaps (--retain), without and with
-// --history-encryption-config (aesgcm for secrets). A Secret holds a
+// --history-encryption-config (aesgcm for secrets, or a KMS v2 plugin the
+// test serves on a Unix socket). A Secret holds a
 // random marker in its data (base64 in its JSON), a label and an
 // annotation; the hub is killed (SIGKILL) and restarted, the Secret
 // changing meanwhile. No file under --history-dir (Pebble's write-ahead
@@ -37,17 +43,24 @@ import (
 // server; with one, their history is on disk, encrypted, and a restarted
 // hub resumes them from it as other types.
 func TestNoSecretInPlaintextOnDisk(t *testing.T) {
-	for _, encrypted := range []bool{false, true} {
-		name := "without an encryption config"
-		if encrypted {
-			name = "with an aesgcm config"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		// config writes the encryption config; nil: none. prefix is what
+		// its encrypted values begin with.
+		config func(*testing.T) string
+		prefix string
+	}{
+		{name: "without an encryption config"},
+		{name: "with an aesgcm config", config: aesgcmSecretsConfig, prefix: "k8s:enc:aesgcm:v1:key1:"},
+		{name: "with a KMS v2 plugin", config: kmsSecretsConfig, prefix: "k8s:enc:kms:v2:testkms:"},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			encrypted := mode.config != nil
 			ns := namespace(t)
 			dir := t.TempDir()
 			args := []string{"--history-dir", dir, "--retain", "secrets,configmaps", "--log-level", "info"}
 			if encrypted {
-				args = append(args, "--history-encryption-config", aesgcmSecretsConfig(t))
+				args = append(args, "--history-encryption-config", mode.config(t))
 			}
 			hub := startHubProcess(t, args...)
 			conn, err := grpc.NewClient(hub.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -98,7 +111,7 @@ func TestNoSecretInPlaintextOnDisk(t *testing.T) {
 			if found := hubtest.FilesHolding(t, dir, control); len(found) == 0 {
 				t.Error("no file holds the ConfigMap's marker, written as it is: the search finds nothing")
 			}
-			encryptedValues := hubtest.FilesHolding(t, dir, "k8s:enc:aesgcm:v1:key1:")
+			encryptedValues := hubtest.FilesHolding(t, dir, cmp.Or(mode.prefix, "k8s:enc:"))
 			if encrypted && len(encryptedValues) == 0 {
 				t.Error("no file holds a value encrypted with the configuration's key: the Secrets are not on disk")
 			}
@@ -143,6 +156,87 @@ resources:
 		t.Fatal(err)
 	}
 	return path
+}
+
+// kmsSecretsConfig serves a KMS v2 plugin on a Unix socket for the test's
+// duration, with k8s.io/kms's own gRPC service, and writes an
+// EncryptionConfiguration that encrypts secrets with it (provider
+// testkms); it returns the configuration's path.
+func kmsSecretsConfig(t *testing.T) string {
+	t.Helper()
+	// A short directory: a Unix socket's path has at most 107 bytes.
+	dir, err := os.MkdirTemp("", "kms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "kms.sock")
+	plugin := kmsservice.NewGRPCService(socket, 5*time.Second, newTestKMS(t))
+	served := make(chan error, 1)
+	go func() { served <- plugin.ListenAndServe() }()
+	t.Cleanup(func() {
+		plugin.Shutdown()
+		<-served
+	})
+	config := fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
+kind: EncryptionConfiguration
+resources:
+- resources: [secrets]
+  providers:
+  - kms:
+      apiVersion: v2
+      name: testkms
+      endpoint: unix://%s
+      timeout: 5s
+`, socket)
+	path := filepath.Join(t.TempDir(), "encryption.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// testKMS is a KMS v2 plugin's key service: AES-GCM with a key of its own,
+// as a cloud KMS seals the data encryption keys the API server (here, the
+// hub) sends it.
+type testKMS struct{ aead cipher.AEAD }
+
+func newTestKMS(t *testing.T) *testKMS {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testKMS{aead: aead}
+}
+
+const testKMSKeyID = "test-key-1"
+
+func (k *testKMS) Encrypt(_ context.Context, _ string, data []byte) (*kmsservice.EncryptResponse, error) {
+	nonce := make([]byte, k.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return &kmsservice.EncryptResponse{Ciphertext: k.aead.Seal(nonce, nonce, data, nil), KeyID: testKMSKeyID}, nil
+}
+
+func (k *testKMS) Decrypt(_ context.Context, _ string, req *kmsservice.DecryptRequest) ([]byte, error) {
+	if len(req.Ciphertext) < k.aead.NonceSize() {
+		return nil, errors.New("ciphertext too short")
+	}
+	nonce, sealed := req.Ciphertext[:k.aead.NonceSize()], req.Ciphertext[k.aead.NonceSize():]
+	return k.aead.Open(nil, nonce, sealed, nil)
+}
+
+func (k *testKMS) Status(context.Context) (*kmsservice.StatusResponse, error) {
+	return &kmsservice.StatusResponse{Version: "v2", Healthz: "ok", KeyID: testKMSKeyID}, nil
 }
 
 // resumeExactly resumes a Watch of sel from token and checks that the
