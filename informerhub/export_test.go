@@ -384,7 +384,7 @@ func OnDisk(h *Hub, gvr schema.GroupVersionResource) bool {
 	f := feedOf(h, gvr)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.store.disk != nil
+	return f.store.disk.log != nil
 }
 
 // Synced returns a channel closed when the resource type's feed has

@@ -127,8 +127,8 @@ func (f *feed) stopLocked(err error) {
 	f.live.end(err)
 	f.cancel()
 	f.store.release()
-	if f.store.disk != nil {
-		f.store.disk.notify() // to write what is left, and let the next feed start from it
+	if f.store.disk.log != nil {
+		f.store.disk.log.notify() // to write what is left, and let the next feed start from it
 	}
 	f.log.Info("informer stopped", "reason", err)
 }
@@ -176,7 +176,7 @@ func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 	// (store.restore, until it is processed): an error before the sync is
 	// then its watch's (the API server no longer has the stored version,
 	// and the Reflector lists), not a failed list.
-	if !f.store.synced && f.store.restore == nil {
+	if !f.store.synced && f.store.disk.restore == nil {
 		f.ready.failedToList(err)
 		f.log.Warn("listing failed; retrying", "error", err)
 		return
@@ -203,7 +203,7 @@ func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 func (f *feed) watched(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.err != nil || (!f.store.synced && f.store.restore == nil) {
+	if f.err != nil || (!f.store.synced && f.store.disk.restore == nil) {
 		return
 	}
 	if err == nil {
@@ -439,8 +439,8 @@ func (f *feed) recordLocked(r *record, offset uint32, ev *evaluation) {
 // waiting to be written went past Config.HistoryMaxUnwrittenBytes (see
 // spillDiskLocked). The caller holds f.mu and has just recorded.
 func (f *feed) boundUnwrittenLocked() {
-	if max := f.hub.cfg.HistoryMaxUnwrittenBytes; f.store.unwritten > max {
-		f.spillDiskLocked(fmt.Errorf("the changes waiting to be written hold %d bytes, more than HistoryMaxUnwrittenBytes (%d)", f.store.unwritten, max))
+	if max := f.hub.cfg.HistoryMaxUnwrittenBytes; f.store.disk.unwritten > max {
+		f.spillDiskLocked(fmt.Errorf("the changes waiting to be written hold %d bytes, more than HistoryMaxUnwrittenBytes (%d)", f.store.disk.unwritten, max))
 	}
 }
 
@@ -598,15 +598,14 @@ func (f *feed) attachDisk(dl *diskLog, failed func() bool) bool {
 	if failed() {
 		return false
 	}
-	f.store.disk = dl
+	f.store.disk.log = dl
 	return true
 }
 
 func (f *feed) detachDisk(*diskLog) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.store.disk = nil
-	f.store.unwritten = 0
+	f.store.disk.stop()
 	if f.store.synced {
 		f.store.history.persisted = math.MaxUint64
 	}
@@ -622,9 +621,8 @@ func (f *feed) resumeDisk(dl *diskLog) bool {
 	if f.err != nil || !st.synced || st.released {
 		return false
 	}
-	st.disk, st.unwritten = dl, 0
+	st.disk.resume(dl, st.pos.rv)
 	st.history.persisted = st.pos.seq // the state at pos is written with the next records
-	st.diskFloorRV, st.diskFloorAt = st.pos.rv, time.Now().UnixNano()
 	f.log.Info("writing the history to disk again", "resourceVersion", st.pos.rv)
 	return true
 }
@@ -636,7 +634,7 @@ func (f *feed) unwrittenBytes() (int64, bool) {
 		return 0, false
 	}
 	defer f.mu.Unlock()
-	return f.store.unwritten, true
+	return f.store.disk.unwritten, true
 }
 
 // cloneKeeps returns what the feed's open state clones keep; false if its
@@ -677,7 +675,7 @@ func (f *feed) spillForMemory() bool {
 		return false
 	}
 	defer f.mu.Unlock()
-	if f.store.disk == nil {
+	if f.store.disk.log == nil {
 		return false
 	}
 	f.spillDiskLocked(errors.New("the hub is over its memory budget, and the changes waiting to be written are all it could evict"))
@@ -688,7 +686,7 @@ func (f *feed) spillForMemory() bool {
 func (f *feed) spillDisk(dl *diskLog, cause error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.store.disk == dl {
+	if f.store.disk.log == dl {
 		f.spillDiskLocked(cause)
 	}
 }
@@ -704,12 +702,11 @@ func (f *feed) spillDisk(dl *diskLog, cause error) {
 // OUT_OF_RANGE), never across a silent hole. The caller holds f.mu.
 func (f *feed) spillDiskLocked(cause error) {
 	st := f.store
-	dl := st.disk
+	dl := st.disk.log
 	if dl == nil {
 		return
 	}
-	unwritten := st.unwritten
-	st.disk, st.unwritten = nil, 0
+	unwritten := st.disk.stop()
 	st.history.persisted = math.MaxUint64
 	if !st.released {
 		st.history.trim()
@@ -724,19 +721,19 @@ func (f *feed) spillDiskLocked(cause error) {
 func (f *feed) restoreFrom(r *restored) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.store.restore = r
+	f.store.disk.restore = r
 }
 
 func (f *feed) unwritten(dl *diskLog, withState bool) pendingWrite {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.store
-	p := pendingWrite{writing: st.synced && st.disk == dl, stopped: f.err != nil, epoch: f.epoch}
+	p := pendingWrite{writing: st.synced && st.disk.log == dl, stopped: f.err != nil, epoch: f.epoch}
 	if !p.writing {
 		return p
 	}
 	p.from, p.pos = st.history.persisted+1, st.pos
-	p.floorRV, p.floorAt = st.diskFloorRV, st.diskFloorAt
+	p.floorRV, p.floorAt = st.disk.floorRV, st.disk.floorAt
 	p.records = make([]*record, 0, p.pos.seq+1-p.from)
 	for seq := p.from; seq <= p.pos.seq; seq++ {
 		r, _ := st.history.get(seq) // held: never evicted unwritten
@@ -753,12 +750,12 @@ func (f *feed) written(dl *diskLog, seq uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.store
-	if st.disk != dl {
+	if st.disk.log != dl {
 		return
 	}
 	for s := st.history.persisted + 1; s <= seq; s++ {
 		if r, ok := st.history.get(s); ok { // held: never evicted unwritten
-			st.unwritten -= r.counted
+			st.disk.unwritten -= r.counted
 		}
 	}
 	st.history.persisted = seq

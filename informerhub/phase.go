@@ -158,7 +158,7 @@ func (c *catchUpPhase) fetchLocked() (batch []*record, diskUpTo uint64, next pha
 	}
 	batch, ok := f.store.history.after(c.at.seq, catchUpBatch, c.backlog[:0])
 	switch {
-	case !ok && f.store.disk != nil && f.store.disk.holds(c.at.seq):
+	case !ok && f.store.disk.log != nil && f.store.disk.log.holds(c.at.seq):
 		return nil, f.store.history.first, nil, nil
 	case !ok && c.fromBehind:
 		// It reads slower than the resource type changes: a replay would

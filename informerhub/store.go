@@ -51,23 +51,8 @@ type store struct {
 	// relists are the version ranges relists jumped across that the
 	// history still reaches; see insideRelist.
 	relists []versionRange
-	// disk is the resource type's history on disk while this store writes
-	// it (durable.go); nil without one. restore is what the disk held when
-	// the feed started, until its first list takes it; epochs are the
-	// earlier runs whose records the disk holds (see recorded).
-	disk    *diskLog
-	restore *restored
-	epochs  []historystore.Epoch
-	// unwritten is what the records the disk does not hold yet count in
-	// memory (history.count of those after history.persisted), which the
-	// history cannot evict: bounded by Config.HistoryMaxUnwrittenBytes
-	// (see feed.spillDiskLocked).
-	unwritten int64
-	// diskFloorRV and diskFloorAt are where the disk's history of the type
-	// begins when the disk does not hold it yet: the initial list, or the
-	// position the feed went on writing from after a spill.
-	diskFloorRV uint64
-	diskFloorAt int64
+	// disk is the store's side of the resource type's history on disk.
+	disk storeDisk
 	// clones are the open clones of state that snapshots and initial
 	// events read, and what they keep (clone.go).
 	clones stateClones
@@ -75,6 +60,47 @@ type store struct {
 	// nanoseconds), or 0 when memory eviction may take none: written under
 	// the lock (noteOldest), read without it (memory.evictOldest).
 	oldestAt atomic.Int64
+}
+
+// storeDisk is a store's side of its resource type's history on disk
+// (durable.go): the log it writes to, what the disk held when the feed
+// started, and what the store recorded that the disk does not hold yet.
+// The feed's lock guards it, as the rest of the store.
+type storeDisk struct {
+	// log is the type's history on disk while the store writes it; nil
+	// without one, or while spilled (feed.spillDiskLocked).
+	log *diskLog
+	// restore is what the disk held when the feed started, until its
+	// first list takes it; epochs are the earlier runs whose records the
+	// disk holds (see store.recorded).
+	restore *restored
+	epochs  []historystore.Epoch
+	// unwritten is what the records the disk does not hold yet count in
+	// memory (history.count of those after history.persisted), which the
+	// history cannot evict: bounded by Config.HistoryMaxUnwrittenBytes
+	// (see feed.spillDiskLocked).
+	unwritten int64
+	// floorRV and floorAt are where the disk's history of the type begins
+	// when the disk does not hold it yet: the initial list, or the
+	// position the feed went on writing from after a spill.
+	floorRV uint64
+	floorAt int64
+}
+
+// resume makes the store write to dl again after a spill: the disk's
+// history of the type begins at rv, now, the state written with the next
+// records.
+func (d *storeDisk) resume(dl *diskLog, rv uint64) {
+	d.log, d.unwritten = dl, 0
+	d.floorRV, d.floorAt = rv, time.Now().UnixNano()
+}
+
+// stop stops the store writing to its log, and returns what its records
+// not written held.
+func (d *storeDisk) stop() (unwritten int64) {
+	unwritten = d.unwritten
+	d.log, d.unwritten = nil, 0
+	return unwritten
 }
 
 const btreeDegree = 32
@@ -146,10 +172,10 @@ func (st *store) sync(state *btree.BTreeG[*object], size int64, listRV uint64) {
 	st.stateBytes.Force(size)
 	var base uint64 // the seq of the initial state
 	floorAt := time.Now().UnixNano()
-	if r := st.restore; r != nil {
-		st.restore = nil
+	if r := st.disk.restore; r != nil {
+		st.disk.restore = nil
 		base, floorAt = r.meta.LastSeq, r.meta.LastAt
-		st.epochs = r.meta.Epochs
+		st.disk.epochs = r.meta.Epochs
 		for _, rg := range r.meta.Relists {
 			st.relists = append(st.relists, versionRange{from: rg.From, to: rg.To})
 		}
@@ -157,10 +183,10 @@ func (st *store) sync(state *btree.BTreeG[*object], size int64, listRV uint64) {
 	st.pos = position{epoch: st.epoch, seq: base, rv: listRV}
 	st.history = newHistory(st.historySize, st.historyBytes, listRV, floorAt, st.memory.history)
 	st.history.startAfter(base)
-	if st.disk != nil {
+	if st.disk.log != nil {
 		st.history.persisted = base // the state at base is written with the first records
 	}
-	st.diskFloorRV, st.diskFloorAt = listRV, floorAt
+	st.disk.floorRV, st.disk.floorAt = listRV, floorAt
 	st.synced = true
 }
 
@@ -291,8 +317,8 @@ func (st *store) record(r *record, offset uint32) (before position) {
 		r.pos.rv = st.pos.rv
 	}
 	st.history.push(r)
-	if st.disk != nil && st.history.persisted != math.MaxUint64 {
-		st.unwritten += r.counted
+	if st.disk.log != nil && st.history.persisted != math.MaxUint64 {
+		st.disk.unwritten += r.counted
 	}
 	st.noteOldest()
 	st.moved(r.pos)
@@ -316,8 +342,8 @@ func (st *store) bookmark(rv uint64) {
 func (st *store) moved(pos position) {
 	st.pos = pos
 	st.notifyAdvanced()
-	if st.disk != nil {
-		st.disk.notify()
+	if st.disk.log != nil {
+		st.disk.log.notify()
 	}
 }
 
@@ -361,7 +387,7 @@ func (st *store) locate(p position) (located, error) {
 		if p.seq+1 >= st.history.first {
 			return located{pos: p}, nil
 		}
-		if st.disk != nil && st.disk.holds(p.seq) {
+		if st.disk.log != nil && st.disk.log.holds(p.seq) {
 			return located{pos: p, onDisk: true}, nil
 		}
 		return located{}, st.expiredError(false)
@@ -383,7 +409,7 @@ func (st *store) locate(p position) (located, error) {
 	if p.rv >= st.history.floorRV {
 		return located{pos: position{epoch: st.epoch, seq: st.history.lastAtOrBefore(p.rv), rv: p.rv}}, nil
 	}
-	first, _, _, _, _ := st.disk.window() // reached: floorRV took the disk's floor
+	first, _, _, _, _ := st.disk.log.window() // reached: floorRV took the disk's floor
 	return located{pos: position{epoch: st.epoch, rv: p.rv}, onDisk: true, searchFrom: first, searchUpTo: st.history.first - 1}, nil
 }
 
@@ -401,7 +427,7 @@ func (st *store) joinable(rv uint64) (uint64, bool) {
 // recorded reports whether p is a position an earlier run of the feed
 // wrote to disk, which this run's seqs continue.
 func (st *store) recorded(p position) bool {
-	for _, e := range st.epochs {
+	for _, e := range st.disk.epochs {
 		if e.ID == p.epoch {
 			return p.seq+1 >= e.First && p.seq <= e.Last
 		}
@@ -420,8 +446,8 @@ func (st *store) floorRV() uint64 {
 // API server, and when it got there (Unix nanoseconds).
 func (st *store) oldest() (rv uint64, at int64) {
 	rv, at = st.history.floorRV, st.history.floorAt
-	if st.disk != nil {
-		if first, _, diskRV, diskAt, ok := st.disk.window(); ok && first < st.history.first {
+	if st.disk.log != nil {
+		if first, _, diskRV, diskAt, ok := st.disk.log.window(); ok && first < st.history.first {
 			rv, at = diskRV, diskAt
 		}
 	}
@@ -561,7 +587,7 @@ func (st *store) levels(rs *ResourceStats) {
 	rs.HistoryNewest = time.Unix(0, st.history.newestAt())
 	_, at := st.oldest()
 	rs.RetainedOldest = time.Unix(0, at)
-	if st.disk != nil && st.history.persisted != math.MaxUint64 {
+	if st.disk.log != nil && st.history.persisted != math.MaxUint64 {
 		rs.DiskPending = st.pos.seq - st.history.persisted
 	}
 }
