@@ -63,7 +63,7 @@ type Event struct {
 	// FilterError, when set, says why the subscription's filter could not
 	// decide on the object (its evaluation failed, or exceeded
 	// Config.MaxFilterCost): the object is sent as if it matched. Such an
-	// event is the subscriber's own, not shared.
+	// event is shared by the subscribers of one filter, as others are.
 	FilterError string
 	// Encoding is the subscription's WatchRequest.Encoding, for
 	// Config.EncodeEvent.
@@ -256,6 +256,41 @@ func (m *eventMaker) marked(ev *Event, undecided *filterError) *Event {
 	cp := *ev
 	cp.FilterError = undecided.reason
 	return m.encoded(&cp)
+}
+
+// markedOf is marked for ev, an event of r: the first marked event made of
+// r is built once and kept on r (within the history's view budget, as
+// events of other views are), so that the subscribers of one filter that
+// cannot decide on r's object share it, encoded once per change, whoever
+// wrote the object. Other marked events of r, rarer still (a second
+// filter that cannot decide on the same change), are each subscriber's.
+func (m *eventMaker) markedOf(r *record, ev *Event, undecided *filterError) *Event {
+	if undecided == nil {
+		return ev
+	}
+	entry := r.marked.Load()
+	if entry == nil {
+		r.marked.CompareAndSwap(nil, &markedEvent{of: ev, undecided: undecided})
+		entry = r.marked.Load()
+	}
+	if entry.of != ev || entry.undecided != undecided {
+		return m.marked(ev, undecided)
+	}
+	var built *Event
+	fresh := false
+	entry.slot.once.Do(func() {
+		built, fresh = m.marked(ev, undecided), true
+		if r.views.Add(eventSize(built, r)) {
+			entry.slot.ev, entry.slot.kept = built, true
+		}
+	})
+	switch {
+	case fresh:
+		return built
+	case entry.slot.kept:
+		return entry.slot.ev
+	}
+	return m.marked(ev, undecided)
 }
 
 // bookmark is a bookmark at pos.

@@ -739,3 +739,37 @@ func TestASnapshotClosedWhileAPageIsRead(t *testing.T) {
 		t.Errorf("a closed snapshot's clone keeps %d bytes", m.StateClones)
 	}
 }
+
+// TestAMarkedEventIsEncodedOncePerChange: subscribers whose filter cannot
+// decide on an object get its events marked (Event.FilterError), and
+// those of one filter share the marked event as others share theirs: a
+// tenant who writes such objects cannot make the hub encode per
+// subscriber.
+func TestAMarkedEventIsEncodedOncePerChange(t *testing.T) {
+	c := newFakeCluster(t)
+	var marked atomic.Int64
+	h := newHub(t, c, informerhub.Config{EncodeEvent: func(e *informerhub.Event) any {
+		if e.FilterError != "" {
+			marked.Add(1)
+		}
+		return []byte(e.ResumeToken)
+	}})
+	failing := informerhub.Selector{Resource: configMaps, Filter: `object.data.mode == "on"`} // no data.mode: "no such key"
+	var subs []*informerhub.Subscription
+	for range 20 {
+		subs = append(subs, watch(t, h, informerhub.WatchRequest{Selector: failing}))
+	}
+	for i := range 5 {
+		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, ""))
+	}
+	for i, s := range subs {
+		for j := range 5 {
+			if e := next(t, s); e.FilterError == "" {
+				t.Fatalf("subscriber %d, event %d: %v unmarked, want marked", i, j, toEv(t, e))
+			}
+		}
+	}
+	if n := marked.Load(); n != 5 {
+		t.Errorf("%d marked events encoded for 5 changes fanned out to 20 subscribers of one filter, want 5", n)
+	}
+}

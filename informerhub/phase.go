@@ -135,7 +135,7 @@ func (c *catchUpPhase) pass() (*Event, error) {
 		if v != variantNone {
 			events := &s.lease.feed.events
 			if ev := events.ofRecord(r, v, s.lease.view); ev != nil {
-				return events.marked(ev, undecided), nil
+				return events.markedOf(r, ev, undecided), nil
 			}
 		}
 	}
@@ -243,7 +243,7 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 				if d.variant&undecidedFlag != 0 {
 					// Cached on the objects: looked up, rarely evaluated again.
 					_, undecided := s.lease.sel.variant(d.rec, nil)
-					ev = f.events.marked(ev, undecided)
+					ev = f.events.markedOf(d.rec, ev, undecided)
 				}
 				return ev, nil, nil
 			}

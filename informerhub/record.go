@@ -44,8 +44,11 @@ type record struct {
 	// eventMaker.ofRecord): an immutable slice, replaced whole to add one, so that
 	// subscribers find theirs without a lock.
 	viewEvents atomic.Pointer[[]viewEvent]
+	// marked is the first event of the record marked for subscribers whose
+	// filter could not decide on its object (see eventMaker.markedOf).
+	marked atomic.Pointer[markedEvent]
 	// views is the record's share of the history's viewBytes, for the
-	// events kept in viewEvents, and built its share of the history's
+	// events kept in viewEvents and marked, and built its share of the history's
 	// events, for those of events, while the record is in the history.
 	views, built budget.Share
 	// counted is what the record counts of the history's recordBytes: its
@@ -62,6 +65,14 @@ type eventSlot struct {
 	once sync.Once
 	ev   *Event
 	kept bool
+}
+
+// markedEvent is an event (of) as sent to the subscribers of a filter that
+// could not decide on its object (undecided), built once in slot.
+type markedEvent struct {
+	of        *Event
+	undecided *filterError
+	slot      eventSlot
 }
 
 type viewEvent struct {
