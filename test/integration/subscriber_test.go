@@ -32,10 +32,15 @@ type subscriber struct {
 	// delay makes a slow client: it waits this long after each response.
 	delay time.Duration
 
-	mu           sync.Mutex // guards names, arrivals, resumes, failure, changed and cancelStream
+	mu           sync.Mutex // guards names, arrivals, listed, resumes, failure, changed and cancelStream
 	cancelStream context.CancelFunc
 	names        map[string]bool
 	arrivals     map[string]time.Time // by resourceVersion, of changes
+	// listed is set once the initial events ended: before, the last
+	// token is one of initial events, which only the hub that gave it
+	// continues (another replica, or a restarted hub without a disk
+	// history, answers OUT_OF_RANGE, as the proto says).
+	listed bool
 
 	resumes  int
 	failure  error
@@ -133,6 +138,7 @@ func (s *subscriber) stream(parent context.Context, req *informerhubv1.WatchRequ
 		s.tr.Record(e)
 		s.mu.Lock()
 		s.names[e.Name] = true
+		s.listed = s.listed || resp.GetInitialEventsEnd()
 		if e.Type != checker.Bookmark {
 			s.arrivals[e.ResourceVersion] = time.Now()
 		}
@@ -170,18 +176,22 @@ func (s *subscriber) notifyLocked() {
 }
 
 // waitFor waits until the subscriber has received an event of the object
-// named name. A hang is a bug; the bound only turns it into a failure.
+// named name, and the end of its initial events: a test that then moves it
+// to another hub, or kills its hub, moves a token of changes, which any
+// hub continues. (Under load, the initial events may still be under way
+// when the workload's changes are made: they list them.) A hang is a bug;
+// the bound only turns it into a failure.
 func (s *subscriber) waitFor(t *testing.T, name string) {
 	t.Helper()
 	timeout := time.After(2 * time.Minute)
 	for {
 		s.mu.Lock()
-		seen, failure, changed := s.names[name], s.failure, s.changed
+		seen, listed, failure, changed := s.names[name], s.listed, s.failure, s.changed
 		s.mu.Unlock()
 		if failure != nil {
 			t.Fatalf("subscriber %v failed: %v", s.sel, failure)
 		}
-		if seen {
+		if seen && listed {
 			return
 		}
 		select {
