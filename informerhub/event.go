@@ -258,22 +258,23 @@ func (m *eventMaker) marked(ev *Event, undecided *filterError) *Event {
 	return m.encoded(&cp)
 }
 
-// markedOf is marked for ev, an event of r: the first marked event made of
-// r is built once and kept on r (within the history's view budget, as
-// events of other views are), so that the subscribers of one filter that
-// cannot decide on r's object share it, encoded once per change, whoever
-// wrote the object. Other marked events of r, rarer still (a second
-// filter that cannot decide on the same change), are each subscriber's.
-func (m *eventMaker) markedOf(r *record, ev *Event, undecided *filterError) *Event {
+// markedOf is marked for ev, the event of r in variant v and view vw: the
+// first marked event made of r is built once and kept on r (within the
+// history's view budget, as events of other views are), so that the
+// subscribers of one filter that cannot decide on r's object share it,
+// encoded once per change, whoever wrote the object. Other marked events
+// of r, rarer still (a second filter that cannot decide on the same
+// change, or another form), are each subscriber's.
+func (m *eventMaker) markedOf(r *record, v variant, vw *view, ev *Event, undecided *filterError) *Event {
 	if undecided == nil {
 		return ev
 	}
 	entry := r.marked.Load()
 	if entry == nil {
-		r.marked.CompareAndSwap(nil, &markedEvent{of: ev, undecided: undecided})
+		r.marked.CompareAndSwap(nil, &markedEvent{viewKey: vw.key, variant: v, undecided: undecided})
 		entry = r.marked.Load()
 	}
-	if entry.of != ev || entry.undecided != undecided {
+	if entry.viewKey != vw.key || entry.variant != v || entry.undecided != undecided {
 		return m.marked(ev, undecided)
 	}
 	var built *Event

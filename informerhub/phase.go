@@ -135,7 +135,7 @@ func (c *catchUpPhase) pass() (*Event, error) {
 		if v != variantNone {
 			events := &s.lease.feed.events
 			if ev := events.ofRecord(r, v, s.lease.view); ev != nil {
-				return events.markedOf(r, ev, undecided), nil
+				return events.markedOf(r, v, s.lease.view, ev, undecided), nil
 			}
 		}
 	}
@@ -239,11 +239,12 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 		}
 		select {
 		case d := <-m.queue:
-			if ev := f.events.ofRecord(d.rec, d.variant&^undecidedFlag, s.lease.view); ev != nil {
+			v := d.variant &^ undecidedFlag
+			if ev := f.events.ofRecord(d.rec, v, s.lease.view); ev != nil {
 				if d.variant&undecidedFlag != 0 {
 					// Cached on the objects: looked up, rarely evaluated again.
 					_, undecided := s.lease.sel.variant(d.rec, nil)
-					ev = f.events.markedOf(d.rec, ev, undecided)
+					ev = f.events.markedOf(d.rec, v, s.lease.view, ev, undecided)
 				}
 				return ev, nil, nil
 			}

@@ -67,10 +67,12 @@ type eventSlot struct {
 	kept bool
 }
 
-// markedEvent is an event (of) as sent to the subscribers of a filter that
-// could not decide on its object (undecided), built once in slot.
+// markedEvent is the event of a record in a variant and view (by key, as
+// viewEvent) as sent to the subscribers of a filter that could not decide
+// on its object (undecided), built once in slot.
 type markedEvent struct {
-	of        *Event
+	viewKey   string
+	variant   variant
 	undecided *filterError
 	slot      eventSlot
 }
