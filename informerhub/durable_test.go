@@ -785,6 +785,6 @@ func TestAHugeRelistAgainstAStalledDiskSpills(t *testing.T) {
 	// (Whether it writes again by now depends on whether the writer was
 	// behind when it spilled: not asserted.)
 	if st := statsOf(t, h); st.DiskSpills != 1 || st.Relists != 1 {
-		t.Errorf("DiskSpills %d, Relists %d: want the relist to have spilled", st.DiskSpills, st.Relists)
+		t.Errorf("DiskSpills %d, Relists %d: want the relist to have spilled; stats %+v", st.DiskSpills, st.Relists, st)
 	}
 }

@@ -288,28 +288,28 @@ func (h *Hub) Stats() []ResourceStats {
 	all := h.feeds.totals()
 	out := make([]ResourceStats, 0, len(all))
 	for gvr, t := range all {
-		c := t.counters
-		rs := ResourceStats{
-			Resource:        gvr,
-			InformerStarts:  c.starts.Load(),
-			WatchRestarts:   c.watchRestarts.Load(),
-			EventsReceived:  c.received.Load(),
-			EventsSent:      c.sent.Load(),
-			FellBehind:      c.fellBehind.Load(),
-			SlowDisconnects: c.slowDisconnects.Load(),
-			ExpiredTokens:   c.expiredTokens.Load(),
-			Relists:         c.relists.Load(),
-			Replays:         c.replays.Load(),
-			FilterErrors:    c.filterErrors.Load(),
-			ObjectErrors:    c.objectErrors.Load(),
-			DiskSpills:      c.diskSpills.Load(),
-
-			EvictedForMemory: c.evictedForMemory.Load(),
-		}
+		rs := ResourceStats{Resource: gvr}
 		if f := t.activity.feed; f != nil {
 			rs.InformerActive, rs.Subscribers = true, t.activity.subscribers
 			f.levels(&rs)
 		}
+		// After the feed's lock: the counters include what the feed
+		// counted while it held it (a relist's spill, say), so a caller
+		// that saw its results sees them counted.
+		c := t.counters
+		rs.InformerStarts = c.starts.Load()
+		rs.WatchRestarts = c.watchRestarts.Load()
+		rs.EventsReceived = c.received.Load()
+		rs.EventsSent = c.sent.Load()
+		rs.FellBehind = c.fellBehind.Load()
+		rs.SlowDisconnects = c.slowDisconnects.Load()
+		rs.ExpiredTokens = c.expiredTokens.Load()
+		rs.Relists = c.relists.Load()
+		rs.Replays = c.replays.Load()
+		rs.FilterErrors = c.filterErrors.Load()
+		rs.ObjectErrors = c.objectErrors.Load()
+		rs.DiskSpills = c.diskSpills.Load()
+		rs.EvictedForMemory = c.evictedForMemory.Load()
 		out = append(out, rs)
 	}
 	return out
