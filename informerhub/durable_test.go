@@ -499,6 +499,7 @@ type faultyStore struct {
 	*historystore.Store
 	mu      sync.Mutex
 	gate    chan struct{}   // when set, writes wait until it is closed
+	waiting chan struct{}   // closed when a write waits for gate
 	failing map[string]bool // the resource types whose writes fail
 }
 
@@ -507,7 +508,7 @@ type faultyStore struct {
 func (s *faultyStore) stall(t *testing.T) (release func()) {
 	gate := make(chan struct{})
 	s.mu.Lock()
-	s.gate = gate
+	s.gate, s.waiting = gate, make(chan struct{})
 	s.mu.Unlock()
 	var once sync.Once
 	release = func() {
@@ -522,6 +523,15 @@ func (s *faultyStore) stall(t *testing.T) (release func()) {
 	return release
 }
 
+// writerStuck returns a channel closed once a write waits for the stall:
+// from then on the writer writes nothing, and catches up with nothing,
+// until it is released.
+func (s *faultyStore) writerStuck() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting
+}
+
 func (s *faultyStore) fail(resource string, failing bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -534,6 +544,10 @@ func (s *faultyStore) fail(resource string, failing bool) {
 func (s *faultyStore) Append(resource string, t value.Transformer, w historystore.Write) error {
 	s.mu.Lock()
 	gate, failing := s.gate, s.failing[resource]
+	if gate != nil && s.waiting != nil {
+		close(s.waiting)
+		s.waiting = nil
+	}
 	s.mu.Unlock()
 	if failing {
 		return errors.New("injected: cannot write " + resource)
@@ -701,11 +715,15 @@ func TestADiskThatDoesNotHoldTheTypeYetReachesNothing(t *testing.T) {
 func TestASpilledTypeWhoseFeedStoppedKeepsItsDiskHistory(t *testing.T) {
 	sp := spill(t, 100)
 	c, store, h, before, live := sp.c, sp.store, sp.h, sp.before, sp.live
+	stopped := informerhub.Stopped(h, configMaps)
 	closed := make(chan struct{})
 	go func() {
 		h.Close() // its feed stops; the writer, stalled, writes what is left
 		close(closed)
 	}()
+	// Released before the feed stopped, the writer would catch up with a
+	// feed still running, and start its disk history over: another case.
+	<-stopped
 	sp.release()
 	<-closed
 
@@ -749,9 +767,17 @@ func spill(t *testing.T, n int) spilling {
 	informerhub.ApplyRetention(sp.h)
 
 	sp.release = sp.store.stall(t)
+	stuck := sp.store.writerStuck()
 	for i := range n { // the live stream, which keeps up, goes on
 		putBig(sp.c, i)
 		sp.live = append(sp.live, nextSent(t, sp.s, 1)...)
+		if i == 0 {
+			// The writer is stuck on the disk before the changes pile up,
+			// as on a disk that stalls: one that was merely slow to wake
+			// would catch up with nothing at the spill, and start the
+			// type over at once.
+			<-stuck
+		}
 	}
 	if informerhub.OnDisk(sp.h, configMaps) {
 		t.Fatal("the feed still writes to a disk that stalled past HistoryMaxUnwrittenBytes")

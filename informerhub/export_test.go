@@ -393,6 +393,12 @@ func Synced(h *Hub, gvr schema.GroupVersionResource) <-chan struct{} {
 	return feedOf(h, gvr).ready.synced
 }
 
+// Stopped returns a channel closed when the resource type's feed has
+// stopped.
+func Stopped(h *Hub, gvr schema.GroupVersionResource) <-chan struct{} {
+	return feedOf(h, gvr).stopped
+}
+
 // DiskBatchesRead counts the batches subscribers read from the disk.
 func DiskBatchesRead(h *Hub) uint64 { return h.disk.reads.batches.Load() }
 
