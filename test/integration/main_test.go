@@ -224,6 +224,10 @@ func namespace(t *testing.T) string {
 	return name
 }
 
+// ctxFor bounds a step of a test (a call, a wait), so that a hang fails
+// the test with where it hung rather than ending the binary at -timeout.
+// A test's whole life is t.Context(): under load, a test that takes 20 s
+// alone takes minutes.
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
