@@ -67,8 +67,9 @@ type verdict struct {
 }
 
 // filterError is why a filter could not decide on an object. It is
-// immutable, and shared by the object's events.
-type filterError struct{ reason string }
+// immutable, and shared by the object's events, and by the objects on
+// which the filter fails the same way (celfilter.Filter.Failed).
+type filterError = celfilter.Failure
 
 // maxFilterErrorLength bounds the reason an event carries, as CEL's
 // messages may quote a long expression.
@@ -76,13 +77,13 @@ const maxFilterErrorLength = 256
 
 // errFilterOverCost is why a filter that ran over its cost limit could not
 // decide: the same for every object, so it is shared.
-var errFilterOverCost = &filterError{"the filter exceeded the hub's cost limit for one evaluation"}
+var errFilterOverCost = &filterError{Reason: "the filter exceeded the hub's cost limit for one evaluation"}
 
-func newFilterError(err error, costly bool) *filterError {
+func newFilterError(flt *celfilter.Filter, err error, costly bool) *filterError {
 	if costly {
 		return errFilterOverCost
 	}
-	return &filterError{truncateTo(fmt.Sprintf("the filter failed: %v", err), maxFilterErrorLength)}
+	return flt.Failed(truncateTo(fmt.Sprintf("the filter failed: %v", err), maxFilterErrorLength))
 }
 
 // matches returns what flt decides on o; errs, when not nil, counts the
@@ -105,7 +106,7 @@ func (ev *evaluation) matches(flt *celfilter.Filter, o *object, errs *atomic.Uin
 		v.match, costly, err = flt.Eval(val)
 	}
 	if err != nil {
-		v = verdict{match: true, undecided: newFilterError(err, costly)}
+		v = verdict{match: true, undecided: newFilterError(flt, err, costly)}
 		if errs != nil {
 			errs.Add(1)
 		}

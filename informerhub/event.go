@@ -241,7 +241,7 @@ func (m *eventMaker) initial(o *object, tok token, vw *view, undecided *filterEr
 		return m.failed(ev, o, err)
 	}
 	if undecided != nil {
-		ev.FilterError = undecided.reason
+		ev.FilterError = undecided.Reason
 	}
 	return m.encoded(ev)
 }
@@ -254,17 +254,18 @@ func (m *eventMaker) marked(ev *Event, undecided *filterError) *Event {
 		return ev
 	}
 	cp := *ev
-	cp.FilterError = undecided.reason
+	cp.FilterError = undecided.Reason
 	return m.encoded(&cp)
 }
 
 // markedOf is marked for ev, the event of r in variant v and view vw: the
 // first marked event made of r is built once and kept on r (within the
 // history's view budget, as events of other views are), so that the
-// subscribers of one filter that cannot decide on r's object share it,
-// encoded once per change, whoever wrote the object. Other marked events
-// of r, rarer still (a second filter that cannot decide on the same
-// change, or another form), are each subscriber's.
+// subscribers of a filter that cannot decide on r's object share it,
+// encoded once per change. Other marked events of r (another form, or a
+// filter that fails with another reason on the same change) are each
+// subscriber's, as all were before: one per record keeps what a record
+// holds fixed.
 func (m *eventMaker) markedOf(r *record, v variant, vw *view, ev *Event, undecided *filterError) *Event {
 	if undecided == nil {
 		return ev
@@ -274,7 +275,9 @@ func (m *eventMaker) markedOf(r *record, v variant, vw *view, ev *Event, undecid
 		r.marked.CompareAndSwap(nil, &markedEvent{viewKey: vw.key, variant: v, undecided: undecided})
 		entry = r.marked.Load()
 	}
-	if entry.viewKey != vw.key || entry.variant != v || entry.undecided != undecided {
+	// By the reason's text: a verdict evaluated again (fallen out of the
+	// object's cache) is another *filterError saying the same.
+	if entry.viewKey != vw.key || entry.variant != v || entry.undecided.Reason != undecided.Reason {
 		return m.marked(ev, undecided)
 	}
 	var built *Event

@@ -173,7 +173,7 @@ func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// The stored state is the first list when the disk holds the type
-	// (store.restore, until it is processed): an error before the sync is
+	// (store.disk.restore, until it is processed): an error before the sync is
 	// then its watch's (the API server no longer has the stored version,
 	// and the Reflector lists), not a failed list.
 	if !f.store.synced && f.store.disk.restore == nil {

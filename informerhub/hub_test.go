@@ -742,9 +742,10 @@ func TestASnapshotClosedWhileAPageIsRead(t *testing.T) {
 
 // TestAMarkedEventIsEncodedOncePerChange: subscribers whose filter cannot
 // decide on an object get its events marked (Event.FilterError), and
-// those of one filter share the marked event as others share theirs: a
-// tenant who writes such objects cannot make the hub encode per
-// subscriber.
+// those of one filter share the marked event as others share theirs, so
+// that objects on which a popular filter fails cost an encoding per
+// change, not per subscriber; and that subscribers of another filter or
+// form get their own reason and form.
 func TestAMarkedEventIsEncodedOncePerChange(t *testing.T) {
 	c := newFakeCluster(t)
 	var marked atomic.Int64
@@ -771,5 +772,24 @@ func TestAMarkedEventIsEncodedOncePerChange(t *testing.T) {
 	}
 	if n := marked.Load(); n != 5 {
 		t.Errorf("%d marked events encoded for 5 changes fanned out to 20 subscribers of one filter, want 5", n)
+	}
+
+	// Beside them, a filter that fails otherwise, and the first filter in
+	// another form: each gets its own reason and form, never the shared
+	// event of the first.
+	other := informerhub.Selector{Resource: configMaps, Filter: `object.data.other == "on"`}
+	otherSub := watch(t, h, informerhub.WatchRequest{Selector: other})
+	projected := watch(t, h, informerhub.WatchRequest{Selector: failing, Fields: []string{"metadata.name"}})
+	c.cms().Add(configMap("ns", "late", nil, ""))
+	for _, s := range subs[:3] {
+		if e := next(t, s); !strings.Contains(e.FilterError, "mode") || !strings.Contains(e.Object, `"data"`) {
+			t.Errorf("a subscriber of the first filter got FilterError %q on %s", e.FilterError, e.Object)
+		}
+	}
+	if e := next(t, otherSub); !strings.Contains(e.FilterError, "other") || strings.Contains(e.FilterError, "mode") {
+		t.Errorf("the other filter's subscriber got FilterError %q, want its own reason", e.FilterError)
+	}
+	if e := next(t, projected); !strings.Contains(e.FilterError, "mode") || strings.Contains(e.Object, `"data"`) {
+		t.Errorf("the projected subscriber got FilterError %q on %s, want the reason on its own form", e.FilterError, e.Object)
 	}
 }

@@ -37,10 +37,11 @@ type object struct {
 // objectOverhead approximates what an object costs besides its JSON and
 // labels: the struct, with its strings' headers, a full cache of filter
 // results, and an allowance for the few field values selectors cache. The
-// reasons of filters that failed on the object (each at most
-// maxFilterErrorLength, and over cost shared by all) are not counted: like
-// the state they belong to, they are the cluster's size, counted apart
-// from the budget.
+// reasons of filters that failed on the object are not counted: the
+// objects on which a filter fails the same way share one
+// (celfilter.Filter.Failed), and over cost all share one; a reason that
+// quotes the object (a key read from its data) is its own, at most
+// maxFilterErrorLength (and "...") for each of the 16 results cached.
 const objectOverhead = int(unsafe.Sizeof(object{})) +
 	maxCachedFilterResults*int(unsafe.Sizeof(filterResult{})) + 2*int(unsafe.Sizeof([]filterResult{})) +
 	fieldValuesAllowance

@@ -355,7 +355,7 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 	// Only an entry that is selected carries a reason (see verdict): those
 	// of the states that made the event.
 	if undecided := cmp.Or(cur.undecided, prev.undecided); undecided != nil {
-		ev.FilterError = undecided.reason
+		ev.FilterError = undecided.Reason
 	}
 	return true, nil
 }

@@ -127,7 +127,7 @@ func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 		if page.FilterErrors != nil {
 			reason := ""
 			if sel.undecided != nil {
-				reason = sel.undecided.reason
+				reason = sel.undecided.Reason
 			}
 			page.FilterErrors = append(page.FilterErrors, reason)
 		}

@@ -25,6 +25,24 @@ type Filter struct {
 	reads *projection.Tree
 	// counts are its compiler's.
 	counts *counts
+	// lastFailure is the filter's last Failure (see Failed).
+	lastFailure atomic.Pointer[Failure]
+}
+
+// Failure is why a filter could not decide on an object, as its caller
+// words it. It is immutable.
+type Failure struct{ Reason string }
+
+// Failed returns a Failure of reason: the filter's previous one when it
+// reads the same, so that the objects on which a filter fails the same way
+// (a field they all lack) share one, whatever their number.
+func (f *Filter) Failed(reason string) *Failure {
+	if last := f.lastFailure.Load(); last != nil && last.Reason == reason {
+		return last
+	}
+	failure := &Failure{Reason: reason}
+	f.lastFailure.Store(failure)
+	return failure
 }
 
 // Expr is the filter's expression.
