@@ -723,7 +723,7 @@ func TestASpilledTypeWhoseFeedStoppedKeepsItsDiskHistory(t *testing.T) {
 	}()
 	// Released before the feed stopped, the writer would catch up with a
 	// feed still running, and start its disk history over: another case.
-	<-stopped
+	await(t, stopped, "the closing hub's feed stopped")
 	sp.release()
 	<-closed
 
@@ -776,7 +776,7 @@ func spill(t *testing.T, n int) spilling {
 			// as on a disk that stalls: one that was merely slow to wake
 			// would catch up with nothing at the spill, and start the
 			// type over at once.
-			<-stuck
+			await(t, stuck, "a write is stuck on the stalled disk")
 		}
 	}
 	if informerhub.OnDisk(sp.h, configMaps) {

@@ -111,6 +111,17 @@ func next(t *testing.T, s *informerhub.Subscription) *informerhub.Event {
 	return e
 }
 
+// await waits until ch is closed, failing the test after a generous
+// bound so that a bug shows as a failure, not a hang.
+func await(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: not after a minute", what)
+	}
+}
+
 // nextChange returns the next event that is not a periodic bookmark.
 func nextChange(t *testing.T, s *informerhub.Subscription) *informerhub.Event {
 	t.Helper()

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kmsapi "k8s.io/kms/apis/v2"
 	kmsservice "k8s.io/kms/pkg/service"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
@@ -171,12 +173,22 @@ func kmsSecretsConfig(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	socket := filepath.Join(dir, "kms.sock")
-	plugin := kmsservice.NewGRPCService(socket, 5*time.Second, newTestKMS(t))
+	// GRPCService's handlers on a listener and server of the test's own,
+	// listening before the hub starts and stopped for sure at the end
+	// (its ListenAndServe makes its server where Shutdown may not see it).
+	lis, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	kmsapi.RegisterKeyManagementServiceServer(srv, kmsservice.NewGRPCService(socket, 5*time.Second, newTestKMS(t)))
 	served := make(chan error, 1)
-	go func() { served <- plugin.ListenAndServe() }()
+	go func() { served <- srv.Serve(lis) }()
 	t.Cleanup(func() {
-		plugin.Shutdown()
-		<-served
+		srv.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("the KMS plugin: %v", err)
+		}
 	})
 	config := fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
 kind: EncryptionConfiguration
