@@ -272,7 +272,13 @@ func (m *eventMaker) markedOf(r *record, v variant, vw *view, ev *Event, undecid
 	}
 	entry := r.marked.Load()
 	if entry == nil {
-		r.marked.CompareAndSwap(nil, &markedEvent{viewKey: vw.key, variant: v, undecided: undecided})
+		// The entry counts in the view budget as a view's slot does.
+		if !r.views.Add(viewSlotSize) {
+			return m.marked(ev, undecided)
+		}
+		if !r.marked.CompareAndSwap(nil, &markedEvent{viewKey: vw.key, variant: v, undecided: undecided}) {
+			r.views.Add(-viewSlotSize) // another subscriber's is there
+		}
 		entry = r.marked.Load()
 	}
 	// By the reason's text: a verdict evaluated again (fallen out of the
