@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,15 +209,22 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// namespaces numbers the namespaces the tests create, which the control
+// plane of this process holds alone.
+var namespaces atomic.Uint64
+
 // namespace creates a namespace for one test. Namespaces are never deleted:
-// without a controller manager they would stay Terminating anyway.
+// without a controller manager they would stay Terminating anyway. Its
+// name is the test's, cut to 50 bytes, and a number unique in the process
+// (subtests whose names share those 50 bytes, and -count or -cpu runs of
+// one test, each get their own).
 func namespace(t *testing.T) string {
 	t.Helper()
 	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ".", "-").Replace(t.Name()))
 	if len(name) > 50 {
 		name = name[:50]
 	}
-	name = strings.Trim(name, "-") + fmt.Sprintf("-%d", time.Now().UnixNano()%100000)
+	name = strings.Trim(name, "-") + fmt.Sprintf("-%d", namespaces.Add(1))
 	_, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
