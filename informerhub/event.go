@@ -62,8 +62,10 @@ type Event struct {
 	FromRelist bool
 	// FilterError, when set, says why the subscription's filter could not
 	// decide on the object (its evaluation failed, or exceeded
-	// Config.MaxFilterCost): the object is sent as if it matched. Such an
-	// event is shared by the subscribers of one filter, as others are.
+	// Config.MaxFilterCost): the object is sent as if it matched. The
+	// first such event of a change is shared by the subscribers of one
+	// filter and form (see eventMaker.markedOf); others are each
+	// subscriber's.
 	FilterError string
 	// Encoding is the subscription's WatchRequest.Encoding, for
 	// Config.EncodeEvent.
