@@ -446,13 +446,19 @@ func TestARetentionCutDuringAPlacementOnDiskReplays(t *testing.T) {
 	store := &racingStore{Store: openStore(t, t.TempDir())}
 	h := newHub(t, c, informerhub.Config{HistoryStore: store, HistorySize: 10})
 	theirs, ours := watch(t, other, informerhub.WatchRequest{}), watch(t, h, informerhub.WatchRequest{})
+	// Both informers watch before the changes: one whose first watch the
+	// fake refused would list them again, as a relist's batch, whose
+	// tokens only the hub that made them continues.
+	c.cms().Add(configMap("ns", "first", nil, ""))
+	nextChange(t, theirs)
+	nextChange(t, ours)
 	const n = 100
 	for i := range n {
 		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, ""))
 	}
 	token := nextChange(t, theirs).ResumeToken // after ns/0, of another replica
 	nextChange(t, ours)
-	informerhub.WaitForResourceVersion(h, configMaps, n)
+	informerhub.WaitForResourceVersion(h, configMaps, n+1)
 	informerhub.ApplyRetention(h)
 	_, last := informerhub.DiskWindow(h, configMaps)
 	store.beforeSearch = func() {
