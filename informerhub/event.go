@@ -137,10 +137,17 @@ func (m *eventMaker) ofRecord(r *record, v variant, vw *view) *Event {
 	if slot == nil {
 		return m.build(r, v, vw)
 	}
+	return slot.shared(r, func() *Event { return m.build(r, v, vw) })
+}
+
+// shared returns the slot's event, which build makes once and the slot
+// keeps for every subscriber while r's share of the history's view budget
+// has room for it; past that, each subscriber builds its own.
+func (slot *eventSlot) shared(r *record, build func() *Event) *Event {
 	var built *Event
 	fresh := false
 	slot.once.Do(func() {
-		built, fresh = m.build(r, v, vw), true
+		built, fresh = build(), true
 		if built == nil || r.views.Add(eventSize(built, r)) {
 			slot.ev, slot.kept = built, true
 		}
@@ -151,7 +158,7 @@ func (m *eventMaker) ofRecord(r *record, v variant, vw *view) *Event {
 	case slot.kept:
 		return slot.ev
 	}
-	return m.build(r, v, vw)
+	return build()
 }
 
 // build makes the Event of a record for one variant in one view, or
@@ -288,21 +295,7 @@ func (m *eventMaker) markedOf(r *record, v variant, vw *view, ev *Event, undecid
 	if entry.viewKey != vw.key || entry.variant != v || entry.undecided.Reason != undecided.Reason {
 		return m.marked(ev, undecided)
 	}
-	var built *Event
-	fresh := false
-	entry.slot.once.Do(func() {
-		built, fresh = m.marked(ev, undecided), true
-		if r.views.Add(eventSize(built, r)) {
-			entry.slot.ev, entry.slot.kept = built, true
-		}
-	})
-	switch {
-	case fresh:
-		return built
-	case entry.slot.kept:
-		return entry.slot.ev
-	}
-	return m.marked(ev, undecided)
+	return entry.slot.shared(r, func() *Event { return m.marked(ev, undecided) })
 }
 
 // bookmark is a bookmark at pos.
