@@ -334,22 +334,33 @@ func Pod(ns, name string, labels map[string]string, node string, phase corev1.Po
 func FilesHolding(t testing.TB, dir, s string) []string {
 	t.Helper()
 	forms := [][]byte{[]byte(s), []byte(base64.StdEncoding.EncodeToString([]byte(s)))}
-	var found []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		for _, f := range forms {
-			if bytes.Contains(data, f) {
-				found = append(found, filepath.Base(path))
-				break
+	for {
+		var found []string
+		vanished := false
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
 			}
+			data, err := os.ReadFile(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				vanished = true // Pebble compacted it away meanwhile
+				return nil
+			}
+			for _, f := range forms {
+				if bytes.Contains(data, f) {
+					found = append(found, filepath.Base(path))
+					break
+				}
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
+		// A file that vanished moved its contents to one the walk may have
+		// missed: search again until the files hold still.
+		if !vanished {
+			return found
+		}
 	}
-	return found
 }
