@@ -153,7 +153,7 @@ check-generate: tools ## Fail if gen/ is not what make generate makes of proto/.
 		echo "gen/ is stale: run make generate and commit the result"; exit 1; fi
 
 .PHONY: tools
-tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/grpcurl $(TOOLS)/dockerfilelint ## Build the pinned tools.
+tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-connect-go $(TOOLS)/grpcurl $(TOOLS)/dockerfilelint ## Build the pinned tools.
 
 $(TOOLS)/buf: tools/go.mod tools/go.sum
 	cd tools && go build -o $@ github.com/bufbuild/buf/cmd/buf
@@ -161,6 +161,8 @@ $(TOOLS)/protoc-gen-go: tools/go.mod tools/go.sum
 	cd tools && go build -o $@ google.golang.org/protobuf/cmd/protoc-gen-go
 $(TOOLS)/protoc-gen-go-grpc: tools/go.mod tools/go.sum
 	cd tools && go build -o $@ google.golang.org/grpc/cmd/protoc-gen-go-grpc
+$(TOOLS)/protoc-gen-connect-go: tools/go.mod tools/go.sum
+	cd tools && go build -o $@ connectrpc.com/connect/cmd/protoc-gen-connect-go
 $(TOOLS)/grpcurl: tools/go.mod tools/go.sum
 	cd tools && go build -o $@ github.com/fullstorydev/grpcurl/cmd/grpcurl
 

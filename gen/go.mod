@@ -6,6 +6,7 @@ module github.com/informerhub/informerhub/gen
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.20.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
