@@ -150,6 +150,16 @@ func benchmarkGRPCFanOut(b *testing.B, streams int, srv benchServer) {
 // metrics or without; each change modifies a ConfigMap of the namespace the
 // streams watch.
 func serveHubForBench(b *testing.B, streams int, withMetrics bool) benchServer {
+	srv, bs := newHubForBench(b, streams, withMetrics)
+	g := grpc.NewServer(srv.ServerOptions()...)
+	srv.Register(g)
+	bs.addr = serveForBench(b, g)
+	return bs
+}
+
+// newHubForBench returns a Server on a Hub on the fake cluster, and what
+// the benchmarks' streams request and change, without its address.
+func newHubForBench(b *testing.B, streams int, withMetrics bool) (*Server, benchServer) {
 	cluster := hubtest.NewCluster(b)
 	hub := informerhub.New(informerhub.Config{
 		Logger:    discard,
@@ -172,9 +182,7 @@ func serveHubForBench(b *testing.B, streams int, withMetrics bool) benchServer {
 	if withMetrics {
 		cfg.Metrics = metrics.New(hub, metrics.BuildInfo{Version: "bench"})
 	}
-	g := grpc.NewServer(ServerOptions(cfg)...)
-	New(hub, cfg).Register(g)
-	addr := serveForBench(b, g)
+	srv := New(hub, cfg)
 
 	base := hubtest.ConfigMap("bench", "cm", nil, strings.Repeat("x", benchObject))
 	change := func() {
@@ -182,8 +190,7 @@ func serveHubForBench(b *testing.B, streams int, withMetrics bool) benchServer {
 		cluster.ConfigMaps().Modify(&cm)
 	}
 	change()
-	return benchServer{
-		addr:   addr,
+	return srv, benchServer{
 		method: informerhubv1.InformerHubService_Watch_FullMethodName,
 		req: &informerhubv1.WatchRequest{Selector: &informerhubv1.ResourceSelector{
 			Version: "v1", Resource: "configmaps", Namespace: "bench"}},

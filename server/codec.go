@@ -17,12 +17,19 @@ import (
 )
 
 // EncodeEvent encodes an event as a WatchResponse, in the mem.BufferSlice
-// the codec below returns, its objects as JSON strings or as Structs as the
-// event's Encoding says. Set it as the hub's Config.EncodeEvent: the hub
+// the codec below returns, its objects as JSON strings or as Structs, and
+// the message in protobuf's binary or its JSON mapping, as the event's
+// Encoding says. Set it as the hub's Config.EncodeEvent: the hub
 // then encodes each change once per form, and the codec sends those bytes to
 // every stream of that form without allocating.
 func EncodeEvent(ev *informerhub.Event) any {
-	b, err := proto.Marshal(watchResponse(ev))
+	var b []byte
+	var err error
+	if ev.Encoding&encodingWireJSON != 0 {
+		b, err = protojson.MarshalOptions{}.Marshal(watchResponse(ev))
+	} else {
+		b, err = proto.Marshal(watchResponse(ev))
+	}
 	if err != nil {
 		// A WatchResponse of strings and scalars always encodes; without
 		// an encoding the codec encodes the event per stream instead.
@@ -42,7 +49,7 @@ func watchResponse(ev *informerhub.Event) *informerhubv1.WatchResponse {
 		FromRelist:       ev.FromRelist,
 		FilterError:      ev.FilterError,
 	}
-	if ev.Encoding == encodingStruct {
+	if ev.Encoding&^encodingWireJSON == encodingStruct {
 		obj, errObj := structOf(ev.Object)
 		prev, errPrev := structOf(ev.PreviousObject)
 		if errObj == nil && errPrev == nil {
@@ -57,20 +64,29 @@ func watchResponse(ev *informerhub.Event) *informerhubv1.WatchResponse {
 	return resp
 }
 
-// The hub's encodings of events (informerhub.Encoding), one per
-// ObjectFormat.
+// The hub's encodings of events (informerhub.Encoding): one per
+// ObjectFormat, plus encodingWireJSON for a stream whose messages go in
+// protobuf's JSON mapping (the "json" codec of the Connect protocol and
+// gRPC-Web) rather than its binary. Each change is encoded once per
+// encoding in use.
 const (
-	encodingJSON   informerhub.Encoding = 0
-	encodingStruct informerhub.Encoding = 1
+	encodingJSON     informerhub.Encoding = 0
+	encodingStruct   informerhub.Encoding = 1
+	encodingWireJSON informerhub.Encoding = 2
 )
 
-// encodingOf maps a request's object format to the hub's encoding.
-func encodingOf(format informerhubv1.ObjectFormat) (informerhub.Encoding, error) {
+// encodingOf maps a request's object format, and whether its stream's
+// messages go as JSON, to the hub's encoding.
+func encodingOf(format informerhubv1.ObjectFormat, wireJSON bool) (informerhub.Encoding, error) {
+	var wire informerhub.Encoding
+	if wireJSON {
+		wire = encodingWireJSON
+	}
 	switch format {
 	case informerhubv1.ObjectFormat_OBJECT_FORMAT_UNSPECIFIED:
-		return encodingJSON, nil
+		return encodingJSON | wire, nil
 	case informerhubv1.ObjectFormat_OBJECT_FORMAT_STRUCT:
-		return encodingStruct, nil
+		return encodingStruct | wire, nil
 	}
 	return 0, &informerhub.RequestError{Field: informerhub.FieldObjectFormat, Err: informerhub.ErrInvalidRequest,
 		Reason: fmt.Sprintf("object_format %d is not one of OBJECT_FORMAT_UNSPECIFIED (JSON strings) and OBJECT_FORMAT_STRUCT", format)}
@@ -148,7 +164,7 @@ var _ encoding.CodecV2 = codec{}
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if ev, ok := v.(*informerhub.Event); ok {
-		if encoded, ok := ev.Encoded().(mem.BufferSlice); ok {
+		if encoded, ok := ev.Encoded().(mem.BufferSlice); ok && ev.Encoding&encodingWireJSON == 0 {
 			return encoded, nil
 		}
 		return c.proto.Marshal(watchResponse(ev))

@@ -12,11 +12,15 @@
 // Snapshot is authorized for the caller with a SubjectAccessReview, and a
 // running Watch again every AuthzRecheckInterval.
 //
-// Wire it up with ServerOptions, EncodeEvent and Register, passing the same
-// Config to ServerOptions and New:
+// The same calls are served over HTTP (HTTPHandler: the Connect protocol,
+// gRPC-Web and gRPC, by connect-go), through the same interceptors and
+// handlers (connect.go); package oneport serves both on one listener.
+//
+// Wire it up with EncodeEvent, ServerOptions, Register and HTTPHandler:
 //
 //	hub := informerhub.New(informerhub.Config{EncodeEvent: server.EncodeEvent}, resolver, source)
-//	cfg := server.Config{Authenticator: authn, Authorizer: authz}
-//	g := grpc.NewServer(server.ServerOptions(cfg)...)
-//	server.New(hub, cfg).Register(g)
+//	srv := server.New(hub, server.Config{Authenticator: authn, Authorizer: authz})
+//	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
+//	srv.Register(g)
+//	oneport.New(oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(console.Handler())}).Serve(lis)
 package server

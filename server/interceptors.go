@@ -7,12 +7,14 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -20,14 +22,18 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/informerhub/informerhub/server/auth"
+	"github.com/informerhub/informerhub/server/metrics"
 )
 
-// ServerOptions returns the grpc.ServerOptions of a server of this service,
-// for grpc.NewServer: the codec that sends shared encoded events, the limits
-// of cfg, and go-grpc-middleware's interceptors, outermost first:
+// interceptors are go-grpc-middleware's interceptors of the service, built
+// once per Server so that every protocol shares their state (the rate limit
+// per identity): grpc-go runs them for native gRPC (ServerOptions), the
+// connect-go adapter for Connect, gRPC-Web and its gRPC (connect.go).
+// Outermost first:
 //
 //   - metrics (cfg.Metrics, when set): every call counted and timed, those
-//     refused by the interceptors below included;
+//     refused by the interceptors below included, labelled with its
+//     protocol;
 //   - logging: one line per finished call, with the caller's identity;
 //     health checks are not logged;
 //   - authentication with cfg.Authenticator; health checks and reflection
@@ -37,16 +43,20 @@ import (
 //     runs innermost, so a handler's panic is logged like any failed call,
 //     and outermost too, for a panic in the interceptors themselves (an
 //     Authenticator's, say).
-func ServerOptions(cfg Config) []grpc.ServerOption {
-	cfg.setDefaults()
+type interceptors struct {
+	unary  []grpc.UnaryServerInterceptor
+	stream []grpc.StreamServerInterceptor
+}
+
+func newInterceptors(cfg Config) interceptors {
 	log := cfg.Logger
 	logger := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(level), msg, fields...)
 	})
-	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+	notHealth := selector.MatchFunc(func(_ context.Context, c middleware.CallMeta) bool {
 		return c.Service != healthService
 	})
-	needsAuth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+	needsAuth := selector.MatchFunc(func(_ context.Context, c middleware.CallMeta) bool {
 		return c.Service != healthService && !strings.HasPrefix(c.Service, "grpc.reflection.")
 	})
 	authenticate := func(ctx context.Context) (context.Context, error) {
@@ -66,35 +76,70 @@ func ServerOptions(cfg Config) []grpc.ServerOption {
 		log.Error("panic in a call", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
-	unary := []grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(recover)}
-	stream := []grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(recover)}
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithFieldsFromContext(protocolField)}
+	var ic interceptors
+	ic.unary = []grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(recover)}
+	ic.stream = []grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(recover)}
 	if cfg.Metrics != nil {
-		unary = append(unary, cfg.Metrics.GRPC.UnaryServerInterceptor())
-		stream = append(stream, cfg.Metrics.GRPC.StreamServerInterceptor())
+		labels := grpcprom.WithLabelsFromContext(func(ctx context.Context) prometheus.Labels {
+			return prometheus.Labels{metrics.ProtocolLabel: protocolOf(ctx)}
+		})
+		ic.unary = append(ic.unary, cfg.Metrics.GRPC.UnaryServerInterceptor(labels))
+		ic.stream = append(ic.stream, cfg.Metrics.GRPC.StreamServerInterceptor(labels))
 	}
-	unary = append(unary,
+	ic.unary = append(ic.unary,
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
 		selector.UnaryServerInterceptor(grpcauth.UnaryServerInterceptor(authenticate), needsAuth),
 		selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limiter), needsAuth),
 		recovery.UnaryServerInterceptor(recover),
 	)
-	stream = append(stream,
+	ic.stream = append(ic.stream,
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
 		selector.StreamServerInterceptor(grpcauth.StreamServerInterceptor(authenticate), needsAuth),
 		selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limiter), needsAuth),
 		recovery.StreamServerInterceptor(recover),
 	)
+	return ic
+}
 
+// runUnary runs a unary call through the interceptors, as grpc-go does.
+func (ic interceptors) runUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	for i := len(ic.unary) - 1; i >= 0; i-- {
+		interceptor, next := ic.unary[i], handler
+		handler = func(ctx context.Context, req any) (any, error) { return interceptor(ctx, req, info, next) }
+	}
+	return handler(ctx, req)
+}
+
+// runStream runs a streaming call through the interceptors, as grpc-go
+// does.
+func (ic interceptors) runStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	for i := len(ic.stream) - 1; i >= 0; i-- {
+		interceptor, next := ic.stream[i], handler
+		handler = func(srv any, ss grpc.ServerStream) error { return interceptor(srv, ss, info, next) }
+	}
+	return handler(srv, ss)
+}
+
+// ServerOptions returns the grpc.ServerOptions of a grpc.Server of this
+// service, for grpc.NewServer: the codec that sends shared encoded events,
+// the limits of the Server's Config, and its interceptors.
+func (s *Server) ServerOptions() []grpc.ServerOption {
+	cfg := s.cfg
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto")}),
 		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(unary...),
-		grpc.ChainStreamInterceptor(stream...),
+		grpc.ChainUnaryInterceptor(s.interceptors.unary...),
+		grpc.ChainStreamInterceptor(s.interceptors.stream...),
 	}
 }
 
 const healthService = "grpc.health.v1.Health"
+
+// protocolField adds the call's protocol to its log line.
+func protocolField(ctx context.Context) logging.Fields {
+	return logging.Fields{"protocol", protocolOf(ctx)}
+}

@@ -41,7 +41,7 @@ func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.valu
 // subscription is established, before any event.
 const ResumeTokenHeader = "resume-token"
 
-// Config tunes a Server. Pass the same Config to New and ServerOptions.
+// Config tunes a Server.
 type Config struct {
 	// Authenticator identifies callers. Default: every caller is
 	// anonymous (only for --auth=none and tests).
@@ -97,6 +97,12 @@ type Config struct {
 	// (its informer stopped, or it fell behind the history) waits for a send that is blocked on a client
 	// that stopped reading, before ending the stream anyway. Default: 1s.
 	StalledSendGrace time.Duration
+	// CORSAllowedOrigins are the origins whose pages may call the service
+	// from a browser (HTTPHandler), such as "https://portal.example.com";
+	// "*" allows every origin. Default: none (same-origin pages only, such
+	// as the console).
+	CORSAllowedOrigins []string
+
 	// Metrics, when set, counts and times every call (go-grpc-middleware's
 	// prometheus provider) and records snapshot latencies. Default: none.
 	Metrics *metrics.Metrics
@@ -141,7 +147,8 @@ type Server struct {
 	cfg           Config
 	log           *slog.Logger
 	subscriptions *auth.SubscriptionLimiter
-	watches       watches // the running Watches, for Drain
+	interceptors  interceptors // of every protocol
+	watches       watches      // the running Watches, for Drain
 }
 
 var _ informerhubv1.InformerHubServiceServer = (*Server)(nil)
@@ -149,7 +156,8 @@ var _ informerhubv1.InformerHubServiceServer = (*Server)(nil)
 // New returns a Server for hub.
 func New(hub *informerhub.Hub, cfg Config) *Server {
 	cfg.setDefaults()
-	return &Server{hub: hub, cfg: cfg, log: cfg.Logger, subscriptions: auth.NewSubscriptionLimiter(cfg.MaxSubscriptionsPerIdentity, cfg.MaxSubscriptions)}
+	return &Server{hub: hub, cfg: cfg, log: cfg.Logger, interceptors: newInterceptors(cfg),
+		subscriptions: auth.NewSubscriptionLimiter(cfg.MaxSubscriptionsPerIdentity, cfg.MaxSubscriptions)}
 }
 
 // Register registers the service on s.
@@ -170,7 +178,7 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		return toStatus(s.log, err)
 	}
 	defer release()
-	encoding, err := encodingOf(req.GetObjectFormat())
+	encoding, err := encodingOf(req.GetObjectFormat(), wireJSON(ctx))
 	if err != nil {
 		return toStatus(s.log, err)
 	}
@@ -341,7 +349,7 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 		return toStatus(s.log, err)
 	}
 	defer release()
-	encoding, err := encodingOf(req.GetObjectFormat())
+	encoding, err := encodingOf(req.GetObjectFormat(), false)
 	if err != nil {
 		return toStatus(s.log, err)
 	}

@@ -198,8 +198,8 @@ func dial(t *testing.T, hub *informerhub.Hub, cfg Config) *grpc.ClientConn {
 func dialServer(t *testing.T, hub *informerhub.Hub, cfg Config) (*Server, *grpc.ClientConn) {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	g := grpc.NewServer(ServerOptions(cfg)...)
 	srv := New(hub, cfg)
+	g := grpc.NewServer(srv.ServerOptions()...)
 	srv.Register(g)
 	healthpb.RegisterHealthServer(g, health.NewServer())
 	reflection.Register(g)

@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -29,7 +31,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -43,12 +44,15 @@ import (
 	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/server"
 	"github.com/informerhub/informerhub/server/auth"
+	"github.com/informerhub/informerhub/server/console"
 	"github.com/informerhub/informerhub/server/metrics"
+	"github.com/informerhub/informerhub/server/oneport"
 )
 
 type options struct {
 	kubeconfig      string
 	listen          string
+	console         bool
 	metricsListen   string
 	debugListen     string
 	apiServerCheck  time.Duration
@@ -86,7 +90,16 @@ func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("informerhub", flag.ContinueOnError)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
-	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "host:port to serve gRPC on")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "host:port to serve on: gRPC, gRPC-Web and the Connect protocol (HTTP/1.1 and HTTP/2), and the console with --console")
+	fs.BoolVar(&o.console, "console", false, "serve the web console at / on --listen")
+	fs.Func("cors-allowed-origins", "comma-separated origins whose pages may call the hub from a browser, such as https://portal.example.com (* for any); none by default", func(v string) error {
+		for _, origin := range strings.Split(v, ",") {
+			if origin = strings.TrimSpace(origin); origin != "" {
+				o.server.CORSAllowedOrigins = append(o.server.CORSAllowedOrigins, origin)
+			}
+		}
+		return nil
+	})
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "host:port to serve Prometheus metrics (/metrics) and the probes /healthz and /readyz on, over HTTP; off when empty")
 	fs.StringVar(&o.debugListen, "debug-listen", "", "host:port to serve Go profiles (/debug/pprof/) and memory statistics (/debug/vars) on; off when empty")
 	fs.DurationVar(&o.apiServerCheck, "apiserver-check-interval", 10*time.Second, "how often readiness checks that the Kubernetes API server answers; after 3 failures in a row the hub is not ready")
@@ -196,6 +209,11 @@ func (o *options) validate() error {
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
 	}
+	for _, origin := range o.server.CORSAllowedOrigins {
+		if err := validateOrigin(origin); err != nil {
+			return fmt.Errorf("--cors-allowed-origins: %w", err)
+		}
+	}
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
 	}
@@ -228,6 +246,19 @@ func (o *options) validate() error {
 		if o.tlsCert == "" && !o.allowRemotePlaintext {
 			return fmt.Errorf("without TLS, bearer tokens would cross the network in the clear: pass --tls-cert and --tls-key, listen on loopback, or pass --insecure-allow-remote-plaintext")
 		}
+	}
+	return nil
+}
+
+// validateOrigin accepts "*" and origins as browsers send them:
+// scheme://host[:port], without a path.
+func validateOrigin(origin string) error {
+	if origin == "*" {
+		return nil
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%q is not an origin: write it as a browser sends it, scheme://host[:port], such as https://portal.example.com", origin)
 	}
 	return nil
 }
@@ -358,7 +389,7 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	}
 	defer hub.Close()
 
-	creds, err := o.authenticate(restConfig, log)
+	tlsConfig, err := o.authenticate(restConfig, log)
 	if err != nil {
 		return err
 	}
@@ -368,14 +399,18 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	}
 	healthServer := health.NewServer()
 	ready := newReadiness(healthServer)
-	g := grpc.NewServer(append(server.ServerOptions(o.server), creds...)...)
 	srv := server.New(hub, o.server)
+	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
 	srv.Register(g)
 	healthpb.RegisterHealthServer(g, healthServer)
 	reflection.Register(g)
-	if o.server.Metrics != nil {
-		o.server.Metrics.GRPC.InitializeMetrics(g)
+	var page http.Handler
+	if o.console {
+		page = console.Handler()
 	}
+	web := oneport.New(oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(page), TLS: tlsConfig,
+		MaxConcurrentStreams: o.server.MaxConcurrentStreams, KeepaliveTime: o.server.KeepaliveTime,
+		KeepaliveTimeout: o.server.KeepaliveTimeout, Logger: log})
 
 	// The HTTP endpoints and the API server check run until run returns.
 	bgCtx, stopBackground := context.WithCancel(ctx)
@@ -398,9 +433,9 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	})
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- g.Serve(lis.grpc) }()
+	go func() { serveErr <- web.Serve(lis.grpc) }()
 	ready.setServing()
-	log.Info("serving gRPC", "address", lis.grpc.Addr().String())
+	log.Info("serving gRPC, gRPC-Web and the Connect protocol", "address", lis.grpc.Addr().String(), "console", o.console)
 
 	select {
 	case err := <-serveErr:
@@ -419,23 +454,20 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	}
 	cancelDrain()
 	hub.Close() // what is left (snapshots) ends with UNAVAILABLE
-	stopped := make(chan struct{})
-	go func() {
-		g.GracefulStop()
-		close(stopped)
-	}()
-	select {
-	case <-stopped:
-	case <-time.After(time.Until(deadline)):
-		log.Warn("streams did not end in time; closing them", "timeout", o.shutdownTimeout)
-		g.Stop()
+	stopCtx, cancelStop := context.WithDeadline(context.Background(), deadline)
+	defer cancelStop()
+	if err := web.Shutdown(stopCtx); err != nil {
+		log.Warn("streams did not end in time; closed them", "timeout", o.shutdownTimeout, "error", err)
+	}
+	if err := <-serveErr; err != nil {
+		log.Warn("serving ended with an error", "error", err)
 	}
 	return nil
 }
 
-// authenticate sets up who may call, and returns the transport credentials
-// (TLS, and client certificates for mtls) to serve with.
-func (o *options) authenticate(restConfig *rest.Config, log *slog.Logger) ([]grpc.ServerOption, error) {
+// authenticate sets up who may call, and returns the TLS configuration
+// (client certificates for mtls) to serve with; nil: plaintext.
+func (o *options) authenticate(restConfig *rest.Config, log *slog.Logger) (*tls.Config, error) {
 	// A client of its own: reviews do not queue behind the informers'
 	// requests, nor the informers behind a flood of reviews.
 	// And one for each purpose: a flood of tokens to review cannot delay
@@ -493,7 +525,7 @@ func (o *options) authenticate(restConfig *rest.Config, log *slog.Logger) ([]grp
 		}
 		tlsConfig.ClientCAs, tlsConfig.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tlsConfig))}, nil
+	return tlsConfig, nil
 }
 
 // loadKubeconfig finds the cluster: --kubeconfig, else in-cluster, else the

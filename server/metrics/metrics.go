@@ -33,8 +33,9 @@ type BuildInfo struct {
 type Metrics struct {
 	// Registry holds every metric; Handler serves it.
 	Registry *prometheus.Registry
-	// GRPC counts and times every call; its interceptors go in the
-	// server's chain (server.Config.Metrics).
+	// GRPC counts and times every call, of every protocol (labelled
+	// ProtocolLabel); its interceptors go in the server's chain
+	// (server.Config.Metrics).
 	GRPC *grpcprom.ServerMetrics
 
 	snapshotSeconds *prometheus.HistogramVec
@@ -45,7 +46,7 @@ type Metrics struct {
 func New(hub StatsSource, build BuildInfo) *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
-		GRPC: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+		GRPC: grpcprom.NewServerMetrics(grpcprom.WithContextLabels(ProtocolLabel), grpcprom.WithServerHandlingTimeHistogram(
 			// Unary calls take milliseconds; streams run for minutes
 			// to hours, so their buckets reach far.
 			grpcprom.WithHistogramBuckets([]float64{.001, .005, .025, .1, .5, 2.5, 10, 60, 600, 3600}),
@@ -84,6 +85,10 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) ObserveSnapshot(gvr schema.GroupVersionResource, took time.Duration) {
 	m.snapshotSeconds.WithLabelValues(gvr.Group, gvr.Version, gvr.Resource).Observe(took.Seconds())
 }
+
+// ProtocolLabel is the label of the call metrics (grpc_server_*) that says
+// which protocol a call came in: "grpc", "grpcweb" or "connect".
+const ProtocolLabel = "protocol"
 
 // resourceLabels name a resource type the way the API server's own metrics
 // do (apiserver_request_total).

@@ -74,7 +74,7 @@ func serviceAccount(ns, name string) rbacv1.Subject {
 
 // startAuthHub runs a hub that authenticates bearer tokens with TokenReview
 // and authorizes with SubjectAccessReview, as --auth=kubernetes does.
-func startAuthHub(t *testing.T, serverCfg server.Config, opts ...grpc.ServerOption) *hub {
+func startAuthHub(t *testing.T, serverCfg server.Config, opts ...listenerOption) *hub {
 	t.Helper()
 	if serverCfg.Authenticator == nil {
 		serverCfg.Authenticator = auth.NewTokenReview(kube.AuthenticationV1().TokenReviews(), auth.TokenReviewConfig{})
@@ -291,9 +291,9 @@ func TestMutualTLS(t *testing.T) {
 	grant(t, a, rbacv1.Subject{Kind: rbacv1.UserKind, Name: "carol"}, "configmaps")
 	grant(t, a, rbacv1.Subject{Kind: rbacv1.GroupKind, Name: "auditors"}, "configmaps")
 	ca, otherCA := testpki.NewCA(t, "test-ca"), testpki.NewCA(t, "other-ca")
-	h := startAuthHub(t, server.Config{Authenticator: auth.ClientCertificate{}}, grpc.Creds(credentials.NewTLS(&tls.Config{
+	h := startAuthHub(t, server.Config{Authenticator: auth.ClientCertificate{}}, withTLS(&tls.Config{
 		Certificates: []tls.Certificate{ca.Server(t)}, ClientCAs: ca.Pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
-	})))
+	}))
 	dial := func(certs ...tls.Certificate) informerhubv1.InformerHubServiceClient {
 		t.Helper()
 		conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{

@@ -68,8 +68,9 @@ func (r *restartableHub) start() {
 		}
 		return handler(srv, ss)
 	}
-	g := grpc.NewServer(append(server.ServerOptions(serverCfg), grpc.ChainStreamInterceptor(countSnapshots))...)
-	server.New(h, serverCfg).Register(g)
+	srv := server.New(h, serverCfg)
+	g := grpc.NewServer(append(srv.ServerOptions(), grpc.ChainStreamInterceptor(countSnapshots))...)
+	srv.Register(g)
 	go g.Serve(lis) //nolint:errcheck // ends with Stop
 	r.mu.Lock()
 	r.hub, r.g, r.addr = h, g, lis.Addr().String()

@@ -6,6 +6,7 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -33,6 +34,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/internal/controlplane"
 	"github.com/informerhub/informerhub/server"
+	"github.com/informerhub/informerhub/server/oneport"
 )
 
 var (
@@ -130,15 +132,23 @@ func startHubAt(t *testing.T, restConfig *rest.Config, cfg informerhub.Config) *
 }
 
 // startHubWith is startHub with a server configuration (authentication,
-// authorization, limits) and server options (TLS). Without TLS options, the
-// returned client connects in plaintext.
-func startHubWith(t *testing.T, cfg informerhub.Config, serverCfg server.Config, opts ...grpc.ServerOption) *hub {
+// authorization, limits) and options of its listener (TLS). Without TLS,
+// the returned client connects in plaintext.
+func startHubWith(t *testing.T, cfg informerhub.Config, serverCfg server.Config, opts ...listenerOption) *hub {
 	t.Helper()
 	return startHubOn(t, cluster.Config, cfg, serverCfg, opts...)
 }
 
-// startHubOn is startHubWith on the API server restConfig reaches.
-func startHubOn(t *testing.T, restConfig *rest.Config, cfg informerhub.Config, serverCfg server.Config, opts ...grpc.ServerOption) *hub {
+// A listenerOption configures the hub's listener (package oneport).
+type listenerOption func(*oneport.Config)
+
+// withTLS serves with TLS.
+func withTLS(c *tls.Config) listenerOption { return func(o *oneport.Config) { o.TLS = c } }
+
+// startHubOn is startHubWith on the API server restConfig reaches. The hub
+// serves gRPC, gRPC-Web and the Connect protocol on one port, as the
+// binary does.
+func startHubOn(t *testing.T, restConfig *rest.Config, cfg informerhub.Config, serverCfg server.Config, opts ...listenerOption) *hub {
 	t.Helper()
 	cfg.EncodeEvent = server.EncodeEvent
 	if cfg.Logger == nil {
@@ -164,10 +174,19 @@ func startHubOn(t *testing.T, restConfig *rest.Config, cfg informerhub.Config, s
 	if serverCfg.MaxConcurrentStreams == 0 {
 		serverCfg.MaxConcurrentStreams = 1 << 20
 	}
-	g := grpc.NewServer(append(server.ServerOptions(serverCfg), opts...)...)
 	srv := server.New(h, serverCfg)
+	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
 	srv.Register(g)
-	go g.Serve(lis) //nolint:errcheck // Serve returns when the test stops it
+	listenerCfg := oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(nil), MaxConcurrentStreams: serverCfg.MaxConcurrentStreams, Logger: cfg.Logger}
+	for _, o := range opts {
+		o(&listenerCfg)
+	}
+	web := oneport.New(listenerCfg)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		web.Serve(lis) //nolint:errcheck // returns when the test stops it
+	}()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +194,8 @@ func startHubOn(t *testing.T, restConfig *rest.Config, cfg informerhub.Config, s
 	t.Cleanup(func() {
 		conn.Close()
 		h.Close()
-		g.Stop()
+		web.Close()
+		<-served
 	})
 	return &hub{Hub: h, srv: srv, client: informerhubv1.NewInformerHubServiceClient(conn), conn: conn, addr: lis.Addr().String()}
 }

@@ -1,0 +1,320 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/gen/informerhub/v1/informerhubv1connect"
+	"github.com/informerhub/informerhub/informerhub"
+)
+
+// connectService serves the service's calls that come over HTTP (the
+// Connect protocol, gRPC-Web, and gRPC that did not reach grpc-go) with
+// the Server's own handlers: each call goes through the same interceptors
+// (authentication, rate limit, metrics, logging, recovery) and the same
+// handler as on grpc-go, on a grpc.ServerStream that sends through
+// connect-go. So every rule of the service holds on every protocol, from
+// one implementation; only the framing differs.
+type connectService struct{ s *Server }
+
+var _ informerhubv1connect.InformerHubServiceHandler = connectService{}
+
+func (c connectService) Watch(ctx context.Context, req *connect.Request[informerhubv1.WatchRequest], stream *connect.ServerStream[informerhubv1.WatchResponse]) error {
+	return c.serveStream(ctx, req, stream.Conn(), func(ss grpc.ServerStream) error {
+		return c.s.Watch(req.Msg, &grpc.GenericServerStream[informerhubv1.WatchRequest, informerhubv1.WatchResponse]{ServerStream: ss})
+	})
+}
+
+func (c connectService) Snapshot(ctx context.Context, req *connect.Request[informerhubv1.SnapshotRequest], stream *connect.ServerStream[informerhubv1.SnapshotResponse]) error {
+	return c.serveStream(ctx, req, stream.Conn(), func(ss grpc.ServerStream) error {
+		return c.s.Snapshot(req.Msg, &grpc.GenericServerStream[informerhubv1.SnapshotRequest, informerhubv1.SnapshotResponse]{ServerStream: ss})
+	})
+}
+
+func (c connectService) ListResources(ctx context.Context, req *connect.Request[informerhubv1.ListResourcesRequest]) (*connect.Response[informerhubv1.ListResourcesResponse], error) {
+	info := &grpc.UnaryServerInfo{Server: c.s, FullMethod: req.Spec().Procedure}
+	resp, err := c.s.interceptors.runUnary(callContext(ctx, req), req.Msg, info, func(ctx context.Context, req any) (any, error) {
+		return c.s.ListResources(ctx, req.(*informerhubv1.ListResourcesRequest))
+	})
+	if err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(resp.(*informerhubv1.ListResourcesResponse)), nil
+}
+
+// serveStream runs a server-streaming call's handler through the
+// interceptors on a stream of conn.
+func (c connectService) serveStream(ctx context.Context, req connect.AnyRequest, conn connect.StreamingHandlerConn, handler func(grpc.ServerStream) error) error {
+	ctx = callContext(ctx, req)
+	stream := &connectStream{ctx: ctx, conn: conn, grace: c.s.cfg.StalledSendGrace}
+	stream.control, _ = ctx.Value(responseControllerKey{}).(*http.ResponseController)
+	info := &grpc.StreamServerInfo{FullMethod: req.Spec().Procedure, IsServerStream: true}
+	err := c.s.interceptors.runStream(c.s, stream, info, func(_ any, ss grpc.ServerStream) error { return handler(ss) })
+	stream.finish()
+	return connectError(err)
+}
+
+// connectCall is what a call over HTTP says about itself, in its context.
+type connectCall struct {
+	protocol string // connect.ProtocolConnect, ProtocolGRPCWeb or ProtocolGRPC
+	json     bool   // its messages go in protobuf's JSON mapping
+}
+
+type connectCallKey struct{}
+
+// protocolOf returns the protocol of a call: "grpc" for grpc-go's own.
+func protocolOf(ctx context.Context) string {
+	if call, ok := ctx.Value(connectCallKey{}).(connectCall); ok {
+		return call.protocol
+	}
+	return connect.ProtocolGRPC
+}
+
+// wireJSON tells whether a call's messages go in protobuf's JSON mapping.
+func wireJSON(ctx context.Context) bool {
+	call, _ := ctx.Value(connectCallKey{}).(connectCall)
+	return call.json
+}
+
+// callContext gives a call over HTTP the context a call over grpc-go has,
+// for the interceptors and handlers: its headers as incoming metadata (the
+// authorization header, above all), its peer (with the TLS state, when the
+// listener put it there: see package oneport), its protocol and codec.
+func callContext(ctx context.Context, req connect.AnyRequest) context.Context {
+	md := make(metadata.MD, len(req.Header()))
+	for name, values := range req.Header() {
+		md[strings.ToLower(name)] = values
+	}
+	ctx = metadata.NewIncomingContext(ctx, md)
+	if _, ok := peer.FromContext(ctx); !ok {
+		ctx = peer.NewContext(ctx, &peer.Peer{Addr: addrOf(req.Peer().Addr)})
+	}
+	contentType := req.Header().Get("Content-Type")
+	return context.WithValue(ctx, connectCallKey{}, connectCall{
+		protocol: req.Peer().Protocol,
+		json:     strings.HasSuffix(contentType, "+json") || strings.HasPrefix(contentType, "application/json"),
+	})
+}
+
+// addrOf parses a peer's "host:port".
+func addrOf(hostPort string) net.Addr {
+	if ap, err := netip.ParseAddrPort(hostPort); err == nil {
+		return net.TCPAddrFromAddrPort(ap)
+	}
+	return unparsedAddr(hostPort)
+}
+
+// unparsedAddr is a peer address that is not an IP and port.
+type unparsedAddr string
+
+func (a unparsedAddr) Network() string { return "tcp" }
+func (a unparsedAddr) String() string  { return string(a) }
+
+type responseControllerKey struct{}
+
+// withResponseController puts the ResponseController of each request's
+// response in its context, so that a stream can cut off a send blocked on
+// a client that stopped reading (connectStream.finish).
+func withResponseController(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := context.WithValue(r.Context(), responseControllerKey{}, http.NewResponseController(w))
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// connectStream is a grpc.ServerStream that sends through connect-go, so
+// that the Server's handlers serve calls over HTTP unchanged.
+//
+// The handlers send from a goroutine of their own (see sender), and may
+// return while a send is blocked on a client that stopped reading. grpc-go
+// then cancels the stream, which unblocks the send; net/http forbids
+// writing once the handler has returned. So finish waits for a send in
+// progress, and cuts it off with a write deadline when the client does not
+// take it within grace.
+type connectStream struct {
+	ctx     context.Context
+	conn    connect.StreamingHandlerConn
+	control *http.ResponseController // nil: sends cannot be cut off
+	grace   time.Duration
+
+	sendMu   sync.Mutex // held by each send, and by finish while it waits for one
+	finished atomic.Bool
+}
+
+// errStreamFinished refuses a send after the call's handler returned.
+var errStreamFinished = errors.New("the stream has finished")
+
+func (cs *connectStream) Context() context.Context { return cs.ctx }
+
+func (cs *connectStream) SetHeader(md metadata.MD) error {
+	copyMetadata(cs.conn.ResponseHeader(), md)
+	return nil
+}
+
+// SendHeader sends the response headers at once: connect-go would send
+// them with the first message.
+func (cs *connectStream) SendHeader(md metadata.MD) error {
+	copyMetadata(cs.conn.ResponseHeader(), md)
+	return cs.SendMsg(nil)
+}
+
+func (cs *connectStream) SetTrailer(md metadata.MD) { copyMetadata(cs.conn.ResponseTrailer(), md) }
+
+func (cs *connectStream) SendMsg(m any) error {
+	cs.sendMu.Lock()
+	defer cs.sendMu.Unlock()
+	if cs.finished.Load() {
+		return errStreamFinished
+	}
+	return cs.conn.Send(m)
+}
+
+// RecvMsg has nothing to receive: connect-go has read a server stream's
+// one request before the handler runs.
+func (cs *connectStream) RecvMsg(any) error { return io.EOF }
+
+// finish makes sure that no send is in progress, or starts, once it
+// returns.
+func (cs *connectStream) finish() {
+	cs.finished.Store(true)
+	if cs.sendMu.TryLock() {
+		cs.sendMu.Unlock()
+		return
+	}
+	sent := make(chan struct{})
+	go func() {
+		cs.sendMu.Lock()
+		cs.sendMu.Unlock()
+		close(sent)
+	}()
+	grace := time.NewTimer(cs.grace)
+	defer grace.Stop()
+	select {
+	case <-sent:
+		return
+	case <-grace.C:
+	}
+	if cs.control != nil {
+		// A deadline in the past fails the blocked write at once (and,
+		// over HTTP/1.1, closes the connection).
+		_ = cs.control.SetWriteDeadline(time.Now())
+	}
+	<-sent
+}
+
+func copyMetadata(h http.Header, md metadata.MD) {
+	for name, values := range md {
+		for _, v := range values {
+			h.Add(name, v)
+		}
+	}
+}
+
+// connectError converts a status from the Server's handlers (toStatus made
+// it) into connect-go's error, its details included.
+func connectError(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	converted := connect.NewError(connect.Code(st.Code()), errors.New(st.Message()))
+	for _, d := range st.Proto().GetDetails() {
+		if detail, err := connect.NewErrorDetail(d); err == nil {
+			converted.AddDetail(detail)
+		}
+	}
+	return converted
+}
+
+// connectProtoCodec is connect-go's protobuf codec, except that an
+// *informerhub.Event is sent as the WatchResponse bytes the hub encoded
+// once for all its subscribers (as codec does for grpc-go). It appends
+// them to connect-go's buffer: connect-go reuses the bytes a plain Marshal
+// returns, which must stay the event's.
+type connectProtoCodec struct{}
+
+func (connectProtoCodec) Name() string { return "proto" }
+
+func (c connectProtoCodec) Marshal(m any) ([]byte, error) { return c.MarshalAppend(nil, m) }
+
+func (connectProtoCodec) MarshalAppend(b []byte, m any) ([]byte, error) {
+	if ev, ok := m.(*informerhub.Event); ok {
+		if encoded, ok := ev.Encoded().(mem.BufferSlice); ok && ev.Encoding&encodingWireJSON == 0 {
+			return appendBuffers(b, encoded), nil
+		}
+		m = watchResponse(ev)
+	}
+	msg, ok := m.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("cannot encode a %T", m)
+	}
+	return proto.MarshalOptions{}.MarshalAppend(b, msg)
+}
+
+func (connectProtoCodec) Unmarshal(b []byte, m any) error {
+	msg, ok := m.(proto.Message)
+	if !ok {
+		return fmt.Errorf("cannot decode into a %T", m)
+	}
+	return proto.Unmarshal(b, msg)
+}
+
+// connectJSONCodec is connect-go's JSON codec (protobuf's JSON mapping,
+// with its options), except that an *informerhub.Event is sent as the JSON
+// the hub encoded once for all its subscribers of that encoding.
+type connectJSONCodec struct{}
+
+func (connectJSONCodec) Name() string { return "json" }
+
+func (c connectJSONCodec) Marshal(m any) ([]byte, error) { return c.MarshalAppend(nil, m) }
+
+func (connectJSONCodec) MarshalAppend(b []byte, m any) ([]byte, error) {
+	if ev, ok := m.(*informerhub.Event); ok {
+		if encoded, ok := ev.Encoded().(mem.BufferSlice); ok && ev.Encoding&encodingWireJSON != 0 {
+			return appendBuffers(b, encoded), nil
+		}
+		m = watchResponse(ev)
+	}
+	msg, ok := m.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("cannot encode a %T", m)
+	}
+	return protojson.MarshalOptions{}.MarshalAppend(b, msg)
+}
+
+func (connectJSONCodec) Unmarshal(b []byte, m any) error {
+	msg, ok := m.(proto.Message)
+	if !ok {
+		return fmt.Errorf("cannot decode into a %T", m)
+	}
+	return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, msg)
+}
+
+func appendBuffers(b []byte, bufs mem.BufferSlice) []byte {
+	for _, buf := range bufs {
+		b = append(b, buf.ReadOnlyData()...)
+	}
+	return b
+}

@@ -1,0 +1,62 @@
+package server
+
+import (
+	"net/http"
+
+	"connectrpc.com/connect"
+	connectcors "connectrpc.com/cors"
+	"connectrpc.com/grpcreflect"
+	"github.com/rs/cors"
+
+	"github.com/informerhub/informerhub/gen/informerhub/v1/informerhubv1connect"
+)
+
+// HTTPHandler serves the service over HTTP/1.1 and HTTP/2 with connect-go:
+// the Connect protocol (JSON and binary), gRPC-Web and gRPC, every call
+// through the same interceptors and handlers as on grpc-go (connect.go);
+// gRPC server reflection, for buf curl; and every other path with other
+// (the console; nil: 404).
+//
+// Every response says X-Content-Type-Options: nosniff. Browsers on the
+// origins of Config.CORSAllowedOrigins may call the service (CORS, its
+// preflight answered here); other origins get no CORS headers, so browsers
+// refuse them. Responses are not compressed: the hub encodes each event
+// once for all its subscribers, and compressing it again per stream would
+// cost CPU per subscriber.
+func (s *Server) HTTPHandler(other http.Handler) http.Handler {
+	opts := []connect.HandlerOption{
+		connect.WithCodec(connectProtoCodec{}),
+		connect.WithCodec(connectJSONCodec{}),
+		connect.WithReadMaxBytes(s.cfg.MaxRecvMsgSize),
+		connect.WithCompression("gzip", nil, nil),
+	}
+	mux := http.NewServeMux()
+	path, service := informerhubv1connect.NewInformerHubServiceHandler(connectService{s}, opts...)
+	mux.Handle(path, withResponseController(service))
+	reflector := grpcreflect.NewStaticReflector(informerhubv1connect.InformerHubServiceName)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, connect.WithReadMaxBytes(s.cfg.MaxRecvMsgSize)))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, connect.WithReadMaxBytes(s.cfg.MaxRecvMsgSize)))
+	if other != nil {
+		mux.Handle("/", other)
+	}
+	var h http.Handler = mux
+	if len(s.cfg.CORSAllowedOrigins) > 0 {
+		h = cors.New(cors.Options{
+			AllowedOrigins: s.cfg.CORSAllowedOrigins,
+			AllowedMethods: connectcors.AllowedMethods(),
+			// Bearer tokens, not cookies: no credentials mode.
+			AllowedHeaders: append(connectcors.AllowedHeaders(), "Authorization"),
+			ExposedHeaders: append(connectcors.ExposedHeaders(), ResumeTokenHeader),
+			MaxAge:         2 * 60 * 60,
+		}).Handler(h)
+	}
+	return noSniff(h)
+}
+
+// noSniff tells browsers to take every response as its Content-Type says.
+func noSniff(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
+}

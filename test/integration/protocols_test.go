@@ -1,0 +1,396 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/google/go-cmp/cmp"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/anypb"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/gen/informerhub/v1/informerhubv1connect"
+	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/server"
+	"github.com/informerhub/informerhub/server/auth"
+)
+
+// protocol is one way a client reaches the hub's port.
+type protocol struct {
+	name string
+	dial func(t *testing.T, addr string) informerhubv1.InformerHubServiceClient
+}
+
+// protocols are every protocol and HTTP version the hub serves: native
+// gRPC (grpc-go's transport), and connect-go's clients of the Connect
+// protocol and gRPC-Web, in JSON and binary, over HTTP/1.1 and h2c.
+var protocols = []protocol{
+	{"grpc", func(t *testing.T, addr string) informerhubv1.InformerHubServiceClient {
+		return informerhubv1.NewInformerHubServiceClient(dialGRPC(t, addr))
+	}},
+	{"connect+json/http1.1", connectDialer(httpOne, connect.WithProtoJSON())},
+	{"connect+proto/h2c", connectDialer(h2c)},
+	{"grpcweb+proto/http1.1", connectDialer(httpOne, connect.WithGRPCWeb())},
+	{"grpcweb+json/h2c", connectDialer(h2c, connect.WithGRPCWeb(), connect.WithProtoJSON())},
+}
+
+func dialGRPC(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// httpOne and h2c make an HTTP client of one protocol version, with
+// connections of its own.
+func httpOne() *http.Client {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p}}
+}
+
+func h2c() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p}}
+}
+
+func connectDialer(httpClient func() *http.Client, opts ...connect.ClientOption) func(*testing.T, string) informerhubv1.InformerHubServiceClient {
+	return func(t *testing.T, addr string) informerhubv1.InformerHubServiceClient {
+		c := httpClient()
+		t.Cleanup(c.CloseIdleConnections)
+		return connectClient{informerhubv1connect.NewInformerHubServiceClient(c, "http://"+addr, opts...)}
+	}
+}
+
+// connectClient is a connect-go client with the interface of the gRPC
+// client, so that the same test reads every protocol: gRPC metadata goes
+// as HTTP headers, and connect-go's errors come back as gRPC statuses with
+// their details.
+type connectClient struct {
+	c informerhubv1connect.InformerHubServiceClient
+}
+
+func connectRequest[T any](ctx context.Context, msg *T) *connect.Request[T] {
+	req := connect.NewRequest(msg)
+	md, _ := metadata.FromOutgoingContext(ctx)
+	for name, values := range md {
+		for _, v := range values {
+			req.Header().Add(name, v)
+		}
+	}
+	return req
+}
+
+func (c connectClient) ListResources(ctx context.Context, in *informerhubv1.ListResourcesRequest, _ ...grpc.CallOption) (*informerhubv1.ListResourcesResponse, error) {
+	resp, err := c.c.ListResources(ctx, connectRequest(ctx, in))
+	if err != nil {
+		return nil, grpcStatus(err)
+	}
+	return resp.Msg, nil
+}
+
+func (c connectClient) Watch(ctx context.Context, in *informerhubv1.WatchRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[informerhubv1.WatchResponse], error) {
+	stream, err := c.c.Watch(ctx, connectRequest(ctx, in))
+	if err != nil {
+		return nil, grpcStatus(err)
+	}
+	return &connectStreamClient[informerhubv1.WatchResponse]{ctx: ctx, stream: stream}, nil
+}
+
+func (c connectClient) Snapshot(ctx context.Context, in *informerhubv1.SnapshotRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[informerhubv1.SnapshotResponse], error) {
+	stream, err := c.c.Snapshot(ctx, connectRequest(ctx, in))
+	if err != nil {
+		return nil, grpcStatus(err)
+	}
+	return &connectStreamClient[informerhubv1.SnapshotResponse]{ctx: ctx, stream: stream}, nil
+}
+
+// connectStreamClient reads a connect-go server stream as a gRPC one.
+type connectStreamClient[T any] struct {
+	grpc.ClientStream // not used: panics if called
+	ctx               context.Context
+	stream            *connect.ServerStreamForClient[T]
+	// peeked is a response Header read to reach the headers.
+	peeked *T
+	err    error
+}
+
+func (s *connectStreamClient[T]) Recv() (*T, error) {
+	if s.peeked != nil {
+		msg := s.peeked
+		s.peeked = nil
+		return msg, nil
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	if s.stream.Receive() {
+		return s.stream.Msg(), nil
+	}
+	if err := s.stream.Err(); err != nil {
+		return nil, grpcStatus(err)
+	}
+	return nil, io.EOF
+}
+
+// Header returns the response headers; connect-go has them once the first
+// response (or the end) has been read.
+func (s *connectStreamClient[T]) Header() (metadata.MD, error) {
+	if s.peeked == nil && s.err == nil {
+		s.peeked, s.err = s.Recv()
+		if s.err != nil && s.err != io.EOF {
+			return nil, s.err
+		}
+	}
+	md := metadata.MD{}
+	for name, values := range s.stream.ResponseHeader() {
+		md[strings.ToLower(name)] = values
+	}
+	return md, nil
+}
+
+func (s *connectStreamClient[T]) Context() context.Context { return s.ctx }
+
+func (s *connectStreamClient[T]) CloseSend() error { return nil }
+
+// grpcStatus converts a connect-go error into the gRPC status it stands
+// for, with its details.
+func grpcStatus(err error) error {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return status.Error(codes.Unknown, err.Error())
+	}
+	st := &spb.Status{Code: int32(ce.Code()), Message: ce.Message()}
+	for _, d := range ce.Details() {
+		st.Details = append(st.Details, &anypb.Any{TypeUrl: "type.googleapis.com/" + d.Type(), Value: d.Bytes()})
+	}
+	return status.FromProto(st).Err()
+}
+
+// TestEveryProtocolServesTheSame makes the same calls over every protocol
+// at once, and compares what each returns with native gRPC's: the same
+// resource types, snapshot, events (tokens included, in both object
+// formats) and errors (code, message and details).
+func TestEveryProtocolServesTheSame(t *testing.T) {
+	ns := namespace(t)
+	createConfigMap(t, ns, "a", map[string]string{"app": "x"}, "v0")
+	createConfigMap(t, ns, "b", nil, "v0")
+	h := startHub(t, informerhub.Config{})
+	clients := make([]informerhubv1.InformerHubServiceClient, len(protocols))
+	for i, p := range protocols {
+		clients[i] = p.dial(t, h.addr)
+	}
+	compare := func(t *testing.T, what string, got func(c informerhubv1.InformerHubServiceClient) any, opts ...cmp.Option) {
+		t.Helper()
+		want := got(clients[0])
+		for i, p := range protocols[1:] {
+			if diff := cmp.Diff(want, got(clients[i+1]), append(opts, protocmp.Transform())...); diff != "" {
+				t.Errorf("%s over %s differs from gRPC's (-grpc +%s):\n%s", what, p.name, p.name, diff)
+			}
+		}
+	}
+
+	// Watches first, all open at once, so that they see the same changes.
+	type watch struct {
+		format informerhubv1.ObjectFormat
+		reader *streamReader[informerhubv1.WatchResponse]
+	}
+	watches := make([][]watch, len(protocols))
+	for i, c := range clients {
+		for _, format := range []informerhubv1.ObjectFormat{informerhubv1.ObjectFormat_OBJECT_FORMAT_UNSPECIFIED, informerhubv1.ObjectFormat_OBJECT_FORMAT_STRUCT} {
+			stream, err := c.Watch(ctxFor(t), &informerhubv1.WatchRequest{Selector: watchSelector(ns), SendInitialEvents: true,
+				IncludePrevious: true, ObjectFormat: format})
+			if err != nil {
+				t.Fatal(err)
+			}
+			watches[i] = append(watches[i], watch{format: format, reader: readStream(stream.Recv)})
+		}
+	}
+	updateConfigMap(t, ns, "a", map[string]string{"app": "y"}, "v1")
+	deleteConfigMap(t, ns, "b")
+	createConfigMap(t, ns, "c", nil, "v0")
+	createConfigMap(t, ns, "marker", nil, "")
+	responses := func(r *streamReader[informerhubv1.WatchResponse]) []*informerhubv1.WatchResponse {
+		var out []*informerhubv1.WatchResponse
+		for {
+			resp := r.next(t)
+			if resp.Type == informerhubv1.EventType_EVENT_TYPE_BOOKMARK && !resp.InitialEventsEnd {
+				continue // sent when each stream was quiet: not the same for all
+			}
+			out = append(out, resp)
+			if resp.Type == informerhubv1.EventType_EVENT_TYPE_ADDED && objectName(resp) == "marker" {
+				return out
+			}
+		}
+	}
+	for f := range watches[0] {
+		want := responses(watches[0][f].reader)
+		if len(want) != 7 { // 2 initial, the end, 4 changes
+			t.Fatalf("gRPC sent %d responses, want 7: %v", len(want), want)
+		}
+		for i, p := range protocols[1:] {
+			if diff := cmp.Diff(want, responses(watches[i+1][f].reader), protocmp.Transform()); diff != "" {
+				t.Errorf("Watch (%v) over %s differs from gRPC's (-grpc +%s):\n%s", watches[0][f].format, p.name, p.name, diff)
+			}
+		}
+	}
+
+	compare(t, "Snapshot", func(c informerhubv1.InformerHubServiceClient) any {
+		stream, err := c.Snapshot(ctxFor(t), &informerhubv1.SnapshotRequest{Selector: watchSelector(ns), Fields: []string{"metadata.name", "data"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pages []*informerhubv1.SnapshotResponse
+		for {
+			page, err := stream.Recv()
+			if err == io.EOF {
+				return pages
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages = append(pages, page)
+		}
+	})
+	compare(t, "ListResources", func(c informerhubv1.InformerHubServiceClient) any {
+		resp, err := c.ListResources(ctxFor(t), &informerhubv1.ListResourcesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}, protocmp.IgnoreFields(&informerhubv1.Resource{}, "subscribers", "history_events", "history_bytes", "history_resource_version",
+		"cached_objects", "informer_active", "retained_resource_version", "retained_since"))
+
+	bad := map[string]func(c informerhubv1.InformerHubServiceClient) error{
+		"a label selector that does not parse": func(c informerhubv1.InformerHubServiceClient) error {
+			_, err := firstWatchResponse(c, ctxFor(t), &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", LabelSelector: "a in ("})
+			return err
+		},
+		"a resource the cluster does not serve": func(c informerhubv1.InformerHubServiceClient) error {
+			_, err := firstWatchResponse(c, ctxFor(t), &informerhubv1.ResourceSelector{Version: "v1", Resource: "nopes"})
+			return err
+		},
+		"a mangled resume token": func(c informerhubv1.InformerHubServiceClient) error {
+			stream, err := c.Watch(ctxFor(t), &informerhubv1.WatchRequest{Selector: watchSelector(ns), ResumeToken: "garbage"})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			return err
+		},
+		"a filter that does not compile": func(c informerhubv1.InformerHubServiceClient) error {
+			stream, err := c.Snapshot(ctxFor(t), &informerhubv1.SnapshotRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Filter: "object.("}})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			return err
+		},
+		"an invalid namespace": func(c informerhubv1.InformerHubServiceClient) error {
+			_, err := c.ListResources(ctxFor(t), &informerhubv1.ListResourcesRequest{Namespace: "Not_A_Namespace"})
+			return err
+		},
+	}
+	for name, call := range bad {
+		compare(t, name, func(c informerhubv1.InformerHubServiceClient) any {
+			err := call(c)
+			if err == nil {
+				t.Fatalf("%s: no error", name)
+			}
+			return status.Convert(err).Proto()
+		})
+	}
+}
+
+// objectName returns the name of a response's object, in either format.
+func objectName(resp *informerhubv1.WatchResponse) string {
+	if st := resp.GetObjectStruct(); st != nil {
+		return st.GetFields()["metadata"].GetStructValue().GetFields()["name"].GetStringValue()
+	}
+	var obj struct {
+		Metadata struct{ Name string } `json:"metadata"`
+	}
+	_ = json.Unmarshal([]byte(resp.GetObject()), &obj)
+	return obj.Metadata.Name
+}
+
+// countingTokenReviews counts the TokenReviews the hub asks for.
+type countingTokenReviews struct {
+	authenticationclient.TokenReviewInterface
+	created atomic.Int64
+}
+
+func (c *countingTokenReviews) Create(ctx context.Context, review *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
+	c.created.Add(1)
+	return c.TokenReviewInterface.Create(ctx, review, opts)
+}
+
+// TestEveryProtocolAuthenticatesTheSame: no token, a bad token, a token
+// without access and an oversized request get the same status over every
+// protocol, and cost the same TokenReviews; but an oversized request, which
+// connect-go refuses before any review, where grpc-go reads a stream's
+// request after its interceptors.
+func TestEveryProtocolAuthenticatesTheSame(t *testing.T) {
+	ns := namespace(t)
+	createConfigMap(t, ns, "cm", nil, "")
+	reader := serviceAccountToken(t, ns, "reader")
+	grant(t, ns, serviceAccount(ns, "reader"), "configmaps")
+	stranger := serviceAccountToken(t, ns, "stranger")
+	reviews := &countingTokenReviews{TokenReviewInterface: kube.AuthenticationV1().TokenReviews()}
+	// No cache: each call with a token costs one review.
+	h := startAuthHub(t, server.Config{Authenticator: auth.NewTokenReview(reviews, auth.TokenReviewConfig{CacheTTL: 1})})
+	calls := []struct {
+		name, token string
+		sel         *informerhubv1.ResourceSelector
+		code        codes.Code
+		reviews     int64
+	}{
+		{"no token", "", watchSelector(ns), codes.Unauthenticated, 0},
+		{"a token the cluster does not accept", "not-a-token-", watchSelector(ns), codes.Unauthenticated, 1},
+		{"a token without access", stranger, watchSelector(ns), codes.PermissionDenied, 1},
+		{"a token with access", reader, watchSelector(ns), codes.OK, 1},
+		{"an oversized request", reader, &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: ns,
+			LabelSelector: strings.Repeat("a", 100<<10)}, codes.ResourceExhausted, 1},
+	}
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			client := p.dial(t, h.addr)
+			for _, c := range calls {
+				before := reviews.created.Load()
+				token := c.token
+				if strings.HasSuffix(token, "-") {
+					token += p.name // rejected tokens are remembered
+				}
+				_, err := firstWatchResponse(client, withBearer(t, token), c.sel)
+				if status.Code(err) != c.code {
+					t.Errorf("%s: %v, want %v", c.name, err, c.code)
+				}
+				want := c.reviews
+				if c.code == codes.ResourceExhausted && p.name != "grpc" {
+					want = 0
+				}
+				if got := reviews.created.Load() - before; got != want {
+					t.Errorf("%s: %d TokenReviews, want %d", c.name, got, want)
+				}
+			}
+		})
+	}
+}
