@@ -46,9 +46,11 @@ run: build controlplane tools $(TOOLS)/kubectl ## Start a local kube-apiserver a
 MODULES := . gen clients/go
 
 .PHONY: test
-test: lint check-generate controlplane $(TOOLS)/kubectl node-deps python-deps ## Lint, check generated code, run every test with -race.
+test: lint check-generate controlplane $(TOOLS)/kubectl node-deps web-deps python-deps browser-deps ## Lint, check generated code, run every test with -race.
 	go test -race -count=1 ./...
 	cd clients/go && go test -race -count=1 ./...
+	cd clients/web && npm run typecheck && npm test
+	cd console && npm run typecheck && npm test
 	cd tools/dockerfilelint && go test -count=1 ./...
 	$(MAKE) bench-smoke
 
@@ -62,6 +64,25 @@ node-deps: $(NODE_MODULES) ## Install the Node.js client's packages from the npm
 $(NODE_MODULES): clients/node/package.json clients/node/package-lock.json clients/node/.npmrc
 	cd clients/node && npm ci --no-audit --no-fund
 	touch $@
+
+# The web client (clients/web) and the console (console/, built into
+# server/console/dist): TypeScript on connect-es, pinned by their
+# package-locks. Building the hub needs neither: their output is committed.
+WEB_MODULES := clients/web/node_modules/.package-lock.json console/node_modules/.package-lock.json
+
+.PHONY: web-deps
+web-deps: $(WEB_MODULES) ## Install the web client's and the console's packages from the npm registry (npm ci).
+clients/web/node_modules/.package-lock.json: clients/web/package.json clients/web/package-lock.json clients/web/.npmrc
+	cd clients/web && npm ci --no-audit --no-fund
+	touch $@
+console/node_modules/.package-lock.json: console/package.json console/package-lock.json console/.npmrc clients/web/node_modules/.package-lock.json
+	cd console && npm ci --no-audit --no-fund
+	touch $@
+
+# The browser tests (test/browser) drive Debian's chromium, headless.
+.PHONY: browser-deps
+browser-deps: ## Install Debian's chromium for the browser tests.
+	test/browser/install-deps.sh
 
 .PHONY: python-deps
 python-deps: ## Install the Debian packages of the Python client (python3-grpcio, python3-protobuf, python3-grpc-tools).
@@ -142,15 +163,31 @@ release-api: tools ## Record proto/ as the released API that buf breaking guards
 	buf build -o $(RELEASED_API)
 
 .PHONY: generate
-generate: tools ## Generate gen/ from proto/.
+generate: tools web-deps ## Generate gen/ from proto/, the web client's code and bundle, and the console's bundle.
 	rm -rf gen/informerhub
 	buf generate
+	$(MAKE) generate-web
+
+# What is generated for the browser: the web client's code (from proto/)
+# and bundle, and the console's bundle, which the hub embeds.
+WEB_GENERATED := clients/web/src/gen clients/web/dist server/console/dist
+
+.PHONY: generate-web
+generate-web: tools web-deps
+	rm -rf $(WEB_GENERATED)
+	cd clients/web && npm run generate && npm run build
+	cd console && npm run build
 
 .PHONY: check-generate
-check-generate: tools ## Fail if gen/ is not what make generate makes of proto/.
+check-generate: tools web-deps ## Fail if gen/ and the web bundles are not what make generate makes.
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && buf generate -o "$$tmp" && \
 	if ! diff -r gen/informerhub "$$tmp/gen/informerhub"; then \
 		echo "gen/ is stale: run make generate and commit the result"; exit 1; fi
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && for d in $(WEB_GENERATED); do mkdir -p "$$tmp/$$d" && cp -R $$d/. "$$tmp/$$d"; done && \
+	$(MAKE) -s generate-web >/dev/null && \
+	for d in $(WEB_GENERATED); do if ! diff -r "$$tmp/$$d" $$d; then \
+		rm -rf $$d && cp -R "$$tmp/$$d" $$d; \
+		echo "$$d is stale: run make generate and commit the result"; exit 1; fi; done
 
 .PHONY: tools
 tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-connect-go $(TOOLS)/grpcurl $(TOOLS)/dockerfilelint ## Build the pinned tools.

@@ -1,0 +1,137 @@
+// The console end to end, in Node: main.ts on a minimal DOM (dom.ts),
+// talking through the web client and fetch to an in-memory hub. Time is
+// mocked: renders, highlights and reconnection delays advance only when the
+// test says, so nothing waits on the clock.
+
+import assert from "node:assert/strict";
+import { after, before, mock, test } from "node:test";
+import { Code } from "@informerhub/web";
+import { FakeHub, hubStatus } from "../../clients/web/test/fakehub.js";
+import html from "../src/index.html";
+import { installDOM, type HTMLElement, type HTMLInputElement, type HTMLSelectElement, type HTMLTableSectionElement } from "./dom.js";
+
+const hub = new FakeHub();
+const { storage } = installDOM(html, "http://hub.test", hub.fetch());
+
+function el<T extends HTMLElement = HTMLElement>(id: string): T {
+  const e = document.getElementById(id) as unknown as T | null;
+  assert.ok(e !== null, `#${id}`);
+  return e;
+}
+
+const text = (id: string) => el(id).textContent;
+const state = () => el("status").dataset["state"];
+const body = () => el<HTMLTableSectionElement>("objects-body");
+/** The rows as "name rv class…". */
+const rows = () =>
+  body().rows.map((r) => [r.dataset["name"], r.dataset["resourceVersion"], ...r.classList.value.split(" ").filter((c) => c.startsWith("row-"))].join(" "));
+
+/** Lets the streams run, then advances the clock by one render's delay, until cond holds (at most 20 steps, 1 s). */
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 20; i++) {
+    for (let j = 0; j < 10; j++) await new Promise((r) => setImmediate(r));
+    if (cond()) return;
+    mock.timers.tick(50);
+  }
+  assert.fail(`never: ${what}; rows ${JSON.stringify(rows())}, status ${text("status")}`);
+}
+
+before(async () => {
+  mock.timers.enable({ apis: ["setTimeout", "setInterval", "Date"], now: Date.parse("2026-11-26T12:00:00Z") });
+  hub.apply("ADDED", "a", { v: "1" });
+  hub.apply("ADDED", "b");
+  hub.apply("ADDED", "c");
+  await import("../src/main.js");
+});
+after(() => mock.timers.reset());
+
+test("the console signs in, lists, watches live, resumes exactly, explains errors and signs out", async () => {
+  assert.equal(state(), "signed-out");
+
+  // Sign in: the token goes to sessionStorage, and resources are listed with it.
+  el<HTMLInputElement>("token-input").value = " secret ";
+  el("signin-form").dispatch("submit");
+  assert.equal(storage.get("informerhub.token"), "secret");
+  assert.equal(el<HTMLInputElement>("token-input").value, "");
+  await until(() => !el("resource-select").disabled, "resources listed");
+  assert.equal(el<HTMLSelectElement>("resource-select").selectedOptions[0]?.textContent, "configmaps.v1 (ConfigMap)");
+  assert.equal(text("selectable-fields"), "fields: metadata.name, metadata.namespace");
+  assert.deepEqual(hub.authorizations, ["Bearer secret"]);
+
+  // Start: the initial objects, not highlighted, then live.
+  el<HTMLInputElement>("namespace-input").value = "demo";
+  el<HTMLInputElement>("fields-input").value = "data";
+  el("query-form").dispatch("submit");
+  await until(() => state() === "live" && rows().length === 3, "initial objects");
+  assert.deepEqual(rows(), ["a 1", "b 2", "c 3"]);
+  const request = hub.requests.at(-1)!;
+  assert.deepEqual([request.selector?.namespace, request.sendInitialEvents, request.includePrevious, [...request.fields]], ["demo", true, true, ["data"]]);
+  assert.equal(text("object-count"), "3");
+
+  // Changes are highlighted; a deleted row stays, struck through, uncounted.
+  hub.apply("MODIFIED", "a", { v: "2" });
+  hub.apply("ADDED", "d");
+  hub.apply("DELETED", "b");
+  await until(() => rows().length === 4 && rows().includes("b 6 row-deleted"), "changes");
+  assert.deepEqual(rows(), ["a 4 row-modified", "b 6 row-deleted", "c 3", "d 5 row-added"]);
+  assert.equal(text("object-count"), "3");
+  assert.equal(text("event-count"), "6");
+  assert.equal(text("resume-token"), "t6");
+
+  // The selected row shows its JSON and its change.
+  body().rows[0]!.dispatch("click");
+  assert.equal(el("detail").hidden, false);
+  assert.match(text("detail-json"), /"v": "2"/);
+  assert.match(text("detail-diff"), /- {5}"v": "1"\n\+ {5}"v": "2"/);
+
+  // Highlights end, and the deleted row goes, a few seconds later.
+  mock.timers.tick(5000);
+  await until(() => rows().length === 3, "deleted row gone");
+  assert.deepEqual(rows(), ["a 4", "c 3", "d 5"]);
+
+  // The hub goes away; what changes meanwhile arrives once it is back, exactly once.
+  hub.interrupt(hubStatus(Code.Unavailable, "SHUTTING_DOWN", { resume_token: "t5" }));
+  await until(() => state() === "reconnecting", "reconnecting");
+  assert.match(text("status"), /UNAVAILABLE · SHUTTING_DOWN/);
+  hub.apply("MODIFIED", "c", { v: "2" });
+  mock.timers.tick(200); // the backoff
+  await until(() => rows().includes("c 7 row-modified") && state() === "live", "resumed");
+  assert.equal(hub.requests.at(-1)!.resumeToken, "t6");
+  assert.deepEqual(rows(), ["a 4", "c 7 row-modified", "d 5"]);
+  assert.equal(text("event-count"), "7");
+
+  // The token expires while the hub is away: the console re-syncs, and shows only what differs.
+  mock.timers.tick(5000);
+  await until(() => rows().join() === "a 4,c 7,d 5", "highlights over");
+  hub.interrupt(hubStatus(Code.Unavailable, ""));
+  await until(() => state() === "reconnecting", "reconnecting again");
+  hub.apply("DELETED", "d");
+  hub.apply("ADDED", "e");
+  hub.expiredBefore = 9;
+  mock.timers.tick(200);
+  await until(() => !el("notice").hidden && state() === "live" && rows().length === 4, "re-synced");
+  assert.deepEqual(hub.requests.slice(-2).map((r) => [r.resumeToken, r.sendInitialEvents]), [["t7", false], ["", true]]);
+  // A deletion found by listing carries the listing's resourceVersion.
+  assert.deepEqual(rows(), ["a 4", "c 7", "d 9 row-deleted", "e 9 row-added"]);
+  assert.equal(text("object-count"), "3");
+  assert.equal(text("resume-token"), "t9");
+
+  // PERMISSION_DENIED: shown with its reason and the proto's hint; the watch stops.
+  hub.faults.push({ kind: "refuse", error: hubStatus(Code.PermissionDenied, "FORBIDDEN", { namespace: "kube-system", verb: "list" }) });
+  el<HTMLInputElement>("namespace-input").value = "kube-system";
+  el("query-form").dispatch("submit");
+  await until(() => !el("error").hidden, "error shown");
+  assert.equal(state(), "error");
+  assert.equal(text("error-code"), "PERMISSION_DENIED");
+  assert.equal(text("error-reason"), "FORBIDDEN");
+  assert.equal(el("error").dataset["reason"], "FORBIDDEN");
+  assert.match(text("error-hint"), /Have the access granted \(a RoleBinding\)/);
+  assert.equal(text("error-metadata"), "namespace=kube-system  verb=list");
+
+  // Sign out: the token and the table are gone.
+  el("signout-button").dispatch("click");
+  assert.equal(storage.has("informerhub.token"), false);
+  assert.equal(state(), "signed-out");
+  assert.deepEqual(rows(), []);
+  assert.equal(el("error").hidden, true);
+});
