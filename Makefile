@@ -35,11 +35,12 @@ run: build controlplane tools $(TOOLS)/kubectl ## Start a local kube-apiserver a
 	@echo '  grpcurl -plaintext -H "$$AUTH" $(LISTEN) informerhub.v1.InformerHubService/ListResources'
 	@echo '  bin/hubctl --insecure --token-file .cache/run/token watch configmaps -n demo'
 	@echo '  kubectl -n demo create configmap hello --from-literal=a=b'
+	@echo 'The web console: open http://$(LISTEN)/ and sign in with the token in .cache/run/token'
 	@echo 'Metrics and probes: curl http://$(METRICS_LISTEN)/metrics (and /healthz, /readyz)'
 	@echo "The cluster's etcd and the hub's history live in .cache/run/: a restarted make run resumes tokens; rm -rf .cache/run starts afresh."
 	go build -o bin/devcluster ./cmd/devcluster
 	bin/devcluster -kubeconfig .cache/run/kubeconfig -token .cache/run/token -etcd-dir .cache/run/etcd -- \
-		bin/informerhub --listen $(LISTEN) --metrics-listen $(METRICS_LISTEN) --history-dir .cache/run/history --retain configmaps
+		bin/informerhub --listen $(LISTEN) --console --metrics-listen $(METRICS_LISTEN) --history-dir .cache/run/history --retain configmaps
 
 # The modules of the repository: the server (.), the generated API (gen),
 # and the Go SDK (clients/go).

@@ -34,6 +34,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/internal/controlplane"
 	"github.com/informerhub/informerhub/server"
+	"github.com/informerhub/informerhub/server/console"
 	"github.com/informerhub/informerhub/server/oneport"
 )
 
@@ -111,6 +112,9 @@ type hub struct {
 	client informerhubv1.InformerHubServiceClient
 	conn   *grpc.ClientConn
 	addr   string
+	// stop stops the hub and its server before the test ends (and is
+	// called again, to no effect, when it does).
+	stop func()
 }
 
 // current returns the hub's client, for subscribers that always use it.
@@ -139,11 +143,20 @@ func startHubWith(t *testing.T, cfg informerhub.Config, serverCfg server.Config,
 	return startHubOn(t, cluster.Config, cfg, serverCfg, opts...)
 }
 
-// A listenerOption configures the hub's listener (package oneport).
-type listenerOption func(*oneport.Config)
+// A listenerOption configures the hub's listener.
+type listenerOption func(*listenerConfig)
+
+type listenerConfig struct {
+	oneport.Config
+	addr string // default: a free port of loopback
+}
 
 // withTLS serves with TLS.
-func withTLS(c *tls.Config) listenerOption { return func(o *oneport.Config) { o.TLS = c } }
+func withTLS(c *tls.Config) listenerOption { return func(o *listenerConfig) { o.TLS = c } }
+
+// withAddr serves on addr: a hub restarted there is the same hub to its
+// clients.
+func withAddr(addr string) listenerOption { return func(o *listenerConfig) { o.addr = addr } }
 
 // startHubOn is startHubWith on the API server restConfig reaches. The hub
 // serves gRPC, gRPC-Web and the Connect protocol on one port, as the
@@ -155,10 +168,6 @@ func startHubOn(t *testing.T, restConfig *rest.Config, cfg informerhub.Config, s
 		cfg.Logger = slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	h, err := informerhub.NewForConfig(restConfig, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,11 +186,16 @@ func startHubOn(t *testing.T, restConfig *rest.Config, cfg informerhub.Config, s
 	srv := server.New(h, serverCfg)
 	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
 	srv.Register(g)
-	listenerCfg := oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(nil), MaxConcurrentStreams: serverCfg.MaxConcurrentStreams, Logger: cfg.Logger}
+	listenerCfg := listenerConfig{addr: "127.0.0.1:0", Config: oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(console.Handler()),
+		MaxConcurrentStreams: serverCfg.MaxConcurrentStreams, Logger: cfg.Logger}}
 	for _, o := range opts {
 		o(&listenerCfg)
 	}
-	web := oneport.New(listenerCfg)
+	lis, err := net.Listen("tcp", listenerCfg.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := oneport.New(listenerCfg.Config)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -191,13 +205,14 @@ func startHubOn(t *testing.T, restConfig *rest.Config, cfg informerhub.Config, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		conn.Close()
 		h.Close()
 		web.Close()
 		<-served
 	})
-	return &hub{Hub: h, srv: srv, client: informerhubv1.NewInformerHubServiceClient(conn), conn: conn, addr: lis.Addr().String()}
+	t.Cleanup(stop)
+	return &hub{Hub: h, srv: srv, client: informerhubv1.NewInformerHubServiceClient(conn), conn: conn, addr: lis.Addr().String(), stop: stop}
 }
 
 // testWriter sends the hub's log lines to the test's log, until the test
