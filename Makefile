@@ -82,7 +82,7 @@ console/node_modules/.package-lock.json: console/package.json console/package-lo
 
 # The browser tests (test/browser) drive Debian's chromium, headless.
 .PHONY: browser-deps
-browser-deps: ## Install Debian's chromium for the browser tests.
+browser-deps: ## Install Debian's chromium and curl for the browser and plain-HTTP tests.
 	test/browser/install-deps.sh
 
 .PHONY: python-deps

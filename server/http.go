@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"net/http"
 
 	"connectrpc.com/connect"
@@ -28,14 +29,15 @@ func (s *Server) HTTPHandler(other http.Handler) http.Handler {
 		connect.WithCodec(connectProtoCodec{}),
 		connect.WithCodec(connectJSONCodec{}),
 		connect.WithReadMaxBytes(s.cfg.MaxRecvMsgSize),
-		connect.WithCompression("gzip", nil, nil),
+		// Requests may come gzipped; responses never are.
+		connect.WithCompressMinBytes(math.MaxInt32),
 	}
 	mux := http.NewServeMux()
 	path, service := informerhubv1connect.NewInformerHubServiceHandler(connectService{s}, opts...)
 	mux.Handle(path, withResponseController(service))
 	reflector := grpcreflect.NewStaticReflector(informerhubv1connect.InformerHubServiceName)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector, connect.WithReadMaxBytes(s.cfg.MaxRecvMsgSize)))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, connect.WithReadMaxBytes(s.cfg.MaxRecvMsgSize)))
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts[2:]...))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts[2:]...))
 	if other != nil {
 		mux.Handle("/", other)
 	}

@@ -1,9 +1,17 @@
 #!/bin/sh
-# Installs Debian's chromium, which the browser tests drive headless,
-# unless it is installed already. Runs apt-get as root, or with sudo.
+# Installs the Debian packages the browser and plain-HTTP tests need,
+# unless they are installed already: chromium, which the browser tests
+# drive headless, and curl, which runs docs/http.md. Runs apt-get as root,
+# or with sudo.
 set -eu
 
-if command -v chromium >/dev/null 2>&1; then
+missing=""
+for p in chromium curl; do
+	if ! command -v "$p" >/dev/null 2>&1; then
+		missing="$missing $p"
+	fi
+done
+if [ -z "$missing" ]; then
 	exit 0
 fi
 if [ "$(id -u)" -eq 0 ]; then
@@ -11,11 +19,11 @@ if [ "$(id -u)" -eq 0 ]; then
 elif command -v sudo >/dev/null 2>&1; then
 	as_root="sudo"
 else
-	echo "install-deps.sh: need root or sudo to install chromium" >&2
+	echo "install-deps.sh: need root or sudo to install:$missing" >&2
 	exit 1
 fi
-echo "installing: chromium"
+echo "installing:$missing"
 $as_root apt-get update
-# $as_root is word-split on purpose.
+# $missing and $as_root are word-split on purpose.
 # shellcheck disable=SC2086
-$as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+$as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing

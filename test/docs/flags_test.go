@@ -17,10 +17,16 @@ import (
 // never mistaken for one of theirs.
 var otherCommandsFlags = map[string]string{
 	"build-arg":                  "docker build",
+	"cacert":                     "curl",
 	"cert":                       "kubectl create secret tls",
+	"data-binary":                "curl",
 	"encryption-provider-config": "kube-apiserver",
+	"http2-prior-knowledge":      "curl, buf curl",
 	"key":                        "kubectl create secret tls",
+	"no-buffer":                  "curl",
 	"overwrite":                  "kubectl label",
+	"protocol":                   "buf curl",
+	"timeout":                    "buf curl",
 }
 
 // TestDocumentedFlagsExist checks that every --flag the README and docs/
