@@ -6,42 +6,53 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/gen/informerhub/v1/informerhubv1connect"
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/hubtest"
 	"github.com/informerhub/informerhub/internal/benchusage"
 	"github.com/informerhub/informerhub/server/metrics"
+	"github.com/informerhub/informerhub/server/oneport"
 )
 
 // BenchmarkGRPCFanOut measures Watch streams over loopback TCP: each
 // iteration is one 4 KiB change received by every stream before the next.
-// Two variants run on the same layout of connections and streams:
+// The variants run on the same layout of connections and streams:
 //
 //   - hub: this package's Server on a Hub on the fake cluster, configured
 //     like --auth=none; each iteration modifies a ConfigMap.
 //   - hub-metrics: the same, with the Prometheus metrics the binary serves
 //     on --metrics-listen (go-grpc-middleware's provider counts every
 //     message sent);
+//   - oneport: hub's Server, served as the binary serves it: through
+//     package oneport, which hands the connections whose first request is
+//     native gRPC to grpc-go (and would hand any other to connect-go; see
+//     BenchmarkConnectFanOut). hub stays on a bare grpc-go listener, as
+//     limit is, so that hub's numbers compare with those before oneport;
 //   - limit: a bare gRPC server whose handler only sends, per iteration,
 //     one WatchResponse encoded once for all streams as a grpc.PreparedMsg:
 //     the cheapest send grpc-go offers (no codec call, no header to build),
-//     so the gap between the two is everything the hub adds to gRPC.
+//     so the gap between hub and limit is everything the hub adds to gRPC.
 //
 // The streams are spread over min(streams, maxBenchConns) client
 // connections, as many clients would be. The clients run in the benchmark's
 // process and count responses without decoding them (rawCodec), so that
-// they cost the same in both variants; deliveries/cpu-s (deliveries per
+// they cost the same in every variant; deliveries/cpu-s (deliveries per
 // second of the process's user and system time) includes them, and the
 // fake API server.
 func BenchmarkGRPCFanOut(b *testing.B) {
@@ -51,6 +62,9 @@ func BenchmarkGRPCFanOut(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("streams=%d/hub-metrics", streams), func(b *testing.B) {
 			benchmarkGRPCFanOut(b, streams, serveHubForBench(b, streams, true))
+		})
+		b.Run(fmt.Sprintf("streams=%d/oneport", streams), func(b *testing.B) {
+			benchmarkGRPCFanOut(b, streams, serveOnePortForBench(b, streams))
 		})
 		b.Run(fmt.Sprintf("streams=%d/limit", streams), func(b *testing.B) {
 			benchmarkGRPCFanOut(b, streams, serveLimitForBench(b, streams))
@@ -130,12 +144,19 @@ func benchmarkGRPCFanOut(b *testing.B, streams int, srv benchServer) {
 		})
 	}
 
+	runFanOut(b, streams, srv.change, &pending, received, failed)
+}
+
+// runFanOut is the measured loop of the fan-out benchmarks: each iteration
+// makes one change and waits until every one of the streams has received
+// it (pending reaches 0, and received is signalled), or one fails.
+func runFanOut(b *testing.B, streams int, change func(), pending *atomic.Int64, received <-chan struct{}, failed <-chan error) {
 	changes := 0
 	b.ReportAllocs()
 	start := benchusage.Now()
 	for b.Loop() {
 		pending.Store(int64(streams))
-		srv.change()
+		change()
 		changes++
 		select {
 		case <-received:
@@ -301,3 +322,162 @@ func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (c rawCodec) Name() string { return c.proto.Name() }
+
+// BenchmarkConnectFanOut measures Watch streams of connect-go clients
+// (informerhubv1connect), as BenchmarkGRPCFanOut measures gRPC's: each
+// iteration is one 4 KiB change received by every stream before the next.
+// The hub is served as the binary serves it: package oneport on one
+// loopback TCP listener, native gRPC to grpc-go and every other request to
+// connect-go (Server.HTTPHandler). The variants, on the same hub setup as
+// BenchmarkGRPCFanOut's hub variant (no metrics):
+//
+//   - grpc: native gRPC through oneport, with BenchmarkGRPCFanOut's
+//     clients (BenchmarkGRPCFanOut's oneport variant, repeated here): the
+//     baseline the others are compared with, measured beside them;
+//   - connect-proto-h2c: the Connect protocol in binary
+//     (application/connect+proto) over h2c, the streams spread over
+//     min(streams, maxBenchConns) connections as gRPC's are; the codec
+//     appends the WatchResponse bytes the hub encoded once;
+//   - connect-json-h2c: the same in protobuf's JSON mapping
+//     (application/connect+json): the hub encodes each change once more,
+//     as JSON, for the streams of that encoding;
+//   - connect-json-http1: Connect JSON over HTTP/1.1, as a browser without
+//     HTTP/2 calls: one connection per stream.
+//
+// The Connect clients count responses without decoding them
+// (rawConnectCodec), as the gRPC clients do; deliveries/cpu-s counts the
+// whole process, as in BenchmarkGRPCFanOut.
+func BenchmarkConnectFanOut(b *testing.B) {
+	for _, streams := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("streams=%d/grpc", streams), func(b *testing.B) {
+			benchmarkGRPCFanOut(b, streams, serveOnePortForBench(b, streams))
+		})
+		for _, v := range connectVariants {
+			b.Run(fmt.Sprintf("streams=%d/%s", streams, v.name), func(b *testing.B) {
+				benchmarkConnectFanOut(b, streams, serveOnePortForBench(b, streams), v)
+			})
+		}
+	}
+}
+
+// connectVariant is how the clients of a variant of BenchmarkConnectFanOut
+// call.
+type connectVariant struct {
+	name  string
+	json  bool // application/connect+json, else +proto
+	http1 bool // HTTP/1.1, else h2c
+}
+
+var connectVariants = []connectVariant{
+	{name: "connect-proto-h2c"},
+	{name: "connect-json-h2c", json: true},
+	{name: "connect-json-http1", json: true, http1: true},
+}
+
+func benchmarkConnectFanOut(b *testing.B, streams int, srv benchServer, v connectVariant) {
+	clients := make([]informerhubv1connect.InformerHubServiceClient, min(streams, maxBenchConns))
+	if v.http1 {
+		// HTTP/1.1 takes a connection per stream, however many clients.
+		clients = clients[:1]
+	}
+	for i := range clients {
+		var protocols http.Protocols
+		if v.http1 {
+			protocols.SetHTTP1(true)
+		} else {
+			protocols.SetUnencryptedHTTP2(true)
+		}
+		// A transport of its own per client: one HTTP/2 connection each.
+		transport := &http.Transport{Protocols: &protocols,
+			// A stream's window as gRPC's clients have it, with room for an
+			// iteration's response; the connection's is net/http's
+			// default, larger than any iteration's responses.
+			HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10}}
+		defer transport.CloseIdleConnections()
+		clients[i] = informerhubv1connect.NewInformerHubServiceClient(&http.Client{Transport: transport}, "http://"+srv.addr,
+			connect.WithCodec(rawConnectCodec{json: v.json}))
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	var pending atomic.Int64
+	received := make(chan struct{}, 1)
+	failed := make(chan error, streams)
+	req := srv.req.(*informerhubv1.WatchRequest)
+	for i := range streams {
+		stream, err := clients[i%len(clients)].Watch(ctx, connect.NewRequest(req))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// The hub sends the header, with the resume token, once the
+		// stream will receive every change; ResponseHeader waits for it.
+		if stream.ResponseHeader().Get(ResumeTokenHeader) == "" {
+			stream.Receive()
+			b.Fatalf("stream %d has no resume token: %v", i, stream.Err())
+		}
+		wg.Go(func() {
+			defer stream.Close()
+			for stream.Receive() {
+				if pending.Add(-1) == 0 {
+					received <- struct{}{}
+				}
+			}
+			if ctx.Err() == nil {
+				failed <- fmt.Errorf("the stream ended: %v", stream.Err())
+			}
+		})
+	}
+	runFanOut(b, streams, srv.change, &pending, received, failed)
+}
+
+// serveOnePortForBench serves a Server on a Hub on the fake cluster (as
+// serveHubForBench does, without metrics) as the binary serves it: native
+// gRPC and connect-go on one loopback TCP listener, through package
+// oneport.
+func serveOnePortForBench(b *testing.B, streams int) benchServer {
+	srv, bs := newHubForBench(b, streams, false)
+	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
+	srv.Register(g)
+	web := oneport.New(oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(nil), MaxConcurrentStreams: uint32(streams), Logger: discard})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- web.Serve(lis) }()
+	b.Cleanup(func() {
+		web.Close()
+		if err := <-served; err != nil {
+			b.Errorf("serving: %v", err)
+		}
+	})
+	bs.addr = lis.Addr().String()
+	return bs
+}
+
+// rawConnectCodec is the Connect clients' codec: requests are encoded in
+// protobuf's binary or JSON mapping; responses are not decoded (the
+// message received stays empty).
+type rawConnectCodec struct{ json bool }
+
+func (c rawConnectCodec) Name() string {
+	if c.json {
+		return "json"
+	}
+	return "proto"
+}
+
+func (c rawConnectCodec) Marshal(m any) ([]byte, error) {
+	msg, ok := m.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("cannot encode a %T", m)
+	}
+	if c.json {
+		return protojson.Marshal(msg)
+	}
+	return proto.Marshal(msg)
+}
+
+func (rawConnectCodec) Unmarshal([]byte, any) error { return nil }
