@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -31,23 +32,55 @@ import (
 // examples of an expired token and of pages take a few objects.
 var cookbookHubFlags = []string{"--auth", "kubernetes", "--history-size", "5", "--snapshot-page-size", "2"}
 
-// TestGRPCurlCookbook runs every command of docs/grpcurl.md against a hub
-// that authenticates its callers with the API server, and checks each
-// one's exit status and output. The document's blocks get:
+// TestGRPCurlCookbook runs every command of docs/grpcurl.md (see
+// runDocument), with grpcurl and kubectl from .cache/tools/bin.
+func TestGRPCurlCookbook(t *testing.T) {
+	runDocument(t, document{
+		path:            filepath.Join("docs", "grpcurl.md"),
+		namespacePrefix: "cookbook-",
+		hubFlags:        cookbookHubFlags,
+		tools: []tool{
+			{"grpcurl", "make tools"},
+			{"kubectl", "make .cache/tools/bin/kubectl (make run builds it too)"},
+		},
+	})
+}
+
+// document is a page of docs/ whose blocks a test runs.
+type document struct {
+	path            string // from the repository's root
+	namespacePrefix string // of NS
+	hubFlags        []string
+	// tools are what its blocks run from .cache/tools/bin; commands what
+	// they run from the system's PATH.
+	tools    []tool
+	commands []string
+	// normalize, when set, is applied to each block's output and to its
+	// expected output alike before they are matched.
+	normalize func(string) string
+}
+
+// tool is a command of .cache/tools/bin, and the make target that builds it.
+type tool struct{ name, make string }
+
+// runDocument runs every block of d against a hub that authenticates its
+// callers with the API server, and checks each one's exit status and
+// output. The blocks get:
 //
 //	HUB         the hub's loopback host:port (plaintext)
 //	TOKEN       a service account token that may list and watch configmaps and pods in NS
 //	NS          a fresh namespace
 //	KUBECONFIG  an administrator's kubeconfig, for kubectl
-//	PATH        with grpcurl and kubectl (.cache/tools/bin) first
+//	PATH        with .cache/tools/bin first
 //
-// After each block, the test waits until the hub's cache of NS's configmaps
-// and pods holds what the API server does, so that the next block sees
-// every change the one before made (the hub's informer learns of changes a
-// moment later).
-func TestGRPCurlCookbook(t *testing.T) {
+// After each block, it waits until the hub's cache of NS's configmaps and
+// pods holds what the API server does, so that the next block sees every
+// change the one before made (the hub's informer learns of changes a moment
+// later).
+func runDocument(t *testing.T, d document) {
+	t.Helper()
 	root := repoRoot(t)
-	doc := filepath.Join("docs", "grpcurl.md")
+	doc := d.path
 	src, err := os.ReadFile(filepath.Join(root, doc))
 	if err != nil {
 		t.Fatal(err)
@@ -57,23 +90,29 @@ func TestGRPCurlCookbook(t *testing.T) {
 		t.Fatalf("%s: %v", doc, err)
 	}
 	tools := filepath.Join(root, ".cache", "tools", "bin")
-	for _, tool := range []struct{ name, make string }{
-		{"grpcurl", "make tools"},
-		{"kubectl", "make .cache/tools/bin/kubectl (make run builds it too)"},
-	} {
+	for _, tool := range d.tools {
 		if _, err := os.Stat(filepath.Join(tools, tool.name)); err != nil {
 			t.Fatalf("%s runs %s from %s, which is not there: run `%s`", doc, tool.name, tools, tool.make)
 		}
 	}
+	for _, command := range d.commands {
+		if _, err := exec.LookPath(command); err != nil {
+			t.Fatalf("%s runs %s, which is not on the PATH: run make browser-deps (Debian: apt-get install %s)", doc, command, command)
+		}
+	}
+	normalize := d.normalize
+	if normalize == nil {
+		normalize = func(s string) string { return s }
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	ns, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "cookbook-"}}, metav1.CreateOptions{})
+	ns, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: d.namespacePrefix}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	token := reader(ctx, t, ns.Name, "reader")
-	hub := testhub.Start(t, cluster.KubeConfig, cookbookHubFlags...)
+	hub := testhub.Start(t, cluster.KubeConfig, d.hubFlags...)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, cluster.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
@@ -91,7 +130,7 @@ func TestGRPCurlCookbook(t *testing.T) {
 		"TOKEN":      token,
 		"NS":         ns.Name,
 		"KUBECONFIG": kubeconfig,
-		"HOME":       t.TempDir(), // kubectl's cache
+		"HOME":       t.TempDir(), // kubectl's and buf's caches
 		"LC_ALL":     "C",
 	})
 	sh, err := NewShell(t.TempDir(), t.TempDir(), env)
@@ -110,7 +149,11 @@ func TestGRPCurlCookbook(t *testing.T) {
 			t.Fatalf("%s: exit status %d, want %d\n%s\noutput:\n%s", where, status, b.Exit, b.Script, out)
 		}
 		if b.Output != nil {
-			if err := Match(b.Output, out, vars); err != nil {
+			expected := make([]string, len(b.Output))
+			for i, l := range b.Output {
+				expected[i] = normalize(l)
+			}
+			if err := Match(expected, normalize(out), vars); err != nil {
 				t.Fatalf("%s: %v (expected output at %s:%d)\n%s\noutput:\n%s", where, err, doc, b.OutputLine, b.Script, out)
 			}
 		}
