@@ -3,29 +3,4 @@
 # installed already. They go to Debian's /usr/bin/python3, which is the
 # interpreter to use (PyPI is not needed). Runs apt-get as root, or with sudo.
 set -eu
-
-packages="python3-grpcio python3-protobuf python3-grpc-tools"
-
-missing=""
-for p in $packages; do
-	if ! dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed'; then
-		missing="$missing $p"
-	fi
-done
-if [ -z "$missing" ]; then
-	exit 0
-fi
-
-if [ "$(id -u)" -eq 0 ]; then
-	as_root=""
-elif command -v sudo >/dev/null 2>&1; then
-	as_root="sudo"
-else
-	echo "install-deps.sh: need root or sudo to install:$missing" >&2
-	exit 1
-fi
-echo "installing:$missing"
-$as_root apt-get update
-# $missing and $as_root are word-split on purpose.
-# shellcheck disable=SC2086
-$as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing
+exec "$(dirname "$0")/../../tools/install-debian-packages.sh" python3-grpcio python3-protobuf python3-grpc-tools
