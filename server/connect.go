@@ -248,20 +248,26 @@ func connectError(err error) error {
 	return converted
 }
 
-// connectProtoCodec is connect-go's protobuf codec, except that an
-// *informerhub.Event is sent as the WatchResponse bytes the hub encoded
-// once for all its subscribers (as codec does for grpc-go). It appends
-// them to connect-go's buffer: connect-go reuses the bytes a plain Marshal
-// returns, which must stay the event's.
-type connectProtoCodec struct{}
+// connectCodec is connect-go's protobuf codec ("proto"), or its JSON
+// codec ("json": protobuf's JSON mapping, with connect-go's options),
+// except that an *informerhub.Event is sent as the WatchResponse bytes the
+// hub encoded once for all its subscribers of that wire encoding (as codec
+// does for grpc-go). It appends them to connect-go's buffer: connect-go
+// reuses the bytes a plain Marshal returns, which must stay the event's.
+type connectCodec struct{ json bool }
 
-func (connectProtoCodec) Name() string { return "proto" }
+func (c connectCodec) Name() string {
+	if c.json {
+		return "json"
+	}
+	return "proto"
+}
 
-func (c connectProtoCodec) Marshal(m any) ([]byte, error) { return c.MarshalAppend(nil, m) }
+func (c connectCodec) Marshal(m any) ([]byte, error) { return c.MarshalAppend(nil, m) }
 
-func (connectProtoCodec) MarshalAppend(b []byte, m any) ([]byte, error) {
+func (c connectCodec) MarshalAppend(b []byte, m any) ([]byte, error) {
 	if ev, ok := m.(*informerhub.Event); ok {
-		if encoded, ok := ev.Encoded().(mem.BufferSlice); ok && ev.Encoding&encodingWireJSON == 0 {
+		if encoded, ok := ev.Encoded().(mem.BufferSlice); ok && (ev.Encoding&encodingWireJSON != 0) == c.json {
 			return appendBuffers(b, encoded), nil
 		}
 		m = watchResponse(ev)
@@ -269,47 +275,22 @@ func (connectProtoCodec) MarshalAppend(b []byte, m any) ([]byte, error) {
 	msg, ok := m.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("cannot encode a %T", m)
+	}
+	if c.json {
+		return protojson.MarshalOptions{}.MarshalAppend(b, msg)
 	}
 	return proto.MarshalOptions{}.MarshalAppend(b, msg)
 }
 
-func (connectProtoCodec) Unmarshal(b []byte, m any) error {
+func (c connectCodec) Unmarshal(b []byte, m any) error {
 	msg, ok := m.(proto.Message)
 	if !ok {
 		return fmt.Errorf("cannot decode into a %T", m)
+	}
+	if c.json {
+		return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, msg)
 	}
 	return proto.Unmarshal(b, msg)
-}
-
-// connectJSONCodec is connect-go's JSON codec (protobuf's JSON mapping,
-// with its options), except that an *informerhub.Event is sent as the JSON
-// the hub encoded once for all its subscribers of that encoding.
-type connectJSONCodec struct{}
-
-func (connectJSONCodec) Name() string { return "json" }
-
-func (c connectJSONCodec) Marshal(m any) ([]byte, error) { return c.MarshalAppend(nil, m) }
-
-func (connectJSONCodec) MarshalAppend(b []byte, m any) ([]byte, error) {
-	if ev, ok := m.(*informerhub.Event); ok {
-		if encoded, ok := ev.Encoded().(mem.BufferSlice); ok && ev.Encoding&encodingWireJSON != 0 {
-			return appendBuffers(b, encoded), nil
-		}
-		m = watchResponse(ev)
-	}
-	msg, ok := m.(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("cannot encode a %T", m)
-	}
-	return protojson.MarshalOptions{}.MarshalAppend(b, msg)
-}
-
-func (connectJSONCodec) Unmarshal(b []byte, m any) error {
-	msg, ok := m.(proto.Message)
-	if !ok {
-		return fmt.Errorf("cannot decode into a %T", m)
-	}
-	return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, msg)
 }
 
 func appendBuffers(b []byte, bufs mem.BufferSlice) []byte {

@@ -26,8 +26,8 @@ import (
 // cost CPU per subscriber.
 func (s *Server) HTTPHandler(other http.Handler) http.Handler {
 	opts := []connect.HandlerOption{
-		connect.WithCodec(connectProtoCodec{}),
-		connect.WithCodec(connectJSONCodec{}),
+		connect.WithCodec(connectCodec{}),
+		connect.WithCodec(connectCodec{json: true}),
 		connect.WithReadMaxBytes(s.cfg.MaxRecvMsgSize),
 		// Requests may come gzipped; responses never are.
 		connect.WithCompressMinBytes(math.MaxInt32),
