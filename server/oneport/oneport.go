@@ -146,7 +146,7 @@ func (s *Server) Serve(lis net.Listener) error {
 		return true
 	})
 	grpcL := m.MatchWithWriters(s.matchGRPC)
-	httpL := m.Match(cmux.Any())
+	httpL := ackDroppingListener{m.Match(cmux.Any())}
 
 	errs := make(chan error, 3)
 	go func() { errs <- s.cfg.GRPC.Serve(grpcL) }()
@@ -178,6 +178,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(stopped)
 	}()
 	err := s.http.Shutdown(ctx)
+	if errors.Is(err, net.ErrClosed) {
+		// Its listener is a view of the one closeListener closed.
+		err = nil
+	}
 	if err != nil {
 		s.http.Close()
 	}
@@ -213,13 +217,6 @@ func (s *Server) closeListener() {
 // request's headers end: cmux buffers all of it.
 const maxSniffBytes = 64 << 10
 
-// settingsWait is how long a connection that sent its HTTP/2 SETTINGS is
-// given to send its first request before the server sends its own SETTINGS:
-// some clients (grpc-java) wait for them. Sending them to every connection
-// would break those that go to net/http, which answers the client's
-// acknowledgement of SETTINGS it did not send by closing the connection.
-const settingsWait = 200 * time.Millisecond
-
 // matchGRPC tells whether a connection's first request is native gRPC:
 // HTTP/2 (ALPN h2 under TLS) whose first HEADERS say content-type
 // application/grpc, or application/grpc+<codec>. Any other connection goes
@@ -237,8 +234,16 @@ func (s *Server) matchGRPC(w io.Writer, r io.Reader) bool {
 	if !hasPrefix(r, []byte(http2.ClientPreface)) {
 		return false
 	}
-	waiter := &settingsWaiter{r: r, conn: conn, deadline: deadline}
-	fr := http2.NewFramer(w, waiter)
+	// The server's SETTINGS now, for the clients that wait for them
+	// (settingsack.go says why net/http does not see their answer).
+	if conn != nil {
+		_ = conn.SetWriteDeadline(deadline)
+		defer conn.SetWriteDeadline(time.Time{})
+	}
+	fr := http2.NewFramer(w, r)
+	if err := fr.WriteSettings(); err != nil {
+		return false
+	}
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	fr.MaxHeaderListSize = maxSniffBytes
 	for {
@@ -247,10 +252,6 @@ func (s *Server) matchGRPC(w io.Writer, r io.Reader) bool {
 			return false
 		}
 		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				waiter.arm()
-			}
 		case *http2.MetaHeadersFrame:
 			var ct string
 			for _, hf := range f.RegularFields() {
@@ -283,39 +284,6 @@ func hasPrefix(r io.Reader, prefix []byte) bool {
 	return true
 }
 
-// settingsWaiter reads a connection's frames for matchGRPC. Once armed (the
-// client sent its SETTINGS), a read that waits settingsWait sends the
-// server's SETTINGS, and reads on: the framer never sees the timeout.
-type settingsWaiter struct {
-	r        io.Reader
-	conn     net.Conn // nil: cannot wait
-	deadline time.Time
-	armed    bool
-	sent     bool
-}
-
-func (sw *settingsWaiter) arm() {
-	if sw.conn == nil || sw.armed {
-		return
-	}
-	sw.armed = true
-	_ = sw.conn.SetReadDeadline(time.Now().Add(settingsWait))
-}
-
-func (sw *settingsWaiter) Read(p []byte) (int, error) {
-	n, err := sw.r.Read(p)
-	var ne net.Error
-	if n == 0 && sw.armed && !sw.sent && errors.As(err, &ne) && ne.Timeout() {
-		sw.sent = true
-		if err := http2.NewFramer(sw.conn, nil).WriteSettings(); err != nil {
-			return 0, err
-		}
-		_ = sw.conn.SetReadDeadline(sw.deadline)
-		return sw.r.Read(p)
-	}
-	return n, err
-}
-
 // connContext puts the connection's peer, with its TLS state, in the
 // context of its HTTP requests, as grpc-go does for its calls.
 func connContext(ctx context.Context, c net.Conn) context.Context {
@@ -327,6 +295,9 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 }
 
 func tlsConnOf(c net.Conn) *tls.Conn {
+	if ac, ok := c.(*settingsAckConn); ok {
+		c = ac.Conn
+	}
 	if mc, ok := c.(*cmux.MuxConn); ok {
 		c = mc.Conn
 	}

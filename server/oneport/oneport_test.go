@@ -1,0 +1,409 @@
+package oneport
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// frame is one HTTP/2 frame as it crosses the wire.
+func frame(typ http2.FrameType, flags http2.Flags, payload ...byte) []byte {
+	n := len(payload)
+	return append([]byte{byte(n >> 16), byte(n >> 8), byte(n), byte(typ), byte(flags), 0, 0, 0, 0}, payload...)
+}
+
+// scriptedConn reads its bytes in chunks of a given size, then err.
+type scriptedConn struct {
+	net.Conn
+	data  []byte
+	chunk int
+	err   error
+}
+
+func (c *scriptedConn) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, c.err
+	}
+	n := copy(p[:min(len(p), c.chunk)], c.data)
+	c.data = c.data[n:]
+	return n, nil
+}
+
+func readAllOf(t *testing.T, data []byte, chunk int) []byte {
+	t.Helper()
+	c := &settingsAckConn{Conn: &scriptedConn{data: data, chunk: chunk, err: io.EOF}}
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("chunks of %d: %v", chunk, err)
+	}
+	return got
+}
+
+func TestSettingsAckConnDropsOnlyTheFirstAcknowledgement(t *testing.T) {
+	settings := frame(http2.FrameSettings, 0, 0, 4, 0, 0, 0xff, 0xff) // INITIAL_WINDOW_SIZE
+	ack := frame(http2.FrameSettings, http2.FlagSettingsAck)
+	// A DATA frame whose payload looks like an acknowledgement: payloads
+	// are passed, never parsed.
+	data := frame(http2.FrameData, 0, ack...)
+	headers := frame(http2.FrameHeaders, http2.FlagHeadersEndHeaders, 0x82, 0x86, 0x84)
+	var in, want []byte
+	for _, part := range [][]byte{[]byte(http2.ClientPreface), settings, data, headers, ack, headers, ack} {
+		in = append(in, part...)
+	}
+	for _, part := range [][]byte{[]byte(http2.ClientPreface), settings, data, headers, headers, ack} {
+		want = append(want, part...)
+	}
+	for chunk := 1; chunk <= len(in); chunk++ {
+		if got := readAllOf(t, in, chunk); !bytes.Equal(got, want) {
+			t.Fatalf("chunks of %d:\n got %x\nwant %x", chunk, got, want)
+		}
+	}
+}
+
+func TestSettingsAckConnPassesOtherConnectionsAsTheyAre(t *testing.T) {
+	for _, in := range []string{
+		"GET / HTTP/1.0\r\n\r\n",
+		"PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\n" + string(frame(http2.FrameSettings, http2.FlagSettingsAck)),
+		"PRI * HTTP/1.1\r\n\r\n",
+		"",
+	} {
+		for chunk := 1; chunk <= max(len(in), 1); chunk++ {
+			if got := readAllOf(t, []byte(in), chunk); string(got) != in {
+				t.Fatalf("chunks of %d: got %q, want %q", chunk, got, in)
+			}
+		}
+	}
+}
+
+func TestSettingsAckConnReturnsWhatItReadBeforeAnError(t *testing.T) {
+	broken := errors.New("connection reset")
+	in := []byte(http2.ClientPreface[:10])
+	c := &settingsAckConn{Conn: &scriptedConn{data: in, chunk: len(in), err: broken}}
+	got, err := io.ReadAll(c)
+	if !bytes.Equal(got, in) || !errors.Is(err, broken) {
+		t.Fatalf("got %q, %v; want %q, %v", got, err, in, broken)
+	}
+}
+
+// hub is a Server on a loopback port with a health service on its gRPC side
+// and, on its HTTP side, a handler that answers with the request's protocol
+// and its peer's client certificate. Its SniffTimeout is an hour: no test
+// passes by waiting it out.
+type hub struct {
+	addr string
+	tls  *tls.Config // of clients; nil: plaintext
+
+	mu        sync.Mutex // guards grpcPeers
+	grpcPeers []*peer.Peer
+}
+
+func startHub(t *testing.T, serverTLS *tls.Config) *hub {
+	t.Helper()
+	h := &hub{}
+	g := grpc.NewServer(grpc.Creds(Credentials()), grpc.UnaryInterceptor(
+		func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+			p, _ := peer.FromContext(ctx)
+			h.mu.Lock()
+			h.grpcPeers = append(h.grpcPeers, p)
+			h.mu.Unlock()
+			return next(ctx, req)
+		}))
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	httpHandler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s", r.Proto, clientName(r.Context()))
+	})
+	s := New(Config{GRPC: g, HTTP: httpHandler, TLS: serverTLS, SniffTimeout: time.Hour})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.addr = lis.Addr().String()
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(lis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return h
+}
+
+// clientName is the common name of the certificate of ctx's peer, or "-".
+func clientName(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "no-peer"
+	}
+	if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.PeerCertificates) > 0 {
+		return info.State.PeerCertificates[0].Subject.CommonName
+	}
+	return "-"
+}
+
+func (h *hub) checkHealth(t *testing.T) {
+	t.Helper()
+	creds := insecure.NewCredentials()
+	if h.tls != nil {
+		creds = credentials.NewTLS(h.tls)
+	}
+	conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health over native gRPC: %v, %v", resp, err)
+	}
+}
+
+// get makes requests to the HTTP side over one connection of client, and
+// returns their answers.
+func (h *hub) get(t *testing.T, client *http.Client, n int) []string {
+	t.Helper()
+	defer client.CloseIdleConnections()
+	scheme := "http"
+	if h.tls != nil {
+		scheme = "https"
+	}
+	var answers []string
+	for range n {
+		resp, err := client.Get(scheme + "://" + h.addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, string(body))
+	}
+	return answers
+}
+
+func httpClient(tlsConfig *tls.Config, http1, http2 bool) *http.Client {
+	var p http.Protocols
+	p.SetHTTP1(http1)
+	if tlsConfig == nil {
+		p.SetUnencryptedHTTP2(http2)
+	} else {
+		p.SetHTTP2(http2)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig, Protocols: &p}}
+}
+
+func repeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+func equal(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }
+
+func TestGRPCAndHTTPShareAPlaintextPort(t *testing.T) {
+	h := startHub(t, nil)
+	h.checkHealth(t)
+	if got := h.get(t, httpClient(nil, false, true), 3); !equal(got, repeat("HTTP/2.0 -", 3)) {
+		t.Errorf("h2c: %q", got)
+	}
+	if got := h.get(t, httpClient(nil, true, false), 2); !equal(got, repeat("HTTP/1.1 -", 2)) {
+		t.Errorf("HTTP/1.1: %q", got)
+	}
+	if len(h.grpcPeers) != 1 {
+		t.Errorf("grpc-go served %d calls, want the 1 health check", len(h.grpcPeers))
+	}
+}
+
+func TestAShortHTTP10RequestIsAnsweredAtOnce(t *testing.T) {
+	h := startHub(t, nil)
+	// Shorter than the HTTP/2 preface: the matcher must not wait for more.
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET / HTTP/1.0\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if string(body) != "HTTP/1.0 -" {
+		t.Fatalf("got %q", body)
+	}
+}
+
+// TestServerSettingsComeBeforeTheFirstRequest is a client that sends no
+// request before the server's SETTINGS, as grpc-java and gRPC C-core do,
+// acknowledges them, and then makes a request of the HTTP side, whose
+// server (net/http) did not send those SETTINGS.
+func TestServerSettingsComeBeforeTheFirstRequest(t *testing.T) {
+	h := startHub(t, nil)
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A bound on a failing test, far above any machine's latency.
+	if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fr.ReadFrame()
+	if err != nil {
+		t.Fatalf("no SETTINGS from the server before the first request: %v", err)
+	}
+	if s, ok := f.(*http2.SettingsFrame); !ok || s.IsAck() {
+		t.Fatalf("the server's first frame is %v, want its SETTINGS", f)
+	}
+	if err := fr.WriteSettingsAck(); err != nil {
+		t.Fatal(err)
+	}
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, hf := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", h.addr}, {":path", "/"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no answer to the request: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				if err := fr.WriteSettingsAck(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case *http2.GoAwayFrame:
+			t.Fatalf("the server ended the connection: %v %s", f.ErrCode, f.DebugData())
+		case *http2.DataFrame:
+			if string(f.Data()) != "HTTP/2.0 -" {
+				t.Fatalf("got %q", f.Data())
+			}
+			return
+		}
+	}
+}
+
+func TestGRPCAndHTTPShareATLSPortWithClientCertificates(t *testing.T) {
+	ca, serverCert, clientCert := certificates(t)
+	h := startHub(t, &tls.Config{
+		Certificates: []tls.Certificate{serverCert},
+		ClientCAs:    ca,
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+	})
+	h.tls = &tls.Config{RootCAs: ca, ServerName: "localhost", Certificates: []tls.Certificate{clientCert}}
+	h.checkHealth(t)
+	if len(h.grpcPeers) != 1 {
+		t.Fatalf("grpc-go served %d calls, want the 1 health check", len(h.grpcPeers))
+	}
+	if p := h.grpcPeers[0]; clientName(peer.NewContext(t.Context(), p)) != "reader" {
+		t.Errorf("grpc-go's peer has no client certificate: %+v", p.AuthInfo)
+	}
+	if got := h.get(t, httpClient(h.tls, false, true), 2); !equal(got, repeat("HTTP/2.0 reader", 2)) {
+		t.Errorf("h2 (ALPN): %q", got)
+	}
+	if got := h.get(t, httpClient(h.tls, true, false), 2); !equal(got, repeat("HTTP/1.1 reader", 2)) {
+		t.Errorf("HTTP/1.1 over TLS: %q", got)
+	}
+	anonymous := &tls.Config{RootCAs: ca, ServerName: "localhost"}
+	if got := h.get(t, httpClient(anonymous, false, true), 1); !equal(got, []string{"HTTP/2.0 -"}) {
+		t.Errorf("h2 without a client certificate: %q", got)
+	}
+}
+
+// certificates returns a CA, and a server ("localhost") and client
+// ("reader") certificate it signed.
+func certificates(t *testing.T) (*x509.CertPool, tls.Certificate, tls.Certificate) {
+	t.Helper()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey := key()
+	caTemplate := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := func(serial int64, name string, usage x509.ExtKeyUsage) tls.Certificate {
+		k := key()
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(caCert)
+	return pool, leaf(2, "localhost", x509.ExtKeyUsageServerAuth), leaf(3, "reader", x509.ExtKeyUsageClientAuth)
+}
