@@ -440,7 +440,7 @@ func serveOnePortForBench(b *testing.B, streams int) benchServer {
 	srv, bs := newHubForBench(b, streams, false)
 	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
 	srv.Register(g)
-	web := oneport.New(oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(nil), MaxConcurrentStreams: uint32(streams), Logger: discard})
+	web := oneport.New(oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(HTTPServices{}), MaxConcurrentStreams: uint32(streams), Logger: discard})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

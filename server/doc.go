@@ -22,5 +22,5 @@
 //	srv := server.New(hub, server.Config{Authenticator: authn, Authorizer: authz})
 //	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
 //	srv.Register(g)
-//	oneport.New(oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(console.Handler())}).Serve(lis)
+//	oneport.New(oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(server.HTTPServices{Other: console.Handler()})}).Serve(lis)
 package server

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"math"
 	"net/http"
 
@@ -8,15 +9,27 @@ import (
 	connectcors "connectrpc.com/cors"
 	"connectrpc.com/grpcreflect"
 	"github.com/rs/cors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/informerhub/informerhub/gen/informerhub/v1/informerhubv1connect"
 )
 
+// HTTPServices are what HTTPHandler serves beside the hub's service.
+type HTTPServices struct {
+	// Health, when set, is grpc.health.v1 (Check and Watch), answered by
+	// the same health.Server as over native gRPC.
+	Health *health.Server
+	// Other serves every other path (the console); nil: 404.
+	Other http.Handler
+}
+
 // HTTPHandler serves the service over HTTP/1.1 and HTTP/2 with connect-go:
 // the Connect protocol (JSON and binary), gRPC-Web and gRPC, every call
 // through the same interceptors and handlers as on grpc-go (connect.go);
-// gRPC server reflection, for buf curl; and every other path with other
-// (the console; nil: 404).
+// grpc.health.v1 and gRPC server reflection, for buf curl; and every other
+// path with extra.Other.
 //
 // Every response says X-Content-Type-Options: nosniff. Browsers on the
 // origins of Config.CORSAllowedOrigins may call the service (CORS, its
@@ -24,7 +37,7 @@ import (
 // refuse them. Responses are not compressed: the hub encodes each event
 // once for all its subscribers, and compressing it again per stream would
 // cost CPU per subscriber.
-func (s *Server) HTTPHandler(other http.Handler) http.Handler {
+func (s *Server) HTTPHandler(extra HTTPServices) http.Handler {
 	opts := []connect.HandlerOption{
 		connect.WithCodec(connectCodec{}),
 		connect.WithCodec(connectCodec{json: true}),
@@ -35,11 +48,16 @@ func (s *Server) HTTPHandler(other http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	path, service := informerhubv1connect.NewInformerHubServiceHandler(connectService{s}, opts...)
 	mux.Handle(path, withResponseController(service))
-	reflector := grpcreflect.NewStaticReflector(informerhubv1connect.InformerHubServiceName)
+	services := []string{informerhubv1connect.InformerHubServiceName}
+	if extra.Health != nil {
+		handleHealth(mux, extra.Health, opts)
+		services = append(services, healthpb.Health_ServiceDesc.ServiceName)
+	}
+	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts[2:]...))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts[2:]...))
-	if other != nil {
-		mux.Handle("/", other)
+	if extra.Other != nil {
+		mux.Handle("/", extra.Other)
 	}
 	var h http.Handler = mux
 	if len(s.cfg.CORSAllowedOrigins) > 0 {
@@ -62,3 +80,33 @@ func noSniff(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// handleHealth serves grpc.health.v1 on mux with h, the health.Server of
+// native gRPC, so that both say the same. (connectrpc.com/grpchealth would
+// need a second source of the statuses, and cannot watch this one.)
+func handleHealth(mux *http.ServeMux, h *health.Server, opts []connect.HandlerOption) {
+	mux.Handle(healthpb.Health_Check_FullMethodName, connect.NewUnaryHandler(healthpb.Health_Check_FullMethodName,
+		func(ctx context.Context, req *connect.Request[healthpb.HealthCheckRequest]) (*connect.Response[healthpb.HealthCheckResponse], error) {
+			resp, err := h.Check(ctx, req.Msg)
+			if err != nil {
+				return nil, connectError(err)
+			}
+			return connect.NewResponse(resp), nil
+		}, opts...))
+	mux.Handle(healthpb.Health_Watch_FullMethodName, connect.NewServerStreamHandler(healthpb.Health_Watch_FullMethodName,
+		func(ctx context.Context, req *connect.Request[healthpb.HealthCheckRequest], stream *connect.ServerStream[healthpb.HealthCheckResponse]) error {
+			return connectError(h.Watch(req.Msg, healthWatchStream{ctx: ctx, stream: stream}))
+		}, opts...))
+}
+
+// healthWatchStream is the stream health.Server.Watch sends on, which sends
+// from the handler's own goroutine: no send outlives the call.
+type healthWatchStream struct {
+	grpc.ServerStream // health.Server uses only Context and Send
+	ctx               context.Context
+	stream            *connect.ServerStream[healthpb.HealthCheckResponse]
+}
+
+func (s healthWatchStream) Context() context.Context { return s.ctx }
+
+func (s healthWatchStream) Send(resp *healthpb.HealthCheckResponse) error { return s.stream.Send(resp) }

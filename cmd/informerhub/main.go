@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -404,11 +403,11 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	srv.Register(g)
 	healthpb.RegisterHealthServer(g, healthServer)
 	reflection.Register(g)
-	var page http.Handler
+	httpServices := server.HTTPServices{Health: healthServer}
 	if o.console {
-		page = console.Handler()
+		httpServices.Other = console.Handler()
 	}
-	web := oneport.New(oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(page), TLS: tlsConfig,
+	web := oneport.New(oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(httpServices), TLS: tlsConfig,
 		MaxConcurrentStreams: o.server.MaxConcurrentStreams, KeepaliveTime: o.server.KeepaliveTime,
 		KeepaliveTimeout: o.server.KeepaliveTimeout, Logger: log})
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -161,7 +163,8 @@ func TestRefusesToExposeTheCluster(t *testing.T) {
 }
 
 // TestServeAndShutDown runs the command against a real control plane: it
-// reports SERVING once the API server answers, serves reflection, and on
+// reports SERVING once the API server answers, over gRPC and HTTP, serves
+// reflection, and on
 // shutdown ends open streams with UNAVAILABLE so clients resume elsewhere.
 func TestServeAndShutDown(t *testing.T) {
 	o, err := parseFlags([]string{"--kubeconfig", kubeconfig(t), "--auth=none"})
@@ -186,6 +189,32 @@ func TestServeAndShutDown(t *testing.T) {
 	defer cancel()
 
 	waitForHealth(t, callCtx, conn, healthpb.HealthCheckResponse_SERVING)
+
+	// grpc.health.v1 over HTTP says what the same health.Server says.
+	httpClient := &http.Client{}
+	defer httpClient.CloseIdleConnections()
+	healthURL := "http://" + lis.Addr().String()
+	hubService := &healthpb.HealthCheckRequest{Service: "informerhub.v1.InformerHubService"}
+	for _, opts := range [][]connect.ClientOption{{connect.WithProtoJSON()}, {connect.WithGRPCWeb()}} {
+		check := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](httpClient, healthURL+healthpb.Health_Check_FullMethodName, opts...)
+		resp, err := check.CallUnary(callCtx, connect.NewRequest(hubService))
+		if err != nil || resp.Msg.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("Health.Check over HTTP: %v, %v; want SERVING", resp, err)
+		}
+		if _, err := check.CallUnary(callCtx, connect.NewRequest(&healthpb.HealthCheckRequest{Service: "nope"})); connect.CodeOf(err) != connect.CodeNotFound {
+			t.Fatalf("Health.Check of an unknown service over HTTP: %v, want NOT_FOUND", err)
+		}
+	}
+	healthCtx, stopHealth := context.WithCancel(callCtx)
+	defer stopHealth()
+	healthWatch, err := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](httpClient, healthURL+healthpb.Health_Watch_FullMethodName).
+		CallServerStream(healthCtx, connect.NewRequest(hubService))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !healthWatch.Receive() || healthWatch.Msg().Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Health.Watch over HTTP: %v, %v; want SERVING", healthWatch.Msg(), healthWatch.Err())
+	}
 
 	reflection, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(callCtx)
 	if err != nil {
@@ -225,6 +254,10 @@ func TestServeAndShutDown(t *testing.T) {
 	}
 
 	shutdown() // what SIGTERM does
+	if !healthWatch.Receive() || healthWatch.Msg().Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("Health.Watch over HTTP after shutdown: %v, %v; want NOT_SERVING", healthWatch.Msg(), healthWatch.Err())
+	}
+	stopHealth() // a health watch, like any call, would hold the shutdown
 	if _, err := watch.Recv(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("open stream ended with %v, want UNAVAILABLE", err)
 	}

@@ -186,7 +186,7 @@ func startHubOn(t *testing.T, restConfig *rest.Config, cfg informerhub.Config, s
 	srv := server.New(h, serverCfg)
 	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
 	srv.Register(g)
-	listenerCfg := listenerConfig{addr: "127.0.0.1:0", Config: oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(console.Handler()),
+	listenerCfg := listenerConfig{addr: "127.0.0.1:0", Config: oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(server.HTTPServices{Other: console.Handler()}),
 		MaxConcurrentStreams: serverCfg.MaxConcurrentStreams, Logger: cfg.Logger}}
 	for _, o := range opts {
 		o(&listenerCfg)
