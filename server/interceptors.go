@@ -7,14 +7,12 @@ import (
 	"runtime/debug"
 	"strings"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -81,11 +79,19 @@ func newInterceptors(cfg Config) interceptors {
 	ic.unary = []grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(recover)}
 	ic.stream = []grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(recover)}
 	if cfg.Metrics != nil {
-		labels := grpcprom.WithLabelsFromContext(func(ctx context.Context) prometheus.Labels {
-			return prometheus.Labels{metrics.ProtocolLabel: protocolOf(ctx)}
+		// Each protocol's calls count in its own metrics (Metrics.Calls).
+		unary := map[string]grpc.UnaryServerInterceptor{}
+		stream := map[string]grpc.StreamServerInterceptor{}
+		for _, protocol := range metrics.Protocols {
+			unary[protocol] = cfg.Metrics.Calls(protocol).UnaryServerInterceptor()
+			stream[protocol] = cfg.Metrics.Calls(protocol).StreamServerInterceptor()
+		}
+		ic.unary = append(ic.unary, func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			return unary[protocolOf(ctx)](ctx, req, info, handler)
 		})
-		ic.unary = append(ic.unary, cfg.Metrics.GRPC.UnaryServerInterceptor(labels))
-		ic.stream = append(ic.stream, cfg.Metrics.GRPC.StreamServerInterceptor(labels))
+		ic.stream = append(ic.stream, func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			return stream[protocolOf(ss.Context())](srv, ss, info, handler)
+		})
 	}
 	ic.unary = append(ic.unary,
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),

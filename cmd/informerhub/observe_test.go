@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
@@ -28,6 +29,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/gen/informerhub/v1/informerhubv1connect"
 	"github.com/informerhub/informerhub/informerhub"
 )
 
@@ -92,6 +94,15 @@ func TestMetricsAndProbes(t *testing.T) {
 	if _, err := client.ListResources(ctx, &informerhubv1.ListResourcesRequest{}); err != nil {
 		t.Fatal(err)
 	}
+	// The same call over the Connect protocol and gRPC-Web counts apart.
+	httpClient := &http.Client{}
+	defer httpClient.CloseIdleConnections()
+	for _, opts := range [][]connect.ClientOption{nil, {connect.WithGRPCWeb()}} {
+		c := informerhubv1connect.NewInformerHubServiceClient(httpClient, "http://"+addr, opts...)
+		if _, err := c.ListResources(ctx, connect.NewRequest(&informerhubv1.ListResourcesRequest{})); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	code, body := get(t, base+"/metrics")
 	if code != http.StatusOK {
@@ -121,8 +132,12 @@ func TestMetricsAndProbes(t *testing.T) {
 		{"informerhub_memory_bytes", map[string]string{"kind": "state"}, atLeast(1), "the cached ConfigMaps, counted"},
 		{"informerhub_memory_budget_bytes", nil, eq(1 << 30), "the default, 1 GiB"},
 		{"informerhub_build_info", map[string]string{"version": "dev"}, eq(1), "1"},
-		{"grpc_server_handled_total", map[string]string{"grpc_method": "ListResources", "grpc_code": "OK"}, eq(1), "1"},
-		{"grpc_server_started_total", map[string]string{"grpc_method": "Watch"}, eq(1), "1"},
+		{"grpc_server_handled_total", map[string]string{"grpc_method": "ListResources", "grpc_code": "OK", "protocol": "grpc"}, eq(1), "1"},
+		{"grpc_server_handled_total", map[string]string{"grpc_method": "ListResources", "grpc_code": "OK", "protocol": "connect"}, eq(1), "1"},
+		{"grpc_server_handled_total", map[string]string{"grpc_method": "ListResources", "grpc_code": "OK", "protocol": "grpcweb"}, eq(1), "1"},
+		{"grpc_server_handling_seconds", map[string]string{"grpc_method": "ListResources", "protocol": "connect"}, eq(1), "1 observation"},
+		{"grpc_server_started_total", map[string]string{"grpc_method": "Watch", "protocol": "grpc"}, eq(1), "1"},
+		{"grpc_server_msg_sent_total", map[string]string{"grpc_method": "Watch", "protocol": "grpc"}, atLeast(2), "at least 2"},
 	} {
 		v, ok := find(families[c.name], c.labels)
 		if !ok || !c.check(v) {

@@ -33,24 +33,31 @@ type BuildInfo struct {
 type Metrics struct {
 	// Registry holds every metric; Handler serves it.
 	Registry *prometheus.Registry
-	// GRPC counts and times every call, of every protocol (labelled
-	// ProtocolLabel); its interceptors go in the server's chain
-	// (server.Config.Metrics).
-	GRPC *grpcprom.ServerMetrics
+	// calls count and time the calls of each of Protocols
+	// (grpc_server_*), labelled with it: see Calls.
+	calls map[string]*grpcprom.ServerMetrics
 
 	snapshotSeconds *prometheus.HistogramVec
 }
+
+// Protocols are the values of ProtocolLabel, named as connect-go names them.
+var Protocols = []string{"grpc", "grpcweb", "connect"}
+
+// Calls returns the call metrics (grpc_server_*) of protocol, one of
+// Protocols, whose interceptors go in the server's chain for that
+// protocol's calls (server.Config.Metrics); nil for another protocol.
+//
+// Each protocol has metrics of its own, its label constant, because
+// go-grpc-middleware's labels from the context build their values anew
+// for each message a stream sends: a constant costs nothing per event.
+func (m *Metrics) Calls(protocol string) *grpcprom.ServerMetrics { return m.calls[protocol] }
 
 // New builds the registry: the hub's metrics from hub, build information,
 // gRPC server metrics, and the Go runtime and process collectors.
 func New(hub StatsSource, build BuildInfo) *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
-		GRPC: grpcprom.NewServerMetrics(grpcprom.WithContextLabels(ProtocolLabel), grpcprom.WithServerHandlingTimeHistogram(
-			// Unary calls take milliseconds; streams run for minutes
-			// to hours, so their buckets reach far.
-			grpcprom.WithHistogramBuckets([]float64{.001, .005, .025, .1, .5, 2.5, 10, 60, 600, 3600}),
-		)),
+		calls:    map[string]*grpcprom.ServerMetrics{},
 		snapshotSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "informerhub_snapshot_duration_seconds",
 			Help: "Time from a Snapshot request until its point in time is fixed (the informer's initial list included, when the snapshot starts it), by resource type. Reading the pages is not included: the client sets that pace.",
@@ -64,11 +71,22 @@ func New(hub StatsSource, build BuildInfo) *Metrics {
 		Help: "Always 1; the labels say which informerhub is running.",
 	}, []string{"version", "revision", "goversion"})
 	buildInfo.WithLabelValues(build.Version, build.Revision, runtime.Version()).Set(1)
+	for _, protocol := range Protocols {
+		label := prometheus.Labels{ProtocolLabel: protocol}
+		m.calls[protocol] = grpcprom.NewServerMetrics(
+			grpcprom.WithServerCounterOptions(grpcprom.WithConstLabels(label)),
+			grpcprom.WithServerHandlingTimeHistogram(
+				// Unary calls take milliseconds; streams run for
+				// minutes to hours, so their buckets reach far.
+				grpcprom.WithHistogramBuckets([]float64{.001, .005, .025, .1, .5, 2.5, 10, 60, 600, 3600}),
+				grpcprom.WithHistogramConstLabels(label),
+			))
+		m.Registry.MustRegister(m.calls[protocol])
+	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo,
-		m.GRPC,
 		m.snapshotSeconds,
 		&hubCollector{hub: hub, now: time.Now},
 	)
