@@ -1,0 +1,215 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/gen/informerhub/v1/informerhubv1connect"
+	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/informerhub/hubtest"
+	"github.com/informerhub/informerhub/server/oneport"
+)
+
+// serveOnePort serves srv as the binary does (oneport: native gRPC and
+// connect-go on one loopback listener), its HTTP side wrapped by wrap
+// (nil: as it is), and returns its address. It stops when the test ends.
+func serveOnePort(t *testing.T, srv *Server, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
+	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
+	srv.Register(g)
+	h := srv.HTTPHandler(HTTPServices{})
+	if wrap != nil {
+		h = wrap(h)
+	}
+	web := oneport.New(oneport.Config{GRPC: g, HTTP: h, Logger: discard})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- web.Serve(lis) }()
+	t.Cleanup(func() {
+		web.Close()
+		if err := <-served; err != nil {
+			t.Errorf("serving: %v", err)
+		}
+	})
+	return lis.Addr().String()
+}
+
+// connectClientOf is a connect-go client of addr over HTTP/1.1 or h2c, whose
+// connections close when the test ends.
+func connectClientOf(t *testing.T, addr string, http1 bool, opts ...connect.ClientOption) informerhubv1connect.InformerHubServiceClient {
+	var p http.Protocols
+	p.SetHTTP1(http1)
+	p.SetUnencryptedHTTP2(!http1)
+	transport := &http.Transport{Protocols: &p,
+		// A small window, so that a client that stops reading stalls the
+		// hub's sends soon.
+		HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10}}
+	t.Cleanup(transport.CloseIdleConnections)
+	return informerhubv1connect.NewInformerHubServiceClient(&http.Client{Transport: transport}, "http://"+addr, opts...)
+}
+
+// TestEachChangeIsEncodedOncePerWireEncoding: Watch streams of every
+// protocol and both wire encodings on one hub receive the same change; the
+// hub encodes it twice, once in binary (native gRPC, Connect and gRPC-Web
+// binary share it) and once in protobuf's JSON mapping (Connect and
+// gRPC-Web JSON), never per stream; and every stream receives the same
+// response.
+func TestEachChangeIsEncodedOncePerWireEncoding(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	var mu sync.Mutex // guards encodes
+	encodes := map[bool]int{}
+	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: func(ev *informerhub.Event) any {
+		mu.Lock()
+		encodes[ev.Encoding&encodingWireJSON != 0]++
+		mu.Unlock()
+		return EncodeEvent(ev)
+	}}, cluster, cluster)
+	defer hub.Close()
+	addr := serveOnePort(t, New(hub, Config{Logger: discard}), nil)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := &informerhubv1.WatchRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps"}}
+
+	var recvs []func() (*informerhubv1.WatchResponse, error)
+	for range 2 {
+		stream, err := informerhubv1.NewInformerHubServiceClient(conn).Watch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Header(); err != nil { // subscribed
+			t.Fatal(err)
+		}
+		recvs = append(recvs, stream.Recv)
+	}
+	for _, c := range []informerhubv1connect.InformerHubServiceClient{
+		connectClientOf(t, addr, false),
+		connectClientOf(t, addr, true, connect.WithGRPCWeb()),
+		connectClientOf(t, addr, true, connect.WithProtoJSON()),
+		connectClientOf(t, addr, false, connect.WithGRPCWeb(), connect.WithProtoJSON()),
+	} {
+		for range 2 {
+			stream, err := c.Watch(ctx, connect.NewRequest(req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream.ResponseHeader() // waits for the headers: subscribed
+			recvs = append(recvs, func() (*informerhubv1.WatchResponse, error) {
+				if !stream.Receive() {
+					return nil, stream.Err()
+				}
+				return stream.Msg(), nil
+			})
+		}
+	}
+
+	cluster.ConfigMaps().Add(hubtest.ConfigMap("ns", "a", nil, strings.Repeat("x", 100)))
+	var first *informerhubv1.WatchResponse
+	for i, recv := range recvs {
+		resp, err := recv()
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+		if first == nil {
+			first = resp
+		} else if diff := cmp.Diff(first, resp, protocmp.Transform()); diff != "" {
+			t.Errorf("stream %d received another response (-first +got):\n%s", i, diff)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := map[bool]int{false: 1, true: 1}; !cmp.Equal(encodes, want) {
+		t.Fatalf("encodes by wire JSON: %v, want %v", encodes, want)
+	}
+}
+
+// TestAStalledConnectStreamEnds: a Connect stream whose client stopped
+// reading, over HTTP/1.1 and over h2c, is ended by MaxSendStall, and its
+// handler returns although a send is blocked on that client (net/http would
+// otherwise keep it forever); the hub serves others on.
+func TestAStalledConnectStreamEnds(t *testing.T) {
+	for _, http1 := range []bool{true, false} {
+		name := "h2c"
+		if http1 {
+			name = "http1.1"
+		}
+		t.Run(name, func(t *testing.T) {
+			cluster := hubtest.NewCluster(t)
+			hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: EncodeEvent}, cluster, cluster)
+			defer hub.Close()
+			returned := make(chan string, 10)
+			srv := New(hub, Config{Logger: discard, MaxSendStall: 100 * time.Millisecond, StalledSendGrace: 100 * time.Millisecond})
+			addr := serveOnePort(t, srv, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					h.ServeHTTP(w, r)
+					returned <- r.URL.Path
+				})
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			client := connectClientOf(t, addr, http1)
+			req := connect.NewRequest(&informerhubv1.WatchRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps"}})
+			stalled, err := client.Watch(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stalled.Close()
+			stalled.ResponseHeader() // subscribed; it reads nothing more
+
+			// Changes of 1 MiB until the hub gives up on the stream:
+			// beyond what socket buffers and flow-control windows hold.
+			big := strings.Repeat("x", 1<<20)
+			var path string
+			for i := 0; i < 64 && path == ""; i++ {
+				select {
+				case path = <-returned:
+				default:
+					cluster.ConfigMaps().Add(hubtest.ConfigMap("ns", fmt.Sprintf("cm-%02d", i), nil, big))
+				}
+			}
+			if path == "" {
+				select {
+				case path = <-returned:
+				case <-ctx.Done():
+					t.Fatal("the stalled stream's handler never returned")
+				}
+			}
+			if path != informerhubv1connect.InformerHubServiceWatchProcedure {
+				t.Fatalf("%s returned, want the stalled Watch", path)
+			}
+
+			// Another stream is served as ever.
+			other, err := connectClientOf(t, addr, http1).Watch(ctx, connect.NewRequest(&informerhubv1.WatchRequest{
+				Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: "other"}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			other.ResponseHeader()
+			cluster.ConfigMaps().Add(hubtest.ConfigMap("other", "x", nil, ""))
+			if !other.Receive() {
+				t.Fatalf("another stream: %v", other.Err())
+			}
+		})
+	}
+}
