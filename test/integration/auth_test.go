@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -285,6 +286,8 @@ func TestDeletedServiceAccountEndsItsStreams(t *testing.T) {
 // TestMutualTLS serves with --auth=mtls: a client certificate signed by the
 // client CA is the identity (CN the user, O the groups), which RBAC
 // authorizes; without one, or with one from another CA, nothing connects.
+// The same over native gRPC, and the Connect protocol and gRPC-Web over
+// ALPN h2 and HTTP/1.1.
 func TestMutualTLS(t *testing.T) {
 	a := namespace(t)
 	createConfigMap(t, a, "x", nil, "")
@@ -294,15 +297,29 @@ func TestMutualTLS(t *testing.T) {
 	h := startAuthHub(t, server.Config{Authenticator: auth.ClientCertificate{}}, withTLS(&tls.Config{
 		Certificates: []tls.Certificate{ca.Server(t)}, ClientCAs: ca.Pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
 	}))
-	dial := func(certs ...tls.Certificate) informerhubv1.InformerHubServiceClient {
-		t.Helper()
-		conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
-			RootCAs: ca.Pool, Certificates: certs, MinVersion: tls.VersionTLS12})))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return informerhubv1.NewInformerHubServiceClient(conn)
+	clientTLS := func(certs []tls.Certificate) *tls.Config {
+		return &tls.Config{RootCAs: ca.Pool, Certificates: certs, MinVersion: tls.VersionTLS12}
+	}
+	// Every protocol, with ALPN h2 and HTTP/1.1: the certificate reaches
+	// authentication the same way on each.
+	tlsProtocols := []struct {
+		name string
+		dial func(t *testing.T, certs []tls.Certificate) informerhubv1.InformerHubServiceClient
+	}{
+		{"grpc", func(t *testing.T, certs []tls.Certificate) informerhubv1.InformerHubServiceClient {
+			conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(credentials.NewTLS(clientTLS(certs))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			return informerhubv1.NewInformerHubServiceClient(conn)
+		}},
+		{"connect+proto/h2", func(t *testing.T, certs []tls.Certificate) informerhubv1.InformerHubServiceClient {
+			return connectOverTLS(t, h.addr, clientTLS(certs), false)
+		}},
+		{"grpcweb+json/http1.1", func(t *testing.T, certs []tls.Certificate) informerhubv1.InformerHubServiceClient {
+			return connectOverTLS(t, h.addr, clientTLS(certs), true, connect.WithGRPCWeb(), connect.WithProtoJSON())
+		}},
 	}
 	tests := []struct {
 		name string
@@ -316,12 +333,14 @@ func TestMutualTLS(t *testing.T) {
 		{"carol, signed by another CA", []tls.Certificate{otherCA.Client(t, "carol")}, codes.Unavailable},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := firstWatchResponse(dial(tt.cert...), ctxFor(t), watchSelector(a))
-			if status.Code(err) != tt.code {
-				t.Fatalf("Watch: %v, want %v", err, tt.code)
-			}
-		})
+		for _, p := range tlsProtocols {
+			t.Run(tt.name+"/"+p.name, func(t *testing.T) {
+				_, err := firstWatchResponse(p.dial(t, tt.cert), ctxFor(t), watchSelector(a))
+				if status.Code(err) != tt.code {
+					t.Fatalf("Watch: %v, want %v", err, tt.code)
+				}
+			})
+		}
 	}
 
 	t.Run("hubctl", func(t *testing.T) {

@@ -19,7 +19,8 @@ import (
 )
 
 // TestATokenFloodDrainsNothing: one client address floods the hub with
-// calls carrying random bearer tokens, as fast as it can, beside 100
+// calls carrying random bearer tokens, as fast as it can and over every
+// protocol (native gRPC, Connect and gRPC-Web), beside 100
 // authenticated streams (of ten service accounts, from the same address)
 // whose access is rechecked every 200ms. The TokenReviews the API server
 // receives stay within the per-address budget (its burst, then its rate);
@@ -78,7 +79,13 @@ func TestATokenFloodDrainsNothing(t *testing.T) {
 		stopFlood()
 		flood.Wait()
 	}()
-	for g := range 8 {
+	// The flood comes over every protocol at once, from one address.
+	flooders := make([]informerhubv1.InformerHubServiceClient, len(protocols))
+	for i, p := range protocols {
+		flooders[i] = p.dial(t, h.addr)
+	}
+	for g := range 2 * len(protocols) {
+		client := flooders[g%len(flooders)]
 		flood.Go(func() {
 			for i := 0; ; i++ {
 				select {
@@ -89,7 +96,7 @@ func TestATokenFloodDrainsNothing(t *testing.T) {
 				if calls.Add(1) == minCalls {
 					close(enough)
 				}
-				_, err := h.client.ListResources(withBearer(t, fmt.Sprintf("random-%d-%d", g, i)), &informerhubv1.ListResourcesRequest{})
+				_, err := client.ListResources(withBearer(t, fmt.Sprintf("random-%d-%d", g, i)), &informerhubv1.ListResourcesRequest{})
 				switch status.Code(err) {
 				case codes.ResourceExhausted:
 					refused.Add(1)

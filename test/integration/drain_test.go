@@ -23,7 +23,8 @@ import (
 
 // TestADrainedReplicaHandsItsStreamsOver: one of two replicas, a hub
 // process, gets SIGTERM under 100 plain streams and 100 Go SDK watches
-// (1,000 of each with -full-size). The plain streams end one by one over
+// (1,000 of each with -full-size). The plain streams, over every protocol
+// (native gRPC, Connect and gRPC-Web), end one by one over
 // its --shutdown-drain, each with UNAVAILABLE, SHUTTING_DOWN and the token
 // of the last response it received, and the process exits cleanly; the
 // SDK watches move to the other replica and, after changes made once the
@@ -71,8 +72,12 @@ func TestADrainedReplicaHandsItsStreamsOver(t *testing.T) {
 		lastToken, status string
 	}
 	endings := make(chan ending, streams)
-	for range streams {
-		stream, err := drainingClient.Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
+	plainClients := make([]informerhubv1.InformerHubServiceClient, len(protocols))
+	for i, p := range protocols {
+		plainClients[i] = p.dial(t, draining.Addr)
+	}
+	for i := range streams {
+		stream, err := plainClients[i%len(plainClients)].Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,8 +2,10 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -80,6 +82,17 @@ func connectDialer(httpClient func() *http.Client, opts ...connect.ClientOption)
 		t.Cleanup(c.CloseIdleConnections)
 		return connectClient{informerhubv1connect.NewInformerHubServiceClient(c, "http://"+addr, opts...)}
 	}
+}
+
+// connectOverTLS is a connect-go client of the hub at addr over TLS: with
+// HTTP/2 (ALPN h2), or HTTP/1.1 when http1.
+func connectOverTLS(t *testing.T, addr string, tlsConfig *tls.Config, http1 bool, opts ...connect.ClientOption) informerhubv1.InformerHubServiceClient {
+	var p http.Protocols
+	p.SetHTTP1(http1)
+	p.SetHTTP2(!http1)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig, Protocols: &p}}
+	t.Cleanup(c.CloseIdleConnections)
+	return connectClient{informerhubv1connect.NewInformerHubServiceClient(c, "https://"+addr, opts...)}
 }
 
 // connectClient is a connect-go client with the interface of the gRPC
@@ -317,6 +330,69 @@ func TestEveryProtocolServesTheSame(t *testing.T) {
 			}
 			return status.Convert(err).Proto()
 		})
+	}
+}
+
+// TestAWatchResumesExactlyAcrossProtocols: a watch is dropped again and
+// again while 300 changes are made, each time resumed with its last token
+// over the next protocol (Connect JSON and binary, gRPC-Web, native gRPC,
+// HTTP/1.1 and HTTP/2), on a connection of its own. The joined stream
+// equals the API server's watch: a token resumes exactly on every
+// protocol, whichever protocol it came from.
+func TestAWatchResumesExactlyAcrossProtocols(t *testing.T) {
+	ns := namespace(t)
+	const objects, changes = 10, 300
+	for i := range objects {
+		createConfigMap(t, ns, fmt.Sprintf("cm-%02d", i), nil, "v0")
+	}
+	h := startHub(t, informerhub.Config{})
+	stream, cancel := openWatch(t, protocols[1].dial(t, h.addr), &informerhubv1.WatchRequest{Selector: watchSelector(ns), SendInitialEvents: true})
+	initial, end := initialEvents(t, stream)
+	cancel()
+	if diff := cmp.Diff(listAt(t, ns, end.ResourceVersion, "", ""), initial); diff != "" {
+		t.Fatalf("initial events over %s differ from a LIST (-list +hub):\n%s", protocols[1].name, diff)
+	}
+
+	api := watchConfigMaps(t, ns, end.ResourceVersion)
+	writerDone := writeChanges(ns, objects, changes)
+	token, got := end.ResumeToken, []change(nil)
+	used := map[string]int{}
+	for reconnects := 2; ; reconnects++ {
+		p := protocols[reconnects%len(protocols)]
+		used[p.name]++
+		stream, cancel := openWatch(t, p.dial(t, h.addr), &informerhubv1.WatchRequest{Selector: watchSelector(ns), ResumeToken: token})
+		reachedMarker := false
+		for range 23 {
+			resp := stream.next(t)
+			checkResponse(t, resp)
+			token = resp.ResumeToken
+			if resp.Type == informerhubv1.EventType_EVENT_TYPE_BOOKMARK {
+				continue
+			}
+			c := hubChange(t, resp)
+			if reachedMarker = c.Name == "marker"; reachedMarker {
+				break
+			}
+			got = append(got, c)
+		}
+		cancel()
+		if reachedMarker {
+			break
+		}
+	}
+	t.Logf("resumed over %v", used)
+	if len(used) < len(protocols) {
+		t.Fatalf("resumed over %v only: the test tests less than it says", used)
+	}
+	if err := <-writerDone; err != nil {
+		t.Fatal(err)
+	}
+	want := apiChangesUntil(t, api, "marker")
+	if len(want) != changes {
+		t.Fatalf("the API server reported %d changes, want %d", len(want), changes)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("the joined stream differs from the API server's watch (-api +hub):\n%s", diff)
 	}
 }
 

@@ -155,36 +155,7 @@ func TestResumeWithoutLossOrDuplicates(t *testing.T) {
 	}
 
 	api := watchConfigMaps(t, ns, end.ResourceVersion)
-	writerDone := make(chan error, 1)
-	go func() {
-		writerDone <- func() error {
-			cms := kube.CoreV1().ConfigMaps(ns)
-			deleted := map[string]bool{}
-			for i := range changes {
-				name := fmt.Sprintf("cm-%02d", i%objects)
-				var err error
-				switch {
-				case deleted[name]:
-					_, err = cms.Create(bgCtx(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": fmt.Sprint(i)}}, metav1.CreateOptions{})
-					deleted[name] = false
-				case i%7 == 3:
-					err = cms.Delete(bgCtx(), name, metav1.DeleteOptions{})
-					deleted[name] = true
-				default:
-					var cm *corev1.ConfigMap
-					if cm, err = cms.Get(bgCtx(), name, metav1.GetOptions{}); err == nil {
-						cm.Data = map[string]string{"v": fmt.Sprint(i)}
-						_, err = cms.Update(bgCtx(), cm, metav1.UpdateOptions{})
-					}
-				}
-				if err != nil {
-					return fmt.Errorf("change %d: %w", i, err)
-				}
-			}
-			_, err := kube.CoreV1().ConfigMaps(ns).Create(bgCtx(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "marker"}}, metav1.CreateOptions{})
-			return err
-		}()
-	}()
+	writerDone := writeChanges(ns, objects, changes)
 
 	var got []change
 	client, conn := h.client, (*grpc.ClientConn)(nil)
@@ -235,6 +206,44 @@ func TestResumeWithoutLossOrDuplicates(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("joined hub stream differs from the API server's watch (-api +hub):\n%s", diff)
 	}
+}
+
+// writeChanges makes n changes to the configmaps cm-00 to cm-<objects-1>
+// of ns, in turn: updates, and now and then a deletion (the next change to
+// that name creates it again); then it creates "marker". The channel
+// receives how it ended.
+func writeChanges(ns string, objects, n int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			cms := kube.CoreV1().ConfigMaps(ns)
+			deleted := map[string]bool{}
+			for i := range n {
+				name := fmt.Sprintf("cm-%02d", i%objects)
+				var err error
+				switch {
+				case deleted[name]:
+					_, err = cms.Create(bgCtx(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": fmt.Sprint(i)}}, metav1.CreateOptions{})
+					deleted[name] = false
+				case i%7 == 3:
+					err = cms.Delete(bgCtx(), name, metav1.DeleteOptions{})
+					deleted[name] = true
+				default:
+					var cm *corev1.ConfigMap
+					if cm, err = cms.Get(bgCtx(), name, metav1.GetOptions{}); err == nil {
+						cm.Data = map[string]string{"v": fmt.Sprint(i)}
+						_, err = cms.Update(bgCtx(), cm, metav1.UpdateOptions{})
+					}
+				}
+				if err != nil {
+					return fmt.Errorf("change %d: %w", i, err)
+				}
+			}
+			_, err := cms.Create(bgCtx(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "marker"}}, metav1.CreateOptions{})
+			return err
+		}()
+	}()
+	return done
 }
 
 // TestInitialListWithoutWatchList turns off client-go's streaming initial
