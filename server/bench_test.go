@@ -54,7 +54,8 @@ import (
 // process and count responses without decoding them (rawCodec), so that
 // they cost the same in every variant; deliveries/cpu-s (deliveries per
 // second of the process's user and system time) includes them, and the
-// fake API server.
+// fake API server. encodes/change counts the hub's calls of EncodeEvent per
+// change: 1, however many streams.
 func BenchmarkGRPCFanOut(b *testing.B) {
 	for _, streams := range []int{1, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("streams=%d/hub", streams), func(b *testing.B) {
@@ -87,6 +88,8 @@ type benchServer struct {
 	req    any
 	// change makes every stream receive one more response.
 	change func()
+	// encodes counts the hub's calls of EncodeEvent; nil: not a hub.
+	encodes *atomic.Int64
 }
 
 func benchmarkGRPCFanOut(b *testing.B, streams int, srv benchServer) {
@@ -104,16 +107,11 @@ func benchmarkGRPCFanOut(b *testing.B, streams int, srv benchServer) {
 		conns[i] = conn
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	var pending atomic.Int64
-	received := make(chan struct{}, 1)
-	failed := make(chan error, streams)
+	fo := newFanOut(streams)
+	defer fo.stop()
 	desc := &grpc.StreamDesc{ServerStreams: true}
 	for i := range streams {
-		stream, err := conns[i%len(conns)].NewStream(ctx, desc, srv.method)
+		stream, err := conns[i%len(conns)].NewStream(fo.ctx, desc, srv.method)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -128,43 +126,82 @@ func benchmarkGRPCFanOut(b *testing.B, streams int, srv benchServer) {
 		if _, err := stream.Header(); err != nil {
 			b.Fatal(err)
 		}
-		wg.Go(func() {
+		fo.streams.Go(func() {
 			var resp rawResponse
 			for {
 				if err := stream.RecvMsg(&resp); err != nil {
-					if ctx.Err() == nil {
-						failed <- err
-					}
+					fo.ended(err)
 					return
 				}
-				if pending.Add(-1) == 0 {
-					received <- struct{}{}
-				}
+				fo.delivered()
 			}
 		})
 	}
-
-	runFanOut(b, streams, srv.change, &pending, received, failed)
+	fo.run(b, srv)
 }
 
-// runFanOut is the measured loop of the fan-out benchmarks: each iteration
-// makes one change and waits until every one of the streams has received
-// it (pending reaches 0, and received is signalled), or one fails.
-func runFanOut(b *testing.B, streams int, change func(), pending *atomic.Int64, received <-chan struct{}, failed <-chan error) {
+// fanOut is the measured part of the fan-out benchmarks: each stream's
+// goroutine (run in streams) reports each response it receives (delivered)
+// and how its stream ended (ended); run makes one change per iteration and
+// waits until every stream has received it, or one failed.
+type fanOut struct {
+	ctx     context.Context // of the streams: ended by stop
+	stop    func()          // ends the streams, and waits for their goroutines
+	streams sync.WaitGroup
+
+	n        int
+	pending  atomic.Int64 // responses of this iteration not yet received
+	received chan struct{}
+	failed   chan error
+}
+
+func newFanOut(streams int) *fanOut {
+	fo := &fanOut{n: streams, received: make(chan struct{}, 1), failed: make(chan error, streams)}
+	ctx, cancel := context.WithCancel(context.Background())
+	fo.ctx = ctx
+	fo.stop = func() {
+		cancel()
+		fo.streams.Wait()
+	}
+	return fo
+}
+
+func (fo *fanOut) delivered() {
+	if fo.pending.Add(-1) == 0 {
+		fo.received <- struct{}{}
+	}
+}
+
+func (fo *fanOut) ended(err error) {
+	if fo.ctx.Err() == nil {
+		fo.failed <- fmt.Errorf("a stream ended: %w", err)
+	}
+}
+
+// run is the benchmark's loop; it reports deliveries/cpu-s, and, for a hub,
+// encodes/change: the hub's encodings of each change, one per wire encoding
+// in use, however many streams receive it.
+func (fo *fanOut) run(b *testing.B, srv benchServer) {
 	changes := 0
 	b.ReportAllocs()
+	if srv.encodes != nil {
+		srv.encodes.Store(0)
+	}
 	start := benchusage.Now()
 	for b.Loop() {
-		pending.Store(int64(streams))
-		change()
+		fo.pending.Store(int64(fo.n))
+		srv.change()
 		changes++
 		select {
-		case <-received:
-		case err := <-failed:
-			b.Fatalf("a stream failed: %v", err)
+		case <-fo.received:
+		case err := <-fo.failed:
+			b.Fatal(err)
 		}
 	}
-	benchusage.ReportDeliveries(b, start, float64(changes*streams))
+	benchusage.ReportDeliveries(b, start, float64(changes*fo.n))
+	if srv.encodes != nil {
+		b.ReportMetric(float64(srv.encodes.Load())/float64(changes), "encodes/change")
+	}
 }
 
 // serveHubForBench serves a Server on a Hub on the fake cluster, with
@@ -182,13 +219,17 @@ func serveHubForBench(b *testing.B, streams int, withMetrics bool) benchServer {
 // the benchmarks' streams request and change, without its address.
 func newHubForBench(b *testing.B, streams int, withMetrics bool) (*Server, benchServer) {
 	cluster := hubtest.NewCluster(b)
+	encodes := new(atomic.Int64)
 	hub := informerhub.New(informerhub.Config{
 		Logger:    discard,
 		QueueSize: 64, // a queue holds at most one change: see BenchmarkFanOut
 		// Neither a bookmark nor an idle informer may interfere.
 		BookmarkInterval: time.Hour,
 		IdleTimeout:      time.Hour,
-		EncodeEvent:      EncodeEvent,
+		EncodeEvent: func(ev *informerhub.Event) any {
+			encodes.Add(1)
+			return EncodeEvent(ev)
+		},
 	}, cluster, cluster)
 	b.Cleanup(hub.Close)
 	cfg := Config{
@@ -215,7 +256,8 @@ func newHubForBench(b *testing.B, streams int, withMetrics bool) (*Server, bench
 		method: informerhubv1.InformerHubService_Watch_FullMethodName,
 		req: &informerhubv1.WatchRequest{Selector: &informerhubv1.ResourceSelector{
 			Version: "v1", Resource: "configmaps", Namespace: "bench"}},
-		change: change,
+		change:  change,
+		encodes: encodes,
 	}
 }
 
@@ -346,7 +388,8 @@ func (c rawCodec) Name() string { return c.proto.Name() }
 //
 // The Connect clients count responses without decoding them
 // (rawConnectCodec), as the gRPC clients do; deliveries/cpu-s counts the
-// whole process, as in BenchmarkGRPCFanOut.
+// whole process, and encodes/change the hub's encodings per change (1 in
+// every variant: one wire encoding each), as in BenchmarkGRPCFanOut.
 func BenchmarkConnectFanOut(b *testing.B) {
 	for _, streams := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("streams=%d/grpc", streams), func(b *testing.B) {
@@ -398,16 +441,11 @@ func benchmarkConnectFanOut(b *testing.B, streams int, srv benchServer, v connec
 			connect.WithCodec(rawConnectCodec{json: v.json}))
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	var pending atomic.Int64
-	received := make(chan struct{}, 1)
-	failed := make(chan error, streams)
+	fo := newFanOut(streams)
+	defer fo.stop()
 	req := srv.req.(*informerhubv1.WatchRequest)
 	for i := range streams {
-		stream, err := clients[i%len(clients)].Watch(ctx, connect.NewRequest(req))
+		stream, err := clients[i%len(clients)].Watch(fo.ctx, connect.NewRequest(req))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -417,19 +455,15 @@ func benchmarkConnectFanOut(b *testing.B, streams int, srv benchServer, v connec
 			stream.Receive()
 			b.Fatalf("stream %d has no resume token: %v", i, stream.Err())
 		}
-		wg.Go(func() {
+		fo.streams.Go(func() {
 			defer stream.Close()
 			for stream.Receive() {
-				if pending.Add(-1) == 0 {
-					received <- struct{}{}
-				}
+				fo.delivered()
 			}
-			if ctx.Err() == nil {
-				failed <- fmt.Errorf("the stream ended: %v", stream.Err())
-			}
+			fo.ended(stream.Err())
 		})
 	}
-	runFanOut(b, streams, srv.change, &pending, received, failed)
+	fo.run(b, srv)
 }
 
 // serveOnePortForBench serves a Server on a Hub on the fake cluster (as
