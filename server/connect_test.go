@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
@@ -24,13 +26,17 @@ import (
 )
 
 // serveOnePort serves srv as the binary does (oneport: native gRPC and
-// connect-go on one loopback listener), its HTTP side wrapped by wrap
-// (nil: as it is), and returns its address. It stops when the test ends.
-func serveOnePort(t *testing.T, srv *Server, wrap func(http.Handler) http.Handler) string {
+// connect-go on one loopback listener), with grpc.health.v1 from health
+// (nil: none) and its HTTP side wrapped by wrap (nil: as it is), and
+// returns its address. It stops when the test ends.
+func serveOnePort(t *testing.T, srv *Server, health *health.Server, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
 	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
 	srv.Register(g)
-	h := srv.HTTPHandler(HTTPServices{})
+	if health != nil {
+		healthpb.RegisterHealthServer(g, srv.HealthService(health))
+	}
+	h := srv.HTTPHandler(HTTPServices{Health: health})
 	if wrap != nil {
 		h = wrap(h)
 	}
@@ -81,7 +87,7 @@ func TestEachChangeIsEncodedOncePerWireEncoding(t *testing.T) {
 		return EncodeEvent(ev)
 	}}, cluster, cluster)
 	defer hub.Close()
-	addr := serveOnePort(t, New(hub, Config{Logger: discard}), nil)
+	addr := serveOnePort(t, New(hub, Config{Logger: discard}), nil, nil)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +165,7 @@ func TestAStalledConnectStreamEnds(t *testing.T) {
 			defer hub.Close()
 			returned := make(chan string, 10)
 			srv := New(hub, Config{Logger: discard, MaxSendStall: 100 * time.Millisecond, StalledSendGrace: 100 * time.Millisecond})
-			addr := serveOnePort(t, srv, func(h http.Handler) http.Handler {
+			addr := serveOnePort(t, srv, nil, func(h http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					h.ServeHTTP(w, r)
 					returned <- r.URL.Path

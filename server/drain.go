@@ -70,8 +70,10 @@ func (w *watches) isDraining() bool {
 // token of the last response it sent, so that their clients move to other
 // replicas a few at a time and resume exactly. A Watch waiting for a
 // replay slot ends the same way. Drain returns once they have all ended,
-// or when ctx ends. Snapshots under way are left to finish.
+// or when ctx ends; health Watches (HealthService) end then. Snapshots
+// under way are left to finish.
 func (s *Server) Drain(ctx context.Context, period time.Duration) error {
+	defer s.markDrained()
 	s.watches.mu.Lock()
 	s.watches.draining = true
 	running := make([]*runningWatch, 0, len(s.watches.running))

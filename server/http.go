@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"math"
 	"net/http"
 
@@ -9,7 +8,6 @@ import (
 	connectcors "connectrpc.com/cors"
 	"connectrpc.com/grpcreflect"
 	"github.com/rs/cors"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -19,7 +17,7 @@ import (
 // HTTPServices are what HTTPHandler serves beside the hub's service.
 type HTTPServices struct {
 	// Health, when set, is grpc.health.v1 (Check and Watch), answered by
-	// the same health.Server as over native gRPC.
+	// the same health.Server as over native gRPC, through HealthService.
 	Health *health.Server
 	// Other serves every other path (the console); nil: 404.
 	Other http.Handler
@@ -50,7 +48,7 @@ func (s *Server) HTTPHandler(extra HTTPServices) http.Handler {
 	mux.Handle(path, withResponseController(service))
 	services := []string{informerhubv1connect.InformerHubServiceName}
 	if extra.Health != nil {
-		handleHealth(mux, extra.Health, opts)
+		handleHealth(mux, s.HealthService(extra.Health), opts)
 		services = append(services, healthpb.Health_ServiceDesc.ServiceName)
 	}
 	reflector := grpcreflect.NewStaticReflector(services...)
@@ -80,33 +78,3 @@ func noSniff(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
-
-// handleHealth serves grpc.health.v1 on mux with h, the health.Server of
-// native gRPC, so that both say the same. (connectrpc.com/grpchealth would
-// need a second source of the statuses, and cannot watch this one.)
-func handleHealth(mux *http.ServeMux, h *health.Server, opts []connect.HandlerOption) {
-	mux.Handle(healthpb.Health_Check_FullMethodName, connect.NewUnaryHandler(healthpb.Health_Check_FullMethodName,
-		func(ctx context.Context, req *connect.Request[healthpb.HealthCheckRequest]) (*connect.Response[healthpb.HealthCheckResponse], error) {
-			resp, err := h.Check(ctx, req.Msg)
-			if err != nil {
-				return nil, connectError(err)
-			}
-			return connect.NewResponse(resp), nil
-		}, opts...))
-	mux.Handle(healthpb.Health_Watch_FullMethodName, connect.NewServerStreamHandler(healthpb.Health_Watch_FullMethodName,
-		func(ctx context.Context, req *connect.Request[healthpb.HealthCheckRequest], stream *connect.ServerStream[healthpb.HealthCheckResponse]) error {
-			return connectError(h.Watch(req.Msg, healthWatchStream{ctx: ctx, stream: stream}))
-		}, opts...))
-}
-
-// healthWatchStream is the stream health.Server.Watch sends on, which sends
-// from the handler's own goroutine: no send outlives the call.
-type healthWatchStream struct {
-	grpc.ServerStream // health.Server uses only Context and Send
-	ctx               context.Context
-	stream            *connect.ServerStream[healthpb.HealthCheckResponse]
-}
-
-func (s healthWatchStream) Context() context.Context { return s.ctx }
-
-func (s healthWatchStream) Send(resp *healthpb.HealthCheckResponse) error { return s.stream.Send(resp) }

@@ -149,6 +149,10 @@ type Server struct {
 	subscriptions *auth.SubscriptionLimiter
 	interceptors  interceptors // of every protocol
 	watches       watches      // the running Watches, for Drain
+	// drained is done once Drain has returned (markDrained): health
+	// Watches end then (HealthService).
+	drained     context.Context
+	markDrained context.CancelFunc
 }
 
 var _ informerhubv1.InformerHubServiceServer = (*Server)(nil)
@@ -156,8 +160,10 @@ var _ informerhubv1.InformerHubServiceServer = (*Server)(nil)
 // New returns a Server for hub.
 func New(hub *informerhub.Hub, cfg Config) *Server {
 	cfg.setDefaults()
+	drained, markDrained := context.WithCancel(context.Background())
 	return &Server{hub: hub, cfg: cfg, log: cfg.Logger, interceptors: newInterceptors(cfg),
-		subscriptions: auth.NewSubscriptionLimiter(cfg.MaxSubscriptionsPerIdentity, cfg.MaxSubscriptions)}
+		subscriptions: auth.NewSubscriptionLimiter(cfg.MaxSubscriptionsPerIdentity, cfg.MaxSubscriptions),
+		drained:       drained, markDrained: markDrained}
 }
 
 // Register registers the service on s.

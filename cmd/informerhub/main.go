@@ -401,7 +401,7 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	srv := server.New(hub, o.server)
 	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
 	srv.Register(g)
-	healthpb.RegisterHealthServer(g, healthServer)
+	healthpb.RegisterHealthServer(g, srv.HealthService(healthServer))
 	reflection.Register(g)
 	httpServices := server.HTTPServices{Health: healthServer}
 	if o.console {

@@ -257,7 +257,10 @@ func TestServeAndShutDown(t *testing.T) {
 	if !healthWatch.Receive() || healthWatch.Msg().Status != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("Health.Watch over HTTP after shutdown: %v, %v; want NOT_SERVING", healthWatch.Msg(), healthWatch.Err())
 	}
-	stopHealth() // a health watch, like any call, would hold the shutdown
+	// It ends once the streams have drained, rather than hold the shutdown.
+	if healthWatch.Receive() || connect.CodeOf(healthWatch.Err()) != connect.CodeUnavailable {
+		t.Fatalf("Health.Watch over HTTP after the drain: %v, want UNAVAILABLE", healthWatch.Err())
+	}
 	if _, err := watch.Recv(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("open stream ended with %v, want UNAVAILABLE", err)
 	}
