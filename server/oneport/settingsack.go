@@ -69,6 +69,7 @@ func (c *settingsAckConn) Read(p []byte) (int, error) {
 			return 0, c.err
 		}
 		if c.state == statePass {
+			c.in, c.out = nil, nil // a connection may live for days
 			return c.Conn.Read(p)
 		}
 		if c.in == nil {
