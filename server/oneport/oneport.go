@@ -33,8 +33,9 @@ type Config struct {
 	TLS *tls.Config
 
 	// SniffTimeout bounds how long a new connection may take to complete
-	// its TLS handshake and send its first request's headers, before it
-	// is closed. Default: 10s.
+	// its TLS handshake and send its first request's headers. One that
+	// has not is handed to the HTTP side, whose own timeouts then apply
+	// (ReadHeaderTimeout, the same; IdleTimeout, for HTTP/2). Default: 10s.
 	SniffTimeout time.Duration
 	// MaxHeaderBytes bounds an HTTP request's headers. Default: 64 KiB.
 	MaxHeaderBytes int
@@ -83,9 +84,10 @@ type Server struct {
 	cfg  Config
 	http *http.Server
 
-	mu     sync.Mutex // guards lis and closed
-	lis    net.Listener
-	closed bool // by Shutdown or Close: Serve serves nothing
+	mu       sync.Mutex // guards lis and closed
+	lis      net.Listener
+	closed   bool // by Shutdown or Close: Serve serves nothing
+	sniffing sniffing
 }
 
 // New returns a Server of cfg.
@@ -130,7 +132,7 @@ func (s *Server) Serve(lis net.Listener) error {
 		lis.Close()
 		return nil
 	}
-	m := cmux.New(lis)
+	m := cmux.New(s.sniffing.accepting(lis))
 	m.SetReadTimeout(s.cfg.SniffTimeout)
 	m.HandleError(func(err error) bool {
 		var notMatched cmux.ErrNotMatched
@@ -145,8 +147,8 @@ func (s *Server) Serve(lis net.Listener) error {
 		time.Sleep(5 * time.Millisecond)
 		return true
 	})
-	grpcL := m.MatchWithWriters(s.matchGRPC)
-	httpL := ackDroppingListener{m.Match(cmux.Any())}
+	grpcL := s.sniffing.handingOver(m.MatchWithWriters(s.matchGRPC))
+	httpL := ackDroppingListener{s.sniffing.handingOver(m.Match(cmux.Any()))}
 
 	errs := make(chan error, 3)
 	go func() { errs <- s.cfg.GRPC.Serve(grpcL) }()
@@ -204,24 +206,32 @@ func (s *Server) Close() {
 	s.http.Close()
 }
 
+// closeListener closes the listener, and the connections not yet handed to
+// a side.
 func (s *Server) closeListener() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.closed = true
 	if s.lis != nil {
 		s.lis.Close()
 	}
+	s.mu.Unlock()
+	s.sniffing.closeAll()
 }
 
 // maxSniffBytes bounds what a connection may send before its first
 // request's headers end: cmux buffers all of it.
 const maxSniffBytes = 64 << 10
 
-// matchGRPC tells whether a connection's first request is native gRPC:
-// HTTP/2 (ALPN h2 under TLS) whose first HEADERS say content-type
-// application/grpc, or application/grpc+<codec>. Any other connection goes
-// to the HTTP side, where connect-go serves gRPC too: telling apart cannot
-// make a call fail, only take the slower path.
+// matchGRPC tells whether a connection's first request is native gRPC in
+// protobuf: HTTP/2 (ALPN h2 under TLS) whose first HEADERS say content-type
+// application/grpc or application/grpc+proto (grpc-go's codec is protobuf
+// whatever the subtype). Any other connection goes to the HTTP side, where
+// connect-go serves gRPC too (and gRPC in JSON).
+//
+// A connection goes to one side for good: a client that sends native gRPC
+// first, and then the Connect protocol or gRPC-Web on the same HTTP/2
+// connection, gets 415 Unsupported Media Type from grpc-go for those. Such a
+// client needs a connection per protocol (docs/http.md).
 func (s *Server) matchGRPC(w io.Writer, r io.Reader) bool {
 	deadline := time.Now().Add(s.cfg.SniffTimeout)
 	conn, _ := w.(net.Conn)
@@ -244,6 +254,9 @@ func (s *Server) matchGRPC(w io.Writer, r io.Reader) bool {
 	if err := fr.WriteSettings(); err != nil {
 		return false
 	}
+	// The framer allocates a frame's payload before reading it: no more
+	// than the SETTINGS just sent allow (RFC 9113's initial maximum).
+	fr.SetMaxReadFrameSize(initialMaxFrameSize)
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	fr.MaxHeaderListSize = maxSniffBytes
 	for {
@@ -259,11 +272,23 @@ func (s *Server) matchGRPC(w io.Writer, r io.Reader) bool {
 					ct = hf.Value
 				}
 			}
-			return ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+")
+			return isGRPCProto(ct)
 		case *http2.GoAwayFrame:
 			return false
 		}
 	}
+}
+
+// initialMaxFrameSize is HTTP/2's SETTINGS_MAX_FRAME_SIZE until a server
+// says otherwise.
+const initialMaxFrameSize = 16 << 10
+
+// isGRPCProto tells whether a content-type is gRPC's in protobuf:
+// application/grpc, application/grpc+proto, either with parameters.
+func isGRPCProto(contentType string) bool {
+	ct, _, _ := strings.Cut(strings.ToLower(contentType), ";")
+	ct = strings.TrimSpace(ct)
+	return ct == "application/grpc" || ct == "application/grpc+proto"
 }
 
 // hasPrefix reads len(prefix) bytes of r, and tells whether they are

@@ -16,6 +16,8 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -406,4 +408,114 @@ func certificates(t *testing.T) (*x509.CertPool, tls.Certificate, tls.Certificat
 	pool := x509.NewCertPool()
 	pool.AddCert(caCert)
 	return pool, leaf(2, "localhost", x509.ExtKeyUsageServerAuth), leaf(3, "reader", x509.ExtKeyUsageClientAuth)
+}
+
+// clientStart is what a client sends first: the preface, its SETTINGS and
+// the HEADERS of a request with content-type ct.
+func clientStart(t *testing.T, ct string) []byte {
+	t.Helper()
+	var buf, block bytes.Buffer
+	buf.WriteString(http2.ClientPreface)
+	fr := http2.NewFramer(&buf, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	enc := hpack.NewEncoder(&block)
+	for _, hf := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "hub"}, {":path", "/informerhub.v1.InformerHubService/Watch"}, {"content-type", ct}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestOnlyGRPCInProtobufGoesToGRPCGo: grpc-go decodes protobuf whatever
+// the content subtype says; gRPC in JSON, gRPC-Web and the Connect
+// protocol go to connect-go.
+func TestOnlyGRPCInProtobufGoesToGRPCGo(t *testing.T) {
+	s := New(Config{})
+	for ct, want := range map[string]bool{
+		"application/grpc":               true,
+		"application/grpc+proto":         true,
+		"Application/GRPC+Proto":         true,
+		"application/grpc;charset=utf-8": true,
+		"application/grpc+json":          false,
+		"application/grpc-web+proto":     false,
+		"application/grpc-web":           false,
+		"application/connect+proto":      false,
+		"application/proto":              false,
+		"application/json":               false,
+		"":                               false,
+	} {
+		if got := s.matchGRPC(io.Discard, bytes.NewReader(clientStart(t, ct))); got != want {
+			t.Errorf("content-type %q: to grpc-go %v, want %v", ct, got, want)
+		}
+	}
+}
+
+// TestTheMatcherAllocatesNoFrameLargerThanItsSettingsAllow: a frame header
+// that announces 16 MiB, and nothing after it, costs the matcher no 16 MiB
+// buffer (it would hold one per such connection for SniffTimeout).
+func TestTheMatcherAllocatesNoFrameLargerThanItsSettingsAllow(t *testing.T) {
+	s := New(Config{})
+	in := append([]byte(http2.ClientPreface), 0xff, 0xff, 0xff, byte(http2.FrameData), 0, 0, 0, 0, 1)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if s.matchGRPC(io.Discard, bytes.NewReader(in)) {
+		t.Fatal("matched")
+	}
+	runtime.ReadMemStats(&after)
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 1<<20 {
+		t.Fatalf("the matcher allocated %d bytes for a frame header", allocated)
+	}
+}
+
+// TestShutdownClosesConnectionsBeingMatched: a connection that sent no
+// request yet does not keep Serve from returning after Shutdown (cmux would
+// wait for it up to SniffTimeout, an hour here).
+func TestShutdownClosesConnectionsBeingMatched(t *testing.T) {
+	g := grpc.NewServer(grpc.Creds(Credentials()))
+	s := New(Config{GRPC: g, HTTP: http.NotFoundHandler(), SniffTimeout: time.Hour})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(lis) }()
+	quiet := make([]net.Conn, 3)
+	for i := range quiet {
+		if quiet[i], err = net.Dial("tcp", lis.Addr().String()); err != nil {
+			t.Fatal(err)
+		}
+		defer quiet[i].Close()
+	}
+	// Half a preface: the matcher is reading it.
+	if _, err := io.WriteString(quiet[0], http2.ClientPreface[:10]); err != nil {
+		t.Fatal(err)
+	}
+	// A request answered: the server is serving, and has accepted the
+	// quiet connections before it (one accept loop, in order).
+	h := &hub{addr: lis.Addr().String()}
+	h.get(t, httpClient(nil, true, false), 1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Serve did not return after Shutdown")
+	}
+	for i, c := range quiet {
+		_ = c.SetReadDeadline(time.Now().Add(time.Minute)) // a bound on a failing test
+		if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("connection %d is still open", i)
+		}
+	}
 }
