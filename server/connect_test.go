@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -12,6 +14,8 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
@@ -217,5 +221,112 @@ func TestAStalledConnectStreamEnds(t *testing.T) {
 				t.Fatalf("another stream: %v", other.Err())
 			}
 		})
+	}
+}
+
+// TestAnUnfinishedRequestIsCutOff: a client that sends a call's headers and
+// then never finishes its request, over HTTP/1.1 and HTTP/2, does not hold
+// the call (nor the shutdown) past RequestReadTimeout: connect-go reads a
+// request whole before authentication runs.
+func TestAnUnfinishedRequestIsCutOff(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: EncodeEvent}, cluster, cluster)
+	defer hub.Close()
+	returned := make(chan string, 10)
+	srv := New(hub, Config{Logger: discard, RequestReadTimeout: 100 * time.Millisecond})
+	addr := serveOnePort(t, srv, nil, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r)
+			returned <- r.Proto
+		})
+	})
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	watch := informerhubv1connect.InformerHubServiceWatchProcedure
+
+	c := dial()
+	if _, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: hub\r\nContent-Type: application/connect+json\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"s\r\n", watch); err != nil {
+		t.Fatal(err)
+	}
+	c = dial()
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, hf := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "hub"}, {":path", watch}, {"content-type", "application/connect+json"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
+	}
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteData(1, false, []byte(`{"s`)); err != nil {
+		t.Fatal(err)
+	}
+	go func() { // the connection's frames, answered as a client must
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		}
+	}()
+
+	bound := time.After(time.Minute) // of a failing test
+	ended := map[string]bool{}
+	for len(ended) < 2 {
+		select {
+		case proto := <-returned:
+			ended[proto] = true
+		case <-bound:
+			t.Fatalf("a call whose request never ended is still being read (ended: %v)", ended)
+		}
+	}
+	if !ended["HTTP/1.1"] || !ended["HTTP/2.0"] {
+		t.Fatalf("ended: %v, want the calls over HTTP/1.1 and HTTP/2", ended)
+	}
+}
+
+// TestAStreamOutlivesTheRequestReadTimeout: once a Watch's request has
+// been read, the stream runs on past RequestReadTimeout, over HTTP/1.1 (where
+// net/http reads the connection on, to notice a client leaving) and h2c.
+func TestAStreamOutlivesTheRequestReadTimeout(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	cluster := hubtest.NewCluster(t)
+	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: EncodeEvent}, cluster, cluster)
+	defer hub.Close()
+	addr := serveOnePort(t, New(hub, Config{Logger: discard, RequestReadTimeout: timeout}), nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var streams []*connect.ServerStreamForClient[informerhubv1.WatchResponse]
+	for _, http1 := range []bool{true, false} {
+		stream, err := connectClientOf(t, addr, http1).Watch(ctx, connect.NewRequest(&informerhubv1.WatchRequest{
+			Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stream.Close()
+		stream.ResponseHeader() // subscribed
+		streams = append(streams, stream)
+	}
+	<-time.After(6 * timeout) // what is tested: time passing
+	cluster.ConfigMaps().Add(hubtest.ConfigMap("ns", "a", nil, ""))
+	for i, stream := range streams {
+		if !stream.Receive() {
+			t.Fatalf("stream %d ended: %v", i, stream.Err())
+		}
 	}
 }

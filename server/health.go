@@ -47,19 +47,19 @@ func (w watchWithContext) Context() context.Context { return w.ctx }
 // handleHealth serves grpc.health.v1 on mux with h, the health service of
 // native gRPC, so that both say the same. (connectrpc.com/grpchealth would
 // need a second source of the statuses, and cannot watch this one.)
-func handleHealth(mux *http.ServeMux, h healthpb.HealthServer, opts []connect.HandlerOption) {
-	mux.Handle(healthpb.Health_Check_FullMethodName, connect.NewUnaryHandler(healthpb.Health_Check_FullMethodName,
+func (s *Server) handleHealth(mux *http.ServeMux, h healthpb.HealthServer, opts []connect.HandlerOption) {
+	mux.Handle(healthpb.Health_Check_FullMethodName, s.httpCall(connect.NewUnaryHandler(healthpb.Health_Check_FullMethodName,
 		func(ctx context.Context, req *connect.Request[healthpb.HealthCheckRequest]) (*connect.Response[healthpb.HealthCheckResponse], error) {
 			resp, err := h.Check(ctx, req.Msg)
 			if err != nil {
 				return nil, connectError(err)
 			}
 			return connect.NewResponse(resp), nil
-		}, opts...))
-	mux.Handle(healthpb.Health_Watch_FullMethodName, connect.NewServerStreamHandler(healthpb.Health_Watch_FullMethodName,
+		}, opts...)))
+	mux.Handle(healthpb.Health_Watch_FullMethodName, s.httpCall(connect.NewServerStreamHandler(healthpb.Health_Watch_FullMethodName,
 		func(ctx context.Context, req *connect.Request[healthpb.HealthCheckRequest], stream *connect.ServerStream[healthpb.HealthCheckResponse]) error {
 			return connectError(h.Watch(req.Msg, healthWatchStream{ctx: ctx, stream: stream}))
-		}, opts...))
+		}, opts...)))
 }
 
 // healthWatchStream is the stream health.Server.Watch sends on, which sends

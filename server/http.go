@@ -45,15 +45,19 @@ func (s *Server) HTTPHandler(extra HTTPServices) http.Handler {
 	}
 	mux := http.NewServeMux()
 	path, service := informerhubv1connect.NewInformerHubServiceHandler(connectService{s}, opts...)
-	mux.Handle(path, withResponseController(service))
+	mux.Handle(path, s.httpCall(service))
 	services := []string{informerhubv1connect.InformerHubServiceName}
 	if extra.Health != nil {
-		handleHealth(mux, s.HealthService(extra.Health), opts)
+		s.handleHealth(mux, s.HealthService(extra.Health), opts)
 		services = append(services, healthpb.Health_ServiceDesc.ServiceName)
 	}
 	reflector := grpcreflect.NewStaticReflector(services...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts[2:]...))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts[2:]...))
+	// Reflection's calls are read under RequestReadTimeout throughout: a
+	// client such as buf curl asks, and is done in a moment.
+	for _, handle := range []func(*grpcreflect.Reflector, ...connect.HandlerOption) (string, http.Handler){grpcreflect.NewHandlerV1, grpcreflect.NewHandlerV1Alpha} {
+		path, h := handle(reflector, opts[2:]...)
+		mux.Handle(path, s.httpCall(h))
+	}
 	if extra.Other != nil {
 		mux.Handle("/", extra.Other)
 	}
