@@ -20,9 +20,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,6 +234,9 @@ func (o *options) validate() error {
 	if o.tokenAudience != "" && o.auth != "kubernetes" {
 		return errors.New("--token-audience is for --auth=kubernetes")
 	}
+	if o.auth == "none" && slices.Contains(o.server.CORSAllowedOrigins, "*") {
+		return errors.New("--cors-allowed-origins=* with --auth=none would let every web page read what the hub can: name the origins")
+	}
 	if o.insecureAllowRemote {
 		o.allowRemoteUnauthenticated, o.allowRemotePlaintext, o.allowRemoteDebug = true, true, true
 	}
@@ -407,7 +413,11 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	if o.console {
 		httpServices.Other = console.Handler()
 	}
-	web := oneport.New(oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(httpServices), TLS: tlsConfig,
+	httpHandler := srv.HTTPHandler(httpServices)
+	if o.auth == "none" && !o.allowRemoteUnauthenticated {
+		httpHandler = loopbackHostsOnly(httpHandler)
+	}
+	web := oneport.New(oneport.Config{GRPC: g, HTTP: httpHandler, TLS: tlsConfig,
 		MaxConcurrentStreams: o.server.MaxConcurrentStreams, KeepaliveTime: o.server.KeepaliveTime,
 		KeepaliveTimeout: o.server.KeepaliveTimeout, Logger: log})
 
@@ -462,6 +472,26 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 		log.Warn("serving ended with an error", "error", err)
 	}
 	return nil
+}
+
+// loopbackHostsOnly answers the requests for localhost or a loopback
+// address only, and refuses others with 403. A hub without authentication
+// listens on loopback, but a web page can still reach it: its site's name,
+// rebound to 127.0.0.1 (DNS rebinding), makes its requests same-origin,
+// and they then carry that name as their Host.
+func loopbackHostsOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if name, _, err := net.SplitHostPort(host); err == nil {
+			host = name
+		}
+		ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+		if !strings.EqualFold(host, "localhost") && (err != nil || !ip.IsLoopback()) {
+			http.Error(w, fmt.Sprintf("this hub runs without authentication (--auth=none) and answers only requests for localhost or a loopback address, not for %q", r.Host), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // authenticate sets up who may call, and returns the TLS configuration

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -153,6 +154,9 @@ func TestRefusesToExposeTheCluster(t *testing.T) {
 		{[]string{"--client-ca", "ca"}, false},
 		{[]string{"--auth=mtls", "--token-audience", "hub", "--tls-cert", "c", "--tls-key", "k", "--client-ca", "ca"}, false},
 		{[]string{"--auth=magic"}, false},
+		{[]string{"--auth=none", "--cors-allowed-origins=*"}, false},
+		{[]string{"--auth=none", "--cors-allowed-origins=http://localhost:3000"}, true},
+		{[]string{"--cors-allowed-origins=*"}, true},
 	}
 	for _, tt := range tests {
 		_, err := parseFlags(tt.args)
@@ -396,4 +400,32 @@ func TestAuthenticationModes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLoopbackHostsOnly: without authentication, the HTTP side answers
+// requests for localhost and loopback addresses only, so that a page whose
+// name an attacker rebinds to 127.0.0.1 reads nothing.
+func TestLoopbackHostsOnly(t *testing.T) {
+	h := loopbackHostsOnly(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	for host, ok := range map[string]bool{
+		"localhost":          true,
+		"LocalHost:8080":     true,
+		"127.0.0.1:8080":     true,
+		"127.1.2.3":          true,
+		"[::1]:8080":         true,
+		"evil.example:8080":  false,
+		"evil.example":       false,
+		"localhost.evil.com": false,
+		"10.0.0.1:8080":      false,
+		"[::2]:8080":         false,
+		"":                   false,
+	} {
+		req := httptest.NewRequest(http.MethodPost, "/informerhub.v1.InformerHubService/ListResources", nil)
+		req.Host = host
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if got := rec.Code == http.StatusOK; got != ok {
+			t.Errorf("Host %q: %d, want answered %v", host, rec.Code, ok)
+		}
+	}
 }
