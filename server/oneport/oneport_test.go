@@ -4,16 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -32,6 +26,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
+
+	"github.com/informerhub/informerhub/internal/testpki"
 )
 
 func TestMain(m *testing.M) {
@@ -341,13 +337,13 @@ func TestServerSettingsComeBeforeTheFirstRequest(t *testing.T) {
 }
 
 func TestGRPCAndHTTPShareATLSPortWithClientCertificates(t *testing.T) {
-	ca, serverCert, clientCert := certificates(t)
+	ca := testpki.NewCA(t, "test-ca")
 	h := startHub(t, &tls.Config{
-		Certificates: []tls.Certificate{serverCert},
-		ClientCAs:    ca,
+		Certificates: []tls.Certificate{ca.Server(t)},
+		ClientCAs:    ca.Pool,
 		ClientAuth:   tls.VerifyClientCertIfGiven,
 	})
-	h.tls = &tls.Config{RootCAs: ca, ServerName: "localhost", Certificates: []tls.Certificate{clientCert}}
+	h.tls = &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{ca.Client(t, "reader")}}
 	h.checkHealth(t)
 	if len(h.grpcPeers) != 1 {
 		t.Fatalf("grpc-go served %d calls, want the 1 health check", len(h.grpcPeers))
@@ -361,53 +357,10 @@ func TestGRPCAndHTTPShareATLSPortWithClientCertificates(t *testing.T) {
 	if got := h.get(t, httpClient(h.tls, true, false), 2); !equal(got, repeat("HTTP/1.1 reader", 2)) {
 		t.Errorf("HTTP/1.1 over TLS: %q", got)
 	}
-	anonymous := &tls.Config{RootCAs: ca, ServerName: "localhost"}
+	anonymous := &tls.Config{RootCAs: ca.Pool}
 	if got := h.get(t, httpClient(anonymous, false, true), 1); !equal(got, []string{"HTTP/2.0 -"}) {
 		t.Errorf("h2 without a client certificate: %q", got)
 	}
-}
-
-// certificates returns a CA, and a server ("localhost") and client
-// ("reader") certificate it signed.
-func certificates(t *testing.T) (*x509.CertPool, tls.Certificate, tls.Certificate) {
-	t.Helper()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey := key()
-	caTemplate := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := func(serial int64, name string, usage x509.ExtKeyUsage) tls.Certificate {
-		k := key()
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(caCert)
-	return pool, leaf(2, "localhost", x509.ExtKeyUsageServerAuth), leaf(3, "reader", x509.ExtKeyUsageClientAuth)
 }
 
 // clientStart is what a client sends first: the preface, its SETTINGS and

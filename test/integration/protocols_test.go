@@ -384,16 +384,7 @@ func TestAWatchResumesExactlyAcrossProtocols(t *testing.T) {
 	if len(used) < len(protocols) {
 		t.Fatalf("resumed over %v only: the test tests less than it says", used)
 	}
-	if err := <-writerDone; err != nil {
-		t.Fatal(err)
-	}
-	want := apiChangesUntil(t, api, "marker")
-	if len(want) != changes {
-		t.Fatalf("the API server reported %d changes, want %d", len(want), changes)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("the joined stream differs from the API server's watch (-api +hub):\n%s", diff)
-	}
+	checkJoinedStream(t, writerDone, api, changes, got)
 }
 
 // objectName returns the name of a response's object, in either format.

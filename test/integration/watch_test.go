@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	clientfeatures "k8s.io/client-go/features"
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 
@@ -196,15 +197,23 @@ func TestResumeWithoutLossOrDuplicates(t *testing.T) {
 	if conn != nil {
 		conn.Close()
 	}
-	if err := <-writerDone; err != nil {
+	checkJoinedStream(t, writerDone, api, changes, got)
+}
+
+// checkJoinedStream waits for writeChanges (done) to end, and compares
+// got, what a client joined from its resumed streams, with the API
+// server's watch api: n changes, then the marker.
+func checkJoinedStream(t *testing.T, done <-chan error, api watch.Interface, n int, got []change) {
+	t.Helper()
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	want := apiChangesUntil(t, api, "marker")
-	if len(want) != changes {
-		t.Fatalf("the API server reported %d changes, want %d", len(want), changes)
+	if len(want) != n {
+		t.Fatalf("the API server reported %d changes, want %d", len(want), n)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("joined hub stream differs from the API server's watch (-api +hub):\n%s", diff)
+		t.Fatalf("the joined hub stream differs from the API server's watch (-api +hub):\n%s", diff)
 	}
 }
 
