@@ -58,11 +58,12 @@ func TestMetricsAndProbes(t *testing.T) {
 		t.Fatalf("/healthz: %d %s", code, body)
 	}
 
-	ns := "metrics-" + strings.ToLower(t.Name())
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	created, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "metrics-"}}, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	ns := created.Name
 	client := informerhubv1.NewInformerHubServiceClient(conn)
 	sel := &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: ns}
 	watch, err := client.Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})
