@@ -131,17 +131,13 @@ func (a unparsedAddr) String() string  { return string(a) }
 
 type responseControllerKey struct{}
 
-// httpCall serves a connect-go handler's calls: each request's
-// ResponseController goes in its context, so that a stream can cut off a
-// send blocked on a client that stopped reading (connectStream.finish);
-// and the request must be read within RequestReadTimeout. The deadline
-// bounds reading the request only: net/http lifts it once an HTTP/1.1
-// request's body has ended, and an HTTP/2 stream's applies to its body.
+// httpCall puts the ResponseController of each request's response in its
+// context, so that a stream can cut off a send blocked on a client that
+// stopped reading (connectStream.finish).
 func (s *Server) httpCall(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.RequestReadTimeout))
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), responseControllerKey{}, rc)))
+		ctx := context.WithValue(r.Context(), responseControllerKey{}, http.NewResponseController(w))
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -29,22 +29,28 @@ import (
 	"github.com/informerhub/informerhub/server/oneport"
 )
 
+// onePortOptions are what serveOnePort serves beside srv, and how.
+type onePortOptions struct {
+	health      *health.Server                  // grpc.health.v1 from it; nil: none
+	wrap        func(http.Handler) http.Handler // around the HTTP side; nil: none
+	readTimeout time.Duration                   // oneport.Config.ReadTimeout; 0: its default
+}
+
 // serveOnePort serves srv as the binary does (oneport: native gRPC and
-// connect-go on one loopback listener), with grpc.health.v1 from health
-// (nil: none) and its HTTP side wrapped by wrap (nil: as it is), and
-// returns its address. It stops when the test ends.
-func serveOnePort(t *testing.T, srv *Server, health *health.Server, wrap func(http.Handler) http.Handler) string {
+// connect-go on one loopback listener), and returns its address. It stops
+// when the test ends.
+func serveOnePort(t *testing.T, srv *Server, o onePortOptions) string {
 	t.Helper()
 	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
 	srv.Register(g)
-	if health != nil {
-		healthpb.RegisterHealthServer(g, srv.HealthService(health))
+	if o.health != nil {
+		healthpb.RegisterHealthServer(g, srv.HealthService(o.health))
 	}
-	h := srv.HTTPHandler(HTTPServices{Health: health})
-	if wrap != nil {
-		h = wrap(h)
+	h := srv.HTTPHandler(HTTPServices{Health: o.health})
+	if o.wrap != nil {
+		h = o.wrap(h)
 	}
-	web := oneport.New(oneport.Config{GRPC: g, HTTP: h, Logger: discard})
+	web := oneport.New(oneport.Config{GRPC: g, HTTP: h, ReadTimeout: o.readTimeout, Logger: discard})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +98,7 @@ func TestEachChangeIsEncodedOncePerWireEncoding(t *testing.T) {
 		return EncodeEvent(ev)
 	}}, cluster, cluster)
 	defer hub.Close()
-	addr := serveOnePort(t, New(hub, Config{Logger: discard}), nil, nil)
+	addr := serveOnePort(t, New(hub, Config{Logger: discard}), onePortOptions{})
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -170,12 +176,12 @@ func TestAStalledConnectStreamEnds(t *testing.T) {
 			defer hub.Close()
 			returned := make(chan string, 10)
 			srv := New(hub, Config{Logger: discard, MaxSendStall: 100 * time.Millisecond, StalledSendGrace: 100 * time.Millisecond})
-			addr := serveOnePort(t, srv, nil, func(h http.Handler) http.Handler {
+			addr := serveOnePort(t, srv, onePortOptions{wrap: func(h http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					h.ServeHTTP(w, r)
 					returned <- r.URL.Path
 				})
-			})
+			}})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			client := connectClientOf(t, addr, http1)
@@ -227,20 +233,20 @@ func TestAStalledConnectStreamEnds(t *testing.T) {
 
 // TestAnUnfinishedRequestIsCutOff: a client that sends a call's headers and
 // then never finishes its request, over HTTP/1.1 and HTTP/2, does not hold
-// the call (nor the shutdown) past RequestReadTimeout: connect-go reads a
-// request whole before authentication runs.
+// the call (nor the shutdown) past the listener's ReadTimeout: connect-go
+// reads a request whole before authentication runs.
 func TestAnUnfinishedRequestIsCutOff(t *testing.T) {
 	cluster := hubtest.NewCluster(t)
 	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: EncodeEvent}, cluster, cluster)
 	defer hub.Close()
 	returned := make(chan string, 10)
-	srv := New(hub, Config{Logger: discard, RequestReadTimeout: 100 * time.Millisecond})
-	addr := serveOnePort(t, srv, nil, func(h http.Handler) http.Handler {
+	srv := New(hub, Config{Logger: discard})
+	addr := serveOnePort(t, srv, onePortOptions{readTimeout: 100 * time.Millisecond, wrap: func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			h.ServeHTTP(w, r)
 			returned <- r.Proto
 		})
-	})
+	}})
 	dial := func() net.Conn {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -301,15 +307,15 @@ func TestAnUnfinishedRequestIsCutOff(t *testing.T) {
 	}
 }
 
-// TestAStreamOutlivesTheRequestReadTimeout: once a Watch's request has
-// been read, the stream runs on past RequestReadTimeout, over HTTP/1.1 (where
+// TestAStreamOutlivesTheReadTimeout: once a Watch's request has been read,
+// the stream runs on past the listener's ReadTimeout, over HTTP/1.1 (where
 // net/http reads the connection on, to notice a client leaving) and h2c.
-func TestAStreamOutlivesTheRequestReadTimeout(t *testing.T) {
+func TestAStreamOutlivesTheReadTimeout(t *testing.T) {
 	const timeout = 50 * time.Millisecond
 	cluster := hubtest.NewCluster(t)
 	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: EncodeEvent}, cluster, cluster)
 	defer hub.Close()
-	addr := serveOnePort(t, New(hub, Config{Logger: discard, RequestReadTimeout: timeout}), nil, nil)
+	addr := serveOnePort(t, New(hub, Config{Logger: discard}), onePortOptions{readTimeout: timeout})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var streams []*connect.ServerStreamForClient[informerhubv1.WatchResponse]

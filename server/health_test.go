@@ -30,7 +30,7 @@ func TestHealthWatchesEndOnceDrained(t *testing.T) {
 	defer hub.Close()
 	srv := New(hub, Config{Logger: discard})
 	h := health.NewServer()
-	addr := serveOnePort(t, srv, h, nil)
+	addr := serveOnePort(t, srv, onePortOptions{health: h})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 

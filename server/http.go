@@ -52,8 +52,8 @@ func (s *Server) HTTPHandler(extra HTTPServices) http.Handler {
 		services = append(services, healthpb.Health_ServiceDesc.ServiceName)
 	}
 	reflector := grpcreflect.NewStaticReflector(services...)
-	// Reflection's calls are read under RequestReadTimeout throughout: a
-	// client such as buf curl asks, and is done in a moment.
+	// A reflection stream's requests come within the listener's
+	// ReadTimeout (oneport.Config): buf curl asks, and is done in a moment.
 	for _, handle := range []func(*grpcreflect.Reflector, ...connect.HandlerOption) (string, http.Handler){grpcreflect.NewHandlerV1, grpcreflect.NewHandlerV1Alpha} {
 		path, h := handle(reflector, opts[2:]...)
 		mux.Handle(path, s.httpCall(h))

@@ -102,13 +102,6 @@ type Config struct {
 	// "*" allows every origin. Default: none (same-origin pages only, such
 	// as the console).
 	CORSAllowedOrigins []string
-	// RequestReadTimeout bounds how long a call over HTTP (HTTPHandler)
-	// may take to send its request, once its headers have come (the
-	// listener bounds those: oneport.Config.SniffTimeout). connect-go reads
-	// a request whole before the interceptors run, so without it a client
-	// without credentials could hold a call open, and the shutdown with
-	// it, by never finishing its request. Default: 10s.
-	RequestReadTimeout time.Duration
 
 	// Metrics, when set, counts and times every call (go-grpc-middleware's
 	// prometheus provider) and records snapshot latencies. Default: none.
@@ -136,7 +129,6 @@ func (c *Config) setDefaults() {
 	defaultTo(&c.KeepaliveMinTime, 10*time.Second)
 	defaultTo(&c.MaxSendStall, 30*time.Second)
 	defaultTo(&c.StalledSendGrace, time.Second)
-	defaultTo(&c.RequestReadTimeout, 10*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

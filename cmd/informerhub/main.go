@@ -25,7 +25,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -234,8 +233,14 @@ func (o *options) validate() error {
 	if o.tokenAudience != "" && o.auth != "kubernetes" {
 		return errors.New("--token-audience is for --auth=kubernetes")
 	}
-	if o.auth == "none" && slices.Contains(o.server.CORSAllowedOrigins, "*") {
-		return errors.New("--cors-allowed-origins=* with --auth=none would let every web page read what the hub can: name the origins")
+	if o.auth == "none" {
+		for _, origin := range o.server.CORSAllowedOrigins {
+			// rs/cors reads * anywhere as a wildcard; null is any
+			// sandboxed page's.
+			if strings.Contains(origin, "*") || origin == "null" {
+				return fmt.Errorf("--cors-allowed-origins=%s with --auth=none would let pages of any site read what the hub can: name the origins", origin)
+			}
+		}
 	}
 	if o.insecureAllowRemote {
 		o.allowRemoteUnauthenticated, o.allowRemotePlaintext, o.allowRemoteDebug = true, true, true

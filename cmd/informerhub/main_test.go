@@ -155,6 +155,8 @@ func TestRefusesToExposeTheCluster(t *testing.T) {
 		{[]string{"--auth=mtls", "--token-audience", "hub", "--tls-cert", "c", "--tls-key", "k", "--client-ca", "ca"}, false},
 		{[]string{"--auth=magic"}, false},
 		{[]string{"--auth=none", "--cors-allowed-origins=*"}, false},
+		{[]string{"--auth=none", "--cors-allowed-origins=https://*"}, false},
+		{[]string{"--auth=none", "--cors-allowed-origins=http://localhost:3000,null"}, false},
 		{[]string{"--auth=none", "--cors-allowed-origins=http://localhost:3000"}, true},
 		{[]string{"--cors-allowed-origins=*"}, true},
 	}

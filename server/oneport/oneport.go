@@ -37,6 +37,15 @@ type Config struct {
 	// has not is handed to the HTTP side, whose own timeouts then apply
 	// (ReadHeaderTimeout, the same; IdleTimeout, for HTTP/2). Default: 10s.
 	SniffTimeout time.Duration
+	// ReadTimeout bounds how long an HTTP request may take to come, its
+	// headers and body, from its first byte (http.Server.ReadTimeout;
+	// over HTTP/2, per stream). connect-go reads a call's request whole
+	// before authentication runs, and net/http reads what a handler left
+	// unread: without it, a client without credentials could hold a call
+	// open, and the shutdown with it, by never finishing a request. A
+	// stream's responses are not bounded by it. Default: twice
+	// SniffTimeout.
+	ReadTimeout time.Duration
 	// MaxHeaderBytes bounds an HTTP request's headers. Default: 64 KiB.
 	MaxHeaderBytes int
 	// MaxConcurrentStreams bounds the streams of one HTTP/2 connection of
@@ -58,6 +67,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.SniffTimeout <= 0 {
 		c.SniffTimeout = 10 * time.Second
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 2 * c.SniffTimeout
 	}
 	if c.MaxHeaderBytes <= 0 {
 		c.MaxHeaderBytes = 64 << 10
@@ -103,6 +115,7 @@ func New(cfg Config) *Server {
 		Handler:           cfg.HTTP,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: cfg.SniffTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		HTTP2: &http.HTTP2Config{

@@ -472,3 +472,68 @@ func TestShutdownClosesConnectionsBeingMatched(t *testing.T) {
 		}
 	}
 }
+
+// TestReadTimeoutBoundsRequestsNotHandlers: ReadTimeout cuts off a request
+// whose body never comes, even one no handler reads (net/http reads what
+// is left, to reuse the connection), and not a handler that takes longer:
+// over HTTP/1.1, a request without a body, and the next on its connection,
+// run to their end; over h2c too.
+func TestReadTimeoutBoundsRequestsNotHandlers(t *testing.T) {
+	const readTimeout = 100 * time.Millisecond
+	g := grpc.NewServer(grpc.Creds(Credentials()))
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/slow" {
+			http.NotFound(w, r) // leaves the body unread
+			return
+		}
+		<-time.After(3 * readTimeout) // what is tested: time passing
+		if err := r.Context().Err(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	s := New(Config{GRPC: g, HTTP: handler, ReadTimeout: readTimeout})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(lis) }()
+	defer func() {
+		s.Close()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	addr := lis.Addr().String()
+
+	for _, http1 := range []bool{true, false} {
+		client := httpClient(nil, http1, !http1)
+		for i := range 2 { // on one connection
+			resp, err := client.Get("http://" + addr + "/slow")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(body) != "ok" {
+				t.Errorf("%s, request %d: %d %q", resp.Proto, i, resp.StatusCode, body)
+			}
+		}
+		client.CloseIdleConnections()
+	}
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "POST /nope HTTP/1.1\r\nHost: hub\r\nContent-Length: 1000\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute)) // a bound on a failing test
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("a request whose body never came: %v, want the connection closed", err)
+	}
+}
