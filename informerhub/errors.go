@@ -61,6 +61,7 @@ const (
 	FieldLabelSelector     = "selector.label_selector"
 	FieldFieldSelector     = "selector.field_selector"
 	FieldFilter            = "selector.filter"
+	FieldShardSelector     = "selector.shard_selector"
 	FieldFields            = "fields"
 	FieldObjectFormat      = "object_format"
 	FieldResumeToken       = "resume_token"

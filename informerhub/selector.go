@@ -19,6 +19,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
 	"github.com/informerhub/informerhub/informerhub/fieldset"
+	"github.com/informerhub/informerhub/informerhub/shard"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
@@ -39,6 +40,10 @@ type Selector struct {
 	// celfilter).
 	// "" selects everything.
 	Filter string
+	// ShardSelector in Kubernetes syntax (KEP-5866): hash ranges of
+	// object.metadata.uid or object.metadata.namespace (see package
+	// shard); "" selects everything.
+	ShardSelector string
 }
 
 // selector is a parsed Selector.
@@ -48,6 +53,7 @@ type selector struct {
 	fields    fields.Selector   // nil selects everything; fields by their canonical names
 	fieldSet  *fieldset.Set     // the resource type's fields, as of parsing
 	filter    *celfilter.Filter // nil selects everything
+	shard     *shard.Selector   // nil selects everything
 	// filterErrors counts the filter's evaluations that fail, for the
 	// resource type's statistics; nil counts nothing.
 	filterErrors *atomic.Uint64
@@ -109,6 +115,10 @@ func checkSyntax(s Selector, cfg *Config) error {
 		return &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
 			Reason: fmt.Sprintf("field selector is longer than %d bytes", cfg.MaxSelectorLength)}
 	}
+	if len(s.ShardSelector) > cfg.MaxSelectorLength {
+		return &RequestError{Field: FieldShardSelector, Err: ErrInvalidRequest,
+			Reason: fmt.Sprintf("shard selector is longer than %d bytes", cfg.MaxSelectorLength)}
+	}
 	if len(s.Filter) > cfg.MaxFilterLength {
 		return &RequestError{Field: FieldFilter, Err: ErrInvalidRequest,
 			Reason: fmt.Sprintf("filter is %d bytes long; at most %d are allowed", len(s.Filter), cfg.MaxFilterLength)}
@@ -152,6 +162,18 @@ func parseSelector(s Selector, info upstream.ResourceInfo, cfg *Config, filters 
 			sel.fields = parsed
 		}
 	}
+	if s.ShardSelector != "" {
+		parsed, err := shard.Parse(s.ShardSelector)
+		if err != nil {
+			return nil, &RequestError{Field: FieldShardSelector, Err: ErrInvalidRequest,
+				Reason: strings.TrimPrefix(err.Error(), shard.ErrInvalid.Error()+": ")}
+		}
+		if n := len(parsed.Ranges()); n > maxSelectorTerms {
+			return nil, &RequestError{Field: FieldShardSelector, Err: ErrInvalidRequest,
+				Reason: fmt.Sprintf("shard selector has %d ranges; at most %d are allowed", n, maxSelectorTerms)}
+		}
+		sel.shard = parsed
+	}
 	if s.Filter != "" {
 		f, err := filters.Compile(s.Filter)
 		if err != nil {
@@ -169,6 +191,9 @@ func parseSelector(s Selector, info upstream.ResourceInfo, cfg *Config, filters 
 	parts := []string{s.Namespace, canonical(sel.labels), canonical(sel.fields)}
 	if sel.filter != nil {
 		parts = append(parts, sel.filter.Expr())
+	}
+	if sel.shard != nil {
+		parts = append(parts, "shard:"+sel.shard.String())
 	}
 	for _, part := range parts {
 		h.Write([]byte(part))
@@ -240,14 +265,17 @@ func selectorKey(sel *selector) string {
 		}
 		sort.Strings(labelTerms)
 	}
-	filter := ""
+	filter, shardRanges := "", ""
 	if sel.filter != nil {
 		filter = sel.filter.Expr()
+	}
+	if sel.shard != nil {
+		shardRanges = sel.shard.String()
 	}
 	// Each part is length-prefixed: field values and filters may hold any
 	// byte, and two selectors must never share a key by accident.
 	var b strings.Builder
-	for _, part := range []string{sel.namespace, strings.Join(labelTerms, ","), strings.Join(fieldTerms, ","), filter} {
+	for _, part := range []string{sel.namespace, strings.Join(labelTerms, ","), strings.Join(fieldTerms, ","), filter, shardRanges} {
 		b.WriteString(strconv.Itoa(len(part)))
 		b.WriteByte(':')
 		b.WriteString(part)
@@ -321,6 +349,9 @@ func (s *selector) matchesBase(o *object) bool {
 		return false
 	}
 	if s.labels != nil && !s.labels.Matches(o.labels) {
+		return false
+	}
+	if s.shard != nil && !s.shard.Matches(o.uid, o.namespace) {
 		return false
 	}
 	return s.fields == nil || s.fields.Matches(objectFields{o: o, set: s.fieldSet})

@@ -2,6 +2,7 @@ package informerhub
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -119,6 +120,56 @@ func TestTruncateKeepsCharactersWhole(t *testing.T) {
 		got := truncateTo(tc.in, tc.max)
 		if got != tc.want || !utf8.ValidString(got) {
 			t.Errorf("truncateTo(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		}
+	}
+}
+
+// TestShardSelectorsPartitionObjects: four shards over uid, and four over
+// namespace, select each object exactly once, as selectors of distinct
+// keys; a bad shard selector names its field.
+func TestShardSelectorsPartitionObjects(t *testing.T) {
+	var cfg Config
+	cfg.setDefaults()
+	filters := celfilter.NewCompiler(cfg.MaxFilterEstimatedCost, cfg.MaxFilterCost)
+	info := upstream.ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true}
+	bounds := []string{"0x0000000000000000", "0x4000000000000000", "0x8000000000000000", "0xc000000000000000", "0x10000000000000000"}
+	for _, key := range []string{"object.metadata.uid", "object.metadata.namespace"} {
+		var shards []*selector
+		keys := map[string]bool{}
+		for i := range 4 {
+			sel, err := parseSelector(Selector{Resource: info.Resource,
+				ShardSelector: "shardRange(" + key + ", '" + bounds[i] + "', '" + bounds[i+1] + "')"}, info, &cfg, filters)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shards = append(shards, sel)
+			keys[sel.key] = true
+		}
+		if len(keys) != 4 {
+			t.Fatalf("%s: 4 shards share keys: %v", key, keys)
+		}
+		for i := range 1000 {
+			o := &object{namespace: "ns-" + strconv.Itoa(i%37), name: "x", uid: "uid-" + strconv.Itoa(i)}
+			n := 0
+			for _, s := range shards {
+				if s.matches(o, nil).match {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("%s: object %d is in %d shards", key, i, n)
+			}
+		}
+	}
+	for _, bad := range []string{
+		"shardRange(object.metadata.name, '0x0', '0x1')",
+		"shardRange(object.metadata.uid, '0x2', '0x1')",
+		"true",
+	} {
+		_, err := parseSelector(Selector{Resource: info.Resource, ShardSelector: bad}, info, &cfg, filters)
+		var reqErr *RequestError
+		if !errors.As(err, &reqErr) || reqErr.Field != FieldShardSelector || !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("%q: %v, want an invalid %s", bad, err, FieldShardSelector)
 		}
 	}
 }
