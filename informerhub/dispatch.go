@@ -7,6 +7,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
 	"github.com/informerhub/informerhub/informerhub/fieldset"
+	"github.com/informerhub/informerhub/informerhub/shard"
 )
 
 // A feed hands each change to its live subscribers through a dispatcher,
@@ -71,6 +72,10 @@ type subscriberGroup struct {
 type dispatcher struct {
 	groups    map[string]*subscriberGroup // by selector key
 	triggered map[trigger]map[*subscriberGroup]struct{}
+	// sharded are the groups without a trigger whose shard selector
+	// indexes them instead: a change visits those its object's hash
+	// falls in.
+	sharded   shard.Index[*subscriberGroup]
 	unindexed map[*subscriberGroup]struct{}
 	// fields are the fields some group is indexed by, with the number of
 	// such groups: a change looks up its object's value of each.
@@ -142,6 +147,10 @@ func (d *dispatcher) remove(m *member) {
 
 func (d *dispatcher) index(g *subscriberGroup) {
 	if !g.indexed {
+		if g.sel.shard != nil {
+			d.sharded.Add(g, g.sel.shard)
+			return
+		}
 		d.unindexed[g] = struct{}{}
 		return
 	}
@@ -166,6 +175,10 @@ func (d *dispatcher) index(g *subscriberGroup) {
 
 func (d *dispatcher) unindex(g *subscriberGroup) {
 	if !g.indexed {
+		if g.sel.shard != nil {
+			d.sharded.Remove(g)
+			return
+		}
 		delete(d.unindexed, g)
 		return
 	}
@@ -449,20 +462,29 @@ func (d *dispatcher) filtersFor(obj, prev *object) []filterOn {
 // satisfies. fn may remove subscribers of the group it is given.
 func (d *dispatcher) candidates(obj, prev *object, fn func(g *subscriberGroup)) {
 	d.stamp++
+	visitOne := func(g *subscriberGroup) {
+		if g.visited != d.stamp {
+			g.visited = d.stamp
+			fn(g)
+		}
+	}
 	visit := func(set map[*subscriberGroup]struct{}) {
 		for g := range set {
-			if g.visited != d.stamp {
-				g.visited = d.stamp
-				fn(g)
-			}
+			visitOne(g)
 		}
 	}
 	visit(d.unindexed)
-	if len(d.triggered) == 0 {
+	if len(d.triggered) == 0 && d.sharded.Len() == 0 {
 		return
 	}
 	for i, o := range [2]*object{obj, prev} {
 		if o == nil || i == 1 && o == obj {
+			continue
+		}
+		if d.sharded.Len() > 0 {
+			d.sharded.Lookup(o.uid, o.namespace, visitOne)
+		}
+		if len(d.triggered) == 0 {
 			continue
 		}
 		visit(d.triggered[trigger{kind: triggerName, value: o.name}])

@@ -292,3 +292,47 @@ func decodePod(t *testing.T, obj string) *corev1.Pod {
 	}
 	return &p
 }
+
+// TestShardSubscribersCostOneVisitPerChange: 16 subscribers, each of one
+// shard of the uids, take every change between them, one each, and a
+// change visits the one group whose shard holds it, not the 16.
+func TestShardSubscribersCostOneVisitPerChange(t *testing.T) {
+	const shards, n, rounds = 16, 200, 3
+	c := newFakeCluster(t)
+	for i := range n {
+		c.cms().Add(configMap("ns", fmt.Sprint("cm-", i), nil, ""))
+	}
+	h := newHub(t, c, informerhub.Config{})
+	subs := make([]*informerhub.Subscription, shards)
+	for i := range shards {
+		end := fmt.Sprintf("'0x%016x'", uint64(i+1)<<60)
+		if i == shards-1 {
+			end = "'0x10000000000000000'"
+		}
+		subs[i] = watch(t, h, informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps,
+			ShardSelector: fmt.Sprintf("shardRange(object.metadata.uid, '0x%016x', %s)", uint64(i)<<60, end)}})
+	}
+	var rv uint64
+	for round := range rounds {
+		for i := range n {
+			cm := configMap("ns", fmt.Sprint("cm-", i), nil, fmt.Sprint(round))
+			c.cms().Modify(cm)
+			rv, _ = strconv.ParseUint(cm.ResourceVersion, 10, 64)
+		}
+	}
+	informerhub.WaitForResourceVersion(h, configMaps, rv)
+	visits, groups := informerhub.DispatchVisits(h, configMaps)
+	if groups != shards {
+		t.Errorf("%d groups for %d shards", groups, shards)
+	}
+	if want := uint64(n * rounds); visits != want {
+		t.Errorf("%d changes visited %d groups, want %d: one each", n*rounds, visits, want)
+	}
+	total := 0
+	for _, s := range subs {
+		total += informerhub.Pending(s)
+	}
+	if total != n*rounds {
+		t.Errorf("the shards received %d events between them, want %d: each change once", total, n*rounds)
+	}
+}

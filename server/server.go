@@ -631,5 +631,6 @@ func selectorOf(sel *informerhubv1.ResourceSelector) (informerhub.Selector, erro
 		LabelSelector: sel.GetLabelSelector(),
 		FieldSelector: sel.GetFieldSelector(),
 		Filter:        sel.GetFilter(),
+		ShardSelector: sel.GetShardSelector(),
 	}, nil
 }

@@ -191,7 +191,18 @@ type ResourceSelector struct {
 	// or hides a change from it. An evaluation's cost depends on the object,
 	// so select fewer objects first (namespace, labels, fields), or test
 	// cheaper fields.
-	Filter        string `protobuf:"bytes,7,opt,name=filter,proto3" json:"filter,omitempty"`
+	Filter string `protobuf:"bytes,7,opt,name=filter,proto3" json:"filter,omitempty"`
+	// A Kubernetes shard selector (KEP-5866), as the API server's
+	// ListOptions.shardSelector takes it: shardRange(object.metadata.uid,
+	// '0x<start>', '0x<end>'), or over object.metadata.namespace, several
+	// OR-ed with ||, all over the same field. An object is selected when the
+	// FNV-1a 64-bit hash of that field is in one of the ranges, start
+	// included, end excluded; write bounds with 16 hex digits, from
+	// '0x0000000000000000' to '0x10000000000000000' (2^64). The hub selects
+	// exactly what an API server with the ShardedListAndWatch feature gate
+	// selects, whether or not the cluster's has it on, so that replicas of a
+	// controller each receive their share. "" selects everything.
+	ShardSelector string `protobuf:"bytes,8,opt,name=shard_selector,json=shardSelector,proto3" json:"shard_selector,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -271,6 +282,13 @@ func (x *ResourceSelector) GetFieldSelector() string {
 func (x *ResourceSelector) GetFilter() string {
 	if x != nil {
 		return x.Filter
+	}
+	return ""
+}
+
+func (x *ResourceSelector) GetShardSelector() string {
+	if x != nil {
+		return x.ShardSelector
 	}
 	return ""
 }
@@ -971,7 +989,7 @@ var File_informerhub_v1_informerhub_proto protoreflect.FileDescriptor
 
 const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\n" +
-	" informerhub/v1/informerhub.proto\x12\x0einformerhub.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe2\x01\n" +
+	" informerhub/v1/informerhub.proto\x12\x0einformerhub.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x02\n" +
 	"\x10ResourceSelector\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -979,7 +997,8 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12%\n" +
 	"\x0elabel_selector\x18\x05 \x01(\tR\rlabelSelector\x12%\n" +
 	"\x0efield_selector\x18\x06 \x01(\tR\rfieldSelector\x12\x16\n" +
-	"\x06filter\x18\a \x01(\tR\x06filter\"\xa5\x02\n" +
+	"\x06filter\x18\a \x01(\tR\x06filter\x12%\n" +
+	"\x0eshard_selector\x18\b \x01(\tR\rshardSelector\"\xa5\x02\n" +
 	"\fWatchRequest\x12<\n" +
 	"\bselector\x18\x01 \x01(\v2 .informerhub.v1.ResourceSelectorR\bselector\x12!\n" +
 	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12.\n" +
