@@ -75,6 +75,15 @@ type Selector struct {
 	// with INVALID_ARGUMENT (a google.rpc.BadRequest names
 	// "selector.filter" and says where the error is).
 	Filter string
+	// ShardSelector is a Kubernetes shard selector (KEP-5866), such as
+	//
+	//	shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')
+	//
+	// selecting the objects whose field's hash is in one of its ranges,
+	// exactly as an API server with the ShardedListAndWatch gate does: so
+	// that the replicas of a controller each receive their share. ""
+	// selects everything.
+	ShardSelector string
 }
 
 func (s Selector) proto() *informerhubv1.ResourceSelector {
@@ -86,6 +95,7 @@ func (s Selector) proto() *informerhubv1.ResourceSelector {
 		LabelSelector: s.LabelSelector,
 		FieldSelector: s.FieldSelector,
 		Filter:        s.Filter,
+		ShardSelector: s.ShardSelector,
 	}
 }
 

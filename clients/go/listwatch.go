@@ -98,11 +98,20 @@ func (lw *ListerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error)
 // the hub's Snapshot is its list.
 func (lw *ListerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
 
-func (lw *ListerWatcher) selector(opts metav1.ListOptions) Selector {
+// selector is lw's Selector with what opts adds: label and field
+// selectors, and a shard selector (ListOptions.ShardSelector, which stock
+// informers set to shard), which cannot be combined with another.
+func (lw *ListerWatcher) selector(opts metav1.ListOptions) (Selector, error) {
 	sel := lw.sel
 	sel.LabelSelector = joinSelectors(sel.LabelSelector, opts.LabelSelector)
 	sel.FieldSelector = joinSelectors(sel.FieldSelector, opts.FieldSelector)
-	return sel
+	if opts.ShardSelector != "" {
+		if sel.ShardSelector != "" && sel.ShardSelector != opts.ShardSelector {
+			return Selector{}, fmt.Errorf("the ListerWatcher's selector has the shard selector %q, and its ListOptions %q: one can be used", sel.ShardSelector, opts.ShardSelector)
+		}
+		sel.ShardSelector = opts.ShardSelector
+	}
+	return sel, nil
 }
 
 func joinSelectors(a, b string) string {
@@ -116,7 +125,11 @@ func joinSelectors(a, b string) string {
 }
 
 func (lw *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	snap, err := lw.client.Snapshot(ctx, lw.selector(opts))
+	sel, err := lw.selector(opts)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	snap, err := lw.client.Snapshot(ctx, sel)
 	if err != nil {
 		return nil, apiError(err)
 	}
@@ -136,7 +149,11 @@ func (lw *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOp
 // gives ("" or "0": from now), on the current replica or the next that
 // answers. It ends after opts.TimeoutSeconds, as the API server's would.
 func (lw *ListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	req := &informerhubv1.WatchRequest{Selector: lw.selector(opts).proto()}
+	sel, err := lw.selector(opts)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	req := &informerhubv1.WatchRequest{Selector: sel.proto()}
 	if rv := opts.ResourceVersion; rv != "" && rv != "0" {
 		token, ok := lw.tokens.get(rv)
 		if !ok {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/goleak"
@@ -59,6 +60,9 @@ type Options struct {
 	// EtcdDataDir keeps etcd's data there, across starts; empty: in a
 	// temporary directory that Stop removes.
 	EtcdDataDir string
+	// FeatureGates are kube-apiserver's --feature-gates, such as
+	// "ShardedListAndWatch=true".
+	FeatureGates []string
 }
 
 // StartWith starts a control plane configured by opts. Stop it when done.
@@ -74,6 +78,9 @@ func StartWith(opts Options) (*ControlPlane, error) {
 	}
 	if opts.EtcdDataDir != "" {
 		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: opts.EtcdDataDir}
+	}
+	if len(opts.FeatureGates) > 0 {
+		env.ControlPlane.GetAPIServer().Configure().Append("feature-gates", strings.Join(opts.FeatureGates, ","))
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -53,7 +53,9 @@ func TestMain(m *testing.M) {
 func runMain(m *testing.M) int {
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
 	var err error
-	if cluster, err = controlplane.Start(); err != nil {
+	// The API server shards as the hub does (ShardedListAndWatch, alpha),
+	// to compare the two (shard_test.go).
+	if cluster, err = controlplane.StartWith(controlplane.Options{FeatureGates: []string{"ShardedListAndWatch=true"}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
