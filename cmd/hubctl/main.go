@@ -229,6 +229,8 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 		"a field selector, e.g. spec.nodeName=node-1,status.phase!=Succeeded for pods: any field the resource type supports, with =, == and != (hubctl resources -o wide lists them)")
 	fs.StringVar(&sel.Filter, "filter", "",
 		"a CEL `expression` over object, Kubernetes' dialect: only the objects it is true for, e.g. 'object.status.phase == \"Running\"'")
+	fs.StringVar(&sel.ShardSelector, "shard", "",
+		"a Kubernetes shard `selector`, as sharded controllers use: only the objects whose uid's (or namespace's) hash is in its ranges, e.g. \"shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')\"")
 	fs.Var(&fields, "fields",
 		"only these `paths` of each object, comma-separated or repeated, e.g. status.phase,metadata.labels (with apiVersion, kind and metadata name, namespace, uid and resourceVersion); a watch then shows only the changes of these")
 	fs.StringVar(&output, "output", "", "output format: empty for a table, json for one JSON document per line")
