@@ -257,8 +257,8 @@ function selectorProto(selector) {
   if (!selector || !selector.version || !selector.resource) {
     throw new TypeError('informerhub: a selector needs version and resource, e.g. { version: "v1", resource: "configmaps" }');
   }
-  const { group = '', version, resource, namespace = '', labelSelector = '', fieldSelector = '', filter = '' } = selector;
-  return { group, version, resource, namespace, labelSelector, fieldSelector, filter };
+  const { group = '', version, resource, namespace = '', labelSelector = '', fieldSelector = '', filter = '', shardSelector = '' } = selector;
+  return { group, version, resource, namespace, labelSelector, fieldSelector, filter, shardSelector };
 }
 
 function fieldsProto(fields) {

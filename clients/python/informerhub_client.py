@@ -102,12 +102,16 @@ class Selector:
     label_selector: str = ""      # "app=web,tier in (front,back)"
     field_selector: str = ""      # "status.phase=Running": Resource.selectable_fields
     filter: str = ""              # CEL over object: 'object.status.phase == "Running"'
+    # A Kubernetes shard selector, for the replicas of a sharded consumer:
+    # "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"
+    shard_selector: str = ""
 
     def to_proto(self) -> pb.ResourceSelector:
         return pb.ResourceSelector(
             group=self.group, version=self.version, resource=self.resource,
             namespace=self.namespace, label_selector=self.label_selector,
-            field_selector=self.field_selector, filter=self.filter)
+            field_selector=self.field_selector, filter=self.filter,
+            shard_selector=self.shard_selector)
 
 
 @dataclass(frozen=True)

@@ -637,6 +637,16 @@ class HubTest(unittest.TestCase):
         watch = self.client.resuming_watch(self.selector(label_selector="app in (web"))
         self.assertCode(self.read(watch).end(), grpc.StatusCode.INVALID_ARGUMENT)
 
+    def test_shard_selectors_split_the_objects_between_them(self):
+        objs = [self.create(f"s{i}") for i in range(8)]
+        self.synced(change(EventType.ADDED, objs[-1]))
+        halves = ["shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')",
+                  "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')"]
+        names = [sorted(o["metadata"]["name"] for o in self.client.snapshot(self.selector(shard_selector=h)).objects)
+                 for h in halves]
+        self.assertEqual(sorted(names[0] + names[1]), sorted(o["metadata"]["name"] for o in objs))
+        self.assertFalse(set(names[0]) & set(names[1]), names)
+
     def test_invalid_filters_fields_and_field_selectors_name_the_field(self):
         cases = {
             "selector.filter": dict(selector=self.selector(filter="object.data.(")),  # a CEL syntax error

@@ -239,13 +239,14 @@ describe('resumingWatch against a scripted hub', () => {
     assert.deepEqual(retries.map((e) => [e.code, e.reason, e.errorInfo.metadata.resume_token]), [[status.UNAUTHENTICATED, 'UNAUTHENTICATED', 't1']]);
   });
 
-  test('every call, re-syncs included, asks for the same filter, fields, includePrevious and objectFormat', async () => {
+  test('every call, re-syncs included, asks for the same filter, shard, fields, includePrevious and objectFormat', async () => {
     hub = await scriptedHub([
       send([event('ADDED', cm('a', 'u1', '1'), '1', 't1'), event('BOOKMARK', '', '1', 't2', true)], status.UNAVAILABLE),
       send([], status.OUT_OF_RANGE),
       send([event('ADDED', cm('a', 'u1', '1'), '9', 'r1'), event('BOOKMARK', '', '9', 'r2', true)]),
     ]);
-    const filtered = { ...selector, labelSelector: 'app=web', fieldSelector: 'metadata.name!=b', filter: 'has(object.data)' };
+    const shardSelector = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
+    const filtered = { ...selector, labelSelector: 'app=web', fieldSelector: 'metadata.name!=b', filter: 'has(object.data)', shardSelector };
     const watch = hub.client.resumingWatch(filtered, {
       sendInitialEvents: true, fields: ['data', 'metadata.labels'], includePrevious: true, objectFormat: 'struct',
     });
@@ -254,7 +255,7 @@ describe('resumingWatch against a scripted hub', () => {
     for (const r of hub.requests) {
       assert.deepEqual(r.selector, {
         group: '', version: 'v1', resource: 'configmaps', namespace: 'ns',
-        labelSelector: 'app=web', fieldSelector: 'metadata.name!=b', filter: 'has(object.data)',
+        labelSelector: 'app=web', fieldSelector: 'metadata.name!=b', filter: 'has(object.data)', shardSelector,
       });
       assert.deepEqual([r.fields, r.includePrevious, r.objectFormat], [['data', 'metadata.labels'], true, 'OBJECT_FORMAT_STRUCT']);
     }
