@@ -17,7 +17,6 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -44,22 +43,12 @@ type protocol struct {
 // protocol and gRPC-Web, in JSON and binary, over HTTP/1.1 and h2c.
 var protocols = []protocol{
 	{"grpc", func(t *testing.T, addr string) informerhubv1.InformerHubServiceClient {
-		return informerhubv1.NewInformerHubServiceClient(dialGRPC(t, addr))
+		return informerhubv1.NewInformerHubServiceClient(dial(t, addr))
 	}},
 	{"connect+json/http1.1", connectDialer(httpOne, connect.WithProtoJSON())},
 	{"connect+proto/h2c", connectDialer(h2c)},
 	{"grpcweb+proto/http1.1", connectDialer(httpOne, connect.WithGRPCWeb())},
 	{"grpcweb+json/h2c", connectDialer(h2c, connect.WithGRPCWeb(), connect.WithProtoJSON())},
-}
-
-func dialGRPC(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
 }
 
 // httpOne and h2c make an HTTP client of one protocol version, with
