@@ -27,7 +27,6 @@ import (
 	"github.com/informerhub/informerhub/informerhub/hubtest"
 	"github.com/informerhub/informerhub/internal/benchusage"
 	"github.com/informerhub/informerhub/server/metrics"
-	"github.com/informerhub/informerhub/server/oneport"
 )
 
 // BenchmarkGRPCFanOut measures Watch streams over loopback TCP: each
@@ -472,22 +471,7 @@ func benchmarkConnectFanOut(b *testing.B, streams int, srv benchServer, v connec
 // oneport.
 func serveOnePortForBench(b *testing.B, streams int) benchServer {
 	srv, bs := newHubForBench(b, streams, false)
-	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
-	srv.Register(g)
-	web := oneport.New(oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(HTTPServices{}), MaxConcurrentStreams: uint32(streams), Logger: discard})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- web.Serve(lis) }()
-	b.Cleanup(func() {
-		web.Close()
-		if err := <-served; err != nil {
-			b.Errorf("serving: %v", err)
-		}
-	})
-	bs.addr = lis.Addr().String()
+	bs.addr = serveOnePort(b, srv, onePortOptions{maxConcurrentStreams: uint32(streams)})
 	return bs
 }
 

@@ -34,12 +34,15 @@ type onePortOptions struct {
 	health      *health.Server                  // grpc.health.v1 from it; nil: none
 	wrap        func(http.Handler) http.Handler // around the HTTP side; nil: none
 	readTimeout time.Duration                   // oneport.Config.ReadTimeout; 0: its default
+	// maxConcurrentStreams is oneport.Config.MaxConcurrentStreams; 0:
+	// its default.
+	maxConcurrentStreams uint32
 }
 
 // serveOnePort serves srv as the binary does (oneport: native gRPC and
 // connect-go on one loopback listener), and returns its address. It stops
 // when the test ends.
-func serveOnePort(t *testing.T, srv *Server, o onePortOptions) string {
+func serveOnePort(t testing.TB, srv *Server, o onePortOptions) string {
 	t.Helper()
 	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
 	srv.Register(g)
@@ -50,7 +53,7 @@ func serveOnePort(t *testing.T, srv *Server, o onePortOptions) string {
 	if o.wrap != nil {
 		h = o.wrap(h)
 	}
-	web := oneport.New(oneport.Config{GRPC: g, HTTP: h, ReadTimeout: o.readTimeout, Logger: discard})
+	web := oneport.New(oneport.Config{GRPC: g, HTTP: h, ReadTimeout: o.readTimeout, MaxConcurrentStreams: o.maxConcurrentStreams, Logger: discard})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
