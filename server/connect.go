@@ -50,6 +50,18 @@ func (c connectService) Snapshot(ctx context.Context, req *connect.Request[infor
 	})
 }
 
+func (c connectService) WatchMany(ctx context.Context, req *connect.Request[informerhubv1.WatchManyRequest], stream *connect.ServerStream[informerhubv1.WatchManyResponse]) error {
+	return c.serveStream(ctx, req, stream.Conn(), func(ss grpc.ServerStream) error {
+		return c.s.WatchMany(req.Msg, &grpc.GenericServerStream[informerhubv1.WatchManyRequest, informerhubv1.WatchManyResponse]{ServerStream: ss})
+	})
+}
+
+func (c connectService) Count(ctx context.Context, req *connect.Request[informerhubv1.CountRequest], stream *connect.ServerStream[informerhubv1.CountResponse]) error {
+	return c.serveStream(ctx, req, stream.Conn(), func(ss grpc.ServerStream) error {
+		return c.s.Count(req.Msg, &grpc.GenericServerStream[informerhubv1.CountRequest, informerhubv1.CountResponse]{ServerStream: ss})
+	})
+}
+
 func (c connectService) ListResources(ctx context.Context, req *connect.Request[informerhubv1.ListResourcesRequest]) (*connect.Response[informerhubv1.ListResourcesResponse], error) {
 	info := &grpc.UnaryServerInfo{Server: c.s, FullMethod: req.Spec().Procedure}
 	resp, err := c.s.interceptors.runUnary(callContext(ctx, req), req.Msg, info, func(ctx context.Context, req any) (any, error) {

@@ -759,9 +759,11 @@ func (x *ListResourcesRequest) GetNamespace() string {
 type ListResourcesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Ordered by group, version and resource.
-	Resources     []*Resource `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Resources []*Resource `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	// The most watches one WatchMany may hold (--max-watches-per-stream).
+	MaxWatchesPerStream uint32 `protobuf:"varint,2,opt,name=max_watches_per_stream,json=maxWatchesPerStream,proto3" json:"max_watches_per_stream,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ListResourcesResponse) Reset() {
@@ -799,6 +801,13 @@ func (x *ListResourcesResponse) GetResources() []*Resource {
 		return x.Resources
 	}
 	return nil
+}
+
+func (x *ListResourcesResponse) GetMaxWatchesPerStream() uint32 {
+	if x != nil {
+		return x.MaxWatchesPerStream
+	}
+	return 0
 }
 
 // Resource is a resource type the cluster serves.
@@ -845,7 +854,11 @@ type Resource struct {
 	RetainedSince           *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=retained_since,json=retainedSince,proto3" json:"retained_since,omitempty"`
 	// Whether the hub records this resource type's history whether or not
 	// anyone watches it (--retain).
-	Retained      bool `protobuf:"varint,15,opt,name=retained,proto3" json:"retained,omitempty"`
+	Retained bool `protobuf:"varint,15,opt,name=retained,proto3" json:"retained,omitempty"`
+	// The fields a shard_selector may hash for this resource type:
+	// "object.metadata.uid", and "object.metadata.namespace" for namespaced
+	// types.
+	ShardFields   []string `protobuf:"bytes,16,rep,name=shard_fields,json=shardFields,proto3" json:"shard_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -985,6 +998,284 @@ func (x *Resource) GetRetained() bool {
 	return false
 }
 
+func (x *Resource) GetShardFields() []string {
+	if x != nil {
+		return x.ShardFields
+	}
+	return nil
+}
+
+// WatchManyRequest starts a WatchMany.
+type WatchManyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The watches, each as Watch takes it: at least one, at most
+	// --max-watches-per-stream. Two watches may be of the same resource type.
+	Watches []*WatchRequest `protobuf:"bytes,1,rep,name=watches,proto3" json:"watches,omitempty"`
+	// A WatchManyResponse's resume_token (or the stream's "resume-token"
+	// header): resumes every watch exactly after it, whether or not its
+	// initial events were over, however send_initial_events is set now.
+	// The token's watches are matched to the request's by what they select
+	// (resource type, namespace, and label, field, shard selectors and
+	// filter), in order among those that select the same: so a request may
+	// drop watches, add some, or change one's selector, and resume the rest.
+	// A watch the token does not hold starts as its own fields say (its
+	// resume_token, send_initial_events, or now); a watch the token holds
+	// must not have a resume_token of its own. Empty: every watch starts as
+	// its own fields say.
+	ResumeToken   string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchManyRequest) Reset() {
+	*x = WatchManyRequest{}
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchManyRequest) ProtoMessage() {}
+
+func (x *WatchManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchManyRequest.ProtoReflect.Descriptor instead.
+func (*WatchManyRequest) Descriptor() ([]byte, []int) {
+	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WatchManyRequest) GetWatches() []*WatchRequest {
+	if x != nil {
+		return x.Watches
+	}
+	return nil
+}
+
+func (x *WatchManyRequest) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+// WatchManyResponse is one event of a WatchMany.
+type WatchManyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which of the request's watches the event belongs to, from 0.
+	Index uint32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The event, as Watch would send it; its resume_token resumes that watch
+	// alone.
+	Event *WatchResponse `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	// Resumes all the watches exactly after this response.
+	ResumeToken string `protobuf:"bytes,3,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// Set on the response that carries the last initial-events-end BOOKMARK
+	// of the watches that sent initial events: every watch's initial events
+	// have been sent, and changes follow.
+	InitialEventsEnd bool `protobuf:"varint,4,opt,name=initial_events_end,json=initialEventsEnd,proto3" json:"initial_events_end,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *WatchManyResponse) Reset() {
+	*x = WatchManyResponse{}
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchManyResponse) ProtoMessage() {}
+
+func (x *WatchManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchManyResponse.ProtoReflect.Descriptor instead.
+func (*WatchManyResponse) Descriptor() ([]byte, []int) {
+	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *WatchManyResponse) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *WatchManyResponse) GetEvent() *WatchResponse {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchManyResponse) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *WatchManyResponse) GetInitialEventsEnd() bool {
+	if x != nil {
+		return x.InitialEventsEnd
+	}
+	return false
+}
+
+// CountRequest starts a Count.
+type CountRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What to count: everything a Watch selector takes (namespace, label,
+	// field and shard selectors, filter). Required.
+	Selector *ResourceSelector `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	// How to group the objects: "" (the total only), "namespace",
+	// "label:<key>" (by the value of that label, e.g.
+	// "label:app.kubernetes.io/name"), or a path into the object as
+	// WatchRequest.fields takes it, e.g. "status.phase" or
+	// `metadata.annotations["example.com/team"]`. A path's value groups as
+	// the string it is, or as its JSON for a number, a boolean, an object or
+	// a list (a path through a list gives the list of its values).
+	GroupBy       string `protobuf:"bytes,2,opt,name=group_by,json=groupBy,proto3" json:"group_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountRequest) Reset() {
+	*x = CountRequest{}
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountRequest) ProtoMessage() {}
+
+func (x *CountRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountRequest.ProtoReflect.Descriptor instead.
+func (*CountRequest) Descriptor() ([]byte, []int) {
+	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CountRequest) GetSelector() *ResourceSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *CountRequest) GetGroupBy() string {
+	if x != nil {
+		return x.GroupBy
+	}
+	return ""
+}
+
+// CountResponse is the counts at one point in time.
+type CountResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Objects per group value; "" for objects without the label or path (or
+	// with null there). Empty when group_by is "". Groups that fall to zero
+	// are left out.
+	Groups map[string]uint64 `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// All the matching objects.
+	Total uint64 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	// The Kubernetes resourceVersion of the state these counts describe.
+	// Informational.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CountResponse) Reset() {
+	*x = CountResponse{}
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountResponse) ProtoMessage() {}
+
+func (x *CountResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountResponse.ProtoReflect.Descriptor instead.
+func (*CountResponse) Descriptor() ([]byte, []int) {
+	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CountResponse) GetGroups() map[string]uint64 {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *CountResponse) GetTotal() uint64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *CountResponse) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
 var File_informerhub_v1_informerhub_proto protoreflect.FileDescriptor
 
 const file_informerhub_v1_informerhub_proto_rawDesc = "" +
@@ -1031,9 +1322,10 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\x0eobject_structs\x18\x05 \x03(\v2\x17.google.protobuf.StructR\robjectStructs\x12#\n" +
 	"\rfilter_errors\x18\x06 \x03(\tR\ffilterErrors\"4\n" +
 	"\x14ListResourcesRequest\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"O\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"\x84\x01\n" +
 	"\x15ListResourcesResponse\x126\n" +
-	"\tresources\x18\x01 \x03(\v2\x18.informerhub.v1.ResourceR\tresources\"\xca\x04\n" +
+	"\tresources\x18\x01 \x03(\v2\x18.informerhub.v1.ResourceR\tresources\x123\n" +
+	"\x16max_watches_per_stream\x18\x02 \x01(\rR\x13maxWatchesPerStream\"\xed\x04\n" +
 	"\bResource\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1052,7 +1344,26 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\x11selectable_fields\x18\f \x03(\tR\x10selectableFields\x12:\n" +
 	"\x19retained_resource_version\x18\r \x01(\tR\x17retainedResourceVersion\x12A\n" +
 	"\x0eretained_since\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\rretainedSince\x12\x1a\n" +
-	"\bretained\x18\x0f \x01(\bR\bretained*G\n" +
+	"\bretained\x18\x0f \x01(\bR\bretained\x12!\n" +
+	"\fshard_fields\x18\x10 \x03(\tR\vshardFields\"m\n" +
+	"\x10WatchManyRequest\x126\n" +
+	"\awatches\x18\x01 \x03(\v2\x1c.informerhub.v1.WatchRequestR\awatches\x12!\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\xaf\x01\n" +
+	"\x11WatchManyResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x123\n" +
+	"\x05event\x18\x02 \x01(\v2\x1d.informerhub.v1.WatchResponseR\x05event\x12!\n" +
+	"\fresume_token\x18\x03 \x01(\tR\vresumeToken\x12,\n" +
+	"\x12initial_events_end\x18\x04 \x01(\bR\x10initialEventsEnd\"g\n" +
+	"\fCountRequest\x12<\n" +
+	"\bselector\x18\x01 \x01(\v2 .informerhub.v1.ResourceSelectorR\bselector\x12\x19\n" +
+	"\bgroup_by\x18\x02 \x01(\tR\agroupBy\"\xce\x01\n" +
+	"\rCountResponse\x12A\n" +
+	"\x06groups\x18\x01 \x03(\v2).informerhub.v1.CountResponse.GroupsEntryR\x06groups\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x04R\x05total\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\x1a9\n" +
+	"\vGroupsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01*G\n" +
 	"\fObjectFormat\x12\x1d\n" +
 	"\x19OBJECT_FORMAT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OBJECT_FORMAT_STRUCT\x10\x01*\x87\x01\n" +
@@ -1061,11 +1372,13 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\x10EVENT_TYPE_ADDED\x10\x01\x12\x17\n" +
 	"\x13EVENT_TYPE_MODIFIED\x10\x02\x12\x16\n" +
 	"\x12EVENT_TYPE_DELETED\x10\x03\x12\x17\n" +
-	"\x13EVENT_TYPE_BOOKMARK\x10\x042\x8b\x02\n" +
+	"\x13EVENT_TYPE_BOOKMARK\x10\x042\xa7\x03\n" +
 	"\x12InformerHubService\x12F\n" +
 	"\x05Watch\x12\x1c.informerhub.v1.WatchRequest\x1a\x1d.informerhub.v1.WatchResponse0\x01\x12O\n" +
 	"\bSnapshot\x12\x1f.informerhub.v1.SnapshotRequest\x1a .informerhub.v1.SnapshotResponse0\x01\x12\\\n" +
-	"\rListResources\x12$.informerhub.v1.ListResourcesRequest\x1a%.informerhub.v1.ListResourcesResponseB\xc4\x01\n" +
+	"\rListResources\x12$.informerhub.v1.ListResourcesRequest\x1a%.informerhub.v1.ListResourcesResponse\x12R\n" +
+	"\tWatchMany\x12 .informerhub.v1.WatchManyRequest\x1a!.informerhub.v1.WatchManyResponse0\x01\x12F\n" +
+	"\x05Count\x12\x1c.informerhub.v1.CountRequest\x1a\x1d.informerhub.v1.CountResponse0\x01B\xc4\x01\n" +
 	"\x12com.informerhub.v1B\x10InformerhubProtoP\x01ZCgithub.com/informerhub/informerhub/gen/informerhub/v1;informerhubv1\xa2\x02\x03IXX\xaa\x02\x0eInformerhub.V1\xca\x02\x0eInformerhub\\V1\xe2\x02\x1aInformerhub\\V1\\GPBMetadata\xea\x02\x0fInformerhub::V1b\x06proto3"
 
 var (
@@ -1081,7 +1394,7 @@ func file_informerhub_v1_informerhub_proto_rawDescGZIP() []byte {
 }
 
 var file_informerhub_v1_informerhub_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_informerhub_v1_informerhub_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_informerhub_v1_informerhub_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_informerhub_v1_informerhub_proto_goTypes = []any{
 	(ObjectFormat)(0),             // 0: informerhub.v1.ObjectFormat
 	(EventType)(0),                // 1: informerhub.v1.EventType
@@ -1093,31 +1406,44 @@ var file_informerhub_v1_informerhub_proto_goTypes = []any{
 	(*ListResourcesRequest)(nil),  // 7: informerhub.v1.ListResourcesRequest
 	(*ListResourcesResponse)(nil), // 8: informerhub.v1.ListResourcesResponse
 	(*Resource)(nil),              // 9: informerhub.v1.Resource
-	(*structpb.Struct)(nil),       // 10: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*WatchManyRequest)(nil),      // 10: informerhub.v1.WatchManyRequest
+	(*WatchManyResponse)(nil),     // 11: informerhub.v1.WatchManyResponse
+	(*CountRequest)(nil),          // 12: informerhub.v1.CountRequest
+	(*CountResponse)(nil),         // 13: informerhub.v1.CountResponse
+	nil,                           // 14: informerhub.v1.CountResponse.GroupsEntry
+	(*structpb.Struct)(nil),       // 15: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_informerhub_v1_informerhub_proto_depIdxs = []int32{
 	2,  // 0: informerhub.v1.WatchRequest.selector:type_name -> informerhub.v1.ResourceSelector
 	0,  // 1: informerhub.v1.WatchRequest.object_format:type_name -> informerhub.v1.ObjectFormat
 	1,  // 2: informerhub.v1.WatchResponse.type:type_name -> informerhub.v1.EventType
-	10, // 3: informerhub.v1.WatchResponse.object_struct:type_name -> google.protobuf.Struct
-	10, // 4: informerhub.v1.WatchResponse.previous_object_struct:type_name -> google.protobuf.Struct
+	15, // 3: informerhub.v1.WatchResponse.object_struct:type_name -> google.protobuf.Struct
+	15, // 4: informerhub.v1.WatchResponse.previous_object_struct:type_name -> google.protobuf.Struct
 	2,  // 5: informerhub.v1.SnapshotRequest.selector:type_name -> informerhub.v1.ResourceSelector
 	0,  // 6: informerhub.v1.SnapshotRequest.object_format:type_name -> informerhub.v1.ObjectFormat
-	10, // 7: informerhub.v1.SnapshotResponse.object_structs:type_name -> google.protobuf.Struct
+	15, // 7: informerhub.v1.SnapshotResponse.object_structs:type_name -> google.protobuf.Struct
 	9,  // 8: informerhub.v1.ListResourcesResponse.resources:type_name -> informerhub.v1.Resource
-	11, // 9: informerhub.v1.Resource.retained_since:type_name -> google.protobuf.Timestamp
-	3,  // 10: informerhub.v1.InformerHubService.Watch:input_type -> informerhub.v1.WatchRequest
-	5,  // 11: informerhub.v1.InformerHubService.Snapshot:input_type -> informerhub.v1.SnapshotRequest
-	7,  // 12: informerhub.v1.InformerHubService.ListResources:input_type -> informerhub.v1.ListResourcesRequest
-	4,  // 13: informerhub.v1.InformerHubService.Watch:output_type -> informerhub.v1.WatchResponse
-	6,  // 14: informerhub.v1.InformerHubService.Snapshot:output_type -> informerhub.v1.SnapshotResponse
-	8,  // 15: informerhub.v1.InformerHubService.ListResources:output_type -> informerhub.v1.ListResourcesResponse
-	13, // [13:16] is the sub-list for method output_type
-	10, // [10:13] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	16, // 9: informerhub.v1.Resource.retained_since:type_name -> google.protobuf.Timestamp
+	3,  // 10: informerhub.v1.WatchManyRequest.watches:type_name -> informerhub.v1.WatchRequest
+	4,  // 11: informerhub.v1.WatchManyResponse.event:type_name -> informerhub.v1.WatchResponse
+	2,  // 12: informerhub.v1.CountRequest.selector:type_name -> informerhub.v1.ResourceSelector
+	14, // 13: informerhub.v1.CountResponse.groups:type_name -> informerhub.v1.CountResponse.GroupsEntry
+	3,  // 14: informerhub.v1.InformerHubService.Watch:input_type -> informerhub.v1.WatchRequest
+	5,  // 15: informerhub.v1.InformerHubService.Snapshot:input_type -> informerhub.v1.SnapshotRequest
+	7,  // 16: informerhub.v1.InformerHubService.ListResources:input_type -> informerhub.v1.ListResourcesRequest
+	10, // 17: informerhub.v1.InformerHubService.WatchMany:input_type -> informerhub.v1.WatchManyRequest
+	12, // 18: informerhub.v1.InformerHubService.Count:input_type -> informerhub.v1.CountRequest
+	4,  // 19: informerhub.v1.InformerHubService.Watch:output_type -> informerhub.v1.WatchResponse
+	6,  // 20: informerhub.v1.InformerHubService.Snapshot:output_type -> informerhub.v1.SnapshotResponse
+	8,  // 21: informerhub.v1.InformerHubService.ListResources:output_type -> informerhub.v1.ListResourcesResponse
+	11, // 22: informerhub.v1.InformerHubService.WatchMany:output_type -> informerhub.v1.WatchManyResponse
+	13, // 23: informerhub.v1.InformerHubService.Count:output_type -> informerhub.v1.CountResponse
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_informerhub_v1_informerhub_proto_init() }
@@ -1131,7 +1457,7 @@ func file_informerhub_v1_informerhub_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_informerhub_v1_informerhub_proto_rawDesc), len(file_informerhub_v1_informerhub_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   8,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,8 @@ const (
 	InformerHubService_Watch_FullMethodName         = "/informerhub.v1.InformerHubService/Watch"
 	InformerHubService_Snapshot_FullMethodName      = "/informerhub.v1.InformerHubService/Snapshot"
 	InformerHubService_ListResources_FullMethodName = "/informerhub.v1.InformerHubService/ListResources"
+	InformerHubService_WatchMany_FullMethodName     = "/informerhub.v1.InformerHubService/WatchMany"
+	InformerHubService_Count_FullMethodName         = "/informerhub.v1.InformerHubService/Count"
 )
 
 // InformerHubServiceClient is the client API for InformerHubService service.
@@ -231,6 +233,44 @@ type InformerHubServiceClient interface {
 	// watch (in the request's namespace, or cluster-wide), with the hub's
 	// activity for each.
 	ListResources(ctx context.Context, in *ListResourcesRequest, opts ...grpc.CallOption) (*ListResourcesResponse, error)
+	// WatchMany streams several watches on one stream: each of the request's
+	// watches as Watch would stream it, authorized, validated and limited as
+	// a Watch (each counts as one stream against
+	// --max-subscriptions-per-identity), their events interleaved as they
+	// happen, each watch's in its own order. Up to --max-watches-per-stream
+	// watches (ListResourcesResponse.max_watches_per_stream).
+	//
+	// Watches with send_initial_events send their initial events first, in
+	// the order of the watches, before any other event of any watch; the
+	// response that carries the last watch's initial-events-end BOOKMARK has
+	// initial_events_end set. Then every watch's changes follow.
+	//
+	// Every response carries a resume_token that resumes all the watches
+	// exactly after it, across hub restarts and replicas, as Watch tokens do;
+	// header "resume-token" holds the token of the position the stream
+	// starts from. The event's own resume_token resumes its watch alone, with
+	// Watch or as that watch's resume_token in a WatchMany.
+	//
+	// A watch that can no longer be served (its access revoked, its
+	// credentials expired, its client too slow for its resource type, its
+	// informer stopped) ends the whole stream with the status a Watch would
+	// end with, whose ErrorInfo carries metadata "index" (the watch's
+	// position in the request) and "resume_token" (a WatchManyResponse
+	// token). A request that fails at the call for one watch's sake
+	// (INVALID_ARGUMENT, PERMISSION_DENIED, NOT_FOUND...) carries "index"
+	// too, and its BadRequest names the field as "watches[<index>].<field>".
+	// Drop or fix that watch, and resume the rest with the last
+	// WatchManyResponse token: see WatchManyRequest.resume_token.
+	WatchMany(ctx context.Context, in *WatchManyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchManyResponse], error)
+	// Count streams how many objects match a selector, per group: the
+	// current counts first, then new counts whenever they change, at most
+	// once per --count-interval (one second by default). Counts are kept up
+	// to date from each change, never by listing again, and callers with the
+	// same request share them. A caller counts only what it may list and
+	// watch: a Count needs the access a Watch with the same selector needs
+	// (in the selector's namespace, or cluster-wide without one), and each
+	// Count stream counts against --max-subscriptions-per-identity.
+	Count(ctx context.Context, in *CountRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CountResponse], error)
 }
 
 type informerHubServiceClient struct {
@@ -288,6 +328,44 @@ func (c *informerHubServiceClient) ListResources(ctx context.Context, in *ListRe
 	}
 	return out, nil
 }
+
+func (c *informerHubServiceClient) WatchMany(ctx context.Context, in *WatchManyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchManyResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &InformerHubService_ServiceDesc.Streams[2], InformerHubService_WatchMany_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchManyRequest, WatchManyResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type InformerHubService_WatchManyClient = grpc.ServerStreamingClient[WatchManyResponse]
+
+func (c *informerHubServiceClient) Count(ctx context.Context, in *CountRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CountResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &InformerHubService_ServiceDesc.Streams[3], InformerHubService_Count_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CountRequest, CountResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type InformerHubService_CountClient = grpc.ServerStreamingClient[CountResponse]
 
 // InformerHubServiceServer is the server API for InformerHubService service.
 // All implementations must embed UnimplementedInformerHubServiceServer
@@ -496,6 +574,44 @@ type InformerHubServiceServer interface {
 	// watch (in the request's namespace, or cluster-wide), with the hub's
 	// activity for each.
 	ListResources(context.Context, *ListResourcesRequest) (*ListResourcesResponse, error)
+	// WatchMany streams several watches on one stream: each of the request's
+	// watches as Watch would stream it, authorized, validated and limited as
+	// a Watch (each counts as one stream against
+	// --max-subscriptions-per-identity), their events interleaved as they
+	// happen, each watch's in its own order. Up to --max-watches-per-stream
+	// watches (ListResourcesResponse.max_watches_per_stream).
+	//
+	// Watches with send_initial_events send their initial events first, in
+	// the order of the watches, before any other event of any watch; the
+	// response that carries the last watch's initial-events-end BOOKMARK has
+	// initial_events_end set. Then every watch's changes follow.
+	//
+	// Every response carries a resume_token that resumes all the watches
+	// exactly after it, across hub restarts and replicas, as Watch tokens do;
+	// header "resume-token" holds the token of the position the stream
+	// starts from. The event's own resume_token resumes its watch alone, with
+	// Watch or as that watch's resume_token in a WatchMany.
+	//
+	// A watch that can no longer be served (its access revoked, its
+	// credentials expired, its client too slow for its resource type, its
+	// informer stopped) ends the whole stream with the status a Watch would
+	// end with, whose ErrorInfo carries metadata "index" (the watch's
+	// position in the request) and "resume_token" (a WatchManyResponse
+	// token). A request that fails at the call for one watch's sake
+	// (INVALID_ARGUMENT, PERMISSION_DENIED, NOT_FOUND...) carries "index"
+	// too, and its BadRequest names the field as "watches[<index>].<field>".
+	// Drop or fix that watch, and resume the rest with the last
+	// WatchManyResponse token: see WatchManyRequest.resume_token.
+	WatchMany(*WatchManyRequest, grpc.ServerStreamingServer[WatchManyResponse]) error
+	// Count streams how many objects match a selector, per group: the
+	// current counts first, then new counts whenever they change, at most
+	// once per --count-interval (one second by default). Counts are kept up
+	// to date from each change, never by listing again, and callers with the
+	// same request share them. A caller counts only what it may list and
+	// watch: a Count needs the access a Watch with the same selector needs
+	// (in the selector's namespace, or cluster-wide without one), and each
+	// Count stream counts against --max-subscriptions-per-identity.
+	Count(*CountRequest, grpc.ServerStreamingServer[CountResponse]) error
 	mustEmbedUnimplementedInformerHubServiceServer()
 }
 
@@ -514,6 +630,12 @@ func (UnimplementedInformerHubServiceServer) Snapshot(*SnapshotRequest, grpc.Ser
 }
 func (UnimplementedInformerHubServiceServer) ListResources(context.Context, *ListResourcesRequest) (*ListResourcesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListResources not implemented")
+}
+func (UnimplementedInformerHubServiceServer) WatchMany(*WatchManyRequest, grpc.ServerStreamingServer[WatchManyResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchMany not implemented")
+}
+func (UnimplementedInformerHubServiceServer) Count(*CountRequest, grpc.ServerStreamingServer[CountResponse]) error {
+	return status.Error(codes.Unimplemented, "method Count not implemented")
 }
 func (UnimplementedInformerHubServiceServer) mustEmbedUnimplementedInformerHubServiceServer() {}
 func (UnimplementedInformerHubServiceServer) testEmbeddedByValue()                            {}
@@ -576,6 +698,28 @@ func _InformerHubService_ListResources_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _InformerHubService_WatchMany_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchManyRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(InformerHubServiceServer).WatchMany(m, &grpc.GenericServerStream[WatchManyRequest, WatchManyResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type InformerHubService_WatchManyServer = grpc.ServerStreamingServer[WatchManyResponse]
+
+func _InformerHubService_Count_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CountRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(InformerHubServiceServer).Count(m, &grpc.GenericServerStream[CountRequest, CountResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type InformerHubService_CountServer = grpc.ServerStreamingServer[CountResponse]
+
 // InformerHubService_ServiceDesc is the grpc.ServiceDesc for InformerHubService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -597,6 +741,16 @@ var InformerHubService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Snapshot",
 			Handler:       _InformerHubService_Snapshot_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchMany",
+			Handler:       _InformerHubService_WatchMany_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Count",
+			Handler:       _InformerHubService_Count_Handler,
 			ServerStreams: true,
 		},
 	},

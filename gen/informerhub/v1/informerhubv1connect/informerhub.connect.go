@@ -42,6 +42,12 @@ const (
 	// InformerHubServiceListResourcesProcedure is the fully-qualified name of the InformerHubService's
 	// ListResources RPC.
 	InformerHubServiceListResourcesProcedure = "/informerhub.v1.InformerHubService/ListResources"
+	// InformerHubServiceWatchManyProcedure is the fully-qualified name of the InformerHubService's
+	// WatchMany RPC.
+	InformerHubServiceWatchManyProcedure = "/informerhub.v1.InformerHubService/WatchMany"
+	// InformerHubServiceCountProcedure is the fully-qualified name of the InformerHubService's Count
+	// RPC.
+	InformerHubServiceCountProcedure = "/informerhub.v1.InformerHubService/Count"
 )
 
 // InformerHubServiceClient is a client for the informerhub.v1.InformerHubService service.
@@ -71,6 +77,44 @@ type InformerHubServiceClient interface {
 	// watch (in the request's namespace, or cluster-wide), with the hub's
 	// activity for each.
 	ListResources(context.Context, *connect.Request[v1.ListResourcesRequest]) (*connect.Response[v1.ListResourcesResponse], error)
+	// WatchMany streams several watches on one stream: each of the request's
+	// watches as Watch would stream it, authorized, validated and limited as
+	// a Watch (each counts as one stream against
+	// --max-subscriptions-per-identity), their events interleaved as they
+	// happen, each watch's in its own order. Up to --max-watches-per-stream
+	// watches (ListResourcesResponse.max_watches_per_stream).
+	//
+	// Watches with send_initial_events send their initial events first, in
+	// the order of the watches, before any other event of any watch; the
+	// response that carries the last watch's initial-events-end BOOKMARK has
+	// initial_events_end set. Then every watch's changes follow.
+	//
+	// Every response carries a resume_token that resumes all the watches
+	// exactly after it, across hub restarts and replicas, as Watch tokens do;
+	// header "resume-token" holds the token of the position the stream
+	// starts from. The event's own resume_token resumes its watch alone, with
+	// Watch or as that watch's resume_token in a WatchMany.
+	//
+	// A watch that can no longer be served (its access revoked, its
+	// credentials expired, its client too slow for its resource type, its
+	// informer stopped) ends the whole stream with the status a Watch would
+	// end with, whose ErrorInfo carries metadata "index" (the watch's
+	// position in the request) and "resume_token" (a WatchManyResponse
+	// token). A request that fails at the call for one watch's sake
+	// (INVALID_ARGUMENT, PERMISSION_DENIED, NOT_FOUND...) carries "index"
+	// too, and its BadRequest names the field as "watches[<index>].<field>".
+	// Drop or fix that watch, and resume the rest with the last
+	// WatchManyResponse token: see WatchManyRequest.resume_token.
+	WatchMany(context.Context, *connect.Request[v1.WatchManyRequest]) (*connect.ServerStreamForClient[v1.WatchManyResponse], error)
+	// Count streams how many objects match a selector, per group: the
+	// current counts first, then new counts whenever they change, at most
+	// once per --count-interval (one second by default). Counts are kept up
+	// to date from each change, never by listing again, and callers with the
+	// same request share them. A caller counts only what it may list and
+	// watch: a Count needs the access a Watch with the same selector needs
+	// (in the selector's namespace, or cluster-wide without one), and each
+	// Count stream counts against --max-subscriptions-per-identity.
+	Count(context.Context, *connect.Request[v1.CountRequest]) (*connect.ServerStreamForClient[v1.CountResponse], error)
 }
 
 // NewInformerHubServiceClient constructs a client for the informerhub.v1.InformerHubService
@@ -102,6 +146,18 @@ func NewInformerHubServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(informerHubServiceMethods.ByName("ListResources")),
 			connect.WithClientOptions(opts...),
 		),
+		watchMany: connect.NewClient[v1.WatchManyRequest, v1.WatchManyResponse](
+			httpClient,
+			baseURL+InformerHubServiceWatchManyProcedure,
+			connect.WithSchema(informerHubServiceMethods.ByName("WatchMany")),
+			connect.WithClientOptions(opts...),
+		),
+		count: connect.NewClient[v1.CountRequest, v1.CountResponse](
+			httpClient,
+			baseURL+InformerHubServiceCountProcedure,
+			connect.WithSchema(informerHubServiceMethods.ByName("Count")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -110,6 +166,8 @@ type informerHubServiceClient struct {
 	watch         *connect.Client[v1.WatchRequest, v1.WatchResponse]
 	snapshot      *connect.Client[v1.SnapshotRequest, v1.SnapshotResponse]
 	listResources *connect.Client[v1.ListResourcesRequest, v1.ListResourcesResponse]
+	watchMany     *connect.Client[v1.WatchManyRequest, v1.WatchManyResponse]
+	count         *connect.Client[v1.CountRequest, v1.CountResponse]
 }
 
 // Watch calls informerhub.v1.InformerHubService.Watch.
@@ -125,6 +183,16 @@ func (c *informerHubServiceClient) Snapshot(ctx context.Context, req *connect.Re
 // ListResources calls informerhub.v1.InformerHubService.ListResources.
 func (c *informerHubServiceClient) ListResources(ctx context.Context, req *connect.Request[v1.ListResourcesRequest]) (*connect.Response[v1.ListResourcesResponse], error) {
 	return c.listResources.CallUnary(ctx, req)
+}
+
+// WatchMany calls informerhub.v1.InformerHubService.WatchMany.
+func (c *informerHubServiceClient) WatchMany(ctx context.Context, req *connect.Request[v1.WatchManyRequest]) (*connect.ServerStreamForClient[v1.WatchManyResponse], error) {
+	return c.watchMany.CallServerStream(ctx, req)
+}
+
+// Count calls informerhub.v1.InformerHubService.Count.
+func (c *informerHubServiceClient) Count(ctx context.Context, req *connect.Request[v1.CountRequest]) (*connect.ServerStreamForClient[v1.CountResponse], error) {
+	return c.count.CallServerStream(ctx, req)
 }
 
 // InformerHubServiceHandler is an implementation of the informerhub.v1.InformerHubService service.
@@ -154,6 +222,44 @@ type InformerHubServiceHandler interface {
 	// watch (in the request's namespace, or cluster-wide), with the hub's
 	// activity for each.
 	ListResources(context.Context, *connect.Request[v1.ListResourcesRequest]) (*connect.Response[v1.ListResourcesResponse], error)
+	// WatchMany streams several watches on one stream: each of the request's
+	// watches as Watch would stream it, authorized, validated and limited as
+	// a Watch (each counts as one stream against
+	// --max-subscriptions-per-identity), their events interleaved as they
+	// happen, each watch's in its own order. Up to --max-watches-per-stream
+	// watches (ListResourcesResponse.max_watches_per_stream).
+	//
+	// Watches with send_initial_events send their initial events first, in
+	// the order of the watches, before any other event of any watch; the
+	// response that carries the last watch's initial-events-end BOOKMARK has
+	// initial_events_end set. Then every watch's changes follow.
+	//
+	// Every response carries a resume_token that resumes all the watches
+	// exactly after it, across hub restarts and replicas, as Watch tokens do;
+	// header "resume-token" holds the token of the position the stream
+	// starts from. The event's own resume_token resumes its watch alone, with
+	// Watch or as that watch's resume_token in a WatchMany.
+	//
+	// A watch that can no longer be served (its access revoked, its
+	// credentials expired, its client too slow for its resource type, its
+	// informer stopped) ends the whole stream with the status a Watch would
+	// end with, whose ErrorInfo carries metadata "index" (the watch's
+	// position in the request) and "resume_token" (a WatchManyResponse
+	// token). A request that fails at the call for one watch's sake
+	// (INVALID_ARGUMENT, PERMISSION_DENIED, NOT_FOUND...) carries "index"
+	// too, and its BadRequest names the field as "watches[<index>].<field>".
+	// Drop or fix that watch, and resume the rest with the last
+	// WatchManyResponse token: see WatchManyRequest.resume_token.
+	WatchMany(context.Context, *connect.Request[v1.WatchManyRequest], *connect.ServerStream[v1.WatchManyResponse]) error
+	// Count streams how many objects match a selector, per group: the
+	// current counts first, then new counts whenever they change, at most
+	// once per --count-interval (one second by default). Counts are kept up
+	// to date from each change, never by listing again, and callers with the
+	// same request share them. A caller counts only what it may list and
+	// watch: a Count needs the access a Watch with the same selector needs
+	// (in the selector's namespace, or cluster-wide without one), and each
+	// Count stream counts against --max-subscriptions-per-identity.
+	Count(context.Context, *connect.Request[v1.CountRequest], *connect.ServerStream[v1.CountResponse]) error
 }
 
 // NewInformerHubServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -181,6 +287,18 @@ func NewInformerHubServiceHandler(svc InformerHubServiceHandler, opts ...connect
 		connect.WithSchema(informerHubServiceMethods.ByName("ListResources")),
 		connect.WithHandlerOptions(opts...),
 	)
+	informerHubServiceWatchManyHandler := connect.NewServerStreamHandler(
+		InformerHubServiceWatchManyProcedure,
+		svc.WatchMany,
+		connect.WithSchema(informerHubServiceMethods.ByName("WatchMany")),
+		connect.WithHandlerOptions(opts...),
+	)
+	informerHubServiceCountHandler := connect.NewServerStreamHandler(
+		InformerHubServiceCountProcedure,
+		svc.Count,
+		connect.WithSchema(informerHubServiceMethods.ByName("Count")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/informerhub.v1.InformerHubService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case InformerHubServiceWatchProcedure:
@@ -189,6 +307,10 @@ func NewInformerHubServiceHandler(svc InformerHubServiceHandler, opts ...connect
 			informerHubServiceSnapshotHandler.ServeHTTP(w, r)
 		case InformerHubServiceListResourcesProcedure:
 			informerHubServiceListResourcesHandler.ServeHTTP(w, r)
+		case InformerHubServiceWatchManyProcedure:
+			informerHubServiceWatchManyHandler.ServeHTTP(w, r)
+		case InformerHubServiceCountProcedure:
+			informerHubServiceCountHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -208,4 +330,12 @@ func (UnimplementedInformerHubServiceHandler) Snapshot(context.Context, *connect
 
 func (UnimplementedInformerHubServiceHandler) ListResources(context.Context, *connect.Request[v1.ListResourcesRequest]) (*connect.Response[v1.ListResourcesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("informerhub.v1.InformerHubService.ListResources is not implemented"))
+}
+
+func (UnimplementedInformerHubServiceHandler) WatchMany(context.Context, *connect.Request[v1.WatchManyRequest], *connect.ServerStream[v1.WatchManyResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("informerhub.v1.InformerHubService.WatchMany is not implemented"))
+}
+
+func (UnimplementedInformerHubServiceHandler) Count(context.Context, *connect.Request[v1.CountRequest], *connect.ServerStream[v1.CountResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("informerhub.v1.InformerHubService.Count is not implemented"))
 }

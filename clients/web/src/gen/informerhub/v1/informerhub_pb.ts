@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file informerhub/v1/informerhub.proto.
  */
 export const file_informerhub_v1_informerhub: GenFile = /*@__PURE__*/
-  fileDesc("CiBpbmZvcm1lcmh1Yi92MS9pbmZvcm1lcmh1Yi5wcm90bxIOaW5mb3JtZXJodWIudjEirwEKEFJlc291cmNlU2VsZWN0b3ISDQoFZ3JvdXAYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIQCghyZXNvdXJjZRgDIAEoCRIRCgluYW1lc3BhY2UYBCABKAkSFgoObGFiZWxfc2VsZWN0b3IYBSABKAkSFgoOZmllbGRfc2VsZWN0b3IYBiABKAkSDgoGZmlsdGVyGAcgASgJEhYKDnNoYXJkX3NlbGVjdG9yGAggASgJItQBCgxXYXRjaFJlcXVlc3QSMgoIc2VsZWN0b3IYASABKAsyIC5pbmZvcm1lcmh1Yi52MS5SZXNvdXJjZVNlbGVjdG9yEhQKDHJlc3VtZV90b2tlbhgCIAEoCRIbChNzZW5kX2luaXRpYWxfZXZlbnRzGAMgASgIEg4KBmZpZWxkcxgEIAMoCRIYChBpbmNsdWRlX3ByZXZpb3VzGAUgASgIEjMKDW9iamVjdF9mb3JtYXQYBiABKA4yHC5pbmZvcm1lcmh1Yi52MS5PYmplY3RGb3JtYXQiwQIKDVdhdGNoUmVzcG9uc2USJwoEdHlwZRgBIAEoDjIZLmluZm9ybWVyaHViLnYxLkV2ZW50VHlwZRIOCgZvYmplY3QYAiABKAkSFAoMcmVzdW1lX3Rva2VuGAMgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YBCABKAkSGgoSaW5pdGlhbF9ldmVudHNfZW5kGAUgASgIEhcKD3ByZXZpb3VzX29iamVjdBgGIAEoCRIuCg1vYmplY3Rfc3RydWN0GAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChZwcmV2aW91c19vYmplY3Rfc3RydWN0GAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBITCgtmcm9tX3JlbGlzdBgJIAEoCBIUCgxmaWx0ZXJfZXJyb3IYCiABKAkiigEKD1NuYXBzaG90UmVxdWVzdBIyCghzZWxlY3RvchgBIAEoCzIgLmluZm9ybWVyaHViLnYxLlJlc291cmNlU2VsZWN0b3ISDgoGZmllbGRzGAIgAygJEjMKDW9iamVjdF9mb3JtYXQYAyABKA4yHC5pbmZvcm1lcmh1Yi52MS5PYmplY3RGb3JtYXQiqQEKEFNuYXBzaG90UmVzcG9uc2USDwoHb2JqZWN0cxgBIAMoCRIUCgxyZXN1bWVfdG9rZW4YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIMCgRsYXN0GAQgASgIEi8KDm9iamVjdF9zdHJ1Y3RzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1maWx0ZXJfZXJyb3JzGAYgAygJIikKFExpc3RSZXNvdXJjZXNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCSJEChVMaXN0UmVzb3VyY2VzUmVzcG9uc2USKwoJcmVzb3VyY2VzGAEgAygLMhguaW5mb3JtZXJodWIudjEuUmVzb3VyY2Ui+QIKCFJlc291cmNlEg0KBWdyb3VwGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSEAoIcmVzb3VyY2UYAyABKAkSDAoEa2luZBgEIAEoCRISCgpuYW1lc3BhY2VkGAUgASgIEhcKD2luZm9ybWVyX2FjdGl2ZRgGIAEoCBITCgtzdWJzY3JpYmVycxgHIAEoDRIWCg5jYWNoZWRfb2JqZWN0cxgIIAEoBBIWCg5oaXN0b3J5X2V2ZW50cxgJIAEoDRIVCg1oaXN0b3J5X2J5dGVzGAogASgEEiAKGGhpc3RvcnlfcmVzb3VyY2VfdmVyc2lvbhgLIAEoCRIZChFzZWxlY3RhYmxlX2ZpZWxkcxgMIAMoCRIhChlyZXRhaW5lZF9yZXNvdXJjZV92ZXJzaW9uGA0gASgJEjIKDnJldGFpbmVkX3NpbmNlGA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghyZXRhaW5lZBgPIAEoCCpHCgxPYmplY3RGb3JtYXQSHQoZT0JKRUNUX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhgKFE9CSkVDVF9GT1JNQVRfU1RSVUNUEAEqhwEKCUV2ZW50VHlwZRIaChZFVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFAoQRVZFTlRfVFlQRV9BRERFRBABEhcKE0VWRU5UX1RZUEVfTU9ESUZJRUQQAhIWChJFVkVOVF9UWVBFX0RFTEVURUQQAxIXChNFVkVOVF9UWVBFX0JPT0tNQVJLEAQyiwIKEkluZm9ybWVySHViU2VydmljZRJGCgVXYXRjaBIcLmluZm9ybWVyaHViLnYxLldhdGNoUmVxdWVzdBodLmluZm9ybWVyaHViLnYxLldhdGNoUmVzcG9uc2UwARJPCghTbmFwc2hvdBIfLmluZm9ybWVyaHViLnYxLlNuYXBzaG90UmVxdWVzdBogLmluZm9ybWVyaHViLnYxLlNuYXBzaG90UmVzcG9uc2UwARJcCg1MaXN0UmVzb3VyY2VzEiQuaW5mb3JtZXJodWIudjEuTGlzdFJlc291cmNlc1JlcXVlc3QaJS5pbmZvcm1lcmh1Yi52MS5MaXN0UmVzb3VyY2VzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiBpbmZvcm1lcmh1Yi92MS9pbmZvcm1lcmh1Yi5wcm90bxIOaW5mb3JtZXJodWIudjEirwEKEFJlc291cmNlU2VsZWN0b3ISDQoFZ3JvdXAYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIQCghyZXNvdXJjZRgDIAEoCRIRCgluYW1lc3BhY2UYBCABKAkSFgoObGFiZWxfc2VsZWN0b3IYBSABKAkSFgoOZmllbGRfc2VsZWN0b3IYBiABKAkSDgoGZmlsdGVyGAcgASgJEhYKDnNoYXJkX3NlbGVjdG9yGAggASgJItQBCgxXYXRjaFJlcXVlc3QSMgoIc2VsZWN0b3IYASABKAsyIC5pbmZvcm1lcmh1Yi52MS5SZXNvdXJjZVNlbGVjdG9yEhQKDHJlc3VtZV90b2tlbhgCIAEoCRIbChNzZW5kX2luaXRpYWxfZXZlbnRzGAMgASgIEg4KBmZpZWxkcxgEIAMoCRIYChBpbmNsdWRlX3ByZXZpb3VzGAUgASgIEjMKDW9iamVjdF9mb3JtYXQYBiABKA4yHC5pbmZvcm1lcmh1Yi52MS5PYmplY3RGb3JtYXQiwQIKDVdhdGNoUmVzcG9uc2USJwoEdHlwZRgBIAEoDjIZLmluZm9ybWVyaHViLnYxLkV2ZW50VHlwZRIOCgZvYmplY3QYAiABKAkSFAoMcmVzdW1lX3Rva2VuGAMgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YBCABKAkSGgoSaW5pdGlhbF9ldmVudHNfZW5kGAUgASgIEhcKD3ByZXZpb3VzX29iamVjdBgGIAEoCRIuCg1vYmplY3Rfc3RydWN0GAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChZwcmV2aW91c19vYmplY3Rfc3RydWN0GAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBITCgtmcm9tX3JlbGlzdBgJIAEoCBIUCgxmaWx0ZXJfZXJyb3IYCiABKAkiigEKD1NuYXBzaG90UmVxdWVzdBIyCghzZWxlY3RvchgBIAEoCzIgLmluZm9ybWVyaHViLnYxLlJlc291cmNlU2VsZWN0b3ISDgoGZmllbGRzGAIgAygJEjMKDW9iamVjdF9mb3JtYXQYAyABKA4yHC5pbmZvcm1lcmh1Yi52MS5PYmplY3RGb3JtYXQiqQEKEFNuYXBzaG90UmVzcG9uc2USDwoHb2JqZWN0cxgBIAMoCRIUCgxyZXN1bWVfdG9rZW4YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIMCgRsYXN0GAQgASgIEi8KDm9iamVjdF9zdHJ1Y3RzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1maWx0ZXJfZXJyb3JzGAYgAygJIikKFExpc3RSZXNvdXJjZXNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCSJkChVMaXN0UmVzb3VyY2VzUmVzcG9uc2USKwoJcmVzb3VyY2VzGAEgAygLMhguaW5mb3JtZXJodWIudjEuUmVzb3VyY2USHgoWbWF4X3dhdGNoZXNfcGVyX3N0cmVhbRgCIAEoDSKPAwoIUmVzb3VyY2USDQoFZ3JvdXAYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIQCghyZXNvdXJjZRgDIAEoCRIMCgRraW5kGAQgASgJEhIKCm5hbWVzcGFjZWQYBSABKAgSFwoPaW5mb3JtZXJfYWN0aXZlGAYgASgIEhMKC3N1YnNjcmliZXJzGAcgASgNEhYKDmNhY2hlZF9vYmplY3RzGAggASgEEhYKDmhpc3RvcnlfZXZlbnRzGAkgASgNEhUKDWhpc3RvcnlfYnl0ZXMYCiABKAQSIAoYaGlzdG9yeV9yZXNvdXJjZV92ZXJzaW9uGAsgASgJEhkKEXNlbGVjdGFibGVfZmllbGRzGAwgAygJEiEKGXJldGFpbmVkX3Jlc291cmNlX3ZlcnNpb24YDSABKAkSMgoOcmV0YWluZWRfc2luY2UYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJldGFpbmVkGA8gASgIEhQKDHNoYXJkX2ZpZWxkcxgQIAMoCSJXChBXYXRjaE1hbnlSZXF1ZXN0Ei0KB3dhdGNoZXMYASADKAsyHC5pbmZvcm1lcmh1Yi52MS5XYXRjaFJlcXVlc3QSFAoMcmVzdW1lX3Rva2VuGAIgASgJIoIBChFXYXRjaE1hbnlSZXNwb25zZRINCgVpbmRleBgBIAEoDRIsCgVldmVudBgCIAEoCzIdLmluZm9ybWVyaHViLnYxLldhdGNoUmVzcG9uc2USFAoMcmVzdW1lX3Rva2VuGAMgASgJEhoKEmluaXRpYWxfZXZlbnRzX2VuZBgEIAEoCCJUCgxDb3VudFJlcXVlc3QSMgoIc2VsZWN0b3IYASABKAsyIC5pbmZvcm1lcmh1Yi52MS5SZXNvdXJjZVNlbGVjdG9yEhAKCGdyb3VwX2J5GAIgASgJIqIBCg1Db3VudFJlc3BvbnNlEjkKBmdyb3VwcxgBIAMoCzIpLmluZm9ybWVyaHViLnYxLkNvdW50UmVzcG9uc2UuR3JvdXBzRW50cnkSDQoFdG90YWwYAiABKAQSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRotCgtHcm91cHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAQ6AjgBKkcKDE9iamVjdEZvcm1hdBIdChlPQkpFQ1RfRk9STUFUX1VOU1BFQ0lGSUVEEAASGAoUT0JKRUNUX0ZPUk1BVF9TVFJVQ1QQASqHAQoJRXZlbnRUeXBlEhoKFkVWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIUChBFVkVOVF9UWVBFX0FEREVEEAESFwoTRVZFTlRfVFlQRV9NT0RJRklFRBACEhYKEkVWRU5UX1RZUEVfREVMRVRFRBADEhcKE0VWRU5UX1RZUEVfQk9PS01BUksQBDKnAwoSSW5mb3JtZXJIdWJTZXJ2aWNlEkYKBVdhdGNoEhwuaW5mb3JtZXJodWIudjEuV2F0Y2hSZXF1ZXN0Gh0uaW5mb3JtZXJodWIudjEuV2F0Y2hSZXNwb25zZTABEk8KCFNuYXBzaG90Eh8uaW5mb3JtZXJodWIudjEuU25hcHNob3RSZXF1ZXN0GiAuaW5mb3JtZXJodWIudjEuU25hcHNob3RSZXNwb25zZTABElwKDUxpc3RSZXNvdXJjZXMSJC5pbmZvcm1lcmh1Yi52MS5MaXN0UmVzb3VyY2VzUmVxdWVzdBolLmluZm9ybWVyaHViLnYxLkxpc3RSZXNvdXJjZXNSZXNwb25zZRJSCglXYXRjaE1hbnkSIC5pbmZvcm1lcmh1Yi52MS5XYXRjaE1hbnlSZXF1ZXN0GiEuaW5mb3JtZXJodWIudjEuV2F0Y2hNYW55UmVzcG9uc2UwARJGCgVDb3VudBIcLmluZm9ybWVyaHViLnYxLkNvdW50UmVxdWVzdBodLmluZm9ybWVyaHViLnYxLkNvdW50UmVzcG9uc2UwAWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * ResourceSelector selects objects of one resource type.
@@ -431,6 +431,13 @@ export type ListResourcesResponse = Message<"informerhub.v1.ListResourcesRespons
    * @generated from field: repeated informerhub.v1.Resource resources = 1;
    */
   resources: Resource[];
+
+  /**
+   * The most watches one WatchMany may hold (--max-watches-per-stream).
+   *
+   * @generated from field: uint32 max_watches_per_stream = 2;
+   */
+  maxWatchesPerStream: number;
 };
 
 /**
@@ -560,6 +567,15 @@ export type Resource = Message<"informerhub.v1.Resource"> & {
    * @generated from field: bool retained = 15;
    */
   retained: boolean;
+
+  /**
+   * The fields a shard_selector may hash for this resource type:
+   * "object.metadata.uid", and "object.metadata.namespace" for namespaced
+   * types.
+   *
+   * @generated from field: repeated string shard_fields = 16;
+   */
+  shardFields: string[];
 };
 
 /**
@@ -568,6 +584,163 @@ export type Resource = Message<"informerhub.v1.Resource"> & {
  */
 export const ResourceSchema: GenMessage<Resource> = /*@__PURE__*/
   messageDesc(file_informerhub_v1_informerhub, 7);
+
+/**
+ * WatchManyRequest starts a WatchMany.
+ *
+ * @generated from message informerhub.v1.WatchManyRequest
+ */
+export type WatchManyRequest = Message<"informerhub.v1.WatchManyRequest"> & {
+  /**
+   * The watches, each as Watch takes it: at least one, at most
+   * --max-watches-per-stream. Two watches may be of the same resource type.
+   *
+   * @generated from field: repeated informerhub.v1.WatchRequest watches = 1;
+   */
+  watches: WatchRequest[];
+
+  /**
+   * A WatchManyResponse's resume_token (or the stream's "resume-token"
+   * header): resumes every watch exactly after it, whether or not its
+   * initial events were over, however send_initial_events is set now.
+   * The token's watches are matched to the request's by what they select
+   * (resource type, namespace, and label, field, shard selectors and
+   * filter), in order among those that select the same: so a request may
+   * drop watches, add some, or change one's selector, and resume the rest.
+   * A watch the token does not hold starts as its own fields say (its
+   * resume_token, send_initial_events, or now); a watch the token holds
+   * must not have a resume_token of its own. Empty: every watch starts as
+   * its own fields say.
+   *
+   * @generated from field: string resume_token = 2;
+   */
+  resumeToken: string;
+};
+
+/**
+ * Describes the message informerhub.v1.WatchManyRequest.
+ * Use `create(WatchManyRequestSchema)` to create a new message.
+ */
+export const WatchManyRequestSchema: GenMessage<WatchManyRequest> = /*@__PURE__*/
+  messageDesc(file_informerhub_v1_informerhub, 8);
+
+/**
+ * WatchManyResponse is one event of a WatchMany.
+ *
+ * @generated from message informerhub.v1.WatchManyResponse
+ */
+export type WatchManyResponse = Message<"informerhub.v1.WatchManyResponse"> & {
+  /**
+   * Which of the request's watches the event belongs to, from 0.
+   *
+   * @generated from field: uint32 index = 1;
+   */
+  index: number;
+
+  /**
+   * The event, as Watch would send it; its resume_token resumes that watch
+   * alone.
+   *
+   * @generated from field: informerhub.v1.WatchResponse event = 2;
+   */
+  event?: WatchResponse | undefined;
+
+  /**
+   * Resumes all the watches exactly after this response.
+   *
+   * @generated from field: string resume_token = 3;
+   */
+  resumeToken: string;
+
+  /**
+   * Set on the response that carries the last initial-events-end BOOKMARK
+   * of the watches that sent initial events: every watch's initial events
+   * have been sent, and changes follow.
+   *
+   * @generated from field: bool initial_events_end = 4;
+   */
+  initialEventsEnd: boolean;
+};
+
+/**
+ * Describes the message informerhub.v1.WatchManyResponse.
+ * Use `create(WatchManyResponseSchema)` to create a new message.
+ */
+export const WatchManyResponseSchema: GenMessage<WatchManyResponse> = /*@__PURE__*/
+  messageDesc(file_informerhub_v1_informerhub, 9);
+
+/**
+ * CountRequest starts a Count.
+ *
+ * @generated from message informerhub.v1.CountRequest
+ */
+export type CountRequest = Message<"informerhub.v1.CountRequest"> & {
+  /**
+   * What to count: everything a Watch selector takes (namespace, label,
+   * field and shard selectors, filter). Required.
+   *
+   * @generated from field: informerhub.v1.ResourceSelector selector = 1;
+   */
+  selector?: ResourceSelector | undefined;
+
+  /**
+   * How to group the objects: "" (the total only), "namespace",
+   * "label:<key>" (by the value of that label, e.g.
+   * "label:app.kubernetes.io/name"), or a path into the object as
+   * WatchRequest.fields takes it, e.g. "status.phase" or
+   * `metadata.annotations["example.com/team"]`. A path's value groups as
+   * the string it is, or as its JSON for a number, a boolean, an object or
+   * a list (a path through a list gives the list of its values).
+   *
+   * @generated from field: string group_by = 2;
+   */
+  groupBy: string;
+};
+
+/**
+ * Describes the message informerhub.v1.CountRequest.
+ * Use `create(CountRequestSchema)` to create a new message.
+ */
+export const CountRequestSchema: GenMessage<CountRequest> = /*@__PURE__*/
+  messageDesc(file_informerhub_v1_informerhub, 10);
+
+/**
+ * CountResponse is the counts at one point in time.
+ *
+ * @generated from message informerhub.v1.CountResponse
+ */
+export type CountResponse = Message<"informerhub.v1.CountResponse"> & {
+  /**
+   * Objects per group value; "" for objects without the label or path (or
+   * with null there). Empty when group_by is "". Groups that fall to zero
+   * are left out.
+   *
+   * @generated from field: map<string, uint64> groups = 1;
+   */
+  groups: { [key: string]: bigint };
+
+  /**
+   * All the matching objects.
+   *
+   * @generated from field: uint64 total = 2;
+   */
+  total: bigint;
+
+  /**
+   * The Kubernetes resourceVersion of the state these counts describe.
+   * Informational.
+   *
+   * @generated from field: string resource_version = 3;
+   */
+  resourceVersion: string;
+};
+
+/**
+ * Describes the message informerhub.v1.CountResponse.
+ * Use `create(CountResponseSchema)` to create a new message.
+ */
+export const CountResponseSchema: GenMessage<CountResponse> = /*@__PURE__*/
+  messageDesc(file_informerhub_v1_informerhub, 11);
 
 /**
  * ObjectFormat says how a response carries objects.
@@ -884,6 +1057,60 @@ export const InformerHubService: GenService<{
     methodKind: "unary";
     input: typeof ListResourcesRequestSchema;
     output: typeof ListResourcesResponseSchema;
+  },
+  /**
+   * WatchMany streams several watches on one stream: each of the request's
+   * watches as Watch would stream it, authorized, validated and limited as
+   * a Watch (each counts as one stream against
+   * --max-subscriptions-per-identity), their events interleaved as they
+   * happen, each watch's in its own order. Up to --max-watches-per-stream
+   * watches (ListResourcesResponse.max_watches_per_stream).
+   *
+   * Watches with send_initial_events send their initial events first, in
+   * the order of the watches, before any other event of any watch; the
+   * response that carries the last watch's initial-events-end BOOKMARK has
+   * initial_events_end set. Then every watch's changes follow.
+   *
+   * Every response carries a resume_token that resumes all the watches
+   * exactly after it, across hub restarts and replicas, as Watch tokens do;
+   * header "resume-token" holds the token of the position the stream
+   * starts from. The event's own resume_token resumes its watch alone, with
+   * Watch or as that watch's resume_token in a WatchMany.
+   *
+   * A watch that can no longer be served (its access revoked, its
+   * credentials expired, its client too slow for its resource type, its
+   * informer stopped) ends the whole stream with the status a Watch would
+   * end with, whose ErrorInfo carries metadata "index" (the watch's
+   * position in the request) and "resume_token" (a WatchManyResponse
+   * token). A request that fails at the call for one watch's sake
+   * (INVALID_ARGUMENT, PERMISSION_DENIED, NOT_FOUND...) carries "index"
+   * too, and its BadRequest names the field as "watches[<index>].<field>".
+   * Drop or fix that watch, and resume the rest with the last
+   * WatchManyResponse token: see WatchManyRequest.resume_token.
+   *
+   * @generated from rpc informerhub.v1.InformerHubService.WatchMany
+   */
+  watchMany: {
+    methodKind: "server_streaming";
+    input: typeof WatchManyRequestSchema;
+    output: typeof WatchManyResponseSchema;
+  },
+  /**
+   * Count streams how many objects match a selector, per group: the
+   * current counts first, then new counts whenever they change, at most
+   * once per --count-interval (one second by default). Counts are kept up
+   * to date from each change, never by listing again, and callers with the
+   * same request share them. A caller counts only what it may list and
+   * watch: a Count needs the access a Watch with the same selector needs
+   * (in the selector's namespace, or cluster-wide without one), and each
+   * Count stream counts against --max-subscriptions-per-identity.
+   *
+   * @generated from rpc informerhub.v1.InformerHubService.Count
+   */
+  count: {
+    methodKind: "server_streaming";
+    input: typeof CountRequestSchema;
+    output: typeof CountResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_informerhub_v1_informerhub, 0);
