@@ -163,24 +163,38 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 // Watch starts a subscription. It waits for the resource type's informer to
 // sync when it is the first subscriber. Close the subscription when done.
 func (h *Hub) Watch(ctx context.Context, req WatchRequest) (*Subscription, error) {
-	if req.Encoding >= MaxEncodings {
-		return nil, &RequestError{Field: FieldObjectFormat, Err: ErrInvalidRequest, Reason: fmt.Sprintf("encoding %d is not one the hub knows", req.Encoding)}
-	}
-	proj, err := parseFields(req.Fields, h.cfg.MaxFields)
+	info, params, err := h.watchParams(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	info, sel, err := h.prepare(ctx, req.Selector)
-	if err != nil {
-		return nil, err
-	}
-	params := &watchParams{sel: sel, proj: proj, sendInitialEvents: req.SendInitialEvents,
-		includePrevious: req.IncludePrevious, encoding: req.Encoding, owner: req.Owner}
 	if req.ResumeToken != "" {
-		if params.tok, err = checkToken(req.ResumeToken, info, sel); err != nil {
+		if params.tok, err = checkToken(req.ResumeToken, info, params.sel); err != nil {
 			return nil, err
 		}
 	}
+	return h.subscribe(ctx, info, params)
+}
+
+// watchParams validates a WatchRequest, but for its resume token, and
+// resolves its resource type.
+func (h *Hub) watchParams(ctx context.Context, req WatchRequest) (upstream.ResourceInfo, *watchParams, error) {
+	if req.Encoding >= MaxEncodings {
+		return upstream.ResourceInfo{}, nil, &RequestError{Field: FieldObjectFormat, Err: ErrInvalidRequest, Reason: fmt.Sprintf("encoding %d is not one the hub knows", req.Encoding)}
+	}
+	proj, err := parseFields(req.Fields, h.cfg.MaxFields)
+	if err != nil {
+		return upstream.ResourceInfo{}, nil, err
+	}
+	info, sel, err := h.prepare(ctx, req.Selector)
+	if err != nil {
+		return upstream.ResourceInfo{}, nil, err
+	}
+	return info, &watchParams{sel: sel, proj: proj, sendInitialEvents: req.SendInitialEvents,
+		includePrevious: req.IncludePrevious, encoding: req.Encoding, owner: req.Owner}, nil
+}
+
+// subscribe starts a subscription of a validated request.
+func (h *Hub) subscribe(ctx context.Context, info upstream.ResourceInfo, params *watchParams) (*Subscription, error) {
 	e, err := h.feeds.acquire(ctx, info)
 	if err != nil {
 		return nil, err

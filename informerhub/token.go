@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"slices"
 	"strings"
 )
 
@@ -171,4 +172,101 @@ func (r *tokenReader) string() string {
 	s := string(r.b[:n])
 	r.b = r.b[n:]
 	return s
+}
+
+// A composite token resumes the watches of a WatchMany: for each, its
+// identity (what it selects, so that a request may drop, add or change
+// watches and resume the rest) and its own token. It is written
+//
+//	<header>.<token 0>.<token 1>...
+//
+// where the header is a versioned binary form in URL-safe base64, holding
+// the number of watches and each one's identity, with a CRC-32C; and each
+// token is the watch's own, as issued (base64 has no '.', so a composite
+// is never mistaken for a token of one watch). Each token carries its own
+// CRC. Building one costs a copy of the tokens, no encoding: a WatchMany
+// builds one per response.
+type composite struct {
+	identities []uint64
+	tokens     []string
+}
+
+const (
+	compositeVersion = 1
+	// maxCompositeWatches bounds the watches decodeComposite reads; a
+	// transport bounds them further.
+	maxCompositeWatches = 256
+	// maxCompositeLength bounds what decodeComposite reads.
+	maxCompositeLength = maxCompositeWatches * (maxTokenLength + 1)
+)
+
+// compositeHeader encodes the header of a composite of these identities.
+func compositeHeader(identities []uint64) string {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+8*len(identities)+4)
+	b = append(b, compositeVersion)
+	b = binary.AppendUvarint(b, uint64(len(identities)))
+	for _, id := range identities {
+		b = binary.BigEndian.AppendUint64(b, id)
+	}
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, tokenCRC))
+	return tokenEncoding.EncodeToString(b)
+}
+
+// encodeComposite joins a composite's header and its watches' tokens.
+func encodeComposite(header string, tokens []string) string {
+	n := len(header)
+	for _, t := range tokens {
+		n += 1 + len(t)
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	sb.WriteString(header)
+	for _, t := range tokens {
+		sb.WriteByte('.')
+		sb.WriteString(t)
+	}
+	return sb.String()
+}
+
+var errMalformedComposite = errors.New("not a WatchMany resume token issued by informerhub")
+
+// decodeComposite parses a composite token. Its watches' tokens are checked
+// when they are used. It never panics and reads at most maxCompositeLength
+// bytes, whatever it is given.
+func decodeComposite(s string) (*composite, error) {
+	s = strings.TrimSpace(s)
+	if len(s) > maxCompositeLength {
+		return nil, errMalformedComposite
+	}
+	head, rest, ok := strings.Cut(s, ".")
+	if !ok {
+		if _, err := decodeToken(s); err == nil {
+			return nil, errors.New("this is the resume token of one watch (a WatchResponse's), not a WatchManyResponse's: give it as that watch's own resume_token")
+		}
+		return nil, errMalformedComposite
+	}
+	b, err := tokenEncoding.DecodeString(head)
+	if err != nil || len(b) < 1+1+4 {
+		return nil, errMalformedComposite
+	}
+	body, sum := b[:len(b)-4], b[len(b)-4:]
+	if crc32.Checksum(body, tokenCRC) != binary.BigEndian.Uint32(sum) {
+		return nil, errMalformedComposite
+	}
+	if body[0] != compositeVersion {
+		return nil, errors.New("WatchMany resume token has an unknown format version (issued by a newer informerhub?)")
+	}
+	r := tokenReader{b: body[1:]}
+	n := r.uvarint()
+	if r.bad || n == 0 || n > maxCompositeWatches || uint64(len(r.b)) != 8*n {
+		return nil, errMalformedComposite
+	}
+	c := &composite{identities: make([]uint64, n), tokens: strings.SplitN(rest, ".", int(n)+1)}
+	for i := range c.identities {
+		c.identities[i] = r.uint64()
+	}
+	if uint64(len(c.tokens)) != n || slices.Contains(c.tokens, "") || strings.Contains(c.tokens[n-1], ".") {
+		return nil, errMalformedComposite
+	}
+	return c, nil
 }

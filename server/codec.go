@@ -3,12 +3,14 @@ package server
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"unsafe"
 
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the codec this one wraps
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -154,8 +156,76 @@ var eventTypes = map[informerhub.EventType]informerhubv1.EventType{
 	informerhub.EventBookmark: informerhubv1.EventType_EVENT_TYPE_BOOKMARK,
 }
 
+// eventEncoding returns ev as a WatchResponse in protobuf's binary or its
+// JSON mapping: the hub's shared encoding when it has that one.
+func eventEncoding(ev *informerhub.Event, json bool) (mem.BufferSlice, error) {
+	if encoded, ok := ev.Encoded().(mem.BufferSlice); ok && (ev.Encoding&encodingWireJSON != 0) == json {
+		return encoded, nil
+	}
+	var b []byte
+	var err error
+	if json {
+		b, err = protojson.MarshalOptions{}.Marshal(watchResponse(ev))
+	} else {
+		b, err = proto.Marshal(watchResponse(ev))
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, err
+}
+
+// manyResponse encodes a WatchManyResponse around its event's encoding,
+// which it shares rather than copies: what comes before the event and what
+// comes after are the only bytes of the stream's own. In JSON its fields are
+// protojson's names, as protojson would write them.
+func manyResponse(me *informerhub.ManyEvent, json bool) (mem.BufferSlice, error) {
+	event, err := eventEncoding(me.Event, json)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 48+len(me.ResumeToken))
+	if json {
+		b = append(b, '{')
+		if me.Index != 0 {
+			b = append(b, `"index":`...)
+			b = strconv.AppendInt(b, int64(me.Index), 10)
+			b = append(b, ',')
+		}
+		b = append(b, `"event":`...)
+	} else {
+		if me.Index != 0 {
+			b = protowire.AppendTag(b, 1, protowire.VarintType)
+			b = protowire.AppendVarint(b, uint64(me.Index))
+		}
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(event.Len()))
+	}
+	head := b
+	tail := b[len(b):]
+	if json {
+		// A token is URL-safe base64 and dots: nothing to escape.
+		tail = append(tail, `,"resumeToken":"`...)
+		tail = append(tail, me.ResumeToken...)
+		tail = append(tail, '"')
+		if me.InitialEventsEnd {
+			tail = append(tail, `,"initialEventsEnd":true`...)
+		}
+		tail = append(tail, '}')
+	} else {
+		tail = protowire.AppendTag(tail, 3, protowire.BytesType)
+		tail = protowire.AppendString(tail, me.ResumeToken)
+		if me.InitialEventsEnd {
+			tail = protowire.AppendTag(tail, 4, protowire.VarintType)
+			tail = protowire.AppendVarint(tail, 1)
+		}
+	}
+	out := make(mem.BufferSlice, 0, len(event)+2)
+	out = append(out, mem.SliceBuffer(head))
+	out = append(out, event...)
+	return append(out, mem.SliceBuffer(tail)), nil
+}
+
 // codec is gRPC's protobuf codec, except that an *informerhub.Event is sent
-// as the WatchResponse bytes the hub encoded once for all its subscribers.
+// as the WatchResponse bytes the hub encoded once for all its subscribers,
+// and an *informerhub.ManyEvent as a WatchManyResponse around them.
 type codec struct {
 	proto encoding.CodecV2
 }
@@ -163,11 +233,11 @@ type codec struct {
 var _ encoding.CodecV2 = codec{}
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
-	if ev, ok := v.(*informerhub.Event); ok {
-		if encoded, ok := ev.Encoded().(mem.BufferSlice); ok && ev.Encoding&encodingWireJSON == 0 {
-			return encoded, nil
-		}
-		return c.proto.Marshal(watchResponse(ev))
+	switch m := v.(type) {
+	case *informerhub.Event:
+		return eventEncoding(m, false)
+	case *informerhub.ManyEvent:
+		return manyResponse(m, false)
 	}
 	return c.proto.Marshal(v)
 }

@@ -264,7 +264,8 @@ func connectError(err error) error {
 // codec ("json": protobuf's JSON mapping, with connect-go's options),
 // except that an *informerhub.Event is sent as the WatchResponse bytes the
 // hub encoded once for all its subscribers of that wire encoding (as codec
-// does for grpc-go). It appends them to connect-go's buffer: connect-go
+// does for grpc-go), and an *informerhub.ManyEvent as a WatchManyResponse
+// around them. It appends them to connect-go's buffer: connect-go
 // reuses the bytes a plain Marshal returns, which must stay the event's.
 type connectCodec struct{ json bool }
 
@@ -278,11 +279,13 @@ func (c connectCodec) Name() string {
 func (c connectCodec) Marshal(m any) ([]byte, error) { return c.MarshalAppend(nil, m) }
 
 func (c connectCodec) MarshalAppend(b []byte, m any) ([]byte, error) {
-	if ev, ok := m.(*informerhub.Event); ok {
-		if encoded, ok := ev.Encoded().(mem.BufferSlice); ok && (ev.Encoding&encodingWireJSON != 0) == c.json {
-			return appendBuffers(b, encoded), nil
-		}
-		m = watchResponse(ev)
+	switch v := m.(type) {
+	case *informerhub.Event:
+		encoded, err := eventEncoding(v, c.json)
+		return appendBuffers(b, encoded), err
+	case *informerhub.ManyEvent:
+		encoded, err := manyResponse(v, c.json)
+		return appendBuffers(b, encoded), err
 	}
 	msg, ok := m.(proto.Message)
 	if !ok {

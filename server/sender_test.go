@@ -101,7 +101,7 @@ func TestRecheckAsksTheAPIServerEveryInterval(t *testing.T) {
 			done <- s.supervise(ctx, newSender(&blockingStream{}, "t0"), nil,
 				func(ctx context.Context) error {
 					before := reviews.Load()
-					err := s.recheckAccess(ctx, sel)
+					_, err := s.recheckAccess(ctx, []informerhub.Selector{sel})
 					if err == nil {
 						rechecks.Add(1)
 						if reviews.Load()-before == 2 {

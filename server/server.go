@@ -23,6 +23,7 @@ import (
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/informerhub/shard"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 	"github.com/informerhub/informerhub/server/auth"
 	"github.com/informerhub/informerhub/server/metrics"
@@ -77,6 +78,10 @@ type Config struct {
 	// MaxConcurrentStreams bounds the streams of one connection.
 	// Default: 100.
 	MaxConcurrentStreams uint32
+	// MaxWatchesPerStream bounds the watches of one WatchMany; each counts
+	// as a stream against MaxSubscriptionsPerIdentity and MaxSubscriptions.
+	// Default: 32.
+	MaxWatchesPerStream int
 	// MaxRecvMsgSize bounds a request. Default: 64 KiB.
 	MaxRecvMsgSize int
 	// KeepaliveTime and KeepaliveTimeout find dead clients: a connection
@@ -123,6 +128,7 @@ func (c *Config) setDefaults() {
 	defaultTo(&c.RatePerIdentity, 10)
 	defaultTo(&c.RateBurstPerIdentity, 50)
 	defaultTo(&c.MaxConcurrentStreams, 100)
+	defaultTo(&c.MaxWatchesPerStream, 32)
 	defaultTo(&c.MaxRecvMsgSize, 64<<10)
 	defaultTo(&c.KeepaliveTime, time.Minute)
 	defaultTo(&c.KeepaliveTimeout, 20*time.Second)
@@ -213,7 +219,10 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		return toStatus(s.log, err)
 	}
 	snd := newSender(stream, sub.ResumeToken())
-	recheck := func(ctx context.Context) error { return s.recheckAccess(ctx, sel) }
+	recheck := func(ctx context.Context) error {
+		_, err := s.recheckAccess(ctx, []informerhub.Selector{sel})
+		return err
+	}
 	err = s.supervise(ctx, snd, sub.Done(), recheck, func() (any, *string, bool, error) {
 		ev, err := sub.Next(ctx)
 		if err != nil {
@@ -222,18 +231,25 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		// The codec sends the event's shared encoding (see codec.go).
 		return ev, &ev.ResumeToken, false, nil
 	})
+	return toStatus(s.log, s.watchEnded(ctx, err, snd, sub.Err, sel.Resource))
+}
+
+// watchEnded returns why a running Watch (or WatchMany) ended, err being
+// what supervise returned, with the token to resume from: that of the last
+// response handed to the client, not the last the subscription handed out.
+// subErr is the subscription's Err; resource names the resource type of a
+// stream whose client stopped reading.
+func (s *Server) watchEnded(ctx context.Context, err error, snd *sender, subErr func() error, resource schema.GroupVersionResource) error {
 	if errors.Is(context.Cause(ctx), errDraining) {
 		err = &drainedError{}
 	}
 	if errors.Is(err, errStalled) {
 		// Why the subscription failed, if it did (overflow, informer
 		// stopped); else the client stopped reading while nothing failed.
-		if err = sub.Err(); err == nil {
-			err = &informerhub.TooSlowError{Resource: sel.Resource, Stalled: true}
+		if err = subErr(); err == nil {
+			err = &informerhub.TooSlowError{Resource: resource, Stalled: true}
 		}
 	}
-	// The client resumes from what it was sent, not from what the
-	// subscription handed out last.
 	var tooSlow *informerhub.TooSlowError
 	var lost *accessLostError
 	var drained *drainedError
@@ -241,7 +257,10 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 	case errors.As(err, &tooSlow):
 		copied := *tooSlow
 		copied.ResumeToken = snd.lastToken()
-		err = &copied
+		if we := watchErrorOf(err); we != nil {
+			return &informerhub.WatchError{Index: we.Index, Err: &copied}
+		}
+		return &copied
 	case errors.As(err, &lost):
 		lost.resumeToken = snd.lastToken()
 	case errors.As(err, &drained):
@@ -251,7 +270,7 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		// for too long): the client resumes once it can.
 		err = &upstreamLostError{err: err, resumeToken: snd.lastToken()}
 	}
-	return toStatus(s.log, err)
+	return err
 }
 
 // admit converts a Watch or Snapshot request's selector, and checks that
@@ -283,24 +302,31 @@ func (s *Server) admit(ctx context.Context, req *informerhubv1.ResourceSelector)
 
 // recheckAccess checks a running Watch's caller again: its credentials (a
 // token that expired or whose service account was deleted, a certificate
-// past its NotAfter), then what they may do. The previous recheck's
-// decision is an interval old; asking for decisions at most half an
-// interval old reaches the API server every interval, yet shares a decision
-// another stream of the same caller made moments ago.
-func (s *Server) recheckAccess(ctx context.Context, sel informerhub.Selector) error {
+// past its NotAfter), then what they may do with each of sels (a
+// WatchMany's watches: the index of the first not allowed is returned with
+// its error, -1 for the credentials). The previous recheck's decision is an
+// interval old; asking for decisions at most half an interval old reaches
+// the API server every interval, yet shares a decision another stream of
+// the same caller made moments ago.
+func (s *Server) recheckAccess(ctx context.Context, sels []informerhub.Selector) (index int, err error) {
 	ctx = auth.ForRecheck(ctx) // a budget of its own
 	user, err := s.cfg.Authenticator.Authenticate(ctx)
 	switch {
 	case errors.Is(err, auth.ErrUnauthenticated):
-		return err
+		return -1, err
 	case err != nil:
-		return &authUnavailableError{err: err}
+		return -1, &authUnavailableError{err: err}
 	}
 	maxAge := s.cfg.AuthzRecheckInterval / 2
 	if ctx.Value(freshDecisionsKey{}) != nil {
 		maxAge = 0
 	}
-	return s.authorize(ctx, user, sel.Resource, sel.Namespace, maxAge)
+	for i, sel := range sels {
+		if err := s.authorize(ctx, user, sel.Resource, sel.Namespace, maxAge); err != nil {
+			return i, err
+		}
+	}
+	return -1, nil
 }
 
 // authorize checks that user may list and watch gvr in namespace, with
@@ -578,7 +604,7 @@ func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResou
 	if err := g.Wait(); err != nil {
 		return nil, toStatus(s.log, err)
 	}
-	resp := &informerhubv1.ListResourcesResponse{}
+	resp := &informerhubv1.ListResourcesResponse{MaxWatchesPerStream: uint32(s.cfg.MaxWatchesPerStream)}
 	for i, r := range resources {
 		if !allowed[i] {
 			continue
@@ -601,10 +627,15 @@ func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResou
 			}
 		}
 		res.SelectableFields = r.FieldSet().Names()
+		res.ShardFields = shardFields
 		resp.Resources = append(resp.Resources, res)
 	}
 	return resp, nil
 }
+
+// shardFields are the fields a shard selector may hash, of every resource
+// type.
+var shardFields = []string{shard.KeyUID, shard.KeyNamespace}
 
 // structsOf converts a snapshot page's objects into Structs; nil if one of
 // them cannot be.

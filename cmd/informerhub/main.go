@@ -122,6 +122,7 @@ func parseFlags(args []string) (*options, error) {
 
 	fs.IntVar(&o.server.MaxSubscriptionsPerIdentity, "max-subscriptions-per-identity", 100, "Watch and Snapshot streams one identity may have open at once")
 	fs.IntVar(&o.server.MaxSubscriptions, "max-subscriptions", 20000, "Watch and Snapshot streams all identities together may have open at once on this replica")
+	fs.IntVar(&o.server.MaxWatchesPerStream, "max-watches-per-stream", 32, "watches one WatchMany may hold; each counts as a stream against --max-subscriptions-per-identity and --max-subscriptions")
 	fs.Float64Var(&o.server.RatePerIdentity, "rate-per-identity", 10, "calls per second one identity may make on average")
 	fs.IntVar(&o.server.RateBurstPerIdentity, "rate-burst-per-identity", 50, "calls one identity may make at once")
 	fs.Func("max-concurrent-streams", "streams one connection may have open (default 100)", func(v string) error {

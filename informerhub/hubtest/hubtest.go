@@ -328,6 +328,15 @@ func Pod(ns, name string, labels map[string]string, node string, phase corev1.Po
 	}
 }
 
+// Namespace returns a Namespace. Its UID is derived from its name, so
+// re-adding it keeps its identity.
+func Namespace(name string) *corev1.Namespace {
+	return &corev1.Namespace{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name)},
+	}
+}
+
 // FilesHolding lists the files under dir that hold s as it is, or base64
 // as a Secret's data holds it in its JSON: for tests that look for what a
 // disk history must not hold in plaintext.

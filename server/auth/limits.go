@@ -95,26 +95,33 @@ func (e *TooManySubscriptionsError) Error() string {
 
 // Acquire counts a new stream of user, or fails with a
 // *TooManySubscriptionsError. Every successful Acquire needs a Release.
-func (l *SubscriptionLimiter) Acquire(user string) error {
+func (l *SubscriptionLimiter) Acquire(user string) error { return l.AcquireN(user, 1) }
+
+// AcquireN counts n new streams of user, all or none (the watches of one
+// WatchMany). Every successful AcquireN needs a ReleaseN of the same n.
+func (l *SubscriptionLimiter) AcquireN(user string, n int) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.open[user] >= l.max {
+	if l.open[user]+n > l.max {
 		return &TooManySubscriptionsError{User: user, Max: l.max}
 	}
-	if l.total >= l.maxTotal {
+	if l.total+n > l.maxTotal {
 		return &TooManySubscriptionsError{Max: l.maxTotal}
 	}
-	l.open[user]++
-	l.total++
+	l.open[user] += n
+	l.total += n
 	return nil
 }
 
 // Release uncounts a stream of user.
-func (l *SubscriptionLimiter) Release(user string) {
+func (l *SubscriptionLimiter) Release(user string) { l.ReleaseN(user, 1) }
+
+// ReleaseN uncounts n streams of user.
+func (l *SubscriptionLimiter) ReleaseN(user string, n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.total--
-	if l.open[user]--; l.open[user] <= 0 {
+	l.total -= n
+	if l.open[user] -= n; l.open[user] <= 0 {
 		delete(l.open, user)
 	}
 }

@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
+	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/informerhub/upstream"
+	"github.com/informerhub/informerhub/server/auth"
+)
+
+func (s *Server) WatchMany(req *informerhubv1.WatchManyRequest, stream grpc.ServerStreamingServer[informerhubv1.WatchManyResponse]) error {
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	end, ok := s.watches.start(cancel)
+	if !ok {
+		return toStatus(s.log, informerhub.ErrClosed)
+	}
+	defer end()
+	watches, release, err := s.admitMany(ctx, req.GetWatches())
+	if err != nil {
+		return s.watchManyStatus(err)
+	}
+	defer release()
+	sub, err := s.hub.WatchMany(ctx, informerhub.WatchManyRequest{Watches: watches, ResumeToken: req.GetResumeToken()})
+	if err != nil {
+		if errors.Is(context.Cause(ctx), errDraining) {
+			err = &drainedError{resumeToken: req.GetResumeToken()}
+		}
+		return s.watchManyStatus(err)
+	}
+	defer sub.Close()
+	if err := stream.SendHeader(metadata.Pairs(ResumeTokenHeader, sub.ResumeToken())); err != nil {
+		return toStatus(s.log, err)
+	}
+	sels := make([]informerhub.Selector, len(watches))
+	for i, w := range watches {
+		sels[i] = w.Selector
+	}
+	snd := newSender(stream, sub.ResumeToken())
+	recheck := func(ctx context.Context) error {
+		i, err := s.recheckAccess(ctx, sels)
+		if err != nil && i >= 0 {
+			return &informerhub.WatchError{Index: i, Err: err}
+		}
+		return err
+	}
+	err = s.supervise(ctx, snd, sub.Done(), recheck, func() (any, *string, bool, error) {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		// The codec wraps the event's shared encoding (see codec.go).
+		return ev, &ev.ResumeToken, false, nil
+	})
+	return s.watchManyStatus(s.watchEnded(ctx, err, snd, sub.Err, schema.GroupVersionResource{}))
+}
+
+// admitMany converts a WatchMany's watches, and checks that the caller may
+// list and watch what each selects and may open as many more streams. All
+// the watches' syntax is checked before any review. Call release when the
+// stream ends.
+func (s *Server) admitMany(ctx context.Context, reqs []*informerhubv1.WatchRequest) (watches []informerhub.WatchRequest, release func(), err error) {
+	if s.watches.isDraining() {
+		return nil, nil, informerhub.ErrClosed
+	}
+	if n := len(reqs); n == 0 || n > s.cfg.MaxWatchesPerStream {
+		return nil, nil, &informerhub.RequestError{Field: informerhub.FieldWatches, Err: informerhub.ErrInvalidRequest,
+			Reason: fmt.Sprintf("give between 1 and %d watches (the hub's --max-watches-per-stream), not %d", s.cfg.MaxWatchesPerStream, n)}
+	}
+	user, _ := auth.UserFrom(ctx)
+	watches = make([]informerhub.WatchRequest, len(reqs))
+	resources := make([]string, len(reqs))
+	for i, req := range reqs {
+		sel, err := selectorOf(req.GetSelector())
+		if err == nil {
+			err = s.hub.CheckSyntax(sel)
+		}
+		var encoding informerhub.Encoding
+		if err == nil {
+			encoding, err = encodingOf(req.GetObjectFormat(), wireJSON(ctx))
+		}
+		if err != nil {
+			return nil, nil, informerhub.WatchErrorAt(i, err)
+		}
+		watches[i] = informerhub.WatchRequest{
+			Selector:          sel,
+			ResumeToken:       req.GetResumeToken(),
+			SendInitialEvents: req.GetSendInitialEvents(),
+			Fields:            req.GetFields(),
+			IncludePrevious:   req.GetIncludePrevious(),
+			Encoding:          encoding,
+			Owner:             user.Name,
+		}
+		resources[i] = upstream.FormatResource(sel.Resource)
+	}
+	logging.AddFields(ctx, logging.Fields{"resources", strings.Join(resources, ",")})
+	for i, w := range watches {
+		if err := s.authorize(ctx, user, w.Selector.Resource, w.Selector.Namespace, s.cfg.AuthzRecheckInterval); err != nil {
+			return nil, nil, &informerhub.WatchError{Index: i, Err: err}
+		}
+	}
+	if err := s.subscriptions.AcquireN(user.Name, len(watches)); err != nil {
+		return nil, nil, err
+	}
+	return watches, func() { s.subscriptions.ReleaseN(user.Name, len(watches)) }, nil
+}
+
+// watchManyStatus is toStatus for a WatchMany: an error of one of its
+// watches carries that watch's index in its ErrorInfo metadata.
+func (s *Server) watchManyStatus(err error) error {
+	st := toStatus(s.log, err)
+	we := watchErrorOf(err)
+	if we == nil {
+		return st
+	}
+	converted, ok := status.FromError(st)
+	if !ok {
+		return st
+	}
+	details := converted.Details()
+	withIndex := make([]protoadapt.MessageV1, 0, len(details))
+	found := false
+	for _, d := range details {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			if info.Metadata == nil {
+				info.Metadata = map[string]string{}
+			}
+			info.Metadata["index"] = strconv.Itoa(we.Index)
+			found = true
+		}
+		if m, ok := d.(protoadapt.MessageV1); ok {
+			withIndex = append(withIndex, m)
+		}
+	}
+	if !found {
+		// gRPC's own, or an internal error: no ErrorInfo to carry it.
+		return st
+	}
+	return withDetails(converted.Code(), converted.Message(), withIndex...)
+}
+
+// watchErrorOf returns the *informerhub.WatchError err holds, if any.
+func watchErrorOf(err error) *informerhub.WatchError {
+	var we *informerhub.WatchError
+	if errors.As(err, &we) {
+		return we
+	}
+	return nil
+}
