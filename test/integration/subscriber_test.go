@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/test/checker"
@@ -244,9 +245,16 @@ func (s *subscriber) check(t *testing.T, ref *checker.Reference, relisted bool) 
 // server; start it before the subscribers.
 func startReference(t *testing.T, ns string) *checker.Reference {
 	t.Helper()
+	return startReferenceOf(t, configMaps, ns)
+}
+
+// startReferenceOf is startReference of any resource type (ns "" for all
+// namespaces, or a cluster-scoped type).
+func startReferenceOf(t *testing.T, gvr schema.GroupVersionResource, ns string) *checker.Reference {
+	t.Helper()
 	// For the test's whole life, however long the machine's load makes
 	// it: ctxFor bounds a step, not a test.
-	ref, err := checker.StartReference(t.Context(), dyn, configMaps, ns)
+	ref, err := checker.StartReference(t.Context(), dyn, gvr, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
