@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -312,43 +313,71 @@ func (w *Watcher) streamFailed(err error) {
 		err = status.Error(codes.Unavailable, "the hub ended the stream")
 	}
 	log := w.client.cfg.log.With("resource", w.sel.Resource.String(), "namespace", w.sel.Namespace)
-	switch code := status.Code(err); code {
-	case codes.OutOfRange:
+	switch recoveryOf(err) {
+	case resync:
 		// The token expired: list again and report the differences.
 		log.Info("the hub can no longer resume this watch; re-syncing", "error", err)
 		w.resync, w.resyncToken = map[objectKey]initialObject{}, ""
 		w.failures = 0
+	case fail:
+		w.err = err
+	default:
+		w.failures += w.client.retry(err, w.endpoint, log)
+	}
+}
+
+// recovery is what a watch does about the error that ended its stream.
+type recovery int
+
+const (
+	reconnect recovery = iota // from its last token, after a backoff
+	resync                    // the hub can no longer resume it (OUT_OF_RANGE)
+	fail                      // retrying cannot help: the watch ends
+)
+
+// recoveryOf says what a watch does about the error that ended its stream
+// (see Watcher).
+func recoveryOf(err error) recovery {
+	switch status.Code(err) {
+	case codes.OutOfRange:
+		return resync
 	case codes.Unauthenticated:
 		if !endedMidStream(err) {
-			w.err = err
-			return
+			return fail
 		}
 		// The credentials that opened the stream expired while it ran:
 		// reconnect, with the token source's current ones. If those are
 		// refused too, the watch ends.
-		log.Info("the hub no longer accepts the credentials this watch started with; reconnecting", "error", err)
+		return reconnect
 	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unimplemented:
-		w.err = err
+		return fail
 	case codes.Internal:
 		if hasReason(err, "OBJECT_UNSENDABLE") {
 			// The hub cannot send an object as this watch asks, and every
 			// replica meets it again on resuming: retrying would loop.
-			w.err = err
-			return
+			return fail
 		}
-		log.Debug("watch interrupted; reconnecting", "error", err, "attempt", w.failures+1)
-		w.failures++
-		w.client.failed(w.endpoint)
+	}
+	return reconnect
+}
+
+// retry logs why a stream on endpoint ended and is reconnected, marks the
+// endpoint failed when the hub there is the cause, and returns 1, the
+// failure to count for the backoff.
+func (c *Client) retry(err error, endpoint int, log *slog.Logger) int {
+	switch status.Code(err) {
+	case codes.Unauthenticated:
+		log.Info("the hub no longer accepts the credentials this watch started with; reconnecting", "error", err)
+		return 0
 	case codes.ResourceExhausted:
 		// This client did not keep up, or opened or called too much; the
 		// hub is fine.
 		log.Warn("the hub refused or disconnected this watch; resuming after a backoff", "error", err)
-		w.failures++
-	default:
-		log.Debug("watch interrupted; reconnecting", "error", err, "attempt", w.failures+1)
-		w.failures++
-		w.client.failed(w.endpoint)
+		return 1
 	}
+	log.Debug("watch interrupted; reconnecting", "error", err)
+	c.failed(endpoint)
+	return 1
 }
 
 // endedMidStream tells whether the hub ended a running stream with err (its

@@ -2,14 +2,20 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/google/go-cmp/cmp"
+
+	hubclient "github.com/informerhub/informerhub/clients/go"
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/test/checker"
@@ -187,5 +193,78 @@ func untilMarkers(markers []string) func(int, checker.Event, *informerhubv1.Watc
 			left--
 		}
 		return left == 0
+	}
+}
+
+// TestSDKWatchManySurvivesAHubRestart: the SDK's ManyWatcher of ConfigMaps
+// and Secrets reconnects by itself across a hub restart, and each watch's
+// state ends equal to the API server's, with no change lost.
+func TestSDKWatchManySurvivesAHubRestart(t *testing.T) {
+	ns := namespace(t)
+	createSecret := func(name string) {
+		if _, err := kube.CoreV1().Secrets(ns).Create(ctxFor(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		createConfigMap(t, ns, fmt.Sprint("cm-", i), nil, "v0")
+		createSecret(fmt.Sprint("s-", i))
+	}
+	hub := startRestartableHub(t, informerhub.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m := sdkClient(t, hub.addr).WatchMany(ctx, []hubclient.ManyWatch{
+		{Selector: hubclient.Selector{Resource: configMaps, Namespace: ns}, Options: hubclient.WatchOptions{SendInitialEvents: true}},
+		{Selector: hubclient.Selector{Resource: secrets, Namespace: ns}, Options: hubclient.WatchOptions{SendInitialEvents: true}},
+	}, "")
+	defer m.Close()
+	states := []clientState{{}, {}}
+	next := func() hubclient.ManyEvent {
+		t.Helper()
+		e, err := m.Next() // ctx bounds it
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		out := sdkEvent{Type: e.Type}
+		if e.Object != nil {
+			var obj metav1.PartialObjectMetadata
+			if err := json.Unmarshal(e.Object, &obj); err != nil {
+				t.Fatal(err)
+			}
+			out.Name, out.UID, out.RV = obj.Name, string(obj.UID), obj.ResourceVersion
+		}
+		states[e.Index].apply(out)
+		return e
+	}
+	for !next().AllInitialEventsEnd {
+	}
+
+	hub.kill()
+	updateConfigMap(t, ns, "cm-0", nil, "v1")
+	if err := kube.CoreV1().Secrets(ns).Delete(ctxFor(t), "s-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createSecret("new")
+	hub.start()
+	deleteConfigMap(t, ns, "cm-2") // after the restart
+	createConfigMap(t, ns, "marker", nil, "")
+	createSecret("marker")
+	for seen := 0; seen < 2; {
+		if e := next(); e.Type == hubclient.Added && strings.Contains(string(e.Object), `"name":"marker"`) {
+			seen++
+		}
+	}
+	secretsState := clientState{}
+	list, err := kube.CoreV1().Secrets(ns).List(ctxFor(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.Items {
+		secretsState[s.Name] = [2]string{s.ResourceVersion, string(s.UID)}
+	}
+	for i, want := range []clientState{apiState(t, ns), secretsState} {
+		if diff := cmp.Diff(want, states[i]); diff != "" {
+			t.Errorf("watch %d's state differs from the API server's (-api +client):\n%s", i, diff)
+		}
 	}
 }
