@@ -4,6 +4,7 @@
 //	hubctl [--hub ADDR[,ADDR...]] [--insecure | --ca-file F] [--token-file F | --cert-file F --key-file F] COMMAND [flags] [RESOURCE]
 //
 //	hubctl watch configmaps -n demo            initial objects, then every change
+//	hubctl watch configmaps,secrets -n demo    several types on one stream (WatchMany)
 //	hubctl watch deployments.apps -l app=web   a resource.group shorthand
 //	hubctl watch pods --field-selector spec.nodeName=node-1 --fields status.phase --show-previous
 //	hubctl watch configmaps --filter 'has(object.data.mode) && object.data.mode == "debug"'
@@ -54,10 +55,12 @@ Usage:
 
 RESOURCE is a plural resource name with an optional version and group:
 configmaps, deployments.apps, deployments.v1.apps. Without a version, the
-newest one the cluster serves is used.
+newest one the cluster serves is used. watch takes several, comma-separated
+(configmaps,secrets): one stream of them all, with the same flags for each.
 
 Examples:
   hubctl watch configmaps -n demo -l app=web
+  hubctl watch configmaps,secrets -n demo
   hubctl watch pods --field-selector spec.nodeName=node-1 --fields status.phase --show-previous
   hubctl watch configmaps --filter 'has(object.data.mode) && object.data.mode == "debug"'
   hubctl snapshot pods --fields metadata.labels,status.phase -o json
@@ -254,6 +257,25 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 	if output != "" && output != "json" {
 		return usageError{fmt.Errorf("--output must be json or empty, not %q", output)}
 	}
+	if len(positional) == 1 && strings.Contains(positional[0], ",") {
+		// Several resource types, as kubectl takes them: one WatchMany.
+		if command != "watch" || group != "" || versionFlag != "" || resourceFlag != "" {
+			return usageError{errors.New("several resource types (RESOURCE,RESOURCE) are for watch, without --group, --version and --resource")}
+		}
+		var resources []schema.GroupVersionResource
+		for _, name := range strings.Split(positional[0], ",") {
+			r, err := c.resolve(ctx, sel.Namespace, []string{name}, "", "", "")
+			if err != nil {
+				return err
+			}
+			resources = append(resources, r)
+		}
+		if len(fields) > 0 && output != "json" {
+			fields = append(fields, "metadata.creationTimestamp")
+		}
+		return c.watchMany(ctx, sel, resources, hubclient.WatchOptions{ResumeToken: resumeToken, SendInitialEvents: !watchOnly && resumeToken == "",
+			Fields: fields, IncludePrevious: showPrevious}, output == "json")
+	}
 	if sel.Resource, err = c.resolve(ctx, sel.Namespace, positional, group, versionFlag, resourceFlag); err != nil {
 		return err
 	}
@@ -393,8 +415,7 @@ func pickResource(served []schema.GroupVersionResource, name string, exact bool,
 func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.WatchOptions, asJSON bool) error {
 	w := c.client.Watch(ctx, sel, opts)
 	defer w.Close()
-	var table *table     // made at the first object, so that errors come before a header
-	relistNoted := false // the ~ of relisted events has been explained
+	p := eventPrinter{cli: c, asJSON: asJSON}
 	for {
 		e, err := w.Next()
 		if err != nil {
@@ -403,69 +424,122 @@ func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.
 			}
 			return err
 		}
-		if asJSON {
-			if err := c.printJSON(eventJSON{Type: e.Type, Object: json.RawMessage(e.Object), PreviousObject: json.RawMessage(e.Previous),
-				ResourceVersion: e.ResourceVersion, ResumeToken: e.ResumeToken, InitialEventsEnd: e.InitialEventsEnd, FromRelist: e.FromRelist, FilterError: e.FilterError, Resync: e.Resync}); err != nil {
-				return err
-			}
-			continue
-		}
-		if e.Type == hubclient.Bookmark {
-			switch {
-			case e.ResyncReplaces:
-				fmt.Fprintln(c.stderr, "(the hub could not resume this watch; it listed again: the objects marked * are all that exist now)")
-			case e.Resync:
-				fmt.Fprintln(c.stderr, "(the hub could not resume this watch; it re-synced: the changes marked * are the differences)")
-			}
-			continue
-		}
-		u, err := e.Unstructured()
-		if err != nil {
+		if err := p.print(e, "", e.ResumeToken); err != nil {
 			return err
-		}
-		eventType := string(e.Type)
-		if e.Resync {
-			eventType += "*"
-		}
-		if e.FromRelist {
-			if !relistNoted {
-				fmt.Fprintln(c.stderr, "(the events marked ~ were found by a relist of the hub: what happened in between is unknown)")
-				relistNoted = true
-			}
-			eventType += "~"
-		}
-		if e.FilterError != "" {
-			// Rare, and each may say something else: on its line.
-			fmt.Fprintf(c.stderr, "(the filter could not decide on %s/%s, sent as if it matched: %s)\n", u.GetNamespace(), u.GetName(), e.FilterError)
-			eventType += "?"
-		}
-		if table == nil {
-			table = c.table(true, "EVENT", "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
-		}
-		table.row(eventType, u.GetNamespace(), u.GetName(), u.GetResourceVersion(), c.age(u))
-		if e.Type == hubclient.Modified && e.Previous != nil {
-			changes, err := diffObjects(e.Previous, e.Object)
-			if err != nil {
-				return err
-			}
-			for _, change := range changes {
-				table.detail(change)
-			}
 		}
 	}
 }
 
+// watchMany watches several resource types on one stream (WatchMany): the
+// same selector and options for each.
+func (c *cli) watchMany(ctx context.Context, sel hubclient.Selector, resources []schema.GroupVersionResource, opts hubclient.WatchOptions, asJSON bool) error {
+	watches := make([]hubclient.ManyWatch, len(resources))
+	for i, r := range resources {
+		watches[i] = hubclient.ManyWatch{Selector: sel, Options: opts}
+		watches[i].Selector.Resource = r
+		watches[i].Options.ResumeToken = ""
+	}
+	m := c.client.WatchMany(ctx, watches, opts.ResumeToken)
+	defer m.Close()
+	p := eventPrinter{cli: c, asJSON: asJSON, many: true}
+	for {
+		e, err := m.Next()
+		if err != nil {
+			if ctx.Err() != nil && m.ResumeToken() != "" {
+				fmt.Fprintf(c.stderr, "\nresume with: --resume-token %s\n", m.ResumeToken())
+			}
+			if i, ok := hubclient.WatchIndex(err); ok && i < len(resources) {
+				err = fmt.Errorf("watching %s: %w", resources[i].Resource, err)
+			}
+			return err
+		}
+		if err := p.print(e.Event, resources[e.Index].Resource, e.ManyResumeToken); err != nil {
+			return err
+		}
+	}
+}
+
+// eventPrinter prints the events of a watch, or of a WatchMany (many: with
+// each event's resource type).
+type eventPrinter struct {
+	*cli
+	asJSON, many bool
+	table        *table // made at the first object, so that errors come before a header
+	relistNoted  bool   // the ~ of relisted events has been explained
+}
+
+// print prints e, of resource, whose stream resumes after it from token.
+func (p *eventPrinter) print(e hubclient.Event, resource, token string) error {
+	c := p.cli
+	if p.asJSON {
+		return c.printJSON(eventJSON{Type: e.Type, Resource: resource, Object: json.RawMessage(e.Object), PreviousObject: json.RawMessage(e.Previous),
+			ResourceVersion: e.ResourceVersion, ResumeToken: token, InitialEventsEnd: e.InitialEventsEnd, FromRelist: e.FromRelist, FilterError: e.FilterError, Resync: e.Resync})
+	}
+	if e.Type == hubclient.Bookmark {
+		switch {
+		case e.ResyncReplaces:
+			fmt.Fprintln(c.stderr, "(the hub could not resume this watch; it listed again: the objects marked * are all that exist now)")
+		case e.Resync:
+			fmt.Fprintln(c.stderr, "(the hub could not resume this watch; it re-synced: the changes marked * are the differences)")
+		}
+		return nil
+	}
+	u, err := e.Unstructured()
+	if err != nil {
+		return err
+	}
+	eventType := string(e.Type)
+	if e.Resync {
+		eventType += "*"
+	}
+	if e.FromRelist {
+		if !p.relistNoted {
+			fmt.Fprintln(c.stderr, "(the events marked ~ were found by a relist of the hub: what happened in between is unknown)")
+			p.relistNoted = true
+		}
+		eventType += "~"
+	}
+	if e.FilterError != "" {
+		// Rare, and each may say something else: on its line.
+		fmt.Fprintf(c.stderr, "(the filter could not decide on %s/%s, sent as if it matched: %s)\n", u.GetNamespace(), u.GetName(), e.FilterError)
+		eventType += "?"
+	}
+	switch {
+	case p.table == nil && p.many:
+		p.table = c.table(true, "EVENT", "RESOURCE", "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
+	case p.table == nil:
+		p.table = c.table(true, "EVENT", "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
+	}
+	if p.many {
+		p.table.row(eventType, resource, u.GetNamespace(), u.GetName(), u.GetResourceVersion(), c.age(u))
+	} else {
+		p.table.row(eventType, u.GetNamespace(), u.GetName(), u.GetResourceVersion(), c.age(u))
+	}
+	if e.Type == hubclient.Modified && e.Previous != nil {
+		changes, err := diffObjects(e.Previous, e.Object)
+		if err != nil {
+			return err
+		}
+		for _, change := range changes {
+			p.table.detail(change)
+		}
+	}
+	return nil
+}
+
 // eventJSON is a watch event as `hubctl watch -o json` prints it.
 type eventJSON struct {
-	Type             hubclient.EventType `json:"type"`
-	Object           json.RawMessage     `json:"object,omitempty"`
-	PreviousObject   json.RawMessage     `json:"previousObject,omitempty"`
-	ResourceVersion  string              `json:"resourceVersion"`
-	ResumeToken      string              `json:"resumeToken"`
-	InitialEventsEnd bool                `json:"initialEventsEnd,omitempty"`
-	FromRelist       bool                `json:"fromRelist,omitempty"`
-	FilterError      string              `json:"filterError,omitempty"`
-	Resync           bool                `json:"resync,omitempty"`
+	Type hubclient.EventType `json:"type"`
+	// Resource is the event's resource type, when several are watched.
+	Resource         string          `json:"resource,omitempty"`
+	Object           json.RawMessage `json:"object,omitempty"`
+	PreviousObject   json.RawMessage `json:"previousObject,omitempty"`
+	ResourceVersion  string          `json:"resourceVersion"`
+	ResumeToken      string          `json:"resumeToken"`
+	InitialEventsEnd bool            `json:"initialEventsEnd,omitempty"`
+	FromRelist       bool            `json:"fromRelist,omitempty"`
+	FilterError      string          `json:"filterError,omitempty"`
+	Resync           bool            `json:"resync,omitempty"`
 }
 
 func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclient.SnapshotOptions, asJSON bool) error {

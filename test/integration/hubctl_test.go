@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/internal/testhub"
@@ -115,6 +117,51 @@ func TestHubctl(t *testing.T) {
 		}
 		if err := json.Unmarshal([]byte(stdout), &snap); err != nil || snap.ResumeToken == "" || len(snap.Objects) != 1 {
 			t.Fatalf("-o json printed %s (%v)", stdout, err)
+		}
+	})
+
+	t.Run("watch several types", func(t *testing.T) {
+		ns := namespace(t)
+		createConfigMap(t, ns, "a", nil, "1")
+		if _, err := kube.CoreV1().Secrets(ns).Create(ctxFor(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "--insecure", "--hub", h.addr, "watch", "configmaps,secrets", "-n", ns)
+		stdoutPipe, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		scanner := bufio.NewScanner(stdoutPipe)
+		var out strings.Builder
+		read := func(n int) {
+			t.Helper()
+			for range n {
+				if !scanner.Scan() {
+					t.Fatalf("hubctl printed %q, then ended: %s", out.String(), stderr.String())
+				}
+				out.WriteString(scanner.Text() + "\n")
+			}
+		}
+		read(3) // the header, the ConfigMap, the Secret: initial events in the order of the types
+		createConfigMap(t, ns, "b", nil, "1")
+		read(1)
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("hubctl exited with %v after Ctrl-C: %s", err, stderr.String())
+		}
+		golden(t, "watch-many.golden", normalize(out.String(), ns))
+		if !strings.Contains(stderr.String(), "resume with: --resume-token ") {
+			t.Errorf("after Ctrl-C, stderr %q gives no resume token", stderr.String())
+		}
+		if _, stderr, code := run("snapshot", "configmaps,secrets", "-n", ns); code != 2 || !strings.Contains(stderr, "are for watch") {
+			t.Errorf("snapshot of several types: exit %d, %q; want a usage error", code, stderr)
 		}
 	})
 
