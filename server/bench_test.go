@@ -20,11 +20,13 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/gen/informerhub/v1/informerhubv1connect"
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/hubtest"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 	"github.com/informerhub/informerhub/internal/benchusage"
 	"github.com/informerhub/informerhub/server/metrics"
 )
@@ -499,3 +501,115 @@ func (c rawConnectCodec) Marshal(m any) ([]byte, error) {
 }
 
 func (rawConnectCodec) Unmarshal([]byte, any) error { return nil }
+
+// BenchmarkWatchMany compares one WatchMany of 10 resource types with 10
+// Watch streams of the same types, per client: 100 clients on
+// maxBenchConns connections, each iteration one 4 KiB change of each type,
+// received by every client before the next (1,000 deliveries). The
+// variants:
+//
+//   - watch: each client opens 10 Watch streams, one per type;
+//   - watchmany: each client opens one WatchMany of the 10 types, which
+//     frames each event's shared encoding with its own composite token
+//     (about 10 tokens long).
+//
+// deliveries/cpu-s counts the whole process, clients and fake API server
+// included, as in BenchmarkGRPCFanOut; the ratio of the two variants is the
+// CPU a WatchMany costs per delivery against separate streams.
+func BenchmarkWatchMany(b *testing.B) {
+	const clients, types = 100, 10
+	for _, many := range []bool{false, true} {
+		name := "watch"
+		if many {
+			name = "watchmany"
+		}
+		b.Run(fmt.Sprintf("clients=%d/types=%d/%s", clients, types, name), func(b *testing.B) {
+			benchmarkWatchMany(b, clients, types, many)
+		})
+	}
+}
+
+func benchmarkWatchMany(b *testing.B, clients, types int, many bool) {
+	cluster := hubtest.NewCluster(b)
+	var gvrs []schema.GroupVersionResource
+	for i := range types {
+		gvr := schema.GroupVersionResource{Group: "bench.example.com", Version: "v1", Resource: fmt.Sprint("widgets", i)}
+		cluster.Serve(b, upstream.ResourceInfo{Resource: gvr, Kind: fmt.Sprint("Widget", i), Namespaced: true})
+		gvrs = append(gvrs, gvr)
+	}
+	hub := informerhub.New(informerhub.Config{Logger: discard, QueueSize: 64, BookmarkInterval: time.Hour, IdleTimeout: time.Hour,
+		EncodeEvent: EncodeEvent}, cluster, cluster)
+	b.Cleanup(hub.Close)
+	streams := clients * types
+	srv := New(hub, Config{Logger: discard, MaxSubscriptionsPerIdentity: streams, MaxSubscriptions: streams, RatePerIdentity: 1e9,
+		RateBurstPerIdentity: streams, MaxConcurrentStreams: uint32(streams), AuthzRecheckInterval: time.Hour})
+	g := grpc.NewServer(srv.ServerOptions()...)
+	srv.Register(g)
+	addr := serveForBench(b, g)
+	base := hubtest.ConfigMap("bench", "w", nil, strings.Repeat("x", benchObject))
+	change := func() {
+		for _, gvr := range gvrs {
+			obj := *base
+			cluster.Source(gvr).Modify(&obj)
+		}
+	}
+	change()
+
+	conns := make([]*grpc.ClientConn, maxBenchConns)
+	for i := range conns {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{proto: encoding.GetCodecV2("proto")})),
+			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(16<<20))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close()
+		conns[i] = conn
+	}
+	fo := newFanOut(clients * types)
+	defer fo.stop()
+	watch := func(gvr schema.GroupVersionResource) *informerhubv1.WatchRequest {
+		return &informerhubv1.WatchRequest{Selector: &informerhubv1.ResourceSelector{
+			Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Namespace: "bench"}}
+	}
+	open := func(conn *grpc.ClientConn, method string, req any) {
+		stream, err := conn.NewStream(fo.ctx, &grpc.StreamDesc{ServerStreams: true}, method)
+		if err == nil {
+			err = stream.SendMsg(req)
+		}
+		if err == nil {
+			err = stream.CloseSend()
+		}
+		if err == nil {
+			_, err = stream.Header() // subscribed
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		fo.streams.Go(func() {
+			var resp rawResponse
+			for {
+				if err := stream.RecvMsg(&resp); err != nil {
+					fo.ended(err)
+					return
+				}
+				fo.delivered()
+			}
+		})
+	}
+	for c := range clients {
+		conn := conns[c%len(conns)]
+		if many {
+			req := &informerhubv1.WatchManyRequest{}
+			for _, gvr := range gvrs {
+				req.Watches = append(req.Watches, watch(gvr))
+			}
+			open(conn, informerhubv1.InformerHubService_WatchMany_FullMethodName, req)
+			continue
+		}
+		for _, gvr := range gvrs {
+			open(conn, informerhubv1.InformerHubService_Watch_FullMethodName, watch(gvr))
+		}
+	}
+	fo.run(b, benchServer{change: change})
+}

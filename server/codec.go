@@ -173,15 +173,19 @@ func eventEncoding(ev *informerhub.Event, json bool) (mem.BufferSlice, error) {
 }
 
 // manyResponse encodes a WatchManyResponse around its event's encoding,
-// which it shares rather than copies: what comes before the event and what
-// comes after are the only bytes of the stream's own. In JSON its fields are
-// protojson's names, as protojson would write them.
+// in one buffer from gRPC's pool that gRPC frees once it has written it
+// (or that the caller frees, if not gRPC): a copy of the event's bytes
+// costs less than the allocations of a frame around them would. In JSON
+// its fields are protojson's names, as protojson would write them.
 func manyResponse(me *informerhub.ManyEvent, json bool) (mem.BufferSlice, error) {
 	event, err := eventEncoding(me.Event, json)
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, 48+len(me.ResumeToken))
+	size := 32 + len(me.ResumeToken) + event.Len()
+	pool := mem.DefaultBufferPool()
+	buf := pool.Get(size)
+	b := (*buf)[:0]
 	if json {
 		b = append(b, '{')
 		if me.Index != 0 {
@@ -190,6 +194,15 @@ func manyResponse(me *informerhub.ManyEvent, json bool) (mem.BufferSlice, error)
 			b = append(b, ',')
 		}
 		b = append(b, `"event":`...)
+		b = appendBuffers(b, event)
+		// A token is URL-safe base64 and dots: nothing to escape.
+		b = append(b, `,"resumeToken":"`...)
+		b = append(b, me.ResumeToken...)
+		b = append(b, '"')
+		if me.InitialEventsEnd {
+			b = append(b, `,"initialEventsEnd":true`...)
+		}
+		b = append(b, '}')
 	} else {
 		if me.Index != 0 {
 			b = protowire.AppendTag(b, 1, protowire.VarintType)
@@ -197,30 +210,16 @@ func manyResponse(me *informerhub.ManyEvent, json bool) (mem.BufferSlice, error)
 		}
 		b = protowire.AppendTag(b, 2, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(event.Len()))
-	}
-	head := b
-	tail := b[len(b):]
-	if json {
-		// A token is URL-safe base64 and dots: nothing to escape.
-		tail = append(tail, `,"resumeToken":"`...)
-		tail = append(tail, me.ResumeToken...)
-		tail = append(tail, '"')
+		b = appendBuffers(b, event)
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendString(b, me.ResumeToken)
 		if me.InitialEventsEnd {
-			tail = append(tail, `,"initialEventsEnd":true`...)
-		}
-		tail = append(tail, '}')
-	} else {
-		tail = protowire.AppendTag(tail, 3, protowire.BytesType)
-		tail = protowire.AppendString(tail, me.ResumeToken)
-		if me.InitialEventsEnd {
-			tail = protowire.AppendTag(tail, 4, protowire.VarintType)
-			tail = protowire.AppendVarint(tail, 1)
+			b = protowire.AppendTag(b, 4, protowire.VarintType)
+			b = protowire.AppendVarint(b, 1)
 		}
 	}
-	out := make(mem.BufferSlice, 0, len(event)+2)
-	out = append(out, mem.SliceBuffer(head))
-	out = append(out, event...)
-	return append(out, mem.SliceBuffer(tail)), nil
+	*buf = b
+	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 }
 
 // codec is gRPC's protobuf codec, except that an *informerhub.Event is sent

@@ -285,6 +285,7 @@ func (c connectCodec) MarshalAppend(b []byte, m any) ([]byte, error) {
 		return appendBuffers(b, encoded), err
 	case *informerhub.ManyEvent:
 		encoded, err := manyResponse(v, c.json)
+		defer encoded.Free()
 		return appendBuffers(b, encoded), err
 	}
 	msg, ok := m.(proto.Message)

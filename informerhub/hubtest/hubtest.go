@@ -102,9 +102,16 @@ func (c *Cluster) addSource(t testing.TB, gvr schema.GroupVersionResource) {
 // history, which writes them only encrypted). Call it before any hub uses
 // the cluster.
 func (c *Cluster) ServeSecrets(t testing.TB) {
-	c.infos[Secrets] = upstream.ResourceInfo{Resource: Secrets, Kind: "Secret", Namespaced: true}
-	c.listed = append(c.listed, Secrets)
-	c.addSource(t, Secrets)
+	c.Serve(t, upstream.ResourceInfo{Resource: Secrets, Kind: "Secret", Namespaced: true})
+}
+
+// Serve makes the cluster serve one more resource type, whose objects the
+// test adds to its Source (of any Go type: the hub reads their JSON). Call
+// it before any hub uses the cluster.
+func (c *Cluster) Serve(t testing.TB, info upstream.ResourceInfo) {
+	c.infos[info.Resource] = info
+	c.listed = append(c.listed, info.Resource)
+	c.addSource(t, info.Resource)
 }
 
 // Source returns the fake behind a resource type, to make changes with.
