@@ -60,7 +60,11 @@ func TestHarnessSmoke(t *testing.T) {
 		"BenchmarkFilter/subscribers=1000/selector=labels-2 \t 7611\t 76285 ns/op\t 87086 cpu-ns/change\t 0 decodes/change\t 24432 B/op\t 91 allocs/op\n" +
 		"BenchmarkFilter/subscribers=1000/selector=cel-2 \t 3543\t 150388 ns/op\t 178019 cpu-ns/change\t 1.000 decodes/change\t 80302 B/op\t 1133 allocs/op\n" +
 		"BenchmarkProjection/subscribers=1000/objects=whole-2 \t 1884\t 352739 ns/op\t 6197 bytes/delivery\t 479168 cpu-ns/change\t 24319 B/op\t 89 allocs/op\n" +
-		"BenchmarkProjection/subscribers=1000/objects=projected-2 \t 1718\t 435015 ns/op\t 384.5 bytes/delivery\t 655912 cpu-ns/change\t 21979 B/op\t 112 allocs/op\n"
+		"BenchmarkProjection/subscribers=1000/objects=projected-2 \t 1718\t 435015 ns/op\t 384.5 bytes/delivery\t 655912 cpu-ns/change\t 21979 B/op\t 112 allocs/op\n" +
+		"BenchmarkWatchMany/clients=100/types=10/watch-2 \t 400\t 7449446 ns/op\t 5.016 allocs/delivery\t 78400 deliveries/cpu-s\t 335819 B/op\t 5015 allocs/op\n" +
+		"BenchmarkWatchMany/clients=100/types=10/watchmany-2 \t 400\t 7270340 ns/op\t 8.4 allocs/delivery\t 74000 deliveries/cpu-s\t 2286780 B/op\t 8400 allocs/op\n" +
+		"BenchmarkShards/unsharded-2 \t 2000\t 61151 ns/op\t 60630 cpu-ns/change\t 1.000 groups/change\t 24396 B/op\t 86 allocs/op\n" +
+		"BenchmarkShards/shards=16-2 \t 2000\t 61849 ns/op\t 61598 cpu-ns/change\t 1.000 groups/change\t 24388 B/op\t 86 allocs/op\n"
 	if err := report.AddGoBenchmarks(strings.NewReader(goBench), "go test -bench"); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +77,7 @@ func TestHarnessSmoke(t *testing.T) {
 		"7. One object each", "8. Node agents", "11. A relist beside healthy subscribers", "9. Projection", "10. Indexed dispatch",
 		"One object each: hub CPU per change (end to end)", "Node agents: hub CPU per change (end to end)", "(in process)",
 		"Projection to metadata.labels, status.phase (end to end)", "Filters: 1000 subscribers sharing 10 CEL expressions",
-		"14. Ingest", "Steady ingest, Pods", "Delivery at", "Peak heap while syncing", "Start-up at"} {
+		"14. Ingest", "Steady ingest, Pods", "15. Several types on one stream", "WatchMany of 10 types against 10 Watch streams", "16 shard subscribers against one unsharded", "Delivery at", "Peak heap while syncing", "Start-up at"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, md.String())
 		}

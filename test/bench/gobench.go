@@ -56,8 +56,9 @@ func parseGoBench(r io.Reader) ([]*goBenchmark, error) {
 
 // AddGoBenchmarks turns `go test -bench` output into the report's sections
 // on the in-process fan-out core, on the query features (see
-// addQueryBenchmarks) and on the disk history (addDiskBenchmarks), and the
-// targets they measure.
+// addQueryBenchmarks), on the disk history (addDiskBenchmarks) and on
+// WatchMany, shards and Count (addManyBenchmarks), and the targets they
+// measure.
 func (r *Report) AddGoBenchmarks(output io.Reader, command string) error {
 	all, err := parseGoBench(output)
 	if err != nil {
@@ -66,9 +67,11 @@ func (r *Report) AddGoBenchmarks(output io.Reader, command string) error {
 	if len(all) == 0 {
 		return fmt.Errorf("no benchmark results in the output of %s", command)
 	}
-	var benchmarks, query, disk []*goBenchmark
+	var benchmarks, query, disk, many []*goBenchmark
 	for _, b := range all {
 		switch {
+		case isManyBenchmark(b.name):
+			many = append(many, b)
 		case isQueryBenchmark(b.name):
 			query = append(query, b)
 		case isDiskBenchmark(b.name):
@@ -82,6 +85,9 @@ func (r *Report) AddGoBenchmarks(output io.Reader, command string) error {
 	}
 	if len(disk) > 0 {
 		r.addDiskBenchmarks(disk, command)
+	}
+	if len(many) > 0 {
+		r.addManyBenchmarks(many, command)
 	}
 	if len(benchmarks) == 0 {
 		return nil
