@@ -127,6 +127,22 @@ func (c connectClient) Snapshot(ctx context.Context, in *informerhubv1.SnapshotR
 	return &connectStreamClient[informerhubv1.SnapshotResponse]{ctx: ctx, stream: stream}, nil
 }
 
+func (c connectClient) Count(ctx context.Context, in *informerhubv1.CountRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[informerhubv1.CountResponse], error) {
+	stream, err := c.c.Count(ctx, connectRequest(ctx, in))
+	if err != nil {
+		return nil, grpcStatus(err)
+	}
+	return &connectStreamClient[informerhubv1.CountResponse]{ctx: ctx, stream: stream}, nil
+}
+
+func (c connectClient) WatchMany(ctx context.Context, in *informerhubv1.WatchManyRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[informerhubv1.WatchManyResponse], error) {
+	stream, err := c.c.WatchMany(ctx, connectRequest(ctx, in))
+	if err != nil {
+		return nil, grpcStatus(err)
+	}
+	return &connectStreamClient[informerhubv1.WatchManyResponse]{ctx: ctx, stream: stream}, nil
+}
+
 // connectStreamClient reads a connect-go server stream as a gRPC one.
 type connectStreamClient[T any] struct {
 	grpc.ClientStream // not used: panics if called
