@@ -114,6 +114,12 @@ type Config struct {
 	// bookmark with a fresh resume token. Default: 1m.
 	BookmarkInterval time.Duration
 
+	// CountInterval bounds how often the counts of a Count change for its
+	// callers: a counter publishes new counts when they change, at most
+	// once per CountInterval, with every change up to then (see
+	// Hub.Count). Default: 1s.
+	CountInterval time.Duration
+
 	// MaxUpstreamFailure is how long an informer's lists and watches may
 	// fail, with nothing delivered, before it ends (ErrUnavailable) and
 	// its subscribers with it, carrying their tokens: after the hub lost
@@ -212,6 +218,7 @@ const (
 	DefaultMaxReplayStateBytes   = 256 << 20
 	DefaultQueueSize             = 1000
 	DefaultBookmarkInterval      = time.Minute
+	DefaultCountInterval         = time.Second
 	DefaultIdleTimeout           = 5 * time.Minute
 	DefaultHistoryRetentionCheck = 10 * time.Second
 	DefaultHistoryMaxUnwritten   = 64 << 20
@@ -262,6 +269,9 @@ func (c *Config) setDefaults() {
 	c.QueueSize = max(1, min(c.QueueSize, c.HistorySize/2))
 	if c.BookmarkInterval <= 0 {
 		c.BookmarkInterval = DefaultBookmarkInterval
+	}
+	if c.CountInterval <= 0 {
+		c.CountInterval = DefaultCountInterval
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = DefaultIdleTimeout

@@ -53,6 +53,12 @@
 // differences ends nobody. Only a subscriber the history has moved past is
 // dropped, with a *TooSlowError carrying the token to resume from.
 //
+// Count (count.go, counter.go) counts what a selector selects, per group:
+// one counter per distinct request, shared by its callers, is one
+// subscription with initial events, projected on what its grouping reads,
+// so that the changes that move no object between groups never reach it;
+// it publishes immutable Counts at most once per Config.CountInterval.
+//
 // A token the history no longer holds is replayed from the API server
 // (replay.go, replaywatch.go): its watch from the token's resourceVersion,
 // and for a filter, projection or previous state, which the API server

@@ -66,6 +66,7 @@ const (
 	FieldObjectFormat      = "object_format"
 	FieldResumeToken       = "resume_token"
 	FieldSendInitialEvents = "send_initial_events"
+	FieldGroupBy           = "group_by"
 )
 
 // RequestError reports a request field the hub cannot accept.
@@ -136,14 +137,28 @@ func (e *ExpiredError) Unwrap() error { return ErrTokenExpired }
 type TooSlowError struct {
 	Resource schema.GroupVersionResource
 	// ResumeToken is the token of the last event the subscription delivered
-	// (or the one it started from): resuming from it loses nothing.
+	// (or the one it started from): resuming from it loses nothing. Empty
+	// for a Count.
 	ResumeToken string
 	// Stalled is set by a transport that ended the stream because its
 	// client read nothing for a while.
 	Stalled bool
+	// Counting is set when it ends a CountSubscription: the hub's counting
+	// of the selection fell behind further than the history holds (with
+	// Stalled: its client stopped reading the counts). Counts have no
+	// token: the client calls Count again.
+	Counting bool
 }
 
 func (e *TooSlowError) Error() string {
+	switch {
+	case e.Counting && e.Stalled:
+		return fmt.Sprintf("client read nothing of the counts of %s for too long and was disconnected: call Count again",
+			upstream.FormatResource(e.Resource))
+	case e.Counting:
+		return fmt.Sprintf("the hub's counting of %s fell further behind its changes than the hub's history holds (the hub is overloaded): call Count again, with backoff",
+			upstream.FormatResource(e.Resource))
+	}
 	if e.Stalled {
 		return fmt.Sprintf("client read nothing of the changes of %s for too long and was disconnected: watch again from the resume token of the last event received",
 			upstream.FormatResource(e.Resource))

@@ -425,3 +425,16 @@ func ViewSlots(h *Hub, gvr schema.GroupVersionResource) int {
 
 // ViewSlotSize is what a record counts for one view's slot.
 const ViewSlotSize = viewSlotSize
+
+// Counters counts the hub's running counters (see Hub.Count).
+func Counters(h *Hub) int { return h.counts.len() }
+
+// GroupOf returns the group of an object's JSON as a Count with groupBy
+// groups it.
+func GroupOf(groupBy, obj string) (string, error) {
+	g, err := parseGroupBy(groupBy)
+	if err != nil {
+		return "", err
+	}
+	return g.group(obj)
+}

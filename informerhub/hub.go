@@ -38,6 +38,8 @@ type Hub struct {
 	replays *replayLimits
 	// filters compiles the filters of selectors, once per expression.
 	filters *celfilter.Compiler
+	// counts are the running counters of Count.
+	counts *counts
 	// disk keeps the histories on disk (Config.HistoryStore); nil without.
 	disk *diskHistory
 	// informers runs every feed's informer, those the feeds no longer hold
@@ -139,6 +141,7 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		ctx:      ctx,
 		cancel:   cancel,
 		replays:  newReplayLimits(&cfg),
+		counts:   newCounts(),
 		filters:  celfilter.NewCompiler(cfg.MaxFilterEstimatedCost, cfg.MaxFilterCost),
 	}
 	h.feeds = newFeeds(cfg.IdleTimeout, func(info upstream.ResourceInfo, counters *resourceCounters) *feed {
@@ -265,12 +268,15 @@ func (h *Hub) Close() {
 	if !ok {
 		return
 	}
+	h.counts.close()
 	for _, f := range feeds {
 		f.stop(ErrClosed)
 	}
 	// The feeds let go of before Close stop by themselves: a failed one
 	// has stopped, an idle one is stopping.
 	h.informers.Wait()
+	// Their subscriptions failed with their feeds.
+	h.counts.running.Wait()
 	h.cancel()
 	h.retainers.Wait()
 	if h.disk != nil {

@@ -8,9 +8,10 @@
 // mapping from the hub's errors to gRPC statuses with google.rpc error
 // details (status.go).
 //
-// Callers are authenticated by an interceptor (package auth); each Watch and
-// Snapshot is authorized for the caller with a SubjectAccessReview, and a
-// running Watch again every AuthzRecheckInterval.
+// Callers are authenticated by an interceptor (package auth); each Watch,
+// Snapshot and Count is authorized for the caller with a
+// SubjectAccessReview, and a running Watch or Count again every
+// AuthzRecheckInterval.
 //
 // The same calls are served over HTTP (HTTPHandler: the Connect protocol,
 // gRPC-Web and gRPC, by connect-go), through the same interceptors and

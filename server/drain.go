@@ -15,17 +15,19 @@ import (
 // a few at a time over a period, as the kube-apiserver's
 // --shutdown-watch-termination-grace-period does for its watches.
 
-// errDraining is the cause with which Drain cancels a Watch's context.
+// errDraining is the cause with which Drain cancels a Watch's or Count's
+// context.
 var errDraining = errors.New("draining")
 
-// drainedError ends a Watch that Drain ended: the client resumes from
-// resumeToken, on another replica.
+// drainedError ends a Watch (or Count) that Drain ended: the client
+// resumes from resumeToken, on another replica; a Count, which has none,
+// leaves it empty.
 type drainedError struct{ resumeToken string }
 
 func (e *drainedError) Error() string { return informerhub.ErrClosed.Error() }
 func (e *drainedError) Unwrap() error { return informerhub.ErrClosed }
 
-// watches is the running Watches of a Server, for Drain.
+// watches is the running Watches and Counts of a Server, for Drain.
 type watches struct {
 	mu       sync.Mutex // guards the fields below
 	running  map[*runningWatch]struct{}
@@ -64,14 +66,14 @@ func (w *watches) isDraining() bool {
 	return w.draining
 }
 
-// Drain stops admitting Watch and Snapshot calls (they are refused with
-// UNAVAILABLE, SHUTTING_DOWN), then ends the running Watches one by one,
-// evenly spread over period, each with UNAVAILABLE, SHUTTING_DOWN and the
-// token of the last response it sent, so that their clients move to other
-// replicas a few at a time and resume exactly. A Watch waiting for a
-// replay slot ends the same way. Drain returns once they have all ended,
-// or when ctx ends; health Watches (HealthService) end then. Snapshots
-// under way are left to finish.
+// Drain stops admitting Watch, Snapshot and Count calls (they are refused
+// with UNAVAILABLE, SHUTTING_DOWN), then ends the running Watches and
+// Counts one by one, evenly spread over period, each with UNAVAILABLE,
+// SHUTTING_DOWN and (a Watch) the token of the last response it sent, so
+// that their clients move to other replicas a few at a time and resume
+// exactly. A Watch waiting for a replay slot ends the same way. Drain
+// returns once they have all ended, or when ctx ends; health Watches
+// (HealthService) end then. Snapshots under way are left to finish.
 func (s *Server) Drain(ctx context.Context, period time.Duration) error {
 	defer s.markDrained()
 	s.watches.mu.Lock()

@@ -50,23 +50,24 @@ type Config struct {
 	// Authorizer decides what callers may list and watch. Default: they
 	// may do anything (only for --auth=none and tests).
 	Authorizer auth.Authorizer
-	// AuthzRecheckInterval is how often a Watch's caller is authenticated
-	// and authorized again. When access is revoked, or the credentials are
-	// no longer accepted, the stream ends (PERMISSION_DENIED,
-	// UNAUTHENTICATED) with the token to resume from; when the API server
-	// cannot confirm access for maxUnconfirmedRechecks intervals, with
-	// UNAVAILABLE. It also bounds how old a cached decision may be when a
-	// call is admitted. So a change in RBAC applies to new calls within an
-	// interval, and ends running streams within one and three quarters,
-	// plus denialConfirmDelay (rechecks come at random, three quarters to
-	// one and a quarter of it apart, so streams opened together spread
-	// their reviews). Default: 1m.
+	// AuthzRecheckInterval is how often a Watch's or Count's caller is
+	// authenticated and authorized again. When access is revoked, or the
+	// credentials are no longer accepted, the stream ends
+	// (PERMISSION_DENIED, UNAUTHENTICATED), a Watch with the token to
+	// resume from; when the API server cannot confirm access for
+	// maxUnconfirmedRechecks intervals, with UNAVAILABLE. It also bounds
+	// how old a cached decision may be when a call is admitted. So a
+	// change in RBAC applies to new calls within an interval, and ends
+	// running streams within one and three quarters, plus
+	// denialConfirmDelay (rechecks come at random, three quarters to one
+	// and a quarter of it apart, so streams opened together spread their
+	// reviews). Default: 1m.
 	AuthzRecheckInterval time.Duration
 
-	// MaxSubscriptionsPerIdentity bounds the Watch and Snapshot streams one
-	// identity has open at once. Default: 100.
+	// MaxSubscriptionsPerIdentity bounds the Watch, Snapshot and Count
+	// streams one identity has open at once. Default: 100.
 	MaxSubscriptionsPerIdentity int
-	// MaxSubscriptions bounds the Watch and Snapshot streams of all
+	// MaxSubscriptions bounds the Watch, Snapshot and Count streams of all
 	// identities together, so that many identities cannot take more than
 	// the replica can serve. Default: 20000.
 	MaxSubscriptions int
@@ -154,7 +155,7 @@ type Server struct {
 	log           *slog.Logger
 	subscriptions *auth.SubscriptionLimiter
 	interceptors  interceptors // of every protocol
-	watches       watches      // the running Watches, for Drain
+	watches       watches      // the running Watches and Counts, for Drain
 	// drained is done once Drain has returned (markDrained): health
 	// Watches end then (HealthService).
 	drained     context.Context
@@ -273,8 +274,8 @@ func (s *Server) watchEnded(ctx context.Context, err error, snd *sender, subErr 
 	return err
 }
 
-// admit converts a Watch or Snapshot request's selector, and checks that
-// the caller may list and watch what it selects and may open one more
+// admit converts a Watch, Snapshot or Count request's selector, and checks
+// that the caller may list and watch what it selects and may open one more
 // stream. Call release when the stream ends.
 func (s *Server) admit(ctx context.Context, req *informerhubv1.ResourceSelector) (sel informerhub.Selector, release func(), err error) {
 	if s.watches.isDraining() {
@@ -365,7 +366,7 @@ func (e *upstreamLostError) Unwrap() error { return e.err }
 // not confirm: revoked (an *auth.ForbiddenError), credentials no longer
 // accepted (auth.ErrUnauthenticated), or not checkable for too long (an
 // *authUnavailableError). The client resumes from resumeToken once access
-// is back.
+// is back; a Count, which has none, leaves it empty.
 type accessLostError struct {
 	err         error
 	resumeToken string

@@ -145,7 +145,10 @@ func forbiddenStatus(_ *slog.Logger, forbidden *auth.ForbiddenError, err error) 
 	md := resourceMetadata(a.Resource.Group, a.Resource.Version, a.Resource.Resource)
 	md["user"], md["verb"], md["namespace"] = forbidden.User, a.Verb, a.Namespace
 	msg := forbidden.Error() + ": its Kubernetes RBAC does not allow it"
-	if lost := lostAccess(err); lost != nil {
+	switch lost := lostAccess(err); {
+	case lost != nil && lost.resumeToken == "": // a Count
+		msg = forbidden.Error() + " any more: call again once access is granted again"
+	case lost != nil:
 		md["resume_token"] = lost.resumeToken
 		msg = forbidden.Error() + " any more: watch again from the resume token once access is granted again"
 	}
@@ -155,7 +158,10 @@ func forbiddenStatus(_ *slog.Logger, forbidden *auth.ForbiddenError, err error) 
 func unauthenticatedStatus(_ *slog.Logger, err error) error {
 	md := map[string]string{}
 	msg := err.Error()
-	if lost := lostAccess(err); lost != nil {
+	switch lost := lostAccess(err); {
+	case lost != nil && lost.resumeToken == "": // a Count
+		msg += ": the credentials that opened this stream are no longer accepted; call again with valid ones"
+	case lost != nil:
 		md["resume_token"] = lost.resumeToken
 		msg += ": the credentials that opened this stream are no longer accepted; watch again from the resume token with valid ones"
 	}
@@ -168,7 +174,10 @@ func authUnavailableStatus(log *slog.Logger, _ *authUnavailableError, err error)
 	log.Warn("cannot check a caller's access", "error", err)
 	md := map[string]string{}
 	msg := "the hub cannot check your access with the Kubernetes API server right now; retry with backoff"
-	if lost := lostAccess(err); lost != nil {
+	switch lost := lostAccess(err); {
+	case lost != nil && lost.resumeToken == "": // a Count
+		msg = "the hub has not been able to confirm your access with the Kubernetes API server for a while; call again, with backoff"
+	case lost != nil:
 		md["resume_token"] = lost.resumeToken
 		msg = "the hub has not been able to confirm your access with the Kubernetes API server for a while; watch again from the resume token, with backoff"
 	}
@@ -218,18 +227,23 @@ func requestStatus(_ *slog.Logger, e *informerhub.RequestError, err error) error
 
 func tooSlowStatus(_ *slog.Logger, e *informerhub.TooSlowError, _ error) error {
 	md := resourceMetadata(e.Resource.Group, e.Resource.Version, e.Resource.Resource)
-	md["resume_token"] = e.ResumeToken
+	if !e.Counting { // counts have no token
+		md["resume_token"] = e.ResumeToken
+	}
 	return withDetails(codes.ResourceExhausted, e.Error(), errorInfo(ReasonSubscriberTooSlow, md))
 }
 
 func shuttingDownStatus(_ *slog.Logger, err error) error {
 	var md map[string]string
+	msg := "the hub is shutting down: reconnect, to this or another replica, with your last resume token"
 	var drained *drainedError
-	if errors.As(err, &drained) && drained.resumeToken != "" {
+	switch {
+	case errors.As(err, &drained) && drained.resumeToken != "":
 		md = map[string]string{"resume_token": drained.resumeToken}
+	case drained != nil: // a Count, which has no token
+		msg = "the hub is shutting down: call again, on this or another replica"
 	}
-	return withDetails(codes.Unavailable, "the hub is shutting down: reconnect, to this or another replica, with your last resume token",
-		errorInfo(ReasonShuttingDown, md))
+	return withDetails(codes.Unavailable, msg, errorInfo(ReasonShuttingDown, md))
 }
 
 func resourceStatus(log *slog.Logger, e *informerhub.ResourceError, err error) error {

@@ -120,8 +120,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.authzDenyTTL, "authz-deny-ttl", 30*time.Second, "how long a denied authorization decision is reused (never longer than --authz-recheck-interval)")
 	fs.DurationVar(&o.server.AuthzRecheckInterval, "authz-recheck-interval", time.Minute, "how often a running Watch is authorized again (revoked access ends it); also the oldest cached decision any call may use")
 
-	fs.IntVar(&o.server.MaxSubscriptionsPerIdentity, "max-subscriptions-per-identity", 100, "Watch and Snapshot streams one identity may have open at once")
-	fs.IntVar(&o.server.MaxSubscriptions, "max-subscriptions", 20000, "Watch and Snapshot streams all identities together may have open at once on this replica")
+	fs.IntVar(&o.server.MaxSubscriptionsPerIdentity, "max-subscriptions-per-identity", 100, "Watch, Snapshot and Count streams one identity may have open at once")
+	fs.IntVar(&o.server.MaxSubscriptions, "max-subscriptions", 20000, "Watch, Snapshot and Count streams all identities together may have open at once on this replica")
 	fs.IntVar(&o.server.MaxWatchesPerStream, "max-watches-per-stream", 32, "watches one WatchMany may hold; each counts as a stream against --max-subscriptions-per-identity and --max-subscriptions")
 	fs.Float64Var(&o.server.RatePerIdentity, "rate-per-identity", 10, "calls per second one identity may make on average")
 	fs.IntVar(&o.server.RateBurstPerIdentity, "rate-burst-per-identity", 50, "calls one identity may make at once")
@@ -167,6 +167,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Int64Var(&o.hub.MaxReplayStateBytes, "max-replay-state-bytes", informerhub.DefaultMaxReplayStateBytes, "bytes of listed objects all replays with a filter, fields or previous state may hold at once; more are refused (RESOURCE_EXHAUSTED)")
 	fs.IntVar(&o.hub.QueueSize, "queue-size", informerhub.DefaultQueueSize, "changes that may wait for one subscriber; past them it reads on from the history")
 	fs.DurationVar(&o.hub.BookmarkInterval, "bookmark-interval", informerhub.DefaultBookmarkInterval, "a stream that received nothing for between half this and all of it gets a bookmark with a fresh resume token")
+	fs.DurationVar(&o.hub.CountInterval, "count-interval", informerhub.DefaultCountInterval, "a Count stream receives new counts when they change, at most once per this")
 	fs.DurationVar(&o.hub.MaxUpstreamFailure, "max-upstream-failure", informerhub.DefaultMaxUpstreamFailure, "how long an informer's lists and watches may fail, with nothing delivered, before its streams end with UNAVAILABLE (UPSTREAM_UNAVAILABLE) and their tokens; the hub is not ready after three --apiserver-check-interval of it")
 	fs.DurationVar(&o.hub.IdleTimeout, "idle-timeout", informerhub.DefaultIdleTimeout, "how long a resource type's informer runs after its last subscriber left")
 	fs.IntVar(&o.hub.SnapshotPageSize, "snapshot-page-size", informerhub.DefaultSnapshotPageSize, "objects per Snapshot page at most")
@@ -182,7 +183,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float64Var(&o.reviewsPerPeer, "token-reviews-per-peer", 10, "TokenReviews per second (and under way at once) that tokens the API server rejects may cause from one client address; past it, calls with tokens not accepted lately are refused from there before any review")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
-	fs.DurationVar(&o.shutdownDrain, "shutdown-drain", 10*time.Second, "on shutdown, end the Watch streams one by one over this period (SHUTTING_DOWN, with their tokens), so their clients move to other replicas a few at a time")
+	fs.DurationVar(&o.shutdownDrain, "shutdown-drain", 10*time.Second, "on shutdown, end the Watch and Count streams one by one over this period (SHUTTING_DOWN, with their tokens), so their clients move to other replicas a few at a time")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "after the drain, how long to wait for the remaining calls to end")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

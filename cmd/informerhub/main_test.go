@@ -111,12 +111,13 @@ func serveWith(t *testing.T, lis listeners, args ...string) string {
 
 func TestParseFlags(t *testing.T) {
 	o, err := parseFlags([]string{"--listen", "127.0.0.1:9000", "--history-size", "5", "--bookmark-interval", "10s", "--log-level", "debug",
-		"--max-concurrent-streams", "7", "--authz-recheck-interval", "30s"})
+		"--max-concurrent-streams", "7", "--authz-recheck-interval", "30s", "--count-interval", "250ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.listen != "127.0.0.1:9000" || o.hub.HistorySize != 5 || o.hub.BookmarkInterval != 10*time.Second || o.logLevel != slog.LevelDebug ||
-		o.server.MaxConcurrentStreams != 7 || o.server.AuthzRecheckInterval != 30*time.Second || o.auth != "kubernetes" {
+		o.server.MaxConcurrentStreams != 7 || o.server.AuthzRecheckInterval != 30*time.Second || o.auth != "kubernetes" ||
+		o.hub.CountInterval != 250*time.Millisecond {
 		t.Errorf("parsed %+v", o)
 	}
 	for _, bad := range [][]string{{"--log-format", "xml"}, {"extra"}, {"--history-size", "x"}} {

@@ -1151,15 +1151,19 @@ func (x *WatchManyResponse) GetInitialEventsEnd() bool {
 type CountRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What to count: everything a Watch selector takes (namespace, label,
-	// field and shard selectors, filter). Required.
+	// field and shard selectors, filter). An object the filter cannot decide
+	// on counts as selected, as a Watch sends it. Required.
 	Selector *ResourceSelector `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
 	// How to group the objects: "" (the total only), "namespace",
 	// "label:<key>" (by the value of that label, e.g.
 	// "label:app.kubernetes.io/name"), or a path into the object as
 	// WatchRequest.fields takes it, e.g. "status.phase" or
-	// `metadata.annotations["example.com/team"]`. A path's value groups as
-	// the string it is, or as its JSON for a number, a boolean, an object or
-	// a list (a path through a list gives the list of its values).
+	// `metadata.annotations["example.com/team"]` (a path that reads
+	// "namespace" or starts with "label:" is written in brackets:
+	// `["namespace"]`). A path's value groups as the string it is, or as its
+	// compact JSON for a number (as the API server wrote it), a boolean, an
+	// object (keys sorted) or a list (a path through a list gives the list
+	// of the values of the elements that have one).
 	GroupBy       string `protobuf:"bytes,2,opt,name=group_by,json=groupBy,proto3" json:"group_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1218,8 +1222,8 @@ type CountResponse struct {
 	Groups map[string]uint64 `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// All the matching objects.
 	Total uint64 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
-	// The Kubernetes resourceVersion of the state these counts describe.
-	// Informational.
+	// The Kubernetes resourceVersion of the state these counts describe
+	// (they hold for later states too, until they change). Informational.
 	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache

@@ -63,7 +63,8 @@ const (
 // selector at all), the streams per identity, the request's fields and
 // resource (discovery), its resume_token, the informer's first list, then
 // placing the token (and opening a replay). So a caller without access gets
-// PERMISSION_DENIED even for a misspelt resource.
+// PERMISSION_DENIED even for a misspelt resource. A Count is checked as a
+// Watch, its group_by right after the rate limit.
 //
 // Each status, as code · reason (metadata), when, and what to do:
 //   - INVALID_ARGUMENT · INVALID_ARGUMENT ("field"; a google.rpc.BadRequest
@@ -78,8 +79,10 @@ const (
 //     than --max-filter-length or is estimated to cost more than
 //     --max-filter-estimated-cost; a path in fields that cannot be
 //     valid, or more than --max-fields of them; an unknown object_format; a
-//     subresource, or a resource without list and watch. ListResources: an
-//     invalid namespace. Fix the request: it fails the same way every time.
+//     subresource, or a resource without list and watch. Count: a group_by
+//     that is not "", "namespace", "label:<key>" with a valid label key, nor
+//     a path that can be valid. ListResources: an invalid namespace. Fix
+//     the request: it fails the same way every time.
 //   - INVALID_ARGUMENT · INVALID_RESUME_TOKEN ("field"; BadRequest on
 //     resume_token): not a token (garbage, mangled, over 4096 bytes), a
 //     newer token format, a token of another resource type, a token of
@@ -94,16 +97,16 @@ const (
 //     audience; a client certificate that expired since the connection was
 //     made. (With client certificates, a connection without one fails its
 //     TLS handshake: the client sees UNAVAILABLE, from its own transport.)
-//     A running Watch whose credentials stop being accepted (an expired
-//     token or certificate, a deleted service account) ends this way too.
-//     Get credentials the cluster accepts; reopen a running Watch with
-//     fresh ones, from your last token.
+//     A running Watch or Count whose credentials stop being accepted (an
+//     expired token or certificate, a deleted service account) ends this
+//     way too. Get credentials the cluster accepts; reopen a running Watch
+//     with fresh ones, from your last token (a Count: call it again).
 //   - PERMISSION_DENIED · FORBIDDEN ("user", "verb", "namespace" and the
 //     resource; "resume_token" on a running Watch): the caller's Kubernetes
 //     RBAC does not allow list and watch of the resource in the namespace
-//     (cluster-wide without one). A running Watch whose access is revoked
-//     ends this way too. Have the access granted (a RoleBinding), then
-//     resume from your last token.
+//     (cluster-wide without one). A running Watch or Count whose access is
+//     revoked ends this way too. Have the access granted (a RoleBinding),
+//     then resume from your last token (a Count: call it again).
 //   - NOT_FOUND · RESOURCE_NOT_FOUND (the resource): the cluster does not
 //     serve the resource: discovery does not know it, or the API server
 //     answers the informer's list or watch with 404 (a CRD just deleted,
@@ -129,11 +132,14 @@ const (
 //     blocked when the stream had to end. Resume from your last token; read
 //     faster, or do less per event. A Snapshot whose client read nothing for
 //     --max-send-stall has no token: take the snapshot again, and read it to
-//     the end. Also ("limit": "memory-budget"): a Snapshot, or a Watch's
-//     initial events, read so slowly that the objects changed since it
-//     began took the hub past its --memory-budget: take the snapshot again,
-//     or resume from your last token, and read faster or select fewer
-//     objects.
+//     the end. A Count has none either: its client read nothing for
+//     --max-send-stall, or the hub's counting fell behind the changes
+//     further than the history holds (the hub is overloaded): call Count
+//     again, with backoff. Also ("limit": "memory-budget"): a Snapshot, or
+//     a Watch's initial events, read so slowly that the objects changed
+//     since it began took the hub past its --memory-budget: take the
+//     snapshot again, or resume from your last token, and read faster or
+//     select fewer objects.
 //   - RESOURCE_EXHAUSTED · TOO_MANY_TOKEN_REVIEWS: the caller's address
 //     presented more tokens the API server rejected than
 //     --token-reviews-per-peer a second (or all addresses together, than
@@ -141,16 +147,19 @@ const (
 //     accepted lately. Fix the token; retry with backoff.
 //   - RESOURCE_EXHAUSTED · TOO_MANY_SUBSCRIPTIONS ("user" and "limit", or
 //     "scope": "replica" and "limit"): the identity has
-//     --max-subscriptions-per-identity Watch and Snapshot streams open on
-//     this replica, or all identities together --max-subscriptions. Close
-//     streams, or share them within a process; retry later.
+//     --max-subscriptions-per-identity Watch, Snapshot and Count streams
+//     open on this replica, or all identities together --max-subscriptions.
+//     Close streams, or share them within a process; retry later.
 //   - RESOURCE_EXHAUSTED · TOO_MANY_DISTINCT ("limit": which of
 //     max-filters-per-resource, max-projections-per-resource,
 //     max-filters-per-identity and max-projections-per-identity; "max"; the
 //     resource): the resource type has that many distinct filters, or
 //     projections, in use on this replica, or the caller's streams hold that
-//     many on it, and the request brings one more. Use an expression or
-//     projection already in use, close a stream, or retry later.
+//     many on it, and the request brings one more. A Count that no one
+//     else's running Count shares brings its filter and a projection (of
+//     what its group_by reads), held on its caller's account while anyone
+//     shares it. Use an expression or projection already in use, close a
+//     stream, or retry later.
 //   - RESOURCE_EXHAUSTED · REPLAY_LIMIT ("limit":
 //     "max-replay-state-bytes"; "max"; the resource): a replay of a token
 //     older than the hub's history, with a filter, fields or
@@ -163,9 +172,10 @@ const (
 //     on any method but health and reflection: back off and retry. Or, from
 //     gRPC, a request larger than --max-recv-msg-size: retrying cannot help.
 //   - UNAVAILABLE · SHUTTING_DOWN ("resume_token" on a Watch): the hub is
-//     shutting down: new Watch and Snapshot calls fail, and running Watches
-//     end one by one over --shutdown-drain. Reconnect, to this or another
-//     replica, from your last token.
+//     shutting down: new Watch, Snapshot and Count calls fail, and running
+//     Watches and Counts end one by one over --shutdown-drain. Reconnect, to
+//     this or another replica, from your last token (a Count: call it
+//     again).
 //   - UNAVAILABLE · UPSTREAM_UNAVAILABLE (the resource, and
 //     "kubernetes_reason" when the API server gave one, such as "Forbidden"
 //     for the hub's own RBAC; "resume_token" when a running Watch ended):
@@ -176,9 +186,9 @@ const (
 //     which ends it and its streams, to resume exactly from a fresh
 //     informer once the API server serves the hub again; or the hub cannot
 //     check the caller's credentials or access with the API server (a
-//     running Watch ends so when its access has not been confirmed for
-//     three --authz-recheck-interval). Retry with backoff, from your last
-//     token.
+//     running Watch or Count ends so when its access has not been confirmed
+//     for three --authz-recheck-interval). Retry with backoff, from your
+//     last token.
 //   - UNAVAILABLE · RESUME_TOKEN_AHEAD (the resource): the token is newer
 //     than this replica's informer and, but for a token of initial events,
 //     than the API server. Retry shortly with the same token; one that never
@@ -199,12 +209,13 @@ const (
 //   - INTERNAL, no details: a bug in the hub, logged with its stack: a
 //     panic in a call (that call ends) or in an informer's handler (every
 //     stream of the resource type ends; the next call starts a fresh
-//     informer). The hub keeps serving. Retry with backoff from your last
+//     informer), or counts that went wrong (every Count sharing them ends;
+//     the next one counts afresh). The hub keeps serving. Retry with backoff from your last
 //     token; report it.
 //   - CANCELED, DEADLINE_EXCEEDED: the client canceled the call, or its
 //     deadline passed (the first subscriber of a resource type waits for the
-//     informer's first list, and a replay may wait for a slot). A Watch
-//     needs no deadline.
+//     informer's first list, and a replay may wait for a slot). A Watch or
+//     Count needs no deadline.
 //   - UNIMPLEMENTED: from gRPC, a method this hub does not serve: use a
 //     client of this hub's API version.
 type InformerHubServiceClient interface {
@@ -270,6 +281,11 @@ type InformerHubServiceClient interface {
 	// watch: a Count needs the access a Watch with the same selector needs
 	// (in the selector's namespace, or cluster-wide without one), and each
 	// Count stream counts against --max-subscriptions-per-identity.
+	//
+	// A client that reads slower than the counts change receives the newest
+	// counts, not each one. Counts carry no token: a Count that ends, for
+	// whatever reason (see the statuses above), is called again, and starts
+	// with the current counts.
 	Count(ctx context.Context, in *CountRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CountResponse], error)
 }
 
@@ -404,7 +420,8 @@ type InformerHubService_CountClient = grpc.ServerStreamingClient[CountResponse]
 // selector at all), the streams per identity, the request's fields and
 // resource (discovery), its resume_token, the informer's first list, then
 // placing the token (and opening a replay). So a caller without access gets
-// PERMISSION_DENIED even for a misspelt resource.
+// PERMISSION_DENIED even for a misspelt resource. A Count is checked as a
+// Watch, its group_by right after the rate limit.
 //
 // Each status, as code · reason (metadata), when, and what to do:
 //   - INVALID_ARGUMENT · INVALID_ARGUMENT ("field"; a google.rpc.BadRequest
@@ -419,8 +436,10 @@ type InformerHubService_CountClient = grpc.ServerStreamingClient[CountResponse]
 //     than --max-filter-length or is estimated to cost more than
 //     --max-filter-estimated-cost; a path in fields that cannot be
 //     valid, or more than --max-fields of them; an unknown object_format; a
-//     subresource, or a resource without list and watch. ListResources: an
-//     invalid namespace. Fix the request: it fails the same way every time.
+//     subresource, or a resource without list and watch. Count: a group_by
+//     that is not "", "namespace", "label:<key>" with a valid label key, nor
+//     a path that can be valid. ListResources: an invalid namespace. Fix
+//     the request: it fails the same way every time.
 //   - INVALID_ARGUMENT · INVALID_RESUME_TOKEN ("field"; BadRequest on
 //     resume_token): not a token (garbage, mangled, over 4096 bytes), a
 //     newer token format, a token of another resource type, a token of
@@ -435,16 +454,16 @@ type InformerHubService_CountClient = grpc.ServerStreamingClient[CountResponse]
 //     audience; a client certificate that expired since the connection was
 //     made. (With client certificates, a connection without one fails its
 //     TLS handshake: the client sees UNAVAILABLE, from its own transport.)
-//     A running Watch whose credentials stop being accepted (an expired
-//     token or certificate, a deleted service account) ends this way too.
-//     Get credentials the cluster accepts; reopen a running Watch with
-//     fresh ones, from your last token.
+//     A running Watch or Count whose credentials stop being accepted (an
+//     expired token or certificate, a deleted service account) ends this
+//     way too. Get credentials the cluster accepts; reopen a running Watch
+//     with fresh ones, from your last token (a Count: call it again).
 //   - PERMISSION_DENIED · FORBIDDEN ("user", "verb", "namespace" and the
 //     resource; "resume_token" on a running Watch): the caller's Kubernetes
 //     RBAC does not allow list and watch of the resource in the namespace
-//     (cluster-wide without one). A running Watch whose access is revoked
-//     ends this way too. Have the access granted (a RoleBinding), then
-//     resume from your last token.
+//     (cluster-wide without one). A running Watch or Count whose access is
+//     revoked ends this way too. Have the access granted (a RoleBinding),
+//     then resume from your last token (a Count: call it again).
 //   - NOT_FOUND · RESOURCE_NOT_FOUND (the resource): the cluster does not
 //     serve the resource: discovery does not know it, or the API server
 //     answers the informer's list or watch with 404 (a CRD just deleted,
@@ -470,11 +489,14 @@ type InformerHubService_CountClient = grpc.ServerStreamingClient[CountResponse]
 //     blocked when the stream had to end. Resume from your last token; read
 //     faster, or do less per event. A Snapshot whose client read nothing for
 //     --max-send-stall has no token: take the snapshot again, and read it to
-//     the end. Also ("limit": "memory-budget"): a Snapshot, or a Watch's
-//     initial events, read so slowly that the objects changed since it
-//     began took the hub past its --memory-budget: take the snapshot again,
-//     or resume from your last token, and read faster or select fewer
-//     objects.
+//     the end. A Count has none either: its client read nothing for
+//     --max-send-stall, or the hub's counting fell behind the changes
+//     further than the history holds (the hub is overloaded): call Count
+//     again, with backoff. Also ("limit": "memory-budget"): a Snapshot, or
+//     a Watch's initial events, read so slowly that the objects changed
+//     since it began took the hub past its --memory-budget: take the
+//     snapshot again, or resume from your last token, and read faster or
+//     select fewer objects.
 //   - RESOURCE_EXHAUSTED · TOO_MANY_TOKEN_REVIEWS: the caller's address
 //     presented more tokens the API server rejected than
 //     --token-reviews-per-peer a second (or all addresses together, than
@@ -482,16 +504,19 @@ type InformerHubService_CountClient = grpc.ServerStreamingClient[CountResponse]
 //     accepted lately. Fix the token; retry with backoff.
 //   - RESOURCE_EXHAUSTED · TOO_MANY_SUBSCRIPTIONS ("user" and "limit", or
 //     "scope": "replica" and "limit"): the identity has
-//     --max-subscriptions-per-identity Watch and Snapshot streams open on
-//     this replica, or all identities together --max-subscriptions. Close
-//     streams, or share them within a process; retry later.
+//     --max-subscriptions-per-identity Watch, Snapshot and Count streams
+//     open on this replica, or all identities together --max-subscriptions.
+//     Close streams, or share them within a process; retry later.
 //   - RESOURCE_EXHAUSTED · TOO_MANY_DISTINCT ("limit": which of
 //     max-filters-per-resource, max-projections-per-resource,
 //     max-filters-per-identity and max-projections-per-identity; "max"; the
 //     resource): the resource type has that many distinct filters, or
 //     projections, in use on this replica, or the caller's streams hold that
-//     many on it, and the request brings one more. Use an expression or
-//     projection already in use, close a stream, or retry later.
+//     many on it, and the request brings one more. A Count that no one
+//     else's running Count shares brings its filter and a projection (of
+//     what its group_by reads), held on its caller's account while anyone
+//     shares it. Use an expression or projection already in use, close a
+//     stream, or retry later.
 //   - RESOURCE_EXHAUSTED · REPLAY_LIMIT ("limit":
 //     "max-replay-state-bytes"; "max"; the resource): a replay of a token
 //     older than the hub's history, with a filter, fields or
@@ -504,9 +529,10 @@ type InformerHubService_CountClient = grpc.ServerStreamingClient[CountResponse]
 //     on any method but health and reflection: back off and retry. Or, from
 //     gRPC, a request larger than --max-recv-msg-size: retrying cannot help.
 //   - UNAVAILABLE · SHUTTING_DOWN ("resume_token" on a Watch): the hub is
-//     shutting down: new Watch and Snapshot calls fail, and running Watches
-//     end one by one over --shutdown-drain. Reconnect, to this or another
-//     replica, from your last token.
+//     shutting down: new Watch, Snapshot and Count calls fail, and running
+//     Watches and Counts end one by one over --shutdown-drain. Reconnect, to
+//     this or another replica, from your last token (a Count: call it
+//     again).
 //   - UNAVAILABLE · UPSTREAM_UNAVAILABLE (the resource, and
 //     "kubernetes_reason" when the API server gave one, such as "Forbidden"
 //     for the hub's own RBAC; "resume_token" when a running Watch ended):
@@ -517,9 +543,9 @@ type InformerHubService_CountClient = grpc.ServerStreamingClient[CountResponse]
 //     which ends it and its streams, to resume exactly from a fresh
 //     informer once the API server serves the hub again; or the hub cannot
 //     check the caller's credentials or access with the API server (a
-//     running Watch ends so when its access has not been confirmed for
-//     three --authz-recheck-interval). Retry with backoff, from your last
-//     token.
+//     running Watch or Count ends so when its access has not been confirmed
+//     for three --authz-recheck-interval). Retry with backoff, from your
+//     last token.
 //   - UNAVAILABLE · RESUME_TOKEN_AHEAD (the resource): the token is newer
 //     than this replica's informer and, but for a token of initial events,
 //     than the API server. Retry shortly with the same token; one that never
@@ -540,12 +566,13 @@ type InformerHubService_CountClient = grpc.ServerStreamingClient[CountResponse]
 //   - INTERNAL, no details: a bug in the hub, logged with its stack: a
 //     panic in a call (that call ends) or in an informer's handler (every
 //     stream of the resource type ends; the next call starts a fresh
-//     informer). The hub keeps serving. Retry with backoff from your last
+//     informer), or counts that went wrong (every Count sharing them ends;
+//     the next one counts afresh). The hub keeps serving. Retry with backoff from your last
 //     token; report it.
 //   - CANCELED, DEADLINE_EXCEEDED: the client canceled the call, or its
 //     deadline passed (the first subscriber of a resource type waits for the
-//     informer's first list, and a replay may wait for a slot). A Watch
-//     needs no deadline.
+//     informer's first list, and a replay may wait for a slot). A Watch or
+//     Count needs no deadline.
 //   - UNIMPLEMENTED: from gRPC, a method this hub does not serve: use a
 //     client of this hub's API version.
 type InformerHubServiceServer interface {
@@ -611,6 +638,11 @@ type InformerHubServiceServer interface {
 	// watch: a Count needs the access a Watch with the same selector needs
 	// (in the selector's namespace, or cluster-wide without one), and each
 	// Count stream counts against --max-subscriptions-per-identity.
+	//
+	// A client that reads slower than the counts change receives the newest
+	// counts, not each one. Counts carry no token: a Count that ends, for
+	// whatever reason (see the statuses above), is called again, and starts
+	// with the current counts.
 	Count(*CountRequest, grpc.ServerStreamingServer[CountResponse]) error
 	mustEmbedUnimplementedInformerHubServiceServer()
 }

@@ -114,6 +114,11 @@ type InformerHubServiceClient interface {
 	// watch: a Count needs the access a Watch with the same selector needs
 	// (in the selector's namespace, or cluster-wide without one), and each
 	// Count stream counts against --max-subscriptions-per-identity.
+	//
+	// A client that reads slower than the counts change receives the newest
+	// counts, not each one. Counts carry no token: a Count that ends, for
+	// whatever reason (see the statuses above), is called again, and starts
+	// with the current counts.
 	Count(context.Context, *connect.Request[v1.CountRequest]) (*connect.ServerStreamForClient[v1.CountResponse], error)
 }
 
@@ -259,6 +264,11 @@ type InformerHubServiceHandler interface {
 	// watch: a Count needs the access a Watch with the same selector needs
 	// (in the selector's namespace, or cluster-wide without one), and each
 	// Count stream counts against --max-subscriptions-per-identity.
+	//
+	// A client that reads slower than the counts change receives the newest
+	// counts, not each one. Counts carry no token: a Count that ends, for
+	// whatever reason (see the statuses above), is called again, and starts
+	// with the current counts.
 	Count(context.Context, *connect.Request[v1.CountRequest], *connect.ServerStream[v1.CountResponse]) error
 }
 

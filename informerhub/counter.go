@@ -1,0 +1,296 @@
+package informerhub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// counter counts what one countKey selects, for every caller that shares
+// it (see Hub.Count), from one subscription of the feed. It runs two
+// goroutines: a reader, which calls the subscription's Next and hands each
+// event on; and run's, which applies each to its tally and publishes the
+// tally as Counts, at most once per Config.CountInterval. The callers read
+// the published Counts (latest) and wait on changed; none of them ever
+// takes more than mu, nor makes the counter wait.
+type counter struct {
+	key countKey
+	// started is closed once the caller that took the counter first has
+	// started it; startErr, set before, says why it could not.
+	started  chan struct{}
+	startErr error
+	// done is closed when run has ended, and the reader with it.
+	done chan struct{}
+	// failed is closed, with err set before, when the counter can count
+	// no more.
+	failed chan struct{}
+	err    error
+
+	// Guarded by counts.mu.
+	refs int
+	sub  *Subscription // set once its goroutines run
+
+	// mu guards what callers read.
+	mu sync.Mutex
+	// latest is the newest Counts published; nil until the initial events
+	// have been counted.
+	latest *Counts
+	// changed is closed, and replaced, when latest changes; closed for
+	// good when the counter fails.
+	changed chan struct{}
+}
+
+func newCounter(key countKey) *counter {
+	return &counter{key: key, started: make(chan struct{}), done: make(chan struct{}), failed: make(chan struct{}),
+		changed: make(chan struct{})}
+}
+
+// countQueue bounds the events the reader hands on ahead of the counting.
+// Subscription.Next has a queue of its own (Config.QueueSize) behind it.
+const countQueue = 64
+
+// start opens the counter's subscription, as the owner of req, and starts
+// its goroutines; on failure it sets startErr and removes the counter from
+// the hub's registry. Either way it closes started.
+func (c *counter) start(ctx context.Context, h *Hub, req CountRequest, g *groupBy) {
+	defer close(c.started)
+	sub, err := h.Watch(ctx, WatchRequest{
+		Selector:          req.Selector,
+		SendInitialEvents: true,
+		Fields:            g.fields,
+		IncludePrevious:   g.previous,
+		Owner:             req.Owner,
+	})
+	if err == nil {
+		if err = h.counts.run(c, sub, g, h.cfg.CountInterval); err != nil {
+			sub.Close()
+		}
+	}
+	if err != nil {
+		c.startErr = err
+		h.counts.discard(c)
+	}
+}
+
+// run counts until the subscription ends: closed by the last caller's
+// release, or failed. It then fails the callers left, if any, and closes
+// the subscription.
+func (c *counter) run(sub *Subscription, g *groupBy, interval time.Duration, discard func(*counter)) {
+	defer close(c.done)
+	defer sub.Close()
+	events := make(chan *Event, countQueue)
+	var readErr error // set before events is closed
+	go func() {
+		defer close(events)
+		for {
+			ev, err := sub.Next(context.Background()) // returns once sub is closed
+			if err != nil {
+				readErr = err
+				return
+			}
+			events <- ev
+		}
+	}()
+	t := &tally{g: g, resource: sub.lease.feed.resource}
+	if g.path != nil {
+		t.groups = map[string]uint64{}
+	}
+	err := c.count(events, t, interval)
+	if err != nil {
+		sub.Close()
+		for range events { // the reader ends
+		}
+	} else {
+		err = readErr
+	}
+	var tooSlow *TooSlowError
+	if errors.As(err, &tooSlow) {
+		// The subscription's token is no caller's: none has any.
+		err = &TooSlowError{Resource: tooSlow.Resource, Counting: true}
+	}
+	// Out of the registry first: a caller that retries at once starts a
+	// fresh counter.
+	discard(c)
+	c.fail(err)
+}
+
+// count applies the events to t, and publishes it: once the initial events
+// are over, then as it changes, at most once per interval (the changes in
+// between together). It returns nil once events is closed, or why it
+// cannot count on.
+func (c *counter) count(events <-chan *Event, t *tally, interval time.Duration) error {
+	timer := time.NewTimer(interval)
+	timer.Stop()
+	defer timer.Stop()
+	var (
+		due       <-chan time.Time // the pending publication, if any
+		published time.Time
+		last      *Counts
+		initial   = true
+	)
+	publish := func() {
+		if last != nil && t.same(last) {
+			return // changed, then changed back
+		}
+		last = t.counts()
+		c.publish(last)
+		published = time.Now()
+	}
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return nil
+			}
+			changed, err := t.apply(ev)
+			switch {
+			case err != nil:
+				return err
+			case initial:
+				if ev.InitialEventsEnd {
+					initial = false
+					publish()
+				}
+			case !changed || due != nil:
+			default:
+				if wait := interval - time.Since(published); wait > 0 {
+					timer.Reset(wait)
+					due = timer.C
+					continue
+				}
+				publish()
+			}
+		case <-due:
+			due = nil
+			publish()
+		}
+	}
+}
+
+// publish makes counts the latest, and wakes the callers waiting for it.
+func (c *counter) publish(counts *Counts) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.latest = counts
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// fail ends every caller's Next with err.
+func (c *counter) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err = err
+	close(c.failed)
+	close(c.changed)
+}
+
+// current returns the latest counts, a channel closed when they change,
+// and why the counter failed, if it did.
+func (c *counter) current() (*Counts, <-chan struct{}, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.latest, c.changed, c.err
+}
+
+// tally is a counter's counts as it counts them; owned by its run.
+type tally struct {
+	g        *groupBy
+	resource string            // for errors
+	groups   map[string]uint64 // nil without groups
+	total    uint64
+	rv       uint64 // the newest resourceVersion of the events applied
+}
+
+// apply counts an event, and reports whether the counts changed: an
+// ADDED counts one more object in its group, a DELETED one less, a
+// MODIFIED moves its object from its previous group to its new one.
+func (t *tally) apply(ev *Event) (changed bool, err error) {
+	// Every event (bookmarks too) is a point the counts are true at. The
+	// ADDED of initial events and the changes a relist found carry their
+	// object's own version, which may be older than the last: keep the
+	// newest.
+	if rv, err := strconv.ParseUint(ev.ResourceVersion, 10, 64); err == nil && rv > t.rv {
+		t.rv = rv
+	}
+	switch ev.Type {
+	case EventAdded:
+		g, err := t.g.group(ev.Object)
+		if err != nil {
+			return false, t.objectError(err)
+		}
+		t.add(g)
+		return true, nil
+	case EventDeleted:
+		g, err := t.g.group(ev.Object)
+		if err != nil {
+			return false, t.objectError(err)
+		}
+		return true, t.remove(g)
+	case EventModified:
+		if !t.g.previous {
+			return false, nil // its group cannot change
+		}
+		from, err := t.g.group(ev.PreviousObject)
+		if err != nil {
+			return false, t.objectError(err)
+		}
+		to, err := t.g.group(ev.Object)
+		if err != nil {
+			return false, t.objectError(err)
+		}
+		if from == to {
+			return false, nil
+		}
+		if err := t.remove(from); err != nil {
+			return false, err
+		}
+		t.add(to)
+		return true, nil
+	}
+	return false, nil
+}
+
+func (t *tally) add(group string) {
+	t.total++
+	if t.groups != nil {
+		t.groups[group]++
+	}
+}
+
+// remove counts one object less in group. Counting below zero would be a
+// bug of the hub (a change to an object it never counted): it fails the
+// counter rather than report wrong counts.
+func (t *tally) remove(group string) error {
+	n, ok := t.groups[group]
+	if t.total == 0 || (t.groups != nil && !ok) {
+		return fmt.Errorf("informerhub: counting %s: group %q would fall below zero", t.resource, truncate(group))
+	}
+	t.total--
+	switch {
+	case t.groups == nil:
+	case n == 1:
+		delete(t.groups, group)
+	default:
+		t.groups[group] = n - 1
+	}
+	return nil
+}
+
+func (t *tally) objectError(err error) error {
+	return fmt.Errorf("informerhub: counting %s: reading an object's group: %w", t.resource, err)
+}
+
+// counts returns the tally as Counts.
+func (t *tally) counts() *Counts {
+	return &Counts{Groups: maps.Clone(t.groups), Total: t.total, ResourceVersion: strconv.FormatUint(t.rv, 10)}
+}
+
+// same reports whether the tally counts what c does.
+func (t *tally) same(c *Counts) bool {
+	return c.Total == t.total && maps.Equal(c.Groups, t.groups)
+}
