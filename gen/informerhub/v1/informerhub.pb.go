@@ -856,8 +856,9 @@ type Resource struct {
 	// anyone watches it (--retain).
 	Retained bool `protobuf:"varint,15,opt,name=retained,proto3" json:"retained,omitempty"`
 	// The fields a shard_selector may hash for this resource type:
-	// "object.metadata.uid", and "object.metadata.namespace" for namespaced
-	// types.
+	// "object.metadata.uid" and "object.metadata.namespace" (every object of
+	// a cluster-scoped type has the empty namespace: one shard holds them
+	// all).
 	ShardFields   []string `protobuf:"bytes,16,rep,name=shard_fields,json=shardFields,proto3" json:"shard_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

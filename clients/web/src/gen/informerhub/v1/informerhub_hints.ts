@@ -26,7 +26,7 @@ export const statusHints: readonly StatusHint[] = [
     "reason": "INVALID_ARGUMENT",
     "metadata": "\"field\"; a google.rpc.BadRequest names the field and says what is wrong",
     "details": true,
-    "text": "a field is missing or malformed: selector, group, version, resource, namespace (or one given for a cluster-scoped resource); a label or field selector that does not parse, is longer than --max-selector-length or has more than --max-selector-terms terms; a field the resource type does not support (the description lists those it does); an operator other than =, == and !=; a filter that does not compile (the description says where: \"ERROR: <input>:line:column: ...\"), is not of type bool, is longer than --max-filter-length or is estimated to cost more than --max-filter-estimated-cost; a path in fields that cannot be valid, or more than --max-fields of them; an unknown object_format; a subresource, or a resource without list and watch. ListResources: an invalid namespace. Fix the request: it fails the same way every time."
+    "text": "a field is missing or malformed: selector, group, version, resource, namespace (or one given for a cluster-scoped resource); a label or field selector that does not parse, is longer than --max-selector-length or has more than --max-selector-terms terms; a field the resource type does not support (the description lists those it does); an operator other than =, == and !=; a filter that does not compile (the description says where: \"ERROR: <input>:line:column: ...\"), is not of type bool, is longer than --max-filter-length or is estimated to cost more than --max-filter-estimated-cost; a path in fields that cannot be valid, or more than --max-fields of them; an unknown object_format; a subresource, or a resource without list and watch. Count: a group_by that is not \"\", \"namespace\", \"label:<key>\" with a valid label key, nor a path that can be valid. ListResources: an invalid namespace. Fix the request: it fails the same way every time."
   },
   {
     "codes": [
@@ -44,7 +44,7 @@ export const statusHints: readonly StatusHint[] = [
     "reason": "UNAUTHENTICATED",
     "metadata": "\"resume_token\" on a running Watch",
     "details": true,
-    "text": "no \"authorization: Bearer <token>\" metadata, or a malformed one; a token the cluster does not accept, or issued for another audience; a client certificate that expired since the connection was made. (With client certificates, a connection without one fails its TLS handshake: the client sees UNAVAILABLE, from its own transport.) A running Watch whose credentials stop being accepted (an expired token or certificate, a deleted service account) ends this way too. Get credentials the cluster accepts; reopen a running Watch with fresh ones, from your last token."
+    "text": "no \"authorization: Bearer <token>\" metadata, or a malformed one; a token the cluster does not accept, or issued for another audience; a client certificate that expired since the connection was made. (With client certificates, a connection without one fails its TLS handshake: the client sees UNAVAILABLE, from its own transport.) A running Watch or Count whose credentials stop being accepted (an expired token or certificate, a deleted service account) ends this way too. Get credentials the cluster accepts; reopen a running Watch with fresh ones, from your last token (a Count: call it again)."
   },
   {
     "codes": [
@@ -53,7 +53,7 @@ export const statusHints: readonly StatusHint[] = [
     "reason": "FORBIDDEN",
     "metadata": "\"user\", \"verb\", \"namespace\" and the resource; \"resume_token\" on a running Watch",
     "details": true,
-    "text": "the caller's Kubernetes RBAC does not allow list and watch of the resource in the namespace (cluster-wide without one). A running Watch whose access is revoked ends this way too. Have the access granted (a RoleBinding), then resume from your last token."
+    "text": "the caller's Kubernetes RBAC does not allow list and watch of the resource in the namespace (cluster-wide without one). A running Watch or Count whose access is revoked ends this way too. Have the access granted (a RoleBinding), then resume from your last token (a Count: call it again)."
   },
   {
     "codes": [
@@ -80,7 +80,7 @@ export const statusHints: readonly StatusHint[] = [
     "reason": "SUBSCRIBER_TOO_SLOW",
     "metadata": "the resource; \"resume_token\" on a Watch",
     "details": true,
-    "text": "the client did not read fast enough. A Watch: it fell --queue-size behind, and the history dropped its position before it caught up; or one send stayed blocked for --max-send-stall (noticed within one to two of it); or a send was blocked when the stream had to end. Resume from your last token; read faster, or do less per event. A Snapshot whose client read nothing for --max-send-stall has no token: take the snapshot again, and read it to the end. Also (\"limit\": \"memory-budget\"): a Snapshot, or a Watch's initial events, read so slowly that the objects changed since it began took the hub past its --memory-budget: take the snapshot again, or resume from your last token, and read faster or select fewer objects."
+    "text": "the client did not read fast enough. A Watch: it fell --queue-size behind, and the history dropped its position before it caught up; or one send stayed blocked for --max-send-stall (noticed within one to two of it); or a send was blocked when the stream had to end. Resume from your last token; read faster, or do less per event. A Snapshot whose client read nothing for --max-send-stall has no token: take the snapshot again, and read it to the end. A Count has none either: its client read nothing for --max-send-stall, or the hub's counting fell behind the changes further than the history holds (the hub is overloaded): call Count again, with backoff. Also (\"limit\": \"memory-budget\"): a Snapshot, or a Watch's initial events, read so slowly that the objects changed since it began took the hub past its --memory-budget: take the snapshot again, or resume from your last token, and read faster or select fewer objects."
   },
   {
     "codes": [
@@ -98,7 +98,7 @@ export const statusHints: readonly StatusHint[] = [
     "reason": "TOO_MANY_SUBSCRIPTIONS",
     "metadata": "\"user\" and \"limit\", or \"scope\": \"replica\" and \"limit\"",
     "details": true,
-    "text": "the identity has --max-subscriptions-per-identity Watch and Snapshot streams open on this replica, or all identities together --max-subscriptions. Close streams, or share them within a process; retry later."
+    "text": "the identity has --max-subscriptions-per-identity Watch, Snapshot and Count streams open on this replica, or all identities together --max-subscriptions. Close streams, or share them within a process; retry later."
   },
   {
     "codes": [
@@ -107,7 +107,7 @@ export const statusHints: readonly StatusHint[] = [
     "reason": "TOO_MANY_DISTINCT",
     "metadata": "\"limit\": which of max-filters-per-resource, max-projections-per-resource, max-filters-per-identity and max-projections-per-identity; \"max\"; the resource",
     "details": true,
-    "text": "the resource type has that many distinct filters, or projections, in use on this replica, or the caller's streams hold that many on it, and the request brings one more. Use an expression or projection already in use, close a stream, or retry later."
+    "text": "the resource type has that many distinct filters, or projections, in use on this replica, or the caller's streams hold that many on it, and the request brings one more. A Count that no one else's running Count shares brings its filter and a projection (of what its group_by reads), held on its caller's account while anyone shares it. Use an expression or projection already in use, close a stream, or retry later."
   },
   {
     "codes": [
@@ -134,7 +134,7 @@ export const statusHints: readonly StatusHint[] = [
     "reason": "SHUTTING_DOWN",
     "metadata": "\"resume_token\" on a Watch",
     "details": true,
-    "text": "the hub is shutting down: new Watch and Snapshot calls fail, and running Watches end one by one over --shutdown-drain. Reconnect, to this or another replica, from your last token."
+    "text": "the hub is shutting down: new Watch, Snapshot and Count calls fail, and running Watches and Counts end one by one over --shutdown-drain. Reconnect, to this or another replica, from your last token (a Count: call it again)."
   },
   {
     "codes": [
@@ -143,7 +143,7 @@ export const statusHints: readonly StatusHint[] = [
     "reason": "UPSTREAM_UNAVAILABLE",
     "metadata": "the resource, and \"kubernetes_reason\" when the API server gave one, such as \"Forbidden\" for the hub's own RBAC; \"resume_token\" when a running Watch ended",
     "details": true,
-    "text": "discovery or the informer's first list failed (the informer keeps retrying); a replay's watch failed, or ended within a second five times in a row; the informer could not apply a change; its lists and watches failed, with nothing delivered, for --max-upstream-failure, which ends it and its streams, to resume exactly from a fresh informer once the API server serves the hub again; or the hub cannot check the caller's credentials or access with the API server (a running Watch ends so when its access has not been confirmed for three --authz-recheck-interval). Retry with backoff, from your last token."
+    "text": "discovery or the informer's first list failed (the informer keeps retrying); a replay's watch failed, or ended within a second five times in a row; the informer could not apply a change; its lists and watches failed, with nothing delivered, for --max-upstream-failure, which ends it and its streams, to resume exactly from a fresh informer once the API server serves the hub again; or the hub cannot check the caller's credentials or access with the API server (a running Watch or Count ends so when its access has not been confirmed for three --authz-recheck-interval). Retry with backoff, from your last token."
   },
   {
     "codes": [
@@ -179,7 +179,7 @@ export const statusHints: readonly StatusHint[] = [
     "reason": "",
     "metadata": "",
     "details": false,
-    "text": "a bug in the hub, logged with its stack: a panic in a call (that call ends) or in an informer's handler (every stream of the resource type ends; the next call starts a fresh informer). The hub keeps serving. Retry with backoff from your last token; report it."
+    "text": "a bug in the hub, logged with its stack: a panic in a call (that call ends) or in an informer's handler (every stream of the resource type ends; the next call starts a fresh informer), or counts that went wrong (every Count sharing them ends; the next one counts afresh). The hub keeps serving. Retry with backoff from your last token; report it."
   },
   {
     "codes": [
@@ -189,7 +189,7 @@ export const statusHints: readonly StatusHint[] = [
     "reason": "",
     "metadata": "",
     "details": true,
-    "text": "the client canceled the call, or its deadline passed (the first subscriber of a resource type waits for the informer's first list, and a replay may wait for a slot). A Watch needs no deadline."
+    "text": "the client canceled the call, or its deadline passed (the first subscriber of a resource type waits for the informer's first list, and a replay may wait for a slot). A Watch or Count needs no deadline."
   },
   {
     "codes": [

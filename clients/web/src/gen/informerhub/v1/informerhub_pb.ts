@@ -570,8 +570,9 @@ export type Resource = Message<"informerhub.v1.Resource"> & {
 
   /**
    * The fields a shard_selector may hash for this resource type:
-   * "object.metadata.uid", and "object.metadata.namespace" for namespaced
-   * types.
+   * "object.metadata.uid" and "object.metadata.namespace" (every object of
+   * a cluster-scoped type has the empty namespace: one shard holds them
+   * all).
    *
    * @generated from field: repeated string shard_fields = 16;
    */
@@ -677,7 +678,8 @@ export const WatchManyResponseSchema: GenMessage<WatchManyResponse> = /*@__PURE_
 export type CountRequest = Message<"informerhub.v1.CountRequest"> & {
   /**
    * What to count: everything a Watch selector takes (namespace, label,
-   * field and shard selectors, filter). Required.
+   * field and shard selectors, filter). An object the filter cannot decide
+   * on counts as selected, as a Watch sends it. Required.
    *
    * @generated from field: informerhub.v1.ResourceSelector selector = 1;
    */
@@ -688,9 +690,12 @@ export type CountRequest = Message<"informerhub.v1.CountRequest"> & {
    * "label:<key>" (by the value of that label, e.g.
    * "label:app.kubernetes.io/name"), or a path into the object as
    * WatchRequest.fields takes it, e.g. "status.phase" or
-   * `metadata.annotations["example.com/team"]`. A path's value groups as
-   * the string it is, or as its JSON for a number, a boolean, an object or
-   * a list (a path through a list gives the list of its values).
+   * `metadata.annotations["example.com/team"]` (a path that reads
+   * "namespace" or starts with "label:" is written in brackets:
+   * `["namespace"]`). A path's value groups as the string it is, or as its
+   * compact JSON for a number (as the API server wrote it), a boolean, an
+   * object (keys sorted) or a list (a path through a list gives the list
+   * of the values of the elements that have one).
    *
    * @generated from field: string group_by = 2;
    */
@@ -727,8 +732,8 @@ export type CountResponse = Message<"informerhub.v1.CountResponse"> & {
   total: bigint;
 
   /**
-   * The Kubernetes resourceVersion of the state these counts describe.
-   * Informational.
+   * The Kubernetes resourceVersion of the state these counts describe
+   * (they hold for later states too, until they change). Informational.
    *
    * @generated from field: string resource_version = 3;
    */
@@ -861,7 +866,8 @@ export const EventTypeSchema: GenEnum<EventType> = /*@__PURE__*/
  * selector at all), the streams per identity, the request's fields and
  * resource (discovery), its resume_token, the informer's first list, then
  * placing the token (and opening a replay). So a caller without access gets
- * PERMISSION_DENIED even for a misspelt resource.
+ * PERMISSION_DENIED even for a misspelt resource. A Count is checked as a
+ * Watch, its group_by right after the rate limit.
  *
  * Each status, as code · reason (metadata), when, and what to do:
  *   - INVALID_ARGUMENT · INVALID_ARGUMENT ("field"; a google.rpc.BadRequest
@@ -876,8 +882,10 @@ export const EventTypeSchema: GenEnum<EventType> = /*@__PURE__*/
  *     than --max-filter-length or is estimated to cost more than
  *     --max-filter-estimated-cost; a path in fields that cannot be
  *     valid, or more than --max-fields of them; an unknown object_format; a
- *     subresource, or a resource without list and watch. ListResources: an
- *     invalid namespace. Fix the request: it fails the same way every time.
+ *     subresource, or a resource without list and watch. Count: a group_by
+ *     that is not "", "namespace", "label:<key>" with a valid label key, nor
+ *     a path that can be valid. ListResources: an invalid namespace. Fix
+ *     the request: it fails the same way every time.
  *   - INVALID_ARGUMENT · INVALID_RESUME_TOKEN ("field"; BadRequest on
  *     resume_token): not a token (garbage, mangled, over 4096 bytes), a
  *     newer token format, a token of another resource type, a token of
@@ -892,16 +900,16 @@ export const EventTypeSchema: GenEnum<EventType> = /*@__PURE__*/
  *     audience; a client certificate that expired since the connection was
  *     made. (With client certificates, a connection without one fails its
  *     TLS handshake: the client sees UNAVAILABLE, from its own transport.)
- *     A running Watch whose credentials stop being accepted (an expired
- *     token or certificate, a deleted service account) ends this way too.
- *     Get credentials the cluster accepts; reopen a running Watch with
- *     fresh ones, from your last token.
+ *     A running Watch or Count whose credentials stop being accepted (an
+ *     expired token or certificate, a deleted service account) ends this
+ *     way too. Get credentials the cluster accepts; reopen a running Watch
+ *     with fresh ones, from your last token (a Count: call it again).
  *   - PERMISSION_DENIED · FORBIDDEN ("user", "verb", "namespace" and the
  *     resource; "resume_token" on a running Watch): the caller's Kubernetes
  *     RBAC does not allow list and watch of the resource in the namespace
- *     (cluster-wide without one). A running Watch whose access is revoked
- *     ends this way too. Have the access granted (a RoleBinding), then
- *     resume from your last token.
+ *     (cluster-wide without one). A running Watch or Count whose access is
+ *     revoked ends this way too. Have the access granted (a RoleBinding),
+ *     then resume from your last token (a Count: call it again).
  *   - NOT_FOUND · RESOURCE_NOT_FOUND (the resource): the cluster does not
  *     serve the resource: discovery does not know it, or the API server
  *     answers the informer's list or watch with 404 (a CRD just deleted,
@@ -927,11 +935,14 @@ export const EventTypeSchema: GenEnum<EventType> = /*@__PURE__*/
  *     blocked when the stream had to end. Resume from your last token; read
  *     faster, or do less per event. A Snapshot whose client read nothing for
  *     --max-send-stall has no token: take the snapshot again, and read it to
- *     the end. Also ("limit": "memory-budget"): a Snapshot, or a Watch's
- *     initial events, read so slowly that the objects changed since it
- *     began took the hub past its --memory-budget: take the snapshot again,
- *     or resume from your last token, and read faster or select fewer
- *     objects.
+ *     the end. A Count has none either: its client read nothing for
+ *     --max-send-stall, or the hub's counting fell behind the changes
+ *     further than the history holds (the hub is overloaded): call Count
+ *     again, with backoff. Also ("limit": "memory-budget"): a Snapshot, or
+ *     a Watch's initial events, read so slowly that the objects changed
+ *     since it began took the hub past its --memory-budget: take the
+ *     snapshot again, or resume from your last token, and read faster or
+ *     select fewer objects.
  *   - RESOURCE_EXHAUSTED · TOO_MANY_TOKEN_REVIEWS: the caller's address
  *     presented more tokens the API server rejected than
  *     --token-reviews-per-peer a second (or all addresses together, than
@@ -939,16 +950,19 @@ export const EventTypeSchema: GenEnum<EventType> = /*@__PURE__*/
  *     accepted lately. Fix the token; retry with backoff.
  *   - RESOURCE_EXHAUSTED · TOO_MANY_SUBSCRIPTIONS ("user" and "limit", or
  *     "scope": "replica" and "limit"): the identity has
- *     --max-subscriptions-per-identity Watch and Snapshot streams open on
- *     this replica, or all identities together --max-subscriptions. Close
- *     streams, or share them within a process; retry later.
+ *     --max-subscriptions-per-identity Watch, Snapshot and Count streams
+ *     open on this replica, or all identities together --max-subscriptions.
+ *     Close streams, or share them within a process; retry later.
  *   - RESOURCE_EXHAUSTED · TOO_MANY_DISTINCT ("limit": which of
  *     max-filters-per-resource, max-projections-per-resource,
  *     max-filters-per-identity and max-projections-per-identity; "max"; the
  *     resource): the resource type has that many distinct filters, or
  *     projections, in use on this replica, or the caller's streams hold that
- *     many on it, and the request brings one more. Use an expression or
- *     projection already in use, close a stream, or retry later.
+ *     many on it, and the request brings one more. A Count that no one
+ *     else's running Count shares brings its filter and a projection (of
+ *     what its group_by reads), held on its caller's account while anyone
+ *     shares it. Use an expression or projection already in use, close a
+ *     stream, or retry later.
  *   - RESOURCE_EXHAUSTED · REPLAY_LIMIT ("limit":
  *     "max-replay-state-bytes"; "max"; the resource): a replay of a token
  *     older than the hub's history, with a filter, fields or
@@ -961,9 +975,10 @@ export const EventTypeSchema: GenEnum<EventType> = /*@__PURE__*/
  *     on any method but health and reflection: back off and retry. Or, from
  *     gRPC, a request larger than --max-recv-msg-size: retrying cannot help.
  *   - UNAVAILABLE · SHUTTING_DOWN ("resume_token" on a Watch): the hub is
- *     shutting down: new Watch and Snapshot calls fail, and running Watches
- *     end one by one over --shutdown-drain. Reconnect, to this or another
- *     replica, from your last token.
+ *     shutting down: new Watch, Snapshot and Count calls fail, and running
+ *     Watches and Counts end one by one over --shutdown-drain. Reconnect, to
+ *     this or another replica, from your last token (a Count: call it
+ *     again).
  *   - UNAVAILABLE · UPSTREAM_UNAVAILABLE (the resource, and
  *     "kubernetes_reason" when the API server gave one, such as "Forbidden"
  *     for the hub's own RBAC; "resume_token" when a running Watch ended):
@@ -974,9 +989,9 @@ export const EventTypeSchema: GenEnum<EventType> = /*@__PURE__*/
  *     which ends it and its streams, to resume exactly from a fresh
  *     informer once the API server serves the hub again; or the hub cannot
  *     check the caller's credentials or access with the API server (a
- *     running Watch ends so when its access has not been confirmed for
- *     three --authz-recheck-interval). Retry with backoff, from your last
- *     token.
+ *     running Watch or Count ends so when its access has not been confirmed
+ *     for three --authz-recheck-interval). Retry with backoff, from your
+ *     last token.
  *   - UNAVAILABLE · RESUME_TOKEN_AHEAD (the resource): the token is newer
  *     than this replica's informer and, but for a token of initial events,
  *     than the API server. Retry shortly with the same token; one that never
@@ -997,12 +1012,13 @@ export const EventTypeSchema: GenEnum<EventType> = /*@__PURE__*/
  *   - INTERNAL, no details: a bug in the hub, logged with its stack: a
  *     panic in a call (that call ends) or in an informer's handler (every
  *     stream of the resource type ends; the next call starts a fresh
- *     informer). The hub keeps serving. Retry with backoff from your last
+ *     informer), or counts that went wrong (every Count sharing them ends;
+ *     the next one counts afresh). The hub keeps serving. Retry with backoff from your last
  *     token; report it.
  *   - CANCELED, DEADLINE_EXCEEDED: the client canceled the call, or its
  *     deadline passed (the first subscriber of a resource type waits for the
- *     informer's first list, and a replay may wait for a slot). A Watch
- *     needs no deadline.
+ *     informer's first list, and a replay may wait for a slot). A Watch or
+ *     Count needs no deadline.
  *   - UNIMPLEMENTED: from gRPC, a method this hub does not serve: use a
  *     client of this hub's API version.
  *
@@ -1104,6 +1120,11 @@ export const InformerHubService: GenService<{
    * watch: a Count needs the access a Watch with the same selector needs
    * (in the selector's namespace, or cluster-wide without one), and each
    * Count stream counts against --max-subscriptions-per-identity.
+   *
+   * A client that reads slower than the counts change receives the newest
+   * counts, not each one. Counts carry no token: a Count that ends, for
+   * whatever reason (see the statuses above), is called again, and starts
+   * with the current counts.
    *
    * @generated from rpc informerhub.v1.InformerHubService.Count
    */
