@@ -319,14 +319,15 @@ func TestSnapshotAndListResources(t *testing.T) {
 		t.Errorf("retained_since %v, want when the informer synced", since)
 	}
 	resources.Resources[0].RetainedSince = nil
-	want := &informerhubv1.ListResourcesResponse{Resources: []*informerhubv1.Resource{
+	shardFields := []string{"object.metadata.uid", "object.metadata.namespace"}
+	want := &informerhubv1.ListResourcesResponse{MaxWatchesPerStream: 32, Resources: []*informerhubv1.Resource{
 		// The history starts at the initial list (rv 5) and holds nothing yet.
 		{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, InformerActive: true, CachedObjects: 5, HistoryResourceVersion: "5",
-			RetainedResourceVersion: "5", SelectableFields: []string{"metadata.name", "metadata.namespace"}},
-		{Version: "v1", Resource: "namespaces", Kind: "Namespace", SelectableFields: []string{"metadata.name", "status.phase"}},
+			RetainedResourceVersion: "5", SelectableFields: []string{"metadata.name", "metadata.namespace"}, ShardFields: shardFields},
+		{Version: "v1", Resource: "namespaces", Kind: "Namespace", SelectableFields: []string{"metadata.name", "status.phase"}, ShardFields: shardFields},
 		{Version: "v1", Resource: "pods", Kind: "Pod", Namespaced: true, SelectableFields: []string{
 			"metadata.name", "metadata.namespace", "spec.hostNetwork", "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
-			"spec.serviceAccountName", "status.nominatedNodeName", "status.phase", "status.podIP", "status.podIPs"}},
+			"spec.serviceAccountName", "status.nominatedNodeName", "status.phase", "status.podIP", "status.podIPs"}, ShardFields: shardFields},
 	}}
 	if diff := cmp.Diff(want, resources, protocmp.Transform()); diff != "" {
 		t.Errorf("ListResources (-want +got):\n%s", diff)
