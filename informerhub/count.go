@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/informerhub/informerhub/informerhub/projection"
+	"github.com/informerhub/informerhub/internal/jsonscan"
 )
 
 // Counting: how many objects a selector selects, per group, kept up to
@@ -37,9 +38,9 @@ type CountRequest struct {
 	GroupBy string
 	// Owner names who asks, as WatchRequest.Owner. A request that starts a
 	// counter (none runs for its selector and grouping) subscribes as its
-	// owner, so the counter's projection counts within its owner's limits
-	// (Config.MaxProjectionsPerOwner, MaxFiltersPerOwner) for as long as
-	// the counter runs, whoever else shares it.
+	// owner, so the counter's filter counts within its owner's limits
+	// (Config.MaxFiltersPerOwner) for as long as the counter runs, whoever
+	// else shares it.
 	Owner string
 }
 
@@ -74,27 +75,18 @@ type groupBy struct {
 	// path is where an object's group value is; nil: no groups, the total
 	// only.
 	path []string
-	// fields is the projection of the counter's subscription: only what
-	// the grouping reads, so that a MODIFIED that changes none of it is
-	// never delivered.
-	fields []string
 	// previous is set when a MODIFIED may change an object's group: the
 	// counter then needs the state before the change.
 	previous bool
 }
 
-// keptPath is a path every projection keeps anyway (see package
-// projection), whose value never changes: the projection of a counter
-// that needs no more than its objects' identity.
-const keptPath = "metadata.namespace"
-
 func parseGroupBy(s string) (*groupBy, error) {
 	switch {
 	case s == "":
-		return &groupBy{fields: []string{keptPath}}, nil
+		return &groupBy{}, nil
 	case s == "namespace":
 		// An object's namespace never changes: no previous state.
-		return &groupBy{key: s, path: []string{"metadata", "namespace"}, fields: []string{keptPath}}, nil
+		return &groupBy{key: s, path: []string{"metadata", "namespace"}}, nil
 	case strings.HasPrefix(s, "label:"):
 		key := strings.TrimPrefix(s, "label:")
 		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
@@ -102,7 +94,7 @@ func parseGroupBy(s string) (*groupBy, error) {
 				Reason: fmt.Sprintf("%q is not a valid label key: %s", truncate(key), strings.Join(errs, "; "))}
 		}
 		path := []string{"metadata", "labels", key}
-		return &groupBy{key: s, path: path, fields: []string{projection.FormatPath(path)}, previous: true}, nil
+		return &groupBy{key: s, path: path, previous: true}, nil
 	}
 	path, err := projection.ParsePath(s)
 	if err != nil {
@@ -110,7 +102,7 @@ func parseGroupBy(s string) (*groupBy, error) {
 			Reason: fmt.Sprintf(`%q is neither "", "namespace", "label:<key>" nor a path: %v`, truncate(s), err)}
 	}
 	canonical := projection.FormatPath(path)
-	return &groupBy{key: "path:" + canonical, path: path, fields: []string{canonical}, previous: true}, nil
+	return &groupBy{key: "path:" + canonical, path: path, previous: true}, nil
 }
 
 // group returns the group of an object, from its JSON (projected by
@@ -120,6 +112,54 @@ func (g *groupBy) group(obj string) (string, error) {
 	if g.path == nil {
 		return "", nil
 	}
+	// Most groups are strings, numbers or booleans reached through
+	// objects: read them where they are, without decoding the object, and
+	// without reading past them (metadata.labels comes before the much
+	// larger managedFields).
+	b := unsafeBytes(obj)
+	start := jsonscan.SkipSpace(b, 0)
+	for _, name := range g.path {
+		if start >= len(b) {
+			return g.decoded(obj) // malformed: decoding tells
+		}
+		switch b[start] {
+		case '{':
+			at, found, err := jsonscan.MemberValue(b, start, name)
+			switch {
+			case err != nil:
+				return g.decoded(obj)
+			case !found:
+				return "", nil
+			}
+			start = at
+		case '[':
+			return g.decoded(obj) // through a list
+		default:
+			return "", nil // a scalar where the path goes on
+		}
+	}
+	if start >= len(b) {
+		return g.decoded(obj)
+	}
+	switch b[start] {
+	case 'n':
+		return "", nil // null
+	case '{', '[':
+		return g.decoded(obj)
+	}
+	end, err := jsonscan.ValueEnd(b, start)
+	if err != nil {
+		return g.decoded(obj)
+	}
+	if value, ok := jsonscan.ScalarString(b[start:end]); ok {
+		return value, nil
+	}
+	return g.decoded(obj)
+}
+
+// decoded is group the slow way: the object decoded, the value at path
+// found in it and, unless a string, encoded again.
+func (g *groupBy) decoded(obj string) (string, error) {
 	dec := json.NewDecoder(strings.NewReader(obj))
 	dec.UseNumber() // numbers as the API server wrote them
 	var v any

@@ -417,19 +417,22 @@ func TestCountRefusesAGroupingItCannotRead(t *testing.T) {
 }
 
 // TestACounterCountsWithinItsOwnersLimits: the counter a request starts
-// subscribes as its owner, whose distinct projections are limited; a
-// caller that shares a running counter adds none.
+// subscribes as its owner, whose distinct filters are limited; a caller
+// that shares a running counter adds none.
 func TestACounterCountsWithinItsOwnersLimits(t *testing.T) {
 	c := newFakeCluster(t)
-	h := newHub(t, c, informerhub.Config{MaxProjectionsPerOwner: 1})
-	count(t, h, informerhub.CountRequest{GroupBy: "label:a", Owner: "alice"})
-	_, err := h.Count(context.Background(), informerhub.CountRequest{Selector: informerhub.Selector{Resource: configMaps}, GroupBy: "label:b", Owner: "alice"})
-	var limit *informerhub.LimitError
-	if !errors.As(err, &limit) || limit.Limit != informerhub.LimitProjectionsPerOwner {
-		t.Fatalf("a second grouping of alice's: %v, want her projection limit", err)
+	h := newHub(t, c, informerhub.Config{MaxFiltersPerOwner: 1})
+	filtered := func(expr, owner string) informerhub.CountRequest {
+		return informerhub.CountRequest{Selector: informerhub.Selector{Resource: configMaps, Filter: expr}, GroupBy: "label:a", Owner: owner}
 	}
-	count(t, h, informerhub.CountRequest{GroupBy: "label:b", Owner: "bob"})
-	count(t, h, informerhub.CountRequest{GroupBy: "label:b", Owner: "alice"}) // bob's counter
+	count(t, h, filtered("has(object.data)", "alice"))
+	_, err := h.Count(context.Background(), filtered("!has(object.data)", "alice"))
+	var limit *informerhub.LimitError
+	if !errors.As(err, &limit) || limit.Limit != informerhub.LimitFiltersPerOwner {
+		t.Fatalf("a second filter of alice's: %v, want her filter limit", err)
+	}
+	count(t, h, filtered("!has(object.data)", "bob"))
+	count(t, h, filtered("!has(object.data)", "alice")) // bob's counter
 	if n := informerhub.Counters(h); n != 2 {
 		t.Fatalf("%d counters, want 2", n)
 	}

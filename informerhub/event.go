@@ -90,6 +90,10 @@ type Encoding uint8
 // MaxEncodings bounds the encodings a transport may use.
 const MaxEncodings = 4
 
+// encodingUnsent is the encoding of the hub's own subscriptions, whose
+// events go to no transport (a Count's counter): nothing encodes them.
+const encodingUnsent Encoding = MaxEncodings
+
 // eventMaker makes a feed's events: those of its records, once per variant
 // and view, shared by every subscriber of that view (see view); and those
 // that are no record's, each subscription's own: initial events, bookmarks,
@@ -312,7 +316,7 @@ func (m *eventMaker) bookmark(pos position, initialEventsEnd bool, enc Encoding)
 // encoded encodes ev for its transport (Config.EncodeEvent), and returns
 // it.
 func (m *eventMaker) encoded(ev *Event) *Event {
-	if m.encode != nil {
+	if m.encode != nil && ev.Encoding != encodingUnsent {
 		ev.encoded = m.encode(ev)
 	}
 	return ev

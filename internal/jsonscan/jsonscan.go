@@ -183,6 +183,55 @@ func EachMember(b []byte, i int, fn func(m *Member) bool) (int, error) {
 	}
 }
 
+// MemberValue returns where the value of the member name starts, in the
+// object that starts at b[i], and whether it has one. It reads no further
+// than that member's key (skipping the values before it), so that finding
+// an early member of a large object costs little; unlike EachMember, it
+// does not check the rest of the object.
+func MemberValue(b []byte, i int, name string) (start int, found bool, err error) {
+	if i >= len(b) || b[i] != '{' {
+		return 0, false, ErrBadJSON
+	}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return 0, false, nil
+	}
+	var m Member
+	for {
+		keyEnd, escaped, err := StringEnd(b, i)
+		if err != nil {
+			return 0, false, err
+		}
+		m.KeyStart, m.Key, m.Escaped = i, b[i:keyEnd], escaped
+		i = SkipSpace(b, keyEnd)
+		if i >= len(b) || b[i] != ':' {
+			return 0, false, ErrBadJSON
+		}
+		i = SkipSpace(b, i+1)
+		if m.KeyIs(name) {
+			if i >= len(b) {
+				return 0, false, ErrBadJSON
+			}
+			return i, true, nil
+		}
+		if i, err = ValueEnd(b, i); err != nil {
+			return 0, false, err
+		}
+		i = SkipSpace(b, i)
+		if i >= len(b) {
+			return 0, false, ErrBadJSON
+		}
+		switch b[i] {
+		case ',':
+			i = SkipSpace(b, i+1)
+		case '}':
+			return 0, false, nil
+		default:
+			return 0, false, ErrBadJSON
+		}
+	}
+}
+
 // EachElement calls fn with the bounds of each element of the array that
 // starts at b[i]. It returns the index just after the array.
 func EachElement(b []byte, i int, fn func(start, end int)) (int, error) {

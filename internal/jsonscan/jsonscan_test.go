@@ -45,10 +45,28 @@ func FuzzScan(f *testing.F) {
 			t.Fatalf("ValueEnd(%q) = %d, outside the input", doc, end)
 		}
 		_ = Lookup(doc, "a", "b")
+		if at, found, err := MemberValue(doc, start, "a"); err == nil && found && (at <= start || at >= len(doc)) {
+			t.Fatalf("MemberValue(%q) = %d, outside the object", doc, at)
+		}
 		_, _ = EachMember(doc, start, func(m *Member) bool { _ = m.KeyString(); return true })
 		_, _ = EachElement(doc, start, func(int, int) {})
 		if !json.Valid(doc) {
 			return
+		}
+		// In a valid object, MemberValue finds the first member of the name,
+		// as EachMember does.
+		if start < len(doc) && doc[start] == '{' {
+			want, wantFound := 0, false
+			_, _ = EachMember(doc, start, func(m *Member) bool {
+				if m.KeyIs("a") {
+					want, wantFound = m.Start, true
+					return false
+				}
+				return true
+			})
+			if at, found, err := MemberValue(doc, start, "a"); err != nil || found != wantFound || at != want {
+				t.Fatalf("MemberValue(%q) = %d, %v, %v; EachMember found %d, %v", doc, at, found, err, want, wantFound)
+			}
 		}
 		trimmed := bytes.TrimSpace(doc)
 		if err != nil || end != start+len(trimmed) {
