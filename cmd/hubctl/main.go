@@ -9,6 +9,7 @@
 //	hubctl watch pods --field-selector spec.nodeName=node-1 --fields status.phase --show-previous
 //	hubctl watch configmaps --filter 'has(object.data.mode) && object.data.mode == "debug"'
 //	hubctl snapshot configmaps -n demo -o json
+//	hubctl count pods --by status.phase -w     live counts per phase
 //	hubctl resources -o wide                   with the fields each type can be selected by
 //
 // On Ctrl-C, watch prints the resume token to continue from, to stderr.
@@ -24,9 +25,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -51,6 +54,7 @@ const usage = `hubctl reads Kubernetes objects through an informerhub.
 Usage:
   hubctl [global flags] watch RESOURCE [flags]     initial objects, then every change
   hubctl [global flags] snapshot RESOURCE [flags]  the objects of one point in time
+  hubctl [global flags] count RESOURCE [flags]     how many objects, per group (--by), live with -w
   hubctl [global flags] resources [flags]          the resource types you may watch
 
 RESOURCE is a plural resource name with an optional version and group:
@@ -64,6 +68,7 @@ Examples:
   hubctl watch pods --field-selector spec.nodeName=node-1 --fields status.phase --show-previous
   hubctl watch configmaps --filter 'has(object.data.mode) && object.data.mode == "debug"'
   hubctl snapshot pods --fields metadata.labels,status.phase -o json
+  hubctl count pods --by status.phase -w
   hubctl resources -o wide     the fields each type can be selected by
 
 "hubctl COMMAND -h" describes a command's flags.
@@ -178,7 +183,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, now func(
 
 	command, rest := global.Arg(0), global.Args()[1:]
 	switch command {
-	case "watch", "snapshot":
+	case "watch", "snapshot", "count":
 		err = c.objects(ctx, command, rest)
 	case "resources":
 		err = c.resources(ctx, rest)
@@ -241,6 +246,14 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 	fs.StringVar(&group, "group", "", "the API group (instead of RESOURCE)")
 	fs.StringVar(&versionFlag, "version", "", "the API version")
 	fs.StringVar(&resourceFlag, "resource", "", "the plural resource name (instead of RESOURCE)")
+	var groupBy string
+	var follow bool
+	if command == "count" {
+		fs.StringVar(&groupBy, "by", "",
+			"group the objects: namespace, label:KEY, or a path such as status.phase (default: the total only)")
+		fs.BoolVar(&follow, "watch", false, "print new counts whenever they change (at most once per the hub's --count-interval)")
+		fs.BoolVar(&follow, "w", false, "shorthand for --watch")
+	}
 	if command == "watch" {
 		fs.StringVar(&resumeToken, "resume-token", "", "continue right after the event that carried this token")
 		fs.BoolVar(&watchOnly, "watch-only", false, "only changes: do not list the current objects first")
@@ -280,6 +293,12 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 		return err
 	}
 	asJSON := output == "json"
+	if command == "count" {
+		if len(fields) > 0 {
+			return usageError{errors.New("count takes no --fields")}
+		}
+		return c.count(ctx, sel, groupBy, follow, asJSON)
+	}
 	if len(fields) > 0 && !asJSON {
 		// The table's AGE; it never changes, so it adds no events.
 		fields = append(fields, "metadata.creationTimestamp")
@@ -574,6 +593,52 @@ func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclie
 	fmt.Fprintf(c.stderr, "%d objects at resourceVersion %s; watch the changes after them with: --resume-token %s\n",
 		len(snap.Objects), snap.ResourceVersion, snap.ResumeToken)
 	return nil
+}
+
+// count prints how many objects sel selects, per group: the current
+// counts, then, following, new counts as they change.
+func (c *cli) count(ctx context.Context, sel hubclient.Selector, groupBy string, follow, asJSON bool) error {
+	counter := c.client.Count(ctx, sel, groupBy)
+	defer counter.Close()
+	for first := true; ; first = false {
+		counts, err := counter.Next()
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			err = c.printJSON(struct {
+				Groups          map[string]uint64 `json:"groups,omitempty"`
+				Total           uint64            `json:"total"`
+				ResourceVersion string            `json:"resourceVersion"`
+			}{counts.Groups, counts.Total, counts.ResourceVersion})
+			if err != nil {
+				return err
+			}
+		} else {
+			if !first {
+				fmt.Fprintln(c.stdout)
+			}
+			if groupBy == "" {
+				table := c.table(false, "COUNT")
+				table.row(strconv.FormatUint(counts.Total, 10))
+				table.flush()
+			} else {
+				table := c.table(false, strings.ToUpper(groupBy), "COUNT")
+				for _, group := range slices.Sorted(maps.Keys(counts.Groups)) {
+					shown := group
+					if shown == "" {
+						shown = "<none>"
+					}
+					table.row(shown, strconv.FormatUint(counts.Groups[group], 10))
+				}
+				table.row("TOTAL", strconv.FormatUint(counts.Total, 10))
+				table.flush()
+			}
+		}
+		if !follow {
+			return nil
+		}
+	}
 }
 
 func (c *cli) resources(ctx context.Context, args []string) error {

@@ -165,6 +165,54 @@ func TestHubctl(t *testing.T) {
 		}
 	})
 
+	t.Run("count", func(t *testing.T) {
+		ns := namespace(t)
+		createConfigMap(t, ns, "a", map[string]string{"app": "web"}, "1")
+		createConfigMap(t, ns, "b", map[string]string{"app": "web"}, "1")
+		createConfigMap(t, ns, "c", map[string]string{"app": "db"}, "1")
+		createConfigMap(t, ns, "d", nil, "1")
+		stdout, stderr, code := run("count", "configmaps", "-n", ns, "--by", "label:app")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		golden(t, "count.golden", stdout) // no resourceVersions, ages or names to normalize
+		stdout, _, _ = run("count", "configmaps", "-n", ns, "-o", "json")
+		var counts struct {
+			Total           uint64 `json:"total"`
+			ResourceVersion string `json:"resourceVersion"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &counts); err != nil || counts.Total != 4 || counts.ResourceVersion == "" {
+			t.Fatalf("-o json printed %s (%v), want a total of 4", stdout, err)
+		}
+		if _, stderr, code := run("count", "configmaps", "-n", ns, "--by", "label:not a key"); code != 1 || !strings.Contains(stderr, "InvalidArgument") {
+			t.Errorf("a bad --by: exit %d, %q; want INVALID_ARGUMENT", code, stderr)
+		}
+
+		// Live: new counts when they change.
+		cmd := exec.Command(bin, "--insecure", "--hub", h.addr, "count", "configmaps", "-n", ns, "-w", "-o", "json")
+		stdoutPipe, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait() //nolint:errcheck // ended by the interrupt below
+		defer cmd.Process.Signal(os.Interrupt)
+		lines := bufio.NewScanner(stdoutPipe)
+		for _, want := range []uint64{4, 5} {
+			if !lines.Scan() {
+				t.Fatalf("count -w ended before a total of %d", want)
+			}
+			if err := json.Unmarshal(lines.Bytes(), &counts); err != nil || counts.Total != want {
+				t.Fatalf("count -w printed %s (%v), want a total of %d", lines.Text(), err, want)
+			}
+			if want == 4 {
+				createConfigMap(t, ns, "e", nil, "1")
+			}
+		}
+	})
+
 	t.Run("watch, Ctrl-C, resume", func(t *testing.T) {
 		cmd := exec.Command(bin, "--insecure", "--hub", h.addr, "watch", "configmaps.v1", "-n", ns)
 		stdoutPipe, err := cmd.StdoutPipe()
