@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -46,13 +47,27 @@ func Start(t testing.TB, kubeconfig []byte, args ...string) *Process {
 	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &Process{t: t, bin: Build(t, "github.com/informerhub/informerhub/cmd/informerhub"), Addr: FreeAddr(t)}
-	p.args = append([]string{
-		"--kubeconfig", path, "--listen", p.Addr, "--auth", "none",
-		"--max-subscriptions-per-identity", "100000", "--max-subscriptions", "100000", "--rate-per-identity", "100000", "--rate-burst-per-identity", "100000",
-		"--log-level", "warn",
-	}, args...)
-	p.Restart()
+	p := &Process{t: t, bin: Build(t, "github.com/informerhub/informerhub/cmd/informerhub")}
+	for attempt := 1; ; attempt++ {
+		p.Addr = FreeAddr(t)
+		p.args = append([]string{
+			"--kubeconfig", path, "--listen", p.Addr, "--auth", "none",
+			"--max-subscriptions-per-identity", "100000", "--max-subscriptions", "100000", "--rate-per-identity", "100000", "--rate-burst-per-identity", "100000",
+			"--log-level", "warn",
+		}, args...)
+		err := p.start()
+		if err == nil {
+			break
+		}
+		// FreeAddr's port was free when it looked; another process (a
+		// client's connection, another test's listener) may have taken it
+		// since. A port of this test's own choosing (in args) would fail
+		// again: only a fresh one is retried.
+		if !strings.Contains(p.Output(), "address already in use") || attempt == 3 {
+			t.Fatalf("%v\n%s", err, p.Output())
+		}
+		p.output.Reset()
+	}
 	t.Cleanup(func() {
 		p.Kill()
 		if t.Failed() {
@@ -66,10 +81,17 @@ func Start(t testing.TB, kubeconfig []byte, args ...string) *Process {
 // time), and waits until it serves.
 func (p *Process) Restart() {
 	p.t.Helper()
+	if err := p.start(); err != nil {
+		p.t.Fatalf("%v\n%s", err, p.Output())
+	}
+}
+
+// start starts the process, and waits until it serves.
+func (p *Process) start() error {
 	p.cmd = exec.Command(p.bin, p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.output, &p.output
 	if err := p.cmd.Start(); err != nil {
-		p.t.Fatal(err)
+		return err
 	}
 	p.exited = make(chan struct{})
 	go func() {
@@ -77,8 +99,10 @@ func (p *Process) Restart() {
 		close(p.exited)
 	}()
 	if err := WaitServing(context.Background(), p.Addr, p.exited); err != nil {
-		p.t.Fatalf("%v\n%s", err, p.Output())
+		p.Kill()
+		return err
 	}
+	return nil
 }
 
 // WaitServing waits until the hub at addr says SERVING on its health
@@ -198,6 +222,13 @@ func Build(t testing.TB, pkg string) string {
 type SyncBuffer struct {
 	mu  sync.Mutex // guards buf
 	buf bytes.Buffer
+}
+
+// Reset empties the buffer.
+func (b *SyncBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
 }
 
 func (b *SyncBuffer) Write(p []byte) (int, error) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +29,20 @@ type hubProcess struct {
 // startHub runs the hub with extra flags and waits until it serves. Limits
 // meant for many identities are lifted: every bench client is anonymous.
 func (e *Env) startHub(ctx context.Context, extraArgs ...string) (*hubProcess, error) {
+	for attempt := 1; ; attempt++ {
+		p, err := e.startHubOn(ctx, extraArgs...)
+		// freeAddr's ports were free when it looked; another process (one
+		// of the clients' connections) may have taken one since: retry on
+		// fresh ones.
+		if err != nil && strings.Contains(err.Error(), "address already in use") && attempt < 3 {
+			continue
+		}
+		return p, err
+	}
+}
+
+// startHubOn is startHub on two ports freeAddr finds.
+func (e *Env) startHubOn(ctx context.Context, extraArgs ...string) (*hubProcess, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
