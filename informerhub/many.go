@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -82,9 +81,14 @@ type ManySubscription struct {
 
 	// The live stage: one goroutine per watch calls its Next and hands
 	// the events over on items, until stop ends them (Close).
-	items  chan manyItem
-	stop   context.CancelFunc
-	fanIn  sync.WaitGroup
+	items   chan manyItem
+	liveCtx context.Context
+	stop    context.CancelFunc
+	fanIn   sync.WaitGroup
+	// mu guards closed, and the start of the fan-in goroutines against
+	// Close's wait for them.
+	mu     sync.Mutex
+	closed bool
 	failed chan struct{} // closed by the first watch that fails
 	// failure is the first watch's failure, a *WatchError; set before
 	// failed is closed.
@@ -121,7 +125,8 @@ func (h *Hub) WatchMany(ctx context.Context, req WatchManyRequest) (*ManySubscri
 		if infos[i], params[i], err = h.watchParams(ctx, w); err != nil {
 			return nil, WatchErrorAt(i, err)
 		}
-		identities[i] = identityOf(infos[i], params[i].sel)
+		identities[i] = identityOf(infos[i], params[i])
+		params[i].lazyReplay = true
 	}
 	entries := matchComposite(comp, identities)
 	for i, w := range req.Watches {
@@ -152,8 +157,10 @@ func (h *Hub) WatchMany(ctx context.Context, req WatchManyRequest) (*ManySubscri
 		subs:   make([]*Subscription, 0, len(req.Watches)),
 		header: compositeHeader(identities),
 		tokens: make([]string, len(req.Watches)),
+		items:  make(chan manyItem),
 		failed: make(chan struct{}),
 	}
+	m.liveCtx, m.stop = context.WithCancel(context.Background())
 	for i := range req.Watches {
 		s, err := h.subscribe(ctx, infos[i], params[i])
 		if err != nil {
@@ -174,13 +181,21 @@ func (h *Hub) WatchMany(ctx context.Context, req WatchManyRequest) (*ManySubscri
 	return m, nil
 }
 
-// identityOf identifies a watch by what it selects: its resource type and
-// its selector's fingerprint.
-func identityOf(info upstream.ResourceInfo, sel *selector) uint64 {
+// identityOf identifies a watch by which events it sends: its resource
+// type, its selection by canonical key (so that equivalent selectors, "a=b"
+// and "a==b", are one), and its projection (which drops the changes of
+// what it leaves out). Watches of one identity send the same events, so
+// that each one's token resumes any other exactly. The form of those
+// events (previous states, object format) is not part of it.
+func identityOf(info upstream.ResourceInfo, p *watchParams) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(upstream.FormatResource(info.Resource)))
 	h.Write([]byte{0})
-	h.Write([]byte(strconv.FormatUint(sel.fingerprint, 16)))
+	h.Write([]byte(p.sel.key))
+	h.Write([]byte{0})
+	if p.proj != nil {
+		h.Write([]byte(p.proj.Key()))
+	}
 	return h.Sum64()
 }
 
@@ -256,9 +271,12 @@ func (m *ManySubscription) returned(index int, ev *Event, initialEnd bool) *Many
 // startLive starts a goroutine per watch that hands its events to Next.
 func (m *ManySubscription) startLive() {
 	m.live = true
-	ctx, stop := context.WithCancel(context.Background())
-	m.stop = stop
-	m.items = make(chan manyItem)
+	ctx := m.liveCtx
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
 	for i, s := range m.subs {
 		m.fanIn.Add(1)
 		go func() {
@@ -315,21 +333,13 @@ func (m *ManySubscription) ResumeToken() string { return *m.lastToken.Load() }
 // Close ends every watch and waits for the goroutines of the live stage.
 func (m *ManySubscription) Close() {
 	m.closeOnce.Do(func() {
-		if m.stop != nil {
-			m.stop()
-		}
+		m.mu.Lock()
+		m.closed = true
+		m.mu.Unlock()
+		m.stop()
 		for _, s := range m.subs {
 			s.Close()
 		}
 		m.fanIn.Wait()
 	})
-}
-
-// String describes the watches, for a log line.
-func (m *ManySubscription) String() string {
-	var b strings.Builder
-	for i, s := range m.subs {
-		fmt.Fprintf(&b, "[%d] %s %s; ", i, s.lease.feed.resource, s.describe())
-	}
-	return b.String()
 }

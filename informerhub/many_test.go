@@ -325,3 +325,76 @@ func FuzzCompositeToken(f *testing.F) {
 		}
 	})
 }
+
+// TestWatchManyReplaysMoreWatchesThanItsOwnersSlots: a WatchMany of more
+// watches to replay than its owner has replay slots starts (the replays
+// beyond them open their upstream watch when first read, once the others
+// gave their slots back) and replays each watch exactly; it would wait
+// forever for slots its own unread replays hold otherwise.
+func TestWatchManyReplaysMoreWatchesThanItsOwnersSlots(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{HistorySize: 5, MaxReplaysPerOwner: 2})
+	s := watch(t, h, cmWatch())
+	c.cms().Add(configMap("ns", "first", nil, "1"))
+	old := next(t, s).ResumeToken
+	for i := range 20 { // out of the history
+		c.cms().Add(configMap("ns", fmt.Sprint("c", i), nil, "1"))
+		next(t, s)
+	}
+	var watches []informerhub.WatchRequest
+	for i := range 3 {
+		watches = append(watches, informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, LabelSelector: fmt.Sprintf("x!=%d", i)},
+			ResumeToken: old, Owner: "alice"})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := h.WatchMany(ctx, informerhub.WatchManyRequest{Watches: watches})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c.cms().Add(configMap("ns", "z", nil, "marker"))
+	byWatch := collectMany(t, m, map[int]string{0: "ns/z", 1: "ns/z", 2: "ns/z"})
+	for i := range 3 {
+		if got := len(byWatch[i]); got != 20 {
+			t.Errorf("watch %d replayed %d changes, want 20: %q", i, got, describeMany(byWatch[i]))
+		}
+	}
+}
+
+// TestWatchManyMatchesWatchesByWhatTheySend: a token's entries go to the
+// watches that send the same events: an equivalent selector ("x=1" and
+// "x in (1)") resumes its entry, and a watch with a projection is not resumed
+// from the entry of one without, nor the reverse.
+func TestWatchManyMatchesWatchesByWhatTheySend(t *testing.T) {
+	c := newFakeCluster(t)
+	// No bookmark moves the projected watch past the change it drops.
+	h := newHub(t, c, informerhub.Config{BookmarkInterval: time.Hour})
+	projected := informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, LabelSelector: "x=1"}, Fields: []string{"metadata.labels"}}
+	whole := informerhub.WatchRequest{Selector: informerhub.Selector{Resource: configMaps, LabelSelector: "x=1"}}
+	m := watchMany(t, h, informerhub.WatchManyRequest{Watches: []informerhub.WatchRequest{projected, whole}})
+	c.cms().Add(configMap("ns", "a", map[string]string{"x": "1"}, "1"))
+	for range 2 {
+		nextMany(t, m)
+	}
+	// A change of data alone: the whole watch sends it, the projected one
+	// does not; then the projected watch's entry is older.
+	c.cms().Modify(configMap("ns", "a", map[string]string{"x": "1"}, "2"))
+	if e := toManyEv(t, nextMany(t, m)); e.Index != 1 || e.Type != "MODIFIED" {
+		t.Fatalf("got %+v, want the whole watch's MODIFIED", e)
+	}
+	token := m.ResumeToken()
+	m.Close()
+	c.cms().Modify(configMap("ns", "a", map[string]string{"x": "1"}, "3"))
+
+	// The projected watch dropped; the whole one, written "x in (1)",
+	// resumes its own entry: the change since, nothing repeated.
+	equivalent := whole
+	equivalent.Selector.LabelSelector = "x in (1)"
+	resumed := watchMany(t, h, informerhub.WatchManyRequest{ResumeToken: token, Watches: []informerhub.WatchRequest{equivalent}})
+	c.cms().Add(configMap("ns", "z", map[string]string{"x": "1"}, "marker"))
+	got := collectMany(t, resumed, map[int]string{0: "ns/z"})[0]
+	if len(got) != 1 || got[0].Type != "MODIFIED" || got[0].Data != "3" {
+		t.Fatalf("the whole watch resumed with %+v, want the MODIFIED to 3 alone", got)
+	}
+}

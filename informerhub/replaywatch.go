@@ -232,6 +232,39 @@ func (u *replayWatch) acquire(ctx context.Context) error {
 	return nil
 }
 
+// tryAcquire is acquire without waiting: it takes the slots the replay
+// still needs if they are free now, and reports whether it holds them all.
+// An owner's slot it took is kept for acquire, which then waits for the
+// hub's only.
+func (u *replayWatch) tryAcquire() bool {
+	limits := u.feed.hub.replays
+	if u.slotHeld {
+		return true
+	}
+	if u.owner != "" && !u.ownerHeld {
+		share := limits.owners.get(u.owner)
+		select {
+		case share.slots <- struct{}{}:
+		default:
+			limits.owners.put(u.owner, share)
+			return false
+		}
+		u.ownerHeld = true
+		context.AfterFunc(u.ctx, func() {
+			<-share.slots
+			limits.owners.put(u.owner, share)
+		})
+	}
+	select {
+	case limits.slots <- struct{}{}:
+	default:
+		return false
+	}
+	u.slotHeld = true
+	context.AfterFunc(u.ctx, func() { <-limits.slots })
+	return true
+}
+
 // apiError turns an upstream failure of a replay into the hub's errors.
 func (u *replayWatch) apiError(err error) error {
 	f := u.feed

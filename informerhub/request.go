@@ -50,6 +50,11 @@ type watchParams struct {
 	includePrevious   bool
 	encoding          Encoding
 	owner             string
+	// lazyReplay lets a replay whose slots are not free at once open its
+	// upstream watch when first read, rather than wait for them at the
+	// start: the watches of a WatchMany, whose earlier replays give their
+	// slots back only as the stream reads them.
+	lazyReplay bool
 }
 
 // parseFields validates the paths of a request's fields (a projection):

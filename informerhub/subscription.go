@@ -61,6 +61,8 @@ type opening struct {
 	// replayable is set when the token may be replayed from the API server
 	// (see replayable), should the disk no longer hold where it continues.
 	replayable bool
+	// lazyReplay: see watchParams.
+	lazyReplay bool
 	// For initial events: the clone of the state to walk, the label its
 	// objects carry (nil: it is the state), and the records to roll it back
 	// through to start.
@@ -85,6 +87,7 @@ func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscrip
 	if err != nil {
 		return nil, err
 	}
+	o.lazyReplay = p.lazyReplay
 	f := s.lease.feed
 	if o.build != nil {
 		o.tree, o.eq = f.buildIndex(o.build, o.tree)
@@ -179,8 +182,8 @@ func (s *Subscription) open(ctx context.Context, o *opening) error {
 		if o.ahead {
 			err = r.upstream.checkNotAhead(ctx, r.rv)
 		}
-		if err == nil {
-			err = r.open(ctx)
+		if err == nil && (!o.lazyReplay || r.upstream.tryAcquire()) {
+			err = r.open(ctx) // else its first step opens it
 		}
 		if err != nil {
 			r.stop()
@@ -199,6 +202,9 @@ func (s *Subscription) open(ctx context.Context, o *opening) error {
 			s.phase = r
 			f.mu.Unlock()
 			o.loc = located{}
+			if o.lazyReplay && !r.upstream.tryAcquire() {
+				return nil // its first step opens it
+			}
 			if err := r.open(ctx); err != nil {
 				r.stop()
 				return err

@@ -44,6 +44,9 @@ import (
 type interceptors struct {
 	unary  []grpc.UnaryServerInterceptor
 	stream []grpc.StreamServerInterceptor
+	// rate is the rate limit per identity, which WatchMany charges once
+	// more per watch beyond the first.
+	rate *auth.RateLimiter
 }
 
 func newInterceptors(cfg Config) interceptors {
@@ -105,6 +108,7 @@ func newInterceptors(cfg Config) interceptors {
 		selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limiter), needsAuth),
 		recovery.StreamServerInterceptor(recover),
 	)
+	ic.rate = limiter
 	return ic
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
@@ -107,6 +108,11 @@ func (s *Server) admitMany(ctx context.Context, reqs []*informerhubv1.WatchReque
 		resources[i] = upstream.FormatResource(sel.Resource)
 	}
 	logging.AddFields(ctx, logging.Fields{"resources", strings.Join(resources, ",")})
+	// Each watch costs what a Watch call costs (its filter compiled, its
+	// reviews): the rate limit charged the call once, the rest now.
+	if err := s.interceptors.rate.LimitN(ctx, len(watches)-1); err != nil {
+		return nil, nil, status.Error(codes.ResourceExhausted, err.Error()+": retry later")
+	}
 	for i, w := range watches {
 		if err := s.authorize(ctx, user, w.Selector.Resource, w.Selector.Namespace, s.cfg.AuthzRecheckInterval); err != nil {
 			return nil, nil, &informerhub.WatchError{Index: i, Err: err}

@@ -245,6 +245,50 @@ class Client {
     return new ResumingWatch(this, selector, { resumeToken, sendInitialEvents, signal, onRetry, view: viewProto(view) });
   }
 
+  /**
+   * Several watches on one stream (WatchMany). watches is a list of
+   * { selector, resumeToken, sendInitialEvents, fields, includePrevious,
+   * objectFormat }, each as watch takes it. Iterate the result for
+   * { index, event, resumeToken, initialEventsEnd }: event as watch yields
+   * it, of the watch at index; resumeToken resumes every watch right after
+   * it (give it as watchMany's resumeToken, with the same watches, or some
+   * dropped, added or changed: the others resume); initialEventsEnd on the
+   * event that ends the last watch's initial events. A watch's own
+   * resumeToken wins over the shared one. cancel() ends it; the iteration
+   * throws the status that ends the stream, whose ErrorInfo metadata
+   * "index" names the watch it concerns.
+   */
+  watchMany(watches, { resumeToken = '', signal } = {}) {
+    const request = {
+      resumeToken,
+      watches: watches.map(({ selector, resumeToken: own = '', sendInitialEvents = false, ...view }) => (
+        { selector: selectorProto(selector), resumeToken: own, sendInitialEvents, ...viewProto(view) })),
+    };
+    return new Stream(this, 'watchMany', request, signal, (resp) => ({
+      index: resp.index,
+      event: eventOf(resp.event),
+      resumeToken: resp.resumeToken,
+      initialEventsEnd: resp.initialEventsEnd,
+    }));
+  }
+
+  /**
+   * Live counts (Count) of the objects selector selects, grouped by
+   * groupBy: '' (the total only), 'namespace', 'label:<key>', or a path
+   * such as 'status.phase'. Iterate the result for { groups, total,
+   * resourceVersion }: the current counts first, then new ones whenever
+   * they change (at most once per the hub's --count-interval); groups maps
+   * each group value ('' for objects without one) to its count. cancel()
+   * ends it.
+   */
+  count(selector, { groupBy = '', signal } = {}) {
+    return new Stream(this, 'count', { selector: selectorProto(selector), groupBy }, signal, (resp) => ({
+      groups: { ...resp.groups },
+      total: resp.total,
+      resourceVersion: resp.resourceVersion,
+    }));
+  }
+
   /** Opens a Watch call and returns its stream reader. */
   async openWatch(selector, request, signal, onHeaders) {
     const call = this.stub.watch({ selector: selectorProto(selector), ...request }, await this.metadata());
@@ -443,6 +487,46 @@ class Watch {
         const event = eventOf(resp);
         this.resumeToken = event.resumeToken;
         yield event;
+      }
+    } finally {
+      stream.cancel();
+    }
+  }
+}
+
+/**
+ * A server stream of the service other than Watch (WatchMany, Count),
+ * iterated as its responses converted by convert. It does not reconnect.
+ */
+class Stream {
+  constructor(client, method, request, signal, convert) {
+    this.client = client;
+    this.method = method;
+    this.request = request;
+    this.convert = convert;
+    this.controller = new AbortController();
+    this.signal = signal ? AbortSignal.any([signal, this.controller.signal]) : this.controller.signal;
+  }
+
+  /** Ends the stream: the call is cancelled and iteration stops. */
+  cancel() {
+    this.controller.abort();
+  }
+
+  async *[Symbol.asyncIterator]() {
+    const call = this.client.stub[this.method](this.request, await this.client.metadata());
+    const stream = openStream(call, this.signal);
+    try {
+      for (;;) {
+        let resp;
+        try {
+          resp = await stream.next();
+        } catch (err) {
+          if (this.signal.aborted) return;
+          throw err;
+        }
+        if (resp === null) return;
+        yield this.convert(resp);
       }
     } finally {
       stream.cancel();

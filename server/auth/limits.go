@@ -63,6 +63,19 @@ func (l *RateLimiter) Limit(ctx context.Context) error {
 	return nil
 }
 
+// LimitN charges n more calls of ctx's identity at once (the watches of a
+// WatchMany beyond its call), or fails as Limit does when they do not fit.
+func (l *RateLimiter) LimitN(ctx context.Context, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	user, _ := UserFrom(ctx)
+	if !l.limiters.get(user.Name).AllowN(time.Now(), n) {
+		return fmt.Errorf("%q made more than %g calls per second (burst %d), counting each watch of a WatchMany as one", user.Name, float64(l.limit), l.burst)
+	}
+	return nil
+}
+
 // SubscriptionLimiter bounds the streams (Watch and Snapshot) each identity
 // has open at once, and all identities together.
 type SubscriptionLimiter struct {

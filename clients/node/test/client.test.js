@@ -374,6 +374,80 @@ describe('objectFormat struct', () => {
   });
 });
 
+describe('watchMany', () => {
+  test('initial events of every watch, one initialEventsEnd, then each watch\'s changes; a composite token resumes them all exactly', async () => {
+    const a = await kube.create('many-a1', { case: 'many-a' });
+    const b = await kube.create('many-b1', { case: 'many-b' });
+    await hubHasSeen(selector('many-a'), a);
+    await hubHasSeen(selector('many-b'), b);
+    const watches = [
+      { selector: selector('many-a'), sendInitialEvents: true },
+      { selector: selector('many-b'), sendInitialEvents: true },
+    ];
+    const reader = new EventReader(hub.watchMany(watches));
+    const describeMany = (m) => `${m.index} ${m.event.type} ${m.event.object?.metadata?.name ?? ''}${m.initialEventsEnd ? ' end' : ''}`;
+    const nextChange = async (what) => {
+      for (;;) {
+        const m = await reader.next(what);
+        if (m.event.type !== 'BOOKMARK' || m.event.initialEventsEnd) return m;
+      }
+    };
+    let last;
+    try {
+      const initial = [];
+      for (let i = 0; i < 4; i++) initial.push(await nextChange(`initial event ${i + 1}`));
+      assert.deepEqual(initial.map(describeMany), ['0 ADDED many-a1', '0 BOOKMARK ', '1 ADDED many-b1', '1 BOOKMARK  end']);
+      for (const m of initial) assert.ok(m.resumeToken);
+      await kube.create('many-b2', { case: 'many-b' });
+      last = await nextChange('the ADDED of many-b2');
+      assert.equal(describeMany(last), '1 ADDED many-b2');
+    } finally {
+      await reader.close();
+    }
+
+    // Changes while no one watches; then the second watch alone resumes.
+    await kube.create('many-a2', { case: 'many-a' });
+    await kube.modify('many-b1', { v: '2' });
+    const resumed = new EventReader(hub.watchMany([watches[1]], { resumeToken: last.resumeToken }));
+    try {
+      const m = await resumed.next('the MODIFIED of many-b1');
+      assert.equal(`${m.index} ${m.event.type} ${m.event.object.metadata.name}`, '0 MODIFIED many-b1');
+    } finally {
+      await resumed.close();
+    }
+  });
+
+  test('a watch the identity may not make fails the call, naming it by index', async () => {
+    const err = await watchError(hub.watchMany([
+      { selector: selector('many-denied') },
+      { selector: { version: 'v1', resource: 'secrets', namespace: env.TEST_NAMESPACE } },
+    ]));
+    assert.equal(err.code, status.PERMISSION_DENIED);
+    assert.equal(err.errorInfo?.metadata?.index, '1');
+  });
+});
+
+describe('count', () => {
+  test('the current counts per group, then new counts when they change', async () => {
+    await kube.create('count-a', { case: 'count', tier: 'web' });
+    const b = await kube.create('count-b', { case: 'count', tier: 'web' });
+    await hubHasSeen(selector('count'), b);
+    const reader = new EventReader(hub.count(selector('count'), { groupBy: 'label:tier' }));
+    try {
+      const first = await reader.next('the first counts');
+      assert.deepEqual(first.groups, { web: 2 });
+      assert.equal(first.total, 2);
+      assert.ok(first.resourceVersion);
+      await kube.create('count-c', { case: 'count' });
+      const next = await reader.next('the counts after a create');
+      assert.deepEqual(next.groups, { web: 2, '': 1 });
+      assert.equal(next.total, 3);
+    } finally {
+      await reader.close();
+    }
+  });
+});
+
 describe('snapshot', () => {
   test('with a filter, fields and objectFormat struct: the selected objects, projected, as plain objects', async () => {
     const a = await kube.create('snapview-a', { case: 'snapshot-view' }, { keep: 'a', drop: 'a' });

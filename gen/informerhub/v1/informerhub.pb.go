@@ -1015,14 +1015,16 @@ type WatchManyRequest struct {
 	// A WatchManyResponse's resume_token (or the stream's "resume-token"
 	// header): resumes every watch exactly after it, whether or not its
 	// initial events were over, however send_initial_events is set now.
-	// The token's watches are matched to the request's by what they select
-	// (resource type, namespace, and label, field, shard selectors and
-	// filter), in order among those that select the same: so a request may
-	// drop watches, add some, or change one's selector, and resume the rest.
-	// A watch the token does not hold starts as its own fields say (its
-	// resume_token, send_initial_events, or now); a watch the token holds
-	// must not have a resume_token of its own. Empty: every watch starts as
-	// its own fields say.
+	// The token's watches are matched to the request's by which events they
+	// send: resource type, selection (namespace, and label, field and shard
+	// selectors and filter, as the hub normalizes them: "a=b" and "a in (b)"
+	// are one) and fields; in order among those that send the same. So a
+	// request may drop watches, add some, or change one, and resume the
+	// rest. A watch the token does not hold starts as its own fields say (its
+	// resume_token, send_initial_events, or now); a watch's own resume_token
+	// wins over the token's entry for it (restart one watch from a
+	// Snapshot's token, say). Empty: every watch starts as its own fields
+	// say.
 	ResumeToken   string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -254,7 +254,16 @@ type InformerHubServiceClient interface {
 	// Watches with send_initial_events send their initial events first, in
 	// the order of the watches, before any other event of any watch; the
 	// response that carries the last watch's initial-events-end BOOKMARK has
-	// initial_events_end set. Then every watch's changes follow.
+	// initial_events_end set. Then every watch's changes follow. Meanwhile
+	// the other watches wait as a client that does not read waits: one whose
+	// resource type changes more than --queue-size and the history hold
+	// while the initial events last ends the stream (SUBSCRIBER_TOO_SLOW).
+	//
+	// The call counts as one call per watch against --rate-per-identity. A
+	// watch whose token the hub replays from the API server (older than its
+	// history) waits for its replay slot (--max-replays-per-identity) when
+	// first read, not at the call, so that the watches before it, read, give
+	// theirs back.
 	//
 	// Every response carries a resume_token that resumes all the watches
 	// exactly after it, across hub restarts and replicas, as Watch tokens do;
@@ -611,7 +620,16 @@ type InformerHubServiceServer interface {
 	// Watches with send_initial_events send their initial events first, in
 	// the order of the watches, before any other event of any watch; the
 	// response that carries the last watch's initial-events-end BOOKMARK has
-	// initial_events_end set. Then every watch's changes follow.
+	// initial_events_end set. Then every watch's changes follow. Meanwhile
+	// the other watches wait as a client that does not read waits: one whose
+	// resource type changes more than --queue-size and the history hold
+	// while the initial events last ends the stream (SUBSCRIBER_TOO_SLOW).
+	//
+	// The call counts as one call per watch against --rate-per-identity. A
+	// watch whose token the hub replays from the API server (older than its
+	// history) waits for its replay slot (--max-replays-per-identity) when
+	// first read, not at the call, so that the watches before it, read, give
+	// theirs back.
 	//
 	// Every response carries a resume_token that resumes all the watches
 	// exactly after it, across hub restarts and replicas, as Watch tokens do;

@@ -604,14 +604,16 @@ export type WatchManyRequest = Message<"informerhub.v1.WatchManyRequest"> & {
    * A WatchManyResponse's resume_token (or the stream's "resume-token"
    * header): resumes every watch exactly after it, whether or not its
    * initial events were over, however send_initial_events is set now.
-   * The token's watches are matched to the request's by what they select
-   * (resource type, namespace, and label, field, shard selectors and
-   * filter), in order among those that select the same: so a request may
-   * drop watches, add some, or change one's selector, and resume the rest.
-   * A watch the token does not hold starts as its own fields say (its
-   * resume_token, send_initial_events, or now); a watch the token holds
-   * must not have a resume_token of its own. Empty: every watch starts as
-   * its own fields say.
+   * The token's watches are matched to the request's by which events they
+   * send: resource type, selection (namespace, and label, field and shard
+   * selectors and filter, as the hub normalizes them: "a=b" and "a in (b)"
+   * are one) and fields; in order among those that send the same. So a
+   * request may drop watches, add some, or change one, and resume the
+   * rest. A watch the token does not hold starts as its own fields say (its
+   * resume_token, send_initial_events, or now); a watch's own resume_token
+   * wins over the token's entry for it (restart one watch from a
+   * Snapshot's token, say). Empty: every watch starts as its own fields
+   * say.
    *
    * @generated from field: string resume_token = 2;
    */
@@ -1085,7 +1087,16 @@ export const InformerHubService: GenService<{
    * Watches with send_initial_events send their initial events first, in
    * the order of the watches, before any other event of any watch; the
    * response that carries the last watch's initial-events-end BOOKMARK has
-   * initial_events_end set. Then every watch's changes follow.
+   * initial_events_end set. Then every watch's changes follow. Meanwhile
+   * the other watches wait as a client that does not read waits: one whose
+   * resource type changes more than --queue-size and the history hold
+   * while the initial events last ends the stream (SUBSCRIBER_TOO_SLOW).
+   *
+   * The call counts as one call per watch against --rate-per-identity. A
+   * watch whose token the hub replays from the API server (older than its
+   * history) waits for its replay slot (--max-replays-per-identity) when
+   * first read, not at the call, so that the watches before it, read, give
+   * theirs back.
    *
    * Every response carries a resume_token that resumes all the watches
    * exactly after it, across hub restarts and replicas, as Watch tokens do;
