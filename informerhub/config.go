@@ -119,6 +119,12 @@ type Config struct {
 	// once per CountInterval, with every change up to then (see
 	// Hub.Count). Default: 1s.
 	CountInterval time.Duration
+	// MaxCountGroups bounds the groups one Count's objects may fall in: a
+	// Count whose objects fall in more fails (RESOURCE_EXHAUSTED), as one
+	// does whose group value is longer than MaxCountGroupBytes, so that a
+	// grouping by a field of as many values as objects (metadata.name, a
+	// whole spec) costs no more than that. Default: 10000.
+	MaxCountGroups int
 
 	// MaxUpstreamFailure is how long an informer's lists and watches may
 	// fail, with nothing delivered, before it ends (ErrUnavailable) and
@@ -219,6 +225,7 @@ const (
 	DefaultQueueSize             = 1000
 	DefaultBookmarkInterval      = time.Minute
 	DefaultCountInterval         = time.Second
+	DefaultMaxCountGroups        = 10000
 	DefaultIdleTimeout           = 5 * time.Minute
 	DefaultHistoryRetentionCheck = 10 * time.Second
 	DefaultHistoryMaxUnwritten   = 64 << 20
@@ -272,6 +279,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CountInterval <= 0 {
 		c.CountInterval = DefaultCountInterval
+	}
+	if c.MaxCountGroups <= 0 {
+		c.MaxCountGroups = DefaultMaxCountGroups
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = DefaultIdleTimeout

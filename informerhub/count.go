@@ -55,6 +55,20 @@ type Counts struct {
 	// ResourceVersion is the Kubernetes resourceVersion of the state the
 	// counts describe.
 	ResourceVersion string
+
+	encodings [2]struct {
+		once  sync.Once
+		value any
+	}
+}
+
+// Encoded returns encode(c) for a transport's form of it (0 or 1: say,
+// binary and JSON), computed once per form however many streams send c:
+// a large map is encoded once per publication, not once per caller.
+func (c *Counts) Encoded(form int, encode func(*Counts) any) any {
+	e := &c.encodings[form]
+	e.once.Do(func() { e.value = encode(c) })
+	return e.value
 }
 
 // CheckGroupBy checks a CountRequest's GroupBy: a *RequestError on

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -435,5 +436,44 @@ func TestACounterCountsWithinItsOwnersLimits(t *testing.T) {
 	count(t, h, filtered("!has(object.data)", "alice")) // bob's counter
 	if n := informerhub.Counters(h); n != 2 {
 		t.Fatalf("%d counters, want 2", n)
+	}
+}
+
+// TestACountOfTooManyGroupsEnds: a Count whose objects fall in more groups
+// than Config.MaxCountGroups, or with a group value longer than
+// MaxCountGroupBytes, fails (at its start, or when a change makes it so),
+// rather than hold and send ever more.
+func TestACountOfTooManyGroupsEnds(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{MaxCountGroups: 2})
+	c.cms().Add(configMap("ns", "a", map[string]string{"g": "1"}, "1"))
+	c.cms().Add(configMap("ns", "b", map[string]string{"g": "2"}, "1"))
+	byG := count(t, h, informerhub.CountRequest{GroupBy: "label:g"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var err error
+	for err == nil { // the counts of the two groups, then the failure
+		var counts *informerhub.Counts
+		if counts, err = byG.Next(ctx); err == nil && counts.Total == 2 {
+			c.cms().Add(configMap("ns", "c", map[string]string{"g": "3"}, "1"))
+		}
+	}
+	var limit *informerhub.LimitError
+	if !errors.As(err, &limit) || limit.Limit != informerhub.LimitCountGroups || limit.Max != 2 {
+		t.Fatalf("a third group: %v, want the %s limit", err, informerhub.LimitCountGroups)
+	}
+
+	byName := count(t, h, informerhub.CountRequest{GroupBy: "metadata.name"})
+	_, err = byName.Next(ctx)
+	if !errors.As(err, &limit) || limit.Limit != informerhub.LimitCountGroups {
+		t.Fatalf("three groups at the start: %v, want the %s limit", err, informerhub.LimitCountGroups)
+	}
+	c.cms().Add(configMap("ns2", "long", map[string]string{"g": "1"}, strings.Repeat("x", informerhub.MaxCountGroupBytes)))
+	long := count(t, h, informerhub.CountRequest{Selector: informerhub.Selector{Resource: configMaps, Namespace: "ns2"}, GroupBy: "data"})
+	for err = nil; err == nil; { // at its start, or once the feed has it
+		_, err = long.Next(ctx)
+	}
+	if !errors.As(err, &limit) || limit.Limit != informerhub.LimitCountGroupBytes {
+		t.Fatalf("a long group value: %v, want the %s limit", err, informerhub.LimitCountGroupBytes)
 	}
 }

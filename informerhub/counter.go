@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // counter counts what one countKey selects, for every caller that shares
@@ -105,7 +107,7 @@ func (c *counter) run(sub *Subscription, g *groupBy, interval time.Duration, dis
 			events <- ev
 		}
 	}()
-	t := &tally{g: g, resource: sub.lease.feed.resource}
+	t := &tally{g: g, resource: sub.lease.feed.resource, gvr: sub.lease.feed.info.Resource, maxGroups: sub.lease.feed.hub.cfg.MaxCountGroups}
 	if g.path != nil {
 		t.groups = map[string]uint64{}
 	}
@@ -209,11 +211,13 @@ func (c *counter) current() (*Counts, <-chan struct{}, error) {
 
 // tally is a counter's counts as it counts them; owned by its run.
 type tally struct {
-	g        *groupBy
-	resource string            // for errors
-	groups   map[string]uint64 // nil without groups
-	total    uint64
-	rv       uint64 // the newest resourceVersion of the events applied
+	g         *groupBy
+	resource  string // for errors
+	gvr       schema.GroupVersionResource
+	maxGroups int               // Config.MaxCountGroups
+	groups    map[string]uint64 // nil without groups
+	total     uint64
+	rv        uint64 // the newest resourceVersion of the events applied
 }
 
 // apply counts an event, and reports whether the counts changed: an
@@ -233,8 +237,7 @@ func (t *tally) apply(ev *Event) (changed bool, err error) {
 		if err != nil {
 			return false, t.objectError(err)
 		}
-		t.add(g)
-		return true, nil
+		return true, t.add(g)
 	case EventDeleted:
 		g, err := t.g.group(ev.Object)
 		if err != nil {
@@ -259,18 +262,30 @@ func (t *tally) apply(ev *Event) (changed bool, err error) {
 		if err := t.remove(from); err != nil {
 			return false, err
 		}
-		t.add(to)
-		return true, nil
+		return true, t.add(to)
 	}
 	return false, nil
 }
 
-func (t *tally) add(group string) {
-	t.total++
+// add counts one object more in group: an error when that takes the
+// groups past the hub's limits (see Config.MaxCountGroups).
+func (t *tally) add(group string) error {
 	if t.groups != nil {
+		if len(group) > MaxCountGroupBytes {
+			return &LimitError{Resource: t.gvr, Limit: LimitCountGroupBytes, Max: MaxCountGroupBytes}
+		}
+		if _, ok := t.groups[group]; !ok && len(t.groups) >= t.maxGroups {
+			return &LimitError{Resource: t.gvr, Limit: LimitCountGroups, Max: t.maxGroups}
+		}
 		t.groups[group]++
 	}
+	t.total++
+	return nil
 }
+
+// MaxCountGroupBytes bounds a Count's group value: label values have at
+// most 63 bytes; a path's value is rarely longer than a name.
+const MaxCountGroupBytes = 256
 
 // remove counts one object less in group. Counting below zero would be a
 // bug of the hub (a change to an object it never counted): it fails the

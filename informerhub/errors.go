@@ -208,6 +208,11 @@ const (
 	LimitProjectionsPerOwner = "max-projections-per-identity"
 	LimitReplayState         = "max-replay-state-bytes"
 	LimitMemoryBudget        = "memory-budget"
+	// LimitCountGroups: a Count's objects fall in more groups than
+	// Config.MaxCountGroups; LimitCountGroupBytes: one's group value is
+	// longer than MaxCountGroupBytes.
+	LimitCountGroups     = "max-count-groups"
+	LimitCountGroupBytes = "count-group-value-bytes"
 )
 
 func (e *LimitError) Error() string {
@@ -219,6 +224,10 @@ func (e *LimitError) Error() string {
 	case LimitMemoryBudget:
 		return fmt.Sprintf("this snapshot or these initial events of %s were read so slowly that the objects changed since they began took the hub past its memory budget (%s, %d bytes): take the snapshot again, or watch again from the last token received, and read faster, or select fewer objects",
 			r, e.Limit, e.Max)
+	case LimitCountGroups:
+		return fmt.Sprintf("the objects of this Count of %s fall in more than %d groups, the most the hub keeps (%s): group by a field of fewer values, or select fewer objects", r, e.Max, e.Limit)
+	case LimitCountGroupBytes:
+		return fmt.Sprintf("an object of this Count of %s has a group value longer than %d bytes, the most the hub keeps (%s): group by a field of short values", r, e.Max, e.Limit)
 	case LimitProjections:
 		return fmt.Sprintf("%d distinct projections (fields) are in use on %s, the most the hub allows (%s): use a projection other clients use, or retry later", e.Max, r, e.Limit)
 	case LimitFiltersPerOwner:

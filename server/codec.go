@@ -222,9 +222,38 @@ func manyResponse(me *informerhub.ManyEvent, json bool) (mem.BufferSlice, error)
 	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 }
 
+// countsEncoding returns counts as a CountResponse in protobuf's binary or
+// its JSON mapping, encoded once per form for every stream that sends
+// them (Counts.Encoded).
+func countsEncoding(counts *informerhub.Counts, json bool) (mem.BufferSlice, error) {
+	form := 0
+	if json {
+		form = 1
+	}
+	encoded := counts.Encoded(form, func(c *informerhub.Counts) any {
+		var b []byte
+		var err error
+		if json {
+			b, err = protojson.MarshalOptions{}.Marshal(countResponse(c))
+		} else {
+			b, err = proto.Marshal(countResponse(c))
+		}
+		if err != nil {
+			return err
+		}
+		// A SliceBuffer does not pool or free: the bytes stay the counts'.
+		return mem.BufferSlice{mem.SliceBuffer(b)}
+	})
+	if err, ok := encoded.(error); ok {
+		return nil, err
+	}
+	return encoded.(mem.BufferSlice), nil
+}
+
 // codec is gRPC's protobuf codec, except that an *informerhub.Event is sent
 // as the WatchResponse bytes the hub encoded once for all its subscribers,
-// and an *informerhub.ManyEvent as a WatchManyResponse around them.
+// an *informerhub.ManyEvent as a WatchManyResponse around them, and
+// *informerhub.Counts as the CountResponse encoded once for all callers.
 type codec struct {
 	proto encoding.CodecV2
 }
@@ -237,6 +266,8 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 		return eventEncoding(m, false)
 	case *informerhub.ManyEvent:
 		return manyResponse(m, false)
+	case *informerhub.Counts:
+		return countsEncoding(m, false)
 	}
 	return c.proto.Marshal(v)
 }

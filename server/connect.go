@@ -287,6 +287,9 @@ func (c connectCodec) MarshalAppend(b []byte, m any) ([]byte, error) {
 		encoded, err := manyResponse(v, c.json)
 		defer encoded.Free()
 		return appendBuffers(b, encoded), err
+	case *informerhub.Counts:
+		encoded, err := countsEncoding(v, c.json)
+		return appendBuffers(b, encoded), err
 	}
 	msg, ok := m.(proto.Message)
 	if !ok {

@@ -49,7 +49,8 @@ func (s *Server) Count(req *informerhubv1.CountRequest, stream grpc.ServerStream
 		if err != nil {
 			return nil, nil, false, err
 		}
-		return countResponse(c), nil, false, nil
+		// The codec sends its shared encoding (see codec.go).
+		return c, nil, false, nil
 	})
 	if errors.Is(err, errStalled) {
 		// Why the counter failed, if it did; else the client stopped

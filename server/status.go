@@ -39,6 +39,7 @@ const (
 	ReasonReplayLimit          = "REPLAY_LIMIT"
 	ReasonTooManyTokenReviews  = "TOO_MANY_TOKEN_REVIEWS"
 	ReasonObjectUnsendable     = "OBJECT_UNSENDABLE"
+	ReasonTooManyGroups        = "TOO_MANY_GROUPS"
 )
 
 // toStatus is the one place where the hub's errors become gRPC statuses.
@@ -211,6 +212,8 @@ func limitStatus(_ *slog.Logger, e *informerhub.LimitError, _ error) error {
 		reason = ReasonReplayLimit
 	case informerhub.LimitMemoryBudget:
 		reason = ReasonSubscriberTooSlow // of a snapshot or initial events
+	case informerhub.LimitCountGroups, informerhub.LimitCountGroupBytes:
+		reason = ReasonTooManyGroups
 	}
 	return withDetails(codes.ResourceExhausted, e.Error(), errorInfo(reason, md))
 }

@@ -168,6 +168,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.hub.QueueSize, "queue-size", informerhub.DefaultQueueSize, "changes that may wait for one subscriber; past them it reads on from the history")
 	fs.DurationVar(&o.hub.BookmarkInterval, "bookmark-interval", informerhub.DefaultBookmarkInterval, "a stream that received nothing for between half this and all of it gets a bookmark with a fresh resume token")
 	fs.DurationVar(&o.hub.CountInterval, "count-interval", informerhub.DefaultCountInterval, "a Count stream receives new counts when they change, at most once per this")
+	fs.IntVar(&o.hub.MaxCountGroups, "max-count-groups", informerhub.DefaultMaxCountGroups, "groups one Count's objects may fall in; a Count of more ends with RESOURCE_EXHAUSTED")
 	fs.DurationVar(&o.hub.MaxUpstreamFailure, "max-upstream-failure", informerhub.DefaultMaxUpstreamFailure, "how long an informer's lists and watches may fail, with nothing delivered, before its streams end with UNAVAILABLE (UPSTREAM_UNAVAILABLE) and their tokens; the hub is not ready after three --apiserver-check-interval of it")
 	fs.DurationVar(&o.hub.IdleTimeout, "idle-timeout", informerhub.DefaultIdleTimeout, "how long a resource type's informer runs after its last subscriber left")
 	fs.IntVar(&o.hub.SnapshotPageSize, "snapshot-page-size", informerhub.DefaultSnapshotPageSize, "objects per Snapshot page at most")

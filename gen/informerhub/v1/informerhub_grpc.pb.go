@@ -156,10 +156,15 @@ const (
 //     resource): the resource type has that many distinct filters, or
 //     projections, in use on this replica, or the caller's streams hold that
 //     many on it, and the request brings one more. A Count that no one
-//     else's running Count shares brings its filter and a projection (of
-//     what its group_by reads), held on its caller's account while anyone
-//     shares it. Use an expression or projection already in use, close a
-//     stream, or retry later.
+//     else's running Count shares brings its filter, held on its caller's
+//     account while anyone shares it. Use an expression or projection
+//     already in use, close a stream, or retry later.
+//   - RESOURCE_EXHAUSTED · TOO_MANY_GROUPS ("limit": "max-count-groups"
+//     or "count-group-value-bytes"; "max"; the resource): a Count's objects
+//     fall in more groups than --max-count-groups, or one's group value is
+//     longer than 256 bytes; at the call, or when a change makes it so (it
+//     ends every Count of that request). Group by a field of fewer, shorter
+//     values, or select fewer objects.
 //   - RESOURCE_EXHAUSTED · REPLAY_LIMIT ("limit":
 //     "max-replay-state-bytes"; "max"; the resource): a replay of a token
 //     older than the hub's history, with a filter, fields or
@@ -522,10 +527,15 @@ type InformerHubService_CountClient = grpc.ServerStreamingClient[CountResponse]
 //     resource): the resource type has that many distinct filters, or
 //     projections, in use on this replica, or the caller's streams hold that
 //     many on it, and the request brings one more. A Count that no one
-//     else's running Count shares brings its filter and a projection (of
-//     what its group_by reads), held on its caller's account while anyone
-//     shares it. Use an expression or projection already in use, close a
-//     stream, or retry later.
+//     else's running Count shares brings its filter, held on its caller's
+//     account while anyone shares it. Use an expression or projection
+//     already in use, close a stream, or retry later.
+//   - RESOURCE_EXHAUSTED · TOO_MANY_GROUPS ("limit": "max-count-groups"
+//     or "count-group-value-bytes"; "max"; the resource): a Count's objects
+//     fall in more groups than --max-count-groups, or one's group value is
+//     longer than 256 bytes; at the call, or when a change makes it so (it
+//     ends every Count of that request). Group by a field of fewer, shorter
+//     values, or select fewer objects.
 //   - RESOURCE_EXHAUSTED · REPLAY_LIMIT ("limit":
 //     "max-replay-state-bytes"; "max"; the resource): a replay of a token
 //     older than the hub's history, with a filter, fields or

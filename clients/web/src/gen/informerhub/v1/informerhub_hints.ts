@@ -107,7 +107,16 @@ export const statusHints: readonly StatusHint[] = [
     "reason": "TOO_MANY_DISTINCT",
     "metadata": "\"limit\": which of max-filters-per-resource, max-projections-per-resource, max-filters-per-identity and max-projections-per-identity; \"max\"; the resource",
     "details": true,
-    "text": "the resource type has that many distinct filters, or projections, in use on this replica, or the caller's streams hold that many on it, and the request brings one more. A Count that no one else's running Count shares brings its filter and a projection (of what its group_by reads), held on its caller's account while anyone shares it. Use an expression or projection already in use, close a stream, or retry later."
+    "text": "the resource type has that many distinct filters, or projections, in use on this replica, or the caller's streams hold that many on it, and the request brings one more. A Count that no one else's running Count shares brings its filter, held on its caller's account while anyone shares it. Use an expression or projection already in use, close a stream, or retry later."
+  },
+  {
+    "codes": [
+      "RESOURCE_EXHAUSTED"
+    ],
+    "reason": "TOO_MANY_GROUPS",
+    "metadata": "\"limit\": \"max-count-groups\" or \"count-group-value-bytes\"; \"max\"; the resource",
+    "details": true,
+    "text": "a Count's objects fall in more groups than --max-count-groups, or one's group value is longer than 256 bytes; at the call, or when a change makes it so (it ends every Count of that request). Group by a field of fewer, shorter values, or select fewer objects."
   },
   {
     "codes": [
