@@ -304,6 +304,31 @@ class Client:
             call.cancel()
         raise IncompleteSnapshot("the snapshot ended before its last page")
 
+    def watch_many(self, watches: Sequence["ManyWatch"], *, resume_token: str = "") -> "WatchManyStream":
+        """Start one WatchMany call: several watches on one stream, each a
+        ManyWatch (as watch takes its options). Iterate for ManyEvent: the
+        initial events of every watch first, initial_events_end on the last
+        one's end, then each watch's changes as they come. resume_token, a
+        ManyEvent's, resumes every watch exactly (with the same watches, or
+        some dropped, added or changed); a watch's own resume_token wins.
+        A watch that fails ends the stream with its status, whose
+        ErrorInfo metadata "index" names it. It does not reconnect."""
+        req = pb.WatchManyRequest(resume_token=resume_token, watches=[
+            pb.WatchRequest(selector=w.selector.to_proto(), resume_token=w.resume_token,
+                            send_initial_events=w.send_initial_events, fields=_paths(w.fields),
+                            include_previous=w.include_previous,
+                            object_format=_object_format(w.object_format).value)
+            for w in watches])
+        return WatchManyStream(self._stub.WatchMany(req, metadata=self._metadata()), resume_token)
+
+    def count(self, selector: Selector, *, group_by: str = "") -> "CountStream":
+        """Start one Count call: iterate for Counts, the current counts of
+        the objects selector selects, then new ones whenever they change.
+        group_by: "" (the total only), "namespace", "label:<key>", or a
+        path such as "status.phase". It does not reconnect."""
+        req = pb.CountRequest(selector=selector.to_proto(), group_by=group_by)
+        return CountStream(self._stub.Count(req, metadata=self._metadata()))
+
     def list_resources(self, namespace: str = "", *, timeout: Optional[float] = None) -> list[Resource]:
         """The resource types the caller may list and watch in namespace
         (cluster-wide if empty), as Resource."""
@@ -363,6 +388,87 @@ def _event(resp: pb.WatchResponse) -> Event:
         initial_events_end=resp.initial_events_end,
         from_relist=resp.from_relist,
         filter_error=resp.filter_error)
+
+
+@dataclass(frozen=True)
+class ManyWatch:
+    """One watch of a WatchMany, with watch's options."""
+    selector: Selector
+    send_initial_events: bool = False
+    resume_token: str = ""
+    fields: Sequence[str] = ()
+    include_previous: bool = False
+    object_format: ObjectFormat = ObjectFormat.JSON
+
+
+@dataclass(frozen=True)
+class ManyEvent:
+    """One event of a WatchMany: of the watch at index."""
+    index: int
+    event: Event
+    resume_token: str  # resumes every watch right after this event
+    initial_events_end: bool  # on the end of the last watch's initial events
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The counts of a Count at one point in time."""
+    groups: dict  # group value ("" for objects without one) -> count
+    total: int
+    resource_version: str
+
+
+class _Stream:
+    """A server stream: iteration raises grpc.RpcError when the hub or the
+    network ends the call, and stops after cancel(), which any thread may
+    call."""
+
+    def __init__(self, call):
+        self._call = call
+        self._cancelled = threading.Event()
+
+    def __iter__(self):
+        return self
+
+    def _next(self):
+        try:
+            return next(self._call)
+        except grpc.RpcError as err:
+            if self._cancelled.is_set() and err.code() == StatusCode.CANCELLED:
+                raise StopIteration from None
+            raise
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        self._call.cancel()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cancel()
+
+
+class WatchManyStream(_Stream):
+    """One WatchMany call; see Client.watch_many."""
+
+    def __init__(self, call, resume_token: str):
+        super().__init__(call)
+        self.resume_token = resume_token  # of the last event, or the request's
+
+    def __next__(self) -> ManyEvent:
+        resp = self._next()
+        e = ManyEvent(resp.index, _event(resp.event), resp.resume_token, resp.initial_events_end)
+        self.resume_token = e.resume_token
+        return e
+
+
+class CountStream(_Stream):
+    """One Count call; see Client.count."""
+
+    def __next__(self) -> Counts:
+        resp = self._next()
+        return Counts(dict(resp.groups), resp.total, resp.resource_version)
 
 
 class WatchStream:

@@ -647,6 +647,37 @@ class HubTest(unittest.TestCase):
         self.assertEqual(sorted(names[0] + names[1]), sorted(o["metadata"]["name"] for o in objs))
         self.assertFalse(set(names[0]) & set(names[1]), names)
 
+    def test_watch_many_sends_every_initial_event_first_and_resumes_them_all(self):
+        a = self.create("a", {"k": "1"})
+        self.synced(change(EventType.ADDED, a))
+        watches = [hub.ManyWatch(self.selector(), send_initial_events=True),
+                   hub.ManyWatch(self.selector(field_selector="metadata.name=" + a["metadata"]["name"]), send_initial_events=True)]
+        stream = self.client.watch_many(watches)
+        events = self.read(stream)
+        got = [events.get() for _ in range(4)]
+        self.assertEqual([(m.index, m.event.type, m.initial_events_end) for m in got],
+                         [(0, EventType.ADDED, False), (0, EventType.BOOKMARK, False),
+                          (1, EventType.ADDED, False), (1, EventType.BOOKMARK, True)])
+        last = got[-1].resume_token
+        stream.cancel()
+        # A change while no one watches; the first watch alone resumes.
+        a2 = self.kube.update(a, {"k": "2"})
+        events = self.read(self.client.watch_many(watches[:1], resume_token=last))
+        m = events.get()
+        while m.event.type == EventType.BOOKMARK:
+            m = events.get()
+        self.assertEqual((m.index, seen(m.event)), (0, change(EventType.MODIFIED, a2)))
+
+    def test_count_counts_per_group_then_follows_changes(self):
+        a = self.create("a")
+        self.synced(change(EventType.ADDED, a))
+        events = self.read(self.client.count(self.selector(), group_by="label:test"))
+        first = events.get()
+        self.assertEqual((first.groups, first.total), ({self.labels["test"]: 1}, 1))
+        self.assertTrue(first.resource_version)
+        self.create("b")
+        self.assertEqual(events.get().total, 2)
+
     def test_invalid_filters_fields_and_field_selectors_name_the_field(self):
         cases = {
             "selector.filter": dict(selector=self.selector(filter="object.data.(")),  # a CEL syntax error
