@@ -195,3 +195,33 @@ func TestWatchManyErrorsNameTheWatch(t *testing.T) {
 		t.Fatalf("revoked: %v (%v), want PERMISSION_DENIED of watch 0 with the last composite token", err, info)
 	}
 }
+
+// TestWatchManyChargesEachWatchAsACall: a WatchMany counts as one call per
+// watch against the rate limit per identity, so that one call cannot
+// compile and review as many watches as a burst of calls would.
+func TestWatchManyChargesEachWatchAsACall(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	hub := informerhub.New(informerhub.Config{Logger: discard}, cluster, cluster)
+	client := informerhubv1.NewInformerHubServiceClient(serveWithAuth(t, hub,
+		Config{Authorizer: &tableAuthorizer{allowed: map[string][]string{"alice": {"*"}}}, RatePerIdentity: 0.001, RateBurstPerIdentity: 5}))
+	watches := func(n int) *informerhubv1.WatchManyRequest {
+		req := &informerhubv1.WatchManyRequest{}
+		for range n {
+			req.Watches = append(req.Watches, &informerhubv1.WatchRequest{Selector: cmSelector})
+		}
+		return req
+	}
+	if _, err := firstManyResponse(t, client, as("alice"), watches(6)); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("6 watches with a burst of 5 calls: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	stream, err := client.WatchMany(as("alice"), watches(4))
+	if err == nil {
+		_, err = stream.Header()
+	}
+	if err != nil {
+		t.Fatalf("4 watches, within the burst left: %v", err)
+	}
+	if _, err := client.ListResources(as("alice"), &informerhubv1.ListResourcesRequest{}); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a call after 1 + 4 watches' worth: %v, want RESOURCE_EXHAUSTED", err)
+	}
+}
