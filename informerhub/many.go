@@ -246,6 +246,9 @@ func (m *ManySubscription) nextInitial(ctx context.Context) (*ManyEvent, error) 
 	i := m.initial[0]
 	ev, err := m.subs[i].Next(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // the caller's, not the watch's: it may call again
+		}
 		m.fail(i, err)
 		return nil, m.failure
 	}

@@ -214,11 +214,7 @@ func (u *replayWatch) acquire(ctx context.Context) error {
 			limits.owners.put(u.owner, share)
 			return ErrSubscriptionClosed
 		}
-		u.ownerHeld = true
-		context.AfterFunc(u.ctx, func() {
-			<-share.slots
-			limits.owners.put(u.owner, share)
-		})
+		u.holdOwner(share)
 	}
 	select {
 	case limits.slots <- struct{}{}:
@@ -227,8 +223,7 @@ func (u *replayWatch) acquire(ctx context.Context) error {
 	case <-u.ctx.Done():
 		return ErrSubscriptionClosed
 	}
-	u.slotHeld = true
-	context.AfterFunc(u.ctx, func() { <-limits.slots })
+	u.holdSlot()
 	return nil
 }
 
@@ -249,20 +244,32 @@ func (u *replayWatch) tryAcquire() bool {
 			limits.owners.put(u.owner, share)
 			return false
 		}
-		u.ownerHeld = true
-		context.AfterFunc(u.ctx, func() {
-			<-share.slots
-			limits.owners.put(u.owner, share)
-		})
+		u.holdOwner(share)
 	}
 	select {
 	case limits.slots <- struct{}{}:
 	default:
 		return false
 	}
-	u.slotHeld = true
-	context.AfterFunc(u.ctx, func() { <-limits.slots })
+	u.holdSlot()
 	return true
+}
+
+// holdOwner records the owner's slot taken in share, given back when the
+// replay's context ends.
+func (u *replayWatch) holdOwner(share *replayShare) {
+	u.ownerHeld = true
+	context.AfterFunc(u.ctx, func() {
+		<-share.slots
+		u.feed.hub.replays.owners.put(u.owner, share)
+	})
+}
+
+// holdSlot records the hub's slot taken, given back when the replay's
+// context ends.
+func (u *replayWatch) holdSlot() {
+	u.slotHeld = true
+	context.AfterFunc(u.ctx, func() { <-u.feed.hub.replays.slots })
 }
 
 // apiError turns an upstream failure of a replay into the hub's errors.

@@ -182,7 +182,8 @@ func manyResponse(me *informerhub.ManyEvent, json bool) (mem.BufferSlice, error)
 	if err != nil {
 		return nil, err
 	}
-	size := 32 + len(me.ResumeToken) + event.Len()
+	// The framing: at most 64 bytes beside the token and the event.
+	size := 64 + len(me.ResumeToken) + event.Len()
 	pool := mem.DefaultBufferPool()
 	buf := pool.Get(size)
 	b := (*buf)[:0]
