@@ -234,13 +234,14 @@ func valueAt(v any, path []string) (any, bool) {
 // Callers with the same resource type, selection (selectors that select
 // the same, however written) and grouping share one counter, and every
 // Counts it publishes. A counter is one subscription of the resource
-// type's feed, as a Watch with initial events, projected on what the
-// grouping reads: its initial events make the first counts, and each
-// change delivered after them adds an object to its group, takes one out
-// of its group, or moves one between groups. The feed matches, projects
-// and queues for it as for any subscriber, and drops the changes to none
-// of what the grouping reads before they reach it; nothing is listed
-// again. The counter stops when its last caller closes.
+// type's feed, as a Watch with initial events (and the previous state,
+// when a change may move an object between groups): its initial events
+// make the first counts, and each change delivered after them adds an
+// object to its group, takes one out of its group, or moves one between
+// groups, its group value read in place from the object's JSON. The feed
+// matches and queues for it as for any subscriber, and builds its events
+// without encoding them; nothing is listed again. The counter stops when
+// its last caller closes.
 //
 // A counter that can go no further (its informer stopped, it fell behind
 // the history, the hub closed) ends all its callers: Next returns why,

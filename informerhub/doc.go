@@ -55,9 +55,13 @@
 //
 // Count (count.go, counter.go) counts what a selector selects, per group:
 // one counter per distinct request, shared by its callers, is one
-// subscription with initial events, projected on what its grouping reads,
-// so that the changes that move no object between groups never reach it;
-// it publishes immutable Counts at most once per Config.CountInterval.
+// subscription with initial events, whose events are not encoded (they go
+// to no transport) and whose objects' group values it reads in place; it
+// publishes immutable Counts at most once per Config.CountInterval.
+//
+// WatchMany (many.go) is several subscriptions on one stream: their
+// initial events first, then each one's events as they come, every event
+// with a composite token (token.go) that resumes them all.
 //
 // A token the history no longer holds is replayed from the API server
 // (replay.go, replaywatch.go): its watch from the token's resourceVersion,
