@@ -38,7 +38,7 @@ func TestDocumentedFlagsExist(t *testing.T) {
 	hub := helpFlags(t, testhub.Build(t, "github.com/informerhub/informerhub/cmd/informerhub"))
 	hubctlPath := testhub.Build(t, "github.com/informerhub/informerhub/cmd/hubctl")
 	hubctl := helpFlags(t, hubctlPath)
-	for _, command := range []string{"watch", "snapshot", "resources"} {
+	for _, command := range []string{"watch", "snapshot", "count", "resources"} {
 		hubctl = append(hubctl, helpFlags(t, hubctlPath, command)...)
 	}
 	if len(hub) < 20 || len(hubctl) < 10 {
