@@ -132,8 +132,11 @@ const (
 //     blocked when the stream had to end. Resume from your last token; read
 //     faster, or do less per event. A Snapshot whose client read nothing for
 //     --max-send-stall has no token: take the snapshot again, and read it to
-//     the end. A Count has none either: its client read nothing for
-//     --max-send-stall, or the hub's counting fell behind the changes
+//     the end. A Count has none either: one send to its client stayed
+//     blocked for --max-send-stall (a client that stops reading holds a
+//     Count open until new counts meet its full window; it holds no copy
+//     of them, which every caller shares), or the hub's counting fell
+//     behind the changes
 //     further than the history holds (the hub is overloaded): call Count
 //     again, with backoff. Also ("limit": "memory-budget"): a Snapshot, or
 //     a Watch's initial events, read so slowly that the objects changed
@@ -503,8 +506,11 @@ type InformerHubService_CountClient = grpc.ServerStreamingClient[CountResponse]
 //     blocked when the stream had to end. Resume from your last token; read
 //     faster, or do less per event. A Snapshot whose client read nothing for
 //     --max-send-stall has no token: take the snapshot again, and read it to
-//     the end. A Count has none either: its client read nothing for
-//     --max-send-stall, or the hub's counting fell behind the changes
+//     the end. A Count has none either: one send to its client stayed
+//     blocked for --max-send-stall (a client that stops reading holds a
+//     Count open until new counts meet its full window; it holds no copy
+//     of them, which every caller shares), or the hub's counting fell
+//     behind the changes
 //     further than the history holds (the hub is overloaded): call Count
 //     again, with backoff. Also ("limit": "memory-budget"): a Snapshot, or
 //     a Watch's initial events, read so slowly that the objects changed
