@@ -200,7 +200,7 @@ describe("watch", () => {
       assert.equal(h.reason, "FORBIDDEN");
       assert.equal(h.domain, "informerhub.io");
       assert.equal(h.metadata["namespace"], "kube-system");
-      assert.match(h.hint?.text ?? "", /Have the access granted \(a RoleBinding\), then resume from your last token\./);
+      assert.match(h.hint?.text ?? "", /Have the access granted \(a RoleBinding\), then resume from your last token/);
       return true;
     });
     assert.equal(hub.requests.length, 1);
