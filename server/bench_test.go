@@ -94,51 +94,62 @@ type benchServer struct {
 }
 
 func benchmarkGRPCFanOut(b *testing.B, streams int, srv benchServer) {
-	conns := make([]*grpc.ClientConn, min(streams, maxBenchConns))
+	conns := dialBenchConns(b, srv.addr, min(streams, maxBenchConns))
+	fo := newFanOut(streams)
+	defer fo.stop()
+	for i := range streams {
+		fo.open(b, conns[i%len(conns)], srv.method, srv.req)
+	}
+	fo.run(b, srv)
+}
+
+// dialBenchConns opens n client connections to addr, closed when the
+// benchmark ends, whose streams count responses without decoding them
+// (rawCodec).
+func dialBenchConns(b *testing.B, addr string, n int) []*grpc.ClientConn {
+	conns := make([]*grpc.ClientConn, n)
 	for i := range conns {
-		conn, err := grpc.NewClient(srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{proto: encoding.GetCodecV2("proto")})),
-			// Static windows, the same in both variants, with room for an
+			// Static windows, the same in every variant, with room for an
 			// iteration's responses: no BDP pings, no stalls.
 			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(16<<20))
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer conn.Close()
+		b.Cleanup(func() { conn.Close() })
 		conns[i] = conn
 	}
+	return conns
+}
 
-	fo := newFanOut(streams)
-	defer fo.stop()
-	desc := &grpc.StreamDesc{ServerStreams: true}
-	for i := range streams {
-		stream, err := conns[i%len(conns)].NewStream(fo.ctx, desc, srv.method)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := stream.SendMsg(srv.req); err != nil {
-			b.Fatal(err)
-		}
-		if err := stream.CloseSend(); err != nil {
-			b.Fatal(err)
-		}
-		// Both servers send the header once the stream will receive
-		// every change.
-		if _, err := stream.Header(); err != nil {
-			b.Fatal(err)
-		}
-		fo.streams.Go(func() {
-			var resp rawResponse
-			for {
-				if err := stream.RecvMsg(&resp); err != nil {
-					fo.ended(err)
-					return
-				}
-				fo.delivered()
-			}
-		})
+// open opens a server stream of method on conn with req, returns once the
+// server has sent its header (the stream will receive every change), and
+// counts its responses until it ends.
+func (fo *fanOut) open(b *testing.B, conn *grpc.ClientConn, method string, req any) {
+	stream, err := conn.NewStream(fo.ctx, &grpc.StreamDesc{ServerStreams: true}, method)
+	if err == nil {
+		err = stream.SendMsg(req)
 	}
-	fo.run(b, srv)
+	if err == nil {
+		err = stream.CloseSend()
+	}
+	if err == nil {
+		_, err = stream.Header()
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	fo.streams.Go(func() {
+		var resp rawResponse
+		for {
+			if err := stream.RecvMsg(&resp); err != nil {
+				fo.ended(err)
+				return
+			}
+			fo.delivered()
+		}
+	})
 }
 
 // fanOut is the measured part of the fan-out benchmarks: each stream's
@@ -555,47 +566,12 @@ func benchmarkWatchMany(b *testing.B, clients, types int, many bool) {
 	}
 	change()
 
-	conns := make([]*grpc.ClientConn, maxBenchConns)
-	for i := range conns {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{proto: encoding.GetCodecV2("proto")})),
-			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(16<<20))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer conn.Close()
-		conns[i] = conn
-	}
+	conns := dialBenchConns(b, addr, maxBenchConns)
 	fo := newFanOut(clients * types)
 	defer fo.stop()
 	watch := func(gvr schema.GroupVersionResource) *informerhubv1.WatchRequest {
 		return &informerhubv1.WatchRequest{Selector: &informerhubv1.ResourceSelector{
 			Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Namespace: "bench"}}
-	}
-	open := func(conn *grpc.ClientConn, method string, req any) {
-		stream, err := conn.NewStream(fo.ctx, &grpc.StreamDesc{ServerStreams: true}, method)
-		if err == nil {
-			err = stream.SendMsg(req)
-		}
-		if err == nil {
-			err = stream.CloseSend()
-		}
-		if err == nil {
-			_, err = stream.Header() // subscribed
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		fo.streams.Go(func() {
-			var resp rawResponse
-			for {
-				if err := stream.RecvMsg(&resp); err != nil {
-					fo.ended(err)
-					return
-				}
-				fo.delivered()
-			}
-		})
 	}
 	for c := range clients {
 		conn := conns[c%len(conns)]
@@ -604,11 +580,11 @@ func benchmarkWatchMany(b *testing.B, clients, types int, many bool) {
 			for _, gvr := range gvrs {
 				req.Watches = append(req.Watches, watch(gvr))
 			}
-			open(conn, informerhubv1.InformerHubService_WatchMany_FullMethodName, req)
+			fo.open(b, conn, informerhubv1.InformerHubService_WatchMany_FullMethodName, req)
 			continue
 		}
 		for _, gvr := range gvrs {
-			open(conn, informerhubv1.InformerHubService_Watch_FullMethodName, watch(gvr))
+			fo.open(b, conn, informerhubv1.InformerHubService_Watch_FullMethodName, watch(gvr))
 		}
 	}
 	fo.run(b, benchServer{change: change})
