@@ -473,24 +473,35 @@ class Watch {
     const stream = await this.client.openWatch(this.selector, this.request, this.signal, (token) => {
       if (token && !gotEvent) this.resumeToken = token;
     });
-    try {
-      for (;;) {
-        let resp;
-        try {
-          resp = await stream.next();
-        } catch (err) {
-          if (this.signal.aborted) return;
-          throw err;
-        }
-        if (resp === null) return;
-        gotEvent = true;
-        const event = eventOf(resp);
-        this.resumeToken = event.resumeToken;
-        yield event;
-      }
-    } finally {
-      stream.cancel();
+    for await (const resp of responses(stream, this.signal)) {
+      gotEvent = true;
+      const event = eventOf(resp);
+      this.resumeToken = event.resumeToken;
+      yield event;
     }
+  }
+}
+
+/**
+ * The responses of a stream reader (openStream) until the stream ends;
+ * nothing more, and no error, once signal aborted it. The call is cancelled
+ * when the iteration stops.
+ */
+async function* responses(stream, signal) {
+  try {
+    for (;;) {
+      let resp;
+      try {
+        resp = await stream.next();
+      } catch (err) {
+        if (signal.aborted) return;
+        throw err;
+      }
+      if (resp === null) return;
+      yield resp;
+    }
+  } finally {
+    stream.cancel();
   }
 }
 
@@ -515,21 +526,8 @@ class Stream {
 
   async *[Symbol.asyncIterator]() {
     const call = this.client.stub[this.method](this.request, await this.client.metadata());
-    const stream = openStream(call, this.signal);
-    try {
-      for (;;) {
-        let resp;
-        try {
-          resp = await stream.next();
-        } catch (err) {
-          if (this.signal.aborted) return;
-          throw err;
-        }
-        if (resp === null) return;
-        yield this.convert(resp);
-      }
-    } finally {
-      stream.cancel();
+    for await (const resp of responses(openStream(call, this.signal), this.signal)) {
+      yield this.convert(resp);
     }
   }
 }
