@@ -17,9 +17,7 @@ import (
 // (rechecked access, Drain, a client that stops reading). Counts carry no
 // token: a Count that ends is called again.
 func (s *Server) Count(req *informerhubv1.CountRequest, stream grpc.ServerStreamingServer[informerhubv1.CountResponse]) error {
-	ctx, cancel := context.WithCancelCause(stream.Context())
-	defer cancel(nil)
-	end, ok := s.watches.start(cancel)
+	ctx, end, ok := s.watches.start(stream.Context())
 	if !ok {
 		return toStatus(s.log, &drainedError{})
 	}

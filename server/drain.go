@@ -39,20 +39,24 @@ type runningWatch struct {
 	ended  chan struct{}
 }
 
-// start records a Watch whose context cancel cancels, or reports false once
-// the server is draining. Call the returned func when the Watch ends.
-func (w *watches) start(cancel context.CancelCauseFunc) (end func(), ok bool) {
+// start records a running stream (a Watch, WatchMany or Count) of
+// parent, and returns its context, which Drain cancels with errDraining;
+// or reports false once the server is draining. Call end when the stream
+// ends.
+func (w *watches) start(parent context.Context) (ctx context.Context, end func(), ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.draining {
-		return nil, false
+		return nil, nil, false
 	}
 	if w.running == nil {
 		w.running = map[*runningWatch]struct{}{}
 	}
+	ctx, cancel := context.WithCancelCause(parent)
 	r := &runningWatch{cancel: cancel, ended: make(chan struct{})}
 	w.running[r] = struct{}{}
-	return func() {
+	return ctx, func() {
+		cancel(nil)
 		w.mu.Lock()
 		delete(w.running, r)
 		w.mu.Unlock()

@@ -179,9 +179,7 @@ func (s *Server) Register(g *grpc.Server) {
 }
 
 func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStreamingServer[informerhubv1.WatchResponse]) error {
-	ctx, cancel := context.WithCancelCause(stream.Context())
-	defer cancel(nil)
-	end, ok := s.watches.start(cancel)
+	ctx, end, ok := s.watches.start(stream.Context())
 	if !ok {
 		return toStatus(s.log, informerhub.ErrClosed)
 	}

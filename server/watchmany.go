@@ -23,9 +23,7 @@ import (
 )
 
 func (s *Server) WatchMany(req *informerhubv1.WatchManyRequest, stream grpc.ServerStreamingServer[informerhubv1.WatchManyResponse]) error {
-	ctx, cancel := context.WithCancelCause(stream.Context())
-	defer cancel(nil)
-	end, ok := s.watches.start(cancel)
+	ctx, end, ok := s.watches.start(stream.Context())
 	if !ok {
 		return toStatus(s.log, informerhub.ErrClosed)
 	}
