@@ -272,6 +272,32 @@ func (c *Client) service() (informerhubv1.InformerHubServiceClient, int, error) 
 	return informerhubv1.NewInformerHubServiceClient(e.conn), i, nil
 }
 
+// attempt waits out the backoff of a stream's failures (its consecutive
+// failed attempts), then returns the API to open it on and the endpoint's
+// index. err ends the stream: ctx ended, or the client was closed. With
+// neither, a nil API means that the endpoint could not be reached, and it
+// was marked failed: count a failure and attempt again.
+func (c *Client) attempt(ctx context.Context, failures int) (informerhubv1.InformerHubServiceClient, int, error) {
+	if failures > 0 {
+		wait := time.NewTimer(c.cfg.backoff.delay(failures))
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+			return nil, 0, ctx.Err()
+		}
+	}
+	svc, endpoint, err := c.service()
+	switch {
+	case errors.Is(err, ErrClientClosed):
+		return nil, endpoint, err
+	case err != nil:
+		c.failed(endpoint)
+		return nil, endpoint, nil
+	}
+	return svc, endpoint, nil
+}
+
 // currentEndpoint returns the index of the endpoint calls go to.
 func (c *Client) currentEndpoint() int {
 	c.mu.Lock()

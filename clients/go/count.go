@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -92,24 +91,13 @@ func (c *Counter) Next() (Counts, error) {
 }
 
 func (c *Counter) connect() {
-	if c.failures > 0 {
-		wait := time.NewTimer(c.client.cfg.backoff.delay(c.failures))
-		select {
-		case <-wait.C:
-		case <-c.ctx.Done():
-			wait.Stop()
-			c.err = c.ctx.Err()
-			return
-		}
-	}
-	svc, endpoint, err := c.client.service()
-	if err != nil {
-		if errors.Is(err, ErrClientClosed) {
-			c.err = err
-			return
-		}
+	svc, endpoint, err := c.client.attempt(c.ctx, c.failures)
+	switch {
+	case err != nil:
+		c.err = err
+		return
+	case svc == nil:
 		c.failures++
-		c.client.failed(endpoint)
 		return
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -149,6 +137,6 @@ func (c *Counter) streamFailed(err error) {
 	default:
 		// The counts are state: whatever ended the stream, the next one
 		// starts with the current counts.
-		c.failures += c.client.retry(err, c.endpoint, c.client.cfg.log.With("resource", c.req.GetSelector().GetResource()))
+		c.failures += c.client.streamInterrupted(err, c.endpoint, c.client.cfg.log.With("resource", c.req.GetSelector().GetResource()))
 	}
 }

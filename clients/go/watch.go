@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -248,24 +247,13 @@ func (w *Watcher) deliver(e Event) {
 
 // connect opens a stream, after the backoff its failures call for.
 func (w *Watcher) connect() {
-	if w.failures > 0 {
-		wait := time.NewTimer(w.client.cfg.backoff.delay(w.failures))
-		select {
-		case <-wait.C:
-		case <-w.ctx.Done():
-			wait.Stop()
-			w.err = w.ctx.Err()
-			return
-		}
-	}
-	svc, endpoint, err := w.client.service()
-	if err != nil {
-		if errors.Is(err, ErrClientClosed) {
-			w.err = err
-			return
-		}
+	svc, endpoint, err := w.client.attempt(w.ctx, w.failures)
+	switch {
+	case err != nil:
+		w.err = err
+		return
+	case svc == nil:
 		w.failures++
-		w.client.failed(endpoint)
 		return
 	}
 	req := &informerhubv1.WatchRequest{Selector: w.sel.proto(), ResumeToken: w.token,
@@ -322,7 +310,7 @@ func (w *Watcher) streamFailed(err error) {
 	case fail:
 		w.err = err
 	default:
-		w.failures += w.client.retry(err, w.endpoint, log)
+		w.failures += w.client.streamInterrupted(err, w.endpoint, log)
 	}
 }
 
@@ -361,10 +349,11 @@ func recoveryOf(err error) recovery {
 	return reconnect
 }
 
-// retry logs why a stream on endpoint ended and is reconnected, marks the
-// endpoint failed when the hub there is the cause, and returns 1, the
-// failure to count for the backoff.
-func (c *Client) retry(err error, endpoint int, log *slog.Logger) int {
+// streamInterrupted logs why a stream on endpoint ended and is
+// reconnected, marks the endpoint failed when the hub there is the cause,
+// and returns the failure to count for the backoff (none when fresh
+// credentials should simply be sent).
+func (c *Client) streamInterrupted(err error, endpoint int, log *slog.Logger) int {
 	switch status.Code(err) {
 	case codes.Unauthenticated:
 		log.Info("the hub no longer accepts the credentials this watch started with; reconnecting", "error", err)

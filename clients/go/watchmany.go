@@ -7,7 +7,6 @@ import (
 	"iter"
 	"slices"
 	"strconv"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -142,24 +141,13 @@ func (m *ManyWatcher) Next() (ManyEvent, error) {
 
 // connect opens a stream, after the backoff its failures call for.
 func (m *ManyWatcher) connect() {
-	if m.failures > 0 {
-		wait := time.NewTimer(m.client.cfg.backoff.delay(m.failures))
-		select {
-		case <-wait.C:
-		case <-m.ctx.Done():
-			wait.Stop()
-			m.err = m.ctx.Err()
-			return
-		}
-	}
-	svc, endpoint, err := m.client.service()
-	if err != nil {
-		if errors.Is(err, ErrClientClosed) {
-			m.err = err
-			return
-		}
+	svc, endpoint, err := m.client.attempt(m.ctx, m.failures)
+	switch {
+	case err != nil:
+		m.err = err
+		return
+	case svc == nil:
 		m.failures++
-		m.client.failed(endpoint)
 		return
 	}
 	req := &informerhubv1.WatchManyRequest{ResumeToken: m.token}
@@ -211,7 +199,7 @@ func (m *ManyWatcher) streamFailed(err error) {
 	case resync, fail:
 		m.err = err
 	default:
-		m.failures += m.client.retry(err, m.endpoint, m.client.cfg.log.With("watches", len(m.watches)))
+		m.failures += m.client.streamInterrupted(err, m.endpoint, m.client.cfg.log.With("watches", len(m.watches)))
 	}
 }
 
