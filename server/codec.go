@@ -25,13 +25,7 @@ import (
 // then encodes each change once per form, and the codec sends those bytes to
 // every stream of that form without allocating.
 func EncodeEvent(ev *informerhub.Event) any {
-	var b []byte
-	var err error
-	if ev.Encoding&encodingWireJSON != 0 {
-		b, err = protojson.MarshalOptions{}.Marshal(watchResponse(ev))
-	} else {
-		b, err = proto.Marshal(watchResponse(ev))
-	}
+	b, err := marshalWire(watchResponse(ev), ev.Encoding&encodingWireJSON != 0)
 	if err != nil {
 		// A WatchResponse of strings and scalars always encodes; without
 		// an encoding the codec encodes the event per stream instead.
@@ -40,6 +34,15 @@ func EncodeEvent(ev *informerhub.Event) any {
 	// A SliceBuffer does not pool or free: the bytes stay the event's, and
 	// every stream may send them at once.
 	return mem.BufferSlice{mem.SliceBuffer(b)}
+}
+
+// marshalWire encodes msg in protobuf's JSON mapping, or else its binary:
+// a stream's wire encoding.
+func marshalWire(msg proto.Message, json bool) ([]byte, error) {
+	if json {
+		return protojson.MarshalOptions{}.Marshal(msg)
+	}
+	return proto.Marshal(msg)
 }
 
 func watchResponse(ev *informerhub.Event) *informerhubv1.WatchResponse {
@@ -162,13 +165,7 @@ func eventEncoding(ev *informerhub.Event, json bool) (mem.BufferSlice, error) {
 	if encoded, ok := ev.Encoded().(mem.BufferSlice); ok && (ev.Encoding&encodingWireJSON != 0) == json {
 		return encoded, nil
 	}
-	var b []byte
-	var err error
-	if json {
-		b, err = protojson.MarshalOptions{}.Marshal(watchResponse(ev))
-	} else {
-		b, err = proto.Marshal(watchResponse(ev))
-	}
+	b, err := marshalWire(watchResponse(ev), json)
 	return mem.BufferSlice{mem.SliceBuffer(b)}, err
 }
 
@@ -232,13 +229,7 @@ func countsEncoding(counts *informerhub.Counts, json bool) (mem.BufferSlice, err
 		form = 1
 	}
 	encoded := counts.Encoded(form, func(c *informerhub.Counts) any {
-		var b []byte
-		var err error
-		if json {
-			b, err = protojson.MarshalOptions{}.Marshal(countResponse(c))
-		} else {
-			b, err = proto.Marshal(countResponse(c))
-		}
+		b, err := marshalWire(countResponse(c), json)
 		if err != nil {
 			return err
 		}
