@@ -27,9 +27,9 @@ type counter struct {
 	startErr error
 	// done is closed when run has ended, and the reader with it.
 	done chan struct{}
-	// failed is closed, with err set before, when the counter can count
-	// no more.
-	failed chan struct{}
+	// failed ends, with err set before, when the counter can count no
+	// more.
+	failed ending
 	err    error
 
 	// Guarded by counts.mu.
@@ -47,7 +47,7 @@ type counter struct {
 }
 
 func newCounter(key countKey) *counter {
-	return &counter{key: key, started: make(chan struct{}), done: make(chan struct{}), failed: make(chan struct{}),
+	return &counter{key: key, started: make(chan struct{}), done: make(chan struct{}), failed: newEnding(),
 		changed: make(chan struct{})}
 }
 
@@ -197,7 +197,7 @@ func (c *counter) fail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.err = err
-	close(c.failed)
+	c.failed.close()
 	close(c.changed)
 }
 

@@ -266,13 +266,9 @@ func (d *dispatcher) offer(g *subscriberGroup, r *record, v variant, before posi
 // offerTo queues dl for m without waiting, and reports whether there was
 // room, keeping the queues' peak.
 func (d *dispatcher) offerTo(m *member, dl delivery) bool {
-	if !m.offer(dl) {
-		return false
-	}
-	// Racing the reader, which only shortens the queue: the peak may be
-	// less than it was, never more.
-	d.peak = max(d.peak, len(m.queue))
-	return true
+	n := m.offer(dl)
+	d.peak = max(d.peak, n)
+	return n > 0
 }
 
 // queuePeakWindow is the window of a queue peak (see queuePeak).

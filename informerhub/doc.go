@@ -21,7 +21,8 @@
 //   - the live subscribers (dispatch.go), grouped by selector and the groups
 //     indexed by an equality they require, so that a change visits the
 //     subscribers it may concern; each a member (member.go) with a bounded
-//     queue the feed fills without ever blocking;
+//     queue the feed fills without ever blocking (queue.go), which holds
+//     what waits in it, not its bound, so an idle subscriber holds little;
 //   - admission (admission.go): the views subscribers share (view.go), and
 //     the distinct filters and projections in use within their limits;
 //   - readiness (readiness.go), as the cacher's ready: whether the first

@@ -141,7 +141,7 @@ func WaitForResourceVersion(h *Hub, gvr schema.GroupVersionResource, rv uint64) 
 }
 
 // Pending counts the deliveries waiting in a live subscription's queue.
-func Pending(s *Subscription) int { return len(s.member.queue) }
+func Pending(s *Subscription) int { return s.member.queue.len() }
 
 // DispatchVisits counts the subscriber groups a resource's feed has matched
 // changes against, and the groups it has now.

@@ -17,9 +17,11 @@ type lease struct {
 	sel   *selector
 	view  *view
 	owner string // WatchRequest.Owner, for the limits per owner
-	// failed is closed when failure is set; either may be read without
-	// the lock once failed is closed.
-	failed chan struct{}
+	// failed ends when failure is set; failure may be read without the
+	// lock once it has.
+	failed ending
+	// wake is the subscription's (Subscription.wake), poked when it fails.
+	wake chan struct{}
 
 	// Guarded by feed.mu.
 	failure  error
@@ -47,7 +49,7 @@ func (l *lease) closeClone() {
 var errLeftBehind = errors.New("fell behind the history")
 
 func newLease(entry *feedEntry, sel *selector, owner string) lease {
-	return lease{entry: entry, feed: entry.feed, sel: sel, owner: owner, failed: make(chan struct{})}
+	return lease{entry: entry, feed: entry.feed, sel: sel, owner: owner, failed: newEnding()}
 }
 
 // acquire takes the subscription's admission on the feed, and its view.
@@ -77,5 +79,6 @@ func (l *lease) fail(err error) {
 		return
 	}
 	l.failure = err
-	close(l.failed)
+	l.failed.close()
+	poke(l.wake)
 }

@@ -89,9 +89,9 @@ type ManySubscription struct {
 	// Close's wait for them.
 	mu     sync.Mutex
 	closed bool
-	failed chan struct{} // closed by the first watch that fails
+	failed ending // ended by the first watch that fails
 	// failure is the first watch's failure, a *WatchError; set before
-	// failed is closed.
+	// failed ends.
 	failure   error
 	failOnce  sync.Once
 	closeOnce sync.Once
@@ -158,7 +158,7 @@ func (h *Hub) WatchMany(ctx context.Context, req WatchManyRequest) (*ManySubscri
 		header: compositeHeader(identities),
 		tokens: make([]string, len(req.Watches)),
 		items:  make(chan manyItem),
-		failed: make(chan struct{}),
+		failed: newEnding(),
 	}
 	m.liveCtx, m.stop = context.WithCancel(context.Background())
 	for i := range req.Watches {
@@ -233,7 +233,7 @@ func (m *ManySubscription) Next(ctx context.Context) (*ManyEvent, error) {
 	select {
 	case it := <-m.items:
 		return m.returned(it.index, it.ev, false), nil
-	case <-m.failed:
+	case <-m.failed.done:
 		return nil, m.failure
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -309,19 +309,23 @@ func (m *ManySubscription) startLive() {
 func (m *ManySubscription) fail(index int, err error) {
 	m.failOnce.Do(func() {
 		m.failure = &WatchError{Index: index, Err: err}
-		close(m.failed)
+		m.failed.close()
 	})
 }
 
 // Done is closed when a watch can deliver no more (see Subscription.Done);
 // Next then returns Err.
-func (m *ManySubscription) Done() <-chan struct{} { return m.failed }
+func (m *ManySubscription) Done() <-chan struct{} { return m.failed.done }
+
+// AfterFail arranges for f to run once Done is closed, as
+// Subscription.AfterFail does.
+func (m *ManySubscription) AfterFail(f func()) (stop func()) { return m.failed.after(f) }
 
 // Err returns the first watch's failure, a *WatchError, once Done is
 // closed; otherwise nil.
 func (m *ManySubscription) Err() error {
 	select {
-	case <-m.failed:
+	case <-m.failed.done:
 		return m.failure
 	default:
 		return nil

@@ -221,24 +221,18 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 	s := p.s
 	m, f := &s.member, s.lease.feed
 	for {
-		// Once behind is set nothing more is queued, and the queue was
-		// full: when it is empty, everything up to behindAt has been passed.
-		// Checked before every wait, so a wait on an empty queue never
-		// misses the switch (behind is only set on a full one).
-		if m.behind.Load() && len(m.queue) == 0 {
-			f.mu.Lock()
-			at := m.behindAt
-			f.mu.Unlock()
-			return nil, &catchUpPhase{s: s, at: at, fromBehind: true}, nil
-		}
 		select {
-		case <-s.lease.failed:
+		case <-s.lease.failed.done:
 			// Checked first so a subscriber that failed stops at once.
 			return nil, nil, s.Err()
 		default:
 		}
-		select {
-		case d := <-m.queue:
+		// Read before the queue: once behind is set nothing more is
+		// queued, so a queue found empty after has passed everything up to
+		// behindAt.
+		behind := m.behind.Load()
+		d, ok := m.queue.pop()
+		if ok {
 			v := d.variant &^ undecidedFlag
 			if ev := f.events.ofRecord(d.rec, v, s.lease.view); ev != nil {
 				if d.variant&undecidedFlag != 0 {
@@ -250,28 +244,34 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 			}
 			// Nothing the subscriber asked for changed: its position
 			// moves on with the next event or bookmark.
-		case <-s.lease.failed:
-			return nil, nil, s.Err()
-		case <-f.stopped:
-			// Its feed fails its subscribers as it stops; this is for one
-			// that broke stopping (feed.stopAfterPanic).
-			return nil, nil, f.err
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		case <-s.quiet.ticker.C:
-			if !s.quiet.tick() {
-				continue
-			}
+			continue
+		}
+		// Behind, and the queue it filled is empty: catch up from where it
+		// fell behind. Checked before every wait, so a wait on an empty
+		// queue never misses the switch (behind is only set on a full one).
+		if behind {
+			f.mu.Lock()
+			at := m.behindAt
+			f.mu.Unlock()
+			return nil, &catchUpPhase{s: s, at: at, fromBehind: true}, nil
+		}
+		if s.quiet.ticked() {
 			// Everything up to the feed's position has been dispatched;
 			// if none of it is waiting here, this subscriber has it all.
 			f.mu.Lock()
-			pending := len(m.queue)
+			pending := m.queue.len()
 			pos := f.store.pos
 			f.mu.Unlock()
-			if pending > 0 || m.behind.Load() {
-				continue
+			if pending == 0 && !m.behind.Load() {
+				return f.events.bookmark(pos, false, s.lease.view.encoding), nil, nil
 			}
-			return f.events.bookmark(pos, false, s.lease.view.encoding), nil, nil
+		}
+		// Two cases, not one per cause: failures, deliveries and ticks
+		// all wake s.wake (see Subscription.wake).
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
 		}
 	}
 }

@@ -152,14 +152,14 @@ func (r *replay) next(ctx context.Context) (*Event, phase, error) {
 			if ev, next, err := r.replayed(e); ev != nil || next != nil || err != nil {
 				return ev, next, err
 			}
-		case <-s.quiet.ticker.C:
+		case <-s.wake:
 			// As on a live stream: a quiet replay gets a bookmark, at the
 			// version it has reached, every interval.
-			if s.quiet.tick() {
+			if s.quiet.ticked() {
 				return f.events.bookmark(position{rv: r.rv}, false, s.lease.view.encoding), nil, nil
 			}
 		case <-advanced:
-		case <-s.lease.failed:
+		case <-s.lease.failed.done:
 			return nil, nil, s.Err()
 		case <-f.stopped:
 			return nil, nil, f.err
@@ -226,7 +226,7 @@ func (r *replay) reopen(ctx context.Context) error {
 	select {
 	case <-timer.C:
 		return nil
-	case <-s.lease.failed:
+	case <-s.lease.failed.done:
 		return s.Err()
 	case <-f.stopped:
 		return f.err

@@ -126,7 +126,8 @@ type MemoryStats struct {
 	// History is every resource type's history: records, the objects only
 	// they keep alive, and the events built for them.
 	History int64
-	// Queues is subscribers' queues, allocated whole when they go live.
+	// Queues is subscribers' queues: what their deliveries waiting take,
+	// each grown as they wait and given up once they are taken.
 	Queues int64
 	// LabelIndexes is the label indexes of every resource type's state.
 	LabelIndexes int64

@@ -39,6 +39,12 @@ import (
 type Subscription struct {
 	lease  lease
 	member member
+	// wake has a token when Next, waiting, has something to look at: a
+	// delivery queued, the subscription failed, a tick of its bookmark
+	// clock. One channel rather than one per cause: a goroutine waiting in
+	// a select holds a record per case, and a replica holds 100,000 of
+	// them.
+	wake chan struct{}
 	// Owned by the goroutine calling Next.
 	phase phase
 	quiet quietClock
@@ -79,7 +85,8 @@ type opening struct {
 // server, whose watch opens here, bounded by ctx, so that a version the API
 // server no longer has is refused before the subscription starts.
 func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscription, error) {
-	s := &Subscription{lease: newLease(entry, p.sel, p.owner)}
+	s := &Subscription{lease: newLease(entry, p.sel, p.owner), wake: make(chan struct{}, 1)}
+	s.lease.wake = s.wake
 	s.member.lease = &s.lease
 	tok := p.tok
 	initial := p.sendInitialEvents || (tok != nil && tok.initial)
@@ -114,7 +121,7 @@ func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscrip
 		startToken = f.events.token(token{pos: o.start})
 	}
 	s.lastToken.Store(&startToken)
-	s.quiet.ticker = time.NewTicker(f.hub.cfg.BookmarkInterval / 2)
+	s.quiet.start(f.hub.cfg.BookmarkInterval/2, s.wake)
 	return s, nil
 }
 
@@ -325,13 +332,20 @@ func (s *Subscription) leftBehindLocked() error {
 // further than the history, its informer stopped, or it was closed. Next
 // then returns Err. A caller blocked elsewhere (in a send to a client that
 // stopped reading) can watch Done to give up on that client.
-func (s *Subscription) Done() <-chan struct{} { return s.lease.failed }
+func (s *Subscription) Done() <-chan struct{} { return s.lease.failed.done }
+
+// AfterFail arranges for f to run, in its own goroutine, once Done is
+// closed (at once if it is), as context.AfterFunc does for a context; stop
+// cancels that. A caller blocked elsewhere, in a send to a client that
+// stopped reading, learns of the failure without a goroutine waiting on
+// Done.
+func (s *Subscription) AfterFail(f func()) (stop func()) { return s.lease.failed.after(f) }
 
 // Err returns why the subscription failed, once Done is closed; otherwise
 // nil.
 func (s *Subscription) Err() error {
 	select {
-	case <-s.lease.failed:
+	case <-s.lease.failed.done:
 	default:
 		return nil
 	}
@@ -354,7 +368,7 @@ func (s *Subscription) Close() {
 		s.lease.closed = true
 		s.lease.closeClone()
 		f.live.remove(&s.member)
-		s.member.leave(f)
+		s.member.leave()
 		s.lease.release()
 		s.lease.fail(ErrSubscriptionClosed)
 		cancelReplay := s.lease.cancelReplay
@@ -362,7 +376,7 @@ func (s *Subscription) Close() {
 		if cancelReplay != nil {
 			cancelReplay()
 		}
-		s.quiet.ticker.Stop()
+		s.quiet.stop()
 		f.hub.feeds.release(s.lease.entry)
 	})
 }
@@ -382,17 +396,55 @@ func (s *Subscription) describe() string {
 
 // quietClock is a subscription's bookmark clock: it ticks every half
 // Config.BookmarkInterval, and an event sent resets it, so two ticks in a
-// row mean the stream has been quiet for at most one interval.
+// row mean the stream has been quiet for at most one interval. A tick sets
+// due and wakes the subscription's Next, which takes it (ticked).
 type quietClock struct {
-	ticker *time.Ticker
-	ticks  int
+	due   atomic.Bool
+	ticks int // owned by the goroutine calling Next
+
+	mu      sync.Mutex // guards timer and stopped
+	timer   *time.Timer
+	stopped bool
 }
 
-// tick counts a tick, and reports whether the stream has been quiet for
-// two in a row.
-func (q *quietClock) tick() bool {
+// start ticks every interval, waking wake, until stop.
+func (q *quietClock) start(interval time.Duration, wake chan struct{}) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.timer = time.AfterFunc(interval, func() {
+		q.due.Store(true)
+		poke(wake)
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if !q.stopped {
+			q.timer.Reset(interval)
+		}
+	})
+}
+
+func (q *quietClock) stop() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stopped = true
+	q.timer.Stop()
+}
+
+// ticked takes a tick, if one came, and reports whether the stream has now
+// been quiet for two in a row.
+func (q *quietClock) ticked() bool {
+	if !q.due.Swap(false) {
+		return false
+	}
 	q.ticks++
 	return q.ticks >= 2
+}
+
+// poke puts a token in wake, unless one is there.
+func poke(wake chan struct{}) {
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
 }
 
 func (q *quietClock) reset() { q.ticks = 0 }

@@ -1,0 +1,57 @@
+package informerhub
+
+import "sync"
+
+// ending is how a subscription, a WatchMany or a counter ends: once, when
+// it can deliver no more. Its done channel is closed then, and the
+// function given to after runs then, in a goroutine of its own: so a
+// caller blocked elsewhere, in a send to a client that stopped reading,
+// can give up on that client without a goroutine waiting on done for it
+// (as context.AfterFunc does for a context, at a fraction of a context's
+// memory: a replica holds 100,000 of these).
+type ending struct {
+	done chan struct{}
+	mu   sync.Mutex // guards ended and then
+	// ended is set once done is closed.
+	ended bool
+	then  func()
+}
+
+func newEnding() ending { return ending{done: make(chan struct{})} }
+
+// close ends it; the first call does.
+func (e *ending) close() {
+	e.mu.Lock()
+	if e.ended {
+		e.mu.Unlock()
+		return
+	}
+	e.ended = true
+	close(e.done)
+	then := e.then
+	e.then = nil
+	e.mu.Unlock()
+	if then != nil {
+		go then()
+	}
+}
+
+// after arranges for f to run, in its own goroutine, once it has ended (at
+// once if it has), in place of any function given before; stop cancels
+// that.
+func (e *ending) after(f func()) (stop func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		go f()
+		return func() {}
+	}
+	e.then = f
+	return e.stop
+}
+
+func (e *ending) stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.then = nil
+}
