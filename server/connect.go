@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -76,12 +74,11 @@ func (c connectService) ListResources(ctx context.Context, req *connect.Request[
 // serveStream runs a server-streaming call's handler through the
 // interceptors on a stream of conn.
 func (c connectService) serveStream(ctx context.Context, req connect.AnyRequest, conn connect.StreamingHandlerConn, handler func(grpc.ServerStream) error) error {
-	ctx = callContext(ctx, req)
-	stream := &connectStream{ctx: ctx, conn: conn, grace: c.s.cfg.StalledSendGrace}
+	stream := &connectStream{conn: conn}
 	stream.control, _ = ctx.Value(responseControllerKey{}).(*http.ResponseController)
+	stream.ctx = context.WithValue(callContext(ctx, req), cutterKey{}, stream)
 	info := &grpc.StreamServerInfo{FullMethod: req.Spec().Procedure, IsServerStream: true}
 	err := c.s.interceptors.runStream(c.s, stream, info, func(_ any, ss grpc.ServerStream) error { return handler(ss) })
-	stream.finish()
 	return connectError(err)
 }
 
@@ -154,26 +151,17 @@ func (s *Server) httpCall(h http.Handler) http.Handler {
 }
 
 // connectStream is a grpc.ServerStream that sends through connect-go, so
-// that the Server's handlers serve calls over HTTP unchanged.
-//
-// The handlers send from a goroutine of their own (see sender), and may
-// return while a send is blocked on a client that stopped reading. grpc-go
-// then cancels the stream, which unblocks the send; net/http forbids
-// writing once the handler has returned. So finish waits for a send in
-// progress, and cuts it off with a write deadline when the client does not
-// take it within grace.
+// that the Server's handlers serve calls over HTTP unchanged. As on
+// grpc-go, only the handler's goroutine sends, and it returns only once its
+// send has: net/http forbids writing once the handler has returned. A send
+// blocked on a client that stopped reading is cut off with a write
+// deadline (WriteStatus, a cutter): over HTTP, the status cannot reach that
+// client.
 type connectStream struct {
 	ctx     context.Context
 	conn    connect.StreamingHandlerConn
 	control *http.ResponseController // nil: sends cannot be cut off
-	grace   time.Duration
-
-	sendMu   sync.Mutex // held by each send, and by finish while it waits for one
-	finished atomic.Bool
 }
-
-// errStreamFinished refuses a send after the call's handler returned.
-var errStreamFinished = errors.New("the stream has finished")
 
 func (cs *connectStream) Context() context.Context { return cs.ctx }
 
@@ -191,46 +179,20 @@ func (cs *connectStream) SendHeader(md metadata.MD) error {
 
 func (cs *connectStream) SetTrailer(md metadata.MD) { copyMetadata(cs.conn.ResponseTrailer(), md) }
 
-func (cs *connectStream) SendMsg(m any) error {
-	cs.sendMu.Lock()
-	defer cs.sendMu.Unlock()
-	if cs.finished.Load() {
-		return errStreamFinished
-	}
-	return cs.conn.Send(m)
-}
+func (cs *connectStream) SendMsg(m any) error { return cs.conn.Send(m) }
 
 // RecvMsg has nothing to receive: connect-go has read a server stream's
 // one request before the handler runs.
 func (cs *connectStream) RecvMsg(any) error { return io.EOF }
 
-// finish makes sure that no send is in progress, or starts, once it
-// returns.
-func (cs *connectStream) finish() {
-	cs.finished.Store(true)
-	if cs.sendMu.TryLock() {
-		cs.sendMu.Unlock()
-		return
+// WriteStatus cuts off a send blocked on a client that stopped reading: a
+// deadline in the past fails the blocked write at once (and, over
+// HTTP/1.1, closes the connection). The status cannot follow.
+func (cs *connectStream) WriteStatus(*status.Status) error {
+	if cs.control == nil {
+		return nil
 	}
-	sent := make(chan struct{})
-	go func() {
-		cs.sendMu.Lock()
-		cs.sendMu.Unlock()
-		close(sent)
-	}()
-	grace := time.NewTimer(cs.grace)
-	defer grace.Stop()
-	select {
-	case <-sent:
-		return
-	case <-grace.C:
-	}
-	if cs.control != nil {
-		// A deadline in the past fails the blocked write at once (and,
-		// over HTTP/1.1, closes the connection).
-		_ = cs.control.SetWriteDeadline(time.Now())
-	}
-	<-sent
+	return cs.control.SetWriteDeadline(time.Now())
 }
 
 func copyMetadata(h http.Header, md metadata.MD) {

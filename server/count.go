@@ -17,32 +17,18 @@ import (
 // (rechecked access, Drain, a client that stops reading). Counts carry no
 // token: a Count that ends is called again.
 func (s *Server) Count(req *informerhubv1.CountRequest, stream grpc.ServerStreamingServer[informerhubv1.CountResponse]) error {
-	ctx, end, ok := s.watches.start(stream.Context())
+	r, ok := s.watches.start(s, stream)
 	if !ok {
 		return toStatus(s.log, &drainedError{})
 	}
-	defer end()
-	// Syntax first, as admit checks the selector's: a malformed group_by
-	// costs no review.
-	if err := informerhub.CheckGroupBy(req.GetGroupBy()); err != nil {
-		return toStatus(s.log, err)
-	}
-	sel, release, err := s.admit(ctx, req.GetSelector())
+	defer s.watches.end(r)
+	counts, release, err := s.openCount(r, req)
 	if err != nil {
-		return toStatus(s.log, err)
-	}
-	defer release()
-	user, _ := auth.UserFrom(ctx)
-	counts, err := s.hub.Count(ctx, informerhub.CountRequest{Selector: sel, GroupBy: req.GetGroupBy(), Owner: user.Name})
-	if err != nil {
-		return toStatus(s.log, countError(ctx, err))
-	}
-	defer counts.Close()
-	recheck := func(ctx context.Context) error {
-		_, err := s.recheckAccess(ctx, []informerhub.Selector{sel})
 		return err
 	}
-	err = s.supervise(ctx, newSender(stream, ""), counts.Done(), recheck, func() (any, *string, bool, error) {
+	defer release()
+	defer counts.Close()
+	return r.serve(func(ctx context.Context) (any, *string, bool, error) {
 		c, err := counts.Next(ctx)
 		if err != nil {
 			return nil, nil, false, err
@@ -50,20 +36,50 @@ func (s *Server) Count(req *informerhubv1.CountRequest, stream grpc.ServerStream
 		// The codec sends its shared encoding (see codec.go).
 		return c, nil, false, nil
 	})
-	if errors.Is(err, errStalled) {
-		// Why the counter failed, if it did; else the client stopped
-		// reading while nothing failed.
-		if err = counts.Err(); err == nil {
-			err = &informerhub.TooSlowError{Resource: sel.Resource, Stalled: true, Counting: true}
-		}
+}
+
+// openCount admits and starts a Count, and sets up how r ends; it returns
+// the status to end with on failure.
+func (s *Server) openCount(r *streamRun, req *informerhubv1.CountRequest) (counts *informerhub.CountSubscription, release func(), err error) {
+	ctx := r.ctx
+	// Syntax first, as admit checks the selector's: a malformed group_by
+	// costs no review.
+	if err := informerhub.CheckGroupBy(req.GetGroupBy()); err != nil {
+		return nil, nil, toStatus(s.log, err)
 	}
-	return toStatus(s.log, countError(ctx, err))
+	sel, release, err := s.admit(ctx, req.GetSelector())
+	if err != nil {
+		return nil, nil, toStatus(s.log, err)
+	}
+	user, _ := auth.UserFrom(ctx)
+	counts, err = s.hub.Count(ctx, informerhub.CountRequest{Selector: sel, GroupBy: req.GetGroupBy(), Owner: user.Name})
+	if err != nil {
+		release()
+		return nil, nil, toStatus(s.log, countError(ctx, err))
+	}
+	sels := []informerhub.Selector{sel}
+	r.ending = func(err error) error {
+		if errors.Is(err, errStalled) {
+			// Why the counter failed, if it did; else the client stopped
+			// reading while nothing failed.
+			if err = counts.Err(); err == nil {
+				err = &informerhub.TooSlowError{Resource: sels[0].Resource, Stalled: true, Counting: true}
+			}
+		}
+		return toStatus(s.log, countError(ctx, err))
+	}
+	r.watchFailure(counts.AfterFail)
+	r.recheck(func(ctx context.Context) error {
+		_, err := s.recheckAccess(ctx, sels)
+		return err
+	})
+	return counts, release, nil
 }
 
 // countError is err as it ends a Count: drained (by Drain, or the hub
 // closing under it) without a token.
 func countError(ctx context.Context, err error) error {
-	if errors.Is(context.Cause(ctx), errDraining) || errors.Is(err, informerhub.ErrClosed) {
+	if errors.Is(context.Cause(ctx), errDraining) || errors.Is(err, errDraining) || errors.Is(err, informerhub.ErrClosed) {
 		return &drainedError{}
 	}
 	return err

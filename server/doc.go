@@ -1,12 +1,13 @@
 // Package server serves an informerhub.Hub as the gRPC service
 // informerhub.v1.InformerHubService.
 //
-// It adds what a transport needs and nothing else: request conversion, one
-// sending goroutine per stream (so a stream stuck on a client that stopped
-// reading can be ended without blocking anyone), a codec that sends each
-// shared event as the bytes the hub encoded once (codec.go), and the one
-// mapping from the hub's errors to gRPC statuses with google.rpc error
-// details (status.go).
+// It adds what a transport needs and nothing else: request conversion; a
+// stream served by its handler's goroutine alone, watched by a timer that
+// ends it when its client stops reading or its caller loses access, and
+// cuts off a send blocked on such a client (stream.go), so that an idle
+// stream costs one goroutine; a codec that sends each shared event as the
+// bytes the hub encoded once (codec.go); and the one mapping from the hub's
+// errors to gRPC statuses with google.rpc error details (status.go).
 //
 // Callers are authenticated by an interceptor (package auth); each Watch,
 // Snapshot and Count is authorized for the caller with a

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/informerhub/informerhub/informerhub"
 )
 
@@ -27,41 +29,43 @@ type drainedError struct{ resumeToken string }
 func (e *drainedError) Error() string { return informerhub.ErrClosed.Error() }
 func (e *drainedError) Unwrap() error { return informerhub.ErrClosed }
 
-// watches is the running Watches and Counts of a Server, for Drain.
+// watches is the running Watches, WatchManys and Counts of a Server, for
+// Drain.
 type watches struct {
 	mu       sync.Mutex // guards the fields below
-	running  map[*runningWatch]struct{}
+	running  map[*streamRun]struct{}
 	draining bool
+	// allEnded is closed once draining and none is left running.
+	allEnded chan struct{}
 }
 
-type runningWatch struct {
-	cancel context.CancelCauseFunc
-	ended  chan struct{}
-}
-
-// start records a running stream (a Watch, WatchMany or Count) of
-// parent, and returns its context, which Drain cancels with errDraining;
-// or reports false once the server is draining. Call end when the stream
-// ends.
-func (w *watches) start(parent context.Context) (ctx context.Context, end func(), ok bool) {
+// start records a running stream (a Watch, WatchMany or Count), which
+// Drain ends with errDraining, and returns it; or reports false once the
+// server is draining. Call end when the stream ends.
+func (w *watches) start(s *Server, stream grpc.ServerStream) (*streamRun, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.draining {
-		return nil, nil, false
+		return nil, false
 	}
 	if w.running == nil {
-		w.running = map[*runningWatch]struct{}{}
+		w.running = map[*streamRun]struct{}{}
 	}
-	ctx, cancel := context.WithCancelCause(parent)
-	r := &runningWatch{cancel: cancel, ended: make(chan struct{})}
+	r := s.newStreamRun(stream, "")
 	w.running[r] = struct{}{}
-	return ctx, func() {
-		cancel(nil)
-		w.mu.Lock()
-		delete(w.running, r)
-		w.mu.Unlock()
-		close(r.ended)
-	}, true
+	return r, true
+}
+
+// end records that r has ended, and stops its timers.
+func (w *watches) end(r *streamRun) {
+	r.finish()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.running, r)
+	if w.draining && len(w.running) == 0 && w.allEnded != nil {
+		close(w.allEnded)
+		w.allEnded = nil
+	}
 }
 
 func (w *watches) isDraining() bool {
@@ -82,9 +86,15 @@ func (s *Server) Drain(ctx context.Context, period time.Duration) error {
 	defer s.markDrained()
 	s.watches.mu.Lock()
 	s.watches.draining = true
-	running := make([]*runningWatch, 0, len(s.watches.running))
+	running := make([]*streamRun, 0, len(s.watches.running))
 	for r := range s.watches.running {
 		running = append(running, r)
+	}
+	allEnded := make(chan struct{})
+	if len(running) == 0 {
+		close(allEnded)
+	} else {
+		s.watches.allEnded = allEnded
 	}
 	s.watches.mu.Unlock()
 	if len(running) == 0 {
@@ -103,14 +113,12 @@ func (s *Server) Drain(ctx context.Context, period time.Duration) error {
 				return ctx.Err()
 			}
 		}
-		r.cancel(errDraining)
+		r.end(errDraining, s.cfg.StalledSendGrace)
 	}
-	for _, r := range running {
-		select {
-		case <-r.ended:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	select {
+	case <-allEnded:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return nil
 }

@@ -52,7 +52,7 @@ type interceptors struct {
 func newInterceptors(cfg Config) interceptors {
 	log := cfg.Logger
 	logger := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
-		log.Log(ctx, slog.Level(level), msg, fields...)
+		log.Log(ctx, slog.Level(level), msg, spreadCallLog(fields)...)
 	})
 	notHealth := selector.MatchFunc(func(_ context.Context, c middleware.CallMeta) bool {
 		return c.Service != healthService
@@ -69,7 +69,7 @@ func newInterceptors(cfg Config) interceptors {
 		case err != nil:
 			return nil, toStatus(log, &authUnavailableError{err: err})
 		}
-		logging.AddFields(ctx, logging.Fields{"user", user.Name})
+		callLogOf(ctx).user = user.Name
 		return auth.WithUser(ctx, user), nil
 	}
 	limiter := auth.NewRateLimiter(cfg.RatePerIdentity, cfg.RateBurstPerIdentity)
@@ -77,7 +77,7 @@ func newInterceptors(cfg Config) interceptors {
 		log.Error("panic in a call", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithFieldsFromContext(protocolField)}
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithFieldsFromContext(callLogField)}
 	var ic interceptors
 	ic.unary = []grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(recover)}
 	ic.stream = []grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(recover)}
@@ -148,8 +148,3 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 }
 
 const healthService = "grpc.health.v1.Health"
-
-// protocolField adds the call's protocol to its log line.
-func protocolField(ctx context.Context) logging.Fields {
-	return logging.Fields{"protocol", protocolOf(ctx)}
-}

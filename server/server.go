@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -24,18 +21,9 @@ import (
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/shard"
-	"github.com/informerhub/informerhub/informerhub/upstream"
 	"github.com/informerhub/informerhub/server/auth"
 	"github.com/informerhub/informerhub/server/metrics"
 )
-
-// panicError is a panic of a stream's sender, turned into an error.
-type panicError struct {
-	value any
-	stack []byte
-}
-
-func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.value, e.stack) }
 
 // ResumeTokenHeader is the response header of a Watch that carries the
 // token of the position the stream starts from. It is sent as soon as the
@@ -179,50 +167,20 @@ func (s *Server) Register(g *grpc.Server) {
 }
 
 func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStreamingServer[informerhubv1.WatchResponse]) error {
-	ctx, end, ok := s.watches.start(stream.Context())
+	r, ok := s.watches.start(s, stream)
 	if !ok {
 		return toStatus(s.log, informerhub.ErrClosed)
 	}
-	defer end()
-	sel, release, err := s.admit(ctx, req.GetSelector())
+	defer s.watches.end(r)
+	// What opens the stream runs in a function that returns, so that the
+	// long wait for events holds none of its stack (see stream.go).
+	sub, release, err := s.openWatch(r, req)
 	if err != nil {
-		return toStatus(s.log, err)
-	}
-	defer release()
-	encoding, err := encodingOf(req.GetObjectFormat(), wireJSON(ctx))
-	if err != nil {
-		return toStatus(s.log, err)
-	}
-	user, _ := auth.UserFrom(ctx)
-	sub, err := s.hub.Watch(ctx, informerhub.WatchRequest{
-		Selector:          sel,
-		ResumeToken:       req.GetResumeToken(),
-		SendInitialEvents: req.GetSendInitialEvents(),
-		Fields:            req.GetFields(),
-		IncludePrevious:   req.GetIncludePrevious(),
-		Encoding:          encoding,
-		Owner:             user.Name,
-	})
-	if err != nil {
-		if errors.Is(context.Cause(ctx), errDraining) {
-			// Drained while it waited (for a replay slot, say).
-			err = &drainedError{resumeToken: req.GetResumeToken()}
-		}
-		return toStatus(s.log, err)
-	}
-	defer sub.Close()
-	// The subscription is established: say so at once, with the token of
-	// its start, so a client whose stream drops before any event can still
-	// resume exactly.
-	if err := stream.SendHeader(metadata.Pairs(ResumeTokenHeader, sub.ResumeToken())); err != nil {
-		return toStatus(s.log, err)
-	}
-	snd := newSender(stream, sub.ResumeToken())
-	recheck := func(ctx context.Context) error {
-		_, err := s.recheckAccess(ctx, []informerhub.Selector{sel})
 		return err
 	}
-	err = s.supervise(ctx, snd, sub.Done(), recheck, func() (any, *string, bool, error) {
+	defer release()
+	defer sub.Close()
+	return r.serve(func(ctx context.Context) (any, *string, bool, error) {
 		ev, err := sub.Next(ctx)
 		if err != nil {
 			return nil, nil, false, err
@@ -230,16 +188,72 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		// The codec sends the event's shared encoding (see codec.go).
 		return ev, &ev.ResumeToken, false, nil
 	})
-	return toStatus(s.log, s.watchEnded(ctx, err, snd, sub.Err, sel.Resource))
+}
+
+// openWatch admits and subscribes a Watch, sends its header, and sets up
+// how r ends; it returns the status to end with on failure.
+func (s *Server) openWatch(r *streamRun, req *informerhubv1.WatchRequest) (sub *informerhub.Subscription, release func(), err error) {
+	ctx := r.ctx
+	sel, admitted, err := s.admit(ctx, req.GetSelector())
+	if err != nil {
+		return nil, nil, toStatus(s.log, err)
+	}
+	defer func() {
+		if err != nil {
+			admitted()
+		}
+	}()
+	encoding, err := encodingOf(req.GetObjectFormat(), wireJSON(ctx))
+	if err != nil {
+		return nil, nil, toStatus(s.log, err)
+	}
+	user, _ := auth.UserFrom(ctx)
+	wr := informerhub.WatchRequest{
+		Selector:          sel,
+		ResumeToken:       req.GetResumeToken(),
+		SendInitialEvents: req.GetSendInitialEvents(),
+		Fields:            req.GetFields(),
+		IncludePrevious:   req.GetIncludePrevious(),
+		Encoding:          encoding,
+		Owner:             user.Name,
+	}
+	onOwnStack(func() { sub, err = s.hub.Watch(ctx, wr) })
+	if err != nil {
+		if errors.Is(context.Cause(ctx), errDraining) {
+			// Drained while it waited (for a replay slot, say).
+			err = &drainedError{resumeToken: req.GetResumeToken()}
+		}
+		return nil, nil, toStatus(s.log, err)
+	}
+	// The subscription is established: say so at once, with the token of
+	// its start, so a client whose stream drops before any event can still
+	// resume exactly.
+	if err := r.stream.SendHeader(metadata.Pairs(ResumeTokenHeader, sub.ResumeToken())); err != nil {
+		sub.Close()
+		return nil, nil, toStatus(s.log, err)
+	}
+	r.setToken(sub.ResumeToken())
+	// One selector for both functions, which the stream keeps while it
+	// runs, rather than a copy in each.
+	sels := []informerhub.Selector{sel}
+	r.ending = func(cause error) error {
+		return toStatus(s.log, s.watchEnded(r, cause, sub.Err, sels[0].Resource))
+	}
+	r.watchFailure(sub.AfterFail)
+	r.recheck(func(ctx context.Context) error {
+		_, err := s.recheckAccess(ctx, sels)
+		return err
+	})
+	return sub, admitted, nil
 }
 
 // watchEnded returns why a running Watch (or WatchMany) ended, err being
-// what supervise returned, with the token to resume from: that of the last
-// response handed to the client, not the last the subscription handed out.
-// subErr is the subscription's Err; resource names the resource type of a
-// stream whose client stopped reading.
-func (s *Server) watchEnded(ctx context.Context, err error, snd *sender, subErr func() error, resource schema.GroupVersionResource) error {
-	if errors.Is(context.Cause(ctx), errDraining) {
+// what ended it, with the token to resume from: that of the last response
+// handed to the client, not the last the subscription handed out. subErr
+// is the subscription's Err; resource names the resource type of a stream
+// whose client stopped reading.
+func (s *Server) watchEnded(r *streamRun, err error, subErr func() error, resource schema.GroupVersionResource) error {
+	if errors.Is(err, errDraining) {
 		err = &drainedError{}
 	}
 	if errors.Is(err, errStalled) {
@@ -255,19 +269,19 @@ func (s *Server) watchEnded(ctx context.Context, err error, snd *sender, subErr 
 	switch {
 	case errors.As(err, &tooSlow):
 		copied := *tooSlow
-		copied.ResumeToken = snd.lastToken()
+		copied.ResumeToken = r.lastToken()
 		if we := watchErrorOf(err); we != nil {
 			return &informerhub.WatchError{Index: we.Index, Err: &copied}
 		}
 		return &copied
 	case errors.As(err, &lost):
-		lost.resumeToken = snd.lastToken()
+		lost.resumeToken = r.lastToken()
 	case errors.As(err, &drained):
-		drained.resumeToken = snd.lastToken()
+		drained.resumeToken = r.lastToken()
 	case errors.Is(err, informerhub.ErrUnavailable):
 		// The informer could not go on (the API server delivered nothing
 		// for too long): the client resumes once it can.
-		err = &upstreamLostError{err: err, resumeToken: snd.lastToken()}
+		err = &upstreamLostError{err: err, resumeToken: r.lastToken()}
 	}
 	return err
 }
@@ -288,7 +302,8 @@ func (s *Server) admit(ctx context.Context, req *informerhubv1.ResourceSelector)
 		return sel, nil, err
 	}
 	// The call's log line says what it was for.
-	logging.AddFields(ctx, logging.Fields{"resource", upstream.FormatResource(sel.Resource), "namespace", sel.Namespace})
+	cl := callLogOf(ctx)
+	cl.resources, cl.namespace = []schema.GroupVersionResource{sel.Resource}, sel.Namespace
 	user, _ := auth.UserFrom(ctx)
 	if err := s.authorize(ctx, user, sel.Resource, sel.Namespace, s.cfg.AuthzRecheckInterval); err != nil {
 		return sel, nil, err
@@ -393,7 +408,19 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 		s.cfg.Metrics.ObserveSnapshot(sel.Resource, time.Since(began))
 	}
 	defer snap.Close()
-	err = s.supervise(ctx, newSender(stream, ""), nil, nil, func() (any, *string, bool, error) {
+	r := s.newStreamRun(stream, "")
+	defer r.finish()
+	r.ending = func(err error) error {
+		if errors.Is(err, errStalled) {
+			// Its token means "after the whole snapshot": useless to a
+			// client that did not read it all.
+			return withDetails(codes.ResourceExhausted, "the client stopped reading the snapshot: take it again, and read it to the end",
+				&errdetails.ErrorInfo{Reason: ReasonSubscriberTooSlow, Domain: ErrorDomain,
+					Metadata: resourceMetadata(sel.Resource.Group, sel.Resource.Version, sel.Resource.Resource)})
+		}
+		return toStatus(s.log, err)
+	}
+	return r.serve(func(ctx context.Context) (any, *string, bool, error) {
 		page, err := snap.NextPage(ctx)
 		if err != nil {
 			return nil, nil, false, err
@@ -414,145 +441,6 @@ func (s *Server) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.Server
 		resp.Objects = page.Objects
 		return resp, nil, page.Last, nil
 	})
-	if errors.Is(err, errStalled) {
-		// Its token means "after the whole snapshot": useless to a client
-		// that did not read it all.
-		return withDetails(codes.ResourceExhausted, "the client stopped reading the snapshot: take it again, and read it to the end",
-			&errdetails.ErrorInfo{Reason: ReasonSubscriberTooSlow, Domain: ErrorDomain,
-				Metadata: resourceMetadata(sel.Resource.Group, sel.Resource.Version, sel.Resource.Resource)})
-	}
-	return toStatus(s.log, err)
-}
-
-// errSenderStopped ends a sender whose stream the handler has ended.
-var errSenderStopped = errors.New("the stream has ended")
-
-// errStalled ends a stream whose client stopped reading.
-var errStalled = errors.New("the client stopped reading")
-
-// sender sends a stream's messages from a goroutine of its own, so that the
-// handler's goroutine can end the stream when the client stops reading:
-// returning from the handler is what makes gRPC cancel the stream and unblock
-// a blocked send (grpc-go cancels the stream's context for exactly this when
-// it finishes a stream). Only the sender's goroutine calls SendMsg. gRPC's
-// binary logging, which this server does not enable, would race with such a
-// late send.
-type sender struct {
-	stream grpc.ServerStream
-	// started and finished count sends; they differ while one is blocked.
-	started, finished atomic.Uint64
-	// lastSent is the resume token of the last message handed to gRPC,
-	// which the client receives before any status that follows.
-	lastSent atomic.Pointer[string]
-	// stopped is set when the handler ends the stream without the sender:
-	// no send starts after it, so at most the one in progress reaches the
-	// client after the handler has read lastSent.
-	stopped atomic.Bool
-}
-
-func newSender(stream grpc.ServerStream, startToken string) *sender {
-	snd := &sender{stream: stream}
-	snd.lastSent.Store(&startToken)
-	return snd
-}
-
-func (snd *sender) lastToken() string { return *snd.lastSent.Load() }
-
-// run sends what next produces until it fails or produces the last message.
-// next's token points to msg's resume token (nil when it has none) and must
-// not change afterwards: a pointer into the shared event costs nothing per
-// message, where the address of a copy would be an allocation. A panic
-// becomes an error: run runs outside the handler's goroutine, where the
-// recovery interceptor cannot catch it.
-func (snd *sender) run(next func() (msg any, token *string, last bool, err error)) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &panicError{value: p, stack: debug.Stack()}
-		}
-	}()
-	for {
-		msg, token, last, err := next()
-		if err != nil {
-			return err
-		}
-		if snd.stopped.Load() {
-			return errSenderStopped
-		}
-		snd.started.Add(1)
-		err = snd.stream.SendMsg(msg)
-		snd.finished.Add(1)
-		if err != nil {
-			return err
-		}
-		if token != nil {
-			snd.lastSent.Store(token)
-		}
-		if last {
-			return nil
-		}
-	}
-}
-
-// supervise runs snd and returns its result; or errStalled when a send
-// stays blocked for MaxSendStall; or, when failed is closed, whatever the
-// sender returns within StalledSendGrace (else errStalled); or an
-// *accessLostError when a rechecker, with recheck, ends the stream for its
-// caller's access (recheck nil: never).
-func (s *Server) supervise(ctx context.Context, snd *sender, failed <-chan struct{}, recheck func(context.Context) error, next func() (any, *string, bool, error)) error {
-	done := make(chan error, 1)
-	go func() { done <- snd.run(next) }()
-	// However it ends, the sender starts no send after this returns: gRPC
-	// forbids sends once the handler has returned, and the token the
-	// handler reports must not fall behind what the client receives.
-	defer snd.stopped.Store(true)
-	stall := time.NewTicker(s.cfg.MaxSendStall)
-	defer stall.Stop()
-	var rc *rechecker
-	if recheck != nil {
-		rc = newRechecker(recheck, s.cfg.AuthzRecheckInterval, s.log)
-		defer rc.stop()
-	}
-	// A recheck still running when this returns is not waited for.
-	recheckCtx, cancelRecheck := context.WithCancel(ctx)
-	defer cancelRecheck()
-	var blockedSend uint64 // the send that was blocked at the last tick, if any
-	for {
-		select {
-		case err := <-done:
-			return err
-		case <-failed:
-			grace := time.NewTimer(s.cfg.StalledSendGrace)
-			defer grace.Stop()
-			select {
-			case err := <-done:
-				return err
-			case <-grace.C:
-				s.log.Warn("ending a stream whose client stopped reading")
-				return errStalled
-			}
-		case <-stall.C:
-			started, finished := snd.started.Load(), snd.finished.Load()
-			if started != finished && started == blockedSend {
-				s.log.Warn("ending a stream whose client has not read for a while", "stall", s.cfg.MaxSendStall)
-				return errStalled
-			}
-			blockedSend = 0
-			if started != finished {
-				blockedSend = started
-			}
-		case <-rc.due():
-			rc.start(recheckCtx)
-		case err := <-rc.results():
-			if ctx.Err() != nil {
-				return ctx.Err() // the stream ended while the recheck ran
-			}
-			if err := rc.decide(err); err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }
 
 func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResourcesRequest) (*informerhubv1.ListResourcesResponse, error) {
@@ -663,4 +551,14 @@ func selectorOf(sel *informerhubv1.ResourceSelector) (informerhub.Selector, erro
 		Filter:        sel.GetFilter(),
 		ShardSelector: sel.GetShardSelector(),
 	}, nil
+}
+
+// onOwnStack runs f on a goroutine of its own, and waits for it.
+func onOwnStack(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
 }

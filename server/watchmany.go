@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -18,45 +16,22 @@ import (
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
-	"github.com/informerhub/informerhub/informerhub/upstream"
 	"github.com/informerhub/informerhub/server/auth"
 )
 
 func (s *Server) WatchMany(req *informerhubv1.WatchManyRequest, stream grpc.ServerStreamingServer[informerhubv1.WatchManyResponse]) error {
-	ctx, end, ok := s.watches.start(stream.Context())
+	r, ok := s.watches.start(s, stream)
 	if !ok {
 		return toStatus(s.log, informerhub.ErrClosed)
 	}
-	defer end()
-	watches, release, err := s.admitMany(ctx, req.GetWatches())
+	defer s.watches.end(r)
+	sub, release, err := s.openWatchMany(r, req)
 	if err != nil {
-		return s.watchManyStatus(err)
-	}
-	defer release()
-	sub, err := s.hub.WatchMany(ctx, informerhub.WatchManyRequest{Watches: watches, ResumeToken: req.GetResumeToken()})
-	if err != nil {
-		if errors.Is(context.Cause(ctx), errDraining) {
-			err = &drainedError{resumeToken: req.GetResumeToken()}
-		}
-		return s.watchManyStatus(err)
-	}
-	defer sub.Close()
-	if err := stream.SendHeader(metadata.Pairs(ResumeTokenHeader, sub.ResumeToken())); err != nil {
-		return toStatus(s.log, err)
-	}
-	sels := make([]informerhub.Selector, len(watches))
-	for i, w := range watches {
-		sels[i] = w.Selector
-	}
-	snd := newSender(stream, sub.ResumeToken())
-	recheck := func(ctx context.Context) error {
-		i, err := s.recheckAccess(ctx, sels)
-		if err != nil && i >= 0 {
-			return &informerhub.WatchError{Index: i, Err: err}
-		}
 		return err
 	}
-	err = s.supervise(ctx, snd, sub.Done(), recheck, func() (any, *string, bool, error) {
+	defer release()
+	defer sub.Close()
+	return r.serve(func(ctx context.Context) (any, *string, bool, error) {
 		ev, err := sub.Next(ctx)
 		if err != nil {
 			return nil, nil, false, err
@@ -64,7 +39,46 @@ func (s *Server) WatchMany(req *informerhubv1.WatchManyRequest, stream grpc.Serv
 		// The codec wraps the event's shared encoding (see codec.go).
 		return ev, &ev.ResumeToken, false, nil
 	})
-	return s.watchManyStatus(s.watchEnded(ctx, err, snd, sub.Err, schema.GroupVersionResource{}))
+}
+
+// openWatchMany admits and subscribes a WatchMany, sends its header, and
+// sets up how r ends; it returns the status to end with on failure.
+func (s *Server) openWatchMany(r *streamRun, req *informerhubv1.WatchManyRequest) (sub *informerhub.ManySubscription, release func(), err error) {
+	ctx := r.ctx
+	watches, release, err := s.admitMany(ctx, req.GetWatches())
+	if err != nil {
+		return nil, nil, s.watchManyStatus(err)
+	}
+	sub, err = s.hub.WatchMany(ctx, informerhub.WatchManyRequest{Watches: watches, ResumeToken: req.GetResumeToken()})
+	if err != nil {
+		release()
+		if errors.Is(context.Cause(ctx), errDraining) {
+			err = &drainedError{resumeToken: req.GetResumeToken()}
+		}
+		return nil, nil, s.watchManyStatus(err)
+	}
+	if err := r.stream.SendHeader(metadata.Pairs(ResumeTokenHeader, sub.ResumeToken())); err != nil {
+		sub.Close()
+		release()
+		return nil, nil, toStatus(s.log, err)
+	}
+	r.setToken(sub.ResumeToken())
+	sels := make([]informerhub.Selector, len(watches))
+	for i, w := range watches {
+		sels[i] = w.Selector
+	}
+	r.ending = func(cause error) error {
+		return s.watchManyStatus(s.watchEnded(r, cause, sub.Err, schema.GroupVersionResource{}))
+	}
+	r.watchFailure(sub.AfterFail)
+	r.recheck(func(ctx context.Context) error {
+		i, err := s.recheckAccess(ctx, sels)
+		if err != nil && i >= 0 {
+			return &informerhub.WatchError{Index: i, Err: err}
+		}
+		return err
+	})
+	return sub, release, nil
 }
 
 // admitMany converts a WatchMany's watches, and checks that the caller may
@@ -81,7 +95,7 @@ func (s *Server) admitMany(ctx context.Context, reqs []*informerhubv1.WatchReque
 	}
 	user, _ := auth.UserFrom(ctx)
 	watches = make([]informerhub.WatchRequest, len(reqs))
-	resources := make([]string, len(reqs))
+	resources := make([]schema.GroupVersionResource, len(reqs))
 	for i, req := range reqs {
 		sel, err := selectorOf(req.GetSelector())
 		if err == nil {
@@ -103,9 +117,9 @@ func (s *Server) admitMany(ctx context.Context, reqs []*informerhubv1.WatchReque
 			Encoding:          encoding,
 			Owner:             user.Name,
 		}
-		resources[i] = upstream.FormatResource(sel.Resource)
+		resources[i] = sel.Resource
 	}
-	logging.AddFields(ctx, logging.Fields{"resources", strings.Join(resources, ",")})
+	callLogOf(ctx).resources = resources
 	// Each watch costs what a Watch call costs (its filter compiled, its
 	// reviews): the rate limit charged the call once, the rest now.
 	if err := s.interceptors.rate.LimitN(ctx, len(watches)-1); err != nil {
