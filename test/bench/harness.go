@@ -45,6 +45,14 @@ type Options struct {
 	IngestDuration    time.Duration
 	IngestSubscribers int
 
+	// The streams scenario: Streams Watch streams over StreamConnections
+	// connections on one hub, StreamParallel opened at once, then
+	// StreamChanges changes that each reaches them all.
+	Streams           int
+	StreamConnections int
+	StreamParallel    int
+	StreamChanges     int
+
 	SnapshotObjects   int   // ConfigMaps cached, for snapshots, memory and startup
 	IdleSubscribers   []int // subscriber counts at which memory and watches are read
 	MemorySubscribers int   // subscribers open for the RSS reading
@@ -87,6 +95,11 @@ func FullOptions() Options {
 		IngestDuration:    20 * time.Second,
 		IngestSubscribers: 100,
 
+		Streams:           100000,
+		StreamConnections: 1000,
+		StreamParallel:    256,
+		StreamChanges:     5,
+
 		SnapshotObjects:   100000,
 		IdleSubscribers:   []int{1, 10, 100, 1000, 10000},
 		MemorySubscribers: 1000,
@@ -121,6 +134,11 @@ func SmokeOptions() Options {
 		IngestDuration:    300 * time.Millisecond,
 		IngestSubscribers: 3,
 
+		Streams:           200,
+		StreamConnections: 10,
+		StreamParallel:    16,
+		StreamChanges:     2,
+
 		SnapshotObjects:   200,
 		IdleSubscribers:   []int{1, 5},
 		MemorySubscribers: 5,
@@ -149,6 +167,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"slow subscribers", slowSubscriberScenario},
 		{"relist", relistScenario},
 		{"durable history", durableScenario},
+		{"streams", streamsScenario},
 		// Before the objects' scenarios, which fill the API server; these
 		// remove what they create.
 		{"one object each, node agents and projection", selectiveScenarios},

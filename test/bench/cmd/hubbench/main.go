@@ -35,7 +35,9 @@ func main() {
 		notes     = flag.String("notes", "", "markdown file to append to the report as is")
 		runs      = flag.Int("runs", 3, "runs of every measurement")
 		smoke     = flag.Bool("smoke", false, "tiny sizes: check that the harness works, in seconds")
-		only      = flag.String("only", "", "run only the scenario of this name (fan-out, slow subscribers, relist, ...), to compare binaries by hand")
+		only      = flag.String("only", "", "run only the scenario of this name (fan-out, slow subscribers, relist, streams, ...), to compare binaries by hand")
+		streams   = flag.Int("streams", 0, "the streams scenario's streams, instead of its size's")
+		conns     = flag.Int("stream-connections", 0, "the streams scenario's connections, instead of its size's")
 	)
 	flag.Parse()
 	opts := bench.FullOptions()
@@ -43,6 +45,12 @@ func main() {
 		opts = bench.SmokeOptions()
 	}
 	opts.Runs = *runs
+	if *streams > 0 {
+		opts.Streams = *streams
+	}
+	if *conns > 0 {
+		opts.StreamConnections = *conns
+	}
 	opts.Only = *only
 	opts.ProfileDir = filepath.Join(*results, "pprof")
 	opts.Log = log.Printf
