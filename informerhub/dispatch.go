@@ -98,6 +98,11 @@ type dispatcher struct {
 	// visits counts the groups matched against changes, for tests and
 	// benchmarks of the index.
 	visits uint64
+	// toWake is the members whose readers a change's deliveries are to
+	// wake, once every one is queued (wakeAll): readers that start sending
+	// only then find every reader of their connection counted (see
+	// Woken). Reused from change to change.
+	toWake []*member
 }
 
 type fieldTrigger struct {
@@ -240,6 +245,16 @@ func (d *dispatcher) deliver(r *record, ev *evaluation, before position, fellBeh
 			d.offer(g, r, v, before, fellBehind)
 		}
 	})
+	d.wakeAll()
+}
+
+// wakeAll wakes the readers of the members toWake holds.
+func (d *dispatcher) wakeAll() {
+	for i, m := range d.toWake {
+		m.wake()
+		d.toWake[i] = nil
+	}
+	d.toWake = d.toWake[:0]
 }
 
 // variantOf is how the group's subscribers see r (variantNone: not at
@@ -264,9 +279,13 @@ func (d *dispatcher) offer(g *subscriberGroup, r *record, v variant, before posi
 }
 
 // offerTo queues dl for m without waiting, and reports whether there was
-// room, keeping the queues' peak.
+// room, keeping the queues' peak; a member whose reader it may have to
+// wake goes to toWake.
 func (d *dispatcher) offerTo(m *member, dl delivery) bool {
 	n := m.offer(dl)
+	if n == 1 {
+		d.toWake = append(d.toWake, m)
+	}
 	d.peak = max(d.peak, n)
 	return n > 0
 }
@@ -355,6 +374,7 @@ func (d *dispatcher) deliverBatch(batch []*record, start position, plans []group
 		}
 		offer(g, deliveries)
 	}
+	d.wakeAll()
 }
 
 // groupsLocked returns the live groups, and the number of groups made so

@@ -193,7 +193,7 @@ func (h *Hub) watchParams(ctx context.Context, req WatchRequest) (upstream.Resou
 		return upstream.ResourceInfo{}, nil, err
 	}
 	return info, &watchParams{sel: sel, proj: proj, sendInitialEvents: req.SendInitialEvents,
-		includePrevious: req.IncludePrevious, encoding: req.Encoding, owner: req.Owner}, nil
+		includePrevious: req.IncludePrevious, encoding: req.Encoding, owner: req.Owner, woken: req.Woken}, nil
 }
 
 // subscribe starts a subscription of a validated request.

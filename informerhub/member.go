@@ -15,6 +15,11 @@ type member struct {
 	// limit is Config.QueueSize: the deliveries the queue may hold.
 	limit int
 	group *subscriberGroup // while live (dispatch.go)
+	// woken, when set, counts the member while its reader was woken for
+	// deliveries it has not taken (see Woken); reader is the reader's
+	// state for it (readerBusy, ...), which both sides change atomically.
+	woken  *Woken
+	reader atomic.Int32
 	// behind is set when the queue was full for a record: the member is no
 	// longer live, and has everything up to behindAt once it has passed
 	// what its queue holds.
@@ -37,8 +42,51 @@ func (m *member) join(f *feed) {
 }
 
 // offer queues d without waiting, and returns how many deliveries wait
-// with it: 0 when there was no room.
-func (m *member) offer(d delivery) int { return m.queue.push(d, m.limit) }
+// with it: 0 when there was no room. A reader waiting for its first is
+// counted as woken; the caller wakes it (wake) once it has queued the
+// change for every member.
+func (m *member) offer(d delivery) int {
+	n := m.queue.push(d, m.limit)
+	if n == 1 && m.woken != nil && m.reader.CompareAndSwap(readerWaiting, readerSignaled) {
+		m.woken.Add(1)
+	}
+	return n
+}
+
+// wake wakes the member's reader for what offer queued.
+func (m *member) wake() { poke(m.queue.ready) }
+
+// waiting marks the reader as waiting for a delivery, before it waits;
+// it uncounts the reader, should it still be counted from before (its
+// transport did not say Handed).
+func (m *member) waiting() {
+	if m.woken == nil {
+		return
+	}
+	if prev := m.reader.Swap(readerWaiting); prev == readerSignaled || prev == readerTaken {
+		m.woken.uncount()
+	}
+}
+
+// awake marks the reader as busy once it has woken (or given up waiting):
+// if a delivery woke it, it stays counted until it has handed the event on
+// (handed).
+func (m *member) awake() {
+	if m.woken != nil && !m.reader.CompareAndSwap(readerSignaled, readerTaken) {
+		m.reader.CompareAndSwap(readerWaiting, readerBusy)
+	}
+}
+
+// handed uncounts the reader, if it was counted: it has handed the event it
+// took to its transport.
+func (m *member) handed() {
+	if m.woken == nil {
+		return
+	}
+	if m.reader.CompareAndSwap(readerTaken, readerBusy) || m.reader.CompareAndSwap(readerSignaled, readerBusy) {
+		m.woken.uncount()
+	}
+}
 
 // fellBehind takes note that the member's queue was full for the record
 // after at: the caller has removed it from the live subscribers, and it
@@ -55,5 +103,10 @@ func (m *member) fellBehind(at position) {
 func (m *member) leave() {
 	if m.queue != nil {
 		m.queue.release()
+	}
+	if m.woken != nil {
+		if prev := m.reader.Swap(readerClosed); prev == readerSignaled || prev == readerTaken {
+			m.woken.uncount()
+		}
 	}
 }

@@ -268,9 +268,12 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 		}
 		// Two cases, not one per cause: failures, deliveries and ticks
 		// all wake s.wake (see Subscription.wake).
+		m.waiting()
 		select {
 		case <-s.wake:
+			m.awake()
 		case <-ctx.Done():
+			m.awake()
 			return nil, nil, ctx.Err()
 		}
 	}

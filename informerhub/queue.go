@@ -23,9 +23,10 @@ type deliveryQueue struct {
 	head  int        // the oldest delivery's index in ring
 	n     int        // deliveries waiting
 	bytes *budget.Bytes
-	// ready is poked once a push made the queue non-empty: the reader
-	// waits on it when the queue is empty. A token may be stale (the
-	// reader took the delivery first): the reader looks again.
+	// ready is poked (by the member, once its feed has queued a change
+	// for every subscriber) when a push made the queue non-empty: the
+	// reader waits on it when the queue is empty. A token may be stale
+	// (the reader took the delivery first): the reader looks again.
 	ready chan struct{}
 }
 
@@ -41,7 +42,8 @@ func newDeliveryQueue(bytes *budget.Bytes, ready chan struct{}) *deliveryQueue {
 }
 
 // push queues d unless limit deliveries wait already, and returns how many
-// wait with it (0 when it did not fit).
+// wait with it (0 when it did not fit). When it returns 1, the reader may
+// be waiting: poke ready.
 func (q *deliveryQueue) push(d delivery, limit int) int {
 	q.mu.Lock()
 	if q.n >= limit {
@@ -55,9 +57,6 @@ func (q *deliveryQueue) push(d delivery, limit int) int {
 	q.n++
 	n := q.n
 	q.mu.Unlock()
-	if n == 1 {
-		poke(q.ready)
-	}
 	return n
 }
 

@@ -12,8 +12,7 @@ import (
 // bound, and gives its room back once its reader has taken them.
 func TestADeliveryQueueHoldsWhatWaits(t *testing.T) {
 	bytes := budget.Counter(nil)
-	wake := make(chan struct{}, 1)
-	q := newDeliveryQueue(bytes, wake)
+	q := newDeliveryQueue(bytes, make(chan struct{}, 1))
 	if bytes.Used() != 0 {
 		t.Fatalf("a new queue counts %d bytes, want 0", bytes.Used())
 	}
@@ -24,24 +23,12 @@ func TestADeliveryQueueHoldsWhatWaits(t *testing.T) {
 		if n := q.push(delivery{rec: recs[i]}, limit); n != i+1 {
 			t.Fatalf("push %d: %d waiting, want %d", i, n, i+1)
 		}
-		if i == 0 {
-			select {
-			case <-wake:
-			default:
-				t.Fatal("the first delivery woke no reader")
-			}
-		}
 	}
 	if n := q.push(delivery{rec: &record{}}, limit); n != 0 {
 		t.Fatalf("a push past the bound: %d waiting, want it refused", n)
 	}
 	if got, want := bytes.Used(), int64(limit)*deliverySize; got != want {
 		t.Fatalf("a full queue of %d counts %d bytes, want %d", limit, got, want)
-	}
-	select {
-	case <-wake:
-		t.Fatal("deliveries after the first woke the reader again")
-	default:
 	}
 	// Taken half, then pushed again: the ring wraps and keeps the order.
 	for i := range limit / 2 {
@@ -67,5 +54,57 @@ func TestADeliveryQueueHoldsWhatWaits(t *testing.T) {
 	q.release()
 	if bytes.Used() != 0 {
 		t.Fatalf("a released queue counts %d bytes, want 0", bytes.Used())
+	}
+}
+
+// TestWokenCountsReadersWokenAndNotYetHandedOn: a member is counted when
+// a delivery comes for a reader waiting for one, once however many come
+// before it wakes, and uncounted once it has handed the event on, or comes
+// back to wait, or its subscription closes; a reader busy elsewhere (a
+// send blocked on its client) is never counted, so it holds no
+// connection's writes back.
+func TestWokenCountsReadersWokenAndNotYetHandedOn(t *testing.T) {
+	var woken Woken
+	zeros := 0
+	woken.OnZero = func() { zeros++ }
+	newMember := func() *member {
+		m := &member{woken: &woken, limit: 10}
+		m.queue = newDeliveryQueue(budget.Counter(nil), make(chan struct{}, 1))
+		return m
+	}
+	a, b, c := newMember(), newMember(), newMember()
+	a.waiting()
+	b.waiting()
+	c.waiting()
+	a.offer(delivery{})
+	a.offer(delivery{}) // before a wakes: still one reader woken
+	b.offer(delivery{})
+	c.offer(delivery{})
+	if n := woken.Load(); n != 3 {
+		t.Fatalf("three waiting readers given deliveries: %d woken, want 3", n)
+	}
+	a.awake()
+	if n := woken.Load(); n != 3 {
+		t.Fatalf("one awake, its event not handed on yet: %d woken, want 3", n)
+	}
+	a.handed()
+	a.handed() // once
+	if n := woken.Load(); n != 2 {
+		t.Fatalf("one handed its event on: %d woken, want 2", n)
+	}
+	a.offer(delivery{}) // a is busy (sending): not counted
+	if n := woken.Load(); n != 2 {
+		t.Fatalf("a delivery for a busy reader: %d woken, want 2", n)
+	}
+	b.awake()
+	b.waiting() // back to wait without handing anything on (nothing to send)
+	if n := woken.Load(); n != 1 {
+		t.Fatalf("one back to wait: %d woken, want 1", n)
+	}
+	c.leave() // closed before it woke
+	c.awake()
+	c.handed()
+	if n := woken.Load(); n != 0 || zeros != 1 {
+		t.Fatalf("the last closed: %d woken, OnZero called %d times; want 0, once", n, zeros)
 	}
 }

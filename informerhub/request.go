@@ -32,6 +32,10 @@ type WatchRequest struct {
 	// (Config.MaxFiltersPerOwner, MaxProjectionsPerOwner). A transport
 	// sets it to the caller's identity; "" is no one, and not limited.
 	Owner string
+	// Woken, when set, counts the subscription while its reader has
+	// been woken for deliveries it has not taken; a transport shares one
+	// among the subscriptions of a connection (see Woken).
+	Woken *Woken
 }
 
 // SnapshotRequest asks for a snapshot.
@@ -50,6 +54,7 @@ type watchParams struct {
 	includePrevious   bool
 	encoding          Encoding
 	owner             string
+	woken             *Woken
 	// lazyReplay lets a replay whose slots are not free at once open its
 	// upstream watch when first read, rather than wait for them at the
 	// start: the watches of a WatchMany, whose earlier replays give their

@@ -87,7 +87,7 @@ type opening struct {
 func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscription, error) {
 	s := &Subscription{lease: newLease(entry, p.sel, p.owner), wake: make(chan struct{}, 1)}
 	s.lease.wake = s.wake
-	s.member.lease = &s.lease
+	s.member.lease, s.member.woken = &s.lease, p.woken
 	tok := p.tok
 	initial := p.sendInitialEvents || (tok != nil && tok.initial)
 	o, err := s.openLocked(p, initial)
@@ -333,6 +333,13 @@ func (s *Subscription) leftBehindLocked() error {
 // then returns Err. A caller blocked elsewhere (in a send to a client that
 // stopped reading) can watch Done to give up on that client.
 func (s *Subscription) Done() <-chan struct{} { return s.lease.failed.done }
+
+// Handed tells the subscription that its transport has taken the event
+// Next returned last, encoded, and is about to write it: the writes of its
+// connection need not wait for it any longer (see Woken). Without it, Next
+// says so itself when called again. Call it from the goroutine that calls
+// Next.
+func (s *Subscription) Handed() { s.member.handed() }
 
 // AfterFail arranges for f to run, in its own goroutine, once Done is
 // closed (at once if it is), as context.AfterFunc does for a context; stop
