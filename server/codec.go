@@ -18,6 +18,16 @@ import (
 	"github.com/informerhub/informerhub/informerhub"
 )
 
+// outgoing is a message of a stream whose subscription counts in its
+// connection's informerhub.Woken: once the codec has encoded it, it tells
+// the subscription (handed, Subscription.Handed), so the connection's
+// writes no longer wait for it, before gRPC may block the send on the
+// stream's flow control. Each stream reuses one (streamRun.out).
+type outgoing struct {
+	msg    any
+	handed func()
+}
+
 // EncodeEvent encodes an event as a WatchResponse, in the mem.BufferSlice
 // the codec below returns, its objects as JSON strings or as Structs, and
 // the message in protobuf's binary or its JSON mapping, as the event's
@@ -253,6 +263,11 @@ type codec struct {
 var _ encoding.CodecV2 = codec{}
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	if out, ok := v.(*outgoing); ok {
+		encoded, err := c.Marshal(out.msg)
+		out.handed()
+		return encoded, err
+	}
 	switch m := v.(type) {
 	case *informerhub.Event:
 		return eventEncoding(m, false)

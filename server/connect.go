@@ -241,6 +241,11 @@ func (c connectCodec) Name() string {
 func (c connectCodec) Marshal(m any) ([]byte, error) { return c.MarshalAppend(nil, m) }
 
 func (c connectCodec) MarshalAppend(b []byte, m any) ([]byte, error) {
+	if out, ok := m.(*outgoing); ok {
+		b, err := c.MarshalAppend(b, out.msg)
+		out.handed()
+		return b, err
+	}
 	switch v := m.(type) {
 	case *informerhub.Event:
 		encoded, err := eventEncoding(v, c.json)

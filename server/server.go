@@ -216,6 +216,7 @@ func (s *Server) openWatch(r *streamRun, req *informerhubv1.WatchRequest) (sub *
 		IncludePrevious:   req.GetIncludePrevious(),
 		Encoding:          encoding,
 		Owner:             user.Name,
+		Woken:             r.woken(),
 	}
 	onOwnStack(func() { sub, err = s.hub.Watch(ctx, wr) })
 	if err != nil {
@@ -233,6 +234,9 @@ func (s *Server) openWatch(r *streamRun, req *informerhubv1.WatchRequest) (sub *
 		return nil, nil, toStatus(s.log, err)
 	}
 	r.setToken(sub.ResumeToken())
+	if wr.Woken != nil {
+		r.out.handed = sub.Handed
+	}
 	// One selector for both functions, which the stream keeps while it
 	// runs, rather than a copy in each.
 	sels := []informerhub.Selector{sel}

@@ -11,6 +11,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+
+	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/server/cork"
 )
 
 // A stream of the service (a Watch, WatchMany, Count or Snapshot) is served
@@ -68,6 +71,9 @@ func cutterOf(ctx context.Context) cutter {
 type streamRun struct {
 	s      *Server
 	stream grpc.ServerStream
+	// conn is the stream's connection, when it shares its writes among
+	// its streams (package cork); nil otherwise.
+	conn *cork.Conn
 	// ctx is the stream's, ended by end with the cause.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -78,6 +84,10 @@ type streamRun struct {
 	// ending returns the status the stream ends with for a cause: the
 	// handler's, set before it serves.
 	ending func(cause error) error
+	// out carries each message of a stream whose subscription counts in
+	// its connection's Woken (out.handed set), for the codec to say when it
+	// was handed on; owned by the handler's goroutine.
+	out outgoing
 
 	mu sync.Mutex // guards the fields below
 	// sends counts the sends started; sending is set while one is in
@@ -107,7 +117,8 @@ type streamRun struct {
 // newStreamRun starts watching a stream whose resume token is startToken
 // ("" for a stream without one).
 func (s *Server) newStreamRun(stream grpc.ServerStream, startToken string) *streamRun {
-	r := &streamRun{s: s, stream: stream, ending: func(err error) error { return toStatus(s.log, err) }}
+	r := &streamRun{s: s, stream: stream, conn: cork.ConnOf(stream.Context()),
+		ending: func(err error) error { return toStatus(s.log, err) }}
 	r.ctx, r.cancel = context.WithCancelCause(stream.Context())
 	r.lastSent.Store(&startToken)
 	r.mu.Lock()
@@ -115,6 +126,16 @@ func (s *Server) newStreamRun(stream grpc.ServerStream, startToken string) *stre
 	r.watchdog = time.AfterFunc(s.cfg.MaxSendStall, r.fire)
 	r.mu.Unlock()
 	return r
+}
+
+// woken is what the hub counts this stream in while it was woken for
+// events it has not sent (informerhub.WatchRequest.Woken): its connection's,
+// or nil.
+func (r *streamRun) woken() *informerhub.Woken {
+	if r.conn == nil {
+		return nil
+	}
+	return r.conn.Woken()
 }
 
 // lastToken returns the token of the last message handed to gRPC.
@@ -186,6 +207,10 @@ func (r *streamRun) send(msg any, token *string) error {
 	r.sends++
 	r.sending = true
 	r.mu.Unlock()
+	if r.out.handed != nil {
+		r.out.msg = msg
+		msg = &r.out
+	}
 	err := r.stream.SendMsg(msg)
 	r.mu.Lock()
 	r.sending = false

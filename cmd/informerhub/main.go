@@ -47,6 +47,7 @@ import (
 	"github.com/informerhub/informerhub/server/auth"
 	"github.com/informerhub/informerhub/server/console"
 	"github.com/informerhub/informerhub/server/metrics"
+	"github.com/informerhub/informerhub/server/cork"
 	"github.com/informerhub/informerhub/server/oneport"
 )
 
@@ -413,7 +414,8 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	healthServer := health.NewServer()
 	ready := newReadiness(healthServer)
 	srv := server.New(hub, o.server)
-	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
+	// A connection's streams share its writes (package cork).
+	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(cork.Credentials(oneport.Credentials(), cork.Config{})))...)
 	srv.Register(g)
 	healthpb.RegisterHealthServer(g, srv.HealthService(healthServer))
 	reflection.Register(g)

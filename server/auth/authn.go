@@ -76,7 +76,7 @@ func (ClientCertificate) Authenticate(ctx context.Context) (User, error) {
 	if !ok {
 		return User{}, fmt.Errorf("%w: no peer", ErrUnauthenticated)
 	}
-	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	info, ok := tlsInfoOf(p.AuthInfo)
 	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
 		return User{}, fmt.Errorf("%w: no verified client certificate", ErrUnauthenticated)
 	}
@@ -443,6 +443,22 @@ func (b *peerBucket) end(now time.Time, rejected bool) {
 	}
 	close(b.ended)
 	b.ended = make(chan struct{})
+}
+
+// tlsInfoOf returns the TLS state of a connection's AuthInfo, which may
+// wrap it (package cork's does: Unwrap).
+func tlsInfoOf(info credentials.AuthInfo) (credentials.TLSInfo, bool) {
+	for info != nil {
+		if t, ok := info.(credentials.TLSInfo); ok {
+			return t, true
+		}
+		w, ok := info.(interface{ Unwrap() credentials.AuthInfo })
+		if !ok {
+			break
+		}
+		info = w.Unwrap()
+	}
+	return credentials.TLSInfo{}, false
 }
 
 // peerHost is the address of ctx's client without its port: one host's

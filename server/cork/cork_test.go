@@ -1,0 +1,169 @@
+package cork
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"net"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+)
+
+// recordingConn records each write it is given.
+type recordingConn struct {
+	net.Conn
+	mu     sync.Mutex // guards writes
+	writes [][]byte
+}
+
+func (c *recordingConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes = append(c.writes, bytes.Clone(p))
+	return len(p), nil
+}
+
+func (c *recordingConn) Close() error { return nil }
+
+func (c *recordingConn) written() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([][]byte(nil), c.writes...)
+}
+
+func newTestConn(cfg Config) (*Conn, *recordingConn) {
+	cfg.setDefaults()
+	rec := &recordingConn{}
+	return newConn(rec, cfg), rec
+}
+
+func write(t *testing.T, c *Conn, s string) {
+	t.Helper()
+	if n, err := c.Write([]byte(s)); n != len(s) || err != nil {
+		t.Fatalf("Write(%q): %d, %v", s, n, err)
+	}
+}
+
+func wantWrites(t *testing.T, rec *recordingConn, want ...string) {
+	t.Helper()
+	got := rec.written()
+	if len(got) != len(want) {
+		t.Fatalf("%d writes %q, want %q", len(got), got, want)
+	}
+	for i := range want {
+		if string(got[i]) != want[i] {
+			t.Fatalf("write %d is %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+// TestWritesWaitForTheStreamsWoken: while streams of the connection were
+// woken and have not sent, its writes are held; the first write once none
+// is left takes them all with it, in order, in one write.
+func TestWritesWaitForTheStreamsWoken(t *testing.T) {
+	c, rec := newTestConn(Config{MaxHold: time.Hour})
+	write(t, c, "a") // nobody woken: at once
+	wantWrites(t, rec, "a")
+	c.woken.Add(2)
+	write(t, c, "b")
+	write(t, c, "c")
+	wantWrites(t, rec, "a")
+	c.woken.Add(-2)
+	write(t, c, "d")
+	wantWrites(t, rec, "a", "bcd")
+	if c.Writes() != 2 {
+		t.Fatalf("Writes() = %d, want 2", c.Writes())
+	}
+}
+
+// TestWhatIsHeldIsBounded: held writes go out MaxHold after the first of
+// them, however many streams are still woken, and at once past MaxHeld.
+func TestWhatIsHeldIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, rec := newTestConn(Config{MaxHold: time.Millisecond, MaxHeld: 4})
+		c.woken.Add(1)
+		write(t, c, "ab")
+		time.Sleep(time.Millisecond / 2)
+		synctest.Wait()
+		wantWrites(t, rec)
+		time.Sleep(time.Millisecond / 2)
+		synctest.Wait()
+		wantWrites(t, rec, "ab")
+
+		write(t, c, "cd")
+		write(t, c, "efg") // 5 bytes would be held: past MaxHeld
+		wantWrites(t, rec, "ab", "cdefg")
+		c.Close()
+	})
+}
+
+// TestWhatIsHeldSettles: once no stream is woken, what is held is written
+// settleDelay later if no write took it with it: the last stream's event
+// was held back by its flow control, or not sent.
+func TestWhatIsHeldSettles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, rec := newTestConn(Config{MaxHold: time.Hour})
+		c.woken.Add(2)
+		write(t, c, "a")
+		c.woken.Add(-1)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		wantWrites(t, rec) // one stream is still woken
+		c.woken.Add(-1)
+		c.settle() // as the hub calls OnZero
+		time.Sleep(settleDelay)
+		synctest.Wait()
+		wantWrites(t, rec, "a")
+	})
+}
+
+// TestCloseWritesWhatIsHeld: nothing held is lost when the connection
+// closes (a GOAWAY held behind woken streams, say).
+func TestCloseWritesWhatIsHeld(t *testing.T) {
+	c, rec := newTestConn(Config{MaxHold: time.Hour})
+	c.woken.Add(1)
+	write(t, c, "goaway")
+	c.Close()
+	wantWrites(t, rec, "goaway")
+}
+
+// TestConnOfFindsTheStreamsConn: the credentials hand gRPC a Conn, which a
+// stream's context finds through its peer; the inner credentials' AuthInfo
+// stays reachable (TLS state included).
+func TestConnOfFindsTheStreamsConn(t *testing.T) {
+	creds := Credentials(tlsInfoCreds{}, Config{})
+	server, client := net.Pipe()
+	defer client.Close()
+	conn, info, err := creds.ServerHandshake(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := peer.NewContext(context.Background(), &peer.Peer{AuthInfo: info})
+	if got := ConnOf(ctx); got == nil || got != conn {
+		t.Fatalf("ConnOf: %v, want the Conn the handshake returned (%v)", got, conn)
+	}
+	tlsInfo, ok := info.(AuthInfo).Unwrap().(credentials.TLSInfo)
+	if !ok || tlsInfo.State.ServerName != "hub" {
+		t.Fatalf("Unwrap: %#v, want the inner credentials' TLSInfo", info.(AuthInfo).Unwrap())
+	}
+	if ConnOf(context.Background()) != nil {
+		t.Fatal("ConnOf found a Conn without a peer")
+	}
+	conn.Close()
+}
+
+// tlsInfoCreds are credentials whose AuthInfo is a TLSInfo, as oneport's
+// are for a TLS connection.
+type tlsInfoCreds struct{ credentials.TransportCredentials }
+
+func (tlsInfoCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return c, credentials.TLSInfo{State: tls.ConnectionState{ServerName: "hub"}}, nil
+}
+
+func (tlsInfoCreds) Clone() credentials.TransportCredentials { return tlsInfoCreds{} }
+
