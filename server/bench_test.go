@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub/hubtest"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 	"github.com/informerhub/informerhub/internal/benchusage"
+	"github.com/informerhub/informerhub/server/cork"
 	"github.com/informerhub/informerhub/server/metrics"
 )
 
@@ -56,7 +58,10 @@ import (
 // they cost the same in every variant; deliveries/cpu-s (deliveries per
 // second of the process's user and system time) includes them, and the
 // fake API server. encodes/change counts the hub's calls of EncodeEvent per
-// change: 1, however many streams.
+// change: 1, however many streams. syscalls/delivery counts the server's
+// writes to its connections (the hub's and limit's), each a system call,
+// per delivery; p50-µs and p99-µs are the delays from a change (the call
+// that makes it) to each stream's receipt of it.
 func BenchmarkGRPCFanOut(b *testing.B) {
 	for _, streams := range []int{1, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("streams=%d/hub", streams), func(b *testing.B) {
@@ -91,6 +96,9 @@ type benchServer struct {
 	change func()
 	// encodes counts the hub's calls of EncodeEvent; nil: not a hub.
 	encodes *atomic.Int64
+	// writes counts the server's writes to its connections; nil: not
+	// counted.
+	writes *atomic.Int64
 }
 
 func benchmarkGRPCFanOut(b *testing.B, streams int, srv benchServer) {
@@ -142,12 +150,14 @@ func (fo *fanOut) open(b *testing.B, conn *grpc.ClientConn, method string, req a
 	}
 	fo.streams.Go(func() {
 		var resp rawResponse
+		var delays []time.Duration
+		defer func() { fo.addDelays(delays) }()
 		for {
 			if err := stream.RecvMsg(&resp); err != nil {
 				fo.ended(err)
 				return
 			}
-			fo.delivered()
+			delays = append(delays, fo.delivered())
 		}
 	})
 }
@@ -163,25 +173,42 @@ type fanOut struct {
 
 	n        int
 	pending  atomic.Int64 // responses of this iteration not yet received
+	changed  atomic.Int64 // when this iteration's change was made, in Unix nanoseconds
 	received chan struct{}
 	failed   chan error
+
+	mu     sync.Mutex      // guards delays
+	delays []time.Duration // from each change to each receipt, of the streams that ended
 }
 
 func newFanOut(streams int) *fanOut {
 	fo := &fanOut{n: streams, received: make(chan struct{}, 1), failed: make(chan error, streams)}
 	ctx, cancel := context.WithCancel(context.Background())
 	fo.ctx = ctx
+	var once sync.Once
 	fo.stop = func() {
-		cancel()
-		fo.streams.Wait()
+		once.Do(func() {
+			cancel()
+			fo.streams.Wait()
+		})
 	}
 	return fo
 }
 
-func (fo *fanOut) delivered() {
+// delivered counts a response received, and returns its delay since the
+// change.
+func (fo *fanOut) delivered() time.Duration {
+	delay := time.Duration(time.Now().UnixNano() - fo.changed.Load())
 	if fo.pending.Add(-1) == 0 {
 		fo.received <- struct{}{}
 	}
+	return delay
+}
+
+func (fo *fanOut) addDelays(delays []time.Duration) {
+	fo.mu.Lock()
+	defer fo.mu.Unlock()
+	fo.delays = append(fo.delays, delays...)
 }
 
 func (fo *fanOut) ended(err error) {
@@ -199,9 +226,14 @@ func (fo *fanOut) run(b *testing.B, srv benchServer) {
 	if srv.encodes != nil {
 		srv.encodes.Store(0)
 	}
+	var writes int64
+	if srv.writes != nil {
+		writes = srv.writes.Load()
+	}
 	start := benchusage.Now()
 	for b.Loop() {
 		fo.pending.Store(int64(fo.n))
+		fo.changed.Store(time.Now().UnixNano())
 		srv.change()
 		changes++
 		select {
@@ -210,9 +242,23 @@ func (fo *fanOut) run(b *testing.B, srv benchServer) {
 			b.Fatal(err)
 		}
 	}
-	benchusage.ReportDeliveries(b, start, float64(changes*fo.n))
+	deliveries := float64(changes * fo.n)
+	benchusage.ReportDeliveries(b, start, deliveries)
 	if srv.encodes != nil {
 		b.ReportMetric(float64(srv.encodes.Load())/float64(changes), "encodes/change")
+	}
+	if srv.writes != nil {
+		b.ReportMetric(float64(srv.writes.Load()-writes)/deliveries, "syscalls/delivery")
+	}
+	b.StopTimer()
+	fo.stop()
+	if len(fo.delays) > 0 {
+		slices.Sort(fo.delays)
+		at := func(q float64) float64 {
+			return float64(fo.delays[int(q*float64(len(fo.delays)-1))]) / float64(time.Microsecond)
+		}
+		b.ReportMetric(at(0.5), "p50-µs")
+		b.ReportMetric(at(0.99), "p99-µs")
 	}
 }
 
@@ -221,9 +267,11 @@ func (fo *fanOut) run(b *testing.B, srv benchServer) {
 // streams watch.
 func serveHubForBench(b *testing.B, streams int, withMetrics bool) benchServer {
 	srv, bs := newHubForBench(b, streams, withMetrics)
-	g := grpc.NewServer(srv.ServerOptions()...)
+	// As the binary serves it: a connection's streams share its writes.
+	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(cork.Credentials(insecure.NewCredentials(), cork.Config{})))...)
 	srv.Register(g)
-	bs.addr = serveForBench(b, g)
+	bs.writes = new(atomic.Int64)
+	bs.addr = serveForBench(b, g, bs.writes)
 	return bs
 }
 
@@ -325,9 +373,11 @@ func serveLimitForBench(b *testing.B, streams int) benchServer {
 		HandlerType: (*any)(nil),
 		Streams:     []grpc.StreamDesc{{StreamName: "Watch", Handler: handler, ServerStreams: true}},
 	}, nil)
-	addr := serveForBench(b, g)
+	writes := new(atomic.Int64)
+	addr := serveForBench(b, g, writes)
 	return benchServer{
 		addr:   addr,
+		writes: writes,
 		method: "/bench.Limit/Watch",
 		req:    &informerhubv1.WatchRequest{},
 		change: func() {
@@ -340,12 +390,14 @@ func serveLimitForBench(b *testing.B, streams int) benchServer {
 	}
 }
 
-// serveForBench serves g on a loopback TCP port until the benchmark ends.
-func serveForBench(b *testing.B, g *grpc.Server) (addr string) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+// serveForBench serves g on a loopback TCP port until the benchmark ends,
+// counting its writes to its connections in writes.
+func serveForBench(b *testing.B, g *grpc.Server, writes *atomic.Int64) (addr string) {
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
+	lis := &countingListener{Listener: tcp, writes: writes}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -356,6 +408,30 @@ func serveForBench(b *testing.B, g *grpc.Server) (addr string) {
 		<-served
 	})
 	return lis.Addr().String()
+}
+
+// countingListener counts the writes to the connections it accepts.
+type countingListener struct {
+	net.Listener
+	writes *atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c, writes: l.writes}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
 }
 
 // rawResponse is a response the benchmark's clients receive undecoded.
@@ -556,7 +632,7 @@ func benchmarkWatchMany(b *testing.B, clients, types int, many bool) {
 		RateBurstPerIdentity: streams, MaxConcurrentStreams: uint32(streams), AuthzRecheckInterval: time.Hour})
 	g := grpc.NewServer(srv.ServerOptions()...)
 	srv.Register(g)
-	addr := serveForBench(b, g)
+	addr := serveForBench(b, g, new(atomic.Int64))
 	base := hubtest.ConfigMap("bench", "w", nil, strings.Repeat("x", benchObject))
 	change := func() {
 		for _, gvr := range gvrs {

@@ -29,6 +29,9 @@ type fanOutResult struct {
 	p50, p99   time.Duration // write to receipt, over all receipts
 	watches    int           // the API server's open ConfigMap watches, mid-run
 	short      int           // clients that did not receive every change in time
+	// serverWrites are the write system calls over elapsed of the process
+	// that serves the clients: the API server's, or the hub's.
+	serverWrites int64
 }
 
 // slowClients are hub subscribers beside a run's clients, whose latency is
@@ -127,6 +130,10 @@ func (e *Env) fanOut(ctx context.Context, o *Options, side string, hub *hubProce
 	if err != nil {
 		return res, err
 	}
+	writes0, err := e.serverWrites(side, hub)
+	if err != nil {
+		return res, err
+	}
 	start := time.Now()
 	writes := inBackground(func() (int, error) { return w.run(ctx, rate, o.FanOutDuration) })
 	// Mid-run, every client's watch is open.
@@ -145,6 +152,11 @@ func (e *Env) fanOut(ctx context.Context, o *Options, side string, hub *hubProce
 		return res, err
 	}
 	res.cpu = cpu1 - cpu0
+	writes1, err := e.serverWrites(side, hub)
+	if err != nil {
+		return res, err
+	}
+	res.serverWrites = writes1 - writes0
 
 	cancel()
 	rs.stopped()
@@ -166,6 +178,15 @@ func (e *Env) sideCPU(side string, hub *hubProcess) (time.Duration, error) {
 	}
 	h, err := cpuTime(hub.pid())
 	return cp + h, err
+}
+
+// serverWrites is how many write system calls the process serving a side's
+// clients has made: the hub on the hub's side, else the API server.
+func (e *Env) serverWrites(side string, hub *hubProcess) (int64, error) {
+	if side == sideHub {
+		return writeCalls(hub.pid())
+	}
+	return writeCalls(e.apiserverPID)
 }
 
 // fanOutScenario compares the sides at each client count. Runs alternate
@@ -250,12 +271,12 @@ func fanOutScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 		}
 		return spreadOf(v)
 	}
-	table := Table{Header: []string{"clients", "changes/s", "side", "delivered events/s", "CPU s (side's processes)", "CPU ms per 1k deliveries", "p50", "p99", "API server watches", "clients short"}}
+	table := Table{Header: []string{"clients", "changes/s", "side", "delivered events/s", "CPU s (side's processes)", "CPU ms per 1k deliveries", "write calls per delivery", "p50", "p99", "API server watches", "clients short"}}
 	ratios := Table{Header: []string{"clients", "hub CPU ÷ direct CPU", "hub ÷ direct CPU per delivery, writes alone subtracted", "hub p99 ÷ direct p99"}}
 	var cpuPlot, p99Plot, watchPlot [2]Series
 	for _, n := range alone {
 		baseCPU := spreadBy(results[key{sideNone, n}], func(x fanOutResult) float64 { return x.cpu.Seconds() })
-		table.Rows = append(table.Rows, []string{"0", fmt.Sprintf("%.0f", rateAt(n)), "no clients (writes alone)", "–", baseCPU.format(seconds), "–", "–", "–", "–", "–"})
+		table.Rows = append(table.Rows, []string{"0", fmt.Sprintf("%.0f", rateAt(n)), "no clients (writes alone)", "–", baseCPU.format(seconds), "–", "–", "–", "–", "–", "–"})
 	}
 	var at1000 struct{ cpuRatio, deliveryRatio, p99Ratio Spread }
 	for _, n := range o.FanOutClients {
@@ -270,6 +291,7 @@ func fanOutScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 				spreadBy(rs, func(x fanOutResult) float64 { return float64(x.deliveries) / x.elapsed.Seconds() }).format(perSecond),
 				cpu.format(seconds),
 				spreadBy(rs, func(x fanOutResult) float64 { return 1e6 * x.cpu.Seconds() / float64(max(x.deliveries, 1)) }).format(ms),
+				spreadBy(rs, func(x fanOutResult) float64 { return float64(x.serverWrites) / float64(max(x.deliveries, 1)) }).format(fraction),
 				spreadBy(rs, func(x fanOutResult) float64 { return ms1(x.p50) }).format(ms),
 				p99.format(ms), watches.format(count),
 				spreadBy(rs, func(x fanOutResult) float64 { return float64(x.short) }).format(count),
@@ -301,7 +323,7 @@ func fanOutScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 	}
 	r.Sections = append(r.Sections, Section{
 		Title: "1. Fan-out against the API server",
-		Intro: fmt.Sprintf(`N clients receive every change of ConfigMaps of about %s in one namespace, made at a steady rate by a writer (merge patches, %d objects in turn): once as N watches straight from the API server, once as N hub subscriptions. Each run writes for %v after every client has received a first change. CPU is the user and system time, from /proc, of the side's processes over the run: kube-apiserver and etcd; kube-apiserver, etcd and the hub. Latency is from the writer's timestamp, taken just before its request, to the client's receipt. The API server's watch count is its apiserver_longrunning_requests metric for ConfigMap WATCHes, read mid-run. Clients spread over at most %d connections per side; they read raw bytes (HTTP chunks of JSON lines; gRPC messages left undecoded) and only find the timestamp, so the harness costs both sides the same. The change rate drops where N × rate would exceed %.0f deliveries/s, which is what the harness's clients can take on this machine beside both servers. The writes alone, with no clients, run at the first client count's rate and, where that is another, at the largest's.`,
+		Intro: fmt.Sprintf(`N clients receive every change of ConfigMaps of about %s in one namespace, made at a steady rate by a writer (merge patches, %d objects in turn): once as N watches straight from the API server, once as N hub subscriptions. Each run writes for %v after every client has received a first change. CPU is the user and system time, from /proc, of the side's processes over the run: kube-apiserver and etcd; kube-apiserver, etcd and the hub. Latency is from the writer's timestamp, taken just before its request, to the client's receipt. Write calls are the write system calls of the process serving the clients (the API server, or the hub), from /proc/<pid>/io, over the deliveries. The API server's watch count is its apiserver_longrunning_requests metric for ConfigMap WATCHes, read mid-run. Clients spread over at most %d connections per side; they read raw bytes (HTTP chunks of JSON lines; gRPC messages left undecoded) and only find the timestamp, so the harness costs both sides the same. The change rate drops where N × rate would exceed %.0f deliveries/s, which is what the harness's clients can take on this machine beside both servers. The writes alone, with no clients, run at the first client count's rate and, where that is another, at the largest's.`,
 			byteSize(float64(o.ObjectBytes)), o.FanOutObjects, o.FanOutDuration, o.FanOutConnections, o.FanOutMaxDelivery),
 		Tables: []Table{table, ratios},
 		Plots: []Plot{

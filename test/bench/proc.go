@@ -54,6 +54,21 @@ func cpuTimes(pids ...int) (time.Duration, error) {
 	return total, nil
 }
 
+// writeCalls returns how many write system calls a process has made
+// (/proc/<pid>/io's syscw: write, writev, sendmsg and the like).
+func writeCalls(pid int) (int64, error) {
+	io, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(io), "\n") {
+		if rest, ok := strings.CutPrefix(line, "syscw:"); ok {
+			return strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/io has no syscw", pid)
+}
+
 // residentBytes returns a process's resident set size (VmRSS).
 func residentBytes(pid int) (int64, error) { return statusBytes(pid, "VmRSS") }
 

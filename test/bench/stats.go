@@ -50,11 +50,12 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 // Formats of the report's units.
-func ms(v float64) string      { return fmt.Sprintf("%.1f ms", v) }
-func seconds(v float64) string { return fmt.Sprintf("%.2f s", v) }
-func count(v float64) string   { return fmt.Sprintf("%.0f", v) }
-func ratio(v float64) string   { return fmt.Sprintf("%.2f×", v) }
-func percent(v float64) string { return fmt.Sprintf("%.0f%%", v*100) }
+func ms(v float64) string       { return fmt.Sprintf("%.1f ms", v) }
+func seconds(v float64) string  { return fmt.Sprintf("%.2f s", v) }
+func count(v float64) string    { return fmt.Sprintf("%.0f", v) }
+func ratio(v float64) string    { return fmt.Sprintf("%.2f×", v) }
+func fraction(v float64) string { return fmt.Sprintf("%.3f", v) }
+func percent(v float64) string  { return fmt.Sprintf("%.0f%%", v*100) }
 func perSecond(v float64) string {
 	switch {
 	case v >= 1e6:
