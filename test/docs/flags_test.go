@@ -22,6 +22,7 @@ var otherCommandsFlags = map[string]string{
 	"data-binary":                "curl",
 	"encryption-provider-config": "kube-apiserver",
 	"set":                        "helm install",
+	"strict":                     "helm lint",
 	"http2-prior-knowledge":      "curl, buf curl",
 	"key":                        "kubectl create secret tls",
 	"no-buffer":                  "curl",
