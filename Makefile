@@ -47,7 +47,7 @@ run: build controlplane tools $(TOOLS)/kubectl ## Start a local kube-apiserver a
 MODULES := . gen clients/go
 
 .PHONY: test
-test: lint check-generate controlplane $(TOOLS)/kubectl node-deps web-deps python-deps browser-deps ## Lint, check generated code, run every test with -race.
+test: lint check-generate controlplane $(TOOLS)/kubectl chart-tools node-deps web-deps python-deps browser-deps ## Lint, check generated code, run every test with -race.
 	go test -race -count=1 ./...
 	cd clients/go && go test -race -count=1 ./...
 	cd clients/web && npm run typecheck && npm test
@@ -155,9 +155,10 @@ lint: tools ## buf lint, format and breaking (against the released API), go vet,
 	for m in $(MODULES); do (cd $$m && go vet ./...) || exit 1; done
 	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | grep -v '^gen/')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
-	for m in $(MODULES) tools tools/controlplane tools/benchplot tools/dockerfilelint; do (cd $$m && go mod tidy -diff) || exit 1; done
+	for m in $(MODULES) tools tools/controlplane tools/benchplot tools/dockerfilelint tools/helm tools/promtool; do (cd $$m && go mod tidy -diff) || exit 1; done
 	cd tools/benchplot && go vet ./...
 	cd tools/dockerfilelint && go vet ./...
+	cd tools/promtool && go vet ./...
 
 .PHONY: release-api
 release-api: tools ## Record proto/ as the released API that buf breaking guards (when cutting a release).
@@ -213,6 +214,28 @@ $(TOOLS)/dockerfilelint: tools/dockerfilelint/go.mod tools/dockerfilelint/go.sum
 # run` runs, and for the tests of deploy/ and docs/grpcurl.md.
 $(TOOLS)/kubectl: tools/controlplane/go.mod tools/controlplane/go.sum
 	cd tools/controlplane && go build -trimpath -ldflags "-s -w $(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
+
+# The chart's tools (test/chart runs them): Helm 3, to lint and render
+# charts/informerhub; promtool, to check and unit-test its alerting rules;
+# promql-metrics, Prometheus' own PromQL parser, to name the metrics the
+# rules and the dashboard read. Each heavy tool is a module of its own.
+.PHONY: chart-tools
+chart-tools: $(TOOLS)/helm $(TOOLS)/promtool $(TOOLS)/promql-metrics ## Build helm, promtool and promql-metrics.
+
+# With the version stamps of Helm's own release builds: its version, and
+# the Kubernetes version `helm template` and `helm lint` assume by default
+# (that of the client-go it is built with).
+$(TOOLS)/helm: tools/helm/go.mod tools/helm/go.sum
+	cd tools/helm && helm=$$(go list -m -f '{{.Version}}' helm.sh/helm/v3) && \
+	minor=$$(go list -m -f '{{.Version}}' k8s.io/client-go | cut -d. -f2) && \
+	go build -trimpath -o $@ -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$$helm \
+		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$$minor \
+		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$$minor" \
+		helm.sh/helm/v3/cmd/helm
+$(TOOLS)/promtool: tools/promtool/go.mod tools/promtool/go.sum
+	cd tools/promtool && go build -trimpath -ldflags "-s -w" -o $@ github.com/prometheus/prometheus/cmd/promtool
+$(TOOLS)/promql-metrics: tools/promtool/go.mod tools/promtool/go.sum tools/promtool/promql-metrics/main.go
+	cd tools/promtool && go build -trimpath -o $@ ./promql-metrics
 
 .PHONY: controlplane
 controlplane: $(CONTROLPLANE)/kube-apiserver $(CONTROLPLANE)/etcd ## Build kube-apiserver and etcd (once; ~5 min cold).

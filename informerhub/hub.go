@@ -347,6 +347,7 @@ func (h *Hub) Memory() MemoryStats {
 		State:            m.state.Used(),
 		ReplayState:      h.replays.bytes.Used(),
 		EvictedForMemory: m.evicted.Load(),
+		OverBudget:       m.overBudget.Load(),
 	}
 }
 

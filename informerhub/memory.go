@@ -31,6 +31,9 @@ type memory struct {
 	state *budget.Bytes
 	// evicted counts the records evicted to keep within the budget.
 	evicted atomic.Uint64
+	// overBudget counts the times reclaim found the hub over its budget
+	// with nothing it could evict (MemoryStats.OverBudget).
+	overBudget atomic.Uint64
 
 	// feeds returns the running feeds, whose histories reclaim evicts from.
 	feeds func() []*feed
@@ -65,6 +68,7 @@ func (m *memory) reclaim() {
 			// What is left cannot go (queues, label indexes, each
 			// history's newest change) or its feed is busy, and will
 			// reclaim after its own work.
+			m.overBudget.Add(1)
 			m.warnOver()
 			return
 		}

@@ -118,4 +118,9 @@ func TestAHubOverItsBudgetWithNothingToEvictKeepsServing(t *testing.T) {
 	if st := statsFor(t, h, hubtest.ConfigMaps); st.HistoryEvents != 1 || st.EvictedForMemory != 4 {
 		t.Fatalf("%d changes held, %d evicted for memory; want the newest held and the rest evicted", st.HistoryEvents, st.EvictedForMemory)
 	}
+	// What the alert on a budget too small reads: the hub says, each time
+	// it looks, that it is over with nothing to evict.
+	if m := h.Memory(); m.OverBudget == 0 {
+		t.Fatalf("memory %+v: over its budget of 1 byte with nothing to evict, and OverBudget is 0", m)
+	}
 }

@@ -144,6 +144,12 @@ type MemoryStats struct {
 	// EvictedForMemory counts the history records evicted to stay within
 	// Budget, of every resource type.
 	EvictedForMemory uint64
+	// OverBudget counts the times the hub found itself over Budget with
+	// nothing it could evict: what is left is queues, label indexes and
+	// each history's newest change (or, for a moment, a feed busy with
+	// its own work, which evicts after it). Growing for minutes, the
+	// budget is too small for the streams the hub holds.
+	OverBudget uint64
 }
 
 // resourceCounters are the running totals of one resource type. The hub

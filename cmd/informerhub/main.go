@@ -410,9 +410,14 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	o.server.Logger = log
 	if lis.metrics != nil {
 		o.server.Metrics = metrics.New(hub, info)
+		o.server.Authenticator = o.server.Metrics.Authenticator(o.server.Authenticator)
+		o.server.Authorizer = o.server.Metrics.Authorizer(o.server.Authorizer)
 	}
 	healthServer := health.NewServer()
 	ready := newReadiness(healthServer)
+	if lis.metrics != nil {
+		o.server.Metrics.Registry.MustRegister(ready.collector())
+	}
 	srv := server.New(hub, o.server)
 	// A connection's streams share its writes (package cork).
 	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(cork.Credentials(oneport.Credentials(), cork.Config{})))...)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"k8s.io/client-go/discovery"
@@ -126,6 +127,21 @@ func checkFeeds(ctx context.Context, stats func() []informerhub.ResourceStats, i
 		case <-ticker.C:
 		}
 	}
+}
+
+// collector returns informerhub_ready, which says what /readyz says, for
+// alerts on replicas that stay unready: 1 ready, 0 not. It is read at
+// scrape time.
+func (r *readiness) collector() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "informerhub_ready",
+		Help: "1 while the hub is ready for new clients (what /readyz and the grpc.health.v1 statuses say), 0 while not: not serving yet, the API server not answering, informers stale, or shutting down (the log says which).",
+	}, func() float64 {
+		if ok, _ := r.ready(); ok {
+			return 1
+		}
+		return 0
+	})
 }
 
 // shutDown makes the hub unready for good: load balancers and kubelets

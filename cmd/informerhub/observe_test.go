@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
@@ -132,6 +133,13 @@ func TestMetricsAndProbes(t *testing.T) {
 		{"informerhub_memory_bytes", map[string]string{"kind": "queues"}, atLeast(1), "the live watch's queue, counted"},
 		{"informerhub_memory_bytes", map[string]string{"kind": "state"}, atLeast(1), "the cached ConfigMaps, counted"},
 		{"informerhub_memory_budget_bytes", nil, eq(1 << 30), "the default, 1 GiB"},
+		{"informerhub_memory_over_budget_total", nil, eq(0), "0: within the budget"},
+		{"informerhub_ready", nil, eq(1), "1, as /readyz says"},
+		{"informerhub_authentications_total", map[string]string{"check": "call", "result": "accepted"}, atLeast(5), "at least the 5 calls"},
+		{"informerhub_authentications_total", map[string]string{"check": "call", "result": "rejected"}, eq(0), "0"},
+		{"informerhub_token_reviews_refused_total", map[string]string{"limit": "client_address"}, eq(0), "0"},
+		{"informerhub_authorizations_total", map[string]string{"check": "call", "result": "allowed"}, atLeast(2), "at least the watch's and the snapshot's"},
+		{"informerhub_authorizations_total", map[string]string{"check": "call", "result": "denied"}, eq(0), "0"},
 		{"informerhub_build_info", map[string]string{"version": "dev"}, eq(1), "1"},
 		{"grpc_server_handled_total", map[string]string{"grpc_method": "ListResources", "grpc_code": "OK", "protocol": "grpc"}, eq(1), "1"},
 		{"grpc_server_handled_total", map[string]string{"grpc_method": "ListResources", "grpc_code": "OK", "protocol": "connect"}, eq(1), "1"},
@@ -259,6 +267,14 @@ func TestReadinessFollowsTheAPIServer(t *testing.T) {
 		ready.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 		if rec.Code != readyz {
 			t.Fatalf("/readyz %d (%s) while health says %v, want %d", rec.Code, rec.Body, want, readyz)
+		}
+		// And informerhub_ready, which alerts read, says the same.
+		metric := 0.0
+		if readyz == http.StatusOK {
+			metric = 1
+		}
+		if got := testutil.ToFloat64(ready.collector()); got != metric {
+			t.Fatalf("informerhub_ready %v while /readyz says %d, want %v", got, readyz, metric)
 		}
 	}
 	expect(healthpb.HealthCheckResponse_NOT_SERVING, http.StatusServiceUnavailable) // not serving gRPC yet

@@ -260,3 +260,7 @@ func CanWatch(ctx context.Context, a Authorizer, user User, gvr schema.GroupVers
 	}
 	return nil
 }
+
+// IsRecheck reports whether ctx is a running stream's recheck (from
+// ForRecheck) rather than a new call's: for metrics that tell them apart.
+func IsRecheck(ctx context.Context) bool { return isRecheck(ctx) }

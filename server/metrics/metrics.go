@@ -38,6 +38,9 @@ type Metrics struct {
 	calls map[string]*grpcprom.ServerMetrics
 
 	snapshotSeconds *prometheus.HistogramVec
+	// auth counts authentication and authorization decisions: see
+	// Authenticator and Authorizer.
+	auth *authMetrics
 }
 
 // Protocols are the values of ProtocolLabel, named as connect-go names them.
@@ -65,6 +68,7 @@ func New(hub StatsSource, build BuildInfo) *Metrics {
 			// waits for a LIST of the whole resource type.
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 11), // 100µs .. ~105s
 		}, resourceLabels),
+		auth: newAuthMetrics(),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "informerhub_build_info",
@@ -90,6 +94,7 @@ func New(hub StatsSource, build BuildInfo) *Metrics {
 		m.snapshotSeconds,
 		&hubCollector{hub: hub, now: time.Now},
 	)
+	m.Registry.MustRegister(m.auth.collectors()...)
 	return m
 }
 
@@ -134,6 +139,8 @@ var (
 		[]string{"kind"}, nil)
 	memoryBudgetDesc = prometheus.NewDesc("informerhub_memory_budget_bytes",
 		"The bound on history, queues and label indexes together (--memory-budget); past it, the oldest history changes are evicted first.", nil, nil)
+	overBudgetDesc = prometheus.NewDesc("informerhub_memory_over_budget_total",
+		"Times the hub found itself over --memory-budget with nothing it could evict (queues, label indexes and each history's newest change stay; a feed busy for a moment counts too). Growing for minutes: the budget is too small for the streams and indexes the hub holds.", nil, nil)
 	retainedOldestDesc = newDesc("informerhub_history_retained_oldest_age_seconds",
 		"Age of the oldest point a token resumes from without the API server, in memory or on disk (--history-dir).")
 	diskPendingDesc = newDesc("informerhub_history_disk_pending_changes",
@@ -199,7 +206,7 @@ func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
 		informersDesc, subscribersDesc, cachedObjectsDesc, historyEventsDesc, historyBytesDesc,
 		historyOldestDesc, historyNewestDesc, upstreamProgressDesc, upstreamFailingDesc, queueDepthDesc, queueCapacityDesc, startsDesc,
 		watchRestartsDesc, relistsDesc, receivedDesc, sentDesc, fellBehindDesc, slowDesc, expiredDesc, replaysDesc,
-		filterErrorsDesc, objectErrorsDesc, groupsDesc, filtersDesc, projectionsDesc, evictedForMemoryDesc, diskSpillsDesc, memoryDesc, memoryBudgetDesc,
+		filterErrorsDesc, objectErrorsDesc, groupsDesc, filtersDesc, projectionsDesc, evictedForMemoryDesc, diskSpillsDesc, memoryDesc, memoryBudgetDesc, overBudgetDesc,
 		retainedOldestDesc, diskPendingDesc, diskBytesDesc, diskDeletedDesc, diskWriteErrorsDesc,
 	} {
 		ch <- d
@@ -264,6 +271,7 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(queueCapacityDesc, prometheus.GaugeValue, float64(c.hub.Config().QueueSize))
 	mem := c.hub.Memory()
 	ch <- prometheus.MustNewConstMetric(memoryBudgetDesc, prometheus.GaugeValue, float64(mem.Budget))
+	ch <- prometheus.MustNewConstMetric(overBudgetDesc, prometheus.CounterValue, float64(mem.OverBudget))
 	for kind, v := range map[string]int64{"history": mem.History, "queues": mem.Queues, "label_indexes": mem.LabelIndexes,
 		"state_clones": mem.StateClones, "state": mem.State, "replay_state": mem.ReplayState} {
 		ch <- prometheus.MustNewConstMetric(memoryDesc, prometheus.GaugeValue, float64(v), kind)

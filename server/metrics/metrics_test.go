@@ -17,7 +17,7 @@ type fakeHub struct{ stats []informerhub.ResourceStats }
 func (f fakeHub) Stats() []informerhub.ResourceStats { return f.stats }
 func (fakeHub) Config() informerhub.Config           { return informerhub.Config{QueueSize: 1000} }
 func (fakeHub) Memory() informerhub.MemoryStats {
-	return informerhub.MemoryStats{Budget: 1 << 30, History: 4096, Queues: 48000, LabelIndexes: 176, State: 20480, ReplayState: 0}
+	return informerhub.MemoryStats{Budget: 1 << 30, History: 4096, Queues: 48000, LabelIndexes: 176, State: 20480, ReplayState: 0, OverBudget: 3}
 }
 
 func (fakeHub) Disk() informerhub.DiskStats {
@@ -123,6 +123,9 @@ informerhub_memory_bytes{kind="state_clones"} 0
 # HELP informerhub_memory_budget_bytes The bound on history, queues and label indexes together (--memory-budget); past it, the oldest history changes are evicted first.
 # TYPE informerhub_memory_budget_bytes gauge
 informerhub_memory_budget_bytes 1.073741824e+09
+# HELP informerhub_memory_over_budget_total Times the hub found itself over --memory-budget with nothing it could evict (queues, label indexes and each history's newest change stay; a feed busy for a moment counts too). Growing for minutes: the budget is too small for the streams and indexes the hub holds.
+# TYPE informerhub_memory_over_budget_total counter
+informerhub_memory_over_budget_total 3
 # HELP informerhub_subscriber_groups Distinct selectors of live subscribers: each is matched once per change it may concern.
 # TYPE informerhub_subscriber_groups gauge
 informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
@@ -132,7 +135,7 @@ informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
 		"informerhub_events_received_total", "informerhub_events_sent_total", "informerhub_upstream_watch_restarts_total",
 		"informerhub_expired_token_answers_total", "informerhub_filter_evaluation_errors_total", "informerhub_object_errors_total", "informerhub_subscriber_groups",
 		"informerhub_subscribers_fell_behind_total", "informerhub_upstream_progress_age_seconds", "informerhub_upstream_failing_seconds",
-		"informerhub_history_evicted_for_memory_total", "informerhub_memory_bytes", "informerhub_memory_budget_bytes",
+		"informerhub_history_evicted_for_memory_total", "informerhub_memory_bytes", "informerhub_memory_budget_bytes", "informerhub_memory_over_budget_total",
 		"informerhub_history_retained_oldest_age_seconds", "informerhub_history_disk_pending_changes", "informerhub_history_disk_bytes",
 		"informerhub_history_disk_deleted_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
@@ -140,8 +143,8 @@ informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
 	}
 	// Every metric the collector describes, it collects for an active
 	// resource type: none is described but never reported.
-	if n := testutil.CollectAndCount(c); n != 2*13+14+2+7+3 {
-		t.Fatalf("collected %d metrics, want 13 totals per resource type, 14 levels of the active one, 2 of the hub, 7 of its memory and 3 of its disk", n)
+	if n := testutil.CollectAndCount(c); n != 2*13+14+2+8+3 {
+		t.Fatalf("collected %d metrics, want 13 totals per resource type, 14 levels of the active one, 2 of the hub, 8 of its memory and 3 of its disk", n)
 	}
 }
 

@@ -21,11 +21,14 @@ var otherCommandsFlags = map[string]string{
 	"cert":                       "kubectl create secret tls",
 	"data-binary":                "curl",
 	"encryption-provider-config": "kube-apiserver",
+	"set":                        "helm install",
+	"strict":                     "helm lint",
 	"http2-prior-knowledge":      "curl, buf curl",
 	"key":                        "kubectl create secret tls",
 	"no-buffer":                  "curl",
 	"overwrite":                  "kubectl label",
 	"protocol":                   "buf curl",
+	"raw":                        "kubectl get",
 	"timeout":                    "buf curl",
 }
 
