@@ -328,7 +328,7 @@ func (s *CountSubscription) Next(ctx context.Context) (*Counts, error) {
 // Done is closed when the counter can count no more; Next then returns
 // Err. A caller blocked elsewhere (in a send to a client that stopped
 // reading) can watch Done to give up on that client.
-func (s *CountSubscription) Done() <-chan struct{} { return s.c.failed.done }
+func (s *CountSubscription) Done() <-chan struct{} { return s.c.failed.done() }
 
 // AfterFail arranges for f to run once Done is closed, as
 // Subscription.AfterFail does.
@@ -336,12 +336,10 @@ func (s *CountSubscription) AfterFail(f func()) (stop func()) { return s.c.faile
 
 // Err returns why the counter failed, once Done is closed; otherwise nil.
 func (s *CountSubscription) Err() error {
-	select {
-	case <-s.c.failed.done:
-		return s.c.err
-	default:
+	if !s.c.failed.isEnded() {
 		return nil
 	}
+	return s.c.err
 }
 
 // Close ends the subscription. The last of a counter's subscriptions to

@@ -8,16 +8,16 @@ import "sync"
 // caller blocked elsewhere, in a send to a client that stopped reading,
 // can give up on that client without a goroutine waiting on done for it
 // (as context.AfterFunc does for a context, at a fraction of a context's
-// memory: a replica holds 100,000 of these).
+// memory: a replica holds 100,000 of these). The channel is made when
+// first asked for: a subscription's reader asks ended instead.
 type ending struct {
-	done chan struct{}
-	mu   sync.Mutex // guards ended and then
-	// ended is set once done is closed.
+	mu sync.Mutex // guards the fields below
+	// ended is set once it has ended.
 	ended bool
-	then  func()
+	// ch is done's channel, once asked for; closed once it has ended.
+	ch   chan struct{}
+	then func()
 }
-
-func newEnding() ending { return ending{done: make(chan struct{})} }
 
 // close ends it; the first call does.
 func (e *ending) close() {
@@ -27,13 +27,35 @@ func (e *ending) close() {
 		return
 	}
 	e.ended = true
-	close(e.done)
+	if e.ch != nil {
+		close(e.ch)
+	}
 	then := e.then
 	e.then = nil
 	e.mu.Unlock()
 	if then != nil {
 		go then()
 	}
+}
+
+// isEnded reports whether it has ended.
+func (e *ending) isEnded() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ended
+}
+
+// done returns a channel closed once it has ended.
+func (e *ending) done() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ch == nil {
+		e.ch = make(chan struct{})
+		if e.ended {
+			close(e.ch)
+		}
+	}
+	return e.ch
 }
 
 // after arranges for f to run, in its own goroutine, once it has ended (at

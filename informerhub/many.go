@@ -158,7 +158,6 @@ func (h *Hub) WatchMany(ctx context.Context, req WatchManyRequest) (*ManySubscri
 		header: compositeHeader(identities),
 		tokens: make([]string, len(req.Watches)),
 		items:  make(chan manyItem),
-		failed: newEnding(),
 	}
 	m.liveCtx, m.stop = context.WithCancel(context.Background())
 	for i := range req.Watches {
@@ -233,7 +232,7 @@ func (m *ManySubscription) Next(ctx context.Context) (*ManyEvent, error) {
 	select {
 	case it := <-m.items:
 		return m.returned(it.index, it.ev, false), nil
-	case <-m.failed.done:
+	case <-m.failed.done():
 		return nil, m.failure
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -315,7 +314,7 @@ func (m *ManySubscription) fail(index int, err error) {
 
 // Done is closed when a watch can deliver no more (see Subscription.Done);
 // Next then returns Err.
-func (m *ManySubscription) Done() <-chan struct{} { return m.failed.done }
+func (m *ManySubscription) Done() <-chan struct{} { return m.failed.done() }
 
 // AfterFail arranges for f to run once Done is closed, as
 // Subscription.AfterFail does.
@@ -324,12 +323,10 @@ func (m *ManySubscription) AfterFail(f func()) (stop func()) { return m.failed.a
 // Err returns the first watch's failure, a *WatchError, once Done is
 // closed; otherwise nil.
 func (m *ManySubscription) Err() error {
-	select {
-	case <-m.failed.done:
-		return m.failure
-	default:
+	if !m.failed.isEnded() {
 		return nil
 	}
+	return m.failure
 }
 
 // ResumeToken returns the composite token of the last event Next returned,

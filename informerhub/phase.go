@@ -221,11 +221,9 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 	s := p.s
 	m, f := &s.member, s.lease.feed
 	for {
-		select {
-		case <-s.lease.failed.done:
+		if s.lease.failed.isEnded() {
 			// Checked first so a subscriber that failed stops at once.
 			return nil, nil, s.Err()
-		default:
 		}
 		// Read before the queue: once behind is set nothing more is
 		// queued, so a queue found empty after has passed everything up to

@@ -159,7 +159,7 @@ func (r *replay) next(ctx context.Context) (*Event, phase, error) {
 				return f.events.bookmark(position{rv: r.rv}, false, s.lease.view.encoding), nil, nil
 			}
 		case <-advanced:
-		case <-s.lease.failed.done:
+		case <-s.lease.failed.done():
 			return nil, nil, s.Err()
 		case <-f.stopped:
 			return nil, nil, f.err
@@ -226,7 +226,7 @@ func (r *replay) reopen(ctx context.Context) error {
 	select {
 	case <-timer.C:
 		return nil
-	case <-s.lease.failed.done:
+	case <-s.lease.failed.done():
 		return s.Err()
 	case <-f.stopped:
 		return f.err

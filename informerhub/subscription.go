@@ -332,7 +332,7 @@ func (s *Subscription) leftBehindLocked() error {
 // further than the history, its informer stopped, or it was closed. Next
 // then returns Err. A caller blocked elsewhere (in a send to a client that
 // stopped reading) can watch Done to give up on that client.
-func (s *Subscription) Done() <-chan struct{} { return s.lease.failed.done }
+func (s *Subscription) Done() <-chan struct{} { return s.lease.failed.done() }
 
 // Handed tells the subscription that its transport has taken the event
 // Next returned last, encoded, and is about to write it: the writes of its
@@ -351,9 +351,7 @@ func (s *Subscription) AfterFail(f func()) (stop func()) { return s.lease.failed
 // Err returns why the subscription failed, once Done is closed; otherwise
 // nil.
 func (s *Subscription) Err() error {
-	select {
-	case <-s.lease.failed.done:
-	default:
+	if !s.lease.failed.isEnded() {
 		return nil
 	}
 	if s.lease.failure == errLeftBehind {
