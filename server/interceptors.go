@@ -77,7 +77,11 @@ func newInterceptors(cfg Config) interceptors {
 		log.Error("panic in a call", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithFieldsFromContext(callLogField)}
+	// A stream keeps its fields for as long as it runs, twice: none that
+	// grpc.service and grpc.method already say (grpc.component is always
+	// "server", grpc.method_type the method's).
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithFieldsFromContext(callLogField),
+		logging.WithDisableLoggingFields(logging.ComponentFieldKey, logging.MethodTypeFieldKey)}
 	var ic interceptors
 	ic.unary = []grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(recover)}
 	ic.stream = []grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(recover)}
@@ -146,6 +150,10 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 		// none.
 		grpc.WriteBufferSize(writeBufferSize),
 		grpc.SharedWriteBuffer(true),
+		// What clients send the hub is small (requests, window updates,
+		// pings): a connection's read buffer need not be gRPC's 32 KiB,
+		// and 100,000 streams over 1,000 connections keep 1,000 of them.
+		grpc.ReadBufferSize(readBufferSize),
 		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
@@ -158,5 +166,9 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 const healthService = "grpc.health.v1.Health"
 
 // writeBufferSize is what a connection's writer batches before it writes
-// (grpc.WriteBufferSize), as much as package cork holds at most.
-const writeBufferSize = 256 << 10
+// (grpc.WriteBufferSize), as much as package cork holds at most;
+// readBufferSize is what a connection reads at most at once.
+const (
+	writeBufferSize = 256 << 10
+	readBufferSize  = 8 << 10
+)
