@@ -124,9 +124,12 @@ SOAK_COUNT  ?= 10
 SCALE_TESTS := TestALargeRelistEndsNoSubscriber|TestRechecksScaleWithIdentitiesNotStreams|TestADrainedReplicaHandsItsStreamsOver|TestADurableHubKilledDuringWrites
 
 .PHONY: soak
-soak: controlplane ## Run the fault suite SOAK_COUNT times, and the scale tests once at full size (not in CI).
+soak: build controlplane ## Run the fault suite SOAK_COUNT times, the scale tests once at full size, and 100,000 streams on one hub (not in CI).
 	go test -race -count=$(SOAK_COUNT) -run '^($(FAULT_TESTS))$$' ./test/integration/
 	go test -count=1 -timeout 30m -run '^($(SCALE_TESTS))$$' ./test/integration/ -full-size
+	@soak=$$(mktemp -d) && trap 'rm -rf "$$soak"' EXIT && \
+	go run ./test/bench/cmd/hubbench -hub bin/informerhub -only streams -runs 1 -results "$$soak" -markdown "$$soak/streams.md" && \
+	sed -n '/^## 16\./,/^## /p' "$$soak/streams.md"
 
 .PHONY: fuzz
 # -fuzzminimizetime caps minimization, which can stall (golang/go#48820).

@@ -77,7 +77,8 @@ func TestHarnessSmoke(t *testing.T) {
 		"7. One object each", "8. Node agents", "11. A relist beside healthy subscribers", "9. Projection", "10. Indexed dispatch",
 		"One object each: hub CPU per change (end to end)", "Node agents: hub CPU per change (end to end)", "(in process)",
 		"Projection to metadata.labels, status.phase (end to end)", "Filters: 1000 subscribers sharing 10 CEL expressions",
-		"14. Ingest", "Steady ingest, Pods", "15. Several types on one stream", "WatchMany of 10 types against 10 Watch streams", "16 shard subscribers against one unsharded", "Delivery at", "Peak heap while syncing", "Start-up at"} {
+		"14. Ingest", "Steady ingest, Pods", "15. Several types on one stream", "WatchMany of 10 types against 10 Watch streams", "16 shard subscribers against one unsharded", "Delivery at", "Peak heap while syncing", "Start-up at",
+		"16. Streams on one replica", "Watch streams over", "write calls per delivery"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, md.String())
 		}

@@ -262,7 +262,7 @@ func memoryScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 	})
 	r.Targets = append(r.Targets,
 		Target{Name: "Heap per cached ConfigMap, managedFields stripped", Goal: "≤ 2 KB", Measured: stripped.format(byteSize), Met: stripped.Median <= 2048},
-		Target{Name: "Memory per idle subscriber", Goal: "≤ 64 KB", Measured: byteSize(perSub), Met: perSub <= 64<<10},
+		Target{Name: "Memory per idle subscriber", Goal: "≤ 16 KiB", Measured: byteSize(perSub), Met: perSub <= 16<<10},
 		Target{Name: "Upstream watches", Goal: fmt.Sprintf("one per resource type, flat from 1 to %d subscribers", maxSubs), Measured: fmt.Sprintf("see the table: %v", flat), Met: flat},
 	)
 	return nil
