@@ -47,7 +47,7 @@ type counter struct {
 }
 
 func newCounter(key countKey) *counter {
-	return &counter{key: key, started: make(chan struct{}), done: make(chan struct{}), 
+	return &counter{key: key, started: make(chan struct{}), done: make(chan struct{}),
 		changed: make(chan struct{})}
 }
 

@@ -49,7 +49,7 @@ func (l *lease) closeClone() {
 var errLeftBehind = errors.New("fell behind the history")
 
 func newLease(entry *feedEntry, sel *selector, owner string) lease {
-	return lease{entry: entry, feed: entry.feed, sel: sel, owner: owner, }
+	return lease{entry: entry, feed: entry.feed, sel: sel, owner: owner}
 }
 
 // acquire takes the subscription's admission on the feed, and its view.

@@ -56,7 +56,9 @@ func (c *corkedConns) only(t *testing.T) *cork.Conn {
 func dialCorked(t *testing.T, hub *informerhub.Hub, cfg Config, corkCfg cork.Config, inBubble bool) (informerhubv1.InformerHubServiceClient, func() *cork.Conn) {
 	t.Helper()
 	var lis net.Listener
-	dial := func(ctx context.Context, addr string) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "tcp", addr) }
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
 	if inBubble {
 		mem := bufconn.Listen(1 << 20)
 		lis, dial = mem, func(ctx context.Context, _ string) (net.Conn, error) { return mem.DialContext(ctx) }

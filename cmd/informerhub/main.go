@@ -46,8 +46,8 @@ import (
 	"github.com/informerhub/informerhub/server"
 	"github.com/informerhub/informerhub/server/auth"
 	"github.com/informerhub/informerhub/server/console"
-	"github.com/informerhub/informerhub/server/metrics"
 	"github.com/informerhub/informerhub/server/cork"
+	"github.com/informerhub/informerhub/server/metrics"
 	"github.com/informerhub/informerhub/server/oneport"
 )
 

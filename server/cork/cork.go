@@ -218,8 +218,13 @@ func (a AuthInfo) Unwrap() credentials.AuthInfo { return a.AuthInfo }
 // GetCommonAuthInfo returns the security level of the connection's
 // credentials' AuthInfo, as grpc-go asks it of an AuthInfo.
 func (a AuthInfo) GetCommonAuthInfo() credentials.CommonAuthInfo {
-	if c, ok := a.AuthInfo.(interface{ GetCommonAuthInfo() credentials.CommonAuthInfo }); ok {
+	if c, ok := a.AuthInfo.(commonAuthInfo); ok {
 		return c.GetCommonAuthInfo()
 	}
 	return credentials.CommonAuthInfo{}
+}
+
+// commonAuthInfo is an AuthInfo that says its security level.
+type commonAuthInfo interface {
+	GetCommonAuthInfo() credentials.CommonAuthInfo
 }

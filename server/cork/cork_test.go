@@ -159,11 +159,12 @@ func TestConnOfFindsTheStreamsConn(t *testing.T) {
 
 // tlsInfoCreds are credentials whose AuthInfo is a TLSInfo, as oneport's
 // are for a TLS connection.
-type tlsInfoCreds struct{ credentials.TransportCredentials }
+type tlsInfoCreds struct {
+	credentials.TransportCredentials
+}
 
 func (tlsInfoCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	return c, credentials.TLSInfo{State: tls.ConnectionState{ServerName: "hub"}}, nil
 }
 
 func (tlsInfoCreds) Clone() credentials.TransportCredentials { return tlsInfoCreds{} }
-
