@@ -100,7 +100,8 @@ func (r *Report) AddGoBenchmarks(output io.Reader, command string) error {
 
 	// The hub against the bare gRPC limit, stream count by stream count.
 	const rate = "deliveries/cpu-s"
-	fractions := Table{Header: []string{"streams", "hub deliveries/CPU-s", "limit deliveries/CPU-s", "hub ÷ limit"}}
+	fractions := Table{Header: []string{"streams", "hub deliveries/CPU-s", "limit deliveries/CPU-s", "hub ÷ limit",
+		"hub writes per connection per change", "limit writes per connection per change", "hub p50 / p99", "limit p50 / p99"}}
 	var hubSeries, limitSeries Series
 	hubSeries.Name, limitSeries.Name = "hub", "bare gRPC limit"
 	worst := Spread{Median: 1e9}
@@ -127,18 +128,49 @@ func (r *Report) AddGoBenchmarks(output io.Reader, command string) error {
 		if x >= 100 && fs.Median < worst.Median {
 			worst = fs
 		}
-		fractions.Rows = append(fractions.Rows, []string{streams, spreadOf(b.metrics[rate]).format(number), spreadOf(limit.metrics[rate]).format(number), fs.format(percent)})
+		fractions.Rows = append(fractions.Rows, []string{streams, spreadOf(b.metrics[rate]).format(number), spreadOf(limit.metrics[rate]).format(number), fs.format(percent),
+			writesPerConnection(b, x), writesPerConnection(limit, x), latencies(b), latencies(limit)})
 		hubSeries.Points = append(hubSeries.Points, point(x, spreadOf(b.metrics[rate])))
 		limitSeries.Points = append(limitSeries.Points, point(x, spreadOf(limit.metrics[rate])))
 	}
 	if len(fractions.Rows) > 0 {
 		sec.Tables = append(sec.Tables, fractions)
 		sec.Plots = append(sec.Plots, Plot{File: "grpc-limit.png", Title: "Deliveries per CPU-second over loopback gRPC", X: "streams", Y: "deliveries/CPU-s", LogX: true, Series: []Series{hubSeries, limitSeries}})
-		r.Targets = append(r.Targets, Target{Name: "Fan-out over gRPC", Goal: "≥ 75% of the bare-gRPC limit", Measured: worst.format(percent) + " at worst, 100 to 10,000 streams", Met: worst.Median >= 0.75})
+		r.Targets = append(r.Targets, Target{Name: "Fan-out over gRPC", Goal: "above the bare-gRPC limit (its own writes, one per delivery)", Measured: worst.format(percent) + " of the limit's deliveries/CPU-s at worst, 100 to 10,000 streams", Met: worst.Median >= 1})
 	}
 	r.Sections = append(r.Sections, sec)
 	return nil
 }
+
+// grpcBenchConns is BenchmarkGRPCFanOut's maxBenchConns: its streams
+// spread over at most this many connections.
+const grpcBenchConns = 16
+
+// writesPerConnection is a BenchmarkGRPCFanOut variant's server writes per
+// connection per change, from its syscalls/delivery at streams streams.
+func writesPerConnection(b *goBenchmark, streams float64) string {
+	v := b.metrics["syscalls/delivery"]
+	if len(v) == 0 {
+		return "–"
+	}
+	perConn := make([]float64, len(v))
+	for i, x := range v {
+		perConn[i] = x * streams / min(streams, grpcBenchConns)
+	}
+	return spreadOf(perConn).format(func(f float64) string { return fmt.Sprintf("%.2f", f) })
+}
+
+// latencies is a BenchmarkGRPCFanOut variant's p50 and p99, change to
+// receipt.
+func latencies(b *goBenchmark) string {
+	p50, p99 := b.metrics["p50-µs"], b.metrics["p99-µs"]
+	if len(p50) == 0 || len(p99) == 0 {
+		return "–"
+	}
+	return spreadOf(p50).format(microseconds) + " / " + spreadOf(p99).format(microseconds)
+}
+
+func microseconds(v float64) string { return fmt.Sprintf("%.2f ms", v/1000) }
 
 // benchTable is a table of benchmarks with every unit they report.
 func benchTable(benchmarks []*goBenchmark) Table {

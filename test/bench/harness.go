@@ -72,7 +72,7 @@ type Options struct {
 func FullOptions() Options {
 	return Options{
 		Runs:              3,
-		FanOutClients:     []int{1, 10, 100, 1000},
+		FanOutClients:     []int{1, 10, 100, 1000, 10000},
 		FanOutRate:        200,
 		FanOutMaxDelivery: 20000,
 		FanOutDuration:    10 * time.Second,
