@@ -47,8 +47,13 @@ func (m *member) join(f *feed) {
 // change for every member.
 func (m *member) offer(d delivery) int {
 	n := m.queue.push(d, m.limit)
-	if n == 1 && m.woken != nil && m.reader.CompareAndSwap(readerWaiting, readerSignaled) {
+	// Counted before the state says so: a reader that a stale wake-up let
+	// take this delivery at once uncounts it only after.
+	if n == 1 && m.woken != nil && m.reader.Load() == readerWaiting {
 		m.woken.Add(1)
+		if !m.reader.CompareAndSwap(readerWaiting, readerSignaled) {
+			m.woken.uncount()
+		}
 	}
 	return n
 }
@@ -99,14 +104,16 @@ func (m *member) fellBehind(at position) {
 
 // leave gives back what the member's queue counts, for a closed
 // subscription: the caller has removed it from the live subscribers, and
-// holds feed.mu.
-func (m *member) leave() {
+// holds feed.mu. It reports whether the reader was counted as woken: the
+// caller uncounts it (woken.uncount) once it has let go of the lock, which
+// the transport's OnZero is not called under.
+func (m *member) leave() (counted bool) {
 	if m.queue != nil {
 		m.queue.release()
 	}
-	if m.woken != nil {
-		if prev := m.reader.Swap(readerClosed); prev == readerSignaled || prev == readerTaken {
-			m.woken.uncount()
-		}
+	if m.woken == nil {
+		return false
 	}
+	prev := m.reader.Swap(readerClosed)
+	return prev == readerSignaled || prev == readerTaken
 }

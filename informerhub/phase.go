@@ -225,6 +225,17 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 			// Checked first so a subscriber that failed stops at once.
 			return nil, nil, s.Err()
 		}
+		// Nor does a caller who gave up get what its queue holds.
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		select {
+		case <-f.stopped:
+			// Its feed fails its subscribers as it stops; this is for one
+			// that broke stopping (feed.stopAfterPanic).
+			return nil, nil, f.err
+		default:
+		}
 		// Read before the queue: once behind is set nothing more is
 		// queued, so a queue found empty after has passed everything up to
 		// behindAt.

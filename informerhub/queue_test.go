@@ -101,7 +101,9 @@ func TestWokenCountsReadersWokenAndNotYetHandedOn(t *testing.T) {
 	if n := woken.Load(); n != 1 {
 		t.Fatalf("one back to wait: %d woken, want 1", n)
 	}
-	c.leave() // closed before it woke
+	if c.leave() { // closed before it woke
+		c.woken.uncount()
+	}
 	c.awake()
 	c.handed()
 	if n := woken.Load(); n != 0 || zeros != 1 {

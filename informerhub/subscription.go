@@ -373,11 +373,14 @@ func (s *Subscription) Close() {
 		s.lease.closed = true
 		s.lease.closeClone()
 		f.live.remove(&s.member)
-		s.member.leave()
+		counted := s.member.leave()
 		s.lease.release()
 		s.lease.fail(ErrSubscriptionClosed)
 		cancelReplay := s.lease.cancelReplay
 		f.mu.Unlock()
+		if counted {
+			s.member.woken.uncount()
+		}
 		if cancelReplay != nil {
 			cancelReplay()
 		}

@@ -21,8 +21,8 @@ import "sync/atomic"
 type Woken struct {
 	atomic.Int64
 	// OnZero, when set, is called when the count falls to zero: the
-	// readers woken have all taken their deliveries, and are about to send
-	// them. It must not block; it runs in a reader's goroutine. Set it
+	// readers woken have all handed their events on. It runs in a reader's
+	// goroutine (never under a feed's lock) and must not block. Set it
 	// before the Woken is used.
 	OnZero func()
 }

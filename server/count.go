@@ -27,7 +27,10 @@ func (s *Server) Count(req *informerhubv1.CountRequest, stream grpc.ServerStream
 		return err
 	}
 	defer release()
+	// Finished first: closing the subscription fails it, which would run
+	// the hook that watches for a failure.
 	defer counts.Close()
+	defer r.finish()
 	return r.serve(func(ctx context.Context) (any, *string, bool, error) {
 		c, err := counts.Next(ctx)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -179,7 +180,10 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		return err
 	}
 	defer release()
+	// Finished first: closing the subscription fails it, which would run
+	// the hook that watches for a failure.
 	defer sub.Close()
+	defer r.finish()
 	return r.serve(func(ctx context.Context) (any, *string, bool, error) {
 		ev, err := sub.Next(ctx)
 		if err != nil {
@@ -557,12 +561,25 @@ func selectorOf(sel *informerhubv1.ResourceSelector) (informerhub.Selector, erro
 	}, nil
 }
 
-// onOwnStack runs f on a goroutine of its own, and waits for it.
+// onOwnStack runs f on a goroutine of its own, and waits for it: f's
+// stack, however deep, is not kept by the caller's goroutine, which holds
+// a stream for hours (see stream.go). A panic of f's is raised again in
+// the caller's goroutine, where the recovery interceptor turns it into
+// INTERNAL for that call.
 func onOwnStack(f func()) {
 	done := make(chan struct{})
+	var p *panicError
 	go func() {
 		defer close(done)
+		defer func() {
+			if v := recover(); v != nil {
+				p = &panicError{value: v, stack: debug.Stack()}
+			}
+		}()
 		f()
 	}()
 	<-done
+	if p != nil {
+		panic(p)
+	}
 }

@@ -32,7 +32,7 @@ import (
 // errStalled ends a stream whose client stopped reading.
 var errStalled = errors.New("the client stopped reading")
 
-// errSendStopped refuses a send once a cut has ended the stream.
+// errSendStopped refuses a send once the stream was ended.
 var errSendStopped = errors.New("the stream has ended")
 
 // panicError is a panic of a stream's handler, turned into an error.
@@ -197,10 +197,12 @@ func (r *streamRun) serve(next func(ctx context.Context) (msg any, token *string
 	}
 }
 
-// send sends msg, unless the stream was cut off.
+// send sends msg, unless the stream was ended: a caller whose access a
+// recheck revoked, or a stream Drain ended, receives nothing more than it
+// had, whatever its queue still holds.
 func (r *streamRun) send(msg any, token *string) error {
 	r.mu.Lock()
-	if r.cut {
+	if r.cut || r.ctx.Err() != nil {
 		r.mu.Unlock()
 		return errSendStopped
 	}
@@ -349,10 +351,15 @@ func (r *streamRun) armLocked(now time.Time) {
 	r.watchdog.Reset(next.Sub(now))
 }
 
-// finish stops the stream's timers, once its handler is done with it.
+// finish stops the stream's timers, once its handler is done with it. A
+// second call does nothing.
 func (r *streamRun) finish() {
 	r.cancel(nil)
 	r.mu.Lock()
+	if r.finished {
+		r.mu.Unlock()
+		return
+	}
 	r.finished = true
 	r.watchdog.Stop()
 	stop := r.stopFailWatch

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +27,7 @@ import (
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/hubtest"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 	"github.com/informerhub/informerhub/server/auth"
 )
 
@@ -366,4 +368,60 @@ func hubGoroutines(t *testing.T) map[string]int {
 		}
 	}
 	return counts
+}
+
+// TestNothingIsSentOnceTheStreamEnded: a stream that a recheck (or Drain)
+// ends sends nothing more, whatever its subscription still has to give.
+func TestNothingIsSentOnceTheStreamEnded(t *testing.T) {
+	s := New(nil, Config{Logger: discard})
+	stream := newBlockingStream(0)
+	r := s.newStreamRun(stream, "t0")
+	defer r.finish()
+	endingWithToken(r)
+	lost := &accessLostError{err: errors.New("revoked")}
+	var produced atomic.Int32
+	next := func(context.Context) (any, *string, bool, error) {
+		n := produced.Add(1)
+		if n == 3 {
+			r.end(lost, time.Minute) // as a recheck does, from its timer
+		}
+		token := fmt.Sprint("t", n)
+		return nil, &token, false, nil // a queue that is never empty
+	}
+	err := r.serve(next)
+	if !errors.Is(err, lost) || !strings.HasSuffix(err.Error(), " at t2") {
+		t.Fatalf("serve: %v, want the lost access at t2", err)
+	}
+	if n := stream.sends.Load(); n != 2 {
+		t.Fatalf("%d sends, want 2: the stream went on after it ended", n)
+	}
+}
+
+// panickyResolver panics resolving the resource type "boom".
+type panickyResolver struct{ *hubtest.Cluster }
+
+func (r panickyResolver) Resolve(ctx context.Context, gvr schema.GroupVersionResource) (upstream.ResourceInfo, error) {
+	if gvr.Resource == "boom" {
+		panic("the resolver broke")
+	}
+	return r.Cluster.Resolve(ctx, gvr)
+}
+
+// TestAPanicSettingUpAWatchEndsThatCallOnly: a panic in what a Watch's
+// setup runs (on a goroutine of its own, see onOwnStack) ends that call
+// with INTERNAL, and the hub serves on.
+func TestAPanicSettingUpAWatchEndsThatCallOnly(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: EncodeEvent}, panickyResolver{cluster}, cluster)
+	client := serveWith(t, hub, Config{Logger: discard})
+	w, err := client.Watch(context.Background(), &informerhubv1.WatchRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "boom"}})
+	if err == nil {
+		_, err = w.Recv()
+	}
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("a Watch whose setup panicked: %v, want INTERNAL", err)
+	}
+	if resp, err := firstResponse(t, client, context.Background(), cmInitial); err != nil || !resp.InitialEventsEnd {
+		t.Fatalf("the next Watch: %v", err)
+	}
 }

@@ -30,7 +30,10 @@ func (s *Server) WatchMany(req *informerhubv1.WatchManyRequest, stream grpc.Serv
 		return err
 	}
 	defer release()
+	// Finished first: closing the subscription fails it, which would run
+	// the hook that watches for a failure.
 	defer sub.Close()
+	defer r.finish()
 	return r.serve(func(ctx context.Context) (any, *string, bool, error) {
 		ev, err := sub.Next(ctx)
 		if err != nil {

@@ -35,24 +35,33 @@ func (c *Config) setDefaults() {
 // Conn is a server connection of grpc-go's that holds its writes while
 // some of its streams were woken for events they have not sent yet (see
 // the package's doc).
+//
+// Two locks: mu guards what is held, and is never held during I/O, so the
+// streams' goroutines that touch it (settle, from the hub, perhaps under a
+// feed's lock) never wait for a client that stopped reading; writeMu
+// orders the writes to the socket, and only writers wait for it. gRPC's
+// writer is the one producer of bytes, so what it holds and what it then
+// writes stay in order.
 type Conn struct {
 	net.Conn
 	cfg Config
 	// woken counts the connection's streams whose readers were woken and
 	// have not taken their events yet: the hub keeps it.
 	woken informerhub.Woken
-	// holding is set while bytes are held, for a check without mu.
-	holding atomic.Bool
 	// writes counts the writes to the connection, each a system call.
 	writes atomic.Uint64
-
-	mu sync.Mutex // guards the fields below, and orders the writes
-	// held is what waits to be written, in order, in buf (from
-	// heldBuffers while something is held).
-	held []byte
-	buf  *[]byte
-	// timer writes what is held MaxHold after it began to be.
+	// timer writes what is held, at the latest MaxHold after it began to
+	// be held, or settleDelay after the count fell to zero.
 	timer *time.Timer
+
+	writeMu sync.Mutex // orders the writes to Conn; held during them
+
+	mu sync.Mutex // guards the fields below; never held during I/O
+	// held is what waits to be written, in order, in buf (from
+	// heldBuffers while something is held); since is when it began to be.
+	held  []byte
+	buf   *[]byte
+	since time.Time
 	// err is the error a write met: every later write returns it.
 	err error
 }
@@ -68,9 +77,14 @@ var heldBuffers = sync.Pool{New: func() any { return new([]byte) }}
 // MaxHold.
 const settleDelay = 100 * time.Microsecond
 
+// closeFlushTimeout bounds how long Close tries to write what is held.
+const closeFlushTimeout = time.Second
+
 func newConn(c net.Conn, cfg Config) *Conn {
 	conn := &Conn{Conn: c, cfg: cfg}
 	conn.woken.OnZero = conn.settle
+	conn.timer = time.AfterFunc(time.Hour, conn.flushHeld)
+	conn.timer.Stop()
 	return conn
 }
 
@@ -85,19 +99,29 @@ func (c *Conn) Writes() uint64 { return c.writes.Load() }
 // woken and have not sent yet (within MaxHeld).
 func (c *Conn) Write(p []byte) (int, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
-		return 0, c.err
+	if err := c.err; err != nil {
+		c.mu.Unlock()
+		return 0, err
 	}
 	if c.woken.Load() > 0 && len(c.held)+len(p) <= c.cfg.MaxHeld {
 		c.holdLocked(p)
+		c.mu.Unlock()
 		return len(p), nil
 	}
+	c.mu.Unlock()
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.mu.Lock()
 	if len(c.held) == 0 {
-		return c.writeLocked(p)
+		c.mu.Unlock()
+		return c.write(p)
 	}
 	c.holdLocked(p)
-	if _, err := c.flushLocked(); err != nil {
+	held, buf := c.takeLocked()
+	c.mu.Unlock()
+	_, err := c.write(held)
+	putHeld(buf, held)
+	if err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -108,62 +132,88 @@ func (c *Conn) holdLocked(p []byte) {
 	if c.buf == nil {
 		c.buf = heldBuffers.Get().(*[]byte)
 		c.held = (*c.buf)[:0]
-		if c.timer == nil {
-			c.timer = time.AfterFunc(c.cfg.MaxHold, c.flushHeld)
-		} else {
-			c.timer.Reset(c.cfg.MaxHold)
-		}
-		c.holding.Store(true)
+		c.since = time.Now()
+		c.timer.Reset(c.cfg.MaxHold)
 	}
 	c.held = append(c.held, p...)
 }
 
-// flushLocked writes what is held, in one write. The caller holds mu.
-func (c *Conn) flushLocked() (int, error) {
-	n, err := c.writeLocked(c.held)
-	*c.buf = c.held[:0] // with the room it grew to
-	heldBuffers.Put(c.buf)
-	c.buf, c.held = nil, nil
-	c.holding.Store(false)
+// takeLocked takes what is held, to write, and the buffer to give back
+// after (putHeld). The caller holds mu.
+func (c *Conn) takeLocked() ([]byte, *[]byte) {
+	held, buf := c.held, c.buf
+	c.held, c.buf = nil, nil
 	c.timer.Stop()
-	return n, err
+	return held, buf
 }
 
-func (c *Conn) writeLocked(p []byte) (int, error) {
+// putHeld gives back a buffer of what was held, with the room it grew to.
+func putHeld(buf *[]byte, held []byte) {
+	*buf = held[:0]
+	heldBuffers.Put(buf)
+}
+
+// write writes p to the connection. The caller holds writeMu.
+func (c *Conn) write(p []byte) (int, error) {
 	c.writes.Add(1)
 	n, err := c.Conn.Write(p)
 	if err != nil {
+		c.mu.Lock()
 		c.err = err
+		c.mu.Unlock()
 	}
 	return n, err
 }
 
-// flushHeld writes what is held: its MaxHold has passed, or nothing is
-// left to hold it for.
+// flushHeld writes what is held: its time has come. When a write is under
+// way (gRPC's writer blocked on a client that stopped reading), it leaves
+// what is held to gRPC's writer's next write, or Close: no goroutine of
+// the timer's waits for such a client.
 func (c *Conn) flushHeld() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.held) > 0 && c.err == nil {
-		_, _ = c.flushLocked()
-	}
-}
-
-// settle sets what is held to be written settleDelay from now: no woken
-// stream is left to hold it for.
-func (c *Conn) settle() {
-	if !c.holding.Load() {
+	if !c.writeMu.TryLock() {
 		return
 	}
+	defer c.writeMu.Unlock()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.held) > 0 {
-		c.timer.Reset(settleDelay)
+	if len(c.held) == 0 || c.err != nil {
+		c.mu.Unlock()
+		return
 	}
+	held, buf := c.takeLocked()
+	c.mu.Unlock()
+	_, _ = c.write(held)
+	putHeld(buf, held)
 }
 
-// Close writes what is held, then closes the connection.
+// settle has what is held written soon: no woken stream is left to hold it
+// for (Woken.OnZero). At the latest MaxHold after it began to be held.
+func (c *Conn) settle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.held) == 0 {
+		return
+	}
+	c.timer.Reset(min(settleDelay, c.cfg.MaxHold-time.Since(c.since)))
+}
+
+// Close writes what is held, unless a write is blocked (on a client that
+// stopped reading: closing is what ends it) or takes longer than a second,
+// then closes the connection.
 func (c *Conn) Close() error {
-	c.flushHeld()
+	if c.writeMu.TryLock() {
+		c.mu.Lock()
+		held, buf := c.takeLocked()
+		c.mu.Unlock()
+		if len(held) > 0 {
+			_ = c.Conn.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+			_, _ = c.write(held)
+		}
+		if buf != nil {
+			putHeld(buf, held)
+		}
+		c.writeMu.Unlock()
+	}
+	c.timer.Stop()
 	return c.Conn.Close()
 }
 

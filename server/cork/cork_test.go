@@ -30,6 +30,8 @@ func (c *recordingConn) Write(p []byte) (int, error) {
 
 func (c *recordingConn) Close() error { return nil }
 
+func (c *recordingConn) SetWriteDeadline(time.Time) error { return nil }
+
 func (c *recordingConn) written() [][]byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -168,3 +170,78 @@ func (tlsInfoCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo,
 }
 
 func (tlsInfoCreds) Clone() credentials.TransportCredentials { return tlsInfoCreds{} }
+
+// blockingConn's writes block until it is closed, as a socket's do whose
+// peer stopped reading (a zero window).
+type blockingConn struct {
+	net.Conn
+	closeOnce sync.Once
+	closed    chan struct{}
+	writing   chan struct{} // signalled when a write blocks
+}
+
+func (c *blockingConn) Write([]byte) (int, error) {
+	select {
+	case c.writing <- struct{}{}:
+	default:
+	}
+	<-c.closed
+	return 0, net.ErrClosed
+}
+
+func (c *blockingConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return nil
+}
+
+func (c *blockingConn) SetWriteDeadline(time.Time) error { return nil }
+
+// TestAWriteBlockedOnTheClientBlocksNothingElse: while a write waits for a
+// client that stopped reading, the hub's readers (settle, which a reader
+// runs when it hands its event on, perhaps under a feed's lock) do not
+// wait, nor does Close, which fails the write.
+func TestAWriteBlockedOnTheClientBlocksNothingElse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		under := &blockingConn{closed: make(chan struct{}), writing: make(chan struct{}, 1)}
+		cfg := Config{MaxHold: time.Millisecond}
+		cfg.setDefaults()
+		c := newConn(under, cfg)
+		c.woken.Add(1)
+		write(t, c, "held")
+		<-under.writing // MaxHold passed: the timer's write is blocked
+		c.woken.Add(1)
+		write(t, c, "more") // held again, meanwhile
+		c.woken.Add(-2)
+		c.settle()
+		synctest.Wait() // settle returned; the timer's second firing does not wait for the write
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the blocked write has failed
+		if _, err := c.Write([]byte("after")); err == nil {
+			t.Fatal("a write after the connection failed succeeded")
+		}
+	})
+}
+
+// TestTheHoldEndsByMaxHoldThoughStreamsComeAndGo: held bytes are written
+// MaxHold after they began to be held, at the latest, even while the
+// count keeps falling to zero and rising again.
+func TestTheHoldEndsByMaxHoldThoughStreamsComeAndGo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, rec := newTestConn(Config{MaxHold: time.Millisecond})
+		c.woken.Add(1)
+		write(t, c, "a")
+		for range 30 { // a reader woken every 50µs, and gone again
+			time.Sleep(50 * time.Microsecond)
+			c.woken.Add(-1)
+			c.settle()
+			c.woken.Add(1)
+			write(t, c, "b")
+		}
+		synctest.Wait()
+		if len(rec.written()) == 0 {
+			t.Fatal("nothing written 1.5ms after the hold began, with MaxHold 1ms")
+		}
+	})
+}
