@@ -1,9 +1,12 @@
 package informerhub
 
 import (
+	"cmp"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
 	"github.com/informerhub/informerhub/informerhub/fieldset"
@@ -98,10 +101,10 @@ type dispatcher struct {
 	// visits counts the groups matched against changes, for tests and
 	// benchmarks of the index.
 	visits uint64
-	// toWake is the members whose readers a change's deliveries are to
-	// wake, once every one is queued (wakeAll): readers that start sending
-	// only then find every reader of their connection counted (see
-	// Woken). Reused from change to change.
+	// toWake is the members whose readers the changes applied under the
+	// lock are to wake, once every delivery is queued and the lock let go
+	// of (takeWakes, then wake): readers that start sending only then find
+	// every reader of their connection counted (see Woken).
 	toWake []*member
 }
 
@@ -245,16 +248,43 @@ func (d *dispatcher) deliver(r *record, ev *evaluation, before position, fellBeh
 			d.offer(g, r, v, before, fellBehind)
 		}
 	})
-	d.wakeAll()
 }
 
-// wakeAll wakes the readers of the members toWake holds.
-func (d *dispatcher) wakeAll() {
-	for i, m := range d.toWake {
-		m.wake()
-		d.toWake[i] = nil
+// takeWakes takes the members whose readers are to be woken: the caller
+// holds the feed's lock, and wakes them once it has let go of it.
+func (d *dispatcher) takeWakes() *wakes {
+	if len(d.toWake) == 0 {
+		return nil
 	}
-	d.toWake = d.toWake[:0]
+	w := wakesPool.Get().(*wakes)
+	w.members, d.toWake = d.toWake, w.members[:0]
+	return w
+}
+
+// wakes is a change's members to wake, between takeWakes and wake; from
+// wakesPool, so that the slices are reused from change to change.
+type wakes struct{ members []*member }
+
+var wakesPool = sync.Pool{New: func() any { return new(wakes) }}
+
+// wake wakes the readers of the members, those of a connection one after
+// the other (by their Woken): each connection's readers then run together,
+// and its writes wait for them a short while, rather than for the whole
+// change's readers. A closed member's wake-up is harmless. A nil *wakes
+// wakes nobody.
+func (w *wakes) wake() {
+	if w == nil {
+		return
+	}
+	slices.SortStableFunc(w.members, func(a, b *member) int {
+		return cmp.Compare(uintptr(unsafe.Pointer(a.woken)), uintptr(unsafe.Pointer(b.woken)))
+	})
+	for i, m := range w.members {
+		m.wake()
+		w.members[i] = nil
+	}
+	w.members = w.members[:0]
+	wakesPool.Put(w)
 }
 
 // variantOf is how the group's subscribers see r (variantNone: not at
@@ -374,7 +404,6 @@ func (d *dispatcher) deliverBatch(batch []*record, start position, plans []group
 		}
 		offer(g, deliveries)
 	}
-	d.wakeAll()
 }
 
 // groupsLocked returns the live groups, and the number of groups made so

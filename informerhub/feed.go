@@ -262,7 +262,9 @@ func (f *feed) apply(deltas cache.Deltas, prepared []prepared) error {
 	locked := time.Now()
 	defer func() {
 		held := time.Since(locked)
+		wakes := f.live.takeWakes()
 		f.mu.Unlock()
+		wakes.wake()
 		for _, p := range prepared {
 			if p.relist != nil {
 				p.relist.log(f.log, held)
