@@ -465,7 +465,7 @@ func TestPanicsBecomeInternalErrors(t *testing.T) {
 	if _, err := client.ListResources(as("panic-authn"), &informerhubv1.ListResourcesRequest{}); status.Code(err) != codes.Internal {
 		t.Fatalf("a panicking authenticator gave %v, want INTERNAL", err)
 	}
-	// A panic in a stream's sender goroutine (here, the event encoder's).
+	// A panic in a stream's handler as it sends (here, the event encoder's).
 	stream, err := client.Watch(as("alice"), &informerhubv1.WatchRequest{Selector: cmSelector})
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,13 @@ func (s *Server) Count(req *informerhubv1.CountRequest, stream grpc.ServerStream
 		return toStatus(s.log, &drainedError{})
 	}
 	defer s.watches.end(r)
-	counts, release, err := s.openCount(r, req)
+	// On a goroutine of its own, as a Watch's (see onOwnStack).
+	var counts *informerhub.CountSubscription
+	var release func()
+	var err error
+	if panicked := onOwnStack(func() { counts, release, err = s.openCount(r, req) }); panicked != nil {
+		return toStatus(s.log, panicked)
+	}
 	if err != nil {
 		return err
 	}

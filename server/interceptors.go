@@ -7,12 +7,11 @@ import (
 	"runtime/debug"
 	"strings"
 
-	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"connectrpc.com/connect"
 	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -38,12 +37,18 @@ import (
 //     need none (probes and grpcurl's discovery reveal no data);
 //   - a rate limit per identity;
 //   - recovery: a panic becomes INTERNAL for that call, never a crash. It
-//     runs innermost, so a handler's panic is logged like any failed call,
-//     and outermost too, for a panic in the interceptors themselves (an
-//     Authenticator's, say).
+//     runs outermost, for a panic in the interceptors themselves (an
+//     Authenticator's, say), and innermost for unary calls, so that a
+//     handler's panic is logged like any failed call; the stream handlers
+//     turn their panics into errors themselves (streamRun.serve,
+//     onOwnStack), so streams have no innermost recovery, whose frame
+//     would stay on each stream's stack as long as it runs.
 type interceptors struct {
 	unary  []grpc.UnaryServerInterceptor
 	stream []grpc.StreamServerInterceptor
+	// grpcStream is stream for grpc-go's calls, all native gRPC: without
+	// the step that picks a protocol's metrics.
+	grpcStream []grpc.StreamServerInterceptor
 	// rate is the rate limit per identity, which WatchMany charges once
 	// more per watch beyond the first.
 	rate *auth.RateLimiter
@@ -53,12 +58,6 @@ func newInterceptors(cfg Config) interceptors {
 	log := cfg.Logger
 	logger := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(level), msg, spreadCallLog(fields)...)
-	})
-	notHealth := selector.MatchFunc(func(_ context.Context, c middleware.CallMeta) bool {
-		return c.Service != healthService
-	})
-	needsAuth := selector.MatchFunc(func(_ context.Context, c middleware.CallMeta) bool {
-		return c.Service != healthService && !strings.HasPrefix(c.Service, "grpc.reflection.")
 	})
 	authenticate := func(ctx context.Context) (context.Context, error) {
 		user, err := cfg.Authenticator.Authenticate(ctx)
@@ -85,8 +84,10 @@ func newInterceptors(cfg Config) interceptors {
 	var ic interceptors
 	ic.unary = []grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(recover)}
 	ic.stream = []grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(recover)}
+	ic.grpcStream = []grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(recover)}
 	if cfg.Metrics != nil {
-		// Each protocol's calls count in its own metrics (Metrics.Calls).
+		// Each protocol's calls count in its own metrics (Metrics.Calls);
+		// grpc-go's are all native gRPC.
 		unary := map[string]grpc.UnaryServerInterceptor{}
 		stream := map[string]grpc.StreamServerInterceptor{}
 		for _, protocol := range metrics.Protocols {
@@ -99,19 +100,25 @@ func newInterceptors(cfg Config) interceptors {
 		ic.stream = append(ic.stream, func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 			return stream[protocolOf(ss.Context())](srv, ss, info, handler)
 		})
+		ic.grpcStream = append(ic.grpcStream, stream[connect.ProtocolGRPC])
 	}
 	ic.unary = append(ic.unary,
-		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
-		selector.UnaryServerInterceptor(grpcauth.UnaryServerInterceptor(authenticate), needsAuth),
-		selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limiter), needsAuth),
+		unlessUnary(isHealth, logging.UnaryServerInterceptor(logger, logOpts...)),
+		unlessUnary(needsNoAuth, grpcauth.UnaryServerInterceptor(authenticate)),
+		unlessUnary(needsNoAuth, ratelimit.UnaryServerInterceptor(limiter)),
 		recovery.UnaryServerInterceptor(recover),
 	)
-	ic.stream = append(ic.stream,
-		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
-		selector.StreamServerInterceptor(grpcauth.StreamServerInterceptor(authenticate), needsAuth),
-		selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limiter), needsAuth),
-		recovery.StreamServerInterceptor(recover),
-	)
+	// The stream handlers turn their own panics into INTERNAL (see
+	// streamRun.serve, onOwnStack), so a stream has no recovery innermost:
+	// each interceptor's frame stays on a stream's stack for as long as it
+	// runs.
+	rest := []grpc.StreamServerInterceptor{
+		unlessStream(isHealth, logging.StreamServerInterceptor(logger, logOpts...)),
+		unlessStream(needsNoAuth, grpcauth.StreamServerInterceptor(authenticate)),
+		unlessStream(needsNoAuth, ratelimit.StreamServerInterceptor(limiter)),
+	}
+	ic.stream = append(ic.stream, rest...)
+	ic.grpcStream = append(ic.grpcStream, rest...)
 	ic.rate = limiter
 	return ic
 }
@@ -159,11 +166,42 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(s.interceptors.unary...),
-		grpc.ChainStreamInterceptor(s.interceptors.stream...),
+		grpc.ChainStreamInterceptor(s.interceptors.grpcStream...),
 	}
 }
 
 const healthService = "grpc.health.v1.Health"
+
+// isHealth tells the health checks' calls, which are not logged;
+// needsNoAuth, those that need no authentication: health checks, and
+// reflection (probes and grpcurl's discovery reveal no data).
+func isHealth(fullMethod string) bool { return strings.HasPrefix(fullMethod, "/"+healthService+"/") }
+
+func needsNoAuth(fullMethod string) bool {
+	return isHealth(fullMethod) || strings.HasPrefix(fullMethod, "/grpc.reflection.")
+}
+
+// unlessStream runs interceptor for the calls skip does not tell, as
+// go-grpc-middleware's selector does, in a frame a fifth of its size: it
+// stays on every stream's stack for as long as the stream runs.
+func unlessStream(skip func(fullMethod string) bool, interceptor grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if skip(info.FullMethod) {
+			return handler(srv, ss)
+		}
+		return interceptor(srv, ss, info, handler)
+	}
+}
+
+// unlessUnary is unlessStream for unary calls.
+func unlessUnary(skip func(fullMethod string) bool, interceptor grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if skip(info.FullMethod) {
+			return handler(ctx, req)
+		}
+		return interceptor(ctx, req, info, handler)
+	}
+}
 
 // writeBufferSize is what a connection's writer batches before it writes
 // (grpc.WriteBufferSize), as much as package cork holds at most;

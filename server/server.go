@@ -173,9 +173,14 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		return toStatus(s.log, informerhub.ErrClosed)
 	}
 	defer s.watches.end(r)
-	// What opens the stream runs in a function that returns, so that the
+	// What opens the stream runs on a goroutine of its own, so that the
 	// long wait for events holds none of its stack (see stream.go).
-	sub, release, err := s.openWatch(r, req)
+	var sub *informerhub.Subscription
+	var release func()
+	var err error
+	if panicked := onOwnStack(func() { sub, release, err = s.openWatch(r, req) }); panicked != nil {
+		return toStatus(s.log, panicked)
+	}
 	if err != nil {
 		return err
 	}
@@ -222,7 +227,7 @@ func (s *Server) openWatch(r *streamRun, req *informerhubv1.WatchRequest) (sub *
 		Owner:             user.Name,
 		Woken:             r.woken(),
 	}
-	onOwnStack(func() { sub, err = s.hub.Watch(ctx, wr) })
+	sub, err = s.hub.Watch(ctx, wr)
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errDraining) {
 			// Drained while it waited (for a replay slot, say).
@@ -562,24 +567,24 @@ func selectorOf(sel *informerhubv1.ResourceSelector) (informerhub.Selector, erro
 }
 
 // onOwnStack runs f on a goroutine of its own, and waits for it: f's
-// stack, however deep, is not kept by the caller's goroutine, which holds
-// a stream for hours (see stream.go). A panic of f's is raised again in
-// the caller's goroutine, where the recovery interceptor turns it into
-// INTERNAL for that call.
-func onOwnStack(f func()) {
+// stack, however deep (admission, the subscription's setup, the first
+// send), is not kept by the caller's goroutine, which holds a stream for
+// hours at the depth it waits at (see stream.go). The Go runtime keeps a
+// goroutine's stack at the most it needed, unless it waits at less than a
+// quarter of it: a handler that grew to 16 KiB for its setup would keep
+// them. A panic of f's is returned, a *panicError (INTERNAL, logged: see
+// toStatus), so that it ends that call only.
+func onOwnStack(f func()) (panicked error) {
 	done := make(chan struct{})
-	var p *panicError
 	go func() {
 		defer close(done)
 		defer func() {
 			if v := recover(); v != nil {
-				p = &panicError{value: v, stack: debug.Stack()}
+				panicked = &panicError{value: v, stack: debug.Stack()}
 			}
 		}()
 		f()
 	}()
 	<-done
-	if p != nil {
-		panic(p)
-	}
+	return panicked
 }

@@ -90,7 +90,7 @@ var statusRules = []statusRule{
 	whenAs(tooManySubscriptionsStatus),
 	whenAs(limitStatus),
 	whenAs(func(log *slog.Logger, _ *panicError, err error) error {
-		log.Error("panic in a stream's sender", "error", err)
+		log.Error("panic in a stream's handler", "error", err)
 		return status.Error(codes.Internal, "internal error")
 	}),
 	// What was asked.

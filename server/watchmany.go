@@ -25,7 +25,13 @@ func (s *Server) WatchMany(req *informerhubv1.WatchManyRequest, stream grpc.Serv
 		return toStatus(s.log, informerhub.ErrClosed)
 	}
 	defer s.watches.end(r)
-	sub, release, err := s.openWatchMany(r, req)
+	// On a goroutine of its own, as a Watch's (see onOwnStack).
+	var sub *informerhub.ManySubscription
+	var release func()
+	var err error
+	if panicked := onOwnStack(func() { sub, release, err = s.openWatchMany(r, req) }); panicked != nil {
+		return toStatus(s.log, panicked)
+	}
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ type streamsRun struct {
 	open                      time.Duration // to open every stream
 	heap, stacks, rss         float64       // the hub's, with every stream open
 	perStream, rssPerStream   float64       // growth over the hub with one stream, per stream
+	perStreamAfter            float64       // the same, idle again after the changes
 	goroutinesPerStream       float64
 	changeP50, changeP99, max []float64 // per change, over the streams, in ms
 }
@@ -63,8 +64,8 @@ func streamsScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 		if err != nil {
 			return err
 		}
-		o.logf("streams run %d: %d streams open in %v; %.0f bytes of heap and stacks, %.0f of RSS, %.2f goroutines per stream; changes' p99 %v ms",
-			run+1, o.Streams, res.open, res.perStream, res.rssPerStream, res.goroutinesPerStream, res.changeP99)
+		o.logf("streams run %d: %d streams open in %v; %.0f bytes of heap and stacks (%.0f after the changes), %.0f of RSS, %.2f goroutines per stream; changes' p99 %v ms",
+			run+1, o.Streams, res.open, res.perStream, res.perStreamAfter, res.rssPerStream, res.goroutinesPerStream, res.changeP99)
 		runs = append(runs, res)
 	}
 	spread := func(f func(streamsRun) float64) Spread {
@@ -79,16 +80,17 @@ func streamsScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 	p99 := spread(func(x streamsRun) float64 { return median(x.changeP99) })
 	r.Sections = append(r.Sections, Section{
 		Title: "16. Streams on one replica",
-		Intro: fmt.Sprintf(`%d Watch streams of one namespace's ConfigMaps, over %d connections, held by one hub (with --metrics-listen, as deployed); cmd/streamload opens them, %d at a time, from a process of its own. The hub's heap (HeapAlloc after a forced collection) and goroutine stacks, its RSS and its goroutines are read once they are all open; "per stream" is their growth over the hub with one stream open, divided by the streams. Then %d changes of the namespace's one ConfigMap are made one at a time, each received by every stream before the next; a change's latency is, per stream, from the writer's timestamp to the receipt, and its p50, p99 and greatest are over the streams. The hub's heap profile and goroutine profile of the last run are in test/bench/results/pprof (streams-heap.pb.gz, streams-goroutine.txt).`,
+		Intro: fmt.Sprintf(`%d Watch streams of one namespace's ConfigMaps, over %d connections, held by one hub (with --metrics-listen, as deployed); cmd/streamload opens them, %d at a time, from a process of its own. The hub's heap (HeapAlloc after a forced collection) and goroutine stacks, its RSS and its goroutines are read once they are all open; "per stream" is their growth over the hub with one stream open, divided by the streams. Then %d changes of the namespace's one ConfigMap are made one at a time, each received by every stream before the next, and the memory is read again, every stream idle once more; a change's latency is, per stream, from the writer's timestamp to the receipt, and its p50, p99 and greatest are over the streams. The hub's heap profile and goroutine profile of the last run are in test/bench/results/pprof (streams-heap.pb.gz, streams-goroutine.txt).`,
 			o.Streams, o.StreamConnections, o.StreamParallel, o.StreamChanges),
 		Tables: []Table{{
-			Header: []string{"streams", "connections", "time to open them all", "hub heap", "hub stacks", "hub RSS", "heap + stacks per stream", "RSS per stream", "goroutines per stream", "a change's p50", "a change's p99", "a change's slowest"},
+			Header: []string{"streams", "connections", "time to open them all", "hub heap", "hub stacks", "hub RSS", "heap + stacks per stream", "the same, idle after the changes", "RSS per stream", "goroutines per stream", "a change's p50", "a change's p99", "a change's slowest"},
 			Rows: [][]string{{fmt.Sprint(o.Streams), fmt.Sprint(o.StreamConnections),
 				spread(func(x streamsRun) float64 { return x.open.Seconds() }).format(seconds),
 				spread(func(x streamsRun) float64 { return x.heap }).format(byteSize),
 				spread(func(x streamsRun) float64 { return x.stacks }).format(byteSize),
 				spread(func(x streamsRun) float64 { return x.rss }).format(byteSize),
 				perStream.format(byteSize),
+				spread(func(x streamsRun) float64 { return x.perStreamAfter }).format(byteSize),
 				spread(func(x streamsRun) float64 { return x.rssPerStream }).format(byteSize),
 				spread(func(x streamsRun) float64 { return x.goroutinesPerStream }).format(func(v float64) string { return fmt.Sprintf("%.2f", v) }),
 				spread(func(x streamsRun) float64 { return median(x.changeP50) }).format(ms),
@@ -205,6 +207,12 @@ func (e *Env) streamsRun(ctx context.Context, o *Options, binary string, profile
 		res.changeP99 = append(res.changeP99, ms1(got.P99))
 		res.max = append(res.max, ms1(got.Max))
 	}
+	// Idle again, once every stream has sent the changes: a send that grew
+	// its goroutine's stack would show here.
+	if m, err = hub.memory(ctx); err != nil {
+		return res, err
+	}
+	res.perStreamAfter = float64(int64(m.HeapAlloc+m.StackInuse)-int64(base.HeapAlloc+base.StackInuse)) / n
 	return res, nil
 }
 
