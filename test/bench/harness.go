@@ -52,6 +52,12 @@ type Options struct {
 	StreamConnections int
 	StreamParallel    int
 	StreamChanges     int
+	// MaxStackPerStream, when set, fails the scenario if the hub's goroutine
+	// stacks, idle again after the changes, grew by more than this per
+	// stream: an idle stream holds one 8 KiB stack, and a send path that
+	// grew past it would double it (docs/architecture.md). The smoke test
+	// sets it; at its size the stacks are the one figure without noise.
+	MaxStackPerStream float64
 
 	SnapshotObjects   int   // ConfigMaps cached, for snapshots, memory and startup
 	IdleSubscribers   []int // subscriber counts at which memory and watches are read
@@ -138,6 +144,7 @@ func SmokeOptions() Options {
 		StreamConnections: 10,
 		StreamParallel:    16,
 		StreamChanges:     2,
+		MaxStackPerStream: 13 << 10,
 
 		SnapshotObjects:   200,
 		IdleSubscribers:   []int{1, 5},

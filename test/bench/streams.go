@@ -35,6 +35,7 @@ type streamsRun struct {
 	heap, stacks, rss         float64       // the hub's, with every stream open
 	perStream, rssPerStream   float64       // growth over the hub with one stream, per stream
 	perStreamAfter            float64       // the same, idle again after the changes
+	stacksPerStreamAfter      float64       // of it, the goroutine stacks
 	goroutinesPerStream       float64
 	changeP50, changeP99, max []float64 // per change, over the streams, in ms
 }
@@ -64,8 +65,8 @@ func streamsScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 		if err != nil {
 			return err
 		}
-		o.logf("streams run %d: %d streams open in %v; %.0f bytes of heap and stacks (%.0f after the changes), %.0f of RSS, %.2f goroutines per stream; changes' p99 %v ms",
-			run+1, o.Streams, res.open, res.perStream, res.perStreamAfter, res.rssPerStream, res.goroutinesPerStream, res.changeP99)
+		o.logf("streams run %d: %d streams open in %v; %.0f bytes of heap and stacks (%.0f after the changes, %.0f of stacks), %.0f of RSS, %.2f goroutines per stream; changes' p99 %v ms",
+			run+1, o.Streams, res.open, res.perStream, res.perStreamAfter, res.stacksPerStreamAfter, res.rssPerStream, res.goroutinesPerStream, res.changeP99)
 		runs = append(runs, res)
 	}
 	spread := func(f func(streamsRun) float64) Spread {
@@ -213,6 +214,10 @@ func (e *Env) streamsRun(ctx context.Context, o *Options, binary string, profile
 		return res, err
 	}
 	res.perStreamAfter = float64(int64(m.HeapAlloc+m.StackInuse)-int64(base.HeapAlloc+base.StackInuse)) / n
+	res.stacksPerStreamAfter = float64(int64(m.StackInuse)-int64(base.StackInuse)) / n
+	if o.MaxStackPerStream > 0 && res.stacksPerStreamAfter > o.MaxStackPerStream {
+		return res, fmt.Errorf("streams: idle again after the changes, the hub's stacks grew by %.0f bytes per stream, more than %.0f: a send path deeper than a stream's 8 KiB stack keeps 16 KiB for each (see docs/architecture.md)", res.stacksPerStreamAfter, o.MaxStackPerStream)
+	}
 	return res, nil
 }
 
