@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -107,6 +109,7 @@ type config struct {
 	insecure         bool
 	tokensWithoutTLS bool
 	token            func(context.Context) (string, error)
+	tokenErr         error // why WithBearerToken's token cannot be sent
 	backoff          Backoff
 	dialOptions      []grpc.DialOption
 	log              *slog.Logger
@@ -127,18 +130,79 @@ func WithInsecure() Option { return func(c *config) { c.insecure = true } }
 func AllowTokensWithoutTLS() Option { return func(c *config) { c.tokensWithoutTLS = true } }
 
 // WithBearerToken sends token as "authorization: Bearer <token>" on every
-// call. See WithTokenSource for tokens that change.
+// call. Spaces and line breaks around it are trimmed, as kubectl trims a
+// token file's, so the content of a token file can be passed as read; an
+// empty token sends none (as kubectl's empty --token). New refuses a token
+// that cannot be sent in a header. See WithTokenFile and WithTokenSource
+// for tokens that change.
 func WithBearerToken(token string) Option {
-	return WithTokenSource(func(context.Context) (string, error) { return token, nil })
+	token = strings.TrimSpace(token)
+	return func(c *config) {
+		if token == "" {
+			c.token, c.tokenErr = nil, nil
+			return
+		}
+		c.token = func(context.Context) (string, error) { return token, nil }
+		c.tokenErr = checkToken(token)
+	}
+}
+
+// maxTokenFileSize bounds what WithTokenFile reads: a service account
+// token is a few KiB; a path to something else (a device, a log) must not
+// be read whole at every call.
+const maxTokenFileSize = 64 << 10
+
+// WithTokenFile reads the bearer token from the file at path before every
+// call, so that a projected service account token, which the kubelet
+// rotates, is always current (client-go's file token source re-reads at
+// most once a minute; a call here is rare enough to read it each time).
+// Spaces and line breaks around it are trimmed. A file that cannot be
+// read, or is larger than 64 KiB, fails that call as UNAVAILABLE, which a
+// Watch retries (a file in the middle of its rotation); one whose token is
+// empty or cannot be sent, as UNAUTHENTICATED, which ends it.
+func WithTokenFile(path string) Option {
+	return WithTokenSource(func(context.Context) (string, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, maxTokenFileSize+1))
+		switch {
+		case err != nil:
+			return "", err
+		case len(b) > maxTokenFileSize:
+			return "", fmt.Errorf("%s is larger than %d bytes: not a token", path, maxTokenFileSize)
+		}
+		return string(b), nil
+	})
 }
 
 // WithTokenSource calls source before every call for the bearer token to
 // send, so that rotated tokens (such as projected service account tokens,
-// re-read from their file) are picked up. An error of source fails that
-// call as UNAVAILABLE, which a Watch retries. Tokens are only sent over TLS,
-// or to loopback endpoints (see WithInsecure).
+// re-read from their file) are picked up; spaces and line breaks around
+// what it returns are trimmed. An error of source fails that call as
+// UNAVAILABLE, which a Watch retries; a token that cannot be sent in a
+// header (empty, or with a character other than printable ASCII), as
+// UNAUTHENTICATED, which ends it. Tokens are only sent over TLS, or to
+// loopback endpoints (see WithInsecure).
 func WithTokenSource(source func(context.Context) (string, error)) Option {
-	return func(c *config) { c.token = source }
+	return func(c *config) { c.token, c.tokenErr = source, nil }
+}
+
+// checkToken tells why token cannot be sent as a bearer token, if it
+// cannot: gRPC refuses a header value with other than printable ASCII, an
+// error that no retry would mend.
+func checkToken(token string) error {
+	if token == "" {
+		return errors.New("the bearer token is empty")
+	}
+	for i := range len(token) {
+		if b := token[i]; b < 0x21 || b > 0x7e {
+			return fmt.Errorf("the bearer token has a character that cannot be sent in a header (byte %#02x at offset %d of %d)", b, i, len(token))
+		}
+	}
+	return nil
 }
 
 // WithBackoff sets how Watch waits between reconnection attempts.
@@ -149,9 +213,9 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(c *config) { c.dialOptions = append(c.dialOptions, opts...) }
 }
 
-// WithLogger sets where the client logs: reconnections at debug level,
-// re-syncs at info, disconnections for slowness at warn. Default:
-// slog.Default().
+// WithLogger sets where the client logs: a watch's reconnection at info
+// level, and at warn once it failed to reconnect; re-syncs at info;
+// disconnections for slowness at warn. Default: slog.Default().
 func WithLogger(log *slog.Logger) Option { return func(c *config) { c.log = log } }
 
 // Backoff is an exponential backoff with jitter.
@@ -214,6 +278,9 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 	}
 	if c.cfg.insecure && c.cfg.tls != nil {
 		return nil, errors.New("hubclient: WithInsecure and WithTLS contradict each other")
+	}
+	if c.cfg.tokenErr != nil {
+		return nil, fmt.Errorf("hubclient: %w", c.cfg.tokenErr)
 	}
 	c.cfg.backoff.setDefaults()
 	if c.cfg.log == nil {
@@ -371,6 +438,12 @@ func (b bearer) GetRequestMetadata(ctx context.Context, _ ...string) (map[string
 		// A status error, so gRPC keeps it: a token file in the middle of
 		// its rotation is worth retrying, not a reason to give up.
 		return nil, status.Errorf(codes.Unavailable, "hubclient: getting the bearer token: %v", err)
+	}
+	token = strings.TrimSpace(token)
+	if err := checkToken(token); err != nil {
+		// Refused here rather than by gRPC, as INTERNAL, which a Watch
+		// would retry for ever: no retry sends such a token.
+		return nil, status.Errorf(codes.Unauthenticated, "hubclient: %v", err)
 	}
 	return map[string]string{"authorization": "Bearer " + token}, nil
 }

@@ -137,6 +137,6 @@ func (c *Counter) streamFailed(err error) {
 	default:
 		// The counts are state: whatever ended the stream, the next one
 		// starts with the current counts.
-		c.failures += c.client.streamInterrupted(err, c.endpoint, c.client.cfg.log.With("resource", c.req.GetSelector().GetResource()))
+		c.failures += c.client.streamInterrupted(err, c.endpoint, c.failures, c.client.cfg.log.With("resource", c.req.GetSelector().GetResource()))
 	}
 }

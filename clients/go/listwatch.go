@@ -373,3 +373,26 @@ func (t *tokenIndex) get(rv string) (string, bool) {
 	token, ok := t.byRV[rv]
 	return token, ok
 }
+
+// StopOnUnauthorized is a reflector's error handler (for
+// SharedIndexInformer.SetWatchErrorHandlerWithContext) that logs each error
+// as client-go's default handler does, and ends the informer by calling
+// cancel with the error once the hub refuses the caller's credentials (a
+// 401: a token the cluster rejects, expired or revoked). A reflector
+// retries every error with a backoff, for ever, as it does against the API
+// server; a rejected token would otherwise be a warning logged every few
+// seconds. Run the informer with the context cancel ends:
+//
+//	ctx, cancel := context.WithCancelCause(ctx)
+//	informer.SetWatchErrorHandlerWithContext(hubclient.StopOnUnauthorized(cancel))
+//	go informer.RunWithContext(ctx)
+//	<-ctx.Done()
+//	err := context.Cause(ctx) // the 401, with the hub's message
+func StopOnUnauthorized(cancel context.CancelCauseFunc) cache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, r *cache.Reflector, err error) {
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+		if apierrors.IsUnauthorized(err) {
+			cancel(fmt.Errorf("hubclient: the hub refused the credentials: %w", err))
+		}
+	}
+}

@@ -310,7 +310,7 @@ func (w *Watcher) streamFailed(err error) {
 	case fail:
 		w.err = err
 	default:
-		w.failures += w.client.streamInterrupted(err, w.endpoint, log)
+		w.failures += w.client.streamInterrupted(err, w.endpoint, w.failures, log)
 	}
 }
 
@@ -352,8 +352,11 @@ func recoveryOf(err error) recovery {
 // streamInterrupted logs why a stream on endpoint ended and is
 // reconnected, marks the endpoint failed when the hub there is the cause,
 // and returns the failure to count for the backoff (none when fresh
-// credentials should simply be sent).
-func (c *Client) streamInterrupted(err error, endpoint int, log *slog.Logger) int {
+// credentials should simply be sent). failures are those counted since
+// the last response: a hub that went away is worth a line at info, one
+// that cannot be reached again a warning at every attempt, so that a user
+// sees why nothing arrives.
+func (c *Client) streamInterrupted(err error, endpoint, failures int, log *slog.Logger) int {
 	switch status.Code(err) {
 	case codes.Unauthenticated:
 		log.Info("the hub no longer accepts the credentials this watch started with; reconnecting", "error", err)
@@ -364,7 +367,11 @@ func (c *Client) streamInterrupted(err error, endpoint int, log *slog.Logger) in
 		log.Warn("the hub refused or disconnected this watch; resuming after a backoff", "error", err)
 		return 1
 	}
-	log.Debug("watch interrupted; reconnecting", "error", err)
+	if failures == 0 {
+		log.Info("watch interrupted; reconnecting", "error", err)
+	} else {
+		log.Warn("watch still interrupted; reconnecting after a backoff", "error", err, "attempts", failures+1)
+	}
 	c.failed(endpoint)
 	return 1
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -315,6 +317,54 @@ func TestBearerToken(t *testing.T) {
 	defer hub.mu.Unlock()
 	if hub.auth[0] != "[Bearer s3cret]" {
 		t.Fatalf("authorization %q", hub.auth[0])
+	}
+}
+
+// A token is sent trimmed, whichever way it is given; one that a header
+// cannot carry is refused by New, or ends the watch at once.
+func TestBearerTokenIsTrimmedOrRefused(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, opt := range map[string]hubclient.Option{
+		"WithBearerToken": hubclient.WithBearerToken("  s3cret\r\n"),
+		"WithTokenFile":   hubclient.WithTokenFile(file),
+		"WithTokenSource": hubclient.WithTokenSource(func(context.Context) (string, error) { return "s3cret\n", nil }),
+	} {
+		t.Run(name, func(t *testing.T) {
+			hub := newFakeHub("hub", script{header: "t0", responses: []*informerhubv1.WatchResponse{added("a", "1", "t1")}})
+			w := startWatch(t, serveFakes(t, []hubclient.Option{opt, hubclient.AllowTokensWithoutTLS()}, hub), hubclient.WatchOptions{})
+			next(t, w)
+			hub.mu.Lock()
+			defer hub.mu.Unlock()
+			if hub.auth[0] != "[Bearer s3cret]" {
+				t.Fatalf("authorization %q", hub.auth[0])
+			}
+		})
+	}
+	for _, bad := range []string{"s3c ret", "s3cr\x00t", "sécret"} {
+		if _, err := hubclient.New([]string{"localhost:1"}, hubclient.WithInsecure(), hubclient.WithBearerToken(bad)); err == nil {
+			t.Errorf("New accepted the token %q", bad)
+		}
+	}
+	// An empty token is none, as kubectl's empty --token.
+	hub := newFakeHub("hub", script{header: "t0", responses: []*informerhubv1.WatchResponse{added("a", "1", "t1")}})
+	next(t, startWatch(t, serveFakes(t, []hubclient.Option{hubclient.WithBearerToken(" \n")}, hub), hubclient.WatchOptions{}))
+	hub.mu.Lock()
+	sent := hub.auth[0]
+	hub.mu.Unlock()
+	if sent != "[]" {
+		t.Fatalf("an empty token sent authorization %q", sent)
+	}
+	hub = newFakeHub("hub", script{header: "t0", responses: []*informerhubv1.WatchResponse{added("a", "1", "t1")}})
+	source := hubclient.WithTokenSource(func(context.Context) (string, error) { return "s3c\nret", nil })
+	w := startWatch(t, serveFakes(t, []hubclient.Option{source, hubclient.AllowTokensWithoutTLS()}, hub), hubclient.WatchOptions{})
+	if _, err := w.Next(); status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "cannot be sent in a header") {
+		t.Fatalf("Next with a token a header cannot carry: %v, want UNAUTHENTICATED that says why", err)
+	}
+	if n := len(hub.watchRequests()); n != 0 {
+		t.Fatalf("the hub received %d watches", n)
 	}
 }
 

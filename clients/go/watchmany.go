@@ -199,7 +199,7 @@ func (m *ManyWatcher) streamFailed(err error) {
 	case resync, fail:
 		m.err = err
 	default:
-		m.failures += m.client.streamInterrupted(err, m.endpoint, m.client.cfg.log.With("watches", len(m.watches)))
+		m.failures += m.client.streamInterrupted(err, m.endpoint, m.failures, m.client.cfg.log.With("watches", len(m.watches)))
 	}
 }
 
