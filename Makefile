@@ -37,9 +37,9 @@ run: build controlplane tools $(TOOLS)/kubectl ## Start a local kube-apiserver a
 	@echo '  kubectl -n demo create configmap hello --from-literal=a=b'
 	@echo 'The web console: open http://$(LISTEN)/ and sign in with the token in .cache/run/token'
 	@echo 'Metrics and probes: curl http://$(METRICS_LISTEN)/metrics (and /healthz, /readyz)'
-	@echo "The cluster's etcd and the hub's history live in .cache/run/: a restarted make run resumes tokens; rm -rf .cache/run starts afresh."
+	@echo "The cluster's etcd, its token signing key and the hub's history live in .cache/run/: a restarted make run still accepts the bearer token and resumes resume tokens; rm -rf .cache/run starts afresh."
 	go build -o bin/devcluster ./cmd/devcluster
-	bin/devcluster -kubeconfig .cache/run/kubeconfig -token .cache/run/token -etcd-dir .cache/run/etcd -- \
+	bin/devcluster -kubeconfig .cache/run/kubeconfig -token .cache/run/token -etcd-dir .cache/run/etcd -service-account-key .cache/run/sa-signer.key -- \
 		bin/informerhub --listen $(LISTEN) --console --metrics-listen $(METRICS_LISTEN) --history-dir .cache/run/history --retain configmaps
 
 # The modules of the repository: the server (.), the generated API (gen),

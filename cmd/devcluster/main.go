@@ -6,7 +6,10 @@
 // everything down when the command exits or on Ctrl-C. `make run` uses it to
 // run informerhub.
 //
-//	devcluster [-kubeconfig FILE] [-token FILE] -- COMMAND [ARGS...]
+// With -etcd-dir and -service-account-key, what one run made (objects,
+// tokens) is there and valid in the next.
+//
+//	devcluster [-kubeconfig FILE] [-token FILE] [-etcd-dir DIR] [-service-account-key FILE] -- COMMAND [ARGS...]
 package main
 
 import (
@@ -37,13 +40,14 @@ func main() {
 	kubeconfig := fs.String("kubeconfig", ".cache/run/kubeconfig", "where to write the control plane's kubeconfig")
 	token := fs.String("token", ".cache/run/token", "where to write the bearer token of demo/explorer")
 	etcdDir := fs.String("etcd-dir", "", "keep etcd's data here across runs (empty: a temporary directory)")
+	saKey := fs.String("service-account-key", "", "keep the key that signs service account tokens in this file, so that with -etcd-dir the tokens of one run are valid in the next (empty: a new key each run)")
 	_ = fs.Parse(os.Args[1:]) // ExitOnError
 	if fs.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: devcluster [-kubeconfig FILE] [-token FILE] -- COMMAND [ARGS...]")
+		fmt.Fprintln(os.Stderr, "usage: devcluster [-kubeconfig FILE] [-token FILE] [-etcd-dir DIR] [-service-account-key FILE] -- COMMAND [ARGS...]")
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "devcluster")
-	code, err := run(log, *kubeconfig, *token, *etcdDir, fs.Args())
+	code, err := run(log, *kubeconfig, *token, *etcdDir, *saKey, fs.Args())
 	if err != nil {
 		log.Error("devcluster failed", "error", err)
 		os.Exit(1)
@@ -51,9 +55,9 @@ func main() {
 	os.Exit(code)
 }
 
-func run(log *slog.Logger, kubeconfig, tokenFile, etcdDir string, command []string) (int, error) {
+func run(log *slog.Logger, kubeconfig, tokenFile, etcdDir, saKey string, command []string) (int, error) {
 	log.Info("starting kube-apiserver and etcd", "version", controlplane.Version, "etcdDir", etcdDir)
-	cp, err := controlplane.StartWith(controlplane.Options{EtcdDataDir: etcdDir})
+	cp, err := controlplane.StartWith(controlplane.Options{EtcdDataDir: etcdDir, ServiceAccountKeyFile: saKey})
 	if err != nil {
 		return 0, err
 	}

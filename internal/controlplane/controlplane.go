@@ -1,8 +1,14 @@
 package controlplane
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,7 +69,17 @@ type Options struct {
 	// FeatureGates are kube-apiserver's --feature-gates, such as
 	// "ShardedListAndWatch=true".
 	FeatureGates []string
+	// ServiceAccountKeyFile keeps the key that signs service account tokens
+	// in this file (made on the first start), and the tokens' issuer fixed,
+	// so that with EtcdDataDir the tokens of one start are valid in the
+	// next; empty: a new key each start, in a temporary directory.
+	ServiceAccountKeyFile string
 }
+
+// serviceAccountIssuer is the issuer of service account tokens with a kept
+// key: envtest's default is the API server's URL, whose port changes with
+// each start.
+const serviceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 
 // StartWith starts a control plane configured by opts. Stop it when done.
 func StartWith(opts Options) (*ControlPlane, error) {
@@ -78,6 +94,15 @@ func StartWith(opts Options) (*ControlPlane, error) {
 	}
 	if opts.EtcdDataDir != "" {
 		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: opts.EtcdDataDir}
+	}
+	if opts.ServiceAccountKeyFile != "" {
+		if err := ensureSigningKey(opts.ServiceAccountKeyFile); err != nil {
+			return nil, err
+		}
+		args := env.ControlPlane.GetAPIServer().Configure()
+		args.Set("service-account-key-file", opts.ServiceAccountKeyFile)
+		args.Set("service-account-signing-key-file", opts.ServiceAccountKeyFile)
+		args.Set("service-account-issuer", serviceAccountIssuer)
 	}
 	if len(opts.FeatureGates) > 0 {
 		env.ControlPlane.GetAPIServer().Configure().Append("feature-gates", strings.Join(opts.FeatureGates, ","))
@@ -103,3 +128,45 @@ func IgnoredGoroutines() []goleak.Option {
 // Stop stops the control plane and removes its data, unless
 // Options.EtcdDataDir keeps it.
 func (c *ControlPlane) Stop() error { return c.env.Stop() }
+
+// ensureSigningKey makes an ECDSA P-256 key in PEM at path unless a file is
+// there: kube-apiserver signs service account tokens with it (ES256), and
+// verifies them with it, the public key being part of the private one.
+func ensureSigningKey(path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	// Written whole or not at all, under a name of its own: a half-written
+	// key would fail every later start, and two starts at once must not
+	// write into one file.
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp") // mode 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // once renamed, there is nothing to remove
+	if _, err := tmp.Write(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
