@@ -167,6 +167,10 @@ lint: tools ## buf lint, format and breaking (against the released API), go vet,
 release-api: tools ## Record proto/ as the released API that buf breaking guards (when cutting a release).
 	buf build -o $(RELEASED_API)
 
+.PHONY: release
+release: tools ## Cut release RELEASE=vX.Y.Z: record the API, point clients/go at gen's RELEASE, commit, and tag the repository, gen and clients/go (push them yourself).
+	tools/release.sh $(RELEASE)
+
 .PHONY: generate
 generate: tools web-deps ## Generate gen/ from proto/, the web client's code and bundle, and the console's bundle.
 	rm -rf gen/informerhub

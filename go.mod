@@ -31,6 +31,7 @@ require (
 	go.etcd.io/etcd/api/v3 v3.7.0
 	go.etcd.io/etcd/client/v3 v3.7.0
 	go.uber.org/zap v1.27.1
+	golang.org/x/mod v0.41.0
 	k8s.io/apiserver v0.37.1
 	k8s.io/kms v0.37.1
 )
