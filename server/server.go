@@ -506,15 +506,25 @@ func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResou
 	}
 	resp := &informerhubv1.ListResourcesResponse{MaxWatchesPerStream: uint32(s.cfg.MaxWatchesPerStream)}
 	for i, r := range resources {
-		if !allowed[i] {
+		if req.GetNamespace() != "" && !r.Namespaced {
 			continue
 		}
 		res := &informerhubv1.Resource{
-			Group:      r.Resource.Group,
-			Version:    r.Resource.Version,
-			Resource:   r.Resource.Resource,
-			Kind:       r.Kind,
-			Namespaced: r.Namespaced,
+			Group:        r.Resource.Group,
+			Version:      r.Resource.Version,
+			Resource:     r.Resource.Resource,
+			Kind:         r.Kind,
+			Namespaced:   r.Namespaced,
+			ShortNames:   r.ShortNames,
+			SingularName: r.SingularName,
+		}
+		if !allowed[i] {
+			// Names only: what discovery tells any authenticated user.
+			if req.GetIncludeForbidden() {
+				res.Forbidden = true
+				resp.Resources = append(resp.Resources, res)
+			}
+			continue
 		}
 		// The hub's activity spans every namespace: only for a caller
 		// allowed to see them all.

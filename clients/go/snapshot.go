@@ -102,6 +102,13 @@ type Resource struct {
 	// the API server also accepts, such as pods' spec.host for
 	// spec.nodeName, are not listed).
 	SelectableFields []string
+	// ShortNames and SingularName are the other names kubectl takes for
+	// the type ("cm", "configmap").
+	ShortNames   []string
+	SingularName string
+	// Forbidden is set only by ListResourcesWithOptions with
+	// IncludeForbidden: the caller may not list and watch the type there.
+	Forbidden bool
 }
 
 // ListResources lists the resource types the cluster serves that the
@@ -109,8 +116,26 @@ type Resource struct {
 // may list and watch cluster-wide. A hub that authorizes by RBAC shows a
 // caller bound only in some namespaces nothing cluster-wide.
 func (c *Client) ListResources(ctx context.Context, namespace string) ([]Resource, error) {
+	return c.ListResourcesWithOptions(ctx, ListResourcesOptions{Namespace: namespace})
+}
+
+// ListResourcesOptions says what ListResourcesWithOptions lists.
+type ListResourcesOptions struct {
+	// Namespace: the types the caller may list and watch there; empty:
+	// cluster-wide.
+	Namespace string
+	// IncludeForbidden lists the other watchable types too, marked
+	// Forbidden, with their names only: so that a name can be resolved as
+	// kubectl does, and a watch of a type the caller may not read fails
+	// with the hub's PERMISSION_DENIED, which says why, rather than as
+	// unknown.
+	IncludeForbidden bool
+}
+
+// ListResourcesWithOptions is ListResources with options.
+func (c *Client) ListResourcesWithOptions(ctx context.Context, opts ListResourcesOptions) ([]Resource, error) {
 	return retry(ctx, c, func(svc informerhubv1.InformerHubServiceClient) ([]Resource, error) {
-		resp, err := svc.ListResources(ctx, &informerhubv1.ListResourcesRequest{Namespace: namespace})
+		resp, err := svc.ListResources(ctx, &informerhubv1.ListResourcesRequest{Namespace: opts.Namespace, IncludeForbidden: opts.IncludeForbidden})
 		if err != nil {
 			return nil, err
 		}
@@ -124,6 +149,9 @@ func (c *Client) ListResources(ctx context.Context, namespace string) ([]Resourc
 				Subscribers:          int(r.GetSubscribers()),
 				CachedObjects:        int(r.GetCachedObjects()),
 				SelectableFields:     r.GetSelectableFields(),
+				ShortNames:           r.GetShortNames(),
+				SingularName:         r.GetSingularName(),
+				Forbidden:            r.GetForbidden(),
 			}
 		}
 		return out, nil

@@ -190,7 +190,7 @@ func resourceInfo(gv schema.GroupVersion, res metav1.APIResource) (ResourceInfo,
 	if !watchable(res) {
 		return ResourceInfo{}, &UnwatchableError{Reason: fmt.Sprintf("resource %s does not support list and watch (its verbs are %v)", FormatResource(gvr), res.Verbs)}
 	}
-	return ResourceInfo{Resource: gvr, Kind: res.Kind, Namespaced: res.Namespaced}, nil
+	return infoOf(gv, res), nil
 }
 
 func watchable(res metav1.APIResource) bool {
@@ -250,7 +250,7 @@ func (r *Discovery) resources(ctx context.Context) ([]ResourceInfo, error) {
 			for _, res := range list.APIResources {
 				entry.resources[res.Name] = res
 				if watchable(res) {
-					all = append(all, ResourceInfo{Resource: gv.WithResource(res.Name), Kind: res.Kind, Namespaced: res.Namespaced})
+					all = append(all, infoOf(gv, res))
 				}
 			}
 			fresh[gv] = entry

@@ -3,7 +3,9 @@ package upstream
 import (
 	"errors"
 	"fmt"
+	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/informerhub/informerhub/informerhub/fieldset"
@@ -14,6 +16,12 @@ type ResourceInfo struct {
 	Resource   schema.GroupVersionResource
 	Kind       string
 	Namespaced bool
+	// ShortNames and SingularName are what discovery names the type by
+	// besides its plural ("cm", "configmap"), for clients that take the
+	// names kubectl takes. SingularName is the kind in lower case where
+	// discovery gives none.
+	ShortNames   []string
+	SingularName string
 	// Fields are the fields its field selectors may name; nil means those
 	// of a built-in type (fieldset.Builtin).
 	Fields *fieldset.Set
@@ -61,4 +69,14 @@ func FormatResource(gvr schema.GroupVersionResource) string {
 		return gvr.Resource + "." + gvr.Version
 	}
 	return gvr.Resource + "." + gvr.Version + "." + gvr.Group
+}
+
+// infoOf is the ResourceInfo of a resource discovery lists in gv.
+func infoOf(gv schema.GroupVersion, res metav1.APIResource) ResourceInfo {
+	singular := res.SingularName
+	if singular == "" {
+		singular = strings.ToLower(res.Kind)
+	}
+	return ResourceInfo{Resource: gv.WithResource(res.Name), Kind: res.Kind, Namespaced: res.Namespaced,
+		ShortNames: res.ShortNames, SingularName: singular}
 }

@@ -713,9 +713,16 @@ type ListResourcesRequest struct {
 	// List the resource types the caller may list and watch in this
 	// namespace; empty: cluster-wide (all namespaces, and cluster-scoped
 	// resources).
-	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Also list the watchable types the caller may not list and watch here,
+	// with forbidden set and only their names, kind, scope, short names and
+	// singular name: what the API server's discovery tells any authenticated
+	// user, and what a Watch of the type would reveal anyway
+	// (PERMISSION_DENIED rather than NOT_FOUND). For clients that resolve
+	// names as kubectl does and then pass the hub's precise refusal on.
+	IncludeForbidden bool `protobuf:"varint,2,opt,name=include_forbidden,json=includeForbidden,proto3" json:"include_forbidden,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ListResourcesRequest) Reset() {
@@ -753,6 +760,13 @@ func (x *ListResourcesRequest) GetNamespace() string {
 		return x.Namespace
 	}
 	return ""
+}
+
+func (x *ListResourcesRequest) GetIncludeForbidden() bool {
+	if x != nil {
+		return x.IncludeForbidden
+	}
+	return false
 }
 
 // ListResourcesResponse lists watchable resource types.
@@ -859,7 +873,17 @@ type Resource struct {
 	// "object.metadata.uid" and "object.metadata.namespace" (every object of
 	// a cluster-scoped type has the empty namespace: one shard holds them
 	// all).
-	ShardFields   []string `protobuf:"bytes,16,rep,name=shard_fields,json=shardFields,proto3" json:"shard_fields,omitempty"`
+	ShardFields []string `protobuf:"bytes,16,rep,name=shard_fields,json=shardFields,proto3" json:"shard_fields,omitempty"`
+	// The short names the API server's discovery gives the type ("cm" for
+	// configmaps, "deploy" for deployments), and its singular name
+	// ("configmap"; when discovery gives none, the kind in lower case), so
+	// that clients can take the names kubectl takes.
+	ShortNames   []string `protobuf:"bytes,17,rep,name=short_names,json=shortNames,proto3" json:"short_names,omitempty"`
+	SingularName string   `protobuf:"bytes,18,opt,name=singular_name,json=singularName,proto3" json:"singular_name,omitempty"`
+	// Set only with include_forbidden: the caller may not list and watch the
+	// type in the request's namespace (or cluster-wide); a Watch of it is
+	// refused with PERMISSION_DENIED, which says why.
+	Forbidden     bool `protobuf:"varint,19,opt,name=forbidden,proto3" json:"forbidden,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1004,6 +1028,27 @@ func (x *Resource) GetShardFields() []string {
 		return x.ShardFields
 	}
 	return nil
+}
+
+func (x *Resource) GetShortNames() []string {
+	if x != nil {
+		return x.ShortNames
+	}
+	return nil
+}
+
+func (x *Resource) GetSingularName() string {
+	if x != nil {
+		return x.SingularName
+	}
+	return ""
+}
+
+func (x *Resource) GetForbidden() bool {
+	if x != nil {
+		return x.Forbidden
+	}
+	return false
 }
 
 // WatchManyRequest starts a WatchMany.
@@ -1327,12 +1372,13 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\x12\x12\n" +
 	"\x04last\x18\x04 \x01(\bR\x04last\x12>\n" +
 	"\x0eobject_structs\x18\x05 \x03(\v2\x17.google.protobuf.StructR\robjectStructs\x12#\n" +
-	"\rfilter_errors\x18\x06 \x03(\tR\ffilterErrors\"4\n" +
+	"\rfilter_errors\x18\x06 \x03(\tR\ffilterErrors\"a\n" +
 	"\x14ListResourcesRequest\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"\x84\x01\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12+\n" +
+	"\x11include_forbidden\x18\x02 \x01(\bR\x10includeForbidden\"\x84\x01\n" +
 	"\x15ListResourcesResponse\x126\n" +
 	"\tresources\x18\x01 \x03(\v2\x18.informerhub.v1.ResourceR\tresources\x123\n" +
-	"\x16max_watches_per_stream\x18\x02 \x01(\rR\x13maxWatchesPerStream\"\xed\x04\n" +
+	"\x16max_watches_per_stream\x18\x02 \x01(\rR\x13maxWatchesPerStream\"\xd1\x05\n" +
 	"\bResource\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1352,7 +1398,11 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\x19retained_resource_version\x18\r \x01(\tR\x17retainedResourceVersion\x12A\n" +
 	"\x0eretained_since\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\rretainedSince\x12\x1a\n" +
 	"\bretained\x18\x0f \x01(\bR\bretained\x12!\n" +
-	"\fshard_fields\x18\x10 \x03(\tR\vshardFields\"m\n" +
+	"\fshard_fields\x18\x10 \x03(\tR\vshardFields\x12\x1f\n" +
+	"\vshort_names\x18\x11 \x03(\tR\n" +
+	"shortNames\x12#\n" +
+	"\rsingular_name\x18\x12 \x01(\tR\fsingularName\x12\x1c\n" +
+	"\tforbidden\x18\x13 \x01(\bR\tforbidden\"m\n" +
 	"\x10WatchManyRequest\x126\n" +
 	"\awatches\x18\x01 \x03(\v2\x1c.informerhub.v1.WatchRequestR\awatches\x12!\n" +
 	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\xaf\x01\n" +

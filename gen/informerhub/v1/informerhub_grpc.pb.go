@@ -250,7 +250,9 @@ type InformerHubServiceClient interface {
 	// ListResources lists the resource types the cluster serves that can be
 	// watched (they support list and watch) and that the caller may list and
 	// watch (in the request's namespace, or cluster-wide), with the hub's
-	// activity for each.
+	// activity for each; with include_forbidden, the others too, marked
+	// forbidden, so that a client can tell a type it may not read from one
+	// the cluster does not serve.
 	ListResources(ctx context.Context, in *ListResourcesRequest, opts ...grpc.CallOption) (*ListResourcesResponse, error)
 	// WatchMany streams several watches on one stream: each of the request's
 	// watches as Watch would stream it, authorized, validated and limited as
@@ -624,7 +626,9 @@ type InformerHubServiceServer interface {
 	// ListResources lists the resource types the cluster serves that can be
 	// watched (they support list and watch) and that the caller may list and
 	// watch (in the request's namespace, or cluster-wide), with the hub's
-	// activity for each.
+	// activity for each; with include_forbidden, the others too, marked
+	// forbidden, so that a client can tell a type it may not read from one
+	// the cluster does not serve.
 	ListResources(context.Context, *ListResourcesRequest) (*ListResourcesResponse, error)
 	// WatchMany streams several watches on one stream: each of the request's
 	// watches as Watch would stream it, authorized, validated and limited as

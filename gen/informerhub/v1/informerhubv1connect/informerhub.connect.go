@@ -75,7 +75,9 @@ type InformerHubServiceClient interface {
 	// ListResources lists the resource types the cluster serves that can be
 	// watched (they support list and watch) and that the caller may list and
 	// watch (in the request's namespace, or cluster-wide), with the hub's
-	// activity for each.
+	// activity for each; with include_forbidden, the others too, marked
+	// forbidden, so that a client can tell a type it may not read from one
+	// the cluster does not serve.
 	ListResources(context.Context, *connect.Request[v1.ListResourcesRequest]) (*connect.Response[v1.ListResourcesResponse], error)
 	// WatchMany streams several watches on one stream: each of the request's
 	// watches as Watch would stream it, authorized, validated and limited as
@@ -234,7 +236,9 @@ type InformerHubServiceHandler interface {
 	// ListResources lists the resource types the cluster serves that can be
 	// watched (they support list and watch) and that the caller may list and
 	// watch (in the request's namespace, or cluster-wide), with the hub's
-	// activity for each.
+	// activity for each; with include_forbidden, the others too, marked
+	// forbidden, so that a client can tell a type it may not read from one
+	// the cluster does not serve.
 	ListResources(context.Context, *connect.Request[v1.ListResourcesRequest]) (*connect.Response[v1.ListResourcesResponse], error)
 	// WatchMany streams several watches on one stream: each of the request's
 	// watches as Watch would stream it, authorized, validated and limited as
