@@ -162,7 +162,7 @@ func (c *Compiler) build(expr string) (*Filter, int64, error) {
 	// the checker compiles them (see regexPatterns).
 	parsed, issues := env.Parse(expr)
 	if issues != nil && issues.Err() != nil {
-		return nil, 0, invalid(celErrors(issues))
+		return nil, 0, invalid(celErrors(expr, issues))
 	}
 	costs := &filterCosts{lib: &library.CostEstimator{SizeEstimator: objectSizes{}}, counts: &c.counts}
 	var insts int
@@ -172,7 +172,7 @@ func (c *Compiler) build(expr string) (*Filter, int64, error) {
 	}
 	ast, issues := env.Check(parsed)
 	if issues != nil && issues.Err() != nil {
-		return nil, 0, invalid(celErrors(issues))
+		return nil, 0, invalid(celErrors(expr, issues))
 	}
 	if !ast.OutputType().IsExactType(cel.BoolType) {
 		return nil, 0, invalid(fmt.Sprintf("the expression must evaluate to bool but is of type %v: compare it, e.g. object.spec.paused == true", ast.OutputType()))
@@ -202,14 +202,54 @@ func (c *Compiler) build(expr string) (*Filter, int64, error) {
 	return &Filter{expr: expr, id: nextID.Add(1), prog: prog, reads: objectReads(ast), counts: &c.counts}, weight, nil
 }
 
-// celErrors formats the issues of an expression as cel-go prints them,
-// with lines from 1 and columns from 1 (in characters).
-func celErrors(issues *cel.Issues) string {
-	var msgs []string
-	for _, e := range issues.Errors() {
-		msgs = append(msgs, fmt.Sprintf("ERROR: <input>:%d:%d: %s", e.Location.Line(), e.Location.Column()+1, e.Message))
+// celErrors formats the issues of expr as cel-go prints them: each with
+// its line and column from 1 (in characters), then the expression's line
+// with a caret under the column, so that a person sees where it is:
+//
+//	ERROR: <input>:1:17: Syntax error: mismatched input '<EOF>' expecting ...
+//	 | object.data.v ==
+//	 | ................^
+//
+// Unlike cel-go's, a long line shows only the characters around the
+// column, and only the first few errors are shown, so that the message
+// stays short (it is sent in a header).
+func celErrors(expr string, issues *cel.Issues) string {
+	// A message may quote the expression (an undeclared name, a literal):
+	// cut, so that the carets fit in the reason (maxCachedReason).
+	const maxErrors, context, maxMessage = 3, 40, 200
+	lines := strings.Split(expr, "\n")
+	var b strings.Builder
+	errs := issues.Errors()
+	for i, e := range errs {
+		if i == maxErrors {
+			fmt.Fprintf(&b, "\n(and %d more)", len(errs)-maxErrors)
+			break
+		}
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		line, col := e.Location.Line(), e.Location.Column()
+		fmt.Fprintf(&b, "ERROR: <input>:%d:%d: %s", line, col+1, truncate(e.Message, maxMessage))
+		if line < 1 || line > len(lines) {
+			continue
+		}
+		text := []rune(lines[line-1])
+		if col < 0 || col > len(text) {
+			continue
+		}
+		from, to, before, after := max(0, col-context), min(len(text), col+context), "", ""
+		if from > 0 {
+			before = "…"
+		}
+		if to < len(text) {
+			after = "…"
+		}
+		// A tab or carriage return shown as itself would move the caret.
+		shown := strings.NewReplacer("\t", " ", "\r", " ").Replace(string(text[from:to]))
+		fmt.Fprintf(&b, "\n | %s%s%s\n | %s^", before, shown, after,
+			strings.Repeat(".", len([]rune(before))+col-from))
 	}
-	return strings.Join(msgs, "; ")
+	return b.String()
 }
 
 // objectReads returns the paths of `object` an expression reads, as a

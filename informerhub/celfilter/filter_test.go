@@ -49,6 +49,17 @@ func TestFilterCompileErrors(t *testing.T) {
 	}{
 		{"foo == 1", "ERROR: <input>:1:1: undeclared reference to 'foo'"},
 		{"object.spec.replicas ==", "ERROR: <input>:1:24: Syntax error"},
+		// Where: the expression's line, with a caret under the column.
+		{"object.spec.replicas ==", "\n | object.spec.replicas ==\n | .......................^"},
+		{"object.metadata.name == 'a' &&\n  bar", "\n |   bar\n | ..^"},
+		// A long line: the characters around the column only.
+		{strings.Repeat("true && ", 20) + "nope", "\n | …true && true && true && true && true && nope\n | " + strings.Repeat(".", 41) + "^"},
+		// A message quoting a long name: cut, the carets kept.
+		{strings.Repeat("a", 3000) + " == 1", "\n | " + strings.Repeat("a", 40) + "…\n | ^"},
+		// A tab shows as a space, so the caret stays under its column.
+		{"\tnope", "\n |  nope\n | .^"},
+		// Many errors: the first three.
+		{"a && b && c && d && e", "ERROR: <input>:1:11: undeclared reference to 'c'"},
 		{"object.metadata.name == 'a' &&\n  bar", "ERROR: <input>:2:3: undeclared reference to 'bar'"},
 		{`object.metadata.name.matches("[")`, "ERROR: <input>:1:30:"},
 		{"object.metadata.name", "must evaluate to bool but is of type dyn"},
@@ -82,6 +93,10 @@ func TestFilterCompileErrors(t *testing.T) {
 		if !strings.Contains(exprErr.Reason, tt.want) {
 			t.Errorf("Compile(%q): reason %q does not say %q", tt.expr, exprErr.Reason, tt.want)
 		}
+	}
+	_, err := c.Compile("a && b && c && d && e")
+	if reason := err.Error(); strings.Count(reason, "ERROR:") != 3 || !strings.HasSuffix(reason, "(and 2 more)") {
+		t.Errorf("five errors: %q, want the first three and a count of the rest", reason)
 	}
 }
 

@@ -49,7 +49,7 @@ func ParsePath(s string) ([]string, error) {
 			if name == "" {
 				return nil, fmt.Errorf("a path has an empty step: names are separated by single dots, e.g. status.phase")
 			}
-			if i := strings.IndexAny(name, "]\"' \t\r\n*"); i >= 0 {
+			if i := strings.IndexAny(name, "]\"' \t\r\n*/"); i >= 0 {
 				return nil, fmt.Errorf("%q cannot be in a plain name: write names that hold it in brackets, e.g. metadata.labels[\"app.kubernetes.io/name\"]; wildcards are not supported", name[i])
 			}
 		}
@@ -77,7 +77,7 @@ func ParsePath(s string) ([]string, error) {
 func FormatPath(segments []string) string {
 	var b strings.Builder
 	for i, name := range segments {
-		if strings.ContainsAny(name, ".[]\"' \t\r\n*") {
+		if strings.ContainsAny(name, ".[]\"' \t\r\n*/") {
 			// A name parsed from brackets never holds both quotes.
 			quote := "\""
 			if strings.Contains(name, quote) {

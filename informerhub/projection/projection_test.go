@@ -136,6 +136,7 @@ func TestParseFieldPathRejects(t *testing.T) {
 		"", ".", "status.", "status..phase", "spec.containers[0].image", "spec.containers[*]",
 		"metadata.labels[app]", `metadata.labels["app"`, `metadata.labels[""]`, "a b", "spec.*",
 		`metadata.labels["a"]x`, strings.Repeat("a.", maxPathDepth+1) + "a",
+		"metadata.labels.app.kubernetes.io/name", // a label key is one name: ["app.kubernetes.io/name"]
 		strings.Repeat("a", maxPathLength+1),
 	} {
 		if segments, err := ParsePath(path); err == nil {
@@ -148,7 +149,7 @@ func TestParseFieldPathRejects(t *testing.T) {
 }
 
 func TestFieldPathRoundTrip(t *testing.T) {
-	for _, path := range []string{"status.phase", `metadata.labels["app.kubernetes.io/name"]`, `metadata.annotations['say "hi"']`, `a["b.c"]["d[e]"].f`} {
+	for _, path := range []string{"status.phase", `metadata.labels["app.kubernetes.io/name"]`, `metadata.annotations['say "hi"']`, `a["b.c"]["d[e]"].f`, `metadata.labels["example/foo"]`, `metadata.labels['a/b']`} {
 		segments, err := ParsePath(path)
 		if err != nil {
 			t.Fatalf("ParsePath(%q): %v", path, err)

@@ -309,8 +309,10 @@ type WatchRequest struct {
 	// Projection: the paths of the object to keep, e.g. "status.phase",
 	// "metadata.labels"; empty keeps everything. apiVersion, kind, and
 	// metadata name, namespace, uid and resourceVersion are always kept.
-	// Names are separated by dots; a name that holds a dot is written in
-	// brackets and quotes (metadata.labels["app.kubernetes.io/name"]).
+	// Names are separated by dots; a name that holds a dot or a slash is
+	// written in brackets and quotes (metadata.labels["app.kubernetes.io/name"]):
+	// a plain name with a slash (metadata.labels.app.kubernetes.io/name,
+	// which could match nothing) is INVALID_ARGUMENT.
 	// Through a list a path applies to every element ("spec.containers.image").
 	// A MODIFIED that changes none of these paths is not sent: the stream's
 	// position moves on with the next response or bookmark.
