@@ -3,12 +3,13 @@
 //
 //	hubctl [--hub ADDR[,ADDR...]] [--insecure | --ca-file F] [--token-file F | --cert-file F --key-file F] COMMAND [flags] [RESOURCE]
 //
-//	hubctl watch configmaps -n demo            initial objects, then every change
+//	hubctl watch cm -n demo                    initial objects, then every change
 //	hubctl watch configmaps,secrets -n demo    several types on one stream (WatchMany)
-//	hubctl watch deployments.apps -l app=web   a resource.group shorthand
-//	hubctl watch pods --field-selector spec.nodeName=node-1 --fields status.phase --show-previous
+//	hubctl watch deploy -A -l app=web          every namespace
+//	hubctl watch pods --field-selector spec.nodeName=node-1 --field status.phase --include-previous
 //	hubctl watch configmaps --filter 'has(object.data.mode) && object.data.mode == "debug"'
-//	hubctl snapshot configmaps -n demo -o json
+//	hubctl snapshot configmaps -n demo -o json    a Kubernetes List, with its resumeToken
+//	hubctl snapshot cm -w                      the objects, then every change after them
 //	hubctl count pods --by status.phase -w     live counts per phase
 //	hubctl resources -o wide                   with the fields each type can be selected by
 //
@@ -34,11 +35,11 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/apimachinery/pkg/version"
+	"sigs.k8s.io/yaml"
 
 	hubclient "github.com/informerhub/informerhub/clients/go"
 )
@@ -57,17 +58,24 @@ Usage:
   hubctl [global flags] count RESOURCE [flags]     how many objects, per group (--by), live with -w
   hubctl [global flags] resources [flags]          the resource types you may watch
 
-RESOURCE is a plural resource name with an optional version and group:
-configmaps, deployments.apps, deployments.v1.apps. Without a version, the
+RESOURCE is a resource type as kubectl takes it: its plural, singular or short
+name, or its kind (configmaps, configmap, cm, ConfigMap), with an optional
+version and group (deployments.apps, deploy.v1.apps). Without a version, the
 newest one the cluster serves is used. watch takes several, comma-separated
 (configmaps,secrets): one stream of them all, with the same flags for each.
 
+The namespace is the kubeconfig's, as kubectl's ($KUBECONFIG, else
+~/.kube/config; "default" without one): -n NAMESPACE for another, -A for
+every namespace.
+
 Examples:
-  hubctl watch configmaps -n demo -l app=web
+  hubctl watch cm -n demo -l app=web
   hubctl watch configmaps,secrets -n demo
-  hubctl watch pods --field-selector spec.nodeName=node-1 --fields status.phase --show-previous
+  hubctl watch pods -A --field-selector spec.nodeName=node-1 --field status.phase --include-previous
   hubctl watch configmaps --filter 'has(object.data.mode) && object.data.mode == "debug"'
-  hubctl snapshot pods --fields metadata.labels,status.phase -o json
+  hubctl snapshot pods --field metadata.labels --field status.phase -o yaml
+  hubctl snapshot cm -n demo -o json | jq '.items[].metadata.name'
+  hubctl snapshot cm -n demo -w     the objects, then every change after them
   hubctl count pods --by status.phase -w
   hubctl resources -o wide     the fields each type can be selected by
 
@@ -125,6 +133,12 @@ type cli struct {
 	stdout, stderr io.Writer
 	now            func() time.Time
 	client         *hubclient.Client
+	// served is every resource type the cluster serves, as ListResources
+	// gave it with IncludeForbidden; nil until a name needs resolving.
+	served []hubclient.Resource
+	// defaultNamespace is the namespace of the kubeconfig's context, as
+	// kubectl uses it; "default" without one.
+	defaultNamespace func(warn io.Writer) string
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, now func() time.Time) int {
@@ -161,11 +175,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, now func(
 		opts = append(opts, tlsOpt)
 	}
 	if *tokenFile != "" {
-		path := *tokenFile
-		opts = append(opts, hubclient.WithTokenSource(func(context.Context) (string, error) {
-			b, err := os.ReadFile(path)
-			return strings.TrimSpace(string(b)), err
-		}))
+		// Checked once here, for a clear word: the SDK reads it at every
+		// call, a rotated token included.
+		if b, err := os.ReadFile(*tokenFile); err != nil {
+			fmt.Fprintln(stderr, "hubctl: --token-file:", err)
+			return 2
+		} else if len(strings.TrimSpace(string(b))) == 0 {
+			fmt.Fprintf(stderr, "hubctl: --token-file %s is empty: write a token there (kubectl create token NAME > %s)\n", *tokenFile, *tokenFile)
+			return 2
+		}
+		opts = append(opts, hubclient.WithTokenFile(*tokenFile))
 	}
 	var endpoints []string
 	for _, h := range strings.Split(*hubs, ",") {
@@ -179,7 +198,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, now func(
 		return 2
 	}
 	defer client.Close()
-	c := &cli{stdout: stdout, stderr: stderr, now: now, client: client}
+	c := &cli{stdout: stdout, stderr: stderr, now: now, client: client, defaultNamespace: kubeconfigNamespace}
 
 	command, rest := global.Arg(0), global.Args()[1:]
 	switch command {
@@ -209,7 +228,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, now func(
 	} else {
 		fmt.Fprintln(stderr, "hubctl:", err) // a status wrapped with context
 	}
+	if hint := hintFor(err, *tokenFile != "", *certFile != "", *insecure, endpoints); hint != "" {
+		fmt.Fprintln(stderr, "hubctl:", hint)
+	}
 	return 1
+}
+
+// hintFor says what to do about an error whose cause a newcomer would not
+// guess: the wrong transport, no token, no hub.
+func hintFor(err error, token, cert, insecure bool, endpoints []string) string {
+	msg := err.Error()
+	hub := strings.Join(endpoints, ",")
+	switch {
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return fmt.Sprintf("the hub at %s speaks plaintext, not TLS: add --insecure (as for make run's hub)", hub)
+	case insecure && (strings.Contains(msg, "error reading server preface") || strings.Contains(msg, "frame too large")):
+		return fmt.Sprintf("the hub at %s may want TLS: drop --insecure (and give --ca-file if its certificate is not from a public CA)", hub)
+	case strings.Contains(msg, "connection refused"):
+		return fmt.Sprintf("nothing listens at %s: is the hub running (make run)? Set its address with --hub or $INFORMERHUB_ADDRESS", hub)
+	}
+	if status.Code(err) == codes.Unauthenticated && !strings.Contains(msg, "hubclient:") { // the SDK's own words need none
+		switch {
+		case token:
+			return "the hub refused the token of --token-file: it may have expired, or be for another cluster (kubectl create token NAME makes a new one)"
+		case cert:
+			return "the hub did not accept the client certificate of --cert-file, or wants a bearer token (--token-file FILE)"
+		default:
+			return "the hub wants a bearer token: give --token-file FILE (make run writes .cache/run/token; in a cluster, a service account token such as kubectl create token NAME writes)"
+		}
+	}
+	return ""
 }
 
 type usageError struct{ error }
@@ -221,16 +269,19 @@ func envOr(key, fallback string) string {
 	return fallback
 }
 
-// objects runs watch and snapshot.
+// objects runs watch, snapshot and count.
 func (c *cli) objects(ctx context.Context, command string, args []string) error {
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	var sel hubclient.Selector
 	var output, resumeToken, group, versionFlag, resourceFlag string
 	var fields fieldList
-	var watchOnly, showPrevious bool
-	fs.StringVar(&sel.Namespace, "namespace", "", "the namespace (default: all)")
-	fs.StringVar(&sel.Namespace, "n", "", "shorthand for --namespace")
+	var watchOnly, showPrevious, allNamespaces, follow bool
+	namespace := optionalString{}
+	fs.Var(&namespace, "namespace", "the namespace (default: the kubeconfig's, as kubectl's; \"default\" without one)")
+	fs.Var(&namespace, "n", "shorthand for --namespace")
+	fs.BoolVar(&allNamespaces, "all-namespaces", false, "every namespace")
+	fs.BoolVar(&allNamespaces, "A", false, "shorthand for --all-namespaces")
 	fs.StringVar(&sel.LabelSelector, "selector", "", "a label selector, e.g. app=web")
 	fs.StringVar(&sel.LabelSelector, "l", "", "shorthand for --selector")
 	fs.StringVar(&sel.FieldSelector, "field-selector", "",
@@ -239,26 +290,30 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 		"a CEL `expression` over object, Kubernetes' dialect: only the objects it is true for, e.g. 'object.status.phase == \"Running\"'")
 	fs.StringVar(&sel.ShardSelector, "shard", "",
 		"a Kubernetes shard `selector`, as sharded controllers use: only the objects whose uid's (or namespace's) hash is in its ranges, e.g. \"shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')\"")
-	fs.Var(&fields, "fields",
-		"only these `paths` of each object, comma-separated or repeated, e.g. status.phase,metadata.labels (with apiVersion, kind and metadata name, namespace, uid and resourceVersion); a watch then shows only the changes of these")
-	fs.StringVar(&output, "output", "", "output format: empty for a table, json for one JSON document per line")
+	fs.Var(&fields, "field",
+		"only this `path` of each object, e.g. status.phase or metadata.labels[\"app.kubernetes.io/name\"] (with apiVersion, kind and metadata name, namespace, uid and resourceVersion); repeat it, or give several comma-separated; a watch then shows only the changes of these")
+	fs.Var(&fields, "fields", "the same as --field")
+	fs.StringVar(&output, "output", "", "output format: empty for a table; json or yaml (a watch: one event each; a snapshot: a Kubernetes List)")
 	fs.StringVar(&output, "o", "", "shorthand for --output")
 	fs.StringVar(&group, "group", "", "the API group (instead of RESOURCE)")
 	fs.StringVar(&versionFlag, "version", "", "the API version")
 	fs.StringVar(&resourceFlag, "resource", "", "the plural resource name (instead of RESOURCE)")
 	var groupBy string
-	var follow bool
-	if command == "count" {
+	switch command {
+	case "count":
 		fs.StringVar(&groupBy, "by", "",
 			"group the objects: namespace, label:KEY, or a path such as status.phase (default: the total only)")
 		fs.BoolVar(&follow, "watch", false, "print new counts whenever they change (at most once per the hub's --count-interval)")
 		fs.BoolVar(&follow, "w", false, "shorthand for --watch")
-	}
-	if command == "watch" {
+	case "snapshot":
+		fs.BoolVar(&follow, "watch", false, "then watch: print every change after the snapshot, as hubctl watch does")
+		fs.BoolVar(&follow, "w", false, "shorthand for --watch")
+	case "watch":
 		fs.StringVar(&resumeToken, "resume-token", "", "continue right after the event that carried this token")
 		fs.BoolVar(&watchOnly, "watch-only", false, "only changes: do not list the current objects first")
-		fs.BoolVar(&showPrevious, "show-previous", false,
-			"show the state before each MODIFIED: in the table, what changed (~ changed, + added, - removed; resourceVersion and managedFields aside); with -o json, as previousObject")
+		fs.BoolVar(&showPrevious, "include-previous", false,
+			"show the state before each MODIFIED: in the table, what changed (~ changed, + added, - removed; resourceVersion and managedFields aside); with -o json or yaml, as previousObject")
+		fs.BoolVar(&showPrevious, "show-previous", false, "the same as --include-previous")
 	}
 	positional, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -267,47 +322,92 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 	if err != nil {
 		return usageError{err}
 	}
-	if output != "" && output != "json" {
-		return usageError{fmt.Errorf("--output must be json or empty, not %q", output)}
+	switch output {
+	case "", "json", "yaml":
+	default:
+		return usageError{fmt.Errorf("--output must be json, yaml or empty, not %q", output)}
 	}
+	if command == "count" && len(fields) > 0 {
+		return usageError{errors.New("count takes no --field")}
+	}
+	switch {
+	case allNamespaces && namespace.set:
+		return usageError{errors.New("--all-namespaces contradicts --namespace")}
+	case allNamespaces:
+	case namespace.set:
+		sel.Namespace = namespace.value
+	default:
+		sel.Namespace = c.defaultNamespace(c.stderr)
+	}
+	p := printer{cli: c, format: output}
 	if len(positional) == 1 && strings.Contains(positional[0], ",") {
 		// Several resource types, as kubectl takes them: one WatchMany.
 		if command != "watch" || group != "" || versionFlag != "" || resourceFlag != "" {
 			return usageError{errors.New("several resource types (RESOURCE,RESOURCE) are for watch, without --group, --version and --resource")}
 		}
-		var resources []schema.GroupVersionResource
-		for _, name := range strings.Split(positional[0], ",") {
-			r, err := c.resolve(ctx, sel.Namespace, []string{name}, "", "", "")
+		names := strings.Split(positional[0], ",")
+		if slices.Contains(names, "") {
+			return usageError{fmt.Errorf("an empty resource type in %q: separate types with single commas, e.g. configmaps,secrets", positional[0])}
+		}
+		var watches []hubclient.ManyWatch
+		for _, name := range names {
+			r, err := c.resolve(ctx, []string{name}, "", "", "", sel.Namespace, namespace.set)
 			if err != nil {
 				return err
 			}
-			resources = append(resources, r)
+			watches = append(watches, hubclient.ManyWatch{Selector: forResource(sel, r)})
 		}
-		if len(fields) > 0 && output != "json" {
+		if len(fields) > 0 && output == "" {
 			fields = append(fields, "metadata.creationTimestamp")
 		}
-		return c.watchMany(ctx, sel, resources, hubclient.WatchOptions{ResumeToken: resumeToken, SendInitialEvents: !watchOnly && resumeToken == "",
-			Fields: fields, IncludePrevious: showPrevious}, output == "json")
+		return c.watchMany(ctx, watches, hubclient.WatchOptions{ResumeToken: resumeToken, SendInitialEvents: !watchOnly && resumeToken == "",
+			Fields: fields, IncludePrevious: showPrevious}, p)
 	}
-	if sel.Resource, err = c.resolve(ctx, sel.Namespace, positional, group, versionFlag, resourceFlag); err != nil {
+	r, err := c.resolve(ctx, positional, group, versionFlag, resourceFlag, sel.Namespace, namespace.set)
+	if err != nil {
 		return err
 	}
-	asJSON := output == "json"
+	sel = forResource(sel, r)
 	if command == "count" {
-		if len(fields) > 0 {
-			return usageError{errors.New("count takes no --fields")}
-		}
-		return c.count(ctx, sel, groupBy, follow, asJSON)
+		return c.count(ctx, sel, groupBy, follow, p)
 	}
-	if len(fields) > 0 && !asJSON {
+	if len(fields) > 0 && output == "" {
 		// The table's AGE; it never changes, so it adds no events.
 		fields = append(fields, "metadata.creationTimestamp")
 	}
 	if command == "snapshot" {
-		return c.snapshot(ctx, sel, hubclient.SnapshotOptions{Fields: fields}, asJSON)
+		snap, err := c.snapshot(ctx, sel, hubclient.SnapshotOptions{Fields: fields}, follow, p)
+		if err != nil || !follow {
+			return err
+		}
+		return c.watch(ctx, sel, hubclient.WatchOptions{ResumeToken: snap.ResumeToken, Fields: fields}, p)
 	}
 	return c.watch(ctx, sel, hubclient.WatchOptions{ResumeToken: resumeToken, SendInitialEvents: !watchOnly && resumeToken == "",
-		Fields: fields, IncludePrevious: showPrevious}, asJSON)
+		Fields: fields, IncludePrevious: showPrevious}, p)
+}
+
+// optionalString is a string flag that knows whether it was given.
+type optionalString struct {
+	value string
+	set   bool
+}
+
+func (o *optionalString) String() string { return o.value }
+
+func (o *optionalString) Set(v string) error {
+	o.value, o.set = v, true
+	return nil
+}
+
+// forResource is sel for the resource type r. A cluster-scoped type has
+// no namespace: as kubectl does, one given (or the kubeconfig's) is not
+// applied to it.
+func forResource(sel hubclient.Selector, r hubclient.Resource) hubclient.Selector {
+	sel.Resource = r.GroupVersionResource
+	if !r.Namespaced {
+		sel.Namespace = ""
+	}
+	return sel
 }
 
 // fieldList is the paths of --fields: comma-separated, or the flag
@@ -362,79 +462,10 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// resolve finds the resource a command names, asking the hub which
-// versions the cluster serves, and the caller may watch in namespace, when
-// it must.
-func (c *cli) resolve(ctx context.Context, namespace string, positional []string, group, ver, resource string) (schema.GroupVersionResource, error) {
-	switch {
-	case len(positional) > 1:
-		return schema.GroupVersionResource{}, usageError{fmt.Errorf("one RESOURCE at most, got %q", positional)}
-	case len(positional) == 1 && resource != "":
-		return schema.GroupVersionResource{}, usageError{errors.New("give RESOURCE or --resource, not both")}
-	case len(positional) == 0 && resource == "":
-		return schema.GroupVersionResource{}, usageError{errors.New("which resource? e.g. hubctl watch configmaps")}
-	}
-	if resource != "" && ver != "" {
-		return schema.GroupVersionResource{Group: group, Version: ver, Resource: resource}, nil
-	}
-	served, err := c.client.ListResources(ctx, namespace)
-	if err != nil {
-		return schema.GroupVersionResource{}, fmt.Errorf("finding the resource's version (give --group, --version and --resource to skip this): %w", err)
-	}
-	var gvrs []schema.GroupVersionResource
-	for _, r := range served {
-		gvrs = append(gvrs, r.GroupVersionResource)
-	}
-	name := resource
-	if name == "" {
-		name = positional[0]
-	}
-	gvr, ok := pickResource(gvrs, name, resource != "", group, ver)
-	if !ok {
-		where, hint := "cluster-wide", ""
-		if namespace != "" {
-			where, hint = "in namespace "+namespace, " -n "+namespace
-		}
-		return schema.GroupVersionResource{}, fmt.Errorf("no resource %q that you may list and watch %s (see hubctl resources%s)", name, where, hint)
-	}
-	return gvr, nil
-}
-
-// pickResource finds what name means among the served resources: a plural
-// resource name with an optional version and group (configmaps,
-// deployments.apps, deployments.v1.apps), or, when exact, the --resource
-// flag with --group. Of several versions it picks ver, else the newest: GA
-// before beta before alpha.
-func pickResource(served []schema.GroupVersionResource, name string, exact bool, group, ver string) (schema.GroupVersionResource, bool) {
-	var candidates []schema.GroupVersionResource
-	for _, gvr := range served {
-		var match bool
-		switch {
-		case exact || group != "":
-			// --resource, or a plain RESOURCE, with --group.
-			match = gvr.Resource == name && gvr.Group == group
-		default:
-			match = name == gvr.Resource && gvr.Group == "" ||
-				name == gvr.Resource+"."+gvr.Group ||
-				name == gvr.Resource+"."+gvr.Version && gvr.Group == "" ||
-				name == gvr.Resource+"."+gvr.Version+"."+gvr.Group
-		}
-		if match && (ver == "" || gvr.Version == ver) {
-			candidates = append(candidates, gvr)
-		}
-	}
-	if len(candidates) == 0 {
-		return schema.GroupVersionResource{}, false
-	}
-	return slices.MaxFunc(candidates, func(a, b schema.GroupVersionResource) int {
-		return version.CompareKubeAwareVersionStrings(a.Version, b.Version) // > 0: a is newer
-	}), true
-}
-
-func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.WatchOptions, asJSON bool) error {
+func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.WatchOptions, out printer) error {
 	w := c.client.Watch(ctx, sel, opts)
 	defer w.Close()
-	p := eventPrinter{cli: c, asJSON: asJSON}
+	p := eventPrinter{printer: out}
 	for {
 		e, err := w.Next()
 		if err != nil {
@@ -449,49 +480,71 @@ func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.
 	}
 }
 
-// watchMany watches several resource types on one stream (WatchMany): the
-// same selector and options for each.
-func (c *cli) watchMany(ctx context.Context, sel hubclient.Selector, resources []schema.GroupVersionResource, opts hubclient.WatchOptions, asJSON bool) error {
-	watches := make([]hubclient.ManyWatch, len(resources))
-	for i, r := range resources {
-		watches[i] = hubclient.ManyWatch{Selector: sel, Options: opts}
-		watches[i].Selector.Resource = r
+// watchMany watches several resource types on one stream (WatchMany),
+// each with opts.
+func (c *cli) watchMany(ctx context.Context, watches []hubclient.ManyWatch, opts hubclient.WatchOptions, out printer) error {
+	for i := range watches {
+		watches[i].Options = opts
 		watches[i].Options.ResumeToken = ""
 	}
 	m := c.client.WatchMany(ctx, watches, opts.ResumeToken)
 	defer m.Close()
-	p := eventPrinter{cli: c, asJSON: asJSON, many: true}
+	p := eventPrinter{printer: out, many: true}
 	for {
 		e, err := m.Next()
 		if err != nil {
 			if ctx.Err() != nil && m.ResumeToken() != "" {
 				fmt.Fprintf(c.stderr, "\nresume with: --resume-token %s\n", m.ResumeToken())
 			}
-			if i, ok := hubclient.WatchIndex(err); ok && i < len(resources) {
-				err = fmt.Errorf("watching %s: %w", resources[i].Resource, err)
+			if i, ok := hubclient.WatchIndex(err); ok && i < len(watches) {
+				err = fmt.Errorf("watching %s: %w", watches[i].Selector.Resource.Resource, err)
 			}
 			return err
 		}
-		if err := p.print(e.Event, resources[e.Index].Resource, e.ManyResumeToken); err != nil {
+		if err := p.print(e.Event, watches[e.Index].Selector.Resource.Resource, e.ManyResumeToken); err != nil {
 			return err
 		}
 	}
 }
 
+// printer prints what the --output flag asks for: a table (format ""), or
+// one JSON document per line, or YAML documents, each after "---".
+type printer struct {
+	*cli
+	format string
+}
+
+// document prints v as one JSON or YAML document.
+func (p printer) document(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if p.format == "yaml" {
+		if b, err = yaml.JSONToYAML(b); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(p.stdout, "---\n%s", b)
+		return err
+	}
+	_, err = fmt.Fprintf(p.stdout, "%s\n", b)
+	return err
+}
+
 // eventPrinter prints the events of a watch, or of a WatchMany (many: with
 // each event's resource type).
 type eventPrinter struct {
-	*cli
-	asJSON, many bool
-	table        *table // made at the first object, so that errors come before a header
-	relistNoted  bool   // the ~ of relisted events has been explained
+	printer
+	many        bool
+	table       *table // made at the first object, so that errors come before a header
+	relistNoted bool   // the ~ of relisted events has been explained
 }
 
 // print prints e, of resource, whose stream resumes after it from token.
 func (p *eventPrinter) print(e hubclient.Event, resource, token string) error {
 	c := p.cli
-	if p.asJSON {
-		return c.printJSON(eventJSON{Type: e.Type, Resource: resource, Object: json.RawMessage(e.Object), PreviousObject: json.RawMessage(e.Previous),
+	if p.format != "" {
+		return p.document(eventJSON{Type: e.Type, Resource: resource, Object: json.RawMessage(e.Object), PreviousObject: json.RawMessage(e.Previous),
 			ResourceVersion: e.ResourceVersion, ResumeToken: token, InitialEventsEnd: e.InitialEventsEnd, FromRelist: e.FromRelist, FilterError: e.FilterError, Resync: e.Resync})
 	}
 	if e.Type == hubclient.Bookmark {
@@ -561,28 +614,27 @@ type eventJSON struct {
 	Resync           bool            `json:"resync,omitempty"`
 }
 
-func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclient.SnapshotOptions, asJSON bool) error {
+// snapshot prints the objects sel selects at one point in time, and returns
+// the snapshot, whose ResumeToken a watch continues from (as the caller
+// will, when follow).
+func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclient.SnapshotOptions, follow bool, out printer) (*hubclient.Snapshot, error) {
 	snap, err := c.client.SnapshotWithOptions(ctx, sel, opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if asJSON {
-		objects := make([]json.RawMessage, len(snap.Objects))
+	if out.format != "" {
+		items := make([]json.RawMessage, len(snap.Objects))
 		for i, o := range snap.Objects {
-			objects[i] = o
+			items[i] = o
 		}
-		return c.printJSON(struct {
-			ResourceVersion string            `json:"resourceVersion"`
-			ResumeToken     string            `json:"resumeToken"`
-			Objects         []json.RawMessage `json:"objects"`
-			FilterErrors    []string          `json:"filterErrors,omitempty"`
-		}{snap.ResourceVersion, snap.ResumeToken, objects, snap.FilterErrors})
+		return snap, out.document(listJSON{APIVersion: "v1", Kind: "List", Metadata: listMeta{ResourceVersion: snap.ResourceVersion},
+			Items: items, ResumeToken: snap.ResumeToken, FilterErrors: snap.FilterErrors})
 	}
 	table := c.table(false, "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
 	for i, o := range snap.Objects {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(o); err != nil {
-			return err
+			return nil, err
 		}
 		if len(snap.FilterErrors) > 0 && snap.FilterErrors[i] != "" {
 			fmt.Fprintf(c.stderr, "(the filter could not decide on %s/%s, listed as if it matched: %s)\n", u.GetNamespace(), u.GetName(), snap.FilterErrors[i])
@@ -590,14 +642,38 @@ func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclie
 		table.row(u.GetNamespace(), u.GetName(), u.GetResourceVersion(), c.age(u))
 	}
 	table.flush()
-	fmt.Fprintf(c.stderr, "%d objects at resourceVersion %s; watch the changes after them with: --resume-token %s\n",
-		len(snap.Objects), snap.ResourceVersion, snap.ResumeToken)
-	return nil
+	if follow {
+		fmt.Fprintf(c.stderr, "%d objects at resourceVersion %s; the changes after them follow\n", len(snap.Objects), snap.ResourceVersion)
+	} else {
+		fmt.Fprintf(c.stderr, "%d objects at resourceVersion %s; watch the changes after them with: --resume-token %s\n",
+			len(snap.Objects), snap.ResourceVersion, snap.ResumeToken)
+	}
+	return snap, nil
+}
+
+// listJSON is a snapshot as `hubctl snapshot -o json` prints it: a
+// Kubernetes List, as `kubectl get -o json` prints one, with the token to
+// watch the changes after it.
+type listJSON struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   listMeta          `json:"metadata"`
+	Items      []json.RawMessage `json:"items"`
+	// ResumeToken is where `hubctl watch --resume-token` continues: with
+	// exactly the changes after these items.
+	ResumeToken string `json:"resumeToken"`
+	// FilterErrors are, for each item, why the filter could not decide on
+	// it ("" where it could); absent when it always could.
+	FilterErrors []string `json:"filterErrors,omitempty"`
+}
+
+type listMeta struct {
+	ResourceVersion string `json:"resourceVersion"`
 }
 
 // count prints how many objects sel selects, per group: the current
 // counts, then, following, new counts as they change.
-func (c *cli) count(ctx context.Context, sel hubclient.Selector, groupBy string, follow, asJSON bool) error {
+func (c *cli) count(ctx context.Context, sel hubclient.Selector, groupBy string, follow bool, out printer) error {
 	counter := c.client.Count(ctx, sel, groupBy)
 	defer counter.Close()
 	for first := true; ; first = false {
@@ -605,8 +681,8 @@ func (c *cli) count(ctx context.Context, sel hubclient.Selector, groupBy string,
 		if err != nil {
 			return err
 		}
-		if asJSON {
-			err = c.printJSON(struct {
+		if out.format != "" {
+			err = out.document(struct {
 				Groups          map[string]uint64 `json:"groups,omitempty"`
 				Total           uint64            `json:"total"`
 				ResourceVersion string            `json:"resourceVersion"`
@@ -645,7 +721,7 @@ func (c *cli) resources(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("resources", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	var output, namespace string
-	fs.StringVar(&output, "output", "", "output format: empty for a table, wide for a table with the fields each type can be selected by (--field-selector), json")
+	fs.StringVar(&output, "output", "", "output format: empty for a table, wide for a table with the fields each type can be selected by (--field-selector), json or yaml")
 	fs.StringVar(&output, "o", "", "shorthand for --output")
 	fs.StringVar(&namespace, "namespace", "", "what you may list and watch in this namespace (default: cluster-wide)")
 	fs.StringVar(&namespace, "n", "", "shorthand for --namespace")
@@ -656,16 +732,16 @@ func (c *cli) resources(ctx context.Context, args []string) error {
 		return usageError{err}
 	}
 	switch output {
-	case "", "wide", "json":
+	case "", "wide", "json", "yaml":
 	default:
-		return usageError{fmt.Errorf("--output must be wide, json or empty, not %q", output)}
+		return usageError{fmt.Errorf("--output must be wide, json, yaml or empty, not %q", output)}
 	}
 	resources, err := c.client.ListResources(ctx, namespace)
 	if err != nil {
 		return err
 	}
-	if output == "json" {
-		return c.printJSON(resources)
+	if output == "json" || output == "yaml" {
+		return printer{cli: c, format: output}.document(resources)
 	}
 	// The hub shows its activity, which spans all namespaces, only to
 	// callers asking cluster-wide.
@@ -693,15 +769,6 @@ func (c *cli) resources(ctx context.Context, args []string) error {
 	}
 	table.flush()
 	return nil
-}
-
-func (c *cli) printJSON(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(c.stdout, "%s\n", b)
-	return err
 }
 
 func (c *cli) age(u *unstructured.Unstructured) string {

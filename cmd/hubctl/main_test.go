@@ -11,43 +11,68 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	hubclient "github.com/informerhub/informerhub/clients/go"
 )
 
 func TestPickResource(t *testing.T) {
-	served := []schema.GroupVersionResource{
-		{Version: "v1", Resource: "configmaps"},
-		{Group: "apps", Version: "v1", Resource: "deployments"},
-		{Group: "example.com", Version: "v1alpha1", Resource: "widgets"},
-		{Group: "example.com", Version: "v1beta2", Resource: "widgets"},
-		{Group: "example.com", Version: "v1beta10", Resource: "widgets"},
-		{Group: "example.com", Version: "v1", Resource: "widgets"},
-		{Group: "other.io", Version: "v2", Resource: "widgets"},
+	res := func(group, version, resource, kind, singular string, short ...string) hubclient.Resource {
+		return hubclient.Resource{GroupVersionResource: schema.GroupVersionResource{Group: group, Version: version, Resource: resource},
+			Kind: kind, SingularName: singular, ShortNames: short, Namespaced: true}
+	}
+	served := []hubclient.Resource{
+		res("", "v1", "configmaps", "ConfigMap", "configmap", "cm"),
+		res("apps", "v1", "deployments", "Deployment", "deployment", "deploy"),
+		res("example.com", "v1alpha1", "widgets", "Widget", "widget"),
+		res("example.com", "v1beta2", "widgets", "Widget", "widget"),
+		res("example.com", "v1beta10", "widgets", "Widget", "widget"),
+		res("example.com", "v1", "widgets", "Widget", "widget"),
+		res("other.io", "v2", "widgets", "Widget", "widget"),
+		res("", "v1", "events", "Event", "event", "ev"),
+		res("events.k8s.io", "v1", "events", "Event", "event", "ev"),
 	}
 	tests := []struct {
 		name, group, version string
 		exact                bool
-		want                 schema.GroupVersionResource
-		found                bool
+		want                 hubclient.Resource
+		err                  string
 	}{
-		{name: "configmaps", want: served[0], found: true},
-		{name: "configmaps.v1", want: served[0], found: true},
-		{name: "deployments.apps", want: served[1], found: true},
-		{name: "deployments.v1.apps", want: served[1], found: true},
-		{name: "deployments", found: false}, // not in the core group
-		{name: "widgets.example.com", want: served[5], found: true},
-		{name: "widgets.example.com", version: "v1beta2", want: served[3], found: true},
-		{name: "widgets.v1beta10.example.com", want: served[4], found: true},
-		{name: "widgets", exact: true, group: "example.com", version: "v1alpha1", want: served[2], found: true},
-		{name: "widgets", exact: true, group: "other.io", want: served[6], found: true},
-		{name: "deployments", group: "apps", want: served[1], found: true}, // RESOURCE with --group
-		{name: "widgets", group: "example.com", version: "v1beta10", want: served[4], found: true},
-		{name: "widgets.nope.io", found: false},
+		{name: "configmaps", want: served[0]},
+		{name: "configmap", want: served[0]},
+		{name: "cm", want: served[0]},
+		{name: "ConfigMap", want: served[0]},
+		{name: "ConfigMaps", want: served[0]},
+		{name: "configmaps.v1", want: served[0]},
+		{name: "cm.v1", want: served[0]},
+		{name: "deployments.apps", want: served[1]},
+		{name: "deploy.apps", want: served[1]},
+		{name: "deployments.v1.apps", want: served[1]},
+		{name: "deployments", want: served[1]}, // the one group that serves it
+		{name: "deploy", want: served[1]},
+		{name: "Deployment", want: served[1]},
+		{name: "events", want: served[7]}, // the core group first
+		{name: "events.events.k8s.io", want: served[8]},
+		{name: "widgets", err: `"widgets" is served by 2 API groups: name one, e.g. widgets.example.com or widgets.other.io`},
+		{name: "widgets.example.com", want: served[5]},
+		{name: "widgets.example.com", version: "v1beta2", want: served[3]},
+		{name: "widgets.v1beta10.example.com", want: served[4]},
+		{name: "widgets", exact: true, group: "example.com", version: "v1alpha1", want: served[2]},
+		{name: "widgets", exact: true, group: "other.io", want: served[6]},
+		{name: "widget", exact: true, group: "other.io", err: "no resource type"}, // --resource takes the plural
+		{name: "deployments", group: "apps", want: served[1]},                     // RESOURCE with --group
+		{name: "widgets", group: "example.com", version: "v1beta10", want: served[4]},
+		{name: "widgets.nope.io", err: "no resource type"},
+		{name: "confgmaps", err: "did you mean configmaps?"},
+		{name: "deploymnt", err: "did you mean deployments.apps?"},
+		{name: "zzzzzz", err: "(hubctl resources lists them)"},
 	}
 	for _, tt := range tests {
-		got, found := pickResource(served, tt.name, tt.exact, tt.group, tt.version)
-		if found != tt.found || got != tt.want {
-			t.Errorf("pickResource(%q, exact=%v, group=%q, version=%q) = %v, %v; want %v, %v",
-				tt.name, tt.exact, tt.group, tt.version, got, found, tt.want, tt.found)
+		got, err := pickResource(served, tt.name, tt.exact, tt.group, tt.version)
+		switch {
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("pickResource(%q, exact=%v, group=%q, version=%q) = %v, %v; want an error with %q", tt.name, tt.exact, tt.group, tt.version, got.GroupVersionResource, err, tt.err)
+		case tt.err == "" && (err != nil || !cmp.Equal(got, tt.want)):
+			t.Errorf("pickResource(%q, exact=%v, group=%q, version=%q) = %v, %v; want %v", tt.name, tt.exact, tt.group, tt.version, got.GroupVersionResource, err, tt.want.GroupVersionResource)
 		}
 	}
 }
@@ -104,10 +129,14 @@ func TestHelpAndUsage(t *testing.T) {
 		{[]string{"--cert-file", "x", "resources"}, 2},
 		{[]string{"--ca-file", "/nonexistent", "resources"}, 2},
 		{[]string{"--cert-file", "/nonexistent", "--key-file", "/nonexistent", "resources"}, 2},
-		{[]string{"--insecure", "watch", "--output", "yaml", "configmaps"}, 2},
+		{[]string{"--insecure", "watch", "--output", "xml", "configmaps"}, 2},
+		{[]string{"--insecure", "watch", "-A", "-n", "demo", "configmaps"}, 2},
+		{[]string{"--token-file", "/nonexistent", "resources"}, 2},
+		{[]string{"--insecure", "count", "--field", "status", "configmaps"}, 2},
 		{[]string{"--insecure", "watch", "--fields", "a,,b", "configmaps"}, 2},
 		{[]string{"--insecure", "snapshot", "--show-previous", "configmaps"}, 2}, // watch only
-		{[]string{"--insecure", "resources", "-o", "yaml"}, 2},
+		{[]string{"--insecure", "resources", "-o", "xml"}, 2},
+		{[]string{"--insecure", "watch", "cm,"}, 2},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), tt.args, &stdout, &stderr, time.Now); code != tt.code {

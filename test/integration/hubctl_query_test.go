@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -28,6 +29,7 @@ type hubctlWatch struct {
 func startHubctlWatch(t *testing.T, bin string, args ...string) *hubctlWatch {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(t.TempDir(), "none")) // the namespace is "default" unless -n
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +193,7 @@ func TestHubctlQueries(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		var snap struct {
-			Objects      []map[string]json.RawMessage `json:"objects"`
+			Objects      []map[string]json.RawMessage `json:"items"`
 			FilterErrors []string                     `json:"filterErrors"`
 		}
 		if err := json.Unmarshal([]byte(stdout), &snap); err != nil {

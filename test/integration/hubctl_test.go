@@ -70,10 +70,18 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-// runHubctl runs the CLI to its end.
+// runHubctl runs the CLI to its end, with no kubeconfig: its namespace is
+// "default" unless the command gives one.
 func runHubctl(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runHubctlEnv(t, bin, []string{"KUBECONFIG=" + filepath.Join(t.TempDir(), "none")}, args...)
+}
+
+// runHubctlEnv runs the CLI to its end, with env after the test's own.
+func runHubctlEnv(t *testing.T, bin string, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -113,9 +121,9 @@ func TestHubctl(t *testing.T) {
 		stdout, _, _ = run("snapshot", "configmaps", "-n", ns, "-l", "app=web", "-o", "json")
 		var snap struct {
 			ResumeToken string            `json:"resumeToken"`
-			Objects     []json.RawMessage `json:"objects"`
+			Items       []json.RawMessage `json:"items"`
 		}
-		if err := json.Unmarshal([]byte(stdout), &snap); err != nil || snap.ResumeToken == "" || len(snap.Objects) != 1 {
+		if err := json.Unmarshal([]byte(stdout), &snap); err != nil || snap.ResumeToken == "" || len(snap.Items) != 1 {
 			t.Fatalf("-o json printed %s (%v)", stdout, err)
 		}
 	})
@@ -315,7 +323,7 @@ func TestHubctl(t *testing.T) {
 			code   int
 			stderr string
 		}{
-			{[]string{"watch", "nosuchthings"}, 1, `no resource "nosuchthings" that you may list and watch cluster-wide`},
+			{[]string{"watch", "nosuchthings"}, 1, `the cluster serves no resource type "nosuchthings" that can be watched (hubctl resources lists them)`},
 			{[]string{"watch"}, 2, "which resource?"},
 			{[]string{"snapshot", "configmaps", "-l", "a in (b"}, 1, "InvalidArgument: selector.label_selector"},
 			{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
