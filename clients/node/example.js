@@ -34,7 +34,7 @@ view:
   --include-previous         MODIFIED events carry previousObject, the state before
 
 global flags:
-  --addr HOST:PORT     the hub (default: $INFORMERHUB_ADDRESS, else 127.0.0.1:8080)
+  --hub HOST:PORT      the hub (default: $INFORMERHUB_ADDRESS, else 127.0.0.1:8080)
   --token-file FILE    send the bearer token in FILE, re-read for every call
   --ca-file FILE       use TLS, verifying the hub with this CA (default: plaintext to
                        a loopback address, TLS with the system's roots otherwise)
@@ -46,7 +46,8 @@ async function main(argv) {
     args: argv,
     allowPositionals: true,
     options: {
-      addr: { type: 'string', default: process.env.INFORMERHUB_ADDRESS || '127.0.0.1:8080' },
+      hub: { type: 'string' },
+      addr: { type: 'string' }, // the former name of --hub
       'token-file': { type: 'string' },
       'ca-file': { type: 'string' },
       insecure: { type: 'boolean' },
@@ -80,7 +81,8 @@ async function main(argv) {
     process.stderr.write('--include-previous is for watch\n');
     return 2;
   }
-  const hub = connect(flags.addr, { tokenFile: flags['token-file'], caFile: flags['ca-file'], insecure: flags.insecure });
+  const address = flags.hub ?? flags.addr ?? (process.env.INFORMERHUB_ADDRESS || '127.0.0.1:8080');
+  const hub = connect(address, { tokenFile: flags['token-file'], caFile: flags['ca-file'], insecure: flags.insecure });
   try {
     if (command === 'resources') {
       for (const r of await hub.listResources(flags.namespace)) print(r);
@@ -145,6 +147,14 @@ function versionRank(v) {
 function print(value) {
   process.stdout.write(`${JSON.stringify(value)}\n`);
 }
+
+// Whoever reads stdout may go away (example.js ... | head -3): stop as
+// quietly as they did, as a command line tool does on SIGPIPE, rather than
+// with an unhandled EPIPE.
+process.stdout.on('error', (err) => {
+  if (err.code === 'EPIPE') process.exit(0);
+  throw err;
+});
 
 main(process.argv.slice(2)).then((code) => {
   process.exitCode = code;

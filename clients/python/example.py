@@ -113,6 +113,7 @@ def main(argv: list[str]) -> int:
                 snap = client.snapshot(sel, **view)
                 for obj in snap.objects:
                     print(json.dumps(obj), file=out)
+                out.flush()  # here, where a closed pipe is handled (below)
                 print(f"watch from here with: --resume-token {snap.resume_token}", file=sys.stderr)
             return 0 if run_until_interrupted(snapshot, client.close) else 130
         watch = client.resuming_watch(sel, resume_token=args.resume_token, include_previous=args.include_previous,
@@ -140,6 +141,13 @@ def main(argv: list[str]) -> int:
     except grpc.RpcError as err:
         print(f"example.py: {err.code().name}: {err.details()}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # Whoever read stdout has gone (example.py ... | head -3): stop as
+        # quietly as they did. Python flushes stdout once more at exit,
+        # which would fail again: point it at /dev/null (as the Python
+        # documentation of SIGPIPE advises).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     finally:
         client.close()
 
