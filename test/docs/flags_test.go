@@ -16,6 +16,7 @@ import (
 // the hub and hubctl, with the command, so that a flag the hub drops is
 // never mistaken for one of theirs.
 var otherCommandsFlags = map[string]string{
+	"all":                        "kubectl delete",
 	"build-arg":                  "docker build",
 	"cacert":                     "curl",
 	"cert":                       "kubectl create secret tls",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -33,12 +34,14 @@ import (
 var cookbookHubFlags = []string{"--auth", "kubernetes", "--history-size", "5", "--snapshot-page-size", "2"}
 
 // TestGRPCurlCookbook runs every command of docs/grpcurl.md (see
-// runDocument), with grpcurl and kubectl from .cache/tools/bin.
+// runDocument), with grpcurl and kubectl from .cache/tools/bin, twice: the
+// page from the top, then each recipe on its own, again.
 func TestGRPCurlCookbook(t *testing.T) {
 	runDocument(t, document{
 		path:            filepath.Join("docs", "grpcurl.md"),
 		namespacePrefix: "cookbook-",
 		hubFlags:        cookbookHubFlags,
+		recipes:         true,
 		tools: []tool{
 			{"grpcurl", "make tools"},
 			{"kubectl", "make .cache/tools/bin/kubectl (make run builds it too)"},
@@ -58,6 +61,12 @@ type document struct {
 	// normalize, when set, is applied to each block's output and to its
 	// expected output alike before they are matched.
 	normalize func(string) string
+	// recipes says that each section of the document (the blocks under a
+	// heading) is a recipe that runs on its own, and again: after the
+	// document has run, runDocument runs it a second time, against the
+	// same hub and namespace, a section at a time, the last one first,
+	// each in a fresh shell and working directory.
+	recipes bool
 }
 
 // tool is a command of .cache/tools/bin, and the make target that builds it.
@@ -77,6 +86,12 @@ type tool struct{ name, make string }
 // pods holds what the API server does, so that the next block sees every
 // change the one before made (the hub's informer learns of changes a moment
 // later).
+//
+// The blocks run in order, as in one shell. With d.recipes, they then run
+// a second time, with the same variables (the same hub and namespace), a
+// section at a time in a fresh shell, the last section first: so each
+// section must make what it needs itself, from nothing but those
+// variables, whatever the others left, and must be able to run again.
 func runDocument(t *testing.T, d document) {
 	t.Helper()
 	root := repoRoot(t)
@@ -133,15 +148,18 @@ func runDocument(t *testing.T, d document) {
 		"HOME":       t.TempDir(), // kubectl's and buf's caches
 		"LC_ALL":     "C",
 	})
-	sh, err := NewShell(t.TempDir(), t.TempDir(), env)
-	if err != nil {
-		t.Fatal(err)
+	newShell := func() *Shell {
+		sh, err := NewShell(t.TempDir(), t.TempDir(), env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sh
 	}
 	vars := map[string]string{"NS": ns.Name}
-	for _, b := range blocks {
+	run := func(sh *Shell, b Block, pass string) {
 		start := time.Now()
 		out, status, err := sh.Run(ctx, b.Script, 2*time.Minute)
-		where := doc + ":" + strconv.Itoa(b.Line)
+		where := doc + ":" + strconv.Itoa(b.Line) + pass
 		if err != nil {
 			t.Fatalf("%s: %v\n%s\noutput:\n%s", where, err, b.Script, out)
 		}
@@ -162,7 +180,23 @@ func runDocument(t *testing.T, d document) {
 			t.Fatalf("after %s: %v", where, err)
 		}
 	}
+
+	sh := newShell()
+	for _, b := range blocks {
+		run(sh, b, "")
+	}
 	t.Logf("%s: %d blocks ran as documented", doc, len(blocks))
+	if !d.recipes {
+		return
+	}
+	sections := Sections(blocks)
+	for i := len(sections) - 1; i >= 0; i-- {
+		sh := newShell()
+		for _, b := range sections[i] {
+			run(sh, b, fmt.Sprintf(" (again, %q on its own)", b.Section))
+		}
+	}
+	t.Logf("%s: its %d sections ran again, each on its own, as documented", doc, len(sections))
 }
 
 // repoRoot returns the repository's root, two levels above this package.

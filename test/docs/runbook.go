@@ -16,6 +16,9 @@
 // A ```text block that follows a block that runs, with nothing but blank
 // lines between them, is its expected output: what it writes to stdout and
 // stderr together. See Match for how output matches.
+//
+// A block belongs to the section of the heading above it: a recipe, which
+// a reader may jump to (see Sections).
 package docs
 
 import (
@@ -47,6 +50,11 @@ type Block struct {
 	Output []string
 	// OutputLine is the line of the expected output's opening fence.
 	OutputLine int
+	// Section is the text of the heading the block is under ("Resume" for
+	// "### Resume"), and SectionLine that heading's line; "" and 0 for a
+	// block before the first heading.
+	Section     string
+	SectionLine int
 }
 
 // Parse returns the blocks of a Markdown document that run, in order. It
@@ -60,10 +68,14 @@ func Parse(src []byte) ([]Block, error) {
 		body  []string
 		// adjacent: only blank lines separate it from the fence before.
 		adjacent bool
+		// The heading above it, and the heading's line.
+		section     string
+		sectionLine int
 	}
 	var fences []fence
 	var cur *fence
 	between := false // something other than blank lines since the last fence
+	section, sectionLine := "", 0
 	sc := bufio.NewScanner(bytes.NewReader(src))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -76,12 +88,15 @@ func Parse(src []byte) ([]Block, error) {
 			cur.body = append(cur.body, line)
 		case opens:
 			words := strings.Fields(info)
-			cur = &fence{line: n, adjacent: len(fences) > 0 && !between}
+			cur = &fence{line: n, adjacent: len(fences) > 0 && !between, section: section, sectionLine: sectionLine}
 			if len(words) > 0 {
 				cur.lang, cur.attrs = words[0], words[1:]
 			}
 		case strings.TrimSpace(line) != "":
 			between = true
+			if m := heading.FindStringSubmatch(line); m != nil {
+				section, sectionLine = m[1], n
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -96,7 +111,7 @@ func Parse(src []byte) ([]Block, error) {
 	for _, f := range fences {
 		switch f.lang {
 		case "sh":
-			b := Block{Line: f.line, Script: strings.Join(f.body, "\n") + "\n"}
+			b := Block{Line: f.line, Script: strings.Join(f.body, "\n") + "\n", Section: f.section, SectionLine: f.sectionLine}
 			skip := false
 			for _, a := range f.attrs {
 				switch name, value, _ := strings.Cut(a, "="); name {
@@ -135,6 +150,23 @@ func Parse(src []byte) ([]Block, error) {
 		return nil, errors.New("the document has no ```sh blocks to run")
 	}
 	return blocks, nil
+}
+
+// heading is a Markdown ATX heading ("### Resume"): 1 to 6 #, then its
+// text after white space, or nothing.
+var heading = regexp.MustCompile(`^#{1,6}(?:[ \t]+(.*?))?[ \t#]*$`)
+
+// Sections splits blocks (in a document's order) into sections: the runs of
+// blocks under one heading.
+func Sections(blocks []Block) [][]Block {
+	var sections [][]Block
+	for i, b := range blocks {
+		if i == 0 || b.SectionLine != blocks[i-1].SectionLine {
+			sections = append(sections, nil)
+		}
+		sections[len(sections)-1] = append(sections[len(sections)-1], b)
+	}
+	return sections
 }
 
 // Match checks output against the expected lines. Lines are compared with

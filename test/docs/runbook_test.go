@@ -45,18 +45,54 @@ func TestParse(t *testing.T) {
 		"```text",      // 32: after a block that does not run
 		"x",            // 33
 		"```",          // 34
+		"## Later ##",  // 35: a heading, a section of its own
+		"```sh",        // 36
+		"# a comment",  // 37: in a block: not a heading
+		"echo later",   // 38
+		"```",          // 39
+		"#hashtag",     // 40: not a heading either
+		"```sh",        // 41
+		"true",         // 42
+		"```",          // 43
 	}, "\n")
 	blocks, err := Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Block{
-		{Line: 10, Script: "echo one\n", Output: []string{"one"}, OutputLine: 14},
-		{Line: 17, Script: "exit 3\n", Exit: 3},
-		{Line: 24, Script: "true\n", Output: []string{}, OutputLine: 27},
+		{Line: 10, Script: "echo one\n", Output: []string{"one"}, OutputLine: 14, Section: "A runbook", SectionLine: 1},
+		{Line: 17, Script: "exit 3\n", Exit: 3, Section: "A runbook", SectionLine: 1},
+		{Line: 24, Script: "true\n", Output: []string{}, OutputLine: 27, Section: "A runbook", SectionLine: 1},
+		{Line: 36, Script: "# a comment\necho later\n", Section: "Later", SectionLine: 35},
+		{Line: 41, Script: "true\n", Section: "Later", SectionLine: 35},
 	}
 	if diff := cmp.Diff(want, blocks); diff != "" {
 		t.Errorf("blocks (-want +got):\n%s", diff)
+	}
+}
+
+func TestSections(t *testing.T) {
+	blocks := []Block{
+		{Line: 2}, // before the first heading
+		{Line: 5, Section: "A", SectionLine: 4},
+		{Line: 9, Section: "A", SectionLine: 4},
+		{Line: 12, Section: "B", SectionLine: 11},
+		{Line: 20, Section: "B", SectionLine: 18}, // another heading B: another section
+		{Line: 30, Section: "C", SectionLine: 25},
+	}
+	var got [][]int
+	for _, section := range Sections(blocks) {
+		var lines []int
+		for _, b := range section {
+			lines = append(lines, b.Line)
+		}
+		got = append(got, lines)
+	}
+	if want := [][]int{{2}, {5, 9}, {12}, {20}, {30}}; !cmp.Equal(want, got) {
+		t.Errorf("Sections: the blocks of lines %v, want %v", got, want)
+	}
+	if got := Sections(nil); len(got) != 0 {
+		t.Errorf("Sections(nil) = %v, want none", got)
 	}
 }
 
