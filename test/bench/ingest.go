@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -15,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
-	"github.com/informerhub/informerhub/internal/testhub"
 )
 
 // The ingest scenario compares what receiving a change costs the hub with
@@ -306,11 +303,8 @@ func awaitConsumers(rs *receivers, informers []*informerProcess, count int64, de
 // of its own, which counts the updates of ingestNamespace's objects and
 // answers on its stdout the commands written to its stdin.
 type informerProcess struct {
-	kind   string
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan string // its stdout, a line each; closed at its end
-	output testhub.SyncBuffer
+	kind string
+	*lineProcess
 }
 
 // buildInformer builds cmd/benchinformer into the Env's scratch directory.
@@ -333,53 +327,23 @@ func (e *Env) startInformer(binary, kind, resource, profile string) (*informerPr
 	if profile != "" {
 		args = append(args, "-cpuprofile", profile)
 	}
-	p := &informerProcess{kind: kind, cmd: exec.Command(binary, args...), lines: make(chan string, 8)}
-	p.cmd.Stderr = &p.output
-	var err error
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := p.cmd.StdoutPipe()
+	lp, err := startLineProcess("the "+kind+" informer", exec.Command(binary, args...), 8)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", binary, err)
-	}
-	go func() {
-		defer close(p.lines)
-		lines := bufio.NewScanner(stdout)
-		for lines.Scan() {
-			p.lines <- lines.Text()
-		}
-	}()
-	line, err := p.next(time.Now().Add(time.Minute))
+	p := &informerProcess{kind: kind, lineProcess: lp}
+	line, err := p.next(time.Minute)
 	if err == nil && line != "synced" {
 		err = fmt.Errorf("it said %q", line)
 	}
 	if err != nil {
 		p.stop()
-		return nil, fmt.Errorf("the %s informer did not sync: %w\n%s", kind, err, p.output.String())
+		return nil, fmt.Errorf("the %s informer did not sync: %w", kind, err)
 	}
 	return p, nil
 }
 
 func (p *informerProcess) pid() int { return p.cmd.Process.Pid }
-
-// next reads the informer's next line, waiting until deadline at most.
-func (p *informerProcess) next(deadline time.Time) (string, error) {
-	timeout := time.NewTimer(time.Until(deadline))
-	defer timeout.Stop()
-	select {
-	case line, ok := <-p.lines:
-		if !ok {
-			return "", fmt.Errorf("the %s informer has exited: %s", p.kind, p.output.String())
-		}
-		return line, nil
-	case <-timeout.C:
-		return "", fmt.Errorf("the %s informer did not answer in time: %w", p.kind, errTimeout)
-	}
-}
 
 // waitFor waits until the informer has received count updates, or until
 // deadline.
@@ -387,7 +351,7 @@ func (p *informerProcess) waitFor(count int64, deadline time.Time) error {
 	if _, err := fmt.Fprintf(p.stdin, "wait %d\n", count); err != nil {
 		return fmt.Errorf("the %s informer: %w", p.kind, err)
 	}
-	line, err := p.next(deadline)
+	line, err := p.next(time.Until(deadline))
 	if err != nil {
 		return fmt.Errorf("waiting for %d updates: %w", count, err)
 	}
@@ -402,10 +366,5 @@ func (p *informerProcess) waitFor(count int64, deadline time.Time) error {
 // waits until it has written its profile and exited.
 func (p *informerProcess) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	kill := time.AfterFunc(15*time.Second, func() { _ = p.cmd.Process.Kill() })
-	defer kill.Stop()
-	for range p.lines {
-		// To the end of its output, its last count among it.
-	}
-	_ = p.cmd.Wait()
+	p.wait(15 * time.Second) // to the end of its output, its last count among it
 }

@@ -1,13 +1,18 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/informerhub/informerhub/internal/testhub"
 )
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times. It is 100
@@ -203,4 +208,68 @@ func (m cpuMeter) used() (time.Duration, error) {
 		return d, nil
 	}
 	return ticks - m.ticks, nil
+}
+
+// lineProcess is a helper process of the harness that speaks in lines
+// (cmd/benchinformer, cmd/streamload): the harness writes to its stdin and
+// reads its stdout a line at a time.
+type lineProcess struct {
+	name   string // as errors call it
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string // its stdout, a line each; closed at its end
+	output testhub.SyncBuffer
+}
+
+// startLineProcess starts cmd, named name in errors, with its stdout read
+// into lines (buffer of them at most ahead of the reader) and its stderr
+// kept.
+func startLineProcess(name string, cmd *exec.Cmd, buffer int) (*lineProcess, error) {
+	p := &lineProcess{name: name, cmd: cmd, lines: make(chan string, buffer)}
+	cmd.Stderr = &p.output
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
+	}
+	go func() {
+		defer close(p.lines)
+		lines := bufio.NewScanner(stdout)
+		for lines.Scan() {
+			p.lines <- lines.Text()
+		}
+	}()
+	return p, nil
+}
+
+// next reads the process's next line, waiting for timeout at most.
+func (p *lineProcess) next(timeout time.Duration) (string, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case line, ok := <-p.lines:
+		if !ok {
+			_ = p.cmd.Wait()
+			return "", fmt.Errorf("%s has exited: %s", p.name, p.output.String())
+		}
+		return line, nil
+	case <-t.C:
+		return "", fmt.Errorf("%s did not answer within %v: %w\n%s", p.name, timeout, errTimeout, p.output.String())
+	}
+}
+
+// wait reads the process's output to its end, killing it if it lingers
+// for longer than grace, and waits for it.
+func (p *lineProcess) wait(grace time.Duration) {
+	kill := time.AfterFunc(grace, func() { _ = p.cmd.Process.Kill() })
+	defer kill.Stop()
+	for range p.lines {
+	}
+	_ = p.cmd.Wait()
 }

@@ -1,16 +1,13 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
-	"github.com/informerhub/informerhub/internal/testhub"
 )
 
 const (
@@ -156,7 +152,7 @@ func (e *Env) streamsRun(ctx context.Context, o *Options, binary string, profile
 		return res, err
 	}
 	defer load.stop()
-	opened, err := load.next(10 * time.Minute)
+	opened, err := load.report(10 * time.Minute)
 	if err != nil {
 		return res, err
 	}
@@ -197,7 +193,7 @@ func (e *Env) streamsRun(ctx context.Context, o *Options, binary string, profile
 		if _, err := e.kube.CoreV1().ConfigMaps(streamsNamespace).Patch(ctx, streamsObject, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			return res, err
 		}
-		got, err := load.next(5 * time.Minute)
+		got, err := load.report(5 * time.Minute)
 		if err != nil {
 			return res, err
 		}
@@ -237,62 +233,29 @@ func (p *hubProcess) goroutines(ctx context.Context) (int, error) {
 }
 
 // streamLoadProcess is cmd/streamload, running.
-type streamLoadProcess struct {
-	cmd    *exec.Cmd
-	stdin  io.Closer
-	lines  chan string
-	output testhub.SyncBuffer
-}
+type streamLoadProcess struct{ *lineProcess }
 
 func startStreamLoad(binary string, l StreamLoad) (*streamLoadProcess, error) {
-	p := &streamLoadProcess{lines: make(chan string, 16)}
-	p.cmd = exec.Command(binary, "-addr", l.Addr, "-namespace", l.Namespace, "-streams", fmt.Sprint(l.Streams),
-		"-connections", fmt.Sprint(l.Connections), "-parallel", fmt.Sprint(l.Parallel))
-	p.cmd.Stderr = &p.output
-	var err error
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := p.cmd.StdoutPipe()
+	p, err := startLineProcess("streamload", exec.Command(binary, "-addr", l.Addr, "-namespace", l.Namespace, "-streams", fmt.Sprint(l.Streams),
+		"-connections", fmt.Sprint(l.Connections), "-parallel", fmt.Sprint(l.Parallel)), 16)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", binary, err)
-	}
-	go func() {
-		defer close(p.lines)
-		lines := bufio.NewScanner(stdout)
-		for lines.Scan() {
-			p.lines <- lines.Text()
-		}
-	}()
-	return p, nil
+	return &streamLoadProcess{p}, nil
 }
 
-// next reads streamload's next report, waiting for timeout at most.
-func (p *streamLoadProcess) next(timeout time.Duration) (StreamLoadReport, error) {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
+// report reads streamload's next report, waiting for timeout at most.
+func (p *streamLoadProcess) report(timeout time.Duration) (StreamLoadReport, error) {
 	var r StreamLoadReport
-	select {
-	case line, ok := <-p.lines:
-		if !ok {
-			_ = p.cmd.Wait()
-			return r, fmt.Errorf("streamload has exited: %s", p.output.String())
-		}
-		return r, json.Unmarshal([]byte(line), &r)
-	case <-t.C:
-		return r, fmt.Errorf("streamload did not report within %v: %w\n%s", timeout, errTimeout, p.output.String())
+	line, err := p.next(timeout)
+	if err != nil {
+		return r, err
 	}
+	return r, json.Unmarshal([]byte(line), &r)
 }
 
 // stop ends streamload (closing its stdin), then kills it if it lingers.
 func (p *streamLoadProcess) stop() {
 	p.stdin.Close()
-	kill := time.AfterFunc(30*time.Second, func() { _ = p.cmd.Process.Signal(syscall.SIGKILL) })
-	defer kill.Stop()
-	for range p.lines {
-	}
-	_ = p.cmd.Wait()
+	p.wait(30 * time.Second)
 }
