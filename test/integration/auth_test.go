@@ -197,6 +197,27 @@ func TestRBACDecidesWhatEachCallerSees(t *testing.T) {
 		if got := list(nobody, a); len(got) != 0 {
 			t.Errorf("nobody sees %v, want nothing", got)
 		}
+
+		// With include_forbidden, the rest too, by name only, marked.
+		resp, err := h.client.ListResources(withBearer(t, reader), &informerhubv1.ListResourcesRequest{Namespace: a, IncludeForbidden: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]*informerhubv1.Resource{}
+		for _, r := range resp.Resources {
+			if r.Group == "" {
+				byName[r.Resource] = r
+			}
+		}
+		cm, secrets := byName["configmaps"], byName["secrets"]
+		switch {
+		case cm == nil || cm.Forbidden || cm.SingularName != "configmap" || !slices.Equal(cm.ShortNames, []string{"cm"}):
+			t.Errorf("configmaps, which reader may read in %s: %v", a, cm)
+		case secrets == nil || !secrets.Forbidden || secrets.Kind != "Secret" || secrets.SingularName != "secret" || len(secrets.SelectableFields) != 0:
+			t.Errorf("secrets, which reader may not read: %v, want it forbidden, by name only", secrets)
+		case byName["namespaces"] != nil:
+			t.Errorf("a cluster-scoped type in a namespace's list: %v", byName["namespaces"])
+		}
 	})
 }
 
