@@ -22,29 +22,9 @@ func (s *Server) Count(req *informerhubv1.CountRequest, stream grpc.ServerStream
 		return toStatus(s.log, &drainedError{})
 	}
 	defer s.watches.end(r)
-	// On a goroutine of its own, as a Watch's (see onOwnStack).
-	var counts *informerhub.CountSubscription
-	var release func()
-	var err error
-	if panicked := onOwnStack(func() { counts, release, err = s.openCount(r, req) }); panicked != nil {
-		return toStatus(s.log, panicked)
-	}
-	if err != nil {
-		return err
-	}
-	defer release()
-	// Finished first: closing the subscription fails it, which would run
-	// the hook that watches for a failure.
-	defer counts.Close()
-	defer r.finish()
-	return r.serve(func(ctx context.Context) (any, *string, bool, error) {
-		c, err := counts.Next(ctx)
-		if err != nil {
-			return nil, nil, false, err
-		}
+	return serveFrom(s, r, func() (*informerhub.CountSubscription, func(), error) { return s.openCount(r, req) },
 		// The codec sends its shared encoding (see codec.go).
-		return c, nil, false, nil
-	})
+		func(c *informerhub.Counts) (any, *string) { return c, nil })
 }
 
 // openCount admits and starts a Count, and sets up how r ends; it returns

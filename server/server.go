@@ -173,30 +173,9 @@ func (s *Server) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStream
 		return toStatus(s.log, informerhub.ErrClosed)
 	}
 	defer s.watches.end(r)
-	// What opens the stream runs on a goroutine of its own, so that the
-	// long wait for events holds none of its stack (see stream.go).
-	var sub *informerhub.Subscription
-	var release func()
-	var err error
-	if panicked := onOwnStack(func() { sub, release, err = s.openWatch(r, req) }); panicked != nil {
-		return toStatus(s.log, panicked)
-	}
-	if err != nil {
-		return err
-	}
-	defer release()
-	// Finished first: closing the subscription fails it, which would run
-	// the hook that watches for a failure.
-	defer sub.Close()
-	defer r.finish()
-	return r.serve(func(ctx context.Context) (any, *string, bool, error) {
-		ev, err := sub.Next(ctx)
-		if err != nil {
-			return nil, nil, false, err
-		}
+	return serveFrom(s, r, func() (*informerhub.Subscription, func(), error) { return s.openWatch(r, req) },
 		// The codec sends the event's shared encoding (see codec.go).
-		return ev, &ev.ResumeToken, false, nil
-	})
+		func(ev *informerhub.Event) (any, *string) { return ev, &ev.ResumeToken })
 }
 
 // openWatch admits and subscribes a Watch, sends its header, and sets up

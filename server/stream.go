@@ -168,6 +168,39 @@ func (r *streamRun) recheck(check func(context.Context) error) {
 	r.armLocked(now)
 }
 
+// serveFrom serves a stream from the subscription open makes: open runs on
+// a goroutine of its own (see onOwnStack), so that the long wait for
+// events holds none of its stack; then every event Next yields is sent,
+// as message says (its message, and its resume token: see serve), until
+// the stream ends. A Watch, a WatchMany and a Count are served so.
+func serveFrom[S interface {
+	Next(context.Context) (E, error)
+	Close()
+}, E any](s *Server, r *streamRun, open func() (S, func(), error), message func(E) (any, *string)) error {
+	var sub S
+	var release func()
+	var err error
+	if panicked := onOwnStack(func() { sub, release, err = open() }); panicked != nil {
+		return toStatus(s.log, panicked)
+	}
+	if err != nil {
+		return err
+	}
+	defer release()
+	// Finished first: closing the subscription fails it, which would run
+	// the hook that watches for a failure.
+	defer sub.Close()
+	defer r.finish()
+	return r.serve(func(ctx context.Context) (any, *string, bool, error) {
+		e, err := sub.Next(ctx)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		msg, token := message(e)
+		return msg, token, false, nil
+	})
+}
+
 // serve sends what next produces until it fails or produces the last
 // message, and returns the status the stream ends with. next's token
 // points to msg's resume token (nil when it has none) and must not change

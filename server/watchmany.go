@@ -25,29 +25,9 @@ func (s *Server) WatchMany(req *informerhubv1.WatchManyRequest, stream grpc.Serv
 		return toStatus(s.log, informerhub.ErrClosed)
 	}
 	defer s.watches.end(r)
-	// On a goroutine of its own, as a Watch's (see onOwnStack).
-	var sub *informerhub.ManySubscription
-	var release func()
-	var err error
-	if panicked := onOwnStack(func() { sub, release, err = s.openWatchMany(r, req) }); panicked != nil {
-		return toStatus(s.log, panicked)
-	}
-	if err != nil {
-		return err
-	}
-	defer release()
-	// Finished first: closing the subscription fails it, which would run
-	// the hook that watches for a failure.
-	defer sub.Close()
-	defer r.finish()
-	return r.serve(func(ctx context.Context) (any, *string, bool, error) {
-		ev, err := sub.Next(ctx)
-		if err != nil {
-			return nil, nil, false, err
-		}
+	return serveFrom(s, r, func() (*informerhub.ManySubscription, func(), error) { return s.openWatchMany(r, req) },
 		// The codec wraps the event's shared encoding (see codec.go).
-		return ev, &ev.ResumeToken, false, nil
-	})
+		func(ev *informerhub.ManyEvent) (any, *string) { return ev, &ev.ResumeToken })
 }
 
 // openWatchMany admits and subscribes a WatchMany, sends its header, and
