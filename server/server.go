@@ -485,7 +485,7 @@ func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResou
 	}
 	resp := &informerhubv1.ListResourcesResponse{MaxWatchesPerStream: uint32(s.cfg.MaxWatchesPerStream)}
 	for i, r := range resources {
-		if req.GetNamespace() != "" && !r.Namespaced {
+		if req.GetNamespace() != "" && !r.Namespaced || !allowed[i] && !req.GetIncludeForbidden() {
 			continue
 		}
 		res := &informerhubv1.Resource{
@@ -499,10 +499,8 @@ func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResou
 		}
 		if !allowed[i] {
 			// Names only: what discovery tells any authenticated user.
-			if req.GetIncludeForbidden() {
-				res.Forbidden = true
-				resp.Resources = append(resp.Resources, res)
-			}
+			res.Forbidden = true
+			resp.Resources = append(resp.Resources, res)
 			continue
 		}
 		// The hub's activity spans every namespace: only for a caller
