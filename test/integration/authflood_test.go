@@ -82,7 +82,7 @@ func TestATokenFloodDrainsNothing(t *testing.T) {
 	// The flood comes over every protocol at once, from one address.
 	flooders := make([]informerhubv1.InformerHubServiceClient, len(protocols))
 	for i, p := range protocols {
-		flooders[i] = p.dial(t, h.addr)
+		flooders[i] = p.Dial(t, h.addr)
 	}
 	for g := range 2 * len(protocols) {
 		client := flooders[g%len(flooders)]

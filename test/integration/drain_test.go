@@ -74,7 +74,7 @@ func TestADrainedReplicaHandsItsStreamsOver(t *testing.T) {
 	endings := make(chan ending, streams)
 	plainClients := make([]informerhubv1.InformerHubServiceClient, len(protocols))
 	for i, p := range protocols {
-		plainClients[i] = p.dial(t, draining.Addr)
+		plainClients[i] = p.Dial(t, draining.Addr)
 	}
 	for i := range streams {
 		stream, err := plainClients[i%len(plainClients)].Watch(ctx, &informerhubv1.WatchRequest{Selector: sel, SendInitialEvents: true})

@@ -6,12 +6,10 @@ package integration
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -21,7 +19,6 @@ import (
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -33,9 +30,8 @@ import (
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/internal/controlplane"
+	"github.com/informerhub/informerhub/internal/testhub"
 	"github.com/informerhub/informerhub/server"
-	"github.com/informerhub/informerhub/server/console"
-	"github.com/informerhub/informerhub/server/oneport"
 )
 
 var (
@@ -146,105 +142,23 @@ func startHubWith(t *testing.T, cfg informerhub.Config, serverCfg server.Config,
 }
 
 // A listenerOption configures the hub's listener.
-type listenerOption func(*listenerConfig)
+type listenerOption = testhub.ServeOption
 
-type listenerConfig struct {
-	oneport.Config
-	addr string // default: a free port of loopback
-}
-
-// withTLS serves with TLS.
-func withTLS(c *tls.Config) listenerOption { return func(o *listenerConfig) { o.TLS = c } }
-
-// withAddr serves on addr: a hub restarted there is the same hub to its
-// clients.
-func withAddr(addr string) listenerOption { return func(o *listenerConfig) { o.addr = addr } }
+// withTLS serves with TLS; withAddr on addr: a hub restarted there is the
+// same hub to its clients.
+var withTLS, withAddr = testhub.WithTLS, testhub.WithAddr
 
 // startHubOn is startHubWith on the API server restConfig reaches. The hub
 // serves gRPC, gRPC-Web and the Connect protocol on one port, as the
 // binary does.
 func startHubOn(t *testing.T, restConfig *rest.Config, cfg informerhub.Config, serverCfg server.Config, opts ...listenerOption) *hub {
 	t.Helper()
-	cfg.EncodeEvent = server.EncodeEvent
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	h, err := informerhub.NewForConfig(restConfig, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serverCfg.Logger = cfg.Logger
-	for _, limit := range []*int{&serverCfg.MaxSubscriptionsPerIdentity, &serverCfg.MaxSubscriptions, &serverCfg.RateBurstPerIdentity} {
-		if *limit == 0 {
-			*limit = 1 << 20
-		}
-	}
-	if serverCfg.RatePerIdentity == 0 {
-		serverCfg.RatePerIdentity = 1 << 20
-	}
-	if serverCfg.MaxConcurrentStreams == 0 {
-		serverCfg.MaxConcurrentStreams = 1 << 20
-	}
-	srv := server.New(h, serverCfg)
-	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
-	srv.Register(g)
-	listenerCfg := listenerConfig{addr: "127.0.0.1:0", Config: oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(server.HTTPServices{Other: console.Handler()}),
-		MaxConcurrentStreams: serverCfg.MaxConcurrentStreams, Logger: cfg.Logger}}
-	for _, o := range opts {
-		o(&listenerCfg)
-	}
-	lis, err := net.Listen("tcp", listenerCfg.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	web := oneport.New(listenerCfg.Config)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		web.Serve(lis) //nolint:errcheck // returns when the test stops it
-	}()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := sync.OnceFunc(func() {
-		conn.Close()
-		h.Close()
-		web.Close()
-		<-served
-	})
-	t.Cleanup(stop)
-	return &hub{Hub: h, srv: srv, client: informerhubv1.NewInformerHubServiceClient(conn), conn: conn, addr: lis.Addr().String(), stop: stop}
+	s := testhub.Serve(t, restConfig, cfg, serverCfg, opts...)
+	return &hub{Hub: s.Hub, srv: s.Server, client: s.Client, conn: s.Conn, addr: s.Addr, stop: s.Stop}
 }
 
-// testWriter sends the hub's log lines to the test's log, until the test
-// and its cleanups are over: gRPC handlers that Stop did not wait for may
-// still log then, and the testing package forbids it.
-type testWriter struct {
-	t    *testing.T
-	mu   sync.Mutex // guards done
-	done bool
-}
-
-func newTestWriter(t *testing.T) *testWriter {
-	w := &testWriter{t: t}
-	// Registered before the hub's cleanups, so it runs after them.
-	t.Cleanup(func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.done = true
-	})
-	return w
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSpace(string(p)))
-	}
-	return len(p), nil
-}
+// newTestWriter sends log lines to the test's log (see testhub.TestWriter).
+func newTestWriter(t *testing.T) *testhub.TestWriter { return testhub.NewTestWriter(t) }
 
 // namespaces numbers the namespaces the tests create, which the control
 // plane of this process holds alone.

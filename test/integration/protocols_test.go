@@ -2,208 +2,34 @@ package integration
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 
-	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
-	spb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
-	"google.golang.org/protobuf/types/known/anypb"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
-	"github.com/informerhub/informerhub/gen/informerhub/v1/informerhubv1connect"
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/internal/testhub"
 	"github.com/informerhub/informerhub/server"
 	"github.com/informerhub/informerhub/server/auth"
 )
 
-// protocol is one way a client reaches the hub's port.
-type protocol struct {
-	name string
-	dial func(t *testing.T, addr string) informerhubv1.InformerHubServiceClient
-}
+// protocols are every protocol and HTTP version the hub serves (see
+// testhub.Protocols).
+var protocols = testhub.Protocols
 
-// protocols are every protocol and HTTP version the hub serves: native
-// gRPC (grpc-go's transport), and connect-go's clients of the Connect
-// protocol and gRPC-Web, in JSON and binary, over HTTP/1.1 and h2c.
-var protocols = []protocol{
-	{"grpc", func(t *testing.T, addr string) informerhubv1.InformerHubServiceClient {
-		return informerhubv1.NewInformerHubServiceClient(dial(t, addr))
-	}},
-	{"connect+json/http1.1", connectDialer(httpOne, connect.WithProtoJSON())},
-	{"connect+proto/h2c", connectDialer(h2c)},
-	{"grpcweb+proto/http1.1", connectDialer(httpOne, connect.WithGRPCWeb())},
-	{"grpcweb+json/h2c", connectDialer(h2c, connect.WithGRPCWeb(), connect.WithProtoJSON())},
-}
-
-// httpOne and h2c make an HTTP client of one protocol version, with
-// connections of its own.
-func httpOne() *http.Client {
-	var p http.Protocols
-	p.SetHTTP1(true)
-	return &http.Client{Transport: &http.Transport{Protocols: &p}}
-}
-
-func h2c() *http.Client {
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: &p}}
-}
-
-func connectDialer(httpClient func() *http.Client, opts ...connect.ClientOption) func(*testing.T, string) informerhubv1.InformerHubServiceClient {
-	return func(t *testing.T, addr string) informerhubv1.InformerHubServiceClient {
-		c := httpClient()
-		t.Cleanup(c.CloseIdleConnections)
-		return connectClient{informerhubv1connect.NewInformerHubServiceClient(c, "http://"+addr, opts...)}
-	}
-}
-
-// connectOverTLS is a connect-go client of the hub at addr over TLS: with
-// HTTP/2 (ALPN h2), or HTTP/1.1 when http1.
-func connectOverTLS(t *testing.T, addr string, tlsConfig *tls.Config, http1 bool, opts ...connect.ClientOption) informerhubv1.InformerHubServiceClient {
-	var p http.Protocols
-	p.SetHTTP1(http1)
-	p.SetHTTP2(!http1)
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig, Protocols: &p}}
-	t.Cleanup(c.CloseIdleConnections)
-	return connectClient{informerhubv1connect.NewInformerHubServiceClient(c, "https://"+addr, opts...)}
-}
-
-// connectClient is a connect-go client with the interface of the gRPC
-// client, so that the same test reads every protocol: gRPC metadata goes
-// as HTTP headers, and connect-go's errors come back as gRPC statuses with
-// their details.
-type connectClient struct {
-	c informerhubv1connect.InformerHubServiceClient
-}
-
-func connectRequest[T any](ctx context.Context, msg *T) *connect.Request[T] {
-	req := connect.NewRequest(msg)
-	md, _ := metadata.FromOutgoingContext(ctx)
-	for name, values := range md {
-		for _, v := range values {
-			req.Header().Add(name, v)
-		}
-	}
-	return req
-}
-
-func (c connectClient) ListResources(ctx context.Context, in *informerhubv1.ListResourcesRequest, _ ...grpc.CallOption) (*informerhubv1.ListResourcesResponse, error) {
-	resp, err := c.c.ListResources(ctx, connectRequest(ctx, in))
-	if err != nil {
-		return nil, grpcStatus(err)
-	}
-	return resp.Msg, nil
-}
-
-func (c connectClient) Watch(ctx context.Context, in *informerhubv1.WatchRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[informerhubv1.WatchResponse], error) {
-	stream, err := c.c.Watch(ctx, connectRequest(ctx, in))
-	if err != nil {
-		return nil, grpcStatus(err)
-	}
-	return &connectStreamClient[informerhubv1.WatchResponse]{ctx: ctx, stream: stream}, nil
-}
-
-func (c connectClient) Snapshot(ctx context.Context, in *informerhubv1.SnapshotRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[informerhubv1.SnapshotResponse], error) {
-	stream, err := c.c.Snapshot(ctx, connectRequest(ctx, in))
-	if err != nil {
-		return nil, grpcStatus(err)
-	}
-	return &connectStreamClient[informerhubv1.SnapshotResponse]{ctx: ctx, stream: stream}, nil
-}
-
-func (c connectClient) WatchMany(ctx context.Context, in *informerhubv1.WatchManyRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[informerhubv1.WatchManyResponse], error) {
-	stream, err := c.c.WatchMany(ctx, connectRequest(ctx, in))
-	if err != nil {
-		return nil, grpcStatus(err)
-	}
-	return &connectStreamClient[informerhubv1.WatchManyResponse]{ctx: ctx, stream: stream}, nil
-}
-
-func (c connectClient) Count(ctx context.Context, in *informerhubv1.CountRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[informerhubv1.CountResponse], error) {
-	stream, err := c.c.Count(ctx, connectRequest(ctx, in))
-	if err != nil {
-		return nil, grpcStatus(err)
-	}
-	return &connectStreamClient[informerhubv1.CountResponse]{ctx: ctx, stream: stream}, nil
-}
-
-// connectStreamClient reads a connect-go server stream as a gRPC one.
-type connectStreamClient[T any] struct {
-	grpc.ClientStream // not used: panics if called
-	ctx               context.Context
-	stream            *connect.ServerStreamForClient[T]
-	// peeked is a response Header read to reach the headers.
-	peeked *T
-	err    error
-}
-
-func (s *connectStreamClient[T]) Recv() (*T, error) {
-	if s.peeked != nil {
-		msg := s.peeked
-		s.peeked = nil
-		return msg, nil
-	}
-	if s.err != nil {
-		return nil, s.err
-	}
-	if s.stream.Receive() {
-		return s.stream.Msg(), nil
-	}
-	if err := s.stream.Err(); err != nil {
-		return nil, grpcStatus(err)
-	}
-	return nil, io.EOF
-}
-
-// Header returns the response headers; connect-go has them once the first
-// response (or the end) has been read.
-func (s *connectStreamClient[T]) Header() (metadata.MD, error) {
-	if s.peeked == nil && s.err == nil {
-		s.peeked, s.err = s.Recv()
-		if s.err != nil && s.err != io.EOF {
-			return nil, s.err
-		}
-	}
-	md := metadata.MD{}
-	for name, values := range s.stream.ResponseHeader() {
-		md[strings.ToLower(name)] = values
-	}
-	return md, nil
-}
-
-func (s *connectStreamClient[T]) Context() context.Context { return s.ctx }
-
-func (s *connectStreamClient[T]) CloseSend() error { return nil }
-
-// grpcStatus converts a connect-go error into the gRPC status it stands
-// for, with its details.
-func grpcStatus(err error) error {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return status.Error(codes.Unknown, err.Error())
-	}
-	st := &spb.Status{Code: int32(ce.Code()), Message: ce.Message()}
-	for _, d := range ce.Details() {
-		st.Details = append(st.Details, &anypb.Any{TypeUrl: "type.googleapis.com/" + d.Type(), Value: d.Bytes()})
-	}
-	return status.FromProto(st).Err()
-}
+// connectOverTLS is a connect-go client of the hub at addr over TLS.
+var connectOverTLS = testhub.ConnectOverTLS
 
 // TestEveryProtocolServesTheSame makes the same calls over every protocol
 // at once, and compares what each returns with native gRPC's: the same
@@ -216,14 +42,14 @@ func TestEveryProtocolServesTheSame(t *testing.T) {
 	h := startHub(t, informerhub.Config{})
 	clients := make([]informerhubv1.InformerHubServiceClient, len(protocols))
 	for i, p := range protocols {
-		clients[i] = p.dial(t, h.addr)
+		clients[i] = p.Dial(t, h.addr)
 	}
 	compare := func(t *testing.T, what string, got func(c informerhubv1.InformerHubServiceClient) any, opts ...cmp.Option) {
 		t.Helper()
 		want := got(clients[0])
 		for i, p := range protocols[1:] {
 			if diff := cmp.Diff(want, got(clients[i+1]), append(opts, protocmp.Transform())...); diff != "" {
-				t.Errorf("%s over %s differs from gRPC's (-grpc +%s):\n%s", what, p.name, p.name, diff)
+				t.Errorf("%s over %s differs from gRPC's (-grpc +%s):\n%s", what, p.Name, p.Name, diff)
 			}
 		}
 	}
@@ -268,7 +94,7 @@ func TestEveryProtocolServesTheSame(t *testing.T) {
 		}
 		for i, p := range protocols[1:] {
 			if diff := cmp.Diff(want, responses(watches[i+1][f].reader), protocmp.Transform()); diff != "" {
-				t.Errorf("Watch (%v) over %s differs from gRPC's (-grpc +%s):\n%s", watches[0][f].format, p.name, p.name, diff)
+				t.Errorf("Watch (%v) over %s differs from gRPC's (-grpc +%s):\n%s", watches[0][f].format, p.Name, p.Name, diff)
 			}
 		}
 	}
@@ -351,11 +177,11 @@ func TestAWatchResumesExactlyAcrossProtocols(t *testing.T) {
 		createConfigMap(t, ns, fmt.Sprintf("cm-%02d", i), nil, "v0")
 	}
 	h := startHub(t, informerhub.Config{})
-	stream, cancel := openWatch(t, protocols[1].dial(t, h.addr), &informerhubv1.WatchRequest{Selector: watchSelector(ns), SendInitialEvents: true})
+	stream, cancel := openWatch(t, protocols[1].Dial(t, h.addr), &informerhubv1.WatchRequest{Selector: watchSelector(ns), SendInitialEvents: true})
 	initial, end := initialEvents(t, stream)
 	cancel()
 	if diff := cmp.Diff(listAt(t, ns, end.ResourceVersion, "", ""), initial); diff != "" {
-		t.Fatalf("initial events over %s differ from a LIST (-list +hub):\n%s", protocols[1].name, diff)
+		t.Fatalf("initial events over %s differ from a LIST (-list +hub):\n%s", protocols[1].Name, diff)
 	}
 
 	api := watchConfigMaps(t, ns, end.ResourceVersion)
@@ -364,8 +190,8 @@ func TestAWatchResumesExactlyAcrossProtocols(t *testing.T) {
 	used := map[string]int{}
 	for reconnects := 2; ; reconnects++ {
 		p := protocols[reconnects%len(protocols)]
-		used[p.name]++
-		stream, cancel := openWatch(t, p.dial(t, h.addr), &informerhubv1.WatchRequest{Selector: watchSelector(ns), ResumeToken: token})
+		used[p.Name]++
+		stream, cancel := openWatch(t, p.Dial(t, h.addr), &informerhubv1.WatchRequest{Selector: watchSelector(ns), ResumeToken: token})
 		reachedMarker := false
 		for range 23 {
 			resp := stream.next(t)
@@ -443,20 +269,20 @@ func TestEveryProtocolAuthenticatesTheSame(t *testing.T) {
 			LabelSelector: strings.Repeat("a", 100<<10)}, codes.ResourceExhausted, 1},
 	}
 	for _, p := range protocols {
-		t.Run(p.name, func(t *testing.T) {
-			client := p.dial(t, h.addr)
+		t.Run(p.Name, func(t *testing.T) {
+			client := p.Dial(t, h.addr)
 			for _, c := range calls {
 				before := reviews.created.Load()
 				token := c.token
 				if strings.HasSuffix(token, "-") {
-					token += p.name // rejected tokens are remembered
+					token += p.Name // rejected tokens are remembered
 				}
 				_, err := firstWatchResponse(client, withBearer(t, token), c.sel)
 				if status.Code(err) != c.code {
 					t.Errorf("%s: %v, want %v", c.name, err, c.code)
 				}
 				want := c.reviews
-				if c.code == codes.ResourceExhausted && p.name != "grpc" {
+				if c.code == codes.ResourceExhausted && p.Name != "grpc" {
 					want = 0
 				}
 				if got := reviews.created.Load() - before; got != want {
