@@ -255,7 +255,7 @@ type listThenWatch struct{ *cache.ListWatch }
 
 func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
-func (s quietSource) ListerWatcher(upstream.ResourceInfo) cache.ListerWatcher {
+func (s quietSource) ListerWatcher(upstream.ResourceInfo, string) cache.ListerWatcher {
 	return listThenWatch{&cache.ListWatch{
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
 			list := &upstream.ObjectList{}

@@ -40,7 +40,7 @@ type feed struct {
 	log      *slog.Logger
 	counters *resourceCounters // the resource type's, outliving the feed
 	events   eventMaker
-	lw       cache.ListerWatcher // also opens the upstream watches of replays
+	lw       cache.ListerWatcher // also opens the cluster-wide upstream watches of replays
 	cancel   context.CancelFunc  // stops the informer
 	done     chan struct{}       // closed when the informer's goroutines have exited
 	stopped  chan struct{}       // closed by stop; err says why

@@ -67,10 +67,11 @@ type Resolver interface {
 	Resources(ctx context.Context) ([]upstream.ResourceInfo, error)
 }
 
-// Source opens the list and watch calls of one resource type's informer,
-// cluster-wide, as upstream.Source does.
+// Source opens the list and watch calls of one resource type, as
+// upstream.Source does: cluster-wide for its informer (namespace ""), and
+// in one namespace of a namespaced type for a replay.
 type Source interface {
-	ListerWatcher(info upstream.ResourceInfo) cache.ListerWatcher
+	ListerWatcher(info upstream.ResourceInfo, namespace string) cache.ListerWatcher
 }
 
 // ResourceStatus is a resource type with the hub's activity on it.
@@ -146,7 +147,7 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 	}
 	h.feeds = newFeeds(cfg.IdleTimeout, func(info upstream.ResourceInfo, counters *resourceCounters) *feed {
 		f := newFeed(h, info, counters)
-		f.start(h.ctx, h.source.ListerWatcher(info), &h.informers)
+		f.start(h.ctx, h.source.ListerWatcher(info, ""), &h.informers)
 		return f
 	})
 	h.memory = newMemory(cfg.MemoryBudget, h.log, h.feeds.running)

@@ -29,9 +29,16 @@ import (
 // replica of the hub: that is what lets a fresh hub honour a token another
 // one issued.
 //
-// The API server can evaluate neither filters nor projections, and its watch
-// carries no previous state. A subscription that has any of them replays
-// statefully: before its first watch, it lists the upstream selection as it
+// The upstream watch asks the API server for what it evaluates of the
+// selector, and the hub evaluates the rest (selector.upstreamQuery says
+// which is which). What the hub evaluates of a shard selector never
+// changes its verdict on an object (uid and namespace are immutable), so
+// the replay passes on only the upstream changes of the objects it
+// selects. A filter, or a field selector the API server refused, can: an
+// upstream MODIFIED may then be an object entering or leaving the
+// selection. The API server can evaluate neither filters nor projections,
+// and its watch carries no previous state. A subscription with any of
+// these replays statefully: before its first watch, it lists the upstream selection as it
 // was at the token's resourceVersion (a LIST with resourceVersionMatch
 // Exact, which the API server serves until etcd compacts that version, and
 // answers 410 Gone after), and keeps, for each object, whether the filter
@@ -44,7 +51,11 @@ type replay struct {
 	s        *Subscription
 	upstream *replayWatch
 	rv       uint64 // every selected change up to rv has been passed on
-	// stateful is set for a subscription with a filter, a projection or
+	// query is what the upstream watch asks the API server for, and what
+	// the hub evaluates itself.
+	query upstreamQuery
+	// stateful is set for a subscription whose selection the API server
+	// cannot follow alone (query.stateful), with a projection, or with
 	// previous states (see above). state is what such a replay knows of
 	// each object of the upstream selection (see replayEntry); nil for a
 	// stateless one, and until its LIST. stateBytes is the state's share
@@ -85,25 +96,58 @@ func (e replayEntry) size(k objectKey) int64 {
 }
 
 func newReplay(s *Subscription, rv uint64) *replay {
-	r := &replay{s: s, upstream: newReplayWatch(s.lease.feed, s.lease.sel, s.lease.owner), rv: rv}
-	vw := s.lease.view
-	if r.stateful = s.lease.sel.filter != nil || vw.proj != nil || vw.includePrevious; r.stateful {
-		r.stateBytes.Init(s.lease.feed.hub.replays.bytes, false)
-	}
+	r := &replay{s: s, upstream: newReplayWatch(s.lease.feed, s.lease.owner), rv: rv}
+	r.plan(s.lease.sel.upstreamQuery(true))
 	return r
+}
+
+// plan makes the replay ask the API server for q, statefully if it must.
+// A replay that turns stateful lists its state when it next opens its
+// watch.
+func (r *replay) plan(q upstreamQuery) {
+	r.query = q
+	r.upstream.query(q)
+	vw := r.s.lease.view
+	if stateful := q.stateful || vw.proj != nil || vw.includePrevious; stateful && !r.stateful {
+		r.stateful = true
+		r.stateBytes.Init(r.s.lease.feed.hub.replays.bytes, false)
+	}
 }
 
 // open starts the upstream watch from r.rv and, for a stateful replay that
 // has none yet, lists its state once the watch has accepted the version: a
 // version the API server no longer has costs it a refused watch, not a LIST
-// of the whole selection.
+// of the whole selection. When the API server refuses the field selector,
+// which the hub's table of fields says it serves (see upstreamQuery), the
+// hub evaluates it instead, as it does live.
 func (r *replay) open(ctx context.Context) error {
-	return r.upstream.open(ctx, r.rv, func(ctx context.Context) error {
+	prepare := func(ctx context.Context) error {
 		if !r.stateful || r.state != nil {
 			return nil
 		}
 		return r.listState(ctx)
-	})
+	}
+	err := r.upstream.open(ctx, r.rv, prepare)
+	var refused *selectorRefusedError
+	if errors.As(err, &refused) && r.query.fieldSelector != "" {
+		r.s.lease.feed.log.Info("the API server refuses a field selector the hub serves; the replay evaluates it in the hub",
+			"selector", r.s.describe(), "error", err)
+		r.plan(r.s.lease.sel.upstreamQuery(false))
+		err = r.upstream.open(ctx, r.rv, prepare)
+	}
+	return refusedSelector(err)
+}
+
+// refusedSelector turns the API server's refusal of a selector the replay
+// can ask for no less of into what ends the subscription: a RequestError,
+// as the API server's refusal of the same selector would be.
+func refusedSelector(err error) error {
+	var refused *selectorRefusedError
+	if errors.As(err, &refused) {
+		return &RequestError{Field: FieldLabelSelector, Err: ErrInvalidRequest,
+			Reason: "the API server refuses the stream's selector now, replaying it: " + refused.err.Error()}
+	}
+	return err
 }
 
 // step returns the next change of the replay (or a bookmark); or, once the
@@ -241,7 +285,7 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 	f := r.s.lease.feed
 	switch e.Type {
 	case watch.Error:
-		return nil, nil, r.upstream.apiError(apierrors.FromObject(e.Object))
+		return nil, nil, refusedSelector(r.upstream.apiError(apierrors.FromObject(e.Object)))
 	case watch.Bookmark:
 		m, err := meta.Accessor(e.Object)
 		if err != nil {
@@ -269,6 +313,12 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 		return nil, next, nil
 	}
 	r.rv = o.rv
+	// What the hub evaluates itself of a stateless replay's selector never
+	// changes its verdict on an object: the changes of an object it does
+	// not select are none of the subscriber's.
+	if !r.stateful && r.query.local != nil && !r.query.local.matchesBase(o) {
+		return nil, nil, nil
+	}
 	ev := &Event{
 		ResourceVersion: strconv.FormatUint(o.rv, 10),
 		Object:          o.json,

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -19,13 +18,17 @@ import (
 )
 
 // replayWatch is a replay's upstream side: a watch of the API server with
-// the subscription's own selector, from a resourceVersion on, and the LIST
-// of that selection at a version for a stateful replay. It holds one of
-// the hub's replay slots for the replay's life (replayLimits).
+// what it evaluates of the subscription's selector (an upstreamQuery),
+// from a resourceVersion on, and the LIST of that selection at a version
+// for a stateful replay. It holds one of the hub's replay slots for the
+// replay's life (replayLimits).
 type replayWatch struct {
-	feed  *feed
-	opts  metav1.ListOptions // the selector; ResourceVersion is set per call
-	owner string             // whose share of the slots it takes first
+	feed *feed
+	// lw lists and watches the query's namespace; opts holds its label and
+	// field selectors (ResourceVersion is set per call). Set by query.
+	lw    cache.ListerWatcherWithContext
+	opts  metav1.ListOptions
+	owner string // whose share of the slots it takes first
 	// ctx ends the upstream watch, and the replay: cancel is called when
 	// the replay ends, and by the subscription's Close, from any goroutine.
 	ctx    context.Context
@@ -57,26 +60,23 @@ const (
 	maxShortRuns = 5
 )
 
-func newReplayWatch(f *feed, sel *selector, owner string) *replayWatch {
-	timeout := int64(replayWatchTimeout)
-	opts := metav1.ListOptions{AllowWatchBookmarks: true, TimeoutSeconds: &timeout}
-	if sel.labels != nil {
-		opts.LabelSelector = sel.labels.String()
-	}
-	// The feed's watch is cluster-wide; a namespace is a field of every
-	// object, so one path serves every selector.
-	var terms []fields.Selector
-	if sel.fields != nil {
-		terms = append(terms, sel.fields)
-	}
-	if sel.namespace != "" {
-		terms = append(terms, fields.OneTermEqualSelector("metadata.namespace", sel.namespace))
-	}
-	if len(terms) > 0 {
-		opts.FieldSelector = fields.AndSelectors(terms...).String()
-	}
+// newReplayWatch returns a replay's upstream side; query sets what it asks
+// for before it opens.
+func newReplayWatch(f *feed, owner string) *replayWatch {
 	ctx, cancel := context.WithCancel(f.hub.ctx)
-	return &replayWatch{feed: f, opts: opts, owner: owner, ctx: ctx, cancel: cancel}
+	return &replayWatch{feed: f, owner: owner, ctx: ctx, cancel: cancel}
+}
+
+// query makes the next watch and LIST ask the API server for q.
+func (u *replayWatch) query(q upstreamQuery) {
+	timeout := int64(replayWatchTimeout)
+	u.opts = metav1.ListOptions{AllowWatchBookmarks: true, TimeoutSeconds: &timeout,
+		LabelSelector: q.labelSelector, FieldSelector: q.fieldSelector}
+	lw := u.feed.lw
+	if q.namespace != "" {
+		lw = u.feed.hub.source.ListerWatcher(u.feed.info, q.namespace)
+	}
+	u.lw = cache.ToListerWatcherWithContext(lw)
 }
 
 // open starts a watch from rv. Once the watch has accepted the version,
@@ -103,7 +103,7 @@ func (u *replayWatch) open(ctx context.Context, rv uint64, prepare func(context.
 	}
 	opts := u.opts
 	opts.ResourceVersion = strconv.FormatUint(rv, 10)
-	w, err := cache.ToListerWatcherWithContext(u.feed.lw).WatchWithContext(watchCtx, opts)
+	w, err := u.lw.WatchWithContext(watchCtx, opts)
 	if err != nil {
 		return failed(u.apiError(err))
 	}
@@ -135,9 +135,8 @@ func (u *replayWatch) list(ctx context.Context, rv uint64, each func(runtime.Obj
 		ResourceVersionMatch: metav1.ResourceVersionMatchExact,
 		Limit:                replayListPage,
 	}
-	lw := cache.ToListerWatcherWithContext(u.feed.lw)
 	for {
-		list, err := lw.ListWithContext(ctx, opts)
+		list, err := u.lw.ListWithContext(ctx, opts)
 		if err != nil {
 			return u.apiError(err)
 		}
@@ -283,14 +282,23 @@ func (u *replayWatch) apiError(err error) error {
 		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
 			"%w: the API server has not reached the token's resourceVersion yet; retry shortly", ErrTokenAhead)}
 	case apierrors.IsBadRequest(err):
-		// The API server refuses the selector it was given, as it was
-		// when the stream started (a custom resource's selectable field
-		// removed since): retrying cannot help.
-		return &RequestError{Field: FieldFieldSelector, Err: ErrInvalidRequest,
-			Reason: "the API server refuses the stream's selector now, replaying it: " + err.Error()}
+		// The API server refuses the selector it was given (a field the
+		// hub's table has and it does not serve): the replay asks for
+		// less, and evaluates the rest itself.
+		return &selectorRefusedError{err: err}
 	}
 	return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
 }
+
+// selectorRefusedError is the API server's 400 Bad Request to a replay's
+// watch or LIST: it refuses the selector it was given. The replay asks for
+// less (replay.open), or ends with a RequestError.
+type selectorRefusedError struct{ err error }
+
+func (e *selectorRefusedError) Error() string {
+	return "the API server refuses the selector: " + e.err.Error()
+}
+func (e *selectorRefusedError) Unwrap() error { return e.err }
 
 // checkNotAhead makes sure a token ahead of the feed is not ahead of the
 // API server too: a token from another replica that was ahead is replayed

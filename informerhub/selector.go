@@ -283,6 +283,68 @@ func selectorKey(sel *selector) string {
 	return b.String()
 }
 
+// upstreamQuery is how a replay (replay.go) asks the API server for a
+// selector's selection, and what the hub must evaluate itself on what the
+// API server sends back. Every other path evaluates the whole selector in
+// the hub (matches); this is the one place that says which parts the API
+// server evaluates, and the replay asks nothing else of it:
+//
+//   - the namespace, as the REST path (/namespaces/N/...), which serves
+//     every namespaced type, whatever field selectors it takes
+//     (podcertificaterequests refuse metadata.namespace as a field);
+//   - the label selector, which the API server evaluates as the hub does;
+//   - the field selector, unless the API server refused it
+//     (withFields false): the hub's table of fields (package fieldset)
+//     can name one this API server does not serve (an older version, a
+//     custom resource's selectableFields not loaded yet or behind a gate);
+//   - never the shard selector, which an API server evaluates only with
+//     the alpha gate ShardedListAndWatch on and ignores otherwise, nor the
+//     filter (CEL), which it has no notion of.
+type upstreamQuery struct {
+	namespace     string
+	labelSelector string
+	fieldSelector string
+	// local selects by the parts the API server does not evaluate; nil
+	// when it evaluates them all.
+	local *selector
+	// stateful is set when local's verdict on an object can change as the
+	// object changes (a filter, a field other than metadata.name and
+	// metadata.namespace): then the upstream watch's MODIFIED may be an
+	// object entering or leaving the selection, which only the object's
+	// previous verdict tells, and a replay must keep state (see replay).
+	// The uid and namespace a shard hashes never change.
+	stateful bool
+}
+
+// upstreamQuery splits the selector between the API server and the hub;
+// withFields says whether the API server evaluates its field selector.
+func (s *selector) upstreamQuery(withFields bool) upstreamQuery {
+	q := upstreamQuery{namespace: s.namespace}
+	if s.labels != nil {
+		q.labelSelector = s.labels.String()
+	}
+	local := &selector{fieldSet: s.fieldSet, shard: s.shard, filter: s.filter, filterErrors: s.filterErrors}
+	switch {
+	case s.fields == nil:
+	case withFields:
+		q.fieldSelector = s.fields.String()
+	default:
+		local.fields = s.fields
+		for _, r := range s.fields.Requirements() {
+			if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
+				q.stateful = true
+			}
+		}
+	}
+	if local.filter != nil {
+		q.stateful = true
+	}
+	if local.fields != nil || local.shard != nil || local.filter != nil {
+		q.local = local
+	}
+	return q
+}
+
 // trigger returns the equality the dispatcher indexes the selector by:
 // one that every object it selects satisfies, the most selective there is
 // (a name, another field, a label, a namespace), or false when it has none.

@@ -393,6 +393,9 @@ func (s *Subscription) Close() {
 func (s *Subscription) describe() string {
 	sel, vw := s.lease.sel, s.lease.view
 	desc := fmt.Sprintf("namespace=%q labels=%q fields=%q", sel.namespace, canonical(sel.labels), canonical(sel.fields))
+	if sel.shard != nil {
+		desc += fmt.Sprintf(" shard=%q", truncate(sel.shard.String()))
+	}
 	if sel.filter != nil {
 		desc += fmt.Sprintf(" filter=%q", truncate(sel.filter.Expr()))
 	}

@@ -201,8 +201,8 @@ type stopStalls struct {
 	once    sync.Once
 }
 
-func (s *stopStalls) ListerWatcher(info upstream.ResourceInfo) cache.ListerWatcher {
-	return &stallingListerWatcher{ListerWatcher: s.Cluster.ListerWatcher(info), source: s}
+func (s *stopStalls) ListerWatcher(info upstream.ResourceInfo, namespace string) cache.ListerWatcher {
+	return &stallingListerWatcher{ListerWatcher: s.Cluster.ListerWatcher(info, namespace), source: s}
 }
 
 type stallingListerWatcher struct {

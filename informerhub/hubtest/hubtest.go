@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -145,11 +147,50 @@ func (c *Cluster) Resources(context.Context) ([]upstream.ResourceInfo, error) {
 	return out, nil
 }
 
-func (c *Cluster) ListerWatcher(info upstream.ResourceInfo) cache.ListerWatcher {
+// ListerWatcher lists and watches a resource type: cluster-wide, for an
+// informer (counted: see InformersStarted), or in one namespace, for a
+// replay.
+func (c *Cluster) ListerWatcher(info upstream.ResourceInfo, namespace string) cache.ListerWatcher {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	lw := &listerWatcher{FakeControllerSource: c.sources[info.Resource], cluster: c, gvr: info.Resource}
+	if namespace != "" {
+		return &namespaceListerWatcher{listerWatcher: lw, namespace: namespace}
+	}
 	c.started[info.Resource]++
-	return &listerWatcher{FakeControllerSource: c.sources[info.Resource], cluster: c, gvr: info.Resource}
+	return lw
+}
+
+// namespaceListerWatcher is a listerWatcher of one namespace: the fake
+// serves every namespace, and this keeps the objects of one.
+type namespaceListerWatcher struct {
+	*listerWatcher
+	namespace string
+}
+
+func (lw *namespaceListerWatcher) in(obj runtime.Object) bool {
+	m, err := meta.Accessor(obj)
+	return err == nil && m.GetNamespace() == lw.namespace
+}
+
+func (lw *namespaceListerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
+	list, err := lw.listerWatcher.List(opts)
+	if err != nil {
+		return nil, err
+	}
+	l := list.(*corev1.List).DeepCopy()
+	l.Items = slices.DeleteFunc(l.Items, func(item runtime.RawExtension) bool { return !lw.in(item.Object) })
+	return l, nil
+}
+
+func (lw *namespaceListerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := lw.listerWatcher.Watch(opts)
+	if err != nil {
+		return nil, err
+	}
+	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+		return e, e.Type == watch.Error || e.Type == watch.Bookmark || lw.in(e.Object)
+	}), nil
 }
 
 // Lists counts the LIST calls made of gvr, by informers and replays.

@@ -24,7 +24,7 @@ func TestAWatchOpenedAsForbidIsCalledIsRefusedOrEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lw := c.ListerWatcher(info)
+	lw := c.ListerWatcher(info, "")
 	type opened struct {
 		w   watch.Interface
 		err error

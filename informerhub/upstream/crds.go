@@ -46,7 +46,7 @@ type crdVersions struct {
 // listerWatchers opens the lists and watches of informers, as Source
 // does.
 type listerWatchers interface {
-	ListerWatcher(info ResourceInfo) cache.ListerWatcher
+	ListerWatcher(info ResourceInfo, namespace string) cache.ListerWatcher
 }
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -76,7 +76,7 @@ func NewCRDFields(lw listerWatchers, log *slog.Logger) *CRDFields {
 		synced: make(chan struct{}),
 		byName: map[string]crdVersions{},
 	}
-	c.informer = cache.NewSharedIndexInformer(lw.ListerWatcher(ResourceInfo{Resource: crdResource}), &Object{}, 0, cache.Indexers{})
+	c.informer = cache.NewSharedIndexInformer(lw.ListerWatcher(ResourceInfo{Resource: crdResource}, ""), &Object{}, 0, cache.Indexers{})
 	// A CRD's schema can be large; only what crdSummary holds is kept.
 	_ = c.informer.SetTransform(func(obj any) (any, error) {
 		raw, ok := obj.(*Object)

@@ -17,7 +17,7 @@ import (
 // crdSource serves CRDs from a fake, as raw objects.
 type crdSource struct{ src *fcache.FakeControllerSource }
 
-func (s crdSource) ListerWatcher(ResourceInfo) cache.ListerWatcher { return s.src }
+func (s crdSource) ListerWatcher(ResourceInfo, string) cache.ListerWatcher { return s.src }
 
 func crd(name, scope string, versions map[string][]string) *Object {
 	var vs []string

@@ -174,7 +174,7 @@ func TestAWatchWhoseConnectionDropsIsTriedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lw := cache.ToListerWatcherWithContext(source.ListerWatcher(ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}))
+	lw := cache.ToListerWatcherWithContext(source.ListerWatcher(ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}, ""))
 	w, err := lw.WatchWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "5"})
 	if err != nil {
 		t.Fatal(err)

@@ -63,10 +63,10 @@ func NewSource(restConfig *rest.Config, httpClient *http.Client, stripManagedFie
 	return &Source{client: client, watchClient: watchClient, serializer: serializer{stripManagedFields: stripManagedFields}}, nil
 }
 
-// ListerWatcher lists and watches one resource type, cluster-wide, for an
-// informer.
-func (s *Source) ListerWatcher(info ResourceInfo) cache.ListerWatcher {
-	path := resourcePath(info.Resource)
+// ListerWatcher lists and watches one resource type: cluster-wide (for an
+// informer) when namespace is "", else in that namespace.
+func (s *Source) ListerWatcher(info ResourceInfo, namespace string) cache.ListerWatcher {
+	path := resourcePath(info.Resource, namespace)
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			list := &ObjectList{}
@@ -118,10 +118,15 @@ func (s *Source) watch(ctx context.Context, path []string, opts *metav1.ListOpti
 	}
 }
 
-// resourcePath is the cluster-wide REST path of a resource.
-func resourcePath(gvr schema.GroupVersionResource) []string {
+// resourcePath is the REST path of a resource: cluster-wide when
+// namespace is "", else in that namespace.
+func resourcePath(gvr schema.GroupVersionResource, namespace string) []string {
+	path := []string{"/apis", gvr.Group, gvr.Version}
 	if gvr.Group == "" {
-		return []string{"/api", gvr.Version, gvr.Resource}
+		path = []string{"/api", gvr.Version}
 	}
-	return []string{"/apis", gvr.Group, gvr.Version, gvr.Resource}
+	if namespace != "" {
+		path = append(path, "namespaces", namespace)
+	}
+	return append(path, gvr.Resource)
 }
