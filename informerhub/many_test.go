@@ -398,3 +398,42 @@ func TestWatchManyMatchesWatchesByWhatTheySend(t *testing.T) {
 		t.Fatalf("the whole watch resumed with %+v, want the MODIFIED to 3 alone", got)
 	}
 }
+
+// TestATokenOfInitialEventsResumesAnEquivalentSelector: a token taken
+// during initial events resumes them with the same selection however it is
+// written ("x=1" and "x in (1)" are one, as the proto promises), in a
+// WatchMany and in a Watch.
+func TestATokenOfInitialEventsResumesAnEquivalentSelector(t *testing.T) {
+	c := newFakeCluster(t)
+	for i := range 3 {
+		c.cms().Add(configMap("ns", fmt.Sprint(i), map[string]string{"x": "1"}, ""))
+	}
+	h := newHub(t, c, informerhub.Config{})
+	written := informerhub.Selector{Resource: configMaps, LabelSelector: "x=1"}
+	equivalent := informerhub.Selector{Resource: configMaps, LabelSelector: "x in (1)"}
+	m := watchMany(t, h, informerhub.WatchManyRequest{Watches: []informerhub.WatchRequest{{Selector: written, SendInitialEvents: true}}})
+	first := nextMany(t, m)
+	if first.Event.Type != informerhub.EventAdded || first.InitialEventsEnd {
+		t.Fatalf("first event %v, want an initial ADDED", toManyEv(t, first))
+	}
+	m.Close()
+
+	resumedMany := watchMany(t, h, informerhub.WatchManyRequest{
+		Watches: []informerhub.WatchRequest{{Selector: equivalent}}, ResumeToken: first.ResumeToken})
+	var keys []string
+	for {
+		e := nextMany(t, resumedMany)
+		if e.InitialEventsEnd {
+			break
+		}
+		keys = append(keys, toManyEv(t, e).Key)
+	}
+	if want := []string{"ns/1", "ns/2"}; !slices.Equal(keys, want) {
+		t.Errorf("the WatchMany resumed with %q continued its initial events with %v, want %v", equivalent.LabelSelector, keys, want)
+	}
+
+	resumed := watch(t, h, informerhub.WatchRequest{Selector: equivalent, ResumeToken: first.Event.ResumeToken})
+	if e := toEv(t, next(t, resumed)); e.Key != "ns/1" {
+		t.Errorf("the Watch resumed with %q continued its initial events with %v, want ns/1", equivalent.LabelSelector, e)
+	}
+}

@@ -90,7 +90,7 @@ func checkToken(s string, info upstream.ResourceInfo, sel *selector) (*token, er
 		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
 			Reason: "resume token was issued for " + strconv.Quote(tok.resource) + ", not " + strconv.Quote(want)}
 	}
-	if tok.initial && tok.selector != sel.fingerprint {
+	if tok.initial && tok.selector != sel.fingerprint && tok.selector != sel.legacyFingerprint {
 		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
 			Reason: "resume token was issued during the initial events of a different selector: resume with the same namespace and selectors, or start over"}
 	}

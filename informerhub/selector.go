@@ -60,8 +60,9 @@ type selector struct {
 	// key identifies what the selector selects: selectors with equal keys
 	// select the same objects and share their matching (see dispatch.go).
 	key string
-	// fingerprint identifies the selector in tokens of initial events.
-	fingerprint uint64
+	// fingerprint identifies the selection in tokens of initial events
+	// (fingerprintOf); legacyFingerprint is what older hubs put there.
+	fingerprint, legacyFingerprint uint64
 }
 
 // validateResource checks the parts of a Selector that must be present
@@ -185,10 +186,28 @@ func parseSelector(s Selector, info upstream.ResourceInfo, cfg *Config, filters 
 		}
 		sel.filter = f
 	}
-	// The fingerprint of selectors without a filter is what hubs before
-	// filters computed, so their tokens of initial events stay valid.
+	sel.key = selectorKey(sel)
+	sel.fingerprint = fingerprintOf(sel.key)
+	sel.legacyFingerprint = legacyFingerprint(sel)
+	return sel, nil
+}
+
+// fingerprintOf is the fingerprint of a selector whose key is key: equal
+// for selectors that select the same, however written ("x=1" and
+// "x in (1)"), as the proto promises of tokens of initial events.
+func fingerprintOf(key string) uint64 {
 	h := fnv.New64a()
-	parts := []string{s.Namespace, canonical(sel.labels), canonical(sel.fields)}
+	h.Write([]byte("key:"))
+	h.Write([]byte(key))
+	return h.Sum64()
+}
+
+// legacyFingerprint is what hubs before fingerprintOf put in tokens of
+// initial events: a hash of the selectors as written. Tokens they issued
+// are still accepted (checkToken), with the selector as it was written.
+func legacyFingerprint(sel *selector) uint64 {
+	h := fnv.New64a()
+	parts := []string{sel.namespace, canonical(sel.labels), canonical(sel.fields)}
 	if sel.filter != nil {
 		parts = append(parts, sel.filter.Expr())
 	}
@@ -199,9 +218,7 @@ func parseSelector(s Selector, info upstream.ResourceInfo, cfg *Config, filters 
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
-	sel.fingerprint = h.Sum64()
-	sel.key = selectorKey(sel)
-	return sel, nil
+	return h.Sum64()
 }
 
 // parseFieldSelector validates a field selector against the fields of a
