@@ -243,10 +243,12 @@ func valueAt(v any, path []string) (any, bool) {
 // without encoding them; nothing is listed again. The counter stops when
 // its last caller closes.
 //
-// A counter that can go no further (its informer stopped, it fell behind
-// the history, the hub closed) ends all its callers: Next returns why,
-// with a *TooSlowError whose Counting is set when it fell behind. The next
-// Count starts a fresh counter.
+// A counter that falls behind the changes further than the history holds
+// counts afresh from the state, and goes on (see counter): callers see
+// its next counts, of a later state, and no end. A counter that can go no
+// further (its informer stopped, a change took it past its limits, the
+// hub closed) ends all its callers: Next returns why. The next Count
+// starts a fresh counter.
 func (h *Hub) Count(ctx context.Context, req CountRequest) (*CountSubscription, error) {
 	g, err := parseGroupBy(req.GroupBy)
 	if err != nil {
@@ -406,8 +408,8 @@ func (cs *counts) release(c *counter) {
 }
 
 // run starts the goroutines of a counter whose subscription is open,
-// unless the hub is closing.
-func (cs *counts) run(c *counter, sub *Subscription, g *groupBy, interval time.Duration) error {
+// unless the hub is closing; subscribe opens another (see counter.run).
+func (cs *counts) run(c *counter, sub *Subscription, subscribe func(context.Context) (*Subscription, error), g *groupBy, interval time.Duration) error {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cs.closed {
@@ -417,9 +419,22 @@ func (cs *counts) run(c *counter, sub *Subscription, g *groupBy, interval time.D
 	cs.running.Add(1)
 	go func() {
 		defer cs.running.Done()
-		c.run(sub, g, interval, cs.discard)
+		c.run(sub, subscribe, g, interval, cs)
 	}()
 	return nil
+}
+
+// replace makes sub the counter's subscription, the one its last release
+// closes, and reports whether the counter still has callers: if not, the
+// caller closes sub.
+func (cs *counts) replace(c *counter, sub *Subscription) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if c.refs == 0 {
+		return false
+	}
+	c.sub = sub
+	return true
 }
 
 // discard removes a counter that failed from the registry, if it is still

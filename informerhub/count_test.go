@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -475,5 +476,62 @@ func TestACountOfTooManyGroupsEnds(t *testing.T) {
 	}
 	if !errors.As(err, &limit) || limit.Limit != informerhub.LimitCountGroupBytes {
 		t.Fatalf("a long group value: %v, want the %s limit", err, informerhub.LimitCountGroupBytes)
+	}
+}
+
+// TestACountThatFallsBehindCountsAfresh: a counter whose subscription the
+// history overtook (here before the counter read anything: once its
+// initial events are counted, the changes after them are gone) neither
+// replays from the API server nor ends its callers: it counts afresh from
+// a new subscription, so a shard's count holds its shard only.
+func TestACountThatFallsBehindCountsAfresh(t *testing.T) {
+	c := newFakeCluster(t)
+	c.cms().Add(configMap("ns", "first", nil, ""))
+	h := newHub(t, c, informerhub.Config{HistorySize: 4, QueueSize: 2, CountInterval: time.Millisecond})
+	watch(t, h, informerhub.WatchRequest{}) // runs the feed
+	ctx := context.Background()
+	req := informerhub.CountRequest{Selector: informerhub.Selector{Resource: configMaps, ShardSelector: lowerHalf}}
+	// want counts the shard's objects; rv is the version of the last
+	// change, and last that of the shard's last.
+	want, rv, last := uint64(0), uint64(1), uint64(0)
+	add := func(ns string, n int) {
+		for i := range n {
+			name := fmt.Sprint(i * 7919) // names whose hashes spread over both halves
+			c.cms().Add(configMap(ns, name, nil, ""))
+			rv++
+			if inLowerHalf(ns + "/" + name) {
+				want, last = want+1, rv
+			}
+		}
+		informerhub.WaitForResourceVersion(h, configMaps, rv)
+	}
+	if inLowerHalf("ns/first") {
+		want, last = 1, 1
+	}
+	add("a", 20)
+	sub, err := informerhub.CountingSubscription(ctx, h, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("b", 8) // past the history, before the counter reads
+	s, err := informerhub.StartCounter(h, sub, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	add("c", 8) // counted live
+	// The counts of the last change the shard selects, or a later one.
+	for {
+		counts := nextCounts(t, s)
+		if v, _ := strconv.ParseUint(counts.ResourceVersion, 10, 64); v < last {
+			continue
+		}
+		if counts.Total != want {
+			t.Fatalf("the shard counts %d objects at resourceVersion %s, want %d", counts.Total, counts.ResourceVersion, want)
+		}
+		break
+	}
+	if st := statsOf(t, h); st.Recounts != 1 || st.Replays != 0 {
+		t.Errorf("Recounts = %d, Replays = %d: want the counter to have counted afresh once, without a replay", st.Recounts, st.Replays)
 	}
 }

@@ -13,12 +13,19 @@ import (
 )
 
 // counter counts what one countKey selects, for every caller that shares
-// it (see Hub.Count), from one subscription of the feed. It runs two
-// goroutines: a reader, which calls the subscription's Next and hands each
-// event on; and run's, which applies each to its tally and publishes the
-// tally as Counts, at most once per Config.CountInterval. The callers read
-// the published Counts (latest) and wait on changed; none of them ever
-// takes more than mu, nor makes the counter wait.
+// it (see Hub.Count), from one subscription of the feed at a time. It runs
+// two goroutines: a reader, which calls the subscription's Next and hands
+// each event on; and run's, which applies each to its tally and publishes
+// the tally as Counts, at most once per Config.CountInterval. The callers
+// read the published Counts (latest) and wait on changed; none of them
+// ever takes more than mu, nor makes the counter wait.
+//
+// A subscription that falls behind further than the history does not end
+// the counter: it counts afresh, from a new subscription's initial events
+// (the state then), and publishes those counts once it has them. Counts
+// are of a state, not of a sequence of changes: nothing is lost by
+// skipping to a later one, where a replay from the API server would cost
+// it a watch to bring a counter that reads too slowly further behind.
 type counter struct {
 	key countKey
 	// started is closed once the caller that took the counter first has
@@ -34,7 +41,7 @@ type counter struct {
 
 	// Guarded by counts.mu.
 	refs int
-	sub  *Subscription // set once its goroutines run
+	sub  *Subscription // the current one, set once its goroutines run
 
 	// mu guards what callers read.
 	mu sync.Mutex
@@ -60,25 +67,10 @@ const countQueue = 64
 // the hub's registry. Either way it closes started.
 func (c *counter) start(ctx context.Context, h *Hub, req CountRequest, g *groupBy) {
 	defer close(c.started)
-	// Whole objects, not a projection of what the grouping reads: a
-	// projection would drop the changes that move no object between
-	// groups, but costs projecting every change's object and previous
-	// state, where reading a group value from the whole JSON costs less
-	// than that (BenchmarkCount). Its events go to no transport: nothing
-	// encodes them (encodingUnsent).
-	info, params, err := h.watchParams(ctx, WatchRequest{
-		Selector:          req.Selector,
-		SendInitialEvents: true,
-		IncludePrevious:   g.previous,
-		Owner:             req.Owner,
-	})
-	var sub *Subscription
+	subscribe := func(ctx context.Context) (*Subscription, error) { return h.countSubscription(ctx, req, g) }
+	sub, err := subscribe(ctx)
 	if err == nil {
-		params.encoding = encodingUnsent
-		sub, err = h.subscribe(ctx, info, params)
-	}
-	if err == nil {
-		if err = h.counts.run(c, sub, g, h.cfg.CountInterval); err != nil {
+		if err = h.counts.run(c, sub, subscribe, g, h.cfg.CountInterval); err != nil {
 			sub.Close()
 		}
 	}
@@ -88,11 +80,70 @@ func (c *counter) start(ctx context.Context, h *Hub, req CountRequest, g *groupB
 	}
 }
 
+// countSubscription opens a subscription that counts what req selects,
+// grouped by g: with initial events, which make the first counts, and
+// never replaying (see counter). Whole objects, not a projection of what
+// the grouping reads: a projection would drop the changes that move no
+// object between groups, but costs projecting every change's object and
+// previous state, where reading a group value from the whole JSON costs
+// less than that (BenchmarkCount). Its events go to no transport: nothing
+// encodes them (encodingUnsent).
+func (h *Hub) countSubscription(ctx context.Context, req CountRequest, g *groupBy) (*Subscription, error) {
+	info, params, err := h.watchParams(ctx, WatchRequest{
+		Selector:          req.Selector,
+		SendInitialEvents: true,
+		IncludePrevious:   g.previous,
+		Owner:             req.Owner,
+	})
+	if err != nil {
+		return nil, err
+	}
+	params.encoding, params.neverReplay = encodingUnsent, true
+	return h.subscribe(ctx, info, params)
+}
+
 // run counts until the subscription ends: closed by the last caller's
-// release, or failed. It then fails the callers left, if any, and closes
-// the subscription.
-func (c *counter) run(sub *Subscription, g *groupBy, interval time.Duration, discard func(*counter)) {
+// release, or failed. A subscription that fell behind the history is
+// replaced by a fresh one from subscribe, counted afresh (see counter);
+// any other failure fails the callers left, if any.
+func (c *counter) run(sub *Subscription, subscribe func(context.Context) (*Subscription, error), g *groupBy,
+	interval time.Duration, cs *counts) {
 	defer close(c.done)
+	f := sub.lease.feed
+	var err error
+	for {
+		t := &tally{g: g, resource: f.resource, gvr: f.info.Resource, maxGroups: f.hub.cfg.MaxCountGroups}
+		if g.path != nil {
+			t.groups = map[string]uint64{}
+		}
+		err = c.countFrom(sub, t, interval)
+		var tooSlow *TooSlowError
+		if !errors.As(err, &tooSlow) {
+			break
+		}
+		f.log.Warn("a Count fell behind the changes further than the history; counting afresh from the cache",
+			"selector", sub.describe())
+		next, subErr := subscribe(context.Background())
+		if subErr != nil {
+			err = subErr
+			break
+		}
+		if !cs.replace(c, next) {
+			next.Close()
+			return // the last caller left meanwhile
+		}
+		sub = next
+	}
+	// Out of the registry first: a caller that retries at once starts a
+	// fresh counter.
+	cs.discard(c)
+	c.fail(err)
+}
+
+// countFrom counts what sub delivers into t (see count) until sub ends,
+// then closes it and returns why it ended: ErrSubscriptionClosed when the
+// last caller's release closed it.
+func (c *counter) countFrom(sub *Subscription, t *tally, interval time.Duration) error {
 	defer sub.Close()
 	events := make(chan *Event, countQueue)
 	var readErr error // set before events is closed
@@ -107,27 +158,13 @@ func (c *counter) run(sub *Subscription, g *groupBy, interval time.Duration, dis
 			events <- ev
 		}
 	}()
-	t := &tally{g: g, resource: sub.lease.feed.resource, gvr: sub.lease.feed.info.Resource, maxGroups: sub.lease.feed.hub.cfg.MaxCountGroups}
-	if g.path != nil {
-		t.groups = map[string]uint64{}
-	}
-	err := c.count(events, t, interval)
-	if err != nil {
+	if err := c.count(events, t, interval); err != nil {
 		sub.Close()
 		for range events { // the reader ends
 		}
-	} else {
-		err = readErr
+		return err
 	}
-	var tooSlow *TooSlowError
-	if errors.As(err, &tooSlow) {
-		// The subscription's token is no caller's: none has any.
-		err = &TooSlowError{Resource: tooSlow.Resource, Counting: true}
-	}
-	// Out of the registry first: a caller that retries at once starts a
-	// fresh counter.
-	discard(c)
-	c.fail(err)
+	return readErr
 }
 
 // count applies the events to t, and publishes it: once the initial events

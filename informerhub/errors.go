@@ -143,23 +143,19 @@ type TooSlowError struct {
 	// Stalled is set by a transport that ended the stream because its
 	// client read nothing for a while.
 	Stalled bool
-	// Counting is set when it ends a CountSubscription: the hub's counting
-	// of the selection fell behind further than the history holds (with
-	// Stalled: its client stopped reading the counts). Counts have no
-	// token: the client calls Count again.
+	// Counting is set, with Stalled, by a transport that ended a Count
+	// stream because its client read nothing of the counts for a while.
+	// Counts have no token: the client calls Count again. (A counter
+	// that falls behind the history counts afresh, and ends nobody.)
 	Counting bool
 }
 
 func (e *TooSlowError) Error() string {
 	switch {
-	case e.Counting && e.Stalled:
+	case e.Counting:
 		return fmt.Sprintf("client read nothing of the counts of %s for too long and was disconnected: call Count again",
 			upstream.FormatResource(e.Resource))
-	case e.Counting:
-		return fmt.Sprintf("the hub's counting of %s fell further behind its changes than the hub's history holds (the hub is overloaded): call Count again, with backoff",
-			upstream.FormatResource(e.Resource))
-	}
-	if e.Stalled {
+	case e.Stalled:
 		return fmt.Sprintf("client read nothing of the changes of %s for too long and was disconnected: watch again from the resume token of the last event received",
 			upstream.FormatResource(e.Resource))
 	}

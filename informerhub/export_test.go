@@ -438,3 +438,31 @@ func GroupOf(groupBy, obj string) (string, error) {
 	}
 	return g.group(obj)
 }
+
+// CountingSubscription opens the subscription a counter of req counts
+// from (see Hub.countSubscription), for a test to hand to StartCounter.
+func CountingSubscription(ctx context.Context, h *Hub, req CountRequest) (*Subscription, error) {
+	g, err := parseGroupBy(req.GroupBy)
+	if err != nil {
+		return nil, err
+	}
+	return h.countSubscription(ctx, req, g)
+}
+
+// StartCounter starts a counter of req on sub, a subscription from
+// CountingSubscription that the test may have let fall behind, as Count
+// starts one on a subscription it opens; and returns a caller's share.
+func StartCounter(h *Hub, sub *Subscription, req CountRequest) (*CountSubscription, error) {
+	g, err := parseGroupBy(req.GroupBy)
+	if err != nil {
+		return nil, err
+	}
+	c := newCounter(countKey{resource: req.Selector.Resource, groupBy: g.key})
+	c.refs = 1
+	close(c.started)
+	subscribe := func(ctx context.Context) (*Subscription, error) { return h.countSubscription(ctx, req, g) }
+	if err := h.counts.run(c, sub, subscribe, g, h.cfg.CountInterval); err != nil {
+		return nil, err
+	}
+	return &CountSubscription{c: c, hub: h, closed: make(chan struct{})}, nil
+}

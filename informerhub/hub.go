@@ -324,6 +324,7 @@ func (h *Hub) Stats() []ResourceStats {
 		rs.EventsSent = c.sent.Load()
 		rs.FellBehind = c.fellBehind.Load()
 		rs.SlowDisconnects = c.slowDisconnects.Load()
+		rs.Recounts = c.recounts.Load()
 		rs.ExpiredTokens = c.expiredTokens.Load()
 		rs.Relists = c.relists.Load()
 		rs.Replays = c.replays.Load()

@@ -160,10 +160,9 @@ func (c *catchUpPhase) fetchLocked() (batch []*record, diskUpTo uint64, next pha
 	switch {
 	case !ok && f.store.disk.log != nil && f.store.disk.log.holds(c.at.seq):
 		return nil, f.store.history.first, nil, nil
-	case !ok && c.fromBehind:
+	case !ok && (c.fromBehind || s.neverReplay):
 		// It reads slower than the resource type changes: a replay would
 		// only move that load to the API server.
-		f.log.Warn("subscriber fell further behind than the history; disconnecting it", "selector", s.describe())
 		return nil, 0, nil, s.leftBehindLocked()
 	case !ok && (c.at.offset != 0 || c.at.rv == 0):
 		// Inside a relist's batch: no version says what it has.
@@ -203,7 +202,7 @@ func (c *catchUpPhase) diskFailed(ctx context.Context, err error) (phase, error)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
-	case c.fromBehind:
+	case c.fromBehind || s.neverReplay:
 		return nil, s.leftBehindLocked()
 	case c.at.offset != 0 || c.at.rv == 0:
 		return nil, f.expiredLocked(false)

@@ -60,6 +60,11 @@ type watchParams struct {
 	// start: the watches of a WatchMany, whose earlier replays give their
 	// slots back only as the stream reads them.
 	lazyReplay bool
+	// neverReplay makes a subscription that loses its place in the history
+	// fail as one that fell behind (a *TooSlowError), rather than replay
+	// from the API server: a counter's, which counts afresh from the
+	// state instead (see counter.run).
+	neverReplay bool
 }
 
 // parseFields validates the paths of a request's fields (a projection):

@@ -62,7 +62,10 @@ type ResourceStats struct {
 	// included). FellBehind counts the times a live subscriber's queue
 	// was full for a change, so that it went on reading from the history;
 	// SlowDisconnects, subscribers ended because they fell behind further
-	// than the history; ExpiredTokens, requests answered with
+	// than the history; Recounts, counters (Hub.Count) that fell behind
+	// further than the history and counted afresh from the state (the
+	// hub's counting does not keep up with the changes: it is overloaded);
+	// ExpiredTokens, requests answered with
 	// ErrTokenExpired; Relists, the relists after the first sync; Replays,
 	// the tokens older than the history replayed from the API server.
 	// FilterErrors counts evaluations of filters that could not decide (a
@@ -84,6 +87,7 @@ type ResourceStats struct {
 	EventsSent      uint64
 	FellBehind      uint64
 	SlowDisconnects uint64
+	Recounts        uint64
 	ExpiredTokens   uint64
 	Relists         uint64
 	Replays         uint64
@@ -156,7 +160,7 @@ type MemoryStats struct {
 // keeps them for its whole life, so that they only grow, whatever the
 // informer's restarts; see ResourceStats for what each counts.
 type resourceCounters struct {
-	starts, watchRestarts, received, sent, fellBehind, slowDisconnects, expiredTokens, relists, replays, filterErrors, objectErrors, evictedForMemory, diskSpills atomic.Uint64
+	starts, watchRestarts, received, sent, fellBehind, slowDisconnects, recounts, expiredTokens, relists, replays, filterErrors, objectErrors, evictedForMemory, diskSpills atomic.Uint64
 }
 
 // countedListerWatcher is one informer's lister-watcher. It counts the

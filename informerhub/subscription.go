@@ -45,6 +45,8 @@ type Subscription struct {
 	// a select holds a record per case, and a replica holds 100,000 of
 	// them.
 	wake chan struct{}
+	// neverReplay: see watchParams.
+	neverReplay bool
 	// Owned by the goroutine calling Next.
 	phase phase
 	quiet quietClock
@@ -85,7 +87,7 @@ type opening struct {
 // server, whose watch opens here, bounded by ctx, so that a version the API
 // server no longer has is refused before the subscription starts.
 func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscription, error) {
-	s := &Subscription{lease: newLease(entry, p.sel, p.owner), wake: make(chan struct{}, 1)}
+	s := &Subscription{lease: newLease(entry, p.sel, p.owner), wake: make(chan struct{}, 1), neverReplay: p.neverReplay}
 	s.lease.wake = s.wake
 	s.member.lease, s.member.woken = &s.lease, p.woken
 	tok := p.tok
@@ -323,7 +325,12 @@ func (s *Subscription) endedLocked() error {
 // resource type changes, and returns why. The caller holds feed.mu.
 func (s *Subscription) leftBehindLocked() error {
 	f := s.lease.feed
-	f.counters.slowDisconnects.Add(1)
+	if s.neverReplay { // a counter's: it counts afresh, nobody is disconnected
+		f.counters.recounts.Add(1)
+	} else {
+		f.log.Warn("subscriber fell further behind than the history; disconnecting it", "selector", s.describe())
+		f.counters.slowDisconnects.Add(1)
+	}
 	s.lease.fail(errLeftBehind)
 	return s.Err()
 }

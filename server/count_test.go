@@ -192,7 +192,6 @@ func TestCountEndingsCarryNoToken(t *testing.T) {
 	cms := hubtest.ConfigMaps
 	forbidden := &auth.ForbiddenError{User: "alice", Attributes: auth.Attributes{Verb: "list", Resource: cms, Namespace: "a"}}
 	for name, err := range map[string]error{
-		"counting fell behind":     &informerhub.TooSlowError{Resource: cms, Counting: true},
 		"client stopped reading":   &informerhub.TooSlowError{Resource: cms, Counting: true, Stalled: true},
 		"access revoked":           &accessLostError{err: forbidden},
 		"credentials rejected":     &accessLostError{err: fmt.Errorf("%w: expired", auth.ErrUnauthenticated)},

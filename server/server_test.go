@@ -73,8 +73,6 @@ func TestErrorsBecomeStatuses(t *testing.T) {
 			codes.ResourceExhausted, ReasonReplayLimit, map[string]string{"group": "", "version": "v1", "resource": "configmaps", "limit": "max-replay-state-bytes", "max": "1048576"}},
 		{"too slow", &informerhub.TooSlowError{Resource: cms, ResumeToken: "tok"},
 			codes.ResourceExhausted, ReasonSubscriberTooSlow, map[string]string{"group": "", "version": "v1", "resource": "configmaps", "resume_token": "tok"}},
-		{"a Count's counting fell behind", &informerhub.TooSlowError{Resource: cms, Counting: true},
-			codes.ResourceExhausted, ReasonSubscriberTooSlow, map[string]string{"group": "", "version": "v1", "resource": "configmaps"}},
 		{"a Count's client stopped reading", &informerhub.TooSlowError{Resource: cms, Counting: true, Stalled: true},
 			codes.ResourceExhausted, ReasonSubscriberTooSlow, map[string]string{"group": "", "version": "v1", "resource": "configmaps"}},
 		{"too many token reviews", &auth.TooManyReviewsError{Peer: "10.0.0.1", PerSecond: 10},

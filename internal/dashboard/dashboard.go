@@ -110,8 +110,11 @@ var rows = []row{
 			description: "Times per second a live subscriber's queue was full and it read on from the history (InformerhubSubscribersFallingBehind).",
 			targets:     []target{{perResource("sum", rate("informerhub_subscribers_fell_behind_total", res)), byResource}}},
 		{title: "Cut as too slow", unit: "ops",
-			description: "Subscribers ended per second for falling further behind than the history (InformerhubSlowSubscribersCut).",
-			targets:     []target{{perResource("sum", rate("informerhub_slow_subscriber_disconnects_total", res)), byResource}}},
+			description: "Per second: subscribers ended for falling further behind than the history (InformerhubSlowSubscribersCut); and counters (Count) that did, and counted afresh from the cache, ending nobody.",
+			targets: []target{
+				{perResource("sum", rate("informerhub_slow_subscriber_disconnects_total", res)), byResource},
+				{perResource("sum", rate("informerhub_count_recounts_total", res)), byResource + " counted afresh"},
+			}},
 		{title: "Expired tokens and replays", unit: "ops",
 			description: "Per second: resume tokens answered OUT_OF_RANGE, older than the history and the API server's (InformerhubExpiredTokensSpiking); and tokens older than the history, replayed from the API server.",
 			targets: []target{

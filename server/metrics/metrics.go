@@ -179,6 +179,8 @@ var (
 		"Times a live subscriber's queue (--queue-size) was full for a change, so that it read on from the history until it caught up.")
 	slowDesc = newDesc("informerhub_slow_subscriber_disconnects_total",
 		"Subscribers disconnected for falling further behind than the history (RESOURCE_EXHAUSTED; they resume with their token).")
+	recountsDesc = newDesc("informerhub_count_recounts_total",
+		"Counters (Count) that fell further behind the changes than the history and counted afresh from the cache: the hub's counting does not keep up (it is overloaded). Their callers see the next counts; none is ended.")
 	expiredDesc = newDesc("informerhub_expired_token_answers_total",
 		"Requests answered OUT_OF_RANGE: the resume token is older than both the history and the API server's.")
 	replaysDesc = newDesc("informerhub_replays_total",
@@ -205,7 +207,7 @@ func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		informersDesc, subscribersDesc, cachedObjectsDesc, historyEventsDesc, historyBytesDesc,
 		historyOldestDesc, historyNewestDesc, upstreamProgressDesc, upstreamFailingDesc, queueDepthDesc, queueCapacityDesc, startsDesc,
-		watchRestartsDesc, relistsDesc, receivedDesc, sentDesc, fellBehindDesc, slowDesc, expiredDesc, replaysDesc,
+		watchRestartsDesc, relistsDesc, receivedDesc, sentDesc, fellBehindDesc, slowDesc, recountsDesc, expiredDesc, replaysDesc,
 		filterErrorsDesc, objectErrorsDesc, groupsDesc, filtersDesc, projectionsDesc, evictedForMemoryDesc, diskSpillsDesc, memoryDesc, memoryBudgetDesc, overBudgetDesc,
 		retainedOldestDesc, diskPendingDesc, diskBytesDesc, diskDeletedDesc, diskWriteErrorsDesc,
 	} {
@@ -232,6 +234,7 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(sentDesc, st.EventsSent)
 		counter(fellBehindDesc, st.FellBehind)
 		counter(slowDesc, st.SlowDisconnects)
+		counter(recountsDesc, st.Recounts)
 		counter(expiredDesc, st.ExpiredTokens)
 		counter(replaysDesc, st.Replays)
 		counter(filterErrorsDesc, st.FilterErrors)
