@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -819,4 +820,59 @@ func TestAHugeRelistAgainstAStalledDiskSpills(t *testing.T) {
 	if st := statsOf(t, h); st.DiskSpills != 1 || st.Relists != 1 {
 		t.Errorf("DiskSpills %d, Relists %d: want the relist to have spilled; stats %+v", st.DiskSpills, st.Relists, st)
 	}
+}
+
+// TestACatchUpFromDiskSendsBookmarks: a subscriber that catches up from
+// the disk history and selects none of it is as quiet as a live one with
+// nothing to send, and gets bookmarks as one does, at the position it has
+// read up to: its token stays fresh however long the reading takes.
+func TestACatchUpFromDiskSendsBookmarks(t *testing.T) {
+	c := newFakeCluster(t)
+	h := newHub(t, c, informerhub.Config{HistoryStore: openStore(t, t.TempDir()), HistorySize: 10, BookmarkInterval: 20 * time.Millisecond})
+	s := watch(t, h, informerhub.WatchRequest{})
+	c.cms().Add(configMap("ns", "first", nil, ""))
+	token := nextChange(t, s).ResumeToken
+	const n = 600 // a few batches
+	for i := range n {
+		c.cms().Add(configMap("ns", fmt.Sprint(i), nil, ""))
+	}
+	informerhub.WaitForResourceVersion(h, configMaps, n+1)
+	informerhub.ApplyRetention(h) // the writer has caught up
+	none := informerhub.Selector{Resource: configMaps, Namespace: "none"}
+	quiet := watch(t, h, informerhub.WatchRequest{Selector: none, ResumeToken: token})
+	// A disk slower than the bookmark interval: its first batch takes as
+	// long as a quiet live stream, opened after, takes to get three
+	// bookmarks, that is three intervals at least.
+	witness := watch(t, h, informerhub.WatchRequest{Selector: none})
+	var slow sync.Once
+	informerhub.OnDiskRead(h, func() {
+		slow.Do(func() {
+			for range 3 {
+				if e := next(t, witness); e.Type != informerhub.EventBookmark {
+					t.Fatalf("the witness got %v, want a bookmark", e.Type)
+				}
+			}
+		})
+	})
+	e := next(t, quiet)
+	if e.Type != informerhub.EventBookmark {
+		t.Fatalf("the catch-up's first event is %v, want a bookmark", e.Type)
+	}
+	if rv, _ := strconv.Atoi(e.ResourceVersion); rv <= 1 || rv >= n+1 {
+		t.Fatalf("the catch-up's bookmark is at resourceVersion %s, want one inside the history it reads, after the token's (1) and before the feed's (%d)", e.ResourceVersion, n+1)
+	}
+	// Its token resumes exactly from there.
+	resumed := watch(t, h, informerhub.WatchRequest{ResumeToken: e.ResumeToken})
+	if got := nextChange(t, resumed); got.ResourceVersion != strconv.Itoa(mustAtoi(t, e.ResourceVersion)+1) {
+		t.Errorf("resumed from the bookmark at %s: first change at %s, want the next version", e.ResourceVersion, got.ResourceVersion)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -102,6 +102,14 @@ func (c *catchUpPhase) step(ctx context.Context) (*Event, phase, error) {
 		if ev, err := c.pass(); ev != nil || err != nil {
 			return ev, nil, err
 		}
+		// A catch-up that reads much and selects little (a selective
+		// subscriber, hours of history on disk) is as quiet as a live
+		// stream with nothing to send: it gets bookmarks too, at the
+		// position it has read up to.
+		if c.s.quiet.ticked() {
+			f := c.s.lease.feed
+			return f.events.bookmark(c.at, false, c.s.lease.view.encoding), nil, nil
+		}
 		batch, diskUpTo, next, err := c.fetchLocked()
 		switch {
 		case err != nil || next != nil:

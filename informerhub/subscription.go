@@ -414,10 +414,12 @@ func (s *Subscription) describe() string {
 
 // quietClock is a subscription's bookmark clock: it ticks every half
 // Config.BookmarkInterval, and an event sent resets it, so two ticks in a
-// row mean the stream has been quiet for at most one interval. A tick sets
-// due and wakes the subscription's Next, which takes it (ticked).
+// row mean the stream has been quiet for at most one interval. A tick
+// counts in due and wakes the subscription's Next, which takes them
+// (ticked): a Next busy for longer than a tick (a catch-up reading the
+// disk) takes every tick that came meanwhile at once.
 type quietClock struct {
-	due   atomic.Bool
+	due   atomic.Int32
 	ticks int // owned by the goroutine calling Next
 
 	mu      sync.Mutex // guards timer and stopped
@@ -430,7 +432,7 @@ func (q *quietClock) start(interval time.Duration, wake chan struct{}) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.timer = time.AfterFunc(interval, func() {
-		q.due.Store(true)
+		q.due.Add(1)
 		poke(wake)
 		q.mu.Lock()
 		defer q.mu.Unlock()
@@ -447,13 +449,14 @@ func (q *quietClock) stop() {
 	q.timer.Stop()
 }
 
-// ticked takes a tick, if one came, and reports whether the stream has now
-// been quiet for two in a row.
+// ticked takes the ticks that came, if any, and reports whether the
+// stream has now been quiet for two in a row.
 func (q *quietClock) ticked() bool {
-	if !q.due.Swap(false) {
+	n := q.due.Swap(0)
+	if n == 0 {
 		return false
 	}
-	q.ticks++
+	q.ticks += int(n)
 	return q.ticks >= 2
 }
 
@@ -465,4 +468,9 @@ func poke(wake chan struct{}) {
 	}
 }
 
-func (q *quietClock) reset() { q.ticks = 0 }
+// reset restarts the count after an event was sent: ticks that came
+// before it do not count.
+func (q *quietClock) reset() {
+	q.ticks = 0
+	q.due.Store(0)
+}
