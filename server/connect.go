@@ -74,7 +74,7 @@ func (c connectService) ListResources(ctx context.Context, req *connect.Request[
 // serveStream runs a server-streaming call's handler through the
 // interceptors on a stream of conn.
 func (c connectService) serveStream(ctx context.Context, req connect.AnyRequest, conn connect.StreamingHandlerConn, handler func(grpc.ServerStream) error) error {
-	stream := &connectStream{conn: conn}
+	stream := &connectStream{conn: conn, drain: c.s.cfg.MaxSendStall}
 	stream.control, _ = ctx.Value(responseControllerKey{}).(*http.ResponseController)
 	stream.ctx = context.WithValue(callContext(ctx, req), cutterKey{}, stream)
 	info := &grpc.StreamServerInfo{FullMethod: req.Spec().Procedure, IsServerStream: true}
@@ -153,14 +153,19 @@ func (s *Server) httpCall(h http.Handler) http.Handler {
 // connectStream is a grpc.ServerStream that sends through connect-go, so
 // that the Server's handlers serve calls over HTTP unchanged. As on
 // grpc-go, only the handler's goroutine sends, and it returns only once its
-// send has: net/http forbids writing once the handler has returned. A send
-// blocked on a client that stopped reading is cut off with a write
-// deadline (WriteStatus, a cutter): over HTTP, the status cannot reach that
-// client.
+// send has: net/http forbids writing once the handler has returned.
+//
+// A stream that must end while its send is blocked on a client that
+// stopped reading (see WriteStatus, its cutter) ends when the client reads
+// on, within drain: its status then follows what was in flight, as over
+// HTTP it can only come after it (in the body, or in trailers after the
+// body's last frame). grpc-go writes its status at once, in a frame that
+// flow control does not hold.
 type connectStream struct {
 	ctx     context.Context
 	conn    connect.StreamingHandlerConn
 	control *http.ResponseController // nil: sends cannot be cut off
+	drain   time.Duration            // Config.MaxSendStall
 }
 
 func (cs *connectStream) Context() context.Context { return cs.ctx }
@@ -185,14 +190,19 @@ func (cs *connectStream) SendMsg(m any) error { return cs.conn.Send(m) }
 // one request before the handler runs.
 func (cs *connectStream) RecvMsg(any) error { return io.EOF }
 
-// WriteStatus cuts off a send blocked on a client that stopped reading: a
-// deadline in the past fails the blocked write at once (and, over
-// HTTP/1.1, closes the connection). The status cannot follow.
+// WriteStatus ends a stream whose send is blocked on a client that stopped
+// reading. It cannot write the status ahead of the blocked send: it gives
+// the client drain to read on, after which a write deadline fails the send
+// (and, over HTTP/1.1, closes the connection). A client that reads on
+// within it receives what was in flight, then the status the handler
+// returns, with the token to resume from; one that does not gets a broken
+// stream, and learns why when it calls again (PERMISSION_DENIED, or a
+// resume from its last token).
 func (cs *connectStream) WriteStatus(*status.Status) error {
 	if cs.control == nil {
 		return nil
 	}
-	return cs.control.SetWriteDeadline(time.Now())
+	return cs.control.SetWriteDeadline(time.Now().Add(cs.drain))
 }
 
 func copyMetadata(h http.Header, md metadata.MD) {

@@ -274,6 +274,13 @@ func (s *Server) watchEnded(r *streamRun, err error, subErr func() error, resour
 		// The informer could not go on (the API server delivered nothing
 		// for too long): the client resumes once it can.
 		err = &upstreamLostError{err: err, resumeToken: r.lastToken()}
+	default:
+		// Any other ending of a running stream (a token that expired
+		// while it caught up, a selector the API server refuses on a
+		// replay, a replay's state over its budget, an object it could
+		// not send, its resource type gone) says where to resume too,
+		// when its status has an ErrorInfo to carry it.
+		err = &endedAtError{err: err, resumeToken: r.lastToken()}
 	}
 	return err
 }

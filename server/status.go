@@ -56,11 +56,26 @@ func toStatus(log *slog.Logger, err error) error {
 	}
 	for _, rule := range statusRules {
 		if st, ok := rule(log, err); ok {
+			var ended *endedAtError
+			if errors.As(err, &ended) {
+				st = withMetadata(st, "resume_token", ended.resumeToken)
+			}
 			return st
 		}
 	}
 	return internal(log, err)
 }
+
+// endedAtError is why a running Watch or WatchMany ended, with the token
+// of the last response handed to its client: every such ending tells the
+// client where to resume from (see Server.watchEnded), whatever its code.
+type endedAtError struct {
+	err         error
+	resumeToken string
+}
+
+func (e *endedAtError) Error() string { return e.err.Error() }
+func (e *endedAtError) Unwrap() error { return e.err }
 
 // A statusRule returns the status of an error it matches.
 type statusRule func(log *slog.Logger, err error) (st error, ok bool)
@@ -291,6 +306,35 @@ func errorInfo(reason string, md map[string]string) *errdetails.ErrorInfo {
 
 func resourceMetadata(group, version, resource string) map[string]string {
 	return map[string]string{"group": group, "version": version, "resource": resource}
+}
+
+// withMetadata returns st with key set to value in its ErrorInfo's
+// metadata; a status without ErrorInfo (gRPC's own, an internal error) as
+// it is.
+func withMetadata(st error, key, value string) error {
+	converted, ok := status.FromError(st)
+	if !ok {
+		return st
+	}
+	details := converted.Details()
+	withValue := make([]protoadapt.MessageV1, 0, len(details))
+	found := false
+	for _, d := range details {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			if info.Metadata == nil {
+				info.Metadata = map[string]string{}
+			}
+			info.Metadata[key] = value
+			found = true
+		}
+		if m, ok := d.(protoadapt.MessageV1); ok {
+			withValue = append(withValue, m)
+		}
+	}
+	if !found {
+		return st
+	}
+	return withDetails(converted.Code(), converted.Message(), withValue...)
 }
 
 func withDetails(code codes.Code, msg string, details ...protoadapt.MessageV1) error {

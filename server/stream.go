@@ -26,8 +26,9 @@ import (
 // that failed while a send was blocked, a recheck that found the caller's
 // access gone, Drain. end cancels the stream's context, which wakes a
 // handler waiting for its next message; a send blocked on a client that
-// stopped reading is cut off, the stream ending at once with the status
-// the handler then returns (see cutter).
+// stopped reading is cut off (see cutter), and the client gets the status
+// with the token to resume from on every protocol: at once over gRPC, once
+// it reads on over HTTP.
 
 // errStalled ends a stream whose client stopped reading.
 var errStalled = errors.New("the client stopped reading")
@@ -43,13 +44,15 @@ type panicError struct {
 
 func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.value, e.stack) }
 
-// cutter ends a stream with a status at once, from any goroutine, failing
-// a send blocked on its client: grpc-go's transport stream (whose
-// WriteStatus writes the status and cancels the stream, which fails the
-// blocked send; that send's own status then changes nothing), and the HTTP
-// side's (connectStream, which can only cut the send off with a write
-// deadline). The handler's goroutine, blocked in the send, cannot return
-// the status itself.
+// cutter ends a stream with a status, from any goroutine, whose send is
+// blocked on its client: grpc-go's transport stream, whose WriteStatus
+// writes the status at once (a HEADERS frame, which flow control does not
+// hold) and cancels the stream, which fails the blocked send, whose own
+// status then changes nothing; and the HTTP side's (connectStream), which
+// cannot write past the blocked send, and gives the client
+// Config.MaxSendStall to read on before a write deadline fails the send.
+// The handler's goroutine, blocked in the send, cannot return the status
+// itself.
 type cutter interface {
 	WriteStatus(*status.Status) error
 }

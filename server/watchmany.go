@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"strconv"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/protoadapt"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
@@ -133,30 +131,7 @@ func (s *Server) watchManyStatus(err error) error {
 	if we == nil {
 		return st
 	}
-	converted, ok := status.FromError(st)
-	if !ok {
-		return st
-	}
-	details := converted.Details()
-	withIndex := make([]protoadapt.MessageV1, 0, len(details))
-	found := false
-	for _, d := range details {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			if info.Metadata == nil {
-				info.Metadata = map[string]string{}
-			}
-			info.Metadata["index"] = strconv.Itoa(we.Index)
-			found = true
-		}
-		if m, ok := d.(protoadapt.MessageV1); ok {
-			withIndex = append(withIndex, m)
-		}
-	}
-	if !found {
-		// gRPC's own, or an internal error: no ErrorInfo to carry it.
-		return st
-	}
-	return withDetails(converted.Code(), converted.Message(), withIndex...)
+	return withMetadata(st, "index", strconv.Itoa(we.Index))
 }
 
 // watchErrorOf returns the *informerhub.WatchError err holds, if any.
