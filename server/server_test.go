@@ -101,6 +101,13 @@ func TestErrorsBecomeStatuses(t *testing.T) {
 			codes.Unavailable, ReasonUpstreamUnavailable, map[string]string{"resume_token": "tok"}},
 		{"too many subscriptions", &auth.TooManySubscriptionsError{User: "alice", Max: 3}, codes.ResourceExhausted, ReasonTooManySubscriptions,
 			map[string]string{"user": "alice", "limit": "3"}},
+		{"a running Watch's selector refused by the API server", &endedAtError{err: &informerhub.RequestError{Field: informerhub.FieldLabelSelector, Reason: "bad", Err: informerhub.ErrInvalidRequest}, resumeToken: "tok"},
+			codes.InvalidArgument, ReasonInvalidArgument, map[string]string{"field": "selector.label_selector", "resume_token": "tok"}},
+		{"a running Watch's token expired as it caught up", &endedAtError{err: &informerhub.ExpiredError{Resource: cms}, resumeToken: "tok"},
+			codes.OutOfRange, ReasonResumeTokenExpired, map[string]string{"group": "", "version": "v1", "resource": "configmaps", "resume_token": "tok"}},
+		{"a running Watch's object unsendable", &endedAtError{err: &informerhub.ObjectError{Resource: cms, Namespace: "a", Name: "b", Err: errors.New("bad")}, resumeToken: "tok"},
+			codes.Internal, ReasonObjectUnsendable, map[string]string{"group": "", "version": "v1", "resource": "configmaps", "namespace": "a", "name": "b", "resume_token": "tok"}},
+		{"a running Watch's internal error", &endedAtError{err: errors.New("boom"), resumeToken: "tok"}, codes.Internal, "", nil},
 		{"canceled", context.Canceled, codes.Canceled, "", nil},
 		{"a gRPC status (the client went away)", status.Error(codes.Unavailable, "transport is closing"), codes.Unavailable, "", nil},
 		{"something else", errors.New("boom"), codes.Internal, "", nil},
@@ -111,7 +118,7 @@ func TestErrorsBecomeStatuses(t *testing.T) {
 			if st.Code() != tt.code {
 				t.Fatalf("code %v, want %v", st.Code(), tt.code)
 			}
-			if tt.code == codes.Internal && st.Message() != "internal error" {
+			if tt.code == codes.Internal && tt.reason == "" && st.Message() != "internal error" {
 				t.Errorf("internal error text %q reached the client", st.Message())
 			}
 			var info *errdetails.ErrorInfo
