@@ -127,9 +127,16 @@ SCALE_TESTS := TestALargeRelistEndsNoSubscriber|TestRechecksScaleWithIdentitiesN
 soak: build controlplane ## Run the fault suite SOAK_COUNT times, the scale tests once at full size, and 100,000 streams on one hub (not in CI).
 	go test -race -count=$(SOAK_COUNT) -run '^($(FAULT_TESTS))$$' ./test/integration/
 	go test -count=1 -timeout 30m -run '^($(SCALE_TESTS))$$' ./test/integration/ -full-size
+	go test -race -count=1 -timeout 60m ./test/conformance/ -full-size
 	@soak=$$(mktemp -d) && trap 'rm -rf "$$soak"' EXIT && \
 	go run ./test/bench/cmd/hubbench -hub bin/informerhub -only streams -runs 1 -results "$$soak" -markdown "$$soak/streams.md" && \
 	sed -n '/^## 16\./,/^## /p' "$$soak/streams.md"
+
+# docs/conformance.md is the matrix test/conformance declares; make test
+# fails while it is stale.
+.PHONY: conformance-doc
+conformance-doc: ## Write docs/conformance.md from test/conformance's matrix.
+	go test ./test/conformance -count=1 -run '^TestTheMatrixIsDocumented$$' -update
 
 .PHONY: fuzz
 # -fuzzminimizetime caps minimization, which can stall (golang/go#48820).

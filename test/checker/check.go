@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,25 @@ type Options struct {
 	// none may be a phantom. Without it, an event marked FromRelist is a
 	// violation: the stream had no relist to mark.
 	Relisted bool
+
+	// Match, when set, must select an object too: what the checker does
+	// not evaluate itself, computed by the test independently of the hub
+	// (the field selector, which the checker evaluates only on
+	// metadata.name and metadata.namespace; a shard's hash; a filter). It
+	// reports whether the object is selected, and whether that is because
+	// a filter could not decide on it (then the hub sends it marked with a
+	// filter_error).
+	Match func(Event) (selected, undecided bool)
+	// ShardSelector is the subscription's, for CheckState's LIST: an API
+	// server with ShardedListAndWatch evaluates it there. Match must
+	// evaluate it for Check.
+	ShardSelector string
+	// Project, when set, is the subscription's projection of an object, a
+	// canonical JSON (see Canonical) in and out: the events carry it, and a
+	// MODIFIED that leaves it the same is not sent.
+	Project func(object string) (string, error)
+	// IncludePrevious: a MODIFIED carries the object's state before it.
+	IncludePrevious bool
 }
 
 // Check validates a transcript against the reference, up to the last event
@@ -66,22 +86,37 @@ func Check(ref *Reference, tr *Transcript, opts Options) error {
 				v, ref.start)
 		}
 		state := ref.stateAt(changes, v)
-		maps.DeleteFunc(state, func(_ objKey, e Event) bool { return !sel.matches(e) })
+		for k, e := range state {
+			selected, undecided := sel.matches(e)
+			if !selected {
+				delete(state, k)
+				continue
+			}
+			if e.Object, err = sel.project(e.Object); err != nil {
+				return nil, err
+			}
+			e.Undecided = undecided
+			state[k] = e
+		}
 		return state, nil
 	}}
 	if opts.Relisted {
 		c.states = make(map[stateKey]string)
 		for _, e := range slices.Concat(ref.initial, changes) {
-			c.states[stateKey{keyOf(e), e.UID, e.ResourceVersion}] = e.Object
+			if c.states[stateKey{keyOf(e), e.UID, e.ResourceVersion}], err = sel.project(e.Object); err != nil {
+				return err
+			}
 		}
-	} else {
-		c.want = expected(ref, changes, sel)
+	} else if c.want, err = expected(ref, changes, sel); err != nil {
+		return err
 	}
 	end, err := c.replay(segs)
 	if err == nil && end.state != nil && !end.initial {
 		var want map[objKey]Event
 		if want, err = c.stateAt(end.rv); err == nil {
-			for _, d := range diffStates(end.state, want) {
+			// With a projection, the subscriber's state may be older
+			// than the reference's where nothing it keeps changed.
+			for _, d := range diffStates(end.state, want, false, opts.Project != nil) {
 				c.errs = append(c.errs, fmt.Errorf("final state at resourceVersion %d: %s", end.rv, d))
 			}
 		}
@@ -97,6 +132,7 @@ func CheckState(ctx context.Context, client dynamic.Interface, gvr schema.GroupV
 	ri := client.Resource(gvr).Namespace(opts.Namespace)
 	c := &checker{opts: opts, stateAt: func(v uint64) (map[objKey]Event, error) {
 		items, _, err := list(ctx, ri, metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector,
+			ShardSelector:   opts.ShardSelector,
 			ResourceVersion: strconv.FormatUint(v, 10), ResourceVersionMatch: metav1.ResourceVersionMatchExact})
 		if err != nil {
 			return nil, fmt.Errorf("LIST at resourceVersion %d: %w", v, err)
@@ -121,7 +157,7 @@ func CheckState(ctx context.Context, client dynamic.Interface, gvr schema.GroupV
 		return err
 	}
 	var errs []error
-	for _, d := range diffStates(end.state, want) {
+	for _, d := range diffStates(end.state, want, false, false) {
 		errs = append(errs, fmt.Errorf("state at resourceVersion %d, against the API server's: %s", end.rv, d))
 	}
 	return errors.Join(errs...)
@@ -131,6 +167,7 @@ type selector struct {
 	namespace string
 	labels    labels.Selector
 	fields    fields.Selector
+	opts      Options
 }
 
 func newSelector(opts Options) (selector, error) {
@@ -139,38 +176,85 @@ func newSelector(opts Options) (selector, error) {
 		return selector{}, err
 	}
 	f, err := fields.ParseSelector(opts.FieldSelector)
-	return selector{opts.Namespace, l, f}, err
+	return selector{opts.Namespace, l, f, opts}, err
 }
 
-func (s selector) matches(e Event) bool {
-	return (s.namespace == "" || e.Namespace == s.namespace) && s.labels.Matches(labels.Set(e.Labels)) &&
-		s.fields.Matches(fields.Set{"metadata.name": e.Name, "metadata.namespace": e.Namespace})
+// matches says whether the subscription selects e, and whether only
+// because its filter could not decide (see Options.Match).
+func (s selector) matches(e Event) (selected, undecided bool) {
+	if s.namespace != "" && e.Namespace != s.namespace || !s.labels.Matches(labels.Set(e.Labels)) {
+		return false, false
+	}
+	if s.opts.Match != nil {
+		return s.opts.Match(e)
+	}
+	return s.fields.Matches(fields.Set{"metadata.name": e.Name, "metadata.namespace": e.Namespace}), false
+}
+
+// project is the subscription's projection of a canonical object.
+func (s selector) project(object string) (string, error) {
+	if s.opts.Project == nil || object == "" {
+		return object, nil
+	}
+	return s.opts.Project(object)
 }
 
 // expected is what a watch with sel delivers of changes, the way the
 // Kubernetes watch cache filters: an object that starts matching arrives
 // as ADDED, one that stops matching as DELETED in its last matching state
-// with the change's resourceVersion.
-func expected(ref *Reference, changes []Event, sel selector) []Event {
+// with the change's resourceVersion. With a projection, objects are
+// projected, and a MODIFIED that leaves the projection the same is not
+// sent; with previous states, a MODIFIED carries the state before it.
+func expected(ref *Reference, changes []Event, sel selector) ([]Event, error) {
 	state := ref.stateAt(nil, ref.start)
 	var want []Event
 	for _, ch := range changes {
 		prev, had := state[keyOf(ch)]
 		apply(state, ch)
-		was, is := had && sel.matches(prev), ch.Type != Deleted && sel.matches(ch)
+		var was, wasUndecided, is, isUndecided bool
+		if had {
+			was, wasUndecided = sel.matches(prev)
+		}
+		if ch.Type != Deleted {
+			is, isUndecided = sel.matches(ch)
+		}
+		e := ch
 		switch {
 		case is && !was:
-			ch.Type = Added
-			fallthrough
-		case is || was && ch.Type == Deleted:
-			want = append(want, ch)
+			e.Type = Added
+		case is:
+			e.Type = Modified
+		case was && ch.Type == Deleted:
 		case was:
-			prev.Type, prev.ResourceVersion = Deleted, ch.ResourceVersion
-			prev.Object = withResourceVersion(prev.Object, ch.ResourceVersion)
-			want = append(want, prev)
+			e = prev
+			e.Type, e.ResourceVersion = Deleted, ch.ResourceVersion
+			e.Object = withResourceVersion(prev.Object, ch.ResourceVersion)
+		default:
+			continue
 		}
+		// The reason an event is marked is that of a state that made it.
+		e.Undecided = is && isUndecided || was && wasUndecided
+		var err error
+		if e.Object, err = sel.project(e.Object); err != nil {
+			return nil, err
+		}
+		if e.Type == Modified && (sel.opts.Project != nil || sel.opts.IncludePrevious) {
+			previous, err := sel.project(prev.Object)
+			if err != nil {
+				return nil, err
+			}
+			// Its own version aside: the projection keeps it, and it
+			// always changes.
+			if withResourceVersion(previous, "") == withResourceVersion(e.Object, "") {
+				continue // nothing the subscriber asked for changed
+			}
+			if sel.opts.IncludePrevious {
+				e.Previous = previous
+			}
+		}
+		want = append(want, e)
 	}
-	return want
+	return want, nil
 }
 
 // reach is the highest resourceVersion a check of segs looks at.
@@ -323,7 +407,7 @@ func (c *checker) step(i int, e Event, p *pos) error {
 				if err != nil {
 					return err
 				}
-				for _, d := range diffStates(p.state, want) {
+				for _, d := range diffStates(p.state, want, true, false) {
 					c.errorf(i, "initial events at resourceVersion %d: %s", v, d)
 				}
 			}
@@ -366,8 +450,14 @@ func (c *checker) checkExact(i int, e Event, p *pos) {
 	case j > p.next:
 		c.errorf(i, "missing %d change(s) before %s, from %s", j-p.next, describe(e), describe(c.want[p.next]))
 	}
-	if w := c.want[j]; w.Type != e.Type || w.UID != e.UID || w.Object != e.Object {
+	w := c.want[j]
+	switch {
+	case w.Type != e.Type || w.UID != e.UID || w.Object != e.Object:
 		c.errorf(i, "got %s, want %s%s", describe(e), describe(w), objectDiff(w.Object, e.Object))
+	case w.Previous != e.Previous:
+		c.errorf(i, "got %s with a previous state unlike the reference's%s", describe(e), objectDiff(w.Previous, e.Previous))
+	case w.Undecided != e.Undecided:
+		c.errorf(i, "got %s marked undecided by the filter: %v, want %v", describe(e), e.Undecided, w.Undecided)
 	}
 	p.next = j + 1
 }
@@ -394,6 +484,8 @@ func (c *checker) checkRelisted(i int, e Event, p *pos) {
 	case e.Type == Modified && (have.ResourceVersion == e.ResourceVersion || have.Object == e.Object):
 		c.errorf(i, "got %s, a phantom: the subscriber has that already", describe(e))
 		return
+	case e.Type == Modified && c.opts.IncludePrevious && e.Previous != have.Object:
+		c.errorf(i, "got %s with a previous state unlike the subscriber's%s", describe(e), objectDiff(have.Object, e.Previous))
 	}
 	if last, ok := p.seen[e.UID]; ok && rv(e.ResourceVersion) <= last {
 		c.errorf(i, "got %s after resourceVersion %d of the object", describe(e), last)
@@ -406,17 +498,25 @@ func (c *checker) checkRelisted(i int, e Event, p *pos) {
 	}
 }
 
-// diffStates describes how the objects got differ from those wanted.
-func diffStates(got, want map[objKey]Event) []string {
+// diffStates describes how the objects got differ from those wanted; with
+// undecided, in the filter's marks too (those of initial events, which
+// are the objects' own); with anyVersion, whatever their resourceVersions.
+func diffStates(got, want map[objKey]Event, undecided, anyVersion bool) []string {
 	var out []string
 	for k, w := range want {
-		switch g, ok := got[k]; {
+		g, ok := got[k]
+		if ok && anyVersion {
+			g.ResourceVersion, g.Object = w.ResourceVersion, withResourceVersion(g.Object, w.ResourceVersion)
+		}
+		switch {
 		case !ok:
 			out = append(out, "missing "+state(w))
 		case g.UID != w.UID || g.ResourceVersion != w.ResourceVersion:
 			out = append(out, fmt.Sprintf("has %s, want %s", state(g), state(w)))
 		case g.Object != w.Object:
 			out = append(out, state(g)+objectDiff(w.Object, g.Object))
+		case undecided && g.Undecided != w.Undecided:
+			out = append(out, fmt.Sprintf("%s marked undecided by the filter: %v, want %v", state(g), g.Undecided, w.Undecided))
 		}
 	}
 	for k, g := range got {
@@ -435,4 +535,40 @@ func objectDiff(want, got string) string {
 	var w, g any
 	_, _ = json.Unmarshal([]byte(want), &w), json.Unmarshal([]byte(got), &g)
 	return "; object (-want +got):\n" + cmp.Diff(w, g)
+}
+
+// State returns the objects the subscription of opts selects at
+// resourceVersion, as the reference knows them (projected, and marked
+// undecided, as opts says): what a stream holds there, or what a Count
+// counts. The reference must have recorded that far.
+func (r *Reference) State(resourceVersion string, opts Options) ([]Event, error) {
+	v, err := parseRV(resourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := newSelector(opts)
+	if err != nil {
+		return nil, err
+	}
+	changes, progress := r.history()
+	switch {
+	case v < r.start:
+		return nil, fmt.Errorf("resourceVersion %d is older than the reference's LIST at %d", v, r.start)
+	case v > progress:
+		return nil, fmt.Errorf("the reference has recorded up to resourceVersion %d, not %d (WaitFor it first)", progress, v)
+	}
+	var out []Event
+	for _, e := range r.stateAt(changes, v) {
+		selected, undecided := sel.matches(e)
+		if !selected {
+			continue
+		}
+		if e.Object, err = sel.project(e.Object); err != nil {
+			return nil, err
+		}
+		e.Undecided = undecided
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Event) int { return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name) })
+	return out, nil
 }

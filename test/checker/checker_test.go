@@ -324,7 +324,7 @@ func TestCheckState(t *testing.T) {
 		changes, _ := ref.history()
 		state := ref.stateAt(changes, rv(opts.ResourceVersion))
 		sel, _ := newSelector(Options{LabelSelector: opts.LabelSelector})
-		maps.DeleteFunc(state, func(_ objKey, e Event) bool { return !sel.matches(e) })
+		maps.DeleteFunc(state, func(_ objKey, e Event) bool { selected, _ := sel.matches(e); return !selected })
 		return slices.Collect(maps.Values(state)), opts.ResourceVersion, ""
 	}}
 	opts := Options{LabelSelector: "app=web", InitialEvents: true}

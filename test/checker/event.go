@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
@@ -33,12 +34,17 @@ type Event struct {
 	ResourceVersion string
 	Labels          map[string]string
 	// Object is the object's JSON in canonical form (see decode); "" on
-	// bookmarks.
+	// bookmarks. Previous is the state before a MODIFIED, when the
+	// subscription asked for it, likewise.
 	Object           string
+	Previous         string
 	ResumeToken      string
 	InitialEventsEnd bool
 	// FromRelist is the hub's mark on a difference a relist found.
 	FromRelist bool
+	// Undecided is set when the hub marked the event with a filter_error:
+	// its filter could not decide on a state that made the event.
+	Undecided bool
 }
 
 var eventTypes = map[informerhubv1.EventType]string{
@@ -55,14 +61,43 @@ func FromWatchResponse(resp *informerhubv1.WatchResponse) (Event, error) {
 		return Event{}, fmt.Errorf("unknown event type %v", resp.GetType())
 	}
 	e := Event{Type: typ, ResourceVersion: resp.GetResourceVersion(), ResumeToken: resp.GetResumeToken(),
-		InitialEventsEnd: resp.GetInitialEventsEnd(), FromRelist: resp.GetFromRelist()}
+		InitialEventsEnd: resp.GetInitialEventsEnd(), FromRelist: resp.GetFromRelist(), Undecided: resp.GetFilterError() != ""}
 	if _, err := parseRV(e.ResourceVersion); err != nil {
 		return Event{}, err
 	}
 	if typ == Bookmark {
 		return e, nil
 	}
-	return e, e.setObject([]byte(resp.GetObject()))
+	object, previous := []byte(resp.GetObject()), []byte(resp.GetPreviousObject())
+	if s := resp.GetObjectStruct(); s != nil { // OBJECT_FORMAT_STRUCT
+		var err error
+		if object, err = protojson.Marshal(s); err != nil {
+			return Event{}, err
+		}
+	}
+	if s := resp.GetPreviousObjectStruct(); s != nil {
+		var err error
+		if previous, err = protojson.Marshal(s); err != nil {
+			return Event{}, err
+		}
+	}
+	if len(previous) > 0 {
+		var err error
+		if e.Previous, err = Canonical(previous); err != nil {
+			return Event{}, err
+		}
+	}
+	return e, e.setObject(object)
+}
+
+// Canonical is an object's JSON in the form Events hold it (see decode).
+func Canonical(raw []byte) (string, error) {
+	obj, err := decode(raw)
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(obj)
+	return string(b), err
 }
 
 // FromAPIEvent converts an event of a dynamic client's watch, whose objects

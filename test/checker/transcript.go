@@ -79,3 +79,16 @@ func (t *Transcript) snapshot() []segment {
 	// Record only appends: it never writes the events these slices hold.
 	return slices.Clone(t.segments)
 }
+
+// Segments counts the streams recorded.
+func (t *Transcript) Segments() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.segments)
+}
+
+// Copy returns a transcript of what t holds now, which its streams' later
+// events do not change: a check reads it while they go on.
+func (t *Transcript) Copy() *Transcript {
+	return &Transcript{segments: t.snapshot()}
+}
