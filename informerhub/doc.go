@@ -58,7 +58,9 @@
 // one counter per distinct request, shared by its callers, is one
 // subscription with initial events, whose events are not encoded (they go
 // to no transport) and whose objects' group values it reads in place; it
-// publishes immutable Counts at most once per Config.CountInterval.
+// publishes immutable Counts at most once per Config.CountInterval. A
+// counter the history overtakes counts afresh from a new subscription,
+// rather than replay or end its callers.
 //
 // WatchMany (many.go) is several subscriptions on one stream: their
 // initial events first, then each one's events as they come, every event
@@ -66,6 +68,8 @@
 //
 // A token the history no longer holds is replayed from the API server
 // (replay.go, replaywatch.go): its watch from the token's resourceVersion,
+// with what the API server evaluates of the selector (the one place that
+// says which parts: selector.upstreamQuery), the hub evaluating the rest;
 // and for a filter, projection or previous state, which the API server
 // cannot compute, its LIST of the selection at exactly that version.
 //

@@ -48,13 +48,19 @@ const (
 // Errors. Every status the hub makes itself carries a google.rpc.ErrorInfo
 // detail, domain "informerhub.io", whose reason tells apart the situations
 // a client handles differently; its metadata "group", "version" and
-// "resource" name the resource type where one is concerned. A Watch the hub
-// ends while it runs, for its client (too slow, access lost) or for itself
-// (shutting down, its informer could not go on), also carries metadata
-// "resume_token": the token of the last response the hub handed to the
-// network, never newer than the last the client received, and older by one
-// response at most (one in flight when the stream was cut). Whatever the
-// status, resume from the last token you received. No status carries a
+// "resource" name the resource type where one is concerned. Every status
+// that ends a Watch (or WatchMany) while it runs, for its client (too slow,
+// access lost), for itself (shutting down, its informer could not go on) or
+// for its request (a token that expired while it caught up, an object it
+// could not send), also carries metadata "resume_token": the token of the
+// last response the hub handed to the network, never newer than the last
+// the client received, and older by one response at most (one in flight
+// when the stream was cut). It reaches the client on every protocol: over
+// gRPC at once, even to a client that stopped reading (after what was in
+// flight); over HTTP (Connect, gRPC-Web) once the client reads on, within
+// --max-send-stall, after which a stream whose send stayed blocked breaks
+// off without it. Whatever the status, resume from the last token you
+// received. No status carries a
 // RetryInfo: when to retry is the client's choice. A status without
 // ErrorInfo comes from gRPC or its middleware.
 //
@@ -135,14 +141,14 @@ const (
 //     the end. A Count has none either: one send to its client stayed
 //     blocked for --max-send-stall (a client that stops reading holds a
 //     Count open until new counts meet its full window; it holds no copy
-//     of them, which every caller shares), or the hub's counting fell
-//     behind the changes
-//     further than the history holds (the hub is overloaded): call Count
-//     again, with backoff. Also ("limit": "memory-budget"): a Snapshot, or
-//     a Watch's initial events, read so slowly that the objects changed
-//     since it began took the hub past its --memory-budget: take the
-//     snapshot again, or resume from your last token, and read faster or
-//     select fewer objects.
+//     of them, which every caller shares): call Count again. (A Count
+//     whose counting falls behind the changes further than the history
+//     holds does not end: it counts afresh from the hub's cache, and its
+//     next counts are those of the state then.) Also ("limit":
+//     "memory-budget"): a Snapshot, or a Watch's initial events, read so
+//     slowly that the objects changed since it began took the hub past its
+//     --memory-budget: take the snapshot again, or resume from your last
+//     token, and read faster or select fewer objects.
 //   - RESOURCE_EXHAUSTED · TOO_MANY_TOKEN_REVIEWS: the caller's address
 //     presented more tokens the API server rejected than
 //     --token-reviews-per-peer a second (or all addresses together, than
@@ -424,13 +430,19 @@ type InformerHubService_CountClient = grpc.ServerStreamingClient[CountResponse]
 // Errors. Every status the hub makes itself carries a google.rpc.ErrorInfo
 // detail, domain "informerhub.io", whose reason tells apart the situations
 // a client handles differently; its metadata "group", "version" and
-// "resource" name the resource type where one is concerned. A Watch the hub
-// ends while it runs, for its client (too slow, access lost) or for itself
-// (shutting down, its informer could not go on), also carries metadata
-// "resume_token": the token of the last response the hub handed to the
-// network, never newer than the last the client received, and older by one
-// response at most (one in flight when the stream was cut). Whatever the
-// status, resume from the last token you received. No status carries a
+// "resource" name the resource type where one is concerned. Every status
+// that ends a Watch (or WatchMany) while it runs, for its client (too slow,
+// access lost), for itself (shutting down, its informer could not go on) or
+// for its request (a token that expired while it caught up, an object it
+// could not send), also carries metadata "resume_token": the token of the
+// last response the hub handed to the network, never newer than the last
+// the client received, and older by one response at most (one in flight
+// when the stream was cut). It reaches the client on every protocol: over
+// gRPC at once, even to a client that stopped reading (after what was in
+// flight); over HTTP (Connect, gRPC-Web) once the client reads on, within
+// --max-send-stall, after which a stream whose send stayed blocked breaks
+// off without it. Whatever the status, resume from the last token you
+// received. No status carries a
 // RetryInfo: when to retry is the client's choice. A status without
 // ErrorInfo comes from gRPC or its middleware.
 //
@@ -511,14 +523,14 @@ type InformerHubService_CountClient = grpc.ServerStreamingClient[CountResponse]
 //     the end. A Count has none either: one send to its client stayed
 //     blocked for --max-send-stall (a client that stops reading holds a
 //     Count open until new counts meet its full window; it holds no copy
-//     of them, which every caller shares), or the hub's counting fell
-//     behind the changes
-//     further than the history holds (the hub is overloaded): call Count
-//     again, with backoff. Also ("limit": "memory-budget"): a Snapshot, or
-//     a Watch's initial events, read so slowly that the objects changed
-//     since it began took the hub past its --memory-budget: take the
-//     snapshot again, or resume from your last token, and read faster or
-//     select fewer objects.
+//     of them, which every caller shares): call Count again. (A Count
+//     whose counting falls behind the changes further than the history
+//     holds does not end: it counts afresh from the hub's cache, and its
+//     next counts are those of the state then.) Also ("limit":
+//     "memory-budget"): a Snapshot, or a Watch's initial events, read so
+//     slowly that the objects changed since it began took the hub past its
+//     --memory-budget: take the snapshot again, or resume from your last
+//     token, and read faster or select fewer objects.
 //   - RESOURCE_EXHAUSTED · TOO_MANY_TOKEN_REVIEWS: the caller's address
 //     presented more tokens the API server rejected than
 //     --token-reviews-per-peer a second (or all addresses together, than
