@@ -398,6 +398,7 @@ func (cs *counts) release(c *counter) {
 	last := c.refs == 0
 	if last {
 		cs.discardLocked(c)
+		close(c.quit)
 	}
 	sub := c.sub
 	cs.mu.Unlock()

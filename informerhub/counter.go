@@ -32,8 +32,9 @@ type counter struct {
 	// started it; startErr, set before, says why it could not.
 	started  chan struct{}
 	startErr error
-	// done is closed when run has ended, and the reader with it.
-	done chan struct{}
+	// done is closed when run has ended, and the reader with it; quit,
+	// by the last caller's release.
+	done, quit chan struct{}
 	// failed ends, with err set before, when the counter can count no
 	// more.
 	failed ending
@@ -54,7 +55,7 @@ type counter struct {
 }
 
 func newCounter(key countKey) *counter {
-	return &counter{key: key, started: make(chan struct{}), done: make(chan struct{}),
+	return &counter{key: key, started: make(chan struct{}), done: make(chan struct{}), quit: make(chan struct{}),
 		changed: make(chan struct{})}
 }
 
@@ -102,15 +103,30 @@ func (h *Hub) countSubscription(ctx context.Context, req CountRequest, g *groupB
 	return h.subscribe(ctx, info, params)
 }
 
+// Recounts of a counter that keeps falling behind (an overloaded hub, a
+// tenant writing faster than the hub counts) wait: the first for none,
+// each one within maxRecountBackoff of the one before twice as long as
+// that one did, from recountBackoff to maxRecountBackoff. Each costs a
+// walk of the selection; callers keep the counts they have meanwhile.
+const (
+	recountBackoff    = time.Second
+	maxRecountBackoff = 30 * time.Second
+)
+
 // run counts until the subscription ends: closed by the last caller's
 // release, or failed. A subscription that fell behind the history is
-// replaced by a fresh one from subscribe, counted afresh (see counter);
-// any other failure fails the callers left, if any.
+// replaced by a fresh one from subscribe, counted afresh (see counter),
+// after a backoff when it happens again and again; any other failure
+// fails the callers left, if any.
 func (c *counter) run(sub *Subscription, subscribe func(context.Context) (*Subscription, error), g *groupBy,
 	interval time.Duration, cs *counts) {
 	defer close(c.done)
 	f := sub.lease.feed
-	var err error
+	var (
+		err         error
+		backoff     time.Duration
+		lastRecount time.Time
+	)
 	for {
 		t := &tally{g: g, resource: f.resource, gvr: f.info.Resource, maxGroups: f.hub.cfg.MaxCountGroups}
 		if g.path != nil {
@@ -121,9 +137,24 @@ func (c *counter) run(sub *Subscription, subscribe func(context.Context) (*Subsc
 		if !errors.As(err, &tooSlow) {
 			break
 		}
+		switch {
+		case lastRecount.IsZero() || time.Since(lastRecount) > maxRecountBackoff:
+			backoff = 0
+		default:
+			backoff = min(max(2*backoff, recountBackoff), maxRecountBackoff)
+		}
 		f.log.Warn("a Count fell behind the changes further than the history; counting afresh from the cache",
-			"selector", sub.describe())
+			"selector", sub.describe(), "after", backoff)
+		if stopped := c.wait(backoff, f); stopped != nil {
+			err = stopped // the last caller left, or the feed stopped
+			break
+		}
+		lastRecount = time.Now()
+		// The new subscription first: the failed one holds the counter's
+		// admission (its filter) until then, which no other request can
+		// take meanwhile.
 		next, subErr := subscribe(context.Background())
+		sub.Close()
 		if subErr != nil {
 			err = subErr
 			break
@@ -134,17 +165,32 @@ func (c *counter) run(sub *Subscription, subscribe func(context.Context) (*Subsc
 		}
 		sub = next
 	}
+	sub.Close()
 	// Out of the registry first: a caller that retries at once starts a
 	// fresh counter.
 	cs.discard(c)
 	c.fail(err)
 }
 
-// countFrom counts what sub delivers into t (see count) until sub ends,
-// then closes it and returns why it ended: ErrSubscriptionClosed when the
-// last caller's release closed it.
+// wait waits for d, and returns why the counter cannot go on, if it
+// cannot: its last caller left, or its feed stopped.
+func (c *counter) wait(d time.Duration, f *feed) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-c.quit:
+		return ErrSubscriptionClosed
+	case <-f.stopped:
+		return f.err
+	}
+}
+
+// countFrom counts what sub delivers into t (see count) until sub fails,
+// and returns why: ErrSubscriptionClosed when the last caller's release
+// closed it. The caller closes sub.
 func (c *counter) countFrom(sub *Subscription, t *tally, interval time.Duration) error {
-	defer sub.Close()
 	events := make(chan *Event, countQueue)
 	var readErr error // set before events is closed
 	go func() {
