@@ -105,8 +105,10 @@ func (c *catchUpPhase) step(ctx context.Context) (*Event, phase, error) {
 		// A catch-up that reads much and selects little (a selective
 		// subscriber, hours of history on disk) is as quiet as a live
 		// stream with nothing to send: it gets bookmarks too, at the
-		// position it has read up to.
-		if c.s.quiet.ticked() {
+		// position it has read up to; never inside a relist's batch, whose
+		// records carry the version before the relist, older than the
+		// objects' own it may have sent.
+		if c.at.offset == 0 && c.s.quiet.ticked() {
 			f := c.s.lease.feed
 			return f.events.bookmark(c.at, false, c.s.lease.view.encoding), nil, nil
 		}

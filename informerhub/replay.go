@@ -97,21 +97,37 @@ func (e replayEntry) size(k objectKey) int64 {
 
 func newReplay(s *Subscription, rv uint64) *replay {
 	r := &replay{s: s, upstream: newReplayWatch(s.lease.feed, s.lease.owner), rv: rv}
+	// Before the replay is shared (Close calls end): a stateless one holds
+	// nothing, and may turn stateful (plan).
+	r.stateBytes.Init(s.lease.feed.hub.replays.bytes, false)
 	r.plan(s.lease.sel.upstreamQuery(true))
 	return r
 }
 
 // plan makes the replay ask the API server for q, statefully if it must.
 // A replay that turns stateful lists its state when it next opens its
-// watch.
+// watch; one that is stateful stays so.
 func (r *replay) plan(q upstreamQuery) {
 	r.query = q
 	r.upstream.query(q)
 	vw := r.s.lease.view
-	if stateful := q.stateful || vw.proj != nil || vw.includePrevious; stateful && !r.stateful {
-		r.stateful = true
-		r.stateBytes.Init(r.s.lease.feed.hub.replays.bytes, false)
+	r.stateful = r.stateful || q.stateful || vw.proj != nil || vw.includePrevious
+}
+
+// refused handles the API server's refusal of the replay's selector (a
+// selectorRefusedError): when it was given the field selector, the replay
+// asks without it from then on, and reports true: the hub evaluates the
+// field itself, as it does live. A refusal of anything less is the
+// subscription's end (refusedSelector).
+func (r *replay) refused(err error) bool {
+	var refused *selectorRefusedError
+	if !errors.As(err, &refused) || r.query.fieldSelector == "" {
+		return false
 	}
+	r.s.lease.feed.log.Info("the API server refuses a field selector the hub serves; the replay evaluates it in the hub",
+		"selector", r.s.describe(), "error", err)
+	r.plan(r.s.lease.sel.upstreamQuery(false))
+	return true
 }
 
 // open starts the upstream watch from r.rv and, for a stateful replay that
@@ -128,26 +144,27 @@ func (r *replay) open(ctx context.Context) error {
 		return r.listState(ctx)
 	}
 	err := r.upstream.open(ctx, r.rv, prepare)
-	var refused *selectorRefusedError
-	if errors.As(err, &refused) && r.query.fieldSelector != "" {
-		r.s.lease.feed.log.Info("the API server refuses a field selector the hub serves; the replay evaluates it in the hub",
-			"selector", r.s.describe(), "error", err)
-		r.plan(r.s.lease.sel.upstreamQuery(false))
+	if r.refused(err) {
 		err = r.upstream.open(ctx, r.rv, prepare)
 	}
-	return refusedSelector(err)
+	return r.refusedSelector(err)
 }
 
-// refusedSelector turns the API server's refusal of a selector the replay
-// can ask for no less of into what ends the subscription: a RequestError,
-// as the API server's refusal of the same selector would be.
-func refusedSelector(err error) error {
+// refusedSelector turns the API server's refusal of a replay's request
+// that it can ask for no less of into what ends the subscription: a
+// RequestError on its label selector, as the API server's refusal of the
+// same selector would be; without one, the API server refuses the hub
+// something else: it cannot serve the replay.
+func (r *replay) refusedSelector(err error) error {
 	var refused *selectorRefusedError
-	if errors.As(err, &refused) {
+	switch {
+	case !errors.As(err, &refused):
+		return err
+	case r.query.labelSelector != "":
 		return &RequestError{Field: FieldLabelSelector, Err: ErrInvalidRequest,
 			Reason: "the API server refuses the stream's selector now, replaying it: " + refused.err.Error()}
 	}
-	return err
+	return &ResourceError{Resource: r.s.lease.feed.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, refused.err)}
 }
 
 // step returns the next change of the replay (or a bookmark); or, once the
@@ -193,8 +210,15 @@ func (r *replay) next(ctx context.Context) (*Event, phase, error) {
 				}
 				continue
 			}
-			if ev, next, err := r.replayed(e); ev != nil || next != nil || err != nil {
-				return ev, next, err
+			ev, next, err := r.replayed(e)
+			if r.refused(err) {
+				// On a watch reopened (the CRD changed since): ask again
+				// without the field, from where the replay got.
+				r.upstream.closeWatch()
+				continue
+			}
+			if ev != nil || next != nil || err != nil {
+				return ev, next, r.refusedSelector(err)
 			}
 		case <-s.wake:
 			// As on a live stream: a quiet replay gets a bookmark, at the
@@ -285,7 +309,7 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 	f := r.s.lease.feed
 	switch e.Type {
 	case watch.Error:
-		return nil, nil, refusedSelector(r.upstream.apiError(apierrors.FromObject(e.Object)))
+		return nil, nil, r.upstream.apiError(apierrors.FromObject(e.Object))
 	case watch.Bookmark:
 		m, err := meta.Accessor(e.Object)
 		if err != nil {
@@ -411,9 +435,16 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 }
 
 // listState fills r.state with the upstream selection as it was at r.rv.
+// A LIST that fails gives back what it took of the budget.
 func (r *replay) listState(ctx context.Context) error {
 	f := r.s.lease.feed
 	state := map[objectKey]replayEntry{}
+	held := r.stateBytes.Held()
+	defer func() {
+		if r.state == nil {
+			r.stateBytes.Add(held - r.stateBytes.Held())
+		}
+	}()
 	err := r.upstream.list(ctx, r.rv, func(obj runtime.Object) error {
 		err := r.take(state, obj)
 		var limit *LimitError

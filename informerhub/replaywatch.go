@@ -2,6 +2,7 @@ package informerhub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -275,6 +276,8 @@ func (u *replayWatch) holdSlot() {
 func (u *replayWatch) apiError(err error) error {
 	f := u.feed
 	switch {
+	case err == nil:
+		return nil
 	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
 		// The one answer that means the version is gone for good.
 		return f.expired(true)
@@ -306,8 +309,13 @@ func (e *selectorRefusedError) Unwrap() error { return e.err }
 // refused rather than watched for.
 func (u *replayWatch) checkNotAhead(ctx context.Context, rv uint64) error {
 	list, err := cache.ToListerWatcherWithContext(u.feed.lw).ListWithContext(ctx, metav1.ListOptions{Limit: 1})
+	var refused *selectorRefusedError
+	if err = u.apiError(err); errors.As(err, &refused) {
+		// It asked for no selector: it cannot serve the replay.
+		err = &ResourceError{Resource: u.feed.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, refused.err)}
+	}
 	if err != nil {
-		return u.apiError(err)
+		return err
 	}
 	m, err := meta.ListAccessor(list)
 	if err != nil {

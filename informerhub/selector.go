@@ -321,8 +321,10 @@ type upstreamQuery struct {
 	namespace     string
 	labelSelector string
 	fieldSelector string
-	// local selects by the parts the API server does not evaluate; nil
-	// when it evaluates them all.
+	// local selects by the parts the API server does not evaluate, and
+	// the namespace (a Source that serves other namespaces' objects on a
+	// namespace's path sends nothing of them on); nil when there is
+	// nothing to evaluate.
 	local *selector
 	// stateful is set when local's verdict on an object can change as the
 	// object changes (a filter, a field other than metadata.name and
@@ -340,7 +342,7 @@ func (s *selector) upstreamQuery(withFields bool) upstreamQuery {
 	if s.labels != nil {
 		q.labelSelector = s.labels.String()
 	}
-	local := &selector{fieldSet: s.fieldSet, shard: s.shard, filter: s.filter, filterErrors: s.filterErrors}
+	local := &selector{namespace: s.namespace, fieldSet: s.fieldSet, shard: s.shard, filter: s.filter, filterErrors: s.filterErrors}
 	switch {
 	case s.fields == nil:
 	case withFields:
@@ -356,7 +358,7 @@ func (s *selector) upstreamQuery(withFields bool) upstreamQuery {
 	if local.filter != nil {
 		q.stateful = true
 	}
-	if local.fields != nil || local.shard != nil || local.filter != nil {
+	if local.namespace != "" || local.fields != nil || local.shard != nil || local.filter != nil {
 		q.local = local
 	}
 	return q
