@@ -74,7 +74,7 @@ func (c connectService) ListResources(ctx context.Context, req *connect.Request[
 // serveStream runs a server-streaming call's handler through the
 // interceptors on a stream of conn.
 func (c connectService) serveStream(ctx context.Context, req connect.AnyRequest, conn connect.StreamingHandlerConn, handler func(grpc.ServerStream) error) error {
-	stream := &connectStream{conn: conn, drain: c.s.cfg.MaxSendStall}
+	stream := &connectStream{conn: conn, drain: c.s.cfg.StalledSendGrace}
 	stream.control, _ = ctx.Value(responseControllerKey{}).(*http.ResponseController)
 	stream.ctx = context.WithValue(callContext(ctx, req), cutterKey{}, stream)
 	info := &grpc.StreamServerInfo{FullMethod: req.Spec().Procedure, IsServerStream: true}
@@ -159,13 +159,13 @@ func (s *Server) httpCall(h http.Handler) http.Handler {
 // stopped reading (see WriteStatus, its cutter) ends when the client reads
 // on, within drain: its status then follows what was in flight, as over
 // HTTP it can only come after it (in the body, or in trailers after the
-// body's last frame). grpc-go writes its status at once, in a frame that
-// flow control does not hold.
+// body's last frame). grpc-go queues its status behind what was in flight
+// too, but frees the handler at once.
 type connectStream struct {
 	ctx     context.Context
 	conn    connect.StreamingHandlerConn
 	control *http.ResponseController // nil: sends cannot be cut off
-	drain   time.Duration            // Config.MaxSendStall
+	drain   time.Duration            // Config.StalledSendGrace
 }
 
 func (cs *connectStream) Context() context.Context { return cs.ctx }
@@ -197,7 +197,9 @@ func (cs *connectStream) RecvMsg(any) error { return io.EOF }
 // within it receives what was in flight, then the status the handler
 // returns, with the token to resume from; one that does not gets a broken
 // stream, and learns why when it calls again (PERMISSION_DENIED, or a
-// resume from its last token).
+// resume from its last token). drain is short: the handler, its
+// subscription and the message in flight are held meanwhile, and Drain
+// waits for it.
 func (cs *connectStream) WriteStatus(*status.Status) error {
 	if cs.control == nil {
 		return nil

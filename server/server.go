@@ -88,9 +88,12 @@ type Config struct {
 	// the hub's resources. It is checked every MaxSendStall, so such a
 	// stream ends after between one and two of it. Default: 30s.
 	MaxSendStall time.Duration
-	// StalledSendGrace is how long a Watch whose subscription has failed
-	// (its informer stopped, or it fell behind the history) waits for a send that is blocked on a client
-	// that stopped reading, before ending the stream anyway. Default: 1s.
+	// StalledSendGrace is how long a stream that must end (its
+	// subscription failed, a recheck found the caller's access gone, Drain)
+	// waits for a send that is blocked on a client that stopped reading,
+	// before it cuts the send off. Over HTTP, where the status can only
+	// follow the blocked send, the client then has as long again to read
+	// on and receive it. Default: 1s.
 	StalledSendGrace time.Duration
 	// CORSAllowedOrigins are the origins whose pages may call the service
 	// from a browser (HTTPHandler), such as "https://portal.example.com";

@@ -26,9 +26,9 @@ import (
 // that failed while a send was blocked, a recheck that found the caller's
 // access gone, Drain. end cancels the stream's context, which wakes a
 // handler waiting for its next message; a send blocked on a client that
-// stopped reading is cut off (see cutter), and the client gets the status
-// with the token to resume from on every protocol: at once over gRPC, once
-// it reads on over HTTP.
+// stopped reading is cut off (see cutter), and a client that reads on gets
+// what was in flight, then the status with the token to resume from, on
+// every protocol.
 
 // errStalled ends a stream whose client stopped reading.
 var errStalled = errors.New("the client stopped reading")
@@ -46,13 +46,14 @@ func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.valu
 
 // cutter ends a stream with a status, from any goroutine, whose send is
 // blocked on its client: grpc-go's transport stream, whose WriteStatus
-// writes the status at once (a HEADERS frame, which flow control does not
-// hold) and cancels the stream, which fails the blocked send, whose own
-// status then changes nothing; and the HTTP side's (connectStream), which
-// cannot write past the blocked send, and gives the client
-// Config.MaxSendStall to read on before a write deadline fails the send.
-// The handler's goroutine, blocked in the send, cannot return the status
-// itself.
+// queues the status behind what its transport holds of the stream and
+// cancels the stream, which fails the blocked send (whose own status then
+// changes nothing) and frees the handler; and the HTTP side's
+// (connectStream), which cannot write past the blocked send, and gives the
+// client Config.StalledSendGrace to read on before a write deadline fails
+// the send. The handler's goroutine, blocked in the send, cannot return
+// the status itself. Either way, a client that reads on receives what was
+// in flight, then the status.
 type cutter interface {
 	WriteStatus(*status.Status) error
 }
