@@ -898,10 +898,10 @@ export const EventTypeSchema: GenEnum<EventType> = /*@__PURE__*/
  * could not send), also carries metadata "resume_token": the token of the
  * last response the hub handed to the network, never newer than the last
  * the client received, and older by one response at most (one in flight
- * when the stream was cut). It reaches the client on every protocol: over
- * gRPC at once, even to a client that stopped reading (after what was in
- * flight); over HTTP (Connect, gRPC-Web) once the client reads on, within
- * --max-send-stall, after which a stream whose send stayed blocked breaks
+ * when the stream was cut). A client that stopped reading gets it on
+ * every protocol once it reads on, after what was in flight: over gRPC
+ * whenever it does; over HTTP (Connect, gRPC-Web) within a second or so of
+ * the stream's end, after which a stream whose send stayed blocked breaks
  * off without it. Whatever the status, resume from the last token you
  * received. No status carries a
  * RetryInfo: when to retry is the client's choice. A status without
