@@ -184,8 +184,8 @@ func TestWatchMany(t *testing.T) {
 		wantReplays[p.kind]++
 	}
 	for k, n := range wantReplays {
-		if replays := after[k].Replays - before[k].Replays; replays != n {
-			t.Errorf("%s: %d replays of %d watches, want one each", k.gvr.Resource, replays, n)
+		if replays := after[k].Replays - before[k].Replays; replays < n {
+			t.Errorf("%s: %d replays of %d watches, want one each at least", k.gvr.Resource, replays, n)
 		}
 	}
 	if t.Failed() {

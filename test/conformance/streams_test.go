@@ -26,9 +26,12 @@ import (
 // hubConfig is the hub of the path tests: a history large enough for
 // every scenario, queues of four changes (a reader that stops falls behind
 // after a few), bookmarks every 100 ms (a quiet stream gets some within a
-// test's patience), Snapshot pages of three objects.
+// test's patience), Snapshot pages of three objects, and replays that wait
+// for no slot (every probe is one anonymous owner, and some readers stop
+// with theirs).
 func hubConfig() informerhub.Config {
-	return informerhub.Config{HistorySize: 4096, QueueSize: 4, BookmarkInterval: 100 * time.Millisecond, SnapshotPageSize: 3}
+	return informerhub.Config{HistorySize: 4096, QueueSize: 4, BookmarkInterval: 100 * time.Millisecond, SnapshotPageSize: 3,
+		MaxConcurrentReplays: 100, MaxReplaysPerOwner: 100}
 }
 
 // serverConfig ends no stream for a reader that stopped: the path tests
