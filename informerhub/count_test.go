@@ -535,3 +535,33 @@ func TestACountThatFallsBehindCountsAfresh(t *testing.T) {
 		t.Errorf("Recounts = %d, Replays = %d: want the counter to have counted afresh once, without a replay", st.Recounts, st.Replays)
 	}
 }
+
+// TestRecountsBackOff: a counter that falls behind again and again waits
+// longer before each recount, from a second to thirty, doubling; one that
+// counted quietly for longer than that recounts at once again.
+func TestRecountsBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			backoff time.Duration
+			last    time.Time // of the last recount; none yet
+			got     []time.Duration
+		)
+		recount := func(countedFor time.Duration) {
+			backoff = informerhub.NextRecountBackoff(backoff, last)
+			got = append(got, backoff)
+			time.Sleep(backoff)
+			last = time.Now()
+			time.Sleep(countedFor) // until it falls behind again
+		}
+		for range 8 {
+			recount(time.Second)
+		}
+		recount(31 * time.Second) // a quiet half-minute
+		recount(time.Second)
+		s := time.Second
+		want := []time.Duration{0, s, 2 * s, 4 * s, 8 * s, 16 * s, 30 * s, 30 * s, 30 * s, 0}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("the recounts' waits (-want +got):\n%s", diff)
+		}
+	})
+}

@@ -113,6 +113,15 @@ const (
 	maxRecountBackoff = 30 * time.Second
 )
 
+// nextRecountBackoff is how long a recount waits, after one at
+// lastRecount (zero: none yet) that waited backoff.
+func nextRecountBackoff(backoff time.Duration, lastRecount time.Time) time.Duration {
+	if lastRecount.IsZero() || time.Since(lastRecount) > maxRecountBackoff {
+		return 0
+	}
+	return min(max(2*backoff, recountBackoff), maxRecountBackoff)
+}
+
 // run counts until the subscription ends: closed by the last caller's
 // release, or failed. A subscription that fell behind the history is
 // replaced by a fresh one from subscribe, counted afresh (see counter),
@@ -137,12 +146,7 @@ func (c *counter) run(sub *Subscription, subscribe func(context.Context) (*Subsc
 		if !errors.As(err, &tooSlow) {
 			break
 		}
-		switch {
-		case lastRecount.IsZero() || time.Since(lastRecount) > maxRecountBackoff:
-			backoff = 0
-		default:
-			backoff = min(max(2*backoff, recountBackoff), maxRecountBackoff)
-		}
+		backoff = nextRecountBackoff(backoff, lastRecount)
 		f.log.Warn("a Count fell behind the changes further than the history; counting afresh from the cache",
 			"selector", sub.describe(), "after", backoff)
 		if stopped := c.wait(backoff, f); stopped != nil {

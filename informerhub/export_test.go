@@ -466,3 +466,6 @@ func StartCounter(h *Hub, sub *Subscription, req CountRequest) (*CountSubscripti
 	}
 	return &CountSubscription{c: c, hub: h, closed: make(chan struct{})}, nil
 }
+
+// NextRecountBackoff is nextRecountBackoff.
+var NextRecountBackoff = nextRecountBackoff
