@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -31,8 +32,14 @@ func Main(m *testing.M, started func(*ControlPlane)) int {
 		return 1
 	}
 	started(cluster)
-	code := m.Run()
-	if err := cluster.Stop(); err != nil {
+	return cluster.Finish(m.Run())
+}
+
+// Finish ends a test binary whose tests exited with code: it stops c, and
+// when the tests passed, fails the run if goroutines leaked. It returns
+// the binary's exit code. Close the API servers the tests started before.
+func (c *ControlPlane) Finish(code int) int {
+	if err := c.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
 		return 1
 	}
@@ -44,6 +51,46 @@ func Main(m *testing.M, started func(*ControlPlane)) int {
 		return 1
 	}
 	return 0
+}
+
+// LazyAPIServer is a second API server on a control plane's etcd (see
+// StartAPIServer) that the tests of a package share, started when the
+// first of them needs it: most runs of a package's tests start none.
+type LazyAPIServer struct {
+	cluster *ControlPlane
+	args    []string
+
+	once   sync.Once
+	server *APIServer // set by once
+	err    error      // set by once
+}
+
+// LazyAPIServer returns a second API server with extraArgs (as
+// StartAPIServer takes them), not started yet. Close it when done.
+func (c *ControlPlane) LazyAPIServer(extraArgs ...string) *LazyAPIServer {
+	return &LazyAPIServer{cluster: c, args: extraArgs}
+}
+
+// Get returns the API server, started on the first call; it fails t when
+// the API server could not start. Tests may kill and start it; they leave
+// it running.
+func (l *LazyAPIServer) Get(t testing.TB) *APIServer {
+	t.Helper()
+	l.once.Do(func() { l.server, l.err = l.cluster.StartAPIServer(l.args...) })
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	return l.server
+}
+
+// Close closes the API server if a test started it; once closed, it does
+// not start.
+func (l *LazyAPIServer) Close() error {
+	l.once.Do(func() {})
+	if l.server == nil {
+		return nil
+	}
+	return l.server.Close()
 }
 
 // ServiceAccountToken makes a service account in ns that may do what rules

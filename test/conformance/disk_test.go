@@ -108,13 +108,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestCatchUpFromDisk(t *testing.T) {
 	s := newScenario(t, smallPayload)
 	h := startDiskHub(t, informerhub.Config{})
-	var runs []*probeRun
-	tokens := map[*probeRun]string{}
-	for _, p := range probesFor(colCatchUpDisk) {
-		r := newProbeRun(t, s, p, grpcDialer(t, h.Addr))
-		_, tokens[r], r.from = snapshotEvents(t, r.ctx, r.client, r.req)
-		runs = append(runs, r)
-	}
+	runs, tokens := atSnapshots(t, s, h, colCatchUpDisk, grpcDialer)
 	s.churn(4) // 48 changes of each kind: past the 16 in memory
 	written(t, h.Hub)
 	memory, _ := windows(t, h.Client)
@@ -137,10 +131,7 @@ func TestCatchUpFromDisk(t *testing.T) {
 				first.Type, first.ResourceVersion, head)
 		}
 	}
-	s.settle()
-	for _, r := range runs {
-		r.settled()
-	}
+	settleAll(s, runs)
 	after := statsAll(t, h.Hub)
 	for k := range probesByKind(runs, false) {
 		if after[k].Replays != before[k].Replays {
@@ -158,13 +149,7 @@ func TestReplayAfterARetentionCut(t *testing.T) {
 	// Retention long enough that the changes are still on the disk when
 	// the streams begin to read them on a loaded machine.
 	h := startDiskHub(t, informerhub.Config{HistoryRetention: 15 * time.Second, HistoryRetentionCheck: 100 * time.Millisecond})
-	var runs []*probeRun
-	tokens := map[*probeRun]string{}
-	for _, p := range probesFor(colReplayCut) {
-		r := newProbeRun(t, s, p, grpcDialer(t, h.Addr))
-		_, tokens[r], r.from = snapshotEvents(t, r.ctx, r.client, r.req)
-		runs = append(runs, r)
-	}
+	runs, tokens := atSnapshots(t, s, h, colReplayCut, grpcDialer)
 	s.churn(3) // past the 16 in memory
 	written(t, h.Hub)
 	before := statsAll(t, h.Hub)
@@ -202,19 +187,12 @@ func TestReplayAfterARetentionCut(t *testing.T) {
 	for _, r := range runs {
 		r.resume()
 	}
-	s.settle()
-	for _, r := range runs {
-		r.settled()
-	}
+	settleAll(s, runs)
 	// Each stream read on the disk, which no longer holds where it was:
 	// each replays, one that joins the history on the disk again perhaps
 	// twice.
 	after := statsAll(t, h.Hub)
-	for k, n := range probesByKind(runs, true) {
-		if replays := after[k].Replays - before[k].Replays; replays < n {
-			t.Errorf("%s: %d replays of %d streams, want one each at least", k.gvr.Resource, replays, n)
-		}
-	}
+	wantReplays(t, runs, true, before, after)
 	checkAll(t, runs, colReplayCut, checker.Options{})
 }
 
@@ -239,10 +217,7 @@ func TestRelist(t *testing.T) {
 	if err := apiserver.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s.settle()
-	for _, r := range runs {
-		r.settled()
-	}
+	settleAll(s, runs)
 	after := statsAll(t, h.Hub)
 	for _, k := range kinds {
 		if after[k].Relists == before[k].Relists {

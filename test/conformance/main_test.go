@@ -8,11 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -54,6 +52,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	etcdServer = cluster.LazyAPIServer("--watch-cache=false", "--feature-gates=ShardedListAndWatch=true")
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.QPS, cfg.Burst = 1000, 1000 // the workloads write fast
 	kube = kubernetes.NewForConfigOrDie(cfg)
@@ -67,31 +66,15 @@ func runMain(m *testing.M) int {
 	if code == 0 {
 		code = checkEveryCellRan()
 	}
-	if etcdServer != nil {
-		if err := etcdServer.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the second API server:", err)
-			code = 1
-		}
+	if err := etcdServer.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the second API server:", err)
+		code = 1
 	}
-	if err := cluster.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		return 1
-	}
-	if code != 0 {
-		return code
-	}
-	if err := goleak.Find(controlplane.IgnoredGoroutines()...); err != nil {
-		fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-		return 1
-	}
-	return 0
+	return cluster.Finish(code)
 }
 
-var (
-	etcdServerOnce sync.Once
-	etcdServer     *controlplane.APIServer
-	etcdServerErr  error
-)
+// etcdServer is started by etcdAPIServer.
+var etcdServer *controlplane.LazyAPIServer
 
 // etcdAPIServer returns a second kube-apiserver on the shared etcd,
 // without a watch cache: it serves every watch from etcd, so it answers
@@ -99,13 +82,7 @@ var (
 // relist. Started on first use.
 func etcdAPIServer(t *testing.T) *controlplane.APIServer {
 	t.Helper()
-	etcdServerOnce.Do(func() {
-		etcdServer, etcdServerErr = cluster.StartAPIServer("--watch-cache=false", "--feature-gates=ShardedListAndWatch=true")
-	})
-	if etcdServerErr != nil {
-		t.Fatal(etcdServerErr)
-	}
-	return etcdServer
+	return etcdServer.Get(t)
 }
 
 // widgets is the custom resource of the workloads, with a selectable

@@ -48,9 +48,24 @@ func probesByKind(runs []*probeRun, selecting bool) map[*kind]uint64 {
 	return out
 }
 
+// atSnapshots makes a run of every probe of column c, each on a
+// connection of its own, and takes a Snapshot for each: the transcripts
+// start at the Snapshots' versions, and the tokens it returns open them.
+func atSnapshots(t *testing.T, s *scenario, h *testhub.Served, c column, dial dialer) ([]*probeRun, map[*probeRun]string) {
+	t.Helper()
+	var runs []*probeRun
+	tokens := map[*probeRun]string{}
+	for _, p := range probesFor(c) {
+		r := newProbeRun(t, s, p, dial(t, h.Addr))
+		_, tokens[r], r.from = snapshotEvents(t, r.ctx, r.client, r.req)
+		runs = append(runs, r)
+	}
+	return runs, tokens
+}
+
 // fromSnapshots opens every probe of column c at the head of h's history,
-// from a Snapshot's token, each on a connection of its own; the
-// transcripts start at the Snapshots' versions.
+// from a Snapshot's token (or with initial events, for a probe of them),
+// each on a connection of its own.
 func fromSnapshots(t *testing.T, s *scenario, h *testhub.Served, c column, dial dialer) []*probeRun {
 	t.Helper()
 	var runs []*probeRun
@@ -66,6 +81,20 @@ func fromSnapshots(t *testing.T, s *scenario, h *testhub.Served, c column, dial 
 		runs = append(runs, r)
 	}
 	return runs
+}
+
+// settleAll waits until the scenario's last changes have reached every
+// run that selects them.
+func settleAll(s *scenario, runs []*probeRun) {
+	settleAll(s, runs)
+}
+
+// wantReplays fails t unless each of the runs (with selecting, each that
+// selects something) replayed at least once between the statistics before
+// and after.
+func wantReplays(t *testing.T, runs []*probeRun, selecting bool, before, after map[*kind]informerhub.ResourceStats) {
+	t.Helper()
+	wantReplays(t, runs, selecting, before, after)
 }
 
 // checkAll checks every run in a subtest of its row, which passes the
@@ -100,10 +129,7 @@ func TestLive(t *testing.T) {
 		r.resumeFromLast()
 	}
 	s.churn(2)
-	s.settle()
-	for _, r := range runs {
-		r.settled()
-	}
+	settleAll(s, runs)
 	for k, st := range statsAll(t, h.Hub) {
 		if st.Replays != before[k].Replays || st.FellBehind != before[k].FellBehind {
 			t.Errorf("%s: %d replays and %d falls behind, want none: the streams were to stay live", k.gvr.Resource,
@@ -130,10 +156,7 @@ func TestInitialEvents(t *testing.T) {
 		r.resumeFromLast()
 	}
 	s.churn(2)
-	s.settle()
-	for _, r := range runs {
-		r.settled()
-	}
+	settleAll(s, runs)
 	checkAll(t, runs, colInitial, checker.Options{InitialEvents: true})
 }
 
@@ -152,10 +175,7 @@ func TestSnapshot(t *testing.T) {
 		runs = append(runs, r)
 	}
 	s.churn(2)
-	s.settle()
-	for _, r := range runs {
-		r.settled()
-	}
+	settleAll(s, runs)
 	checkAll(t, runs, colSnapshot, checker.Options{InitialEvents: true})
 }
 
@@ -174,10 +194,7 @@ func TestCatchUpFromMemory(t *testing.T) {
 	for _, r := range runs {
 		r.resume()
 	}
-	s.settle()
-	for _, r := range runs {
-		r.settled()
-	}
+	settleAll(s, runs)
 	after := statsAll(t, h.Hub)
 	for k, n := range probesByKind(runs, true) {
 		if fell := after[k].FellBehind - before[k].FellBehind; fell < n || after[k].Replays != before[k].Replays {
@@ -195,29 +212,16 @@ func TestReplayAtResume(t *testing.T) {
 	cfg := hubConfig()
 	cfg.HistorySize = 32
 	h := startHub(t, cluster.Config, cfg)
-	var runs []*probeRun
-	tokens := map[*probeRun]string{}
-	for _, p := range probesFor(colReplayResume) {
-		r := newProbeRun(t, s, p, grpcDialer(t, h.Addr))
-		_, tokens[r], r.from = snapshotEvents(t, r.ctx, r.client, r.req)
-		runs = append(runs, r)
-	}
+	runs, tokens := atSnapshots(t, s, h, colReplayResume, grpcDialer)
 	s.churn(3) // 36 changes of each kind, and deletes
 	before := statsAll(t, h.Hub)
 	for _, r := range runs {
 		r.open(tokens[r], false)
 	}
 	s.churn(1)
-	s.settle()
-	for _, r := range runs {
-		r.settled()
-	}
+	settleAll(s, runs)
 	after := statsAll(t, h.Hub)
-	for k, n := range probesByKind(runs, false) {
-		if replays := after[k].Replays - before[k].Replays; replays < n {
-			t.Errorf("%s: %d replays of %d streams, want one each at least", k.gvr.Resource, replays, n)
-		}
-	}
+	wantReplays(t, runs, false, before, after)
 	checkAll(t, runs, colReplayResume, checker.Options{})
 }
 
@@ -228,13 +232,7 @@ func TestReplayAtResume(t *testing.T) {
 func TestReplayOnAnotherReplica(t *testing.T) {
 	s := newScenario(t, smallPayload)
 	first := startHub(t, cluster.Config, hubConfig())
-	var runs []*probeRun
-	tokens := map[*probeRun]string{}
-	for _, p := range probesFor(colReplayReplica) {
-		r := newProbeRun(t, s, p, grpcDialer(t, first.Addr))
-		_, tokens[r], r.from = snapshotEvents(t, r.ctx, r.client, r.req)
-		runs = append(runs, r)
-	}
+	runs, tokens := atSnapshots(t, s, first, colReplayReplica, grpcDialer)
 	s.churn(2)
 	first.Stop()
 	second := startHub(t, cluster.Config, hubConfig())
@@ -243,16 +241,8 @@ func TestReplayOnAnotherReplica(t *testing.T) {
 		r.open(tokens[r], false)
 	}
 	s.churn(1)
-	s.settle()
-	for _, r := range runs {
-		r.settled()
-	}
-	stats := statsAll(t, second.Hub)
-	for k, n := range probesByKind(runs, false) {
-		if stats[k].Replays < n {
-			t.Errorf("%s: %d replays of %d streams, want one each at least", k.gvr.Resource, stats[k].Replays, n)
-		}
-	}
+	settleAll(s, runs)
+	wantReplays(t, runs, false, nil, statsAll(t, second.Hub))
 	checkAll(t, runs, colReplayReplica, checker.Options{})
 }
 
@@ -265,13 +255,7 @@ func TestReplayMidStream(t *testing.T) {
 	cfg := hubConfig()
 	cfg.HistorySize = 64
 	h := startHub(t, cluster.Config, cfg)
-	var runs []*probeRun
-	tokens := map[*probeRun]string{}
-	for _, p := range probesFor(colReplayMid) {
-		r := newProbeRun(t, s, p, grpcDialer(t, h.Addr))
-		_, tokens[r], r.from = snapshotEvents(t, r.ctx, r.client, r.req)
-		runs = append(runs, r)
-	}
+	runs, tokens := atSnapshots(t, s, h, colReplayMid, grpcDialer)
 	s.churn(3) // 36 changes of each kind: the history holds them
 	before := statsAll(t, h.Hub)
 	for _, r := range runs {
@@ -283,17 +267,10 @@ func TestReplayMidStream(t *testing.T) {
 	for _, r := range runs {
 		r.resume()
 	}
-	s.settle()
-	for _, r := range runs {
-		r.settled()
-	}
+	settleAll(s, runs)
 	after := statsAll(t, h.Hub)
 	// A stream that selects nothing has caught up before its reader
 	// stops: it has nothing to replay.
-	for k, n := range probesByKind(runs, true) {
-		if replays := after[k].Replays - before[k].Replays; replays < n {
-			t.Errorf("%s: %d replays of %d streams, want one each at least", k.gvr.Resource, replays, n)
-		}
-	}
+	wantReplays(t, runs, true, before, after)
 	checkAll(t, runs, colReplayMid, checker.Options{})
 }

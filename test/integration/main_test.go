@@ -12,12 +12,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,36 +53,21 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	etcdServer = cluster.LazyAPIServer("--watch-cache=false")
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.QPS, cfg.Burst = 1000, 1000 // the tests write fast
 	kube = kubernetes.NewForConfigOrDie(cfg)
 	dyn = dynamic.NewForConfigOrDie(cfg)
 	code := m.Run()
-	if etcdServer != nil {
-		if err := etcdServer.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the second API server:", err)
-			return 1
-		}
+	if err := etcdServer.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the second API server:", err)
+		code = 1
 	}
-	if err := cluster.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		return 1
-	}
-	if code != 0 {
-		return code
-	}
-	if err := goleak.Find(controlplane.IgnoredGoroutines()...); err != nil {
-		fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-		return 1
-	}
-	return 0
+	return cluster.Finish(code)
 }
 
-var (
-	etcdServerOnce sync.Once
-	etcdServer     *controlplane.APIServer
-	etcdServerErr  error
-)
+// etcdServer is started by etcdAPIServer.
+var etcdServer *controlplane.LazyAPIServer
 
 // etcdAPIServer returns a second kube-apiserver on the shared etcd, started
 // on first use, without a watch cache: it serves every watch and LIST from
@@ -94,13 +77,7 @@ var (
 // it; they leave it running.
 func etcdAPIServer(t *testing.T) *controlplane.APIServer {
 	t.Helper()
-	etcdServerOnce.Do(func() {
-		etcdServer, etcdServerErr = cluster.StartAPIServer("--watch-cache=false")
-	})
-	if etcdServerErr != nil {
-		t.Fatal(etcdServerErr)
-	}
-	return etcdServer
+	return etcdServer.Get(t)
 }
 
 // hub is an informerhub served over loopback gRPC.
