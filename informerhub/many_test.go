@@ -198,6 +198,9 @@ func TestWatchManyResumesEveryWatchExactly(t *testing.T) {
 	c.cms().Modify(configMap("ns", "cm1", nil, "2"))
 	c.Source(pods).Modify(hubtest.Pod("ns", "p1", map[string]string{"x": "1"}, "", "Pending"))
 	c.Source(pods).Add(hubtest.Pod("ns", "p2", nil, "", "Pending"))
+	// The feed has them (the pods' third change): the new watch starts
+	// after them, and sees none.
+	informerhub.WaitForResourceVersion(h, pods, 3)
 	again := watchMany(t, h, informerhub.WatchManyRequest{ResumeToken: last, Watches: []informerhub.WatchRequest{
 		nsWatch(), podWatch(),
 		{Selector: informerhub.Selector{Resource: pods, LabelSelector: "x=1"}},
