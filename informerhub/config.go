@@ -204,11 +204,11 @@ type Config struct {
 	MaxFields int
 
 	// EncodeEvent, when set, encodes each event once for its transport;
-	// every subscriber then shares the encoding (Event.Encoded). It is the
-	// transport's to type: kept in the form the transport sends, it costs
-	// nothing per subscriber. An encoding with a Len() int method (as
-	// grpc's mem.BufferSlice has) counts that many bytes in the history.
-	EncodeEvent func(*Event) any
+	// every subscriber then shares the encoding (Event.Encoded). Kept in
+	// the form the transport sends, it costs nothing per subscriber; its
+	// Len counts in the history with the event. Nil from EncodeEvent: the
+	// transport encodes the event per subscriber.
+	EncodeEvent func(*Event) Encoded
 
 	// Logger receives the hub's logs. Default: slog.Default().
 	Logger *slog.Logger

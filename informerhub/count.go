@@ -57,18 +57,19 @@ type Counts struct {
 	ResourceVersion string
 
 	encodings [2]struct {
-		once  sync.Once
-		value any
+		once    sync.Once
+		encoded Encoded
+		err     error
 	}
 }
 
 // Encoded returns encode(c) for a transport's form of it (0 or 1: say,
 // binary and JSON), computed once per form however many streams send c:
 // a large map is encoded once per publication, not once per caller.
-func (c *Counts) Encoded(form int, encode func(*Counts) any) any {
+func (c *Counts) Encoded(form int, encode func(*Counts) (Encoded, error)) (Encoded, error) {
 	e := &c.encodings[form]
-	e.once.Do(func() { e.value = encode(c) })
-	return e.value
+	e.once.Do(func() { e.encoded, e.err = encode(c) })
+	return e.encoded, e.err
 }
 
 // CheckGroupBy checks a CountRequest's GroupBy: a *RequestError on

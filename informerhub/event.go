@@ -71,7 +71,7 @@ type Event struct {
 	// Config.EncodeEvent.
 	Encoding Encoding
 
-	encoded any
+	encoded Encoded
 	// failure, when set, is why the event could not be made (an
 	// *ObjectError): Next ends the subscription with it instead.
 	failure error
@@ -79,7 +79,15 @@ type Event struct {
 
 // Encoded returns what Config.EncodeEvent made of the event, computed once
 // per event however many subscribers send it; nil without an EncodeEvent.
-func (e *Event) Encoded() any { return e.encoded }
+func (e *Event) Encoded() Encoded { return e.encoded }
+
+// Encoded is what a transport's Config.EncodeEvent makes of an event: the
+// bytes it sends, in its own type (grpc's mem.BufferSlice is one), shared
+// by every subscriber that sends the event. Len says how many bytes it
+// holds: the history counts them with the event.
+type Encoded interface {
+	Len() int
+}
 
 // Encoding is a form a transport sends events in, such as objects as JSON
 // strings (0, the default) or as structured values. The hub keeps events of
@@ -101,9 +109,9 @@ const encodingUnsent Encoding = MaxEncodings
 type eventMaker struct {
 	resource string // the resource type as tokens name it
 	gvr      schema.GroupVersionResource
-	encode   func(*Event) any // Config.EncodeEvent; nil: none
-	memory   *memory          // what events of records count in
-	failures *atomic.Uint64   // counts the events that could not be made
+	encode   func(*Event) Encoded // Config.EncodeEvent; nil: none
+	memory   *memory              // what events of records count in
+	failures *atomic.Uint64       // counts the events that could not be made
 	log      *slog.Logger
 }
 

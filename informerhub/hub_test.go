@@ -513,11 +513,11 @@ func TestInitialEventsAtTokenPosition(t *testing.T) {
 func TestOneInformerAndOneEncodingPerChange(t *testing.T) {
 	c := newFakeCluster(t)
 	var encoded atomic.Int64
-	h := newHub(t, c, informerhub.Config{EncodeEvent: func(e *informerhub.Event) any {
+	h := newHub(t, c, informerhub.Config{EncodeEvent: func(e *informerhub.Event) informerhub.Encoded {
 		if e.Type != informerhub.EventBookmark {
 			encoded.Add(1)
 		}
-		return []byte(e.ResumeToken)
+		return encodedBytes(e.ResumeToken)
 	}})
 	var subs []*informerhub.Subscription
 	for i := range 50 {
@@ -749,11 +749,11 @@ func TestASnapshotClosedWhileAPageIsRead(t *testing.T) {
 func TestAMarkedEventIsEncodedOncePerChange(t *testing.T) {
 	c := newFakeCluster(t)
 	var marked atomic.Int64
-	h := newHub(t, c, informerhub.Config{EncodeEvent: func(e *informerhub.Event) any {
+	h := newHub(t, c, informerhub.Config{EncodeEvent: func(e *informerhub.Event) informerhub.Encoded {
 		if e.FilterError != "" {
 			marked.Add(1)
 		}
-		return []byte(e.ResumeToken)
+		return encodedBytes(e.ResumeToken)
 	}})
 	failing := informerhub.Selector{Resource: configMaps, Filter: `object.data.mode == "on"`} // no data.mode: "no such key"
 	var subs []*informerhub.Subscription

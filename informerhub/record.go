@@ -123,8 +123,7 @@ func (r *record) viewSlot(vw *view, v variant) *eventSlot {
 
 // eventSize approximates what an event holds besides its record's objects,
 // which its strings share when it is not projected: its own strings, its
-// encoding (measured when it has a Len method, as grpc's mem.BufferSlice
-// does), and the rest.
+// encoding, and the rest.
 func eventSize(ev *Event, r *record) int64 {
 	n := len(ev.ResumeToken) + len(ev.ResourceVersion) + eventOverhead
 	for _, obj := range [2]string{ev.Object, ev.PreviousObject} {
@@ -132,8 +131,8 @@ func eventSize(ev *Event, r *record) int64 {
 			n += len(obj)
 		}
 	}
-	if enc, ok := ev.encoded.(interface{ Len() int }); ok {
-		n += enc.Len()
+	if ev.encoded != nil {
+		n += ev.encoded.Len()
 	}
 	return int64(n)
 }

@@ -129,7 +129,7 @@ func TestIncludePreviousCarriesTheStateBefore(t *testing.T) {
 func TestEventsAreBuiltOncePerForm(t *testing.T) {
 	c := newFakeCluster(t)
 	var encoded [informerhub.MaxEncodings]atomic.Int64
-	h := newHub(t, c, informerhub.Config{EncodeEvent: func(ev *informerhub.Event) any {
+	h := newHub(t, c, informerhub.Config{EncodeEvent: func(ev *informerhub.Event) informerhub.Encoded {
 		encoded[ev.Encoding].Add(1)
 		return nil
 	}})

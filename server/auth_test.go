@@ -445,7 +445,7 @@ func TestPanicsBecomeInternalErrors(t *testing.T) {
 	cluster := hubtest.NewCluster(t)
 	cluster.ConfigMaps().Add(hubtest.ConfigMap("a", "x", nil, ""))
 	authz := &tableAuthorizer{allowed: map[string][]string{"alice": {"*"}}}
-	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: func(ev *informerhub.Event) any {
+	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: func(ev *informerhub.Event) informerhub.Encoded {
 		if strings.Contains(ev.Object, `"name":"boom"`) {
 			panic("an encoder broke")
 		}

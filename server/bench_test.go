@@ -286,7 +286,7 @@ func newHubForBench(b *testing.B, streams int, withMetrics bool) (*Server, bench
 		// Neither a bookmark nor an idle informer may interfere.
 		BookmarkInterval: time.Hour,
 		IdleTimeout:      time.Hour,
-		EncodeEvent: func(ev *informerhub.Event) any {
+		EncodeEvent: func(ev *informerhub.Event) informerhub.Encoded {
 			encodes.Add(1)
 			return EncodeEvent(ev)
 		},

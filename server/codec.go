@@ -34,7 +34,7 @@ type outgoing struct {
 // Encoding says. Set it as the hub's Config.EncodeEvent: the hub
 // then encodes each change once per form, and the codec sends those bytes to
 // every stream of that form without allocating.
-func EncodeEvent(ev *informerhub.Event) any {
+func EncodeEvent(ev *informerhub.Event) informerhub.Encoded {
 	b, err := marshalWire(watchResponse(ev), ev.Encoding&encodingWireJSON != 0)
 	if err != nil {
 		// A WatchResponse of strings and scalars always encodes; without
@@ -238,15 +238,15 @@ func countsEncoding(counts *informerhub.Counts, json bool) (mem.BufferSlice, err
 	if json {
 		form = 1
 	}
-	encoded := counts.Encoded(form, func(c *informerhub.Counts) any {
+	encoded, err := counts.Encoded(form, func(c *informerhub.Counts) (informerhub.Encoded, error) {
 		b, err := marshalWire(countResponse(c), json)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// A SliceBuffer does not pool or free: the bytes stay the counts'.
-		return mem.BufferSlice{mem.SliceBuffer(b)}
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 	})
-	if err, ok := encoded.(error); ok {
+	if err != nil {
 		return nil, err
 	}
 	return encoded.(mem.BufferSlice), nil

@@ -94,7 +94,7 @@ func TestEachChangeIsEncodedOncePerWireEncoding(t *testing.T) {
 	var mu sync.Mutex // guards encodes
 	encodes := map[bool]int{}
 	// No bookmark may come between: it would be encoded too.
-	hub := informerhub.New(informerhub.Config{Logger: discard, BookmarkInterval: time.Hour, EncodeEvent: func(ev *informerhub.Event) any {
+	hub := informerhub.New(informerhub.Config{Logger: discard, BookmarkInterval: time.Hour, EncodeEvent: func(ev *informerhub.Event) informerhub.Encoded {
 		mu.Lock()
 		encodes[ev.Encoding&encodingWireJSON != 0]++
 		mu.Unlock()

@@ -168,7 +168,7 @@ func TestCodecSendsTheSharedEncoding(t *testing.T) {
 	// ...with one (a hub's event), it sends those very bytes, not a copy.
 	shared := []byte("pre-encoded")
 	cluster := hubtest.NewCluster(t)
-	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: func(*informerhub.Event) any { return mem.BufferSlice{mem.SliceBuffer(shared)} }}, cluster, cluster)
+	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: func(*informerhub.Event) informerhub.Encoded { return mem.BufferSlice{mem.SliceBuffer(shared)} }}, cluster, cluster)
 	defer hub.Close()
 	sub, err := hub.Watch(context.Background(), informerhub.WatchRequest{Selector: informerhub.Selector{Resource: hubtest.ConfigMaps}, SendInitialEvents: true})
 	if err != nil {
@@ -239,7 +239,7 @@ func dialServer(t *testing.T, hub *informerhub.Hub, cfg Config) (*Server, *grpc.
 func TestEachChangeIsEncodedOnceForAllStreams(t *testing.T) {
 	cluster := hubtest.NewCluster(t)
 	var encodings atomic.Int64
-	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: func(ev *informerhub.Event) any {
+	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: func(ev *informerhub.Event) informerhub.Encoded {
 		if ev.Type != informerhub.EventBookmark && ev.ResumeToken != "" && ev.Object != "" {
 			encodings.Add(1)
 		}

@@ -31,7 +31,7 @@ func TestWatchManyIsTheSameOnEveryProtocol(t *testing.T) {
 	cluster := hubtest.NewCluster(t)
 	var mu sync.Mutex // guards encodes
 	encodes := map[bool]int{}
-	hub := informerhub.New(informerhub.Config{Logger: discard, BookmarkInterval: time.Hour, EncodeEvent: func(ev *informerhub.Event) any {
+	hub := informerhub.New(informerhub.Config{Logger: discard, BookmarkInterval: time.Hour, EncodeEvent: func(ev *informerhub.Event) informerhub.Encoded {
 		if ev.Type != informerhub.EventBookmark {
 			mu.Lock()
 			encodes[ev.Encoding&encodingWireJSON != 0]++
