@@ -13,7 +13,7 @@ import (
 // counts once their records leave the history. So the feed counts them for
 // its open clones (stateClones), within the hub's memory budget; past it,
 // with nothing else to evict, the reader of the oldest clone is ended
-// (memory.endOldestClone), as a subscriber that fell behind is.
+// (memory.Account.Reclaim), as a subscriber that fell behind is.
 type stateClone struct {
 	// churnAt is the feed's churn when the clone was taken: it keeps what
 	// the state replaced or deleted since.

@@ -82,8 +82,9 @@
 // after etcd compacted their versions, within Config.HistoryRetention.
 //
 // What the hub holds beyond the state is bounded by Config.MemoryBudget
-// (memory.go, package budget), which evicts the oldest changes of any
-// resource type first.
+// (package internal/memory, which sees feeds only as its Holder, and
+// package budget), which evicts the oldest changes of any resource type
+// first.
 //
 // The API server's side, discovery, the informers' lists and watches, and
 // the one-pass reading of its JSON, is package upstream.

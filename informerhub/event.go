@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/informerhub/informerhub/informerhub/internal/memory"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
@@ -110,7 +111,7 @@ type eventMaker struct {
 	resource string // the resource type as tokens name it
 	gvr      schema.GroupVersionResource
 	encode   func(*Event) Encoded // Config.EncodeEvent; nil: none
-	memory   *memory              // what events of records count in
+	memory   *memory.Account      // what events of records count in
 	failures *atomic.Uint64       // counts the events that could not be made
 	log      *slog.Logger
 }
@@ -141,7 +142,7 @@ func (m *eventMaker) ofRecord(r *record, v variant, vw *view) *Event {
 		if counted {
 			// Outside once: the subscribers waiting for this event do not
 			// wait for the eviction too.
-			m.memory.reclaim()
+			m.memory.Reclaim()
 		}
 		return slot.ev
 	}

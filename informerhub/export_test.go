@@ -181,16 +181,14 @@ func FilterEvaluations(h *Hub) uint64 { return h.filters.Counts().Evaluations }
 // evicts what the budget still requires: afterwards the hub is within it,
 // or every history is down to its newest change.
 func SettleMemory(h *Hub) {
-	h.memory.reclaiming.Lock()
-	defer h.memory.reclaiming.Unlock()
 	// A feed may still hold its lock, finishing the change a subscriber
-	// has already received; evictOldest skips a busy feed, so wait for
-	// each to finish first.
+	// has already received; eviction skips a busy feed, so wait for each
+	// to finish first.
 	for _, f := range h.feeds.running() {
 		f.mu.Lock()
 		f.mu.Unlock() // only waiting for the feed
 	}
-	h.memory.evictOldest()
+	h.memory.Settle()
 }
 
 // ApplyRetention makes the hub's disk history write what it holds and

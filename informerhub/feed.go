@@ -257,7 +257,7 @@ func (f *feed) process(obj any, _ bool) (err error) {
 // them.
 func (f *feed) apply(deltas cache.Deltas, prepared []prepared) error {
 	// After the lock is released: it may evict from any feed, this one too.
-	defer f.hub.memory.reclaim()
+	defer f.hub.memory.Reclaim()
 	f.mu.Lock()
 	locked := time.Now()
 	defer func() {
@@ -560,11 +560,16 @@ func (f *feed) expiredLocked(upstream bool) *ExpiredError {
 	return f.store.expiredError(upstream)
 }
 
-// evictForMemory evicts the store's oldest records while the hub is over
+// The feed's side of the hub's memory budget (memory.Holder).
+
+// OldestAt is when the store's oldest record that may be evicted arrived.
+func (f *feed) OldestAt() int64 { return f.store.oldestAt.Load() }
+
+// EvictForMemory evicts the store's oldest records while the hub is over
 // its memory budget, up to the first that arrived after until. It evicts
 // nothing, and reports false, if the feed's lock is taken: the feed is busy
 // (recording a relist, say), and reclaims after its own work.
-func (f *feed) evictForMemory(until int64) (evicted int, ok bool) {
+func (f *feed) EvictForMemory(until int64) (evicted int, ok bool) {
 	if !f.mu.TryLock() {
 		return 0, false
 	}
@@ -629,9 +634,9 @@ func (f *feed) resumeDisk(dl *diskLog) bool {
 	return true
 }
 
-// unwrittenBytes returns what the feed's changes waiting for the disk hold;
+// UnwrittenBytes returns what the feed's changes waiting for the disk hold;
 // false if the feed's lock is taken.
-func (f *feed) unwrittenBytes() (int64, bool) {
+func (f *feed) UnwrittenBytes() (int64, bool) {
 	if !f.mu.TryLock() {
 		return 0, false
 	}
@@ -639,9 +644,9 @@ func (f *feed) unwrittenBytes() (int64, bool) {
 	return f.store.disk.unwritten, true
 }
 
-// cloneKeeps returns what the feed's open state clones keep; false if its
+// CloneKeeps returns what the feed's open state clones keep; false if its
 // lock is taken.
-func (f *feed) cloneKeeps() (int64, bool) {
+func (f *feed) CloneKeeps() (int64, bool) {
 	if !f.mu.TryLock() {
 		return 0, false
 	}
@@ -650,10 +655,10 @@ func (f *feed) cloneKeeps() (int64, bool) {
 	return kept, true
 }
 
-// endOldestClone ends the reader of the feed's oldest state clone for the
-// hub's memory budget (see memory.endOldestClone); false if its lock is
+// EndOldestClone ends the reader of the feed's oldest state clone for the
+// hub's memory budget (see memory.Holder); false if its lock is
 // taken or it has none.
-func (f *feed) endOldestClone() bool {
+func (f *feed) EndOldestClone() bool {
 	if !f.mu.TryLock() {
 		return false
 	}
@@ -662,7 +667,7 @@ func (f *feed) endOldestClone() bool {
 	if c == nil {
 		return false
 	}
-	var err error = &LimitError{Resource: f.info.Resource, Limit: LimitMemoryBudget, Max: int(f.hub.memory.held.Max())}
+	var err error = &LimitError{Resource: f.info.Resource, Limit: LimitMemoryBudget, Max: int(f.hub.memory.Held.Max())}
 	c.ended.Store(&err)
 	f.store.clones.close(c)
 	f.log.Warn("ended a snapshot or initial events read so slowly that the objects changed since it began took the hub past its memory budget",
@@ -670,9 +675,9 @@ func (f *feed) endOldestClone() bool {
 	return true
 }
 
-// spillForMemory stops the feed writing to disk for the hub's memory
+// SpillForMemory stops the feed writing to disk for the hub's memory
 // budget; false if its lock is taken or it does not write.
-func (f *feed) spillForMemory() bool {
+func (f *feed) SpillForMemory() bool {
 	if !f.mu.TryLock() {
 		return false
 	}

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/informerhub/informerhub/informerhub/internal/memory"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
@@ -156,6 +157,16 @@ func (fs *feeds) running() []*feed {
 	out := make([]*feed, 0, len(fs.entries))
 	for _, e := range fs.entries {
 		out = append(out, e.feed)
+	}
+	return out
+}
+
+// holders is running, for the memory budget, which evicts from them.
+func (fs *feeds) holders() []memory.Holder {
+	running := fs.running()
+	out := make([]memory.Holder, len(running))
+	for i, f := range running {
+		out[i] = f
 	}
 	return out
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/btree"
+
+	"github.com/informerhub/informerhub/informerhub/internal/memory"
 )
 
 // TestHistoryCountsEachObjectItKeepsAliveOnce drives a history through
@@ -16,8 +18,8 @@ import (
 // records reference that the state no longer holds (previous states,
 // deleted objects), once.
 func TestHistoryCountsEachObjectItKeepsAliveOnce(t *testing.T) {
-	mem := newMemory(1<<40, slog.New(slog.DiscardHandler), nil)
-	h := newHistory(8, 6000, 1, 0, mem.history)
+	mem := memory.New(1<<40, slog.New(slog.DiscardHandler), nil)
+	h := newHistory(8, 6000, 1, 0, mem.History)
 	state := map[string]*object{}
 	rnd := rand.New(rand.NewPCG(1, 2))
 	seq, rv := uint64(0), uint64(1)
@@ -70,11 +72,11 @@ func TestHistoryCountsEachObjectItKeepsAliveOnce(t *testing.T) {
 		}
 		checkHistoryCount(t, step, &h, state)
 	}
-	if mem.history.Used() != h.bytes() {
-		t.Fatalf("the hub's memory counts %d bytes of history, the history %d", mem.history.Used(), h.bytes())
+	if mem.History.Used() != h.bytes() {
+		t.Fatalf("the hub's memory counts %d bytes of history, the history %d", mem.History.Used(), h.bytes())
 	}
 	h.release()
-	if got := mem.history.Used(); got != 0 {
+	if got := mem.History.Used(); got != 0 {
 		t.Fatalf("a released history still counts %d bytes in the hub's memory", got)
 	}
 }
@@ -110,8 +112,8 @@ func checkHistoryCount(t *testing.T, step int, h *history, state map[string]*obj
 // TestLabelIndexCountsItsEntries: a label index counts an entry per indexed
 // object and a tree per value, as objects come, change label and go.
 func TestLabelIndexCountsItsEntries(t *testing.T) {
-	mem := newMemory(1<<40, slog.New(slog.DiscardHandler), nil)
-	x := newLabelIndex(mem.indexes)
+	mem := memory.New(1<<40, slog.New(slog.DiscardHandler), nil)
+	x := newLabelIndex(mem.Indexes)
 	state := btree.NewG(btreeDegree, objectLess)
 	put := func(name, team string) *object {
 		o := &object{namespace: "ns", name: name, labels: map[string]string{"team": team}}
@@ -131,11 +133,11 @@ func TestLabelIndexCountsItsEntries(t *testing.T) {
 	}
 	b, _ := state.Delete(&object{namespace: "ns", name: "b"})
 	x.update(b, nil) // x has no object left
-	if want := int64(2*labelIndexEntryBytes + labelIndexValueBytes); mem.indexes.Used() != want {
-		t.Fatalf("index of 2 objects over 1 value counts %d bytes in the hub's memory, want %d", mem.indexes.Used(), want)
+	if want := int64(2*labelIndexEntryBytes + labelIndexValueBytes); mem.Indexes.Used() != want {
+		t.Fatalf("index of 2 objects over 1 value counts %d bytes in the hub's memory, want %d", mem.Indexes.Used(), want)
 	}
 	x.release()
-	if got := mem.held.Used(); got != 0 {
+	if got := mem.Held.Used(); got != 0 {
 		t.Fatalf("a released index still counts %d bytes", got)
 	}
 }

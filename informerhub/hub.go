@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/internal/memory"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
@@ -33,7 +34,7 @@ type Hub struct {
 	feeds *feeds
 	// memory is what the hub holds for all resource types
 	// (Config.MemoryBudget).
-	memory *memory
+	memory *memory.Account
 	// replays bounds the replays of every feed.
 	replays *replayLimits
 	// filters compiles the filters of selectors, once per expression.
@@ -150,7 +151,7 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		f.start(h.ctx, h.source.ListerWatcher(info, ""), &h.informers)
 		return f
 	})
-	h.memory = newMemory(cfg.MemoryBudget, h.log, h.feeds.running)
+	h.memory = memory.New(cfg.MemoryBudget, h.log, h.feeds.holders)
 	if cfg.HistoryStore != nil {
 		h.disk = newDiskHistory(h)
 	}
@@ -341,15 +342,15 @@ func (h *Hub) Stats() []ResourceStats {
 func (h *Hub) Memory() MemoryStats {
 	m := h.memory
 	return MemoryStats{
-		Budget:           m.held.Max(),
-		History:          m.history.Used(),
-		Queues:           m.queues.Used(),
-		LabelIndexes:     m.indexes.Used(),
-		StateClones:      m.clones.Used(),
-		State:            m.state.Used(),
+		Budget:           m.Held.Max(),
+		History:          m.History.Used(),
+		Queues:           m.Queues.Used(),
+		LabelIndexes:     m.Indexes.Used(),
+		StateClones:      m.Clones.Used(),
+		State:            m.State.Used(),
 		ReplayState:      h.replays.bytes.Used(),
-		EvictedForMemory: m.evicted.Load(),
-		OverBudget:       m.overBudget.Load(),
+		EvictedForMemory: m.Evicted(),
+		OverBudget:       m.OverBudget(),
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"github.com/google/btree"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/informerhub/informerhub/informerhub/internal/memory"
 )
 
 // indexStore is a synced store of labelIndexMinObjects+100 objects, a
@@ -24,7 +26,7 @@ func newIndexStore(t *testing.T, historySize int) *indexStore {
 	log := slog.New(slog.DiscardHandler)
 	cfg := Config{HistorySize: historySize, HistoryBytes: 1 << 30}
 	x := &indexStore{st: newStore(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, 1, &cfg,
-		newMemory(1<<40, log, nil), log)}
+		memory.New(1<<40, log, nil), log)}
 	var objs []*object
 	for i := range labelIndexMinObjects + 100 {
 		objs = append(objs, x.object(fmt.Sprint("o", i), []string{"a", "b", ""}[i%3]))

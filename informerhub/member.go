@@ -33,7 +33,7 @@ type member struct {
 // nothing.
 func (m *member) join(f *feed) {
 	if m.queue == nil {
-		m.queue, m.limit = newDeliveryQueue(f.hub.memory.queues, m.lease.wake), f.hub.cfg.QueueSize
+		m.queue, m.limit = newDeliveryQueue(f.hub.memory.Queues, m.lease.wake), f.hub.cfg.QueueSize
 	}
 	m.behind.Store(false)
 	if !m.lease.closed {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/budget"
 	"github.com/informerhub/informerhub/informerhub/historystore"
+	"github.com/informerhub/informerhub/informerhub/internal/memory"
 )
 
 // store is what a feed holds of its resource type: the current state, a
@@ -30,7 +31,7 @@ type store struct {
 	// HistoryBytes); memory is where the store counts what it holds.
 	historySize  int
 	historyBytes int64
-	memory       *memory
+	memory       *memory.Account
 	log          *slog.Logger
 
 	// state is the current objects, ordered by namespace and name. Clones
@@ -58,7 +59,7 @@ type store struct {
 	clones stateClones
 	// oldestAt is when the history's oldest record arrived (Unix
 	// nanoseconds), or 0 when memory eviction may take none: written under
-	// the lock (noteOldest), read without it (memory.evictOldest).
+	// the lock (noteOldest), read without it (feed.OldestAt, for the memory budget).
 	oldestAt atomic.Int64
 }
 
@@ -105,7 +106,7 @@ func (d *storeDisk) stop() (unwritten int64) {
 
 const btreeDegree = 32
 
-func newStore(resource schema.GroupVersionResource, epoch uint64, cfg *Config, mem *memory, log *slog.Logger) *store {
+func newStore(resource schema.GroupVersionResource, epoch uint64, cfg *Config, mem *memory.Account, log *slog.Logger) *store {
 	return &store{
 		resource:     resource,
 		epoch:        epoch,
@@ -114,9 +115,9 @@ func newStore(resource schema.GroupVersionResource, epoch uint64, cfg *Config, m
 		memory:       mem,
 		log:          log,
 		state:        btree.NewG(btreeDegree, objectLess),
-		index:        newLabelIndex(mem.indexes),
-		stateBytes:   budget.Counter(mem.state),
-		clones:       stateClones{kept: budget.Counter(mem.clones)},
+		index:        newLabelIndex(mem.Indexes),
+		stateBytes:   budget.Counter(mem.State),
+		clones:       stateClones{kept: budget.Counter(mem.Clones)},
 	}
 }
 
@@ -181,7 +182,7 @@ func (st *store) sync(state *btree.BTreeG[*object], size int64, listRV uint64) {
 		}
 	}
 	st.pos = position{epoch: st.epoch, seq: base, rv: listRV}
-	st.history = newHistory(st.historySize, st.historyBytes, listRV, floorAt, st.memory.history)
+	st.history = newHistory(st.historySize, st.historyBytes, listRV, floorAt, st.memory.History)
 	st.history.startAfter(base)
 	if st.disk.log != nil {
 		st.history.persisted = base // the state at base is written with the first records
@@ -496,7 +497,7 @@ func (st *store) evictForMemory(until int64) (evicted int) {
 		st.noteOldest()
 		return 0
 	}
-	for st.memory.over() && st.history.len() > 1 && st.history.first <= st.history.persisted {
+	for st.memory.Over() && st.history.len() > 1 && st.history.first <= st.history.persisted {
 		if r, _ := st.history.get(st.history.first); evicted > 0 && r.received > until {
 			break
 		}
