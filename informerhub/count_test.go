@@ -537,31 +537,30 @@ func TestACountThatFallsBehindCountsAfresh(t *testing.T) {
 }
 
 // TestRecountsBackOff: a counter that falls behind again and again waits
-// longer before each recount, from a second to thirty, doubling; one that
-// counted quietly for longer than that recounts at once again.
+// longer before each recount, from a second to thirty, doubling, however
+// long each count took before it fell behind; one that kept up for longer
+// than that recounts at once again.
 func TestRecountsBackOff(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var (
-			backoff time.Duration
-			last    time.Time // of the last recount; none yet
-			got     []time.Duration
-		)
-		recount := func(countedFor time.Duration) {
-			backoff = informerhub.NextRecountBackoff(backoff, last)
-			got = append(got, backoff)
-			time.Sleep(backoff)
-			last = time.Now()
-			time.Sleep(countedFor) // until it falls behind again
-		}
-		for range 8 {
-			recount(time.Second)
-		}
-		recount(31 * time.Second) // a quiet half-minute
-		recount(time.Second)
-		s := time.Second
-		want := []time.Duration{0, s, 2 * s, 4 * s, 8 * s, 16 * s, 30 * s, 30 * s, 30 * s, 0}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("the recounts' waits (-want +got):\n%s", diff)
-		}
-	})
+	var (
+		backoff   time.Duration
+		recounted bool
+		got       []time.Duration
+	)
+	fellBehind := func(keptUp time.Duration) {
+		backoff = informerhub.NextRecountBackoff(backoff, recounted, keptUp)
+		got = append(got, backoff)
+		recounted = true
+	}
+	fellBehind(time.Hour) // the first count: a recount at once
+	for range 7 {
+		fellBehind(time.Second)
+	}
+	fellBehind(0)                // a count that never completed
+	fellBehind(31 * time.Second) // kept up for half a minute
+	fellBehind(time.Second)
+	s := time.Second
+	want := []time.Duration{0, s, 2 * s, 4 * s, 8 * s, 16 * s, 30 * s, 30 * s, 30 * s, 0, s}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the recounts' waits (-want +got):\n%s", diff)
+	}
 }

@@ -105,18 +105,22 @@ func (h *Hub) countSubscription(ctx context.Context, req CountRequest, g *groupB
 
 // Recounts of a counter that keeps falling behind (an overloaded hub, a
 // tenant writing faster than the hub counts) wait: the first for none,
-// each one within maxRecountBackoff of the one before twice as long as
-// that one did, from recountBackoff to maxRecountBackoff. Each costs a
-// walk of the selection; callers keep the counts they have meanwhile.
+// and each after a count that kept up for less than maxRecountBackoff
+// twice as long as the one before, from recountBackoff to
+// maxRecountBackoff. Each costs a walk of the selection; callers keep the
+// counts they have meanwhile.
 const (
 	recountBackoff    = time.Second
 	maxRecountBackoff = 30 * time.Second
 )
 
-// nextRecountBackoff is how long a recount waits, after one at
-// lastRecount (zero: none yet) that waited backoff.
-func nextRecountBackoff(backoff time.Duration, lastRecount time.Time) time.Duration {
-	if lastRecount.IsZero() || time.Since(lastRecount) > maxRecountBackoff {
+// nextRecountBackoff is how long a recount waits: after a count that kept
+// up for keptUp once it was complete (its initial events counted), and,
+// if recounted, a recount before it that waited backoff. A count's own
+// walk does not count as keeping up: a slow walk that falls behind again
+// backs off.
+func nextRecountBackoff(backoff time.Duration, recounted bool, keptUp time.Duration) time.Duration {
+	if !recounted || keptUp > maxRecountBackoff {
 		return 0
 	}
 	return min(max(2*backoff, recountBackoff), maxRecountBackoff)
@@ -130,13 +134,13 @@ func nextRecountBackoff(backoff time.Duration, lastRecount time.Time) time.Durat
 func (c *counter) run(sub *Subscription, subscribe func(context.Context) (*Subscription, error), g *groupBy,
 	interval time.Duration, cs *counts) {
 	defer close(c.done)
-	f := sub.lease.feed
 	var (
-		err         error
-		backoff     time.Duration
-		lastRecount time.Time
+		err       error
+		backoff   time.Duration
+		recounted bool
 	)
 	for {
+		f := sub.lease.feed // a recount's may be a newer feed of the type
 		t := &tally{g: g, resource: f.resource, gvr: f.info.Resource, maxGroups: f.hub.cfg.MaxCountGroups}
 		if g.path != nil {
 			t.groups = map[string]uint64{}
@@ -146,18 +150,24 @@ func (c *counter) run(sub *Subscription, subscribe func(context.Context) (*Subsc
 		if !errors.As(err, &tooSlow) {
 			break
 		}
-		backoff = nextRecountBackoff(backoff, lastRecount)
+		var keptUp time.Duration
+		if !t.complete.IsZero() {
+			keptUp = time.Since(t.complete)
+		}
+		backoff = nextRecountBackoff(backoff, recounted, keptUp)
 		f.log.Warn("a Count fell behind the changes further than the history; counting afresh from the cache",
 			"selector", sub.describe(), "after", backoff)
 		if stopped := c.wait(backoff, f); stopped != nil {
 			err = stopped // the last caller left, or the feed stopped
 			break
 		}
-		lastRecount = time.Now()
+		recounted = true
 		// The new subscription first: the failed one holds the counter's
 		// admission (its filter) until then, which no other request can
-		// take meanwhile.
-		next, subErr := subscribe(context.Background())
+		// take meanwhile. A last caller that leaves meanwhile cancels it.
+		ctx, cancel := c.quitContext()
+		next, subErr := subscribe(ctx)
+		cancel()
 		sub.Close()
 		if subErr != nil {
 			err = subErr
@@ -174,6 +184,20 @@ func (c *counter) run(sub *Subscription, subscribe func(context.Context) (*Subsc
 	// fresh counter.
 	cs.discard(c)
 	c.fail(err)
+}
+
+// quitContext returns a context that the last caller's leaving (c.quit)
+// cancels, for what the counter waits on meanwhile. Cancel it when done.
+func (c *counter) quitContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-c.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // wait waits for d, and returns why the counter cannot go on, if it
@@ -252,6 +276,7 @@ func (c *counter) count(events <-chan *Event, t *tally, interval time.Duration) 
 			case initial:
 				if ev.InitialEventsEnd {
 					initial = false
+					t.complete = time.Now()
 					publish()
 				}
 			case !changed || due != nil:
@@ -305,6 +330,9 @@ type tally struct {
 	groups    map[string]uint64 // nil without groups
 	total     uint64
 	rv        uint64 // the newest resourceVersion of the events applied
+	// complete is when the initial events were all counted: the counts
+	// were complete from then on. Zero until then.
+	complete time.Time
 }
 
 // apply counts an event, and reports whether the counts changed: an
