@@ -646,6 +646,28 @@ func TestStatefulReplaysAreBoundedByBytes(t *testing.T) {
 	second.Close()
 }
 
+// TestAStatefulReplayHoldsOnlyWhatItSelects: the objects of the upstream
+// selection that the filter does not select cost a stateful replay
+// nothing: a tenant's filter over a large namespace that selects little
+// holds little of the budget all replays share.
+func TestAStatefulReplayHoldsOnlyWhatItSelects(t *testing.T) {
+	fx := newResumeFixture(t, Config{HistorySize: 2})
+	h, ctx, start := fx.h, fx.ctx, fx.start
+	fx.add("ns", 5) // past the history
+	none := Selector{Resource: hubtest.ConfigMaps, Filter: `object.metadata.name == "none"`}
+	s, err := h.Watch(ctx, WatchRequest{Selector: none, ResumeToken: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !Replaying(s) {
+		t.Fatal("the subscription does not replay: the test tests nothing")
+	}
+	if used := ReplayStateBytes(h); used != 0 {
+		t.Errorf("a replay whose filter selects none of six objects holds %d bytes, want none", used)
+	}
+}
+
 // TestStatefulReplaysListOnlyWhatTheAPIServerStillHas: the watch of a
 // stateful replay opens before its LIST, so a token the API server no
 // longer has costs it a refused watch, not a LIST of the selection; and a

@@ -41,8 +41,9 @@ import (
 // these replays statefully: before its first watch, it lists the upstream selection as it
 // was at the token's resourceVersion (a LIST with resourceVersionMatch
 // Exact, which the API server serves until etcd compacts that version, and
-// answers 410 Gone after), and keeps, for each object, whether the filter
-// selected it and the state the subscriber last received of it. Each
+// answers 410 Gone after), and keeps each object the subscription selects,
+// with the state the subscriber last received of it (an object it does
+// not select costs nothing: it has no entry). Each
 // upstream change is then turned into what the subscriber would have
 // received live (enter, leave, the previous state, no MODIFIED whose
 // projection did not change), and nothing is guessed: a token whose state
@@ -56,8 +57,8 @@ type replay struct {
 	query upstreamQuery
 	// stateful is set for a subscription whose selection the API server
 	// cannot follow alone (query.stateful), with a projection, or with
-	// previous states (see above). state is what such a replay knows of
-	// each object of the upstream selection (see replayEntry); nil for a
+	// previous states (see above). state holds what such a replay knows of
+	// each object the subscription selects (see replayEntry); nil for a
 	// stateless one, and until its LIST. stateBytes is the state's share
 	// of the hub's replay budget (Config.MaxReplayStateBytes), given back
 	// when the replay ends.
@@ -150,19 +151,13 @@ func (r *replay) open(ctx context.Context) error {
 	return r.refusedSelector(err)
 }
 
-// refusedSelector turns the API server's refusal of a replay's request
-// that it can ask for no less of into what ends the subscription: a
-// RequestError on its label selector, as the API server's refusal of the
-// same selector would be; without one, the API server refuses the hub
-// something else: it cannot serve the replay.
+// refusedSelector turns the API server's refusal of a field selector that
+// the replay no longer sends (it refuses what it served before) into what
+// ends the subscription: the API server cannot serve the replay now.
 func (r *replay) refusedSelector(err error) error {
 	var refused *selectorRefusedError
-	switch {
-	case !errors.As(err, &refused):
+	if !errors.As(err, &refused) {
 		return err
-	case r.query.labelSelector != "":
-		return &RequestError{Field: FieldLabelSelector, Err: ErrInvalidRequest,
-			Reason: "the API server refuses the stream's selector now, replaying it: " + refused.err.Error()}
 	}
 	return &ResourceError{Resource: r.s.lease.feed.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, refused.err)}
 }
@@ -381,9 +376,11 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 			return false, err
 		}
 	}
-	grows := cur.size(key)
-	if ev.Type == EventDeleted {
-		grows = 0
+	// The state keeps the selected objects only: an object without an
+	// entry is not selected.
+	var grows int64
+	if cur.selected {
+		grows = cur.size(key)
 	}
 	if had {
 		grows -= prev.size(key)
@@ -391,7 +388,7 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 	if !r.stateBytes.Add(grows) {
 		return false, r.budgetError(grows)
 	}
-	if ev.Type != EventDeleted {
+	if cur.selected {
 		r.state[key] = cur
 	} else {
 		delete(r.state, key)
@@ -472,6 +469,9 @@ func (r *replay) take(state map[objectKey]replayEntry, obj runtime.Object) error
 	e, err := r.entryOf(o)
 	if err != nil {
 		return err
+	}
+	if !e.selected {
+		return nil // no entry: not selected
 	}
 	k := objectKey{o.namespace, o.name}
 	if !r.stateBytes.Add(e.size(k)) {

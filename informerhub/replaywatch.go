@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -284,18 +285,28 @@ func (u *replayWatch) apiError(err error) error {
 	case apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge):
 		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
 			"%w: the API server has not reached the token's resourceVersion yet; retry shortly", ErrTokenAhead)}
-	case apierrors.IsBadRequest(err):
-		// The API server refuses the selector it was given (a field the
-		// hub's table has and it does not serve): the replay asks for
-		// less, and evaluates the rest itself.
+	case apierrors.IsBadRequest(err) && refusesFieldSelector(err):
+		// The API server refuses the field selector it was given (a field
+		// the hub's table has and it does not serve): the replay asks for
+		// less, and evaluates the rest itself. Any other 400 is the API
+		// server's refusal to serve the replay.
 		return &selectorRefusedError{err: err}
 	}
 	return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
 }
 
+// refusesFieldSelector reports whether a 400 Bad Request refuses a field
+// selector: the API server says "field label not supported: spec.color"
+// (built-in types and CRDs) or "… is not a known field selector" (types
+// with no field selectors of their own).
+func refusesFieldSelector(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "field label") || strings.Contains(msg, "field selector")
+}
+
 // selectorRefusedError is the API server's 400 Bad Request to a replay's
-// watch or LIST: it refuses the selector it was given. The replay asks for
-// less (replay.open), or ends with a RequestError.
+// watch or LIST that refuses the field selector it was given. The replay
+// asks without it (replay.refused).
 type selectorRefusedError struct{ err error }
 
 func (e *selectorRefusedError) Error() string {
