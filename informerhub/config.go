@@ -246,86 +246,42 @@ const (
 )
 
 func (c *Config) setDefaults() {
-	if c.HistorySize <= 0 {
-		c.HistorySize = DefaultHistorySize
-	}
-	if c.HistoryBytes <= 0 {
-		c.HistoryBytes = DefaultHistoryBytes
-	}
-	if c.MemoryBudget <= 0 {
-		c.MemoryBudget = DefaultMemoryBudget
-	}
-	if c.MaxConcurrentReplays <= 0 {
-		c.MaxConcurrentReplays = DefaultMaxConcurrentReplays
-	}
-	if c.MaxReplaysPerOwner <= 0 {
-		c.MaxReplaysPerOwner = DefaultMaxReplaysPerOwner
-	}
-	if c.MaxReplayStateBytes <= 0 {
-		c.MaxReplayStateBytes = DefaultMaxReplayStateBytes
-	}
-	if c.HistoryRetentionCheck <= 0 {
-		c.HistoryRetentionCheck = DefaultHistoryRetentionCheck
-	}
-	if c.HistoryMaxUnwrittenBytes <= 0 {
-		c.HistoryMaxUnwrittenBytes = DefaultHistoryMaxUnwritten
-	}
-	if c.QueueSize <= 0 {
-		c.QueueSize = DefaultQueueSize
-	}
+	orDefault(&c.HistorySize, DefaultHistorySize)
+	orDefault(&c.HistoryBytes, DefaultHistoryBytes)
+	orDefault(&c.HistoryRetentionCheck, DefaultHistoryRetentionCheck)
+	orDefault(&c.HistoryMaxUnwrittenBytes, DefaultHistoryMaxUnwritten)
+	orDefault(&c.MemoryBudget, DefaultMemoryBudget)
+	orDefault(&c.MaxConcurrentReplays, DefaultMaxConcurrentReplays)
+	orDefault(&c.MaxReplaysPerOwner, DefaultMaxReplaysPerOwner)
+	orDefault(&c.MaxReplayStateBytes, DefaultMaxReplayStateBytes)
+	orDefault(&c.QueueSize, DefaultQueueSize)
 	c.QueueSize = max(1, min(c.QueueSize, c.HistorySize/2))
-	if c.BookmarkInterval <= 0 {
-		c.BookmarkInterval = DefaultBookmarkInterval
-	}
-	if c.CountInterval <= 0 {
-		c.CountInterval = DefaultCountInterval
-	}
-	if c.MaxCountGroups <= 0 {
-		c.MaxCountGroups = DefaultMaxCountGroups
-	}
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
-	if c.MaxUpstreamFailure <= 0 {
-		c.MaxUpstreamFailure = DefaultMaxUpstreamFailure
-	}
-	if c.SnapshotPageSize <= 0 {
-		c.SnapshotPageSize = DefaultSnapshotPageSize
-	}
-	if c.SnapshotPageBytes <= 0 {
-		c.SnapshotPageBytes = DefaultSnapshotPageBytes
-	}
-	if c.MaxSelectorLength <= 0 {
-		c.MaxSelectorLength = DefaultMaxSelectorLength
-	}
-	if c.MaxSelectorTerms <= 0 {
-		c.MaxSelectorTerms = DefaultMaxSelectorTerms
-	}
-	if c.MaxFilterLength <= 0 {
-		c.MaxFilterLength = DefaultMaxFilterLength
-	}
-	if c.MaxFilterEstimatedCost == 0 {
-		c.MaxFilterEstimatedCost = DefaultMaxFilterEstimatedCost
-	}
-	if c.MaxFilterCost == 0 {
-		c.MaxFilterCost = DefaultMaxFilterCost
-	}
-	if c.MaxFiltersPerResource <= 0 {
-		c.MaxFiltersPerResource = DefaultMaxFiltersPerResource
-	}
-	if c.MaxProjectionsPerResource <= 0 {
-		c.MaxProjectionsPerResource = DefaultMaxProjectionsPerResource
-	}
-	if c.MaxFiltersPerOwner <= 0 {
-		c.MaxFiltersPerOwner = DefaultMaxFiltersPerOwner
-	}
-	if c.MaxProjectionsPerOwner <= 0 {
-		c.MaxProjectionsPerOwner = DefaultMaxProjectionsPerOwner
-	}
-	if c.MaxFields <= 0 {
-		c.MaxFields = DefaultMaxFields
-	}
+	orDefault(&c.BookmarkInterval, DefaultBookmarkInterval)
+	orDefault(&c.CountInterval, DefaultCountInterval)
+	orDefault(&c.MaxCountGroups, DefaultMaxCountGroups)
+	orDefault(&c.IdleTimeout, DefaultIdleTimeout)
+	orDefault(&c.MaxUpstreamFailure, DefaultMaxUpstreamFailure)
+	orDefault(&c.SnapshotPageSize, DefaultSnapshotPageSize)
+	orDefault(&c.SnapshotPageBytes, DefaultSnapshotPageBytes)
+	orDefault(&c.MaxSelectorLength, DefaultMaxSelectorLength)
+	orDefault(&c.MaxSelectorTerms, DefaultMaxSelectorTerms)
+	orDefault(&c.MaxFilterLength, DefaultMaxFilterLength)
+	orDefault(&c.MaxFilterEstimatedCost, DefaultMaxFilterEstimatedCost)
+	orDefault(&c.MaxFilterCost, DefaultMaxFilterCost)
+	orDefault(&c.MaxFiltersPerResource, DefaultMaxFiltersPerResource)
+	orDefault(&c.MaxProjectionsPerResource, DefaultMaxProjectionsPerResource)
+	orDefault(&c.MaxFiltersPerOwner, DefaultMaxFiltersPerOwner)
+	orDefault(&c.MaxProjectionsPerOwner, DefaultMaxProjectionsPerOwner)
+	orDefault(&c.MaxFields, DefaultMaxFields)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+}
+
+// orDefault sets *v to def unless it is above zero: a zero (or negative)
+// bound means the default.
+func orDefault[T int | int64 | uint64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
 	}
 }
