@@ -6,7 +6,7 @@
 // clone a slow reader keeps. It sees the resource types' feeds only
 // through Holder, which they implement under their own locks.
 //
-// It has no lock of its own but one: reclaiming, held by the one goroutine
-// evicting at a time. Everything else is atomics (package budget), read
-// and added to from any goroutine.
+// Its one lock, reclaiming, is held by the goroutine evicting, one at a
+// time; everything else is atomics (package budget), read and added to
+// from any goroutine.
 package memory
