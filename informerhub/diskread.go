@@ -107,6 +107,27 @@ func (r *diskReads) lastAtOrBefore(ctx context.Context, resource string, first, 
 	return seq, err
 }
 
+// A feed's history on disk, as its subscriptions read it: the phases ask
+// the feed, not the hub's disk or the store's log.
+
+// diskHoldsLocked reports whether the feed's history on disk holds the
+// records after seq. The caller holds f.mu.
+func (f *feed) diskHoldsLocked(seq uint64) bool {
+	return f.store.disk.log != nil && f.store.disk.log.holds(seq)
+}
+
+// readDisk appends to dst a batch of the feed's records on disk after
+// seq, before upTo (see diskReads.batch).
+func (f *feed) readDisk(ctx context.Context, seq, upTo uint64, dst []*record) ([]*record, error) {
+	return f.hub.disk.reads.batch(ctx, f.resource, seq+1, upTo, dst)
+}
+
+// findOnDisk places rv among the feed's records on disk, from first to
+// last (see diskReads.lastAtOrBefore).
+func (f *feed) findOnDisk(ctx context.Context, first, last, rv uint64) (seq uint64, err error) {
+	return f.hub.disk.reads.lastAtOrBefore(ctx, f.resource, first, last, rv)
+}
+
 // readError is what a subscriber of f gets when the disk history cannot be
 // read.
 func readError(f *feed, err error) error {

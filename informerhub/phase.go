@@ -168,7 +168,7 @@ func (c *catchUpPhase) fetchLocked() (batch []*record, diskUpTo uint64, next pha
 	}
 	batch, ok := f.store.history.after(c.at.seq, catchUpBatch, c.backlog[:0])
 	switch {
-	case !ok && f.store.disk.log != nil && f.store.disk.log.holds(c.at.seq):
+	case !ok && f.diskHoldsLocked(c.at.seq):
 		return nil, f.store.history.first, nil, nil
 	case !ok && (c.fromBehind || s.neverReplay):
 		// It reads slower than the resource type changes: a replay would
@@ -190,8 +190,7 @@ func (c *catchUpPhase) fetchLocked() (batch []*record, diskUpTo uint64, next pha
 // readDisk reads a batch of the feed's history on disk after c.at, before
 // upTo.
 func (c *catchUpPhase) readDisk(ctx context.Context, upTo uint64) ([]*record, error) {
-	f := c.s.lease.feed
-	return f.hub.disk.reads.batch(ctx, f.resource, c.at.seq+1, upTo, c.backlog[:0])
+	return c.s.lease.feed.readDisk(ctx, c.at.seq, upTo, c.backlog[:0])
 }
 
 // diskFailed handles a failed read of the disk history: the disk failed,

@@ -200,7 +200,7 @@ func (s *Subscription) open(ctx context.Context, o *opening) error {
 		}
 	}
 	if o.loc.searchUpTo != 0 {
-		seq, err := f.hub.disk.reads.lastAtOrBefore(ctx, f.resource, o.loc.searchFrom, o.loc.searchUpTo, o.start.rv)
+		seq, err := f.findOnDisk(ctx, o.loc.searchFrom, o.loc.searchUpTo, o.start.rv)
 		switch {
 		case errors.Is(err, historystore.ErrMissing) && o.replayable:
 			// Retention deleted where the token continues since openLocked
