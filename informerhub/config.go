@@ -81,9 +81,10 @@ type Config struct {
 	// projections, previous states and encodings for sharing, then evicts
 	// history records, the oldest change first whatever its resource type,
 	// each history keeping its newest; queues and indexes are never
-	// evicted (see package internal/memory). Resume tokens older than what remains are
-	// replayed from the API server, and subscribers that fell behind into
-	// the evicted records end with ErrSubscriberTooSlow. Default: 1 GiB.
+	// evicted (see package internal/memory). Resume tokens older than
+	// what remains are replayed from the API server, and subscribers that
+	// fell behind into the evicted records end with ErrSubscriberTooSlow.
+	// Default: 1 GiB.
 	MemoryBudget int64
 
 	// MaxConcurrentReplays bounds the replays (see HistoryBytes) running at

@@ -163,10 +163,11 @@ func (fs *feeds) running() []*feed {
 
 // holders is running, for the memory budget, which evicts from them.
 func (fs *feeds) holders() []memory.Holder {
-	running := fs.running()
-	out := make([]memory.Holder, len(running))
-	for i, f := range running {
-		out[i] = f
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	out := make([]memory.Holder, 0, len(fs.entries))
+	for _, e := range fs.entries {
+		out = append(out, e.feed)
 	}
 	return out
 }

@@ -59,7 +59,8 @@ type store struct {
 	clones stateClones
 	// oldestAt is when the history's oldest record arrived (Unix
 	// nanoseconds), or 0 when memory eviction may take none: written under
-	// the lock (noteOldest), read without it (feed.OldestAt, for the memory budget).
+	// the lock (noteOldest), read without it (feed.OldestAt, for the
+	// memory budget).
 	oldestAt atomic.Int64
 }
 

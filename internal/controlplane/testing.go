@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -84,9 +85,9 @@ func (l *LazyAPIServer) Get(t testing.TB) *APIServer {
 }
 
 // Close closes the API server if a test started it; once closed, it does
-// not start.
+// not start (Get fails).
 func (l *LazyAPIServer) Close() error {
-	l.once.Do(func() {})
+	l.once.Do(func() { l.err = errors.New("the second API server was closed before a test needed it") })
 	if l.server == nil {
 		return nil
 	}
