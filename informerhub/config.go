@@ -30,7 +30,7 @@ type Config struct {
 	HistoryBytes int64
 
 	// HistoryStore, when set, keeps every resource type's history on disk
-	// as well (durable.go): resume tokens then continue exactly across
+	// as well (internal/durable): resume tokens then continue exactly across
 	// restarts of the hub and long after etcd compacted their
 	// resourceVersions, within HistoryRetention and HistoryDiskBytes. The
 	// caller opens it (historystore.Open) and closes it after the Hub.

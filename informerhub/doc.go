@@ -73,8 +73,9 @@
 // and for a filter, projection or previous state, which the API server
 // cannot compute, its LIST of the selection at exactly that version.
 //
-// With Config.HistoryStore, the history is also kept on disk (durable.go,
-// diskread.go, retention.go, in Pebble through package historystore): one
+// With Config.HistoryStore, the history is also kept on disk (package
+// internal/durable, which sees a feed only as its durable.Feed, implemented
+// in feeddisk.go; in Pebble through package historystore): one
 // writer goroutine writes each feed's records off its lock, sequence
 // numbers continue across runs, a feed starts from the stored state and
 // watches on from the stored resourceVersion, and catch-up reads the disk

@@ -17,7 +17,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
-// BenchmarkDiskHistory measures the disk history (durable.go) with
+// BenchmarkDiskHistory measures the disk history (internal/durable) with
 // ConfigMaps of about 4 KiB, of 1,000 names, each change a MODIFIED with
 // its previous state (with -short, a few thousand records, for make
 // test's smoke run):

@@ -194,19 +194,17 @@ func SettleMemory(h *Hub) {
 // ApplyRetention makes the hub's disk history write what it holds and
 // apply its retention now, and waits until it has.
 func ApplyRetention(h *Hub) {
-	done := make(chan struct{})
-	h.disk.retainNow <- done
-	<-done
+	h.disk.RetainNow()
 }
 
 // DiskWindow returns the oldest and newest record a resource type's disk
 // history holds.
 func DiskWindow(h *Hub, gvr schema.GroupVersionResource) (first, last uint64) {
-	dl, err := h.disk.logOf(upstream.FormatResource(gvr))
+	dl, err := h.disk.Log(upstream.FormatResource(gvr))
 	if err != nil {
 		panic(err)
 	}
-	first, last, _, _, _ = dl.window()
+	first, last, _, _, _ = dl.Window()
 	return first, last
 }
 
@@ -356,17 +354,15 @@ func ProbeLock(h *Hub, gvr schema.GroupVersionResource) (stop func() (longest ti
 // CutDisk deletes the resource type's records before seq from the disk, as
 // retention by size would, from the writer's side.
 func CutDisk(h *Hub, gvr schema.GroupVersionResource, seq uint64) error {
-	h.disk.writeMu.Lock()
-	defer h.disk.writeMu.Unlock()
-	return h.disk.retention.cut(upstream.FormatResource(gvr), seq, true)
+	return h.disk.Cut(upstream.FormatResource(gvr), seq)
 }
 
 // RetryDiskAtOnce makes the disk history start over a resource type whose
 // write failed at the writer's next pass, rather than a minute later.
-func RetryDiskAtOnce(h *Hub) { h.disk.retryAfter.Store(0) }
+func RetryDiskAtOnce(h *Hub) { h.disk.SetRetryAfter(0) }
 
 // FailDisk makes the disk history fail, as a full disk would.
-func FailDisk(h *Hub) { h.disk.fail(errors.New("injected: the disk is full")) }
+func FailDisk(h *Hub) { h.disk.Fail(errors.New("injected: the disk is full")) }
 
 // HistoryLen counts the records the resource type's history holds in
 // memory.
@@ -398,11 +394,11 @@ func Stopped(h *Hub, gvr schema.GroupVersionResource) <-chan struct{} {
 }
 
 // DiskBatchesRead counts the batches subscribers read from the disk.
-func DiskBatchesRead(h *Hub) uint64 { return h.disk.reads.batches.Load() }
+func DiskBatchesRead(h *Hub) uint64 { return h.disk.Stats().BatchesRead }
 
 // OnDiskRead makes fn run after each batch a subscriber reads from the
 // disk.
-func OnDiskRead(h *Hub, fn func()) { h.disk.reads.afterBatch.Store(&fn) }
+func OnDiskRead(h *Hub, fn func()) { h.disk.AfterRead(fn) }
 
 // ViewSlots counts the slots of views other than the default one that the
 // records of a resource type's history hold.

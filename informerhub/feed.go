@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
@@ -84,8 +83,8 @@ func newFeed(h *Hub, info upstream.ResourceInfo, counters *resourceCounters) *fe
 // of running.
 func (f *feed) start(ctx context.Context, lw cache.ListerWatcher, running *sync.WaitGroup) {
 	f.lw = lw
-	if f.hub.disk != nil && f.hub.disk.writes(f.resource) {
-		lw = &diskListerWatcher{ListerWatcherWithContext: cache.ToListerWatcherWithContext(lw), feed: f}
+	if f.hub.disk != nil && f.hub.disk.Writes(f.resource) {
+		lw = f.hub.disk.ListerWatcher(cache.ToListerWatcherWithContext(lw), f.resource, f)
 	}
 	ctx, f.cancel = context.WithCancel(ctx)
 	fifo := cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
@@ -128,12 +127,13 @@ func (f *feed) stopLocked(err error) {
 	f.cancel()
 	f.store.release()
 	if f.store.disk.log != nil {
-		f.store.disk.log.notify() // to write what is left, and let the next feed start from it
+		f.store.disk.log.Notify() // to write what is left, and let the next feed start from it
 	}
 	f.log.Info("informer stopped", "reason", err)
 }
 
-func (f *feed) isStopped() bool {
+// IsStopped reports whether the feed has stopped.
+func (f *feed) IsStopped() bool {
 	select {
 	case <-f.stopped:
 		return true
@@ -597,43 +597,6 @@ func (f *feed) levels(rs *ResourceStats) {
 	rs.QueuePeak = f.live.queuePeak(time.Now().UnixNano())
 }
 
-// The feed's side of its disk log (diskFeed).
-
-func (f *feed) attachDisk(dl *diskLog, failed func() bool) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if failed() {
-		return false
-	}
-	f.store.disk.log = dl
-	return true
-}
-
-func (f *feed) detachDisk(*diskLog) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.store.disk.stop()
-	if f.store.synced {
-		f.store.history.persisted = math.MaxUint64
-	}
-}
-
-// resumeDisk makes the feed write to dl again after a spill, from its
-// position on: dl holds nothing of the type now, and its first write is the
-// state. It reports false for a feed that stopped.
-func (f *feed) resumeDisk(dl *diskLog) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st := f.store
-	if f.err != nil || !st.synced || st.released {
-		return false
-	}
-	st.disk.resume(dl, st.pos.rv)
-	st.history.persisted = st.pos.seq // the state at pos is written with the next records
-	f.log.Info("writing the history to disk again", "resourceVersion", st.pos.rv)
-	return true
-}
-
 // UnwrittenBytes returns what the feed's changes waiting for the disk hold;
 // false if the feed's lock is taken.
 func (f *feed) UnwrittenBytes() (int64, bool) {
@@ -687,87 +650,4 @@ func (f *feed) SpillForMemory() bool {
 	}
 	f.spillDiskLocked(errors.New("the hub is over its memory budget, and the changes waiting to be written are all it could evict"))
 	return true
-}
-
-// spillDisk is spillDiskLocked for a caller without f.mu.
-func (f *feed) spillDisk(dl *diskLog, cause error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.store.disk.log == dl {
-		f.spillDiskLocked(cause)
-	}
-}
-
-// spillDiskLocked stops writing the feed's changes to disk, because what
-// the disk does not hold yet went past Config.HistoryMaxUnwrittenBytes (a
-// slow or stalled disk, a huge relist), the hub is over its memory budget
-// with nothing else to evict, or writing failed: the history in memory may
-// evict its records again, so memory stays bounded. The disk keeps what it
-// wrote; once its writer has caught up, it starts the type over from the
-// feed's position then (diskHistory.restartSpilled): tokens from before
-// are placed in memory, or replayed from the API server (exactly, or
-// OUT_OF_RANGE), never across a silent hole. The caller holds f.mu.
-func (f *feed) spillDiskLocked(cause error) {
-	st := f.store
-	dl := st.disk.log
-	if dl == nil {
-		return
-	}
-	unwritten := st.disk.stop()
-	st.history.persisted = math.MaxUint64
-	if !st.released {
-		st.history.trim()
-		st.noteOldest()
-	}
-	f.counters.diskSpills.Add(1)
-	f.log.Warn("stopped writing the history to disk, which fell behind; memory only until the writer catches up, then the disk history starts over from there",
-		"reason", cause, "unwrittenBytes", unwritten)
-	dl.spilled(time.Duration(f.hub.disk.retryAfter.Load()))
-}
-
-func (f *feed) restoreFrom(r *restored) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.store.disk.restore = r
-}
-
-func (f *feed) unwritten(dl *diskLog, withState bool) pendingWrite {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st := f.store
-	p := pendingWrite{writing: st.synced && st.disk.log == dl, stopped: f.err != nil, epoch: f.epoch}
-	if !p.writing {
-		return p
-	}
-	p.from, p.pos = st.history.persisted+1, st.pos
-	p.floorRV, p.floorAt = st.disk.floorRV, st.disk.floorAt
-	p.records = make([]*record, 0, p.pos.seq+1-p.from)
-	for seq := p.from; seq <= p.pos.seq; seq++ {
-		r, _ := st.history.get(seq) // held: never evicted unwritten
-		p.records = append(p.records, r)
-	}
-	if withState {
-		p.state = st.state.Clone()
-	}
-	p.relists = slices.Clone(st.relists)
-	return p
-}
-
-func (f *feed) written(dl *diskLog, seq uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st := f.store
-	if st.disk.log != dl {
-		return
-	}
-	for s := st.history.persisted + 1; s <= seq; s++ {
-		if r, ok := st.history.get(s); ok { // held: never evicted unwritten
-			st.disk.unwritten -= r.counted
-		}
-	}
-	st.history.persisted = seq
-	if !st.released {
-		st.history.trim()
-		st.noteOldest()
-	}
 }

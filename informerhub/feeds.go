@@ -80,7 +80,7 @@ func (fs *feeds) take(info upstream.ResourceInfo) (*feedEntry, error) {
 		return nil, ErrClosed
 	}
 	e := fs.entries[info.Resource]
-	if e == nil || e.feed.isStopped() {
+	if e == nil || e.feed.IsStopped() {
 		counters := fs.countersLocked(info.Resource)
 		counters.starts.Add(1)
 		e = &feedEntry{feed: fs.start(info, counters)}
@@ -195,7 +195,7 @@ func (fs *feeds) activities(infos []upstream.ResourceInfo) []activity {
 // not run.
 func (fs *feeds) activeLocked(gvr schema.GroupVersionResource) activity {
 	e := fs.entries[gvr]
-	if e == nil || e.feed.isStopped() {
+	if e == nil || e.feed.IsStopped() {
 		return activity{}
 	}
 	return activity{feed: e.feed, subscribers: e.refs - e.retained, retained: e.retained > 0}

@@ -56,7 +56,7 @@ type history struct {
 	// evict records: what one subscriber asks for never shortens the window
 	// others resume from.
 	viewBytes *budget.Bytes
-	// persisted is the newest record written to disk (durable.go): no
+	// persisted is the newest record written to disk (internal/durable): no
 	// newer one is evicted, so every record is in memory or on disk.
 	// math.MaxUint64 without a disk history.
 	persisted uint64

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/internal/durable"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
@@ -42,7 +43,7 @@ type Hub struct {
 	// counts are the running counters of Count.
 	counts *counts
 	// disk keeps the histories on disk (Config.HistoryStore); nil without.
-	disk *diskHistory
+	disk *durable.History
 	// informers runs every feed's informer, those the feeds no longer hold
 	// too (stopped on a failure, or idle), so that Close waits for all.
 	informers sync.WaitGroup
@@ -153,7 +154,10 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 	})
 	h.memory = memory.New(cfg.MemoryBudget, h.log, h.feeds.holders)
 	if cfg.HistoryStore != nil {
-		h.disk = newDiskHistory(h)
+		h.disk = durable.New(durable.Config{
+			Store: cfg.HistoryStore, Transformers: cfg.HistoryTransformers, Logger: h.log,
+			Retention: cfg.HistoryRetention, DiskBytes: cfg.HistoryDiskBytes, RetentionCheck: cfg.HistoryRetentionCheck,
+		})
 	}
 	for _, name := range cfg.Retain {
 		h.retainers.Add(1)
@@ -253,7 +257,7 @@ func (h *Hub) Resources(ctx context.Context) ([]ResourceStatus, error) {
 		}
 		if h.disk != nil {
 			// What the disk holds of the resource types with no informer.
-			if rv, at, ok := h.disk.window(upstream.FormatResource(info.Resource)); ok {
+			if rv, at, ok := h.disk.Window(upstream.FormatResource(info.Resource)); ok {
 				out[i].RetainedResourceVersion, out[i].RetainedSince = strconv.FormatUint(rv, 10), time.Unix(0, at)
 			}
 		}
@@ -282,7 +286,7 @@ func (h *Hub) Close() {
 	h.cancel()
 	h.retainers.Wait()
 	if h.disk != nil {
-		h.disk.close() // after every feed stopped: writes what they left
+		h.disk.Close() // after every feed stopped: writes what they left
 	}
 	for _, c := range h.closers {
 		c()
@@ -359,7 +363,8 @@ func (h *Hub) Disk() DiskStats {
 	if h.disk == nil {
 		return DiskStats{}
 	}
-	return h.disk.stats()
+	s := h.disk.Stats()
+	return DiskStats{Enabled: true, Bytes: s.Bytes, Deleted: s.Deleted, WriteErrors: s.WriteErrors, Failed: s.Failed}
 }
 
 // prepare validates a selector and resolves its resource type.

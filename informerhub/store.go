@@ -14,6 +14,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/budget"
 	"github.com/informerhub/informerhub/informerhub/historystore"
+	"github.com/informerhub/informerhub/informerhub/internal/durable"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
 )
 
@@ -65,17 +66,17 @@ type store struct {
 }
 
 // storeDisk is a store's side of its resource type's history on disk
-// (durable.go): the log it writes to, what the disk held when the feed
+// (internal/durable): the log it writes to, what the disk held when the feed
 // started, and what the store recorded that the disk does not hold yet.
 // The feed's lock guards it, as the rest of the store.
 type storeDisk struct {
 	// log is the type's history on disk while the store writes it; nil
 	// without one, or while spilled (feed.spillDiskLocked).
-	log *diskLog
+	log *durable.Log
 	// restore is what the disk held when the feed started, until its
 	// first list takes it; epochs are the earlier runs whose records the
 	// disk holds (see store.recorded).
-	restore *restored
+	restore *durable.Restored
 	epochs  []historystore.Epoch
 	// unwritten is what the records the disk does not hold yet count in
 	// memory (history.count of those after history.persisted), which the
@@ -92,7 +93,7 @@ type storeDisk struct {
 // resume makes the store write to dl again after a spill: the disk's
 // history of the type begins at rv, now, the state written with the next
 // records.
-func (d *storeDisk) resume(dl *diskLog, rv uint64) {
+func (d *storeDisk) resume(dl *durable.Log, rv uint64) {
 	d.log, d.unwritten = dl, 0
 	d.floorRV, d.floorAt = rv, time.Now().UnixNano()
 }
@@ -176,9 +177,9 @@ func (st *store) sync(state *btree.BTreeG[*object], size int64, listRV uint64) {
 	floorAt := time.Now().UnixNano()
 	if r := st.disk.restore; r != nil {
 		st.disk.restore = nil
-		base, floorAt = r.meta.LastSeq, r.meta.LastAt
-		st.disk.epochs = r.meta.Epochs
-		for _, rg := range r.meta.Relists {
+		base, floorAt = r.Meta.LastSeq, r.Meta.LastAt
+		st.disk.epochs = r.Meta.Epochs
+		for _, rg := range r.Meta.Relists {
 			st.relists = append(st.relists, versionRange{from: rg.From, to: rg.To})
 		}
 	}
@@ -345,7 +346,7 @@ func (st *store) moved(pos position) {
 	st.pos = pos
 	st.notifyAdvanced()
 	if st.disk.log != nil {
-		st.disk.log.notify()
+		st.disk.log.Notify()
 	}
 }
 
@@ -389,7 +390,7 @@ func (st *store) locate(p position) (located, error) {
 		if p.seq+1 >= st.history.first {
 			return located{pos: p}, nil
 		}
-		if st.disk.log != nil && st.disk.log.holds(p.seq) {
+		if st.disk.log != nil && st.disk.log.Holds(p.seq) {
 			return located{pos: p, onDisk: true}, nil
 		}
 		return located{}, st.expiredError(false)
@@ -411,7 +412,7 @@ func (st *store) locate(p position) (located, error) {
 	if p.rv >= st.history.floorRV {
 		return located{pos: position{epoch: st.epoch, seq: st.history.lastAtOrBefore(p.rv), rv: p.rv}}, nil
 	}
-	first, _, _, _, _ := st.disk.log.window() // reached: floorRV took the disk's floor
+	first, _, _, _, _ := st.disk.log.Window() // reached: floorRV took the disk's floor
 	return located{pos: position{epoch: st.epoch, rv: p.rv}, onDisk: true, searchFrom: first, searchUpTo: st.history.first - 1}, nil
 }
 
@@ -449,7 +450,7 @@ func (st *store) floorRV() uint64 {
 func (st *store) oldest() (rv uint64, at int64) {
 	rv, at = st.history.floorRV, st.history.floorAt
 	if st.disk.log != nil {
-		if first, _, diskRV, diskAt, ok := st.disk.log.window(); ok && first < st.history.first {
+		if first, _, diskRV, diskAt, ok := st.disk.log.Window(); ok && first < st.history.first {
 			rv, at = diskRV, diskAt
 		}
 	}

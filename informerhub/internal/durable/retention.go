@@ -1,4 +1,4 @@
-package informerhub
+package durable
 
 import (
 	"context"
@@ -14,30 +14,30 @@ import (
 )
 
 // retention deletes the history on disk past what the hub keeps: records
-// older than Config.HistoryRetention, then the oldest of any resource type
-// while the store takes more than Config.HistoryDiskBytes. The disk's
-// writer applies it, every Config.HistoryRetentionCheck, holding writeMu.
+// older than Config.Retention, then the oldest of any resource type while
+// the store takes more than Config.DiskBytes. The writer applies it, every
+// Config.RetentionCheck, holding History.writeMu.
 type retention struct {
-	store HistoryStore
+	store Store
 	age   time.Duration
 	bytes int64
 	check time.Duration
 	// logOf is the disk history's, whose Meta a cut changes.
-	logOf     func(resource string) (*diskLog, error)
+	logOf     func(resource string) (*Log, error)
 	log       *slog.Logger
 	compactor *compactor
 	deleted   atomic.Uint64 // records deleted
 	// undecryptable are the resource types whose records the encryption
 	// configuration cannot read (a key it no longer lists): retention
 	// leaves them to the next feed of the type, whose first read of them
-	// drops them (diskHistory.attach). Written under diskHistory.writeMu.
+	// drops them (History.attach). Written under History.writeMu.
 	undecryptable map[string]bool
 }
 
-func newRetention(cfg *Config, logOf func(string) (*diskLog, error), log *slog.Logger) *retention {
+func newRetention(cfg *Config, logOf func(string) (*Log, error), log *slog.Logger) *retention {
 	return &retention{
-		store: cfg.HistoryStore, age: cfg.HistoryRetention, bytes: cfg.HistoryDiskBytes, check: cfg.HistoryRetentionCheck,
-		logOf: logOf, log: log, compactor: newCompactor(cfg.HistoryStore, log), undecryptable: map[string]bool{},
+		store: cfg.Store, age: cfg.Retention, bytes: cfg.DiskBytes, check: cfg.RetentionCheck,
+		logOf: logOf, log: log, compactor: newCompactor(cfg.Store, log), undecryptable: map[string]bool{},
 	}
 }
 
@@ -186,7 +186,7 @@ func (r *retention) cut(resource string, seq uint64, compact bool) error {
 // (a compaction may take a while, and writes must not wait for it), one at
 // a time: a cut while one runs leaves its space to Pebble.
 type compactor struct {
-	store   HistoryStore
+	store   Store
 	log     *slog.Logger
 	running sync.WaitGroup
 	busy    atomic.Bool
@@ -195,7 +195,7 @@ type compactor struct {
 	cancel context.CancelFunc
 }
 
-func newCompactor(store HistoryStore, log *slog.Logger) *compactor {
+func newCompactor(store Store, log *slog.Logger) *compactor {
 	c := &compactor{store: store, log: log}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
@@ -218,4 +218,12 @@ func (c *compactor) start(resource string, start, end []byte) {
 func (c *compactor) close() {
 	c.cancel()
 	c.running.Wait()
+}
+
+// Cut deletes a resource type's records before seq, as retention by size
+// does, from the writer's side.
+func (d *History) Cut(resource string, seq uint64) error {
+	d.writeMu.Lock()
+	defer d.writeMu.Unlock()
+	return d.retention.cut(resource, seq, true)
 }

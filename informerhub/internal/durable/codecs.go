@@ -1,4 +1,4 @@
-package informerhub
+package durable
 
 import (
 	"bytes"
@@ -14,10 +14,10 @@ import (
 // without an encryption of it, its history stays in memory.
 var secrets = schema.GroupResource{Resource: "secrets"}
 
-// diskCodec is how the disk history writes one resource type.
-type diskCodec struct {
+// codec is how the disk history writes one resource type.
+type codec struct {
 	// transformer seals its objects (historystore): the one
-	// Config.HistoryTransformers gives it; nil without them, which the
+	// Config.Transformers gives it; nil without them, which the
 	// store takes for identity (values as they are, and encrypted ones
 	// refused, as the API server without an EncryptionConfiguration).
 	transformer value.Transformer
@@ -26,29 +26,29 @@ type diskCodec struct {
 	writes bool
 }
 
-// diskCodecs resolves each resource type's diskCodec once, from
-// Config.HistoryTransformers.
-type diskCodecs struct {
+// codecs resolves each resource type's codec once, from
+// Config.Transformers.
+type codecs struct {
 	transformers value.ResourceTransformers // nil: identity for every type
 
 	mu         sync.Mutex // guards byResource
-	byResource map[string]diskCodec
+	byResource map[string]codec
 }
 
-func newDiskCodecs(transformers value.ResourceTransformers) *diskCodecs {
-	return &diskCodecs{transformers: transformers, byResource: map[string]diskCodec{}}
+func newCodecs(transformers value.ResourceTransformers) *codecs {
+	return &codecs{transformers: transformers, byResource: map[string]codec{}}
 }
 
 // of returns how the disk history writes a resource type, named as tokens
 // and the store name it ("secrets.v1", "deployments.v1.apps").
-func (c *diskCodecs) of(resource string) diskCodec {
+func (c *codecs) of(resource string) codec {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if dc, ok := c.byResource[resource]; ok {
 		return dc
 	}
 	gr := parseResource(resource)
-	var dc diskCodec
+	var dc codec
 	if c.transformers != nil {
 		dc.transformer = c.transformers.TransformerForResource(gr)
 	}

@@ -1,0 +1,217 @@
+package informerhub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/informerhub/informerhub/informerhub/historystore"
+	"github.com/informerhub/informerhub/informerhub/internal/durable"
+)
+
+// A feed's side of its resource type's history on disk: what the disk
+// history asks of it (durable.Feed), and what its subscriptions read of the
+// disk, which they ask the feed for, not the hub's disk or the store's log.
+// Records and objects cross to the disk as historystore's, converted here.
+
+// AttachDisk makes the feed write to dl, unless the disk failed.
+func (f *feed) AttachDisk(dl *durable.Log, failed func() bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if failed() {
+		return false
+	}
+	f.store.disk.log = dl
+	return true
+}
+
+// DetachDisk leaves the feed with its memory alone.
+func (f *feed) DetachDisk(*durable.Log) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.store.disk.stop()
+	if f.store.synced {
+		f.store.history.persisted = math.MaxUint64
+	}
+}
+
+// ResumeDisk makes the feed write to dl again after a spill, from its
+// position on: dl holds nothing of the type now, and its first write is the
+// state. It reports false for a feed that stopped.
+func (f *feed) ResumeDisk(dl *durable.Log) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.store
+	if f.err != nil || !st.synced || st.released {
+		return false
+	}
+	st.disk.resume(dl, st.pos.rv)
+	st.history.persisted = st.pos.seq // the state at pos is written with the next records
+	f.log.Info("writing the history to disk again", "resourceVersion", st.pos.rv)
+	return true
+}
+
+// SpillDisk is spillDiskLocked for the writer, which does not hold f.mu.
+func (f *feed) SpillDisk(dl *durable.Log, cause error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.store.disk.log == dl {
+		f.spillDiskLocked(cause)
+	}
+}
+
+// spillDiskLocked stops writing the feed's changes to disk, because what
+// the disk does not hold yet went past Config.HistoryMaxUnwrittenBytes (a
+// slow or stalled disk, a huge relist), the hub is over its memory budget
+// with nothing else to evict, or writing failed: the history in memory may
+// evict its records again, so memory stays bounded. The disk keeps what it
+// wrote; once its writer has caught up, it starts the type over from the
+// feed's position then (durable.History): tokens from before
+// are placed in memory, or replayed from the API server (exactly, or
+// OUT_OF_RANGE), never across a silent hole. The caller holds f.mu.
+func (f *feed) spillDiskLocked(cause error) {
+	st := f.store
+	dl := st.disk.log
+	if dl == nil {
+		return
+	}
+	unwritten := st.disk.stop()
+	st.history.persisted = math.MaxUint64
+	if !st.released {
+		st.history.trim()
+		st.noteOldest()
+	}
+	f.counters.diskSpills.Add(1)
+	f.log.Warn("stopped writing the history to disk, which fell behind; memory only until the writer catches up, then the disk history starts over from there",
+		"reason", cause, "unwrittenBytes", unwritten)
+	dl.Spilled()
+}
+
+// RestoreFrom gives the feed what the disk held of its type, for its first
+// list to take.
+func (f *feed) RestoreFrom(r *durable.Restored) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.store.disk.restore = r
+}
+
+// Unwritten collects what the feed recorded that dl does not hold: the
+// records' pointers and, with withState, a clone of the state, both read
+// outside the lock (records are immutable once appended).
+func (f *feed) Unwritten(dl *durable.Log, withState bool) durable.Pending {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.store
+	p := durable.Pending{Writing: st.synced && st.disk.log == dl, Stopped: f.err != nil, Epoch: f.epoch}
+	if !p.Writing {
+		return p
+	}
+	p.From, p.Seq, p.RV = st.history.persisted+1, st.pos.seq, st.pos.rv
+	p.FloorRV, p.FloorAt = st.disk.floorRV, st.disk.floorAt
+	recs := make(diskRecords, 0, p.Seq+1-p.From)
+	for seq := p.From; seq <= p.Seq; seq++ {
+		r, _ := st.history.get(seq) // held: never evicted unwritten
+		recs = append(recs, r)
+	}
+	p.Records = recs
+	if withState {
+		state := st.state.Clone()
+		p.State = func(yield func(historystore.Object) bool) {
+			state.Ascend(func(o *object) bool { return yield(diskObject(o)) })
+		}
+	}
+	for _, r := range st.relists {
+		p.Relists = append(p.Relists, historystore.Range{From: r.from, To: r.to})
+	}
+	return p
+}
+
+// Written marks the feed's records up to seq as on disk: the history may
+// evict them now.
+func (f *feed) Written(dl *durable.Log, seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.store
+	if st.disk.log != dl {
+		return
+	}
+	for s := st.history.persisted + 1; s <= seq; s++ {
+		if r, ok := st.history.get(s); ok { // held: never evicted unwritten
+			st.disk.unwritten -= r.counted
+		}
+	}
+	st.history.persisted = seq
+	if !st.released {
+		st.history.trim()
+		st.noteOldest()
+	}
+}
+
+// diskHoldsLocked reports whether the feed's history on disk holds the
+// records after seq. The caller holds f.mu.
+func (f *feed) diskHoldsLocked(seq uint64) bool {
+	return f.store.disk.log != nil && f.store.disk.log.Holds(seq)
+}
+
+// readDisk appends to dst a batch of the feed's records on disk after
+// seq, before upTo (see durable.History.Read).
+func (f *feed) readDisk(ctx context.Context, seq, upTo uint64, dst []*record) ([]*record, error) {
+	recs, err := f.hub.disk.Read(ctx, f.resource, seq+1, upTo)
+	for i := range recs {
+		dst = append(dst, recordFromDisk(&recs[i]))
+	}
+	return dst, err
+}
+
+// findOnDisk places rv among the feed's records on disk, from first to
+// last (see durable.History.LastAtOrBefore).
+func (f *feed) findOnDisk(ctx context.Context, first, last, rv uint64) (seq uint64, err error) {
+	return f.hub.disk.LastAtOrBefore(ctx, f.resource, first, last, rv)
+}
+
+// readError is what a subscriber of f gets when the disk history cannot be
+// read.
+func readError(f *feed, err error) error {
+	switch {
+	case errors.Is(err, historystore.ErrMissing):
+		return f.expired(false)
+	case errors.Is(err, durable.ErrClosed):
+		return ErrClosed // the hub is closing
+	}
+	f.log.Error("cannot read the history on disk", "error", err)
+	return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: reading the history on disk: %w", ErrUnavailable, err)}
+}
+
+// diskRecords are records as the disk history takes them (durable.Records).
+type diskRecords []*record
+
+func (rs diskRecords) Len() int                     { return len(rs) }
+func (rs diskRecords) At(i int) historystore.Record { return diskRecord(rs[i]) }
+
+func diskObject(o *object) historystore.Object {
+	return historystore.Object{Namespace: o.namespace, Name: o.name, UID: o.uid, ResourceVersion: o.rv, Labels: o.labels, JSON: o.json}
+}
+
+func diskRecord(r *record) historystore.Record {
+	out := historystore.Record{Seq: r.pos.seq, Epoch: r.pos.epoch, RV: r.rv, TokenRV: r.pos.rv, Offset: r.pos.offset,
+		Type: uint8(r.typ), Received: r.received, FromRelist: r.fromRelist, Object: diskObject(r.obj)}
+	if r.prev != nil {
+		prev := diskObject(r.prev)
+		out.Previous = &prev
+	}
+	return out
+}
+
+func objectFromDisk(o *historystore.Object) *object {
+	return &object{namespace: o.Namespace, name: o.Name, uid: o.UID, rv: o.ResourceVersion, labels: o.Labels, json: o.JSON}
+}
+
+func recordFromDisk(r *historystore.Record) *record {
+	out := &record{pos: position{epoch: r.Epoch, seq: r.Seq, rv: r.TokenRV, offset: r.Offset}, rv: r.RV,
+		typ: EventType(r.Type), received: r.Received, fromRelist: r.FromRelist, obj: objectFromDisk(&r.Object)}
+	if r.Previous != nil {
+		out.prev = objectFromDisk(r.Previous)
+	}
+	return out
+}
