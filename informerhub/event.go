@@ -9,99 +9,44 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
+// The events a subscription returns are defined in package
+// internal/event, beneath the records that share them (a record builds
+// each of its events once, for every subscriber of the same form); these
+// are their names here.
+
 // EventType says what an Event reports.
-type EventType uint8
+type EventType = event.Type
 
 const (
-	EventAdded EventType = iota + 1
-	EventModified
-	EventDeleted
-	EventBookmark
+	EventAdded    = event.Added
+	EventModified = event.Modified
+	EventDeleted  = event.Deleted
+	EventBookmark = event.Bookmark
 )
 
-func (t EventType) String() string {
-	switch t {
-	case EventAdded:
-		return "ADDED"
-	case EventModified:
-		return "MODIFIED"
-	case EventDeleted:
-		return "DELETED"
-	case EventBookmark:
-		return "BOOKMARK"
-	}
-	return "EventType(" + strconv.Itoa(int(t)) + ")"
-}
+// Event is one response of a subscription; see event.Event. Events of
+// changes are shared by every subscriber that receives them in the same
+// form (projection, previous state, encoding): never modify one.
+type Event = event.Event
 
-// Event is one response of a subscription. Events of changes are shared by
-// every subscriber that receives them in the same form (projection,
-// previous state, encoding): never modify one.
-type Event struct {
-	Type EventType
-	// Object is the object's JSON, projected by the subscription's Fields;
-	// empty on bookmarks.
-	Object string
-	// PreviousObject is, on MODIFIED events of a subscription with
-	// IncludePrevious, the object's JSON before the change, projected like
-	// Object.
-	PreviousObject string
-	// ResourceVersion is the Kubernetes resourceVersion of the event.
-	ResourceVersion string
-	// ResumeToken resumes a subscription right after this event.
-	ResumeToken string
-	// InitialEventsEnd is set on the bookmark that closes initial events.
-	InitialEventsEnd bool
-	// FromRelist is set on a change a relist found rather than a watch
-	// delivered: the API server could not say what happened between the
-	// versions before and after the relist (the hub was away longer than
-	// the API server's history, or its watch broke), only how the object
-	// differs. Intermediate changes there are unknown.
-	FromRelist bool
-	// FilterError, when set, says why the subscription's filter could not
-	// decide on the object (its evaluation failed, or exceeded
-	// Config.MaxFilterCost): the object is sent as if it matched. The
-	// first such event of a change is shared by the subscribers of one
-	// filter and form (see eventMaker.markedOf); others are each
-	// subscriber's.
-	FilterError string
-	// Encoding is the subscription's WatchRequest.Encoding, for
-	// Config.EncodeEvent.
-	Encoding Encoding
+// Encoded is what a transport's Config.EncodeEvent makes of an event; see
+// event.Encoded.
+type Encoded = event.Encoded
 
-	encoded Encoded
-	// failure, when set, is why the event could not be made (an
-	// *ObjectError): Next ends the subscription with it instead.
-	failure error
-}
-
-// Encoded returns what Config.EncodeEvent made of the event, computed once
-// per event however many subscribers send it; nil without an EncodeEvent.
-func (e *Event) Encoded() Encoded { return e.encoded }
-
-// Encoded is what a transport's Config.EncodeEvent makes of an event: the
-// bytes it sends, in its own type (grpc's mem.BufferSlice is one), shared
-// by every subscriber that sends the event. Len says how many bytes it
-// holds: the history counts them with the event.
-type Encoded interface {
-	Len() int
-}
-
-// Encoding is a form a transport sends events in, such as objects as JSON
-// strings (0, the default) or as structured values. The hub keeps events of
-// different encodings apart and encodes each once (Config.EncodeEvent); what
-// each value means is the transport's to say, below MaxEncodings.
-type Encoding uint8
+// Encoding is a form a transport sends events in; see event.Encoding.
+type Encoding = event.Encoding
 
 // MaxEncodings bounds the encodings a transport may use.
-const MaxEncodings = 4
+const MaxEncodings = event.MaxEncodings
 
 // encodingUnsent is the encoding of the hub's own subscriptions, whose
 // events go to no transport (a Count's counter): nothing encodes them.
-const encodingUnsent Encoding = MaxEncodings
+const encodingUnsent = event.Unsent
 
 // eventMaker makes a feed's events: those of its records, once per variant
 // and view, shared by every subscriber of that view (see view); and those
@@ -238,12 +183,12 @@ func (m *eventMaker) build(r *record, v variant, vw *view) *Event {
 // subscriber with err. Counted and logged once per event built, however
 // many subscribers it ends.
 func (m *eventMaker) failed(ev *Event, o *object, err error) *Event {
-	ev.failure = &ObjectError{Resource: m.gvr, Namespace: o.namespace, Name: o.name, Err: err}
+	event.Fail(ev, &ObjectError{Resource: m.gvr, Namespace: o.namespace, Name: o.name, Err: err})
 	ev.Object, ev.PreviousObject = "", ""
 	if m.failures != nil {
 		m.failures.Add(1)
 	}
-	m.log.Error("cannot make an event of an object; ending the calls that ask for it", "error", ev.failure)
+	m.log.Error("cannot make an event of an object; ending the calls that ask for it", "error", event.Failure(ev))
 	return ev
 }
 
@@ -326,7 +271,7 @@ func (m *eventMaker) bookmark(pos position, initialEventsEnd bool, enc Encoding)
 // it.
 func (m *eventMaker) encoded(ev *Event) *Event {
 	if m.encode != nil && ev.Encoding != encodingUnsent {
-		ev.encoded = m.encode(ev)
+		event.SetEncoded(ev, m.encode(ev))
 	}
 	return ev
 }

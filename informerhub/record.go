@@ -131,8 +131,8 @@ func eventSize(ev *Event, r *record) int64 {
 			n += len(obj)
 		}
 	}
-	if ev.encoded != nil {
-		n += ev.encoded.Len()
+	if enc := ev.Encoded(); enc != nil {
+		n += enc.Len()
 	}
 	return int64(n)
 }

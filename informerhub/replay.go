@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/informerhub/informerhub/informerhub/budget"
+	"github.com/informerhub/informerhub/informerhub/internal/event"
 )
 
 // replay is the phase of a subscription that resumes from a token the
@@ -409,7 +410,7 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 	case prev.selected && ev.Type == EventDeleted:
 		last, err := events.project(vw, o.json) // the API server's last state
 		if err != nil {
-			return false, events.failed(ev, o, err).failure
+			return false, event.Failure(events.failed(ev, o, err))
 		}
 		ev.Object = last
 	case prev.selected:
@@ -417,7 +418,7 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 		// at the version of the change.
 		last, err := atVersion(prev.json, ev.ResourceVersion)
 		if err != nil {
-			return false, events.failed(ev, o, err).failure
+			return false, event.Failure(events.failed(ev, o, err))
 		}
 		ev.Type, ev.Object = EventDeleted, last
 	default:
@@ -493,7 +494,7 @@ func (r *replay) entryOf(o *object) (replayEntry, error) {
 	events := &s.lease.feed.events
 	json, err := events.project(s.lease.view, o.json)
 	if err != nil {
-		return replayEntry{}, events.failed(&Event{}, o, err).failure
+		return replayEntry{}, event.Failure(events.failed(&Event{}, o, err))
 	}
 	return replayEntry{selected: true, json: json, undecided: v.undecided}, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/btree"
 
+	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/projection"
 )
 
@@ -117,7 +118,7 @@ func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 		if s.proj != nil {
 			projected, err := s.proj.Apply(o.jsonBytes())
 			if err != nil {
-				return Page{}, s.feed.events.failed(&Event{}, o, fmt.Errorf("projecting it: %w", err)).failure
+				return Page{}, event.Failure(s.feed.events.failed(&Event{}, o, fmt.Errorf("projecting it: %w", err)))
 			}
 			json = string(projected)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/btree"
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
+	"github.com/informerhub/informerhub/informerhub/internal/event"
 )
 
 // Subscription is one subscriber's stream of events. Next must be called
@@ -273,10 +274,10 @@ func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 		if err != nil {
 			return nil, err
 		}
-		if ev != nil && ev.failure != nil {
+		if ev != nil && event.Failure(ev) != nil {
 			f := s.lease.feed
 			f.mu.Lock()
-			s.lease.fail(ev.failure)
+			s.lease.fail(event.Failure(ev))
 			f.mu.Unlock()
 			return nil, s.Err()
 		}
