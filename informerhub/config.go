@@ -15,7 +15,7 @@ type Config struct {
 	// each change counts the objects that left the state with it, its
 	// previous state and a deletion's final state, and the events built
 	// for it, with their encodings, from the next change on; see
-	// history.count), besides the newest relist's differences, which it
+	// History.count), besides the newest relist's differences, which it
 	// holds whole until newer changes alone fill these bounds. Besides
 	// them, the events built for subscribers' projections, previous states
 	// and encodings are kept for sharing while they fit in another

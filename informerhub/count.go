@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/projection"
 	"github.com/informerhub/informerhub/internal/jsonscan"
 )
@@ -131,7 +132,7 @@ func (g *groupBy) group(obj string) (string, error) {
 	// objects: read them where they are, without decoding the object, and
 	// without reading past them (metadata.labels comes before the much
 	// larger managedFields).
-	b := unsafeBytes(obj)
+	b := state.UnsafeBytes(obj)
 	start := jsonscan.SkipSpace(b, 0)
 	for _, name := range g.path {
 		if start >= len(b) {

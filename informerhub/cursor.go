@@ -1,6 +1,10 @@
 package informerhub
 
-import "github.com/google/btree"
+import (
+	"github.com/google/btree"
+
+	"github.com/informerhub/informerhub/informerhub/internal/state"
+)
 
 // stateCursor walks the matching objects of a state clone in order, scanning
 // a bounded batch at a time, reading the clone without locks: for a
@@ -8,12 +12,12 @@ import "github.com/google/btree"
 // a label index tree (see store.cloneFor), which holds fewer objects in the
 // same order.
 type stateCursor struct {
-	tree    *btree.BTreeG[*object]
+	tree    *btree.BTreeG[*state.Object]
 	sel     *selector
 	buf     []selected
 	bufNext int
 	// from is where the next batch starts; fromExclusive skips from itself.
-	from          *object
+	from          *state.Object
 	fromExclusive bool
 	done          bool
 	examined      int // objects tested against sel, for tests
@@ -24,20 +28,20 @@ type stateCursor struct {
 // selected is an object a cursor selected, and why the filter could not
 // decide on it if it could not (see verdict).
 type selected struct {
-	obj       *object
+	obj       *state.Object
 	undecided *filterError
 }
 
 const cursorBatch = 128
 
-func newStateCursor(tree *btree.BTreeG[*object], sel *selector) *stateCursor {
-	return &stateCursor{tree: tree, sel: sel, from: &object{namespace: sel.namespace}}
+func newStateCursor(tree *btree.BTreeG[*state.Object], sel *selector) *stateCursor {
+	return &stateCursor{tree: tree, sel: sel, from: &state.Object{Namespace: sel.namespace}}
 }
 
 // skipThrough makes the cursor continue after o.
-func (c *stateCursor) skipThrough(o *object) {
-	if c.sel.namespace != "" && o.namespace != c.sel.namespace {
-		if o.namespace > c.sel.namespace {
+func (c *stateCursor) skipThrough(o *state.Object) {
+	if c.sel.namespace != "" && o.Namespace != c.sel.namespace {
+		if o.Namespace > c.sel.namespace {
 			c.done = true
 		}
 		return
@@ -64,7 +68,7 @@ func (c *stateCursor) step() (o selected, done bool) {
 
 // peek returns the next matching object of those scanned, without taking
 // it; nil when the cursor must scan (fill) to find one, or is finished.
-func (c *stateCursor) peek() *object {
+func (c *stateCursor) peek() *state.Object {
 	if c.bufNext >= len(c.buf) {
 		return nil
 	}
@@ -88,18 +92,18 @@ func (c *stateCursor) fill() {
 	c.buf, c.bufNext = c.buf[:0], 0
 	scanned := 0
 	finished := true
-	c.tree.AscendGreaterOrEqual(c.from, func(o *object) bool {
-		if c.fromExclusive && !objectLess(c.from, o) {
+	c.tree.AscendGreaterOrEqual(c.from, func(o *state.Object) bool {
+		if c.fromExclusive && !state.ObjectLess(c.from, o) {
 			return true // o is from itself
 		}
-		if c.sel.namespace != "" && o.namespace != c.sel.namespace {
+		if c.sel.namespace != "" && o.Namespace != c.sel.namespace {
 			return false // past the namespace
 		}
 		c.from, c.fromExclusive = o, true
 		c.examined++
 		c.eval.reset()
-		if v := c.sel.matches(o, &c.eval); v.match {
-			c.buf = append(c.buf, selected{obj: o, undecided: v.undecided})
+		if v := c.sel.matches(o, &c.eval); v.Match {
+			c.buf = append(c.buf, selected{obj: o, undecided: v.Undecided})
 		}
 		scanned++
 		if len(c.buf) == cursorBatch || scanned == 16*cursorBatch {

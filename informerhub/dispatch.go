@@ -10,6 +10,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
 	"github.com/informerhub/informerhub/informerhub/fieldset"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/shard"
 )
 
@@ -238,13 +239,13 @@ func (d *dispatcher) failAll(err error) {
 // leaves the live subscribers and reads on from the history, from before,
 // the position before r), and is counted in fellBehind. ev holds what
 // filters evaluated of r before the feed's lock.
-func (d *dispatcher) deliver(r *record, ev *evaluation, before position, fellBehind *atomic.Uint64) {
+func (d *dispatcher) deliver(r *state.Record, ev *evaluation, before state.Position, fellBehind *atomic.Uint64) {
 	if d.subscribers == 0 {
 		return
 	}
-	d.candidates(r.obj, r.prev, func(g *subscriberGroup) {
+	d.candidates(r.Object, r.Previous, func(g *subscriberGroup) {
 		d.visits++
-		if v := g.variantOf(r, ev); v != variantNone {
+		if v := g.variantOf(r, ev); v != state.VariantNone {
 			d.offer(g, r, v, before, fellBehind)
 		}
 	})
@@ -287,20 +288,20 @@ func (w *wakes) wake() {
 	wakesPool.Put(w)
 }
 
-// variantOf is how the group's subscribers see r (variantNone: not at
+// variantOf is how the group's subscribers see r (state.VariantNone: not at
 // all), flagged when the filter could not decide (see verdict).
-func (g *subscriberGroup) variantOf(r *record, ev *evaluation) variant {
+func (g *subscriberGroup) variantOf(r *state.Record, ev *evaluation) state.Variant {
 	v, undecided := g.sel.variant(r, ev)
-	if v != variantNone && undecided != nil {
-		v |= undecidedFlag
+	if v != state.VariantNone && undecided != nil {
+		v |= state.UndecidedFlag
 	}
 	return v
 }
 
 // offer queues r, as v, for every subscriber of g; see deliver.
-func (d *dispatcher) offer(g *subscriberGroup, r *record, v variant, before position, fellBehind *atomic.Uint64) {
+func (d *dispatcher) offer(g *subscriberGroup, r *state.Record, v state.Variant, before state.Position, fellBehind *atomic.Uint64) {
 	for m := range g.subs {
-		if !d.offerTo(m, delivery{rec: r, variant: v}) {
+		if !d.offerTo(m, state.Delivery{Record: r, Variant: v}) {
 			d.remove(m)
 			m.fellBehind(before)
 			fellBehind.Add(1)
@@ -311,7 +312,7 @@ func (d *dispatcher) offer(g *subscriberGroup, r *record, v variant, before posi
 // offerTo queues dl for m without waiting, and reports whether there was
 // room, keeping the queues' peak; a member whose reader it may have to
 // wake goes to toWake.
-func (d *dispatcher) offerTo(m *member, dl delivery) bool {
+func (d *dispatcher) offerTo(m *member, dl state.Delivery) bool {
 	n := m.offer(dl)
 	if n == 1 {
 		d.toWake = append(d.toWake, m)
@@ -358,7 +359,7 @@ type groupPlan struct {
 // plannedDelivery is the i-th record of a batch, and how a group sees it.
 type plannedDelivery struct {
 	i       int32
-	variant variant
+	variant state.Variant
 }
 
 // deliverBatch is deliver for the records of a relist's batch, recorded
@@ -372,16 +373,16 @@ type plannedDelivery struct {
 // (evaluating their filters). A planned group removed since has no
 // subscribers left. A subscriber whose queue is full falls behind from the
 // position before the record that did not fit.
-func (d *dispatcher) deliverBatch(batch []*record, start position, plans []groupPlan, newer []*subscriberGroup, fellBehind *atomic.Uint64) {
+func (d *dispatcher) deliverBatch(batch []*state.Record, start state.Position, plans []groupPlan, newer []*subscriberGroup, fellBehind *atomic.Uint64) {
 	offer := func(g *subscriberGroup, deliveries []plannedDelivery) {
 		for m := range g.subs {
 			for _, p := range deliveries {
-				if d.offerTo(m, delivery{rec: batch[p.i], variant: p.variant}) {
+				if d.offerTo(m, state.Delivery{Record: batch[p.i], Variant: p.variant}) {
 					continue
 				}
 				before := start
 				if p.i > 0 {
-					before = batch[p.i-1].pos
+					before = batch[p.i-1].Pos
 				}
 				d.remove(m)
 				m.fellBehind(before)
@@ -398,7 +399,7 @@ func (d *dispatcher) deliverBatch(batch []*record, start position, plans []group
 		for i, r := range batch {
 			d.visits++
 			// The objects cache what their filters decide.
-			if v := g.variantOf(r, nil); v != variantNone {
+			if v := g.variantOf(r, nil); v != state.VariantNone {
 				deliveries = append(deliveries, plannedDelivery{i: int32(i), variant: v})
 			}
 		}
@@ -438,7 +439,7 @@ func (d *dispatcher) madeSince(made uint64) []*subscriberGroup {
 // groups a record may concern are evaluated on it, its objects decoded
 // once for all of them. visits counts the groups the records were matched
 // against.
-func planDeliveries(groups []*subscriberGroup, batch []*record) (plans []groupPlan, visits uint64) {
+func planDeliveries(groups []*subscriberGroup, batch []*state.Record) (plans []groupPlan, visits uint64) {
 	planner := newDispatcher()
 	var filters []*celfilter.Filter
 	for _, g := range groups {
@@ -456,10 +457,10 @@ func planDeliveries(groups []*subscriberGroup, batch []*record) (plans []groupPl
 	planOf := map[*subscriberGroup]int{} // by the copy, the index of the group's plan
 	for i, r := range batch {
 		ev := &evaluation{reads: shared.reads, shared: shared.shared}
-		planner.candidates(r.obj, r.prev, func(g *subscriberGroup) {
+		planner.candidates(r.Object, r.Previous, func(g *subscriberGroup) {
 			planner.visits++
 			v := g.variantOf(r, ev)
-			if v == variantNone {
+			if v == state.VariantNone {
 				return
 			}
 			k, ok := planOf[g]
@@ -477,16 +478,16 @@ func planDeliveries(groups []*subscriberGroup, batch []*record) (plans []groupPl
 // filterOn is a filter to evaluate on an object.
 type filterOn struct {
 	filter *celfilter.Filter
-	obj    *object
+	obj    *state.Object
 }
 
 // filtersFor returns the filters dispatch will evaluate on obj and prev,
 // the new and previous state of a change (nil for none): those of the
 // groups either may concern whose namespace, label and field selectors
 // select them, once each (see feed.prepare).
-func (d *dispatcher) filtersFor(obj, prev *object) []filterOn {
+func (d *dispatcher) filtersFor(obj, prev *state.Object) []filterOn {
 	var plan []filterOn
-	states := [2]*object{obj, prev}
+	states := [2]*state.Object{obj, prev}
 	d.candidates(obj, prev, func(g *subscriberGroup) {
 		if g.sel.filter == nil {
 			return
@@ -505,7 +506,7 @@ func (d *dispatcher) filtersFor(obj, prev *object) []filterOn {
 // candidates calls fn with each group whose selector may select obj or
 // prev, once: the unindexed groups, and those of the triggers either
 // satisfies. fn may remove subscribers of the group it is given.
-func (d *dispatcher) candidates(obj, prev *object, fn func(g *subscriberGroup)) {
+func (d *dispatcher) candidates(obj, prev *state.Object, fn func(g *subscriberGroup)) {
 	d.stamp++
 	visitOne := func(g *subscriberGroup) {
 		if g.visited != d.stamp {
@@ -522,23 +523,23 @@ func (d *dispatcher) candidates(obj, prev *object, fn func(g *subscriberGroup)) 
 	if len(d.triggered) == 0 && d.sharded.Len() == 0 {
 		return
 	}
-	for i, o := range [2]*object{obj, prev} {
+	for i, o := range [2]*state.Object{obj, prev} {
 		if o == nil || i == 1 && o == obj {
 			continue
 		}
 		if d.sharded.Len() > 0 {
-			d.sharded.Lookup(o.uid, o.namespace, visitOne)
+			d.sharded.Lookup(o.UID, o.Namespace, visitOne)
 		}
 		if len(d.triggered) == 0 {
 			continue
 		}
-		visit(d.triggered[trigger{kind: triggerName, value: o.name}])
-		visit(d.triggered[trigger{kind: triggerNamespace, value: o.namespace}])
+		visit(d.triggered[trigger{kind: triggerName, value: o.Name}])
+		visit(d.triggered[trigger{kind: triggerNamespace, value: o.Namespace}])
 		for key, ft := range d.fields {
-			visit(d.triggered[trigger{kind: triggerField, key: key, value: o.field(ft.spec)}])
+			visit(d.triggered[trigger{kind: triggerField, key: key, value: o.Field(ft.spec)}])
 		}
 		if d.labelGroups > 0 {
-			for k, v := range o.labels {
+			for k, v := range o.Labels {
 				visit(d.triggered[trigger{kind: triggerLabel, key: k, value: v}])
 			}
 		}

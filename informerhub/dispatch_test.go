@@ -70,11 +70,11 @@ func TestIndexedDispatchDeliversWhatEachSelectorSelects(t *testing.T) {
 		}
 		return hubtest.Pod(ns, name, l, nodes[rng.IntN(len(nodes))], phases[rng.IntN(len(phases))])
 	}
-	state := map[string]*corev1.Pod{}
+	objects := map[string]*corev1.Pod{}
 	for i := range 6 {
 		p := randomPod(namespaces[i%2], fmt.Sprint("p", i))
 		pods.Add(p)
-		state[p.Namespace+"/"+p.Name] = p
+		objects[p.Namespace+"/"+p.Name] = p
 	}
 	h := newHub(t, c, informerhub.Config{QueueSize: 4000, HistorySize: 10000})
 
@@ -110,7 +110,7 @@ func TestIndexedDispatchDeliversWhatEachSelectorSelects(t *testing.T) {
 	for range 400 {
 		ns, name := namespaces[rng.IntN(2)], fmt.Sprint("p", rng.IntN(8))
 		key := ns + "/" + name
-		prev := state[key]
+		prev := objects[key]
 		var cur *corev1.Pod
 		switch {
 		case prev == nil:
@@ -127,14 +127,14 @@ func TestIndexedDispatchDeliversWhatEachSelectorSelects(t *testing.T) {
 					s.want = append(s.want, "DELETED "+key+" "+gone.ResourceVersion)
 				}
 			}
-			delete(state, key)
+			delete(objects, key)
 			continue
 		default:
 			cur = randomPod(ns, name)
 			pods.Modify(cur)
 		}
 		lastRV = cur.ResourceVersion
-		state[key] = cur
+		objects[key] = cur
 		for _, s := range subs {
 			was, is := prev != nil && s.ref.matches(prev), s.ref.matches(cur)
 			switch {

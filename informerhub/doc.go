@@ -12,12 +12,13 @@
 // the hub keeps of it, each part a type of its own:
 //
 //   - the store (store.go), as the kube-apiserver's watchCache: the state,
-//     every object as the JSON the API server sent (object.go), in a
-//     copy-on-write B-tree ordered by namespace and name, with label indexes
-//     (index.go); the history, a ring of the most recent changes
-//     (history.go, record.go); and the position, a sequence number of this
-//     feed instance and the Kubernetes resourceVersion (token.go). They
-//     advance together, under the feed's one lock;
+//     every object as the JSON the API server sent, in a copy-on-write
+//     B-tree ordered by namespace and name, with label indexes (index.go);
+//     the history, a ring of the most recent changes; and the position, a
+//     sequence number of this feed instance and the Kubernetes
+//     resourceVersion. They advance together, under the feed's one lock.
+//     Objects, records, positions, the history and the state's clones are
+//     package internal/state, which has no lock of its own;
 //   - the live subscribers (dispatch.go), grouped by selector and the groups
 //     indexed by an equality they require, so that a change visits the
 //     subscribers it may concern; each a member (member.go) with a bounded

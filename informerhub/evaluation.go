@@ -8,6 +8,7 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/projection"
 )
 
@@ -24,7 +25,7 @@ type evaluation struct {
 	results []evaluated
 	// byKey indexes results once they are many (past manyResults), so
 	// that the groups of a change with many filters find theirs in O(1).
-	byKey map[evaluatedKey]verdict
+	byKey map[evaluatedKey]state.Verdict
 	// reads, when set, is what the filters shared holds read of every
 	// object, together (see share): each object of the change is decoded
 	// once, for all of them.
@@ -33,38 +34,25 @@ type evaluation struct {
 }
 
 type decodedObject struct {
-	obj   *object
+	obj   *state.Object
 	reads *projection.Tree
 	val   ref.Val
 }
 
 type evaluated struct {
-	obj *object
+	obj *state.Object
 	id  uint64
-	verdict
+	state.Verdict
 }
 
 // evaluatedKey is an object and a filter's ID.
 type evaluatedKey struct {
-	obj *object
+	obj *state.Object
 	id  uint64
 }
 
 // manyResults is the most results an evaluation looks up one by one.
 const manyResults = 16
-
-// verdict is what a filter decided on an object: whether it selects it,
-// and, when it could not decide, why.
-type verdict struct {
-	match bool
-	// undecided, when set, is why the filter could not decide: its
-	// evaluation failed, or ran over its cost limit. The object is then
-	// selected (match is true), and its events say why (Event.FilterError):
-	// a filter is no boundary, since whoever may watch the resource type
-	// may read the object anyway, so one that cannot decide drops nothing,
-	// and ends no stream, whoever wrote the object.
-	undecided *filterError
-}
 
 // filterError is why a filter could not decide on an object. It is
 // immutable, and shared by the object's events, and by the objects on
@@ -92,27 +80,27 @@ func newFilterError(flt *celfilter.Filter, err error, costly bool) *filterError 
 // of a scan). Results are cached on the object, which never changes (the
 // most recent maxCachedFilterResults): an object that costs a filter its
 // limit costs it once while its result stays cached.
-func (ev *evaluation) matches(flt *celfilter.Filter, o *object, errs *atomic.Uint64) verdict {
-	if v, ok := o.filterResult(flt.ID()); ok {
+func (ev *evaluation) matches(flt *celfilter.Filter, o *state.Object, errs *atomic.Uint64) state.Verdict {
+	if v, ok := o.CachedVerdict(flt.ID()); ok {
 		return v
 	}
 	if v, ok := ev.result(o, flt); ok {
 		return v
 	}
-	var v verdict
+	var v state.Verdict
 	val, err := ev.value(o, flt)
 	costly := false
 	if err == nil {
-		v.match, costly, err = flt.Eval(val)
+		v.Match, costly, err = flt.Eval(val)
 	}
 	if err != nil {
-		v = verdict{match: true, undecided: newFilterError(flt, err, costly)}
+		v = state.Verdict{Match: true, Undecided: newFilterError(flt, err, costly)}
 		if errs != nil {
 			errs.Add(1)
 		}
 	}
 	ev.remember(o, flt, v)
-	o.cacheFilterResult(flt.ID(), v)
+	o.CacheVerdict(flt.ID(), v)
 	return v
 }
 
@@ -145,9 +133,9 @@ func (ev *evaluation) readsOf(f *celfilter.Filter) *projection.Tree {
 	return f.Reads()
 }
 
-func (ev *evaluation) result(o *object, f *celfilter.Filter) (verdict, bool) {
+func (ev *evaluation) result(o *state.Object, f *celfilter.Filter) (state.Verdict, bool) {
 	if ev == nil {
-		return verdict{}, false
+		return state.Verdict{}, false
 	}
 	if ev.byKey != nil {
 		v, ok := ev.byKey[evaluatedKey{o, f.ID()}]
@@ -155,24 +143,24 @@ func (ev *evaluation) result(o *object, f *celfilter.Filter) (verdict, bool) {
 	}
 	for _, r := range ev.results {
 		if r.obj == o && r.id == f.ID() {
-			return r.verdict, true
+			return r.Verdict, true
 		}
 	}
-	return verdict{}, false
+	return state.Verdict{}, false
 }
 
-func (ev *evaluation) remember(o *object, f *celfilter.Filter, v verdict) {
+func (ev *evaluation) remember(o *state.Object, f *celfilter.Filter, v state.Verdict) {
 	if ev == nil {
 		return
 	}
-	ev.results = append(ev.results, evaluated{obj: o, id: f.ID(), verdict: v})
+	ev.results = append(ev.results, evaluated{obj: o, id: f.ID(), Verdict: v})
 	switch {
 	case ev.byKey != nil:
 		ev.byKey[evaluatedKey{o, f.ID()}] = v
 	case len(ev.results) > manyResults:
-		ev.byKey = make(map[evaluatedKey]verdict, 2*len(ev.results))
+		ev.byKey = make(map[evaluatedKey]state.Verdict, 2*len(ev.results))
 		for _, r := range ev.results {
-			ev.byKey[evaluatedKey{r.obj, r.id}] = r.verdict
+			ev.byKey[evaluatedKey{r.obj, r.id}] = r.Verdict
 		}
 	}
 }
@@ -184,7 +172,7 @@ func (ev *evaluation) reset() {
 }
 
 // value returns the CEL value of o as f reads it, decoding it on first use.
-func (ev *evaluation) value(o *object, f *celfilter.Filter) (ref.Val, error) {
+func (ev *evaluation) value(o *state.Object, f *celfilter.Filter) (ref.Val, error) {
 	reads := ev.readsOf(f)
 	if ev != nil {
 		for _, d := range ev.decoded {
@@ -193,7 +181,7 @@ func (ev *evaluation) value(o *object, f *celfilter.Filter) (ref.Val, error) {
 			}
 		}
 	}
-	val, err := f.Decode(o.jsonBytes(), reads)
+	val, err := f.Decode(o.JSONBytes(), reads)
 	if err != nil {
 		return nil, err
 	}

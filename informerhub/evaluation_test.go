@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 func TestFilterResultsAreCachedOnObjects(t *testing.T) {
 	c := celfilter.NewCompiler(DefaultMaxFilterEstimatedCost, DefaultMaxFilterCost)
-	o := &object{json: `{"metadata":{"name":"a"}}`}
+	o := &state.Object{JSON: `{"metadata":{"name":"a"}}`}
 	var filters []*celfilter.Filter
-	for i := range maxCachedFilterResults + 2 {
+	for i := range state.MaxCachedVerdicts + 2 {
 		f, err := c.Compile(`object.metadata.name == "a" || ` + strings.Repeat("true && ", i) + `false`)
 		if err != nil {
 			t.Fatal(err)
@@ -22,7 +23,7 @@ func TestFilterResultsAreCachedOnObjects(t *testing.T) {
 	dc := &evaluation{}
 	dc.share(filters) // as the feed does before dispatch
 	for _, f := range filters {
-		if !dc.matches(f, o, nil).match {
+		if !dc.matches(f, o, nil).Match {
 			t.Fatal("no match")
 		}
 	}
@@ -31,10 +32,10 @@ func TestFilterResultsAreCachedOnObjects(t *testing.T) {
 	}
 	last := filters[len(filters)-1]
 	before = c.Counts().Decodes
-	if !(*evaluation)(nil).matches(last, o, nil).match || c.Counts().Decodes != before {
+	if !(*evaluation)(nil).matches(last, o, nil).Match || c.Counts().Decodes != before {
 		t.Error("the result of the last filter evaluated is not cached on the object")
 	}
-	if n := len(*o.filters.Load()); n != maxCachedFilterResults {
-		t.Errorf("the object caches %d results, want at most %d", n, maxCachedFilterResults)
+	if _, cached := o.CachedVerdict(filters[0].ID()); cached {
+		t.Errorf("the object still caches the first of %d filters' results, past the %d it keeps", len(filters), state.MaxCachedVerdicts)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
@@ -76,72 +77,51 @@ func (m *eventMaker) token(t token) string {
 // the history's records may hold (history.viewBytes) while their record is
 // in it, and are kept only while they fit: past that, each subscriber of
 // the view builds its own, which costs it CPU but nobody memory.
-func (m *eventMaker) ofRecord(r *record, v variant, vw *view) *Event {
+func (m *eventMaker) ofRecord(r *state.Record, v state.Variant, vw *view) *Event {
 	if vw == defaultView {
-		slot := &r.events[v-1]
+		slot := &r.Events[v-1]
 		counted := false
-		slot.once.Do(func() {
-			slot.ev = m.build(r, v, vw)
-			counted = slot.ev != nil && r.built.Add(eventSize(slot.ev, r))
+		slot.Once.Do(func() {
+			slot.Event = m.build(r, v, vw)
+			counted = slot.Event != nil && r.Built.Add(state.EventSize(slot.Event, r))
 		})
 		if counted {
 			// Outside once: the subscribers waiting for this event do not
 			// wait for the eviction too.
 			m.memory.Reclaim()
 		}
-		return slot.ev
+		return slot.Event
 	}
-	slot := r.viewSlot(vw, v)
+	slot := r.ViewSlot(vw.key, v)
 	if slot == nil {
 		return m.build(r, v, vw)
 	}
-	return slot.shared(r, func() *Event { return m.build(r, v, vw) })
-}
-
-// shared returns the slot's event, which build makes once and the slot
-// keeps for every subscriber while r's share of the history's view budget
-// has room for it; past that, each subscriber builds its own.
-func (slot *eventSlot) shared(r *record, build func() *Event) *Event {
-	var built *Event
-	fresh := false
-	slot.once.Do(func() {
-		built, fresh = build(), true
-		if built == nil || r.views.Add(eventSize(built, r)) {
-			slot.ev, slot.kept = built, true
-		}
-	})
-	switch {
-	case fresh:
-		return built
-	case slot.kept:
-		return slot.ev
-	}
-	return build()
+	return slot.Shared(r, func() *Event { return m.build(r, v, vw) })
 }
 
 // build makes the Event of a record for one variant in one view, or
 // returns nil for a MODIFIED whose projection is the same before and after:
 // the subscriber asked only for fields that did not change.
-func (m *eventMaker) build(r *record, v variant, vw *view) *Event {
-	ev := &Event{ResumeToken: m.token(token{pos: r.pos}), Encoding: vw.encoding, FromRelist: r.fromRelist}
+func (m *eventMaker) build(r *state.Record, v state.Variant, vw *view) *Event {
+	ev := &Event{ResumeToken: m.token(token{pos: r.Pos}), Encoding: vw.encoding, FromRelist: r.FromRelist}
 	var err error
 	switch v {
-	case variantOwn:
-		ev.Type = r.typ
-		ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
-		if r.typ == EventDeleted {
-			ev.ResourceVersion = strconv.FormatUint(r.rv, 10)
+	case state.VariantOwn:
+		ev.Type = r.Type
+		ev.ResourceVersion = strconv.FormatUint(r.Object.RV, 10)
+		if r.Type == EventDeleted {
+			ev.ResourceVersion = strconv.FormatUint(r.RV, 10)
 		}
-		if r.typ == EventModified && vw.proj != nil {
+		if r.Type == EventModified && vw.proj != nil {
 			// Projected once each, the two states tell whether the change
 			// is one of the paths asked for, and give the event its
 			// objects.
-			obj, errObj := m.project(vw, r.obj.json)
-			prevObj, errPrev := m.project(vw, r.prev.json)
+			obj, errObj := m.project(vw, r.Object.JSON)
+			prevObj, errPrev := m.project(vw, r.Previous.JSON)
 			if err = cmp.Or(errObj, errPrev); err != nil {
-				return m.failed(ev, r.obj, err)
+				return m.failed(ev, r.Object, err)
 			}
-			if vw.proj.SameAsked(unsafeBytes(obj), unsafeBytes(prevObj)) {
+			if vw.proj.SameAsked(state.UnsafeBytes(obj), state.UnsafeBytes(prevObj)) {
 				return nil
 			}
 			ev.Object = obj
@@ -150,29 +130,29 @@ func (m *eventMaker) build(r *record, v variant, vw *view) *Event {
 			}
 			return m.encoded(ev)
 		}
-		if ev.Object, err = m.project(vw, r.obj.json); err != nil {
-			return m.failed(ev, r.obj, err)
+		if ev.Object, err = m.project(vw, r.Object.JSON); err != nil {
+			return m.failed(ev, r.Object, err)
 		}
-		if r.typ == EventModified && vw.includePrevious {
-			ev.PreviousObject = r.prev.json // not projected: vw.proj is nil
+		if r.Type == EventModified && vw.includePrevious {
+			ev.PreviousObject = r.Previous.JSON // not projected: vw.proj is nil
 		}
-	case variantEnter:
+	case state.VariantEnter:
 		ev.Type = EventAdded
-		ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
-		if ev.Object, err = m.project(vw, r.obj.json); err != nil {
-			return m.failed(ev, r.obj, err)
+		ev.ResourceVersion = strconv.FormatUint(r.Object.RV, 10)
+		if ev.Object, err = m.project(vw, r.Object.JSON); err != nil {
+			return m.failed(ev, r.Object, err)
 		}
-	case variantLeave:
+	case state.VariantLeave:
 		// Like the Kubernetes watch cache: the last state that matched,
 		// at the resourceVersion of the change that made it stop.
 		ev.Type = EventDeleted
-		ev.ResourceVersion = strconv.FormatUint(r.obj.rv, 10)
-		last, err := m.project(vw, r.prev.json)
+		ev.ResourceVersion = strconv.FormatUint(r.Object.RV, 10)
+		last, err := m.project(vw, r.Previous.JSON)
 		if err == nil {
 			last, err = atVersion(last, ev.ResourceVersion)
 		}
 		if err != nil {
-			return m.failed(ev, r.prev, err)
+			return m.failed(ev, r.Previous, err)
 		}
 		ev.Object = last
 	}
@@ -182,8 +162,8 @@ func (m *eventMaker) build(r *record, v variant, vw *view) *Event {
 // failed makes ev the event that could not be made of o: Next ends its
 // subscriber with err. Counted and logged once per event built, however
 // many subscribers it ends.
-func (m *eventMaker) failed(ev *Event, o *object, err error) *Event {
-	event.Fail(ev, &ObjectError{Resource: m.gvr, Namespace: o.namespace, Name: o.name, Err: err})
+func (m *eventMaker) failed(ev *Event, o *state.Object, err error) *Event {
+	event.Fail(ev, &ObjectError{Resource: m.gvr, Namespace: o.Namespace, Name: o.Name, Err: err})
 	ev.Object, ev.PreviousObject = "", ""
 	if m.failures != nil {
 		m.failures.Add(1)
@@ -195,16 +175,16 @@ func (m *eventMaker) failed(ev *Event, o *object, err error) *Event {
 // initial is the ADDED of an object of a subscription's initial events:
 // tok is where they started, and how far they got is o. undecided, when
 // set, is why the filter could not decide on o.
-func (m *eventMaker) initial(o *object, tok token, vw *view, undecided *filterError) *Event {
-	tok.afterNamespace, tok.afterName = o.namespace, o.name
+func (m *eventMaker) initial(o *state.Object, tok token, vw *view, undecided *filterError) *Event {
+	tok.afterNamespace, tok.afterName = o.Namespace, o.Name
 	ev := &Event{
 		Type:            EventAdded,
-		ResourceVersion: strconv.FormatUint(o.rv, 10),
+		ResourceVersion: strconv.FormatUint(o.RV, 10),
 		ResumeToken:     m.token(tok),
 		Encoding:        vw.encoding,
 	}
 	var err error
-	if ev.Object, err = m.project(vw, o.json); err != nil {
+	if ev.Object, err = m.project(vw, o.JSON); err != nil {
 		return m.failed(ev, o, err)
 	}
 	if undecided != nil {
@@ -233,34 +213,34 @@ func (m *eventMaker) marked(ev *Event, undecided *filterError) *Event {
 // filter that fails with another reason on the same change) are each
 // subscriber's, as all were before: one per record keeps what a record
 // holds fixed.
-func (m *eventMaker) markedOf(r *record, v variant, vw *view, ev *Event, undecided *filterError) *Event {
+func (m *eventMaker) markedOf(r *state.Record, v state.Variant, vw *view, ev *Event, undecided *filterError) *Event {
 	if undecided == nil {
 		return ev
 	}
-	entry := r.marked.Load()
+	entry := r.Marked.Load()
 	if entry == nil {
 		// The entry counts in the view budget as a view's slot does.
-		if !r.views.Add(viewSlotSize) {
+		if !r.Views.Add(state.ViewSlotSize) {
 			return m.marked(ev, undecided)
 		}
-		if !r.marked.CompareAndSwap(nil, &markedEvent{viewKey: vw.key, variant: v, undecided: undecided}) {
-			r.views.Add(-viewSlotSize) // another subscriber's is there
+		if !r.Marked.CompareAndSwap(nil, &state.MarkedEvent{ViewKey: vw.key, Variant: v, Undecided: undecided}) {
+			r.Views.Add(-state.ViewSlotSize) // another subscriber's is there
 		}
-		entry = r.marked.Load()
+		entry = r.Marked.Load()
 	}
 	// By the reason's text: a verdict evaluated again (fallen out of the
 	// object's cache) is another *filterError saying the same.
-	if entry.viewKey != vw.key || entry.variant != v || entry.undecided.Reason != undecided.Reason {
+	if entry.ViewKey != vw.key || entry.Variant != v || entry.Undecided.Reason != undecided.Reason {
 		return m.marked(ev, undecided)
 	}
-	return entry.slot.shared(r, func() *Event { return m.marked(ev, undecided) })
+	return entry.Slot.Shared(r, func() *Event { return m.marked(ev, undecided) })
 }
 
 // bookmark is a bookmark at pos.
-func (m *eventMaker) bookmark(pos position, initialEventsEnd bool, enc Encoding) *Event {
+func (m *eventMaker) bookmark(pos state.Position, initialEventsEnd bool, enc Encoding) *Event {
 	return m.encoded(&Event{
 		Type:             EventBookmark,
-		ResourceVersion:  strconv.FormatUint(pos.rv, 10),
+		ResourceVersion:  strconv.FormatUint(pos.RV, 10),
 		ResumeToken:      m.token(token{pos: pos}),
 		InitialEventsEnd: initialEventsEnd,
 		Encoding:         enc,
@@ -281,7 +261,7 @@ func (m *eventMaker) project(vw *view, obj string) (string, error) {
 	if vw.proj == nil || obj == "" {
 		return obj, nil
 	}
-	projected, err := vw.proj.Apply(unsafeBytes(obj))
+	projected, err := vw.proj.Apply(state.UnsafeBytes(obj))
 	if err != nil {
 		return "", fmt.Errorf("projecting it: %w", err)
 	}

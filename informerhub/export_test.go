@@ -16,13 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // ForgeToken makes a resume token at any position, for tests of the cases a
 // client cannot produce on demand, such as tokens of other feed instances.
 func ForgeToken(resource string, epoch, seq, rv uint64, offset uint32) string {
-	return (&token{resource: resource, pos: position{epoch: epoch, seq: seq, rv: rv, offset: offset}}).encode()
+	return (&token{resource: resource, pos: state.Position{Epoch: epoch, Seq: seq, RV: rv, Offset: offset}}).encode()
 }
 
 // LiveSubscribers counts the live subscribers of a resource's feed.
@@ -90,9 +91,9 @@ func CheckLabelIndex(h *Hub, gvr schema.GroupVersionResource) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for key, values := range f.store.index.keys {
-		want := map[string][]*object{}
-		f.store.state.Ascend(func(o *object) bool {
-			if v, ok := o.labels[key]; ok {
+		want := map[string][]*state.Object{}
+		f.store.state.Ascend(func(o *state.Object) bool {
+			if v, ok := o.Labels[key]; ok {
 				want[v] = append(want[v], o)
 			}
 			return true
@@ -101,8 +102,8 @@ func CheckLabelIndex(h *Hub, gvr schema.GroupVersionResource) error {
 			return fmt.Errorf("key %q: %d values indexed, the state has %d", key, len(values), len(want))
 		}
 		for v, t := range values {
-			var got []*object
-			t.Ascend(func(o *object) bool {
+			var got []*state.Object
+			t.Ascend(func(o *state.Object) bool {
 				got = append(got, o)
 				return true
 			})
@@ -130,7 +131,7 @@ func WaitForResourceVersion(h *Hub, gvr schema.GroupVersionResource, rv uint64) 
 	f := feedOf(h, gvr)
 	for {
 		f.mu.Lock()
-		if f.store.pos.rv >= rv {
+		if f.store.pos.RV >= rv {
 			f.mu.Unlock()
 			return
 		}
@@ -165,9 +166,9 @@ func MaxViewSlots(h *Hub, gvr schema.GroupVersionResource) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	most := 0
-	for seq := f.store.history.first; seq <= f.store.history.last; seq++ {
-		r, _ := f.store.history.get(seq)
-		if events := r.viewEvents.Load(); events != nil {
+	for seq := f.store.history.First; seq <= f.store.history.Last; seq++ {
+		r, _ := f.store.history.Get(seq)
+		if events := r.ViewEvents.Load(); events != nil {
 			most = max(most, len(*events))
 		}
 	}
@@ -370,7 +371,7 @@ func HistoryLen(h *Hub, gvr schema.GroupVersionResource) int {
 	f := feedOf(h, gvr)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.store.history.len()
+	return f.store.history.Len()
 }
 
 // OnDisk reports whether the resource type's feed writes to the disk.
@@ -407,18 +408,15 @@ func ViewSlots(h *Hub, gvr schema.GroupVersionResource) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
-	for seq := f.store.history.first; seq <= f.store.history.last; seq++ {
-		if r, ok := f.store.history.get(seq); ok {
-			if slots := r.viewEvents.Load(); slots != nil {
+	for seq := f.store.history.First; seq <= f.store.history.Last; seq++ {
+		if r, ok := f.store.history.Get(seq); ok {
+			if slots := r.ViewEvents.Load(); slots != nil {
 				n += len(*slots)
 			}
 		}
 	}
 	return n
 }
-
-// ViewSlotSize is what a record counts for one view's slot.
-const ViewSlotSize = viewSlotSize
 
 // Counters counts the hub's running counters (see Hub.Count).
 func Counters(h *Hub) int { return h.counts.len() }
@@ -463,3 +461,6 @@ func StartCounter(h *Hub, sub *Subscription, req CountRequest) (*CountSubscripti
 
 // NextRecountBackoff is nextRecountBackoff.
 var NextRecountBackoff = nextRecountBackoff
+
+// ViewSlotSize is what a record counts for one view's slot.
+const ViewSlotSize = state.ViewSlotSize

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
@@ -344,7 +345,7 @@ func (f *feed) applyLocked(d cache.Delta, p prepared) error {
 		if !ok {
 			return fmt.Errorf("bookmark delta holds %T", d.Object)
 		}
-		rv, err := parseResourceVersion(info.ResourceVersion)
+		rv, err := state.ParseResourceVersion(info.ResourceVersion)
 		if err != nil {
 			return err
 		}
@@ -359,24 +360,24 @@ func (f *feed) applyLocked(d cache.Delta, p prepared) error {
 	o := p.obj
 	if o == nil {
 		var err error
-		if o, err = newObject(d.Object); err != nil {
+		if o, err = state.NewObject(d.Object); err != nil {
 			return err
 		}
 	}
 	switch d.Type {
 	case cache.Added, cache.Updated, cache.Replaced:
 		prev, exists := f.store.state.Get(o)
-		if exists && prev.rv == o.rv {
+		if exists && prev.RV == o.RV {
 			return nil // not a change
 		}
 		f.store.put(o)
-		f.recordLocked(&record{typ: typeOf(exists), obj: o, prev: prev, rv: max(o.rv, f.store.pos.rv)}, 0, p.eval)
+		f.recordLocked(&state.Record{Type: typeOf(exists), Object: o, Previous: prev, RV: max(o.RV, f.store.pos.RV)}, 0, p.eval)
 	case cache.Deleted:
 		prev, exists := f.store.delete(o)
 		if !exists {
 			return nil
 		}
-		f.recordLocked(&record{typ: EventDeleted, obj: o, prev: prev, rv: max(o.rv, f.store.pos.rv)}, 0, p.eval)
+		f.recordLocked(&state.Record{Type: EventDeleted, Object: o, Previous: prev, RV: max(o.RV, f.store.pos.RV)}, 0, p.eval)
 	default:
 		return fmt.Errorf("unexpected delta type %q", d.Type)
 	}
@@ -396,14 +397,14 @@ func typeOf(existed bool) EventType {
 // p is what prepare made of it before the lock, which it completes with
 // what it did, for process to log once it has released the lock.
 func (f *feed) replaceLocked(info cache.ReplacedAllInfo, p *preparedRelist) error {
-	listRV, err := parseResourceVersion(info.ResourceVersion)
+	listRV, err := state.ParseResourceVersion(info.ResourceVersion)
 	if err != nil {
 		return fmt.Errorf("list: %w", err)
 	}
 	if !p.decoded {
-		p.objs = make([]*object, len(info.Objects))
+		p.objs = make([]*state.Object, len(info.Objects))
 		for i, obj := range info.Objects {
-			if p.objs[i], err = newObject(obj); err != nil {
+			if p.objs[i], err = state.NewObject(obj); err != nil {
 				return err
 			}
 		}
@@ -426,10 +427,10 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo, p *preparedRelist) erro
 // recordLocked records r in the store and hands it to every live
 // subscriber that selects it (see store.record for offset). ev holds what
 // filters evaluated of r before the lock (nil: nothing).
-func (f *feed) recordLocked(r *record, offset uint32, ev *evaluation) {
+func (f *feed) recordLocked(r *state.Record, offset uint32, ev *evaluation) {
 	before := f.store.record(r, offset)
 	f.counters.received.Add(1)
-	f.live.turnPeak(r.received)
+	f.live.turnPeak(r.Received)
 	if ev == nil {
 		ev = &evaluation{}
 	}
@@ -451,7 +452,7 @@ func (f *feed) boundUnwrittenLocked() {
 // and on the state it replaces; or, for a list, what prepareRelist makes
 // of it (never nil).
 type prepared struct {
-	obj    *object
+	obj    *state.Object
 	eval   *evaluation
 	relist *preparedRelist
 }
@@ -517,18 +518,18 @@ func (f *feed) planLocked(deltas cache.Deltas, out []prepared) [][]filterOn {
 	plans := make([][]filterOn, len(deltas))
 	// The state each delta replaces: the state's, or an earlier delta's of
 	// the same object.
-	pending := map[objectKey]*object{}
+	pending := map[objectKey]*state.Object{}
 	for i, d := range deltas {
 		switch d.Type {
 		case cache.Added, cache.Updated, cache.Replaced, cache.Deleted:
 		default:
 			continue
 		}
-		o, err := newObject(d.Object)
+		o, err := state.NewObject(d.Object)
 		if err != nil {
 			continue
 		}
-		key := objectKey{o.namespace, o.name}
+		key := objectKey{o.Namespace, o.Name}
 		prev, ok := pending[key]
 		if !ok {
 			prev, _ = f.store.state.Get(o)
@@ -614,7 +615,7 @@ func (f *feed) CloneKeeps() (int64, bool) {
 		return 0, false
 	}
 	defer f.mu.Unlock()
-	_, kept := f.store.clones.oldestKeeps()
+	_, kept := f.store.clones.OldestKeeps()
 	return kept, true
 }
 
@@ -626,13 +627,13 @@ func (f *feed) EndOldestClone() bool {
 		return false
 	}
 	defer f.mu.Unlock()
-	c, kept := f.store.clones.oldestKeeps()
+	c, kept := f.store.clones.OldestKeeps()
 	if c == nil {
 		return false
 	}
 	var err error = &LimitError{Resource: f.info.Resource, Limit: LimitMemoryBudget, Max: int(f.hub.memory.Held.Max())}
-	c.ended.Store(&err)
-	f.store.clones.close(c)
+	c.Ended.Store(&err)
+	f.store.clones.Close(c)
 	f.log.Warn("ended a snapshot or initial events read so slowly that the objects changed since it began took the hub past its memory budget",
 		"keptBytes", kept)
 	return true

@@ -334,7 +334,7 @@ func TestResumeFromInsideARelist(t *testing.T) {
 			}
 		})
 		t.Run(fmt.Sprintf("initial events after event %d", i+1), func(t *testing.T) {
-			state := map[string]bool{}
+			objects := map[string]bool{}
 			var mid string
 			sub, err := h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: tok, SendInitialEvents: true})
 			if err != nil {
@@ -348,7 +348,7 @@ func TestResumeFromInsideARelist(t *testing.T) {
 				if mid == "" && ev.Type == EventAdded {
 					// Resume once from inside the initial events.
 					mid = ev.ResumeToken
-					state[nameOf(ev.Object)] = true
+					objects[nameOf(ev.Object)] = true
 					sub.Close()
 					if sub, err = h.Watch(ctx, WatchRequest{Selector: sel, ResumeToken: mid}); err != nil {
 						t.Fatalf("resuming from an initial event's token: %v", err)
@@ -358,21 +358,21 @@ func TestResumeFromInsideARelist(t *testing.T) {
 				if ev.Type == EventBookmark {
 					continue
 				}
-				state[nameOf(ev.Object)] = ev.Type != EventDeleted
+				objects[nameOf(ev.Object)] = ev.Type != EventDeleted
 				if nameOf(ev.Object) == "marker" {
 					break
 				}
 			}
 			sub.Close()
 			want := map[string]bool{"a": true, "c": true, "z": true, "marker": true}
-			for name, present := range state {
+			for name, present := range objects {
 				if present != want[name] {
-					t.Errorf("%s present=%v, want %v (state %v)", name, present, want[name], state)
+					t.Errorf("%s present=%v, want %v (state %v)", name, present, want[name], objects)
 				}
 			}
 			for name := range want {
-				if !state[name] {
-					t.Errorf("%s missing from the resulting state %v", name, state)
+				if !objects[name] {
+					t.Errorf("%s missing from the resulting state %v", name, objects)
 				}
 			}
 		})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/informerhub/internal/durable"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 // A feed's side of its resource type's history on disk: what the disk
@@ -32,7 +33,7 @@ func (f *feed) DetachDisk(*durable.Log) {
 	defer f.mu.Unlock()
 	f.store.disk.stop()
 	if f.store.synced {
-		f.store.history.persisted = math.MaxUint64
+		f.store.history.Persisted = math.MaxUint64
 	}
 }
 
@@ -46,9 +47,9 @@ func (f *feed) ResumeDisk(dl *durable.Log) bool {
 	if f.err != nil || !st.synced || st.released {
 		return false
 	}
-	st.disk.resume(dl, st.pos.rv)
-	st.history.persisted = st.pos.seq // the state at pos is written with the next records
-	f.log.Info("writing the history to disk again", "resourceVersion", st.pos.rv)
+	st.disk.resume(dl, st.pos.RV)
+	st.history.Persisted = st.pos.Seq // the state at pos is written with the next records
+	f.log.Info("writing the history to disk again", "resourceVersion", st.pos.RV)
 	return true
 }
 
@@ -77,9 +78,9 @@ func (f *feed) spillDiskLocked(cause error) {
 		return
 	}
 	unwritten := st.disk.stop()
-	st.history.persisted = math.MaxUint64
+	st.history.Persisted = math.MaxUint64
 	if !st.released {
-		st.history.trim()
+		st.history.Trim()
 		st.noteOldest()
 	}
 	f.counters.diskSpills.Add(1)
@@ -107,18 +108,18 @@ func (f *feed) Unwritten(dl *durable.Log, withState bool) durable.Pending {
 	if !p.Writing {
 		return p
 	}
-	p.From, p.Seq, p.RV = st.history.persisted+1, st.pos.seq, st.pos.rv
+	p.From, p.Seq, p.RV = st.history.Persisted+1, st.pos.Seq, st.pos.RV
 	p.FloorRV, p.FloorAt = st.disk.floorRV, st.disk.floorAt
 	recs := make(diskRecords, 0, p.Seq+1-p.From)
 	for seq := p.From; seq <= p.Seq; seq++ {
-		r, _ := st.history.get(seq) // held: never evicted unwritten
+		r, _ := st.history.Get(seq) // held: never evicted unwritten
 		recs = append(recs, r)
 	}
 	p.Records = recs
 	if withState {
-		state := st.state.Clone()
+		objects := st.state.Clone()
 		p.State = func(yield func(historystore.Object) bool) {
-			state.Ascend(func(o *object) bool { return yield(diskObject(o)) })
+			objects.Ascend(func(o *state.Object) bool { return yield(diskObject(o)) })
 		}
 	}
 	for _, r := range st.relists {
@@ -136,14 +137,14 @@ func (f *feed) Written(dl *durable.Log, seq uint64) {
 	if st.disk.log != dl {
 		return
 	}
-	for s := st.history.persisted + 1; s <= seq; s++ {
-		if r, ok := st.history.get(s); ok { // held: never evicted unwritten
-			st.disk.unwritten -= r.counted
+	for s := st.history.Persisted + 1; s <= seq; s++ {
+		if r, ok := st.history.Get(s); ok { // held: never evicted unwritten
+			st.disk.unwritten -= r.Counted
 		}
 	}
-	st.history.persisted = seq
+	st.history.Persisted = seq
 	if !st.released {
-		st.history.trim()
+		st.history.Trim()
 		st.noteOldest()
 	}
 }
@@ -156,7 +157,7 @@ func (f *feed) diskHoldsLocked(seq uint64) bool {
 
 // readDisk appends to dst a batch of the feed's records on disk after
 // seq, before upTo (see durable.History.Read).
-func (f *feed) readDisk(ctx context.Context, seq, upTo uint64, dst []*record) ([]*record, error) {
+func (f *feed) readDisk(ctx context.Context, seq, upTo uint64, dst []*state.Record) ([]*state.Record, error) {
 	recs, err := f.hub.disk.Read(ctx, f.resource, seq+1, upTo)
 	for i := range recs {
 		dst = append(dst, recordFromDisk(&recs[i]))
@@ -184,34 +185,34 @@ func readError(f *feed, err error) error {
 }
 
 // diskRecords are records as the disk history takes them (durable.Records).
-type diskRecords []*record
+type diskRecords []*state.Record
 
 func (rs diskRecords) Len() int                     { return len(rs) }
 func (rs diskRecords) At(i int) historystore.Record { return diskRecord(rs[i]) }
 
-func diskObject(o *object) historystore.Object {
-	return historystore.Object{Namespace: o.namespace, Name: o.name, UID: o.uid, ResourceVersion: o.rv, Labels: o.labels, JSON: o.json}
+func diskObject(o *state.Object) historystore.Object {
+	return historystore.Object{Namespace: o.Namespace, Name: o.Name, UID: o.UID, ResourceVersion: o.RV, Labels: o.Labels, JSON: o.JSON}
 }
 
-func diskRecord(r *record) historystore.Record {
-	out := historystore.Record{Seq: r.pos.seq, Epoch: r.pos.epoch, RV: r.rv, TokenRV: r.pos.rv, Offset: r.pos.offset,
-		Type: uint8(r.typ), Received: r.received, FromRelist: r.fromRelist, Object: diskObject(r.obj)}
-	if r.prev != nil {
-		prev := diskObject(r.prev)
+func diskRecord(r *state.Record) historystore.Record {
+	out := historystore.Record{Seq: r.Pos.Seq, Epoch: r.Pos.Epoch, RV: r.RV, TokenRV: r.Pos.RV, Offset: r.Pos.Offset,
+		Type: uint8(r.Type), Received: r.Received, FromRelist: r.FromRelist, Object: diskObject(r.Object)}
+	if r.Previous != nil {
+		prev := diskObject(r.Previous)
 		out.Previous = &prev
 	}
 	return out
 }
 
-func objectFromDisk(o *historystore.Object) *object {
-	return &object{namespace: o.Namespace, name: o.Name, uid: o.UID, rv: o.ResourceVersion, labels: o.Labels, json: o.JSON}
+func objectFromDisk(o *historystore.Object) *state.Object {
+	return &state.Object{Namespace: o.Namespace, Name: o.Name, UID: o.UID, RV: o.ResourceVersion, Labels: o.Labels, JSON: o.JSON}
 }
 
-func recordFromDisk(r *historystore.Record) *record {
-	out := &record{pos: position{epoch: r.Epoch, seq: r.Seq, rv: r.TokenRV, offset: r.Offset}, rv: r.RV,
-		typ: EventType(r.Type), received: r.Received, fromRelist: r.FromRelist, obj: objectFromDisk(&r.Object)}
+func recordFromDisk(r *historystore.Record) *state.Record {
+	out := &state.Record{Pos: state.Position{Epoch: r.Epoch, Seq: r.Seq, RV: r.TokenRV, Offset: r.Offset}, RV: r.RV,
+		Type: EventType(r.Type), Received: r.Received, FromRelist: r.FromRelist, Object: objectFromDisk(&r.Object)}
 	if r.Previous != nil {
-		out.prev = objectFromDisk(r.Previous)
+		out.Previous = objectFromDisk(r.Previous)
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/informerhub/informerhub/informerhub/budget"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 // A feed indexes label keys on demand, like the watch cache's indexers but
@@ -34,14 +35,14 @@ const (
 // belongs to its store, under its feed's lock; clones of its trees are read
 // without it.
 type labelIndex struct {
-	keys map[string]map[string]*btree.BTreeG[*object]
+	keys map[string]map[string]*btree.BTreeG[*state.Object]
 	// building are the keys being indexed without the lock: requests
 	// that need one meanwhile scan, and it counts against
 	// maxLabelIndexKeys.
 	building map[string]bool
 	// freelist is shared by every tree: a tree's own would cost more than
 	// most trees hold.
-	freelist *btree.FreeListG[*object]
+	freelist *btree.FreeListG[*state.Object]
 	// bytes counts the index within the hub's memory (memory.indexes).
 	bytes *budget.Bytes
 }
@@ -57,9 +58,9 @@ const (
 // (nil: within nothing).
 func newLabelIndex(mem *budget.Bytes) labelIndex {
 	return labelIndex{
-		keys:     map[string]map[string]*btree.BTreeG[*object]{},
+		keys:     map[string]map[string]*btree.BTreeG[*state.Object]{},
 		building: map[string]bool{},
-		freelist: btree.NewFreeListG[*object](btree.DefaultFreeListSize),
+		freelist: btree.NewFreeListG[*state.Object](btree.DefaultFreeListSize),
 		bytes:    budget.Counter(mem),
 	}
 }
@@ -73,8 +74,8 @@ func (x *labelIndex) release() { x.bytes.Drain() }
 type labelPair struct{ key, value string }
 
 // carriedBy reports whether o has the label.
-func (p labelPair) carriedBy(o *object) bool {
-	v, ok := o.labels[p.key]
+func (p labelPair) carriedBy(o *state.Object) bool {
+	v, ok := o.Labels[p.key]
 	return ok && v == p.value
 }
 
@@ -103,22 +104,22 @@ func equalities(s labels.Selector) []labelPair {
 
 // update moves an object's entries from its previous state prev to its new
 // one cur; either may be nil (an object added or deleted).
-func (x *labelIndex) update(prev, cur *object) {
+func (x *labelIndex) update(prev, cur *state.Object) {
 	for key, values := range x.keys {
 		x.updateKey(key, values, prev, cur)
 	}
 }
 
 // updateKey is update for one key, whose trees are values.
-func (x *labelIndex) updateKey(key string, values map[string]*btree.BTreeG[*object], prev, cur *object) {
+func (x *labelIndex) updateKey(key string, values map[string]*btree.BTreeG[*state.Object], prev, cur *state.Object) {
 	var prevValue, curValue string
 	prevOK := prev != nil
 	if prevOK {
-		prevValue, prevOK = prev.labels[key]
+		prevValue, prevOK = prev.Labels[key]
 	}
 	curOK := cur != nil
 	if curOK {
-		curValue, curOK = cur.labels[key]
+		curValue, curOK = cur.Labels[key]
 	}
 	if prevOK && (!curOK || prevValue != curValue) {
 		x.remove(values, prevValue, prev)
@@ -130,10 +131,10 @@ func (x *labelIndex) updateKey(key string, values map[string]*btree.BTreeG[*obje
 }
 
 // insert adds o to the tree of value, or replaces the state of o it holds.
-func (x *labelIndex) insert(values map[string]*btree.BTreeG[*object], value string, o *object) {
+func (x *labelIndex) insert(values map[string]*btree.BTreeG[*state.Object], value string, o *state.Object) {
 	t := values[value]
 	if t == nil {
-		t = btree.NewWithFreeListG(labelIndexDegree, objectLess, x.freelist)
+		t = btree.NewWithFreeListG(labelIndexDegree, state.ObjectLess, x.freelist)
 		values[value] = t
 		x.bytes.Force(labelIndexValueBytes)
 	}
@@ -142,7 +143,7 @@ func (x *labelIndex) insert(values map[string]*btree.BTreeG[*object], value stri
 	}
 }
 
-func (x *labelIndex) remove(values map[string]*btree.BTreeG[*object], value string, o *object) {
+func (x *labelIndex) remove(values map[string]*btree.BTreeG[*state.Object], value string, o *state.Object) {
 	t := values[value]
 	if t == nil {
 		return
@@ -162,7 +163,7 @@ func (x *labelIndex) remove(values map[string]*btree.BTreeG[*object], value stri
 // large state, a key neither indexed nor being indexed, room for one more)
 // it also returns the build of its key, for the caller to run from the
 // clone of state without the feed's lock (indexBuild).
-func (x *labelIndex) treeFor(sel *selector, state *btree.BTreeG[*object]) (tree *btree.BTreeG[*object], eq *labelPair, b *indexBuild) {
+func (x *labelIndex) treeFor(sel *selector, objects *btree.BTreeG[*state.Object]) (tree *btree.BTreeG[*state.Object], eq *labelPair, b *indexBuild) {
 	pairs := equalities(sel.labels)
 	best, bestLen := -1, 0
 	for i, p := range pairs {
@@ -179,21 +180,21 @@ func (x *labelIndex) treeFor(sel *selector, state *btree.BTreeG[*object]) (tree 
 		}
 	}
 	if best < 0 {
-		if len(pairs) > 0 && state.Len() >= labelIndexMinObjects && len(x.keys)+len(x.building) < maxLabelIndexKeys &&
+		if len(pairs) > 0 && objects.Len() >= labelIndexMinObjects && len(x.keys)+len(x.building) < maxLabelIndexKeys &&
 			!x.building[pairs[0].key] {
 			// The first equality is as good a guess as any: selectivity is
 			// unknown until its key is indexed.
 			x.building[pairs[0].key] = true
 			b = &indexBuild{pair: pairs[0], freelist: x.freelist}
 		}
-		return state.Clone(), nil, b
+		return objects.Clone(), nil, b
 	}
 	p := &pairs[best]
 	if t := x.keys[p.key][p.value]; t != nil {
 		return t.Clone(), p, nil
 	}
 	// No object carries the label: nothing matches.
-	return btree.NewWithFreeListG(labelIndexDegree, objectLess, x.freelist), p, nil
+	return btree.NewWithFreeListG(labelIndexDegree, state.ObjectLess, x.freelist), p, nil
 }
 
 // indexBuild indexes a label key without the feed's lock. The request
@@ -207,24 +208,24 @@ func (x *labelIndex) treeFor(sel *selector, state *btree.BTreeG[*object]) (tree 
 type indexBuild struct {
 	pair     labelPair
 	seq      uint64
-	freelist *btree.FreeListG[*object]
+	freelist *btree.FreeListG[*state.Object]
 	// values are the key's trees, of entries objects in all.
-	values  map[string]*btree.BTreeG[*object]
+	values  map[string]*btree.BTreeG[*state.Object]
 	entries int
 }
 
 // run indexes the build's key over state, a clone nobody else writes, and
 // returns the tree of the build's equality, a clone the caller owns.
-func (b *indexBuild) run(state *btree.BTreeG[*object]) *btree.BTreeG[*object] {
-	b.values = map[string]*btree.BTreeG[*object]{}
-	state.Ascend(func(o *object) bool {
-		v, ok := o.labels[b.pair.key]
+func (b *indexBuild) run(objects *btree.BTreeG[*state.Object]) *btree.BTreeG[*state.Object] {
+	b.values = map[string]*btree.BTreeG[*state.Object]{}
+	objects.Ascend(func(o *state.Object) bool {
+		v, ok := o.Labels[b.pair.key]
 		if !ok {
 			return true
 		}
 		t := b.values[v]
 		if t == nil {
-			t = btree.NewWithFreeListG(labelIndexDegree, objectLess, b.freelist)
+			t = btree.NewWithFreeListG(labelIndexDegree, state.ObjectLess, b.freelist)
 			b.values[v] = t
 		}
 		t.ReplaceOrInsert(o)
@@ -234,7 +235,7 @@ func (b *indexBuild) run(state *btree.BTreeG[*object]) *btree.BTreeG[*object] {
 	if t := b.values[b.pair.value]; t != nil {
 		return t.Clone()
 	}
-	return btree.NewWithFreeListG(labelIndexDegree, objectLess, b.freelist)
+	return btree.NewWithFreeListG(labelIndexDegree, state.ObjectLess, b.freelist)
 }
 
 // install makes b's key, run, an indexed one, as of the state b ran on.
@@ -248,7 +249,7 @@ func (x *labelIndex) install(b *indexBuild) {
 // reads tree, a clone of the state, and returns the tree and equality the
 // request reads instead: the tree of its equality in the new index. It
 // installs the index under the feed's lock.
-func (f *feed) buildIndex(b *indexBuild, tree *btree.BTreeG[*object]) (*btree.BTreeG[*object], *labelPair) {
+func (f *feed) buildIndex(b *indexBuild, tree *btree.BTreeG[*state.Object]) (*btree.BTreeG[*state.Object], *labelPair) {
 	objects := tree.Len()
 	narrowed := b.run(tree)
 	values := len(b.values) // the feed's once installed

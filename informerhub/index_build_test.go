@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 // indexStore is a synced store of labelIndexMinObjects+100 objects, a
@@ -27,22 +28,22 @@ func newIndexStore(t *testing.T, historySize int) *indexStore {
 	cfg := Config{HistorySize: historySize, HistoryBytes: 1 << 30}
 	x := &indexStore{st: newStore(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, 1, &cfg,
 		memory.New(1<<40, log, nil), log)}
-	var objs []*object
+	var objs []*state.Object
 	for i := range labelIndexMinObjects + 100 {
 		objs = append(objs, x.object(fmt.Sprint("o", i), []string{"a", "b", ""}[i%3]))
 	}
-	state, size := stateOf(objs)
-	x.st.sync(state, size, x.rv)
+	objects, size := stateOf(objs)
+	x.st.sync(objects, size, x.rv)
 	return x
 }
 
 // object returns the next state of an object, with the label team=team
 // ("": without it).
-func (x *indexStore) object(name, team string) *object {
+func (x *indexStore) object(name, team string) *state.Object {
 	x.rv++
-	o := &object{namespace: "ns", name: name, uid: name, rv: x.rv}
+	o := &state.Object{Namespace: "ns", Name: name, UID: name, RV: x.rv}
 	if team != "" {
-		o.labels = labels.Set{"team": team}
+		o.Labels = labels.Set{"team": team}
 	}
 	return o
 }
@@ -51,7 +52,7 @@ func (x *indexStore) object(name, team string) *object {
 func (x *indexStore) put(name, team string) {
 	o := x.object(name, team)
 	prev, existed := x.st.put(o)
-	x.st.record(&record{typ: typeOf(existed), obj: o, prev: prev, rv: o.rv}, 0)
+	x.st.record(&state.Record{Type: typeOf(existed), Object: o, Previous: prev, RV: o.RV}, 0)
 }
 
 // delete deletes an object, as a watch's change does: its final state,
@@ -59,10 +60,10 @@ func (x *indexStore) put(name, team string) {
 func (x *indexStore) delete(name, final string) {
 	o := x.object(name, final)
 	prev, _ := x.st.delete(o)
-	x.st.record(&record{typ: EventDeleted, obj: o, prev: prev, rv: o.rv}, 0)
+	x.st.record(&state.Record{Type: EventDeleted, Object: o, Previous: prev, RV: o.RV}, 0)
 }
 
-func (x *indexStore) cloneFor(t *testing.T, labelSelector string) (*btree.BTreeG[*object], *labelPair, *indexBuild) {
+func (x *indexStore) cloneFor(t *testing.T, labelSelector string) (*btree.BTreeG[*state.Object], *labelPair, *indexBuild) {
 	t.Helper()
 	sel, err := labels.Parse(labelSelector)
 	if err != nil {
@@ -72,11 +73,11 @@ func (x *indexStore) cloneFor(t *testing.T, labelSelector string) (*btree.BTreeG
 }
 
 // names returns the names of tree's objects that carry team=team, in order.
-func names(tree *btree.BTreeG[*object], team string) []string {
+func names(tree *btree.BTreeG[*state.Object], team string) []string {
 	var out []string
-	tree.Ascend(func(o *object) bool {
-		if team == "" || o.labels["team"] == team {
-			out = append(out, o.name)
+	tree.Ascend(func(o *state.Object) bool {
+		if team == "" || o.Labels["team"] == team {
+			out = append(out, o.Name)
 		}
 		return true
 	})
@@ -177,4 +178,37 @@ func TestAnIndexBuildIsGivenUpWhenItCannotFollow(t *testing.T) {
 			t.Fatalf("installed in a stopped feed's store, counting %d bytes", x.st.index.bytes.Used())
 		}
 	})
+}
+
+// TestLabelIndexCountsItsEntries: a label index counts an entry per indexed
+// object and a tree per value, as objects come, change label and go.
+func TestLabelIndexCountsItsEntries(t *testing.T) {
+	mem := memory.New(1<<40, slog.New(slog.DiscardHandler), nil)
+	x := newLabelIndex(mem.Indexes)
+	objects := btree.NewG(btreeDegree, state.ObjectLess)
+	put := func(name, team string) *state.Object {
+		o := &state.Object{Namespace: "ns", Name: name, Labels: map[string]string{"team": team}}
+		prev, _ := objects.ReplaceOrInsert(o)
+		x.update(prev, o)
+		return o
+	}
+	put("a", "x")
+	build := &indexBuild{pair: labelPair{"team", "x"}, freelist: x.freelist}
+	build.run(objects)
+	x.install(build)
+	put("b", "x")
+	put("c", "y")
+	put("a", "y") // moves from x to y
+	if want := int64(3*labelIndexEntryBytes + 2*labelIndexValueBytes); x.bytes.Used() != want {
+		t.Fatalf("index of 3 objects over 2 values counts %d bytes, want %d", x.bytes.Used(), want)
+	}
+	b, _ := objects.Delete(&state.Object{Namespace: "ns", Name: "b"})
+	x.update(b, nil) // x has no object left
+	if want := int64(2*labelIndexEntryBytes + labelIndexValueBytes); mem.Indexes.Used() != want {
+		t.Fatalf("index of 2 objects over 1 value counts %d bytes in the hub's memory, want %d", mem.Indexes.Used(), want)
+	}
+	x.release()
+	if got := mem.Held.Used(); got != 0 {
+		t.Fatalf("a released index still counts %d bytes", got)
+	}
 }

@@ -3,6 +3,8 @@ package informerhub
 import (
 	"context"
 	"errors"
+
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 // lease is what a subscription holds of its feed while it lasts: the hub's
@@ -31,14 +33,14 @@ type lease struct {
 	// one. Close calls it from any goroutine.
 	cancelReplay context.CancelFunc
 	// clone is the state clone the initial events read, until they end.
-	clone *stateClone
+	clone *state.Clone
 }
 
 // closeClone closes the lease's state clone, if it has one. The caller
 // holds feed.mu.
 func (l *lease) closeClone() {
 	if l.clone != nil {
-		l.feed.store.clones.close(l.clone)
+		l.feed.store.clones.Close(l.clone)
 		l.clone = nil
 	}
 }

@@ -2,6 +2,8 @@ package informerhub
 
 import (
 	"sync/atomic"
+
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 // member is a subscription as its feed's live dispatcher knows it: the
@@ -24,7 +26,7 @@ type member struct {
 	// longer live, and has everything up to behindAt once it has passed
 	// what its queue holds.
 	behind   atomic.Bool
-	behindAt position
+	behindAt state.Position
 }
 
 // join makes the member one of the feed's live subscribers: the caller
@@ -45,7 +47,7 @@ func (m *member) join(f *feed) {
 // with it: 0 when there was no room. A reader waiting for its first is
 // counted as woken; the caller wakes it (wake) once it has queued the
 // change for every member.
-func (m *member) offer(d delivery) int {
+func (m *member) offer(d state.Delivery) int {
 	n := m.queue.push(d, m.limit)
 	// Counted before the state says so: a reader that a stale wake-up let
 	// take this delivery at once uncounts it only after.
@@ -97,7 +99,7 @@ func (m *member) handed() {
 // after at: the caller has removed it from the live subscribers, and it
 // catches up from at once it has passed its queue. The caller holds
 // feed.mu.
-func (m *member) fellBehind(at position) {
+func (m *member) fellBehind(at state.Position) {
 	m.behindAt = at
 	m.behind.Store(true)
 }

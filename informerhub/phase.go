@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 // phase is a stage of a subscription's stream (see Subscription). step
@@ -22,8 +23,8 @@ type phase interface {
 type initialPhase struct {
 	s      *Subscription
 	cursor *stateCursor
-	start  position
-	clone  *stateClone // what the cursor walks, counted (lease.clone)
+	start  state.Position
+	clone  *state.Clone // what the cursor walks, counted (lease.clone)
 }
 
 // newInitialPhase rolls the state's clone o.tree back to o.start, and walks
@@ -35,15 +36,15 @@ func newInitialPhase(s *Subscription, o *opening, tok *token) *initialPhase {
 	tree, eq := o.tree, o.eq
 	for i := len(o.undo) - 1; i >= 0; i-- {
 		switch r := o.undo[i]; {
-		case r.prev != nil && (eq == nil || eq.carriedBy(r.prev)):
-			tree.ReplaceOrInsert(r.prev)
-		case eq == nil || eq.carriedBy(r.obj):
-			tree.Delete(r.obj)
+		case r.Previous != nil && (eq == nil || eq.carriedBy(r.Previous)):
+			tree.ReplaceOrInsert(r.Previous)
+		case eq == nil || eq.carriedBy(r.Object):
+			tree.Delete(r.Object)
 		}
 	}
 	p := &initialPhase{s: s, cursor: newStateCursor(tree, s.lease.sel), start: o.start, clone: s.lease.clone}
 	if tok != nil && tok.initial && tok.afterName != "" {
-		p.cursor.skipThrough(&object{namespace: tok.afterNamespace, name: tok.afterName})
+		p.cursor.skipThrough(&state.Object{Namespace: tok.afterNamespace, Name: tok.afterName})
 	}
 	return p
 }
@@ -53,7 +54,7 @@ func (p *initialPhase) step(ctx context.Context) (*Event, phase, error) {
 	if err := s.stoppedOrCanceled(ctx); err != nil {
 		return nil, nil, err
 	}
-	if err := p.clone.err(); err != nil {
+	if err := p.clone.Err(); err != nil {
 		return nil, nil, err
 	}
 	o, done := p.cursor.step()
@@ -79,13 +80,13 @@ type catchUpPhase struct {
 	s *Subscription
 	// at is the position of everything passed on; its seq is the last
 	// record's.
-	at position
+	at state.Position
 	// fromBehind is set when catching up after falling behind: losing its
 	// place in the history then ends the subscription, rather than
 	// replaying from the API server what it was too slow to read.
 	fromBehind bool
 	// backlog holds the batch read, passed up to backlog[next].
-	backlog []*record
+	backlog []*state.Record
 	next    int
 	eval    evaluation // the scratch of the filter's evaluations
 }
@@ -108,7 +109,7 @@ func (c *catchUpPhase) step(ctx context.Context) (*Event, phase, error) {
 		// position it has read up to; never inside a relist's batch, whose
 		// records carry the version before the relist, older than the
 		// objects' own it may have sent.
-		if c.at.offset == 0 && c.s.quiet.ticked() {
+		if c.at.Offset == 0 && c.s.quiet.ticked() {
 			f := c.s.lease.feed
 			return f.events.bookmark(c.at, false, c.s.lease.view.encoding), nil, nil
 		}
@@ -139,10 +140,10 @@ func (c *catchUpPhase) pass() (*Event, error) {
 		r := c.backlog[c.next]
 		c.backlog[c.next] = nil
 		c.next++
-		c.at = r.pos
+		c.at = r.Pos
 		c.eval.reset()
 		v, undecided := s.lease.sel.variant(r, &c.eval)
-		if v != variantNone {
+		if v != state.VariantNone {
 			events := &s.lease.feed.events
 			if ev := events.ofRecord(r, v, s.lease.view); ev != nil {
 				return events.markedOf(r, v, s.lease.view, ev, undecided), nil
@@ -158,7 +159,7 @@ func (c *catchUpPhase) pass() (*Event, error) {
 // the lock (the memory keeps every record not yet written); else the phase
 // that follows: live, when there is nothing more to read; a replay, when
 // the history moved past the subscriber; or why the subscription ends.
-func (c *catchUpPhase) fetchLocked() (batch []*record, diskUpTo uint64, next phase, err error) {
+func (c *catchUpPhase) fetchLocked() (batch []*state.Record, diskUpTo uint64, next phase, err error) {
 	s := c.s
 	f := s.lease.feed
 	f.mu.Lock()
@@ -166,21 +167,21 @@ func (c *catchUpPhase) fetchLocked() (batch []*record, diskUpTo uint64, next pha
 	if err := s.endedLocked(); err != nil {
 		return nil, 0, nil, err
 	}
-	batch, ok := f.store.history.after(c.at.seq, catchUpBatch, c.backlog[:0])
+	batch, ok := f.store.history.After(c.at.Seq, catchUpBatch, c.backlog[:0])
 	switch {
-	case !ok && f.diskHoldsLocked(c.at.seq):
-		return nil, f.store.history.first, nil, nil
+	case !ok && f.diskHoldsLocked(c.at.Seq):
+		return nil, f.store.history.First, nil, nil
 	case !ok && (c.fromBehind || s.neverReplay):
 		// It reads slower than the resource type changes: a replay would
 		// only move that load to the API server.
 		return nil, 0, nil, s.leftBehindLocked()
-	case !ok && (c.at.offset != 0 || c.at.rv == 0):
+	case !ok && (c.at.Offset != 0 || c.at.RV == 0):
 		// Inside a relist's batch: no version says what it has.
 		return nil, 0, nil, f.expiredLocked(false)
 	case !ok:
 		// The history moved past this subscriber while it caught up: what
 		// it needs next is only upstream now.
-		return nil, 0, s.replayLocked(c.at.rv), nil
+		return nil, 0, s.replayLocked(c.at.RV), nil
 	case len(batch) == 0:
 		return nil, 0, s.joinLocked(), nil
 	}
@@ -189,8 +190,8 @@ func (c *catchUpPhase) fetchLocked() (batch []*record, diskUpTo uint64, next pha
 
 // readDisk reads a batch of the feed's history on disk after c.at, before
 // upTo.
-func (c *catchUpPhase) readDisk(ctx context.Context, upTo uint64) ([]*record, error) {
-	return c.s.lease.feed.readDisk(ctx, c.at.seq, upTo, c.backlog[:0])
+func (c *catchUpPhase) readDisk(ctx context.Context, upTo uint64) ([]*state.Record, error) {
+	return c.s.lease.feed.readDisk(ctx, c.at.Seq, upTo, c.backlog[:0])
 }
 
 // diskFailed handles a failed read of the disk history: the disk failed,
@@ -213,10 +214,10 @@ func (c *catchUpPhase) diskFailed(ctx context.Context, err error) (phase, error)
 	switch {
 	case c.fromBehind || s.neverReplay:
 		return nil, s.leftBehindLocked()
-	case c.at.offset != 0 || c.at.rv == 0:
+	case c.at.Offset != 0 || c.at.RV == 0:
 		return nil, f.expiredLocked(false)
 	}
-	return s.replayLocked(c.at.rv), nil
+	return s.replayLocked(c.at.RV), nil
 }
 
 // livePhase reads a live subscriber's queue, which its feed fills with the
@@ -250,12 +251,12 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 		behind := m.behind.Load()
 		d, ok := m.queue.pop()
 		if ok {
-			v := d.variant &^ undecidedFlag
-			if ev := f.events.ofRecord(d.rec, v, s.lease.view); ev != nil {
-				if d.variant&undecidedFlag != 0 {
+			v := d.Variant &^ state.UndecidedFlag
+			if ev := f.events.ofRecord(d.Record, v, s.lease.view); ev != nil {
+				if d.Variant&state.UndecidedFlag != 0 {
 					// Cached on the objects: looked up, rarely evaluated again.
-					_, undecided := s.lease.sel.variant(d.rec, nil)
-					ev = f.events.markedOf(d.rec, v, s.lease.view, ev, undecided)
+					_, undecided := s.lease.sel.variant(d.Record, nil)
+					ev = f.events.markedOf(d.Record, v, s.lease.view, ev, undecided)
 				}
 				return ev, nil, nil
 			}

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/informerhub/informerhub/informerhub/budget"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 // deliveryQueue is a live subscriber's queue: what its feed queued for it
@@ -18,10 +19,10 @@ import (
 // The feed pushes under its lock and never waits; the reader pops without
 // it. mu is a leaf: nothing else is locked while it is held.
 type deliveryQueue struct {
-	mu    sync.Mutex // guards ring, head and n
-	ring  []delivery // len(ring) is its capacity; nil before the first push
-	head  int        // the oldest delivery's index in ring
-	n     int        // deliveries waiting
+	mu    sync.Mutex       // guards ring, head and n
+	ring  []state.Delivery // len(ring) is its capacity; nil before the first push
+	head  int              // the oldest delivery's index in ring
+	n     int              // deliveries waiting
 	bytes *budget.Bytes
 	// ready is poked (by the member, once its feed has queued a change
 	// for every subscriber) when a push made the queue non-empty: the
@@ -35,7 +36,7 @@ type deliveryQueue struct {
 const minRingSize = 4
 
 // deliverySize is what one delivery takes in a ring.
-const deliverySize = int64(unsafe.Sizeof(delivery{}))
+const deliverySize = int64(unsafe.Sizeof(state.Delivery{}))
 
 func newDeliveryQueue(bytes *budget.Bytes, ready chan struct{}) *deliveryQueue {
 	return &deliveryQueue{bytes: bytes, ready: ready}
@@ -44,7 +45,7 @@ func newDeliveryQueue(bytes *budget.Bytes, ready chan struct{}) *deliveryQueue {
 // push queues d unless limit deliveries wait already, and returns how many
 // wait with it (0 when it did not fit). When it returns 1, the reader may
 // be waiting: poke ready.
-func (q *deliveryQueue) push(d delivery, limit int) int {
+func (q *deliveryQueue) push(d state.Delivery, limit int) int {
 	q.mu.Lock()
 	if q.n >= limit {
 		q.mu.Unlock()
@@ -63,7 +64,7 @@ func (q *deliveryQueue) push(d delivery, limit int) int {
 // growLocked doubles the ring, to limit at most. The caller holds mu.
 func (q *deliveryQueue) growLocked(limit int) {
 	size := min(max(2*len(q.ring), minRingSize), limit)
-	ring := make([]delivery, size)
+	ring := make([]state.Delivery, size)
 	for i := range q.n {
 		ring[i] = q.ring[(q.head+i)%len(q.ring)]
 	}
@@ -73,20 +74,20 @@ func (q *deliveryQueue) growLocked(limit int) {
 
 // pop takes the oldest delivery, if one waits. Once the queue is empty, a
 // ring that had grown is given up.
-func (q *deliveryQueue) pop() (delivery, bool) {
+func (q *deliveryQueue) pop() (state.Delivery, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.n == 0 {
-		return delivery{}, false
+		return state.Delivery{}, false
 	}
 	d := q.ring[q.head]
-	q.ring[q.head] = delivery{} // the record may go once the history lets it
+	q.ring[q.head] = state.Delivery{} // the record may go once the history lets it
 	q.head = (q.head + 1) % len(q.ring)
 	if q.n--; q.n == 0 {
 		q.head = 0
 		if len(q.ring) > minRingSize {
 			q.bytes.Force(int64(minRingSize-len(q.ring)) * deliverySize)
-			q.ring = make([]delivery, minRingSize)
+			q.ring = make([]state.Delivery, minRingSize)
 		}
 	}
 	return d, true

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/informerhub/informerhub/informerhub/budget"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 // TestADeliveryQueueHoldsWhatWaits: a queue holds memory for the
@@ -17,14 +18,14 @@ func TestADeliveryQueueHoldsWhatWaits(t *testing.T) {
 		t.Fatalf("a new queue counts %d bytes, want 0", bytes.Used())
 	}
 	const limit = 100
-	recs := make([]*record, limit)
+	recs := make([]*state.Record, limit)
 	for i := range recs {
-		recs[i] = &record{}
-		if n := q.push(delivery{rec: recs[i]}, limit); n != i+1 {
+		recs[i] = &state.Record{}
+		if n := q.push(state.Delivery{Record: recs[i]}, limit); n != i+1 {
 			t.Fatalf("push %d: %d waiting, want %d", i, n, i+1)
 		}
 	}
-	if n := q.push(delivery{rec: &record{}}, limit); n != 0 {
+	if n := q.push(state.Delivery{Record: &state.Record{}}, limit); n != 0 {
 		t.Fatalf("a push past the bound: %d waiting, want it refused", n)
 	}
 	if got, want := bytes.Used(), int64(limit)*deliverySize; got != want {
@@ -32,16 +33,16 @@ func TestADeliveryQueueHoldsWhatWaits(t *testing.T) {
 	}
 	// Taken half, then pushed again: the ring wraps and keeps the order.
 	for i := range limit / 2 {
-		if d, ok := q.pop(); !ok || d.rec != recs[i] {
+		if d, ok := q.pop(); !ok || d.Record != recs[i] {
 			t.Fatalf("pop %d: not the %dth delivery", i, i)
 		}
 	}
 	for i := range limit / 2 {
-		recs = append(recs, &record{})
-		q.push(delivery{rec: recs[limit+i]}, limit)
+		recs = append(recs, &state.Record{})
+		q.push(state.Delivery{Record: recs[limit+i]}, limit)
 	}
 	for i := limit / 2; i < len(recs); i++ {
-		if d, ok := q.pop(); !ok || d.rec != recs[i] {
+		if d, ok := q.pop(); !ok || d.Record != recs[i] {
 			t.Fatalf("pop after wrapping: not the %dth delivery", i)
 		}
 	}
@@ -76,10 +77,10 @@ func TestWokenCountsReadersWokenAndNotYetHandedOn(t *testing.T) {
 	a.waiting()
 	b.waiting()
 	c.waiting()
-	a.offer(delivery{})
-	a.offer(delivery{}) // before a wakes: still one reader woken
-	b.offer(delivery{})
-	c.offer(delivery{})
+	a.offer(state.Delivery{})
+	a.offer(state.Delivery{}) // before a wakes: still one reader woken
+	b.offer(state.Delivery{})
+	c.offer(state.Delivery{})
 	if n := woken.Load(); n != 3 {
 		t.Fatalf("three waiting readers given deliveries: %d woken, want 3", n)
 	}
@@ -92,7 +93,7 @@ func TestWokenCountsReadersWokenAndNotYetHandedOn(t *testing.T) {
 	if n := woken.Load(); n != 2 {
 		t.Fatalf("one handed its event on: %d woken, want 2", n)
 	}
-	a.offer(delivery{}) // a is busy (sending): not counted
+	a.offer(state.Delivery{}) // a is busy (sending): not counted
 	if n := woken.Load(); n != 2 {
 		t.Fatalf("a delivery for a busy reader: %d woken, want 2", n)
 	}

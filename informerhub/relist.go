@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/btree"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 // preparedRelist is what the informer's handler makes of a list before
@@ -27,21 +29,21 @@ import (
 // are matched under the lock (see deliverBatch).
 type preparedRelist struct {
 	// objs are the list's objects, once decoded.
-	objs    []*object
+	objs    []*state.Object
 	decoded bool
 	// first is the state of the feed's first list, grown bytes large.
-	first *btree.BTreeG[*object]
+	first *btree.BTreeG[*state.Object]
 	// planned is set when the rest was prepared, at the state of seq:
 	// records, state (grown bytes larger than seq's), and the deliveries
 	// to the groups made up to made; visits counts the groups the records
 	// were matched against.
 	planned bool
 	seq     uint64
-	records []*record
-	state   *btree.BTreeG[*object]
+	records []*state.Record
+	state   *btree.BTreeG[*state.Object]
 	grown   int64
 	// replaced is what the objects the records replace or delete hold
-	// (stateClones.replaced).
+	// (Clones.Replaced).
 	replaced int64
 	plans    []groupPlan
 	made     uint64
@@ -57,25 +59,25 @@ type preparedRelist struct {
 // its objects is not one (replaceLocked reports it).
 func (f *feed) prepareRelist(info cache.ReplacedAllInfo) *preparedRelist {
 	p := &preparedRelist{}
-	objs := make([]*object, len(info.Objects))
+	objs := make([]*state.Object, len(info.Objects))
 	for i, obj := range info.Objects {
-		o, err := newObject(obj)
+		o, err := state.NewObject(obj)
 		if err != nil {
 			return p
 		}
 		objs[i] = o
 	}
 	p.objs, p.decoded = objs, true
-	state, groups, synced := f.relistBase(p)
+	objects, groups, synced := f.relistBase(p)
 	switch {
 	case !synced: // the first list, which becomes the state
 		p.first, p.grown = stateOf(p.objs)
 		return p
-	case state == nil: // stopped
+	case objects == nil: // stopped
 		return p
 	}
-	p.records = differences(state, p.objs)
-	p.state, p.grown, p.replaced = applied(state, p.records)
+	p.records = differences(objects, p.objs)
+	p.state, p.grown, p.replaced = applied(objects, p.records)
 	p.plans, p.visits = planDeliveries(groups, p.records)
 	return p
 }
@@ -84,21 +86,21 @@ func (f *feed) prepareRelist(info cache.ReplacedAllInfo) *preparedRelist {
 // in p what they are as of; or whether the feed has synced at all, and a
 // nil state if it has stopped. It takes the feed's lock for an O(1) clone
 // and a copy of the groups.
-func (f *feed) relistBase(p *preparedRelist) (state *btree.BTreeG[*object], groups []*subscriberGroup, synced bool) {
+func (f *feed) relistBase(p *preparedRelist) (objects *btree.BTreeG[*state.Object], groups []*subscriberGroup, synced bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.store.synced || f.err != nil {
 		return nil, nil, f.store.synced
 	}
 	groups, made := f.live.groupsLocked()
-	p.planned, p.seq, p.made = true, f.store.pos.seq, made
+	p.planned, p.seq, p.made = true, f.store.pos.Seq, made
 	return f.store.state.Clone(), groups, true
 }
 
 // plannedAt reports whether p holds the relist's records, state and
 // deliveries as of the state st holds now.
 func (p *preparedRelist) plannedAt(st *store) bool {
-	return p.planned && p.seq == st.pos.seq
+	return p.planned && p.seq == st.pos.Seq
 }
 
 // relistLocked records the differences of a list at listRV against the
@@ -114,7 +116,7 @@ func (f *feed) relistLocked(p *preparedRelist, listRV uint64) {
 	p.relisted = true
 	if !planned {
 		for i, r := range p.records {
-			r.rv = batchRV
+			r.RV = batchRV
 			f.store.apply(r)
 			f.recordLocked(r, relistOffset(i, len(p.records)), nil)
 		}
@@ -124,12 +126,12 @@ func (f *feed) relistLocked(p *preparedRelist, listRV uint64) {
 	f.store.applyAll(p.records, p.state, p.grown, p.replaced)
 	start := f.store.pos
 	for i, r := range p.records {
-		r.rv = batchRV
+		r.RV = batchRV
 		f.store.record(r, relistOffset(i, len(p.records)))
 	}
 	f.counters.received.Add(uint64(len(p.records)))
 	if n := len(p.records); n > 0 {
-		f.live.turnPeak(p.records[n-1].received)
+		f.live.turnPeak(p.records[n-1].Received)
 	}
 	f.live.visits += p.visits
 	f.live.deliverBatch(p.records, start, p.plans, f.live.madeSince(p.made), &f.counters.fellBehind)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/budget"
 	"github.com/informerhub/informerhub/informerhub/internal/event"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 // replay is the phase of a subscription that resumes from a token the
@@ -74,7 +75,7 @@ type replay struct {
 // everything up to. Tokens inside a relist batch (offset) or inside initial
 // events are positions of one feed instance only.
 func replayable(tok *token) bool {
-	return tok.pos.offset == 0 && !tok.initial && tok.pos.rv > 0
+	return tok.pos.Offset == 0 && !tok.initial && tok.pos.RV > 0
 }
 
 // objectKey names an object of a resource type.
@@ -220,7 +221,7 @@ func (r *replay) next(ctx context.Context) (*Event, phase, error) {
 			// As on a live stream: a quiet replay gets a bookmark, at the
 			// version it has reached, every interval.
 			if s.quiet.ticked() {
-				return f.events.bookmark(position{rv: r.rv}, false, s.lease.view.encoding), nil, nil
+				return f.events.bookmark(state.Position{RV: r.rv}, false, s.lease.view.encoding), nil, nil
 			}
 		case <-advanced:
 		case <-s.lease.failed.done():
@@ -269,7 +270,7 @@ func (r *replay) joinLocked(rv uint64) phase {
 		return nil
 	}
 	r.s.lease.cancelReplay = nil
-	return &catchUpPhase{s: r.s, at: position{epoch: f.epoch, seq: seq, rv: r.rv}}
+	return &catchUpPhase{s: r.s, at: state.Position{Epoch: f.epoch, Seq: seq, RV: r.rv}}
 }
 
 // reopen waits before the next watch when the last one ended (see
@@ -311,7 +312,7 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 		if err != nil {
 			return nil, nil, nil
 		}
-		if rv, err := parseResourceVersion(m.GetResourceVersion()); err == nil && rv > r.rv {
+		if rv, err := state.ParseResourceVersion(m.GetResourceVersion()); err == nil && rv > r.rv {
 			r.rv = rv // nothing selected changed up to rv
 		}
 		return nil, nil, nil
@@ -319,20 +320,20 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 	default:
 		return nil, nil, nil
 	}
-	o, err := newObject(e.Object)
+	o, err := state.NewObject(e.Object)
 	if err != nil {
 		return nil, nil, &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
 	}
-	if o.rv <= r.rv {
+	if o.RV <= r.rv {
 		return nil, nil, nil // not after the token (a watch reopened at its own last version)
 	}
 	// Nothing selected changed between r.rv and this change: if the history
 	// continues from just before it, it holds this change too (or will).
-	if next := r.join(o.rv - 1); next != nil {
+	if next := r.join(o.RV - 1); next != nil {
 		r.stop()
 		return nil, next, nil
 	}
-	r.rv = o.rv
+	r.rv = o.RV
 	// What the hub evaluates itself of a stateless replay's selector never
 	// changes its verdict on an object: the changes of an object it does
 	// not select are none of the subscriber's.
@@ -340,10 +341,10 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 		return nil, nil, nil
 	}
 	ev := &Event{
-		ResourceVersion: strconv.FormatUint(o.rv, 10),
-		Object:          o.json,
+		ResourceVersion: strconv.FormatUint(o.RV, 10),
+		Object:          o.JSON,
 		// A token of no feed instance: any hub places it by resourceVersion.
-		ResumeToken: f.events.token(token{pos: position{rv: o.rv}}),
+		ResumeToken: f.events.token(token{pos: state.Position{RV: o.RV}}),
 		Encoding:    r.s.lease.view.encoding,
 	}
 	switch e.Type {
@@ -366,9 +367,9 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 // statefully turns an upstream change into what the subscriber would have
 // received live (see replay), and reports whether it receives anything. ev
 // holds the upstream change; o is its object.
-func (r *replay) statefully(ev *Event, o *object) (bool, error) {
+func (r *replay) statefully(ev *Event, o *state.Object) (bool, error) {
 	vw, events := r.s.lease.view, &r.s.lease.feed.events
-	key := objectKey{o.namespace, o.name}
+	key := objectKey{o.Namespace, o.Name}
 	prev, had := r.state[key]
 	cur := replayEntry{}
 	if ev.Type != EventDeleted {
@@ -398,7 +399,7 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 	case cur.selected && prev.selected:
 		ev.Type, ev.Object = EventModified, cur.json
 		if vw.proj != nil {
-			if vw.proj.SameAsked(unsafeBytes(prev.json), unsafeBytes(cur.json)) {
+			if vw.proj.SameAsked(state.UnsafeBytes(prev.json), state.UnsafeBytes(cur.json)) {
 				return false, nil
 			}
 		}
@@ -408,7 +409,7 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 	case cur.selected:
 		ev.Type, ev.Object = EventAdded, cur.json
 	case prev.selected && ev.Type == EventDeleted:
-		last, err := events.project(vw, o.json) // the API server's last state
+		last, err := events.project(vw, o.JSON) // the API server's last state
 		if err != nil {
 			return false, event.Failure(events.failed(ev, o, err))
 		}
@@ -436,7 +437,7 @@ func (r *replay) statefully(ev *Event, o *object) (bool, error) {
 // A LIST that fails gives back what it took of the budget.
 func (r *replay) listState(ctx context.Context) error {
 	f := r.s.lease.feed
-	state := map[objectKey]replayEntry{}
+	objects := map[objectKey]replayEntry{}
 	held := r.stateBytes.Held()
 	defer func() {
 		if r.state == nil {
@@ -444,7 +445,7 @@ func (r *replay) listState(ctx context.Context) error {
 		}
 	}()
 	err := r.upstream.list(ctx, r.rv, func(obj runtime.Object) error {
-		err := r.take(state, obj)
+		err := r.take(objects, obj)
 		var limit *LimitError
 		var refused *RequestError
 		var unsendable *ObjectError
@@ -456,14 +457,14 @@ func (r *replay) listState(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.state = state
+	r.state = objects
 	return nil
 }
 
 // take adds an object of the upstream selection to state, within the
 // replay budget.
-func (r *replay) take(state map[objectKey]replayEntry, obj runtime.Object) error {
-	o, err := newObject(obj)
+func (r *replay) take(objects map[objectKey]replayEntry, obj runtime.Object) error {
+	o, err := state.NewObject(obj)
 	if err != nil {
 		return fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)
 	}
@@ -474,29 +475,29 @@ func (r *replay) take(state map[objectKey]replayEntry, obj runtime.Object) error
 	if !e.selected {
 		return nil // no entry: not selected
 	}
-	k := objectKey{o.namespace, o.name}
+	k := objectKey{o.Namespace, o.Name}
 	if !r.stateBytes.Add(e.size(k)) {
 		return r.budgetError(e.size(k))
 	}
-	state[k] = e
+	objects[k] = e
 	return nil
 }
 
 // entryOf is what a stateful replay keeps of an object the upstream
 // selection holds; an *ObjectError when it cannot project it.
-func (r *replay) entryOf(o *object) (replayEntry, error) {
+func (r *replay) entryOf(o *state.Object) (replayEntry, error) {
 	s := r.s
 	r.eval.reset()
 	v := s.lease.sel.matches(o, &r.eval)
-	if !v.match {
+	if !v.Match {
 		return replayEntry{}, nil
 	}
 	events := &s.lease.feed.events
-	json, err := events.project(s.lease.view, o.json)
+	json, err := events.project(s.lease.view, o.JSON)
 	if err != nil {
 		return replayEntry{}, event.Failure(events.failed(&Event{}, o, err))
 	}
-	return replayEntry{selected: true, json: json, undecided: v.undecided}, nil
+	return replayEntry{selected: true, json: json, undecided: v.Undecided}, nil
 }
 
 // budgetError refuses a stateful replay whose state, n bytes more than it

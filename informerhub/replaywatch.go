@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/budget"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 // replayWatch is a replay's upstream side: a watch of the API server with
@@ -332,7 +333,7 @@ func (u *replayWatch) checkNotAhead(ctx context.Context, rv uint64) error {
 	if err != nil {
 		return u.apiError(err)
 	}
-	current, err := parseResourceVersion(m.GetResourceVersion())
+	current, err := state.ParseResourceVersion(m.GetResourceVersion())
 	if err != nil {
 		return u.apiError(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
 	"github.com/informerhub/informerhub/informerhub/fieldset"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/shard"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
@@ -413,26 +414,26 @@ func canonical(s fmt.Stringer) string {
 // matches returns whether an object is selected, and why the filter could
 // not decide if it could not (the object is then selected); ev, when not
 // nil, shares what filters evaluate (see evaluation).
-func (s *selector) matches(o *object, ev *evaluation) verdict {
+func (s *selector) matches(o *state.Object, ev *evaluation) state.Verdict {
 	if !s.matchesBase(o) {
-		return verdict{}
+		return state.Verdict{}
 	}
 	if s.filter == nil {
-		return verdict{match: true}
+		return state.Verdict{Match: true}
 	}
 	return ev.matches(s.filter, o, s.filterErrors)
 }
 
 // matchesBase reports whether the selector's namespace, label and field
 // selectors select o: whether its filter, if any, is evaluated on o.
-func (s *selector) matchesBase(o *object) bool {
-	if s.namespace != "" && o.namespace != s.namespace {
+func (s *selector) matchesBase(o *state.Object) bool {
+	if s.namespace != "" && o.Namespace != s.namespace {
 		return false
 	}
-	if s.labels != nil && !s.labels.Matches(o.labels) {
+	if s.labels != nil && !s.labels.Matches(o.Labels) {
 		return false
 	}
-	if s.shard != nil && !s.shard.Matches(o.uid, o.namespace) {
+	if s.shard != nil && !s.shard.Matches(o.UID, o.Namespace) {
 		return false
 	}
 	return s.fields == nil || s.fields.Matches(objectFields{o: o, set: s.fieldSet})
@@ -443,26 +444,26 @@ func (s *selector) matchesBase(o *object) bool {
 // DELETED (with its last matching state). undecided is why the filter could
 // not decide on a state that made the variant, the one the event carries
 // first.
-func (s *selector) variant(r *record, ev *evaluation) (variant, *filterError) {
-	var prev, cur verdict // the zero verdict: not evaluated, no match
-	if r.typ != EventAdded && r.prev != nil {
-		prev = s.matches(r.prev, ev)
+func (s *selector) variant(r *state.Record, ev *evaluation) (state.Variant, *filterError) {
+	var prev, cur state.Verdict // the zero verdict: not evaluated, no match
+	if r.Type != EventAdded && r.Previous != nil {
+		prev = s.matches(r.Previous, ev)
 	}
-	if r.typ != EventDeleted {
-		cur = s.matches(r.obj, ev)
+	if r.Type != EventDeleted {
+		cur = s.matches(r.Object, ev)
 	}
 	// Only a verdict that selects carries a reason (see verdict): those of
 	// the states that made the variant.
-	undecided := cmp.Or(cur.undecided, prev.undecided)
+	undecided := cmp.Or(cur.Undecided, prev.Undecided)
 	switch {
-	case r.typ == EventAdded && cur.match, r.typ == EventDeleted && prev.match, cur.match && prev.match:
-		return variantOwn, undecided
-	case r.typ == EventModified && cur.match:
-		return variantEnter, undecided
-	case r.typ == EventModified && prev.match:
-		return variantLeave, undecided
+	case r.Type == EventAdded && cur.Match, r.Type == EventDeleted && prev.Match, cur.Match && prev.Match:
+		return state.VariantOwn, undecided
+	case r.Type == EventModified && cur.Match:
+		return state.VariantEnter, undecided
+	case r.Type == EventModified && prev.Match:
+		return state.VariantLeave, undecided
 	}
-	return variantNone, nil
+	return state.VariantNone, nil
 }
 
 // truncate shortens s for a log line or a reason.
@@ -479,4 +480,21 @@ func truncateTo(s string, max int) string {
 		max--
 	}
 	return s[:max] + "..."
+}
+
+// objectFields is an object as a fields.Fields, for the field selectors of
+// its resource type's field set.
+type objectFields struct {
+	o   *state.Object
+	set *fieldset.Set
+}
+
+func (f objectFields) Has(name string) bool { return f.set.Spec(name) != nil }
+
+func (f objectFields) Get(name string) string {
+	spec := f.set.Spec(name)
+	if spec == nil {
+		return ""
+	}
+	return f.o.Field(spec)
 }

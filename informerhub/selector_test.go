@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
@@ -27,7 +28,7 @@ func FuzzRequestValidation(f *testing.F) {
 	f.Add("", "v1", "configmaps", strings.Repeat("n", 300), "k="+strings.Repeat("v", 5000), "metadata.name="+strings.Repeat("é", 300))
 	f.Add("", "v1", "configmaps", "", "a in (b,c),a notin (d),!e,f,g!=h,i==j", "metadata.namespace=a,metadata.name=b")
 	info := upstream.ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true}
-	obj := &object{namespace: "default", name: "x", labels: labels.Set{"app": "web", "tier": "a"}}
+	obj := &state.Object{Namespace: "default", Name: "x", Labels: labels.Set{"app": "web", "tier": "a"}}
 	var cfg Config
 	cfg.setDefaults()
 	f.Fuzz(func(t *testing.T, group, version, resource, namespace, labelSelector, fieldSelector string) {
@@ -43,7 +44,7 @@ func FuzzRequestValidation(f *testing.F) {
 			return
 		}
 		sel.matches(obj, nil)
-		sel.variant(&record{typ: EventModified, obj: obj, prev: obj}, nil)
+		sel.variant(&state.Record{Type: EventModified, Object: obj, Previous: obj}, nil)
 	})
 }
 
@@ -149,10 +150,10 @@ func TestShardSelectorsPartitionObjects(t *testing.T) {
 			t.Fatalf("%s: 4 shards share keys: %v", key, keys)
 		}
 		for i := range 1000 {
-			o := &object{namespace: "ns-" + strconv.Itoa(i%37), name: "x", uid: "uid-" + strconv.Itoa(i)}
+			o := &state.Object{Namespace: "ns-" + strconv.Itoa(i%37), Name: "x", UID: "uid-" + strconv.Itoa(i)}
 			n := 0
 			for _, s := range shards {
-				if s.matches(o, nil).match {
+				if s.matches(o, nil).Match {
 					n++
 				}
 			}

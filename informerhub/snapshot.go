@@ -10,6 +10,7 @@ import (
 	"github.com/google/btree"
 
 	"github.com/informerhub/informerhub/informerhub/internal/event"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/projection"
 )
 
@@ -22,9 +23,9 @@ type Snapshot struct {
 	proj   *projection.Projection // nil: whole objects
 	cursor *stateCursor
 	// clone is the state clone the cursor walks, counted until the last
-	// page or Close (stateClones); nil after. Atomic: Close may run while
+	// page or Close (state.Clones); nil after. Atomic: Close may run while
 	// a page is read.
-	clone           atomic.Pointer[stateClone]
+	clone           atomic.Pointer[state.Clone]
 	resumeToken     string
 	resourceVersion string
 	closeOnce       sync.Once
@@ -46,7 +47,7 @@ func newSnapshot(entry *feedEntry, sel *selector, proj *projection.Projection) (
 		proj:            proj,
 		cursor:          newStateCursor(tree, sel),
 		resumeToken:     f.events.token(token{pos: pos}),
-		resourceVersion: strconv.FormatUint(pos.rv, 10),
+		resourceVersion: strconv.FormatUint(pos.RV, 10),
 	}
 	s.clone.Store(clone)
 	return s, nil
@@ -54,15 +55,15 @@ func newSnapshot(entry *feedEntry, sel *selector, proj *projection.Projection) (
 
 // cloneFor returns, for a snapshot of sel, a clone of the tree it reads
 // (see store.cloneFor), its position, and the clone's account
-// (stateClones), under the feed's lock.
-func (f *feed) cloneFor(sel *selector) (*btree.BTreeG[*object], position, *indexBuild, *stateClone, error) {
+// (state.Clones), under the feed's lock.
+func (f *feed) cloneFor(sel *selector) (*btree.BTreeG[*state.Object], state.Position, *indexBuild, *state.Clone, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return nil, position{}, nil, nil, f.err
+		return nil, state.Position{}, nil, nil, f.err
 	}
 	tree, _, build := f.store.cloneFor(sel)
-	return tree, f.store.pos, build, f.store.clones.take(), nil
+	return tree, f.store.pos, build, f.store.clones.Take(), nil
 }
 
 // ResumeToken is the snapshot's point in time: watching from it yields
@@ -104,19 +105,19 @@ func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 			if err := ctx.Err(); err != nil {
 				return Page{}, err
 			}
-			if err := s.clone.Load().err(); err != nil {
+			if err := s.clone.Load().Err(); err != nil {
 				return Page{}, err
 			}
 			s.cursor.fill()
 			continue
 		}
-		if len(page.Objects) > 0 && size+len(o.json) > cfg.SnapshotPageBytes {
+		if len(page.Objects) > 0 && size+len(o.JSON) > cfg.SnapshotPageBytes {
 			break
 		}
 		sel := s.cursor.take()
-		json := o.json
+		json := o.JSON
 		if s.proj != nil {
-			projected, err := s.proj.Apply(o.jsonBytes())
+			projected, err := s.proj.Apply(o.JSONBytes())
 			if err != nil {
 				return Page{}, event.Failure(s.feed.events.failed(&Event{}, o, fmt.Errorf("projecting it: %w", err)))
 			}
@@ -153,7 +154,7 @@ func (s *Snapshot) closeClone() {
 	}
 	f := s.feed
 	f.mu.Lock()
-	f.store.clones.close(c)
+	f.store.clones.Close(c)
 	f.mu.Unlock()
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/informerhub/internal/durable"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 // store is what a feed holds of its resource type: the current state, a
@@ -38,13 +39,13 @@ type store struct {
 	// state is the current objects, ordered by namespace and name. Clones
 	// are taken for snapshots and initial events; it is never mutated
 	// outside the lock.
-	state *btree.BTreeG[*object]
+	state *btree.BTreeG[*state.Object]
 	// index indexes some label keys of state, and changes with it.
 	index labelIndex
 	// stateBytes counts the state's objects in memory.state.
 	stateBytes *budget.Bytes
-	history    history
-	pos        position
+	history    state.History
+	pos        state.Position
 	// synced is set once the initial list is in state; until then there is
 	// no history or position. released is set when the feed stopped.
 	synced, released bool
@@ -57,7 +58,7 @@ type store struct {
 	disk storeDisk
 	// clones are the open clones of state that snapshots and initial
 	// events read, and what they keep (clone.go).
-	clones stateClones
+	clones state.Clones
 	// oldestAt is when the history's oldest record arrived (Unix
 	// nanoseconds), or 0 when memory eviction may take none: written under
 	// the lock (noteOldest), read without it (feed.OldestAt, for the
@@ -79,7 +80,7 @@ type storeDisk struct {
 	restore *durable.Restored
 	epochs  []historystore.Epoch
 	// unwritten is what the records the disk does not hold yet count in
-	// memory (history.count of those after history.persisted), which the
+	// memory (History.count of those after History.Persisted), which the
 	// history cannot evict: bounded by Config.HistoryMaxUnwrittenBytes
 	// (see feed.spillDiskLocked).
 	unwritten int64
@@ -116,10 +117,10 @@ func newStore(resource schema.GroupVersionResource, epoch uint64, cfg *Config, m
 		historyBytes: cfg.HistoryBytes,
 		memory:       mem,
 		log:          log,
-		state:        btree.NewG(btreeDegree, objectLess),
+		state:        btree.NewG(btreeDegree, state.ObjectLess),
 		index:        newLabelIndex(mem.Indexes),
 		stateBytes:   budget.Counter(mem.State),
-		clones:       stateClones{kept: budget.Counter(mem.Clones)},
+		clones:       state.Clones{Kept: budget.Counter(mem.Clones)},
 	}
 }
 
@@ -128,41 +129,41 @@ type versionRange struct{ from, to uint64 }
 
 // put adds o to the state, or replaces the object of its namespace and
 // name, and returns what it replaced.
-func (st *store) put(o *object) (prev *object, existed bool) {
+func (st *store) put(o *state.Object) (prev *state.Object, existed bool) {
 	prev, existed = st.state.ReplaceOrInsert(o)
 	st.index.update(prev, o)
-	st.stateBytes.Force(objectSize(o))
+	st.stateBytes.Force(state.ObjectSize(o))
 	if existed {
-		size := objectSize(prev)
+		size := state.ObjectSize(prev)
 		st.stateBytes.Force(-size)
-		st.clones.replaced(size)
+		st.clones.Replaced(size)
 	}
 	return prev, existed
 }
 
 // delete removes the object of o's namespace and name from the state, and
 // returns it.
-func (st *store) delete(o *object) (prev *object, existed bool) {
+func (st *store) delete(o *state.Object) (prev *state.Object, existed bool) {
 	prev, existed = st.state.Delete(o)
 	if existed {
 		st.index.update(prev, nil)
-		size := objectSize(prev)
+		size := state.ObjectSize(prev)
 		st.stateBytes.Force(-size)
-		st.clones.replaced(size)
+		st.clones.Replaced(size)
 	}
 	return prev, existed
 }
 
 // stateOf returns a state of objs, and the bytes its objects hold.
-func stateOf(objs []*object) (*btree.BTreeG[*object], int64) {
-	state, size := btree.NewG(btreeDegree, objectLess), int64(0)
+func stateOf(objs []*state.Object) (*btree.BTreeG[*state.Object], int64) {
+	objects, size := btree.NewG(btreeDegree, state.ObjectLess), int64(0)
 	for _, o := range objs {
-		if prev, ok := state.ReplaceOrInsert(o); ok {
-			size -= objectSize(prev)
+		if prev, ok := objects.ReplaceOrInsert(o); ok {
+			size -= state.ObjectSize(prev)
 		}
-		size += objectSize(o)
+		size += state.ObjectSize(o)
 	}
-	return state, size
+	return objects, size
 }
 
 // sync takes the initial list, at listRV, as the state, and starts the
@@ -170,8 +171,8 @@ func stateOf(objs []*object) (*btree.BTreeG[*object], int64) {
 // continue the disk's, and this run is one more epoch. The state, of size
 // bytes, is made from the list beforehand (stateOf), without the feed's
 // lock: nothing reads it before the feed has synced.
-func (st *store) sync(state *btree.BTreeG[*object], size int64, listRV uint64) {
-	st.state = state
+func (st *store) sync(objects *btree.BTreeG[*state.Object], size int64, listRV uint64) {
+	st.state = objects
 	st.stateBytes.Force(size)
 	var base uint64 // the seq of the initial state
 	floorAt := time.Now().UnixNano()
@@ -183,11 +184,11 @@ func (st *store) sync(state *btree.BTreeG[*object], size int64, listRV uint64) {
 			st.relists = append(st.relists, versionRange{from: rg.From, to: rg.To})
 		}
 	}
-	st.pos = position{epoch: st.epoch, seq: base, rv: listRV}
-	st.history = newHistory(st.historySize, st.historyBytes, listRV, floorAt, st.memory.History)
-	st.history.startAfter(base)
+	st.pos = state.Position{Epoch: st.epoch, Seq: base, RV: listRV}
+	st.history = state.NewHistory(st.historySize, st.historyBytes, listRV, floorAt, st.memory.History)
+	st.history.StartAfter(base)
 	if st.disk.log != nil {
-		st.history.persisted = base // the state at base is written with the first records
+		st.history.Persisted = base // the state at base is written with the first records
 	}
 	st.disk.floorRV, st.disk.floorAt = listRV, floorAt
 	st.synced = true
@@ -198,30 +199,30 @@ func (st *store) sync(state *btree.BTreeG[*object], size int64, listRV uint64) {
 // relist's batch still to be recorded: objects whose resourceVersion did
 // not change produce nothing. It only reads state, which may be a clone
 // taken under the lock (see preparedRelist).
-func differences(state *btree.BTreeG[*object], objs []*object) (changes []*record) {
-	add := func(typ EventType, obj, prev *object) {
-		changes = append(changes, &record{typ: typ, obj: obj, prev: prev, fromRelist: true})
+func differences(objects *btree.BTreeG[*state.Object], objs []*state.Object) (changes []*state.Record) {
+	add := func(typ EventType, obj, prev *state.Object) {
+		changes = append(changes, &state.Record{Type: typ, Object: obj, Previous: prev, FromRelist: true})
 	}
 	listed := make(map[objectKey]struct{}, len(objs))
 	for _, o := range objs {
-		listed[objectKey{o.namespace, o.name}] = struct{}{}
+		listed[objectKey{o.Namespace, o.Name}] = struct{}{}
 	}
-	state.Ascend(func(old *object) bool {
-		if _, ok := listed[objectKey{old.namespace, old.name}]; !ok {
+	objects.Ascend(func(old *state.Object) bool {
+		if _, ok := listed[objectKey{old.Namespace, old.Name}]; !ok {
 			add(EventDeleted, old, old)
 		}
 		return true
 	})
 	for _, o := range objs {
-		old, exists := state.Get(o)
+		old, exists := objects.Get(o)
 		switch {
 		case !exists:
 			add(EventAdded, o, nil)
-		case old.uid != o.uid:
+		case old.UID != o.UID:
 			// Deleted and created again while the hub was not watching.
 			add(EventDeleted, old, old)
 			add(EventAdded, o, nil)
-		case old.rv != o.rv:
+		case old.RV != o.RV:
 			add(EventModified, o, old)
 		}
 	}
@@ -235,31 +236,31 @@ func differences(state *btree.BTreeG[*object], objs []*object) (changes []*recor
 // gone in between, unseen), and returns the version the batch completes
 // at.
 func (st *store) beginRelist(listRV uint64) (batchRV uint64) {
-	batchRV, relistFrom := max(listRV, st.pos.rv), st.pos.rv
+	batchRV, relistFrom := max(listRV, st.pos.RV), st.pos.RV
 	// Against what memory and disk reach: the disk keeps what they say.
 	floor := st.floorRV()
 	st.relists = slices.DeleteFunc(st.relists, func(r versionRange) bool { return r.to <= floor })
 	if batchRV > relistFrom {
 		st.relists = append(st.relists, versionRange{from: relistFrom, to: batchRV})
 	}
-	st.history.beginRelist()
+	st.history.BeginRelist()
 	return batchRV
 }
 
 // endRelist completes a relist's batch at batchRV. The disk's writer
 // learns of it with the next change or bookmark.
 func (st *store) endRelist(batchRV uint64) {
-	st.history.endRelist()
-	st.pos.rv = batchRV
+	st.history.EndRelist()
+	st.pos.RV = batchRV
 	st.notifyAdvanced()
 }
 
 // apply makes a relist's change in the state.
-func (st *store) apply(r *record) {
-	if r.typ == EventDeleted {
-		st.delete(r.obj)
+func (st *store) apply(r *state.Record) {
+	if r.Type == EventDeleted {
+		st.delete(r.Object)
 	} else {
-		st.put(r.obj)
+		st.put(r.Object)
 	}
 }
 
@@ -267,21 +268,21 @@ func (st *store) apply(r *record) {
 // bytes its objects hold beyond state's, and those of the objects it
 // replaced or deleted (which the state's open clones keep): what applyAll
 // installs.
-func applied(state *btree.BTreeG[*object], changes []*record) (next *btree.BTreeG[*object], grown, replaced int64) {
-	next = state.Clone()
+func applied(objects *btree.BTreeG[*state.Object], changes []*state.Record) (next *btree.BTreeG[*state.Object], grown, replaced int64) {
+	next = objects.Clone()
 	for _, r := range changes {
-		if r.typ == EventDeleted {
-			if prev, ok := next.Delete(r.obj); ok {
-				size := objectSize(prev)
+		if r.Type == EventDeleted {
+			if prev, ok := next.Delete(r.Object); ok {
+				size := state.ObjectSize(prev)
 				grown, replaced = grown-size, replaced+size
 			}
 			continue
 		}
-		if prev, ok := next.ReplaceOrInsert(r.obj); ok {
-			size := objectSize(prev)
+		if prev, ok := next.ReplaceOrInsert(r.Object); ok {
+			size := state.ObjectSize(prev)
 			grown, replaced = grown-size, replaced+size
 		}
-		grown += objectSize(r.obj)
+		grown += state.ObjectSize(r.Object)
 	}
 	return next, grown, replaced
 }
@@ -289,21 +290,21 @@ func applied(state *btree.BTreeG[*object], changes []*record) (next *btree.BTree
 // applyAll makes a relist's changes in the state at once: next is the
 // state with them made, which holds grown bytes more (see applied). The
 // label index follows them one by one.
-func (st *store) applyAll(changes []*record, next *btree.BTreeG[*object], grown, replaced int64) {
+func (st *store) applyAll(changes []*state.Record, next *btree.BTreeG[*state.Object], grown, replaced int64) {
 	st.state = next
 	st.stateBytes.Force(grown)
-	st.clones.replaced(replaced)
+	st.clones.Replaced(replaced)
 	if len(st.index.keys) == 0 {
 		return
 	}
 	for _, r := range changes {
-		switch r.typ {
+		switch r.Type {
 		case EventAdded:
-			st.index.update(nil, r.obj)
+			st.index.update(nil, r.Object)
 		case EventModified:
-			st.index.update(r.prev, r.obj)
+			st.index.update(r.Previous, r.Object)
 		case EventDeleted:
-			st.index.update(r.obj, nil)
+			st.index.update(r.Object, nil)
 		}
 	}
 }
@@ -312,37 +313,37 @@ func (st *store) applyAll(changes []*record, next *btree.BTreeG[*object], grown,
 // returns the position before it. A record inside a relist's batch has an
 // offset, and its position keeps the version before the batch: only the
 // batch's last record (offset 0) completes it at r.rv.
-func (st *store) record(r *record, offset uint32) (before position) {
+func (st *store) record(r *state.Record, offset uint32) (before state.Position) {
 	before = st.pos
-	r.pos = position{epoch: st.epoch, seq: st.pos.seq + 1, rv: r.rv, offset: offset}
-	r.received = time.Now().UnixNano()
+	r.Pos = state.Position{Epoch: st.epoch, Seq: st.pos.Seq + 1, RV: r.RV, Offset: offset}
+	r.Received = time.Now().UnixNano()
 	if offset != 0 {
-		r.pos.rv = st.pos.rv
+		r.Pos.RV = st.pos.RV
 	}
-	st.history.push(r)
-	if st.disk.log != nil && st.history.persisted != math.MaxUint64 {
-		st.disk.unwritten += r.counted
+	st.history.Push(r)
+	if st.disk.log != nil && st.history.Persisted != math.MaxUint64 {
+		st.disk.unwritten += r.Counted
 	}
 	st.noteOldest()
-	st.moved(r.pos)
+	st.moved(r.Pos)
 	return before
 }
 
 // bookmark moves the position to rv, a version the API server says the
 // state is at, if it is ahead.
 func (st *store) bookmark(rv uint64) {
-	if !st.synced || rv <= st.pos.rv {
+	if !st.synced || rv <= st.pos.RV {
 		return
 	}
 	pos := st.pos
-	pos.rv = rv
+	pos.RV = rv
 	st.moved(pos)
 }
 
 // moved makes pos the position, and tells those waiting for it to move:
 // the replays waiting for the feed to reach their version, and the disk's
 // writer.
-func (st *store) moved(pos position) {
+func (st *store) moved(pos state.Position) {
 	st.pos = pos
 	st.notifyAdvanced()
 	if st.disk.log != nil {
@@ -368,7 +369,7 @@ func (st *store) advancedCh() <-chan struct{} {
 
 // located is where a token's position continues in this store.
 type located struct {
-	pos position
+	pos state.Position
 	// onDisk is set when pos is below the oldest record in memory, on disk.
 	// A position of another instance is then still to be placed by its
 	// resourceVersion among the disk's records from searchFrom (the disk's
@@ -379,41 +380,41 @@ type located struct {
 }
 
 // locate turns a token's position into one of this feed instance.
-func (st *store) locate(p position) (located, error) {
-	if p.epoch == st.epoch || st.recorded(p) {
+func (st *store) locate(p state.Position) (located, error) {
+	if p.Epoch == st.epoch || st.recorded(p) {
 		// A seq of this feed's numbering: this run's, or an earlier run's
 		// that the disk holds.
-		if p.seq > st.pos.seq {
+		if p.Seq > st.pos.Seq {
 			return located{}, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
 				Reason: "resume token points past the end of this hub's stream"}
 		}
-		if p.seq+1 >= st.history.first {
+		if p.Seq+1 >= st.history.First {
 			return located{pos: p}, nil
 		}
-		if st.disk.log != nil && st.disk.log.Holds(p.seq) {
+		if st.disk.log != nil && st.disk.log.Holds(p.Seq) {
 			return located{pos: p, onDisk: true}, nil
 		}
 		return located{}, st.expiredError(false)
 	}
 	// A token of another instance: only its resourceVersion means
 	// something here.
-	if p.offset != 0 || p.rv < st.floorRV() {
+	if p.Offset != 0 || p.RV < st.floorRV() {
 		return located{}, st.expiredError(false)
 	}
-	if p.rv > st.pos.rv {
+	if p.RV > st.pos.RV {
 		return located{}, &ResourceError{Resource: st.resource, Err: fmt.Errorf(
-			"%w: the token is at resourceVersion %d, the hub at %d; retry shortly", ErrTokenAhead, p.rv, st.pos.rv)}
+			"%w: the token is at resourceVersion %d, the hub at %d; retry shortly", ErrTokenAhead, p.RV, st.pos.RV)}
 	}
-	if st.insideRelist(p.rv) {
+	if st.insideRelist(p.RV) {
 		// The hub never saw the state there, so it cannot tell which of the
 		// relist's changes the client already has.
 		return located{}, st.expiredError(false)
 	}
-	if p.rv >= st.history.floorRV {
-		return located{pos: position{epoch: st.epoch, seq: st.history.lastAtOrBefore(p.rv), rv: p.rv}}, nil
+	if p.RV >= st.history.FloorRV {
+		return located{pos: state.Position{Epoch: st.epoch, Seq: st.history.LastAtOrBefore(p.RV), RV: p.RV}}, nil
 	}
 	first, _, _, _, _ := st.disk.log.Window() // reached: floorRV took the disk's floor
-	return located{pos: position{epoch: st.epoch, rv: p.rv}, onDisk: true, searchFrom: first, searchUpTo: st.history.first - 1}, nil
+	return located{pos: state.Position{Epoch: st.epoch, RV: p.RV}, onDisk: true, searchFrom: first, searchUpTo: st.history.First - 1}, nil
 }
 
 // joinable returns the seq of the history after which the records
@@ -421,18 +422,18 @@ func (st *store) locate(p position) (located, error) {
 // false when the history cannot: rv is older than the history, newer than
 // the position, or inside the versions a relist jumped across.
 func (st *store) joinable(rv uint64) (uint64, bool) {
-	if rv < st.history.floorRV || rv > st.pos.rv || st.insideRelist(rv) {
+	if rv < st.history.FloorRV || rv > st.pos.RV || st.insideRelist(rv) {
 		return 0, false
 	}
-	return st.history.lastAtOrBefore(rv), true
+	return st.history.LastAtOrBefore(rv), true
 }
 
 // recorded reports whether p is a position an earlier run of the feed
 // wrote to disk, which this run's seqs continue.
-func (st *store) recorded(p position) bool {
+func (st *store) recorded(p state.Position) bool {
 	for _, e := range st.disk.epochs {
-		if e.ID == p.epoch {
-			return p.seq+1 >= e.First && p.seq <= e.Last
+		if e.ID == p.Epoch {
+			return p.Seq+1 >= e.First && p.Seq <= e.Last
 		}
 	}
 	return false
@@ -448,9 +449,9 @@ func (st *store) floorRV() uint64 {
 // oldest returns the oldest position the store resumes from without the
 // API server, and when it got there (Unix nanoseconds).
 func (st *store) oldest() (rv uint64, at int64) {
-	rv, at = st.history.floorRV, st.history.floorAt
+	rv, at = st.history.FloorRV, st.history.FloorAt
 	if st.disk.log != nil {
-		if first, _, diskRV, diskAt, ok := st.disk.log.Window(); ok && first < st.history.first {
+		if first, _, diskRV, diskAt, ok := st.disk.log.Window(); ok && first < st.history.First {
 			rv, at = diskRV, diskAt
 		}
 	}
@@ -484,9 +485,9 @@ func (st *store) insideRelist(rv uint64) bool {
 // feed has stopped.
 func (st *store) noteOldest() {
 	var at int64
-	if !st.released && st.synced && st.history.len() > 1 && st.history.first <= st.history.persisted {
-		r, _ := st.history.get(st.history.first)
-		at = max(r.received, 1)
+	if !st.released && st.synced && st.history.Len() > 1 && st.history.First <= st.history.Persisted {
+		r, _ := st.history.Get(st.history.First)
+		at = max(r.Received, 1)
 	}
 	st.oldestAt.Store(at)
 }
@@ -499,11 +500,11 @@ func (st *store) evictForMemory(until int64) (evicted int) {
 		st.noteOldest()
 		return 0
 	}
-	for st.memory.Over() && st.history.len() > 1 && st.history.first <= st.history.persisted {
-		if r, _ := st.history.get(st.history.first); evicted > 0 && r.received > until {
+	for st.memory.Over() && st.history.Len() > 1 && st.history.First <= st.history.Persisted {
+		if r, _ := st.history.Get(st.history.First); evicted > 0 && r.Received > until {
 			break
 		}
-		st.history.evict()
+		st.history.Evict()
 		evicted++
 	}
 	st.noteOldest()
@@ -516,12 +517,12 @@ func (st *store) evictForMemory(until int64) (evicted int) {
 func (st *store) release() {
 	st.released = true
 	if st.synced {
-		st.history.release()
+		st.history.Release()
 	}
 	st.oldestAt.Store(0)
 	st.index.release()
 	st.stateBytes.Drain()
-	st.clones.release()
+	st.clones.Release()
 }
 
 // cloneFor returns a clone of the tree a cursor for sel walks: the index
@@ -533,10 +534,10 @@ func (st *store) release() {
 // With the clone of the state it may return an index to build (see
 // labelIndexMinObjects), which the caller builds without the lock, and
 // installs (feed.buildIndex): never more than O(1) under the lock.
-func (st *store) cloneFor(sel *selector) (*btree.BTreeG[*object], *labelPair, *indexBuild) {
+func (st *store) cloneFor(sel *selector) (*btree.BTreeG[*state.Object], *labelPair, *indexBuild) {
 	tree, eq, b := st.index.treeFor(sel, st.state)
 	if b != nil {
-		b.seq = st.pos.seq
+		b.seq = st.pos.Seq
 	}
 	return tree, eq, b
 }
@@ -547,21 +548,21 @@ func (st *store) cloneFor(sel *selector) (*btree.BTreeG[*object], *labelPair, *i
 // builds it again). It reports whether it installed it.
 func (st *store) installIndex(b *indexBuild) bool {
 	x := &st.index
-	if st.released || b.seq < st.pos.seq && b.seq+1 < st.history.first {
+	if st.released || b.seq < st.pos.Seq && b.seq+1 < st.history.First {
 		delete(x.building, b.pair.key)
 		return false
 	}
 	x.install(b)
 	key, values := b.pair.key, x.keys[b.pair.key]
-	for seq := b.seq + 1; seq <= st.pos.seq; seq++ {
-		r, _ := st.history.get(seq)
-		switch r.typ {
+	for seq := b.seq + 1; seq <= st.pos.Seq; seq++ {
+		r, _ := st.history.Get(seq)
+		switch r.Type {
 		case EventAdded:
-			x.updateKey(key, values, nil, r.obj)
+			x.updateKey(key, values, nil, r.Object)
 		case EventModified:
-			x.updateKey(key, values, r.prev, r.obj)
+			x.updateKey(key, values, r.Previous, r.Object)
 		case EventDeleted:
-			x.updateKey(key, values, r.prev, nil) // the state's: a watch's DELETED carries a final state
+			x.updateKey(key, values, r.Previous, nil) // the state's: a watch's DELETED carries a final state
 		}
 	}
 	return true
@@ -573,8 +574,8 @@ func (st *store) status(rs *ResourceStatus) {
 	if !st.synced {
 		return
 	}
-	rs.HistoryEvents, rs.HistoryBytes = st.history.len(), st.history.bytes()
-	rs.HistoryResourceVersion = strconv.FormatUint(st.history.floorRV, 10)
+	rs.HistoryEvents, rs.HistoryBytes = st.history.Len(), st.history.Bytes()
+	rs.HistoryResourceVersion = strconv.FormatUint(st.history.FloorRV, 10)
 	rv, at := st.oldest()
 	rs.RetainedResourceVersion, rs.RetainedSince = strconv.FormatUint(rv, 10), time.Unix(0, at)
 }
@@ -585,12 +586,12 @@ func (st *store) levels(rs *ResourceStats) {
 	if !st.synced {
 		return
 	}
-	rs.HistoryEvents, rs.HistoryBytes = st.history.len(), st.history.bytes()
-	rs.HistoryOldest = time.Unix(0, st.history.floorAt)
-	rs.HistoryNewest = time.Unix(0, st.history.newestAt())
+	rs.HistoryEvents, rs.HistoryBytes = st.history.Len(), st.history.Bytes()
+	rs.HistoryOldest = time.Unix(0, st.history.FloorAt)
+	rs.HistoryNewest = time.Unix(0, st.history.NewestAt())
 	_, at := st.oldest()
 	rs.RetainedOldest = time.Unix(0, at)
-	if st.disk.log != nil && st.history.persisted != math.MaxUint64 {
-		rs.DiskPending = st.pos.seq - st.history.persisted
+	if st.disk.log != nil && st.history.Persisted != math.MaxUint64 {
+		rs.DiskPending = st.pos.Seq - st.history.Persisted
 	}
 }

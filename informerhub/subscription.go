@@ -12,6 +12,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/informerhub/internal/event"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 // Subscription is one subscriber's stream of events. Next must be called
@@ -60,7 +61,7 @@ type Subscription struct {
 // opening is what a subscription's start found under its feed's lock, to
 // finish without it.
 type opening struct {
-	start position
+	start state.Position
 	// loc is where the token continues: when its searchUpTo is set, it is
 	// still to be placed among the disk's records.
 	loc located
@@ -75,9 +76,9 @@ type opening struct {
 	// For initial events: the clone of the state to walk, the label its
 	// objects carry (nil: it is the state), and the records to roll it back
 	// through to start.
-	tree *btree.BTreeG[*object]
+	tree *btree.BTreeG[*state.Object]
 	eq   *labelPair
-	undo []*record
+	undo []*state.Record
 	// build is the index to build for tree, without the lock (see
 	// store.cloneFor).
 	build *indexBuild
@@ -159,8 +160,8 @@ func (s *Subscription) openLocked(p *watchParams, initial bool) (o opening, err 
 		case err == nil:
 			o.start, o.loc = loc.pos, loc
 		case replayable(tok) && !initial && (errors.Is(err, ErrTokenExpired) || errors.Is(err, ErrTokenAhead)):
-			o.start, o.ahead = position{rv: tok.pos.rv}, errors.Is(err, ErrTokenAhead)
-			s.phase = s.replayLocked(o.start.rv)
+			o.start, o.ahead = state.Position{RV: tok.pos.RV}, errors.Is(err, ErrTokenAhead)
+			s.phase = s.replayLocked(o.start.RV)
 			return o, nil
 		default:
 			if errors.Is(err, ErrTokenExpired) {
@@ -172,11 +173,11 @@ func (s *Subscription) openLocked(p *watchParams, initial bool) (o opening, err 
 	switch {
 	case initial:
 		// A clone is O(1); the feed's later writes copy what they touch,
-		// and count what it keeps (stateClones).
+		// and count what it keeps (state.Clones).
 		o.tree, o.eq, o.build = f.store.cloneFor(s.lease.sel)
-		s.lease.clone = f.store.clones.take()
-		o.undo, _ = f.store.history.after(o.start.seq, int(f.store.pos.seq-o.start.seq), nil)
-	case o.start.seq == f.store.pos.seq:
+		s.lease.clone = f.store.clones.Take()
+		o.undo, _ = f.store.history.After(o.start.Seq, int(f.store.pos.Seq-o.start.Seq), nil)
+	case o.start.Seq == f.store.pos.Seq:
 		s.phase = s.joinLocked()
 	}
 	return o, nil
@@ -201,14 +202,14 @@ func (s *Subscription) open(ctx context.Context, o *opening) error {
 		}
 	}
 	if o.loc.searchUpTo != 0 {
-		seq, err := f.findOnDisk(ctx, o.loc.searchFrom, o.loc.searchUpTo, o.start.rv)
+		seq, err := f.findOnDisk(ctx, o.loc.searchFrom, o.loc.searchUpTo, o.start.RV)
 		switch {
 		case errors.Is(err, historystore.ErrMissing) && o.replayable:
 			// Retention deleted where the token continues since openLocked
 			// placed it: as for a token the memory no longer reaches, the
 			// API server answers (exactly, or 410: OUT_OF_RANGE).
 			f.mu.Lock()
-			r := s.replayLocked(o.start.rv)
+			r := s.replayLocked(o.start.RV)
 			s.phase = r
 			f.mu.Unlock()
 			o.loc = located{}
@@ -223,7 +224,7 @@ func (s *Subscription) open(ctx context.Context, o *opening) error {
 		case err != nil:
 			return readError(f, err)
 		}
-		o.start.seq = seq
+		o.start.Seq = seq
 	}
 	return nil
 }

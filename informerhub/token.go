@@ -7,35 +7,16 @@ import (
 	"hash/crc32"
 	"slices"
 	"strings"
-)
 
-// position is a point in a feed's stream of changes: everything up to it has
-// been delivered, nothing after it.
-//
-// Within one feed instance (one epoch) positions are exact sequence numbers.
-// Across instances (the informer was restarted, or the token came from an
-// earlier run) they are resourceVersions, which the whole cluster shares.
-type position struct {
-	// epoch identifies the feed instance that numbered seq.
-	epoch uint64
-	// seq counts the records of that instance up to this position; 0 is the
-	// state of the initial list.
-	seq uint64
-	// rv is the resourceVersion everything up to which is included, unless
-	// offset is set.
-	rv uint64
-	// offset is set inside a relist: rv is the version before the relist, and
-	// offset records of the relist's changes are included. Such positions
-	// only mean something to the feed instance that made them.
-	offset uint32
-}
+	"github.com/informerhub/informerhub/informerhub/internal/state"
+)
 
 // token is what a resume token says.
 type token struct {
 	// resource is the GroupVersionResource the token belongs to, named as
 	// FormatResource names it: "configmaps.v1", "deployments.v1.apps".
 	resource string
-	pos      position
+	pos      state.Position
 	// initial is set on tokens of initial events: the subscriber has
 	// received the objects up to and including (afterNamespace, afterName)
 	// of the state at pos, and not yet the initial-events-end bookmark.
@@ -72,10 +53,10 @@ func (t *token) encode() string {
 	}
 	b = append(b, flags)
 	b = appendString(b, t.resource)
-	b = binary.BigEndian.AppendUint64(b, t.pos.epoch)
-	b = binary.AppendUvarint(b, t.pos.seq)
-	b = binary.AppendUvarint(b, t.pos.rv)
-	b = binary.AppendUvarint(b, uint64(t.pos.offset))
+	b = binary.BigEndian.AppendUint64(b, t.pos.Epoch)
+	b = binary.AppendUvarint(b, t.pos.Seq)
+	b = binary.AppendUvarint(b, t.pos.RV)
+	b = binary.AppendUvarint(b, uint64(t.pos.Offset))
 	if t.initial {
 		b = binary.BigEndian.AppendUint64(b, t.selector)
 		b = appendString(b, t.afterNamespace)
@@ -115,14 +96,14 @@ func decodeToken(s string) (*token, error) {
 		return nil, errMalformedToken
 	}
 	t.resource = r.string()
-	t.pos.epoch = r.uint64()
-	t.pos.seq = r.uvarint()
-	t.pos.rv = r.uvarint()
+	t.pos.Epoch = r.uint64()
+	t.pos.Seq = r.uvarint()
+	t.pos.RV = r.uvarint()
 	offset := r.uvarint()
 	if offset > 1<<32-1 {
 		r.bad = true
 	}
-	t.pos.offset = uint32(offset)
+	t.pos.Offset = uint32(offset)
 	if t.initial {
 		t.selector = r.uint64()
 		t.afterNamespace = r.string()

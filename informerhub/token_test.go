@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
 func TestTokenRoundTrip(t *testing.T) {
@@ -15,11 +17,11 @@ func TestTokenRoundTrip(t *testing.T) {
 		name string
 		tok  token
 	}{
-		{"position", token{resource: "configmaps.v1", pos: position{epoch: 42, seq: 7, rv: 1234}}},
-		{"inside a relist", token{resource: "deployments.v1.apps", pos: position{epoch: 1, seq: 9, rv: 77, offset: 3}}},
-		{"initial events", token{resource: "configmaps.v1", pos: position{epoch: 3, rv: 5}, initial: true, selector: 99,
+		{"position", token{resource: "configmaps.v1", pos: state.Position{Epoch: 42, Seq: 7, RV: 1234}}},
+		{"inside a relist", token{resource: "deployments.v1.apps", pos: state.Position{Epoch: 1, Seq: 9, RV: 77, Offset: 3}}},
+		{"initial events", token{resource: "configmaps.v1", pos: state.Position{Epoch: 3, RV: 5}, initial: true, selector: 99,
 			afterNamespace: "default", afterName: "web-1"}},
-		{"initial events, nothing sent yet", token{resource: "namespaces.v1", pos: position{epoch: 3, rv: 5}, initial: true}},
+		{"initial events, nothing sent yet", token{resource: "namespaces.v1", pos: state.Position{Epoch: 3, RV: 5}, initial: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -31,7 +33,7 @@ func TestTokenRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("decodeToken(%q): %v", s, err)
 			}
-			if diff := cmp.Diff(&tt.tok, got, cmp.AllowUnexported(token{}, position{})); diff != "" {
+			if diff := cmp.Diff(&tt.tok, got, cmp.AllowUnexported(token{}, state.Position{})); diff != "" {
 				t.Fatalf("round trip (-want +got):\n%s", diff)
 			}
 		})
@@ -39,7 +41,7 @@ func TestTokenRoundTrip(t *testing.T) {
 }
 
 func TestDecodeTokenRejectsDamage(t *testing.T) {
-	good := (&token{resource: "configmaps.v1", pos: position{epoch: 42, seq: 7, rv: 1234}}).encode()
+	good := (&token{resource: "configmaps.v1", pos: state.Position{Epoch: 42, Seq: 7, RV: 1234}}).encode()
 	for i := range good {
 		// Change each character: the checksum must catch it.
 		b := []byte(good)
@@ -63,8 +65,8 @@ func TestDecodeTokenRejectsDamage(t *testing.T) {
 // whatever decodes encodes back to an equivalent token. The corpus is in
 // testdata/fuzz/FuzzDecodeToken.
 func FuzzDecodeToken(f *testing.F) {
-	f.Add((&token{resource: "configmaps.v1", pos: position{epoch: 42, seq: 7, rv: 1234}}).encode())
-	f.Add((&token{resource: "x.v1", pos: position{rv: 1}, initial: true, afterNamespace: "a", afterName: "b"}).encode())
+	f.Add((&token{resource: "configmaps.v1", pos: state.Position{Epoch: 42, Seq: 7, RV: 1234}}).encode())
+	f.Add((&token{resource: "x.v1", pos: state.Position{RV: 1}, initial: true, afterNamespace: "a", afterName: "b"}).encode())
 	f.Add("garbage")
 	f.Fuzz(func(t *testing.T, s string) {
 		checkTokenRoundTrip(t, s)
@@ -77,8 +79,8 @@ func FuzzDecodeToken(f *testing.F) {
 // flags). The corpus is in testdata/fuzz/FuzzDecodeTokenBody.
 func FuzzDecodeTokenBody(f *testing.F) {
 	for _, tok := range []token{
-		{resource: "configmaps.v1", pos: position{epoch: 42, seq: 7, rv: 1234, offset: 3}},
-		{resource: "x.v1", pos: position{rv: 1}, initial: true, selector: 9, afterNamespace: "a", afterName: "b"},
+		{resource: "configmaps.v1", pos: state.Position{Epoch: 42, Seq: 7, RV: 1234, Offset: 3}},
+		{resource: "x.v1", pos: state.Position{RV: 1}, initial: true, selector: 9, afterNamespace: "a", afterName: "b"},
 	} {
 		b, err := tokenEncoding.DecodeString(tok.encode())
 		if err != nil {
@@ -105,7 +107,7 @@ func checkTokenRoundTrip(t *testing.T, s string) {
 	if err != nil {
 		t.Fatalf("re-encoded token does not decode: %v", err)
 	}
-	if diff := cmp.Diff(tok, again, cmp.AllowUnexported(token{}, position{})); diff != "" {
+	if diff := cmp.Diff(tok, again, cmp.AllowUnexported(token{}, state.Position{})); diff != "" {
 		t.Fatalf("re-encoded token differs (-first +second):\n%s", diff)
 	}
 }

@@ -1,4 +1,4 @@
-package informerhub
+package state
 
 import (
 	"sync/atomic"
@@ -6,68 +6,68 @@ import (
 	"github.com/informerhub/informerhub/informerhub/budget"
 )
 
-// stateClone is a clone of a feed's state that a snapshot or a
+// Clone is a clone of a feed's state that a snapshot or a
 // subscription's initial events read without the feed's lock
 // (store.cloneFor). A clone is O(1) to take, and copies nothing: it keeps
 // the objects the state replaced or deleted since, which nothing else
 // counts once their records leave the history. So the feed counts them for
-// its open clones (stateClones), within the hub's memory budget; past it,
+// its open clones (Clones), within the hub's memory budget; past it,
 // with nothing else to evict, the reader of the oldest clone is ended
 // (memory.Account.Reclaim), as a subscriber that fell behind is.
-type stateClone struct {
+type Clone struct {
 	// churnAt is the feed's churn when the clone was taken: it keeps what
 	// the state replaced or deleted since.
 	churnAt int64
 	// ended, when set, is why the clone's reader must stop.
-	ended atomic.Pointer[error]
+	Ended atomic.Pointer[error]
 }
 
-// err is why the clone's reader must stop, or nil.
-func (c *stateClone) err() error {
+// Err is why the clone's reader must stop, or nil.
+func (c *Clone) Err() error {
 	if c == nil {
 		return nil
 	}
-	if err := c.ended.Load(); err != nil {
+	if err := c.Ended.Load(); err != nil {
 		return *err
 	}
 	return nil
 }
 
-// stateClones are a feed's open clones, and what they keep. Guarded by the
+// Clones are a feed's open clones, and what they keep. Guarded by the
 // feed's mu. Each change of the state costs it O(1), however many clones
 // are open: what the open clones keep is all the state replaced or
 // deleted since the oldest was taken (churn - open[0].churnAt), counted as
 // it happens.
-type stateClones struct {
+type Clones struct {
 	// churn is what the objects the state replaced or deleted count, ever.
 	churn int64
 	// open are the open clones, oldest first.
-	open []*stateClone
-	// kept counts what the open clones keep, in memory.clones.
-	kept *budget.Bytes
+	open []*Clone
+	// Kept counts what the open clones keep, in memory.clones.
+	Kept *budget.Bytes
 	// released is set once the feed stopped: its memory is given back,
 	// whatever clones are still read.
 	released bool
 }
 
-// replaced counts objects of n bytes (objectSize) that the state replaced
+// Replaced counts objects of n bytes (objectSize) that the state replaced
 // or deleted.
-func (cs *stateClones) replaced(n int64) {
+func (cs *Clones) Replaced(n int64) {
 	cs.churn += n
 	if len(cs.open) > 0 && !cs.released {
-		cs.kept.Force(n)
+		cs.Kept.Force(n)
 	}
 }
 
-// take opens a clone taken now.
-func (cs *stateClones) take() *stateClone {
-	c := &stateClone{churnAt: cs.churn}
+// Take opens a clone taken now.
+func (cs *Clones) Take() *Clone {
+	c := &Clone{churnAt: cs.churn}
 	cs.open = append(cs.open, c)
 	return c
 }
 
-// close closes c; once only.
-func (cs *stateClones) close(c *stateClone) {
+// Close closes c; once only.
+func (cs *Clones) Close(c *Clone) {
 	for i, o := range cs.open {
 		if o != c {
 			continue
@@ -78,25 +78,25 @@ func (cs *stateClones) close(c *stateClone) {
 			if len(cs.open) > 0 {
 				next = cs.open[0].churnAt
 			}
-			cs.kept.Force(-(next - c.churnAt))
+			cs.Kept.Force(-(next - c.churnAt))
 		}
 		return
 	}
 }
 
-// oldestKeeps returns the oldest open clone, and what the open clones
+// OldestKeeps returns the oldest open clone, and what the open clones
 // keep, all since it was taken; nil when none is open.
-func (cs *stateClones) oldestKeeps() (*stateClone, int64) {
+func (cs *Clones) OldestKeeps() (*Clone, int64) {
 	if len(cs.open) == 0 || cs.released {
 		return nil, 0
 	}
 	return cs.open[0], cs.churn - cs.open[0].churnAt
 }
 
-// release gives back what the clones keep, for a feed that stopped.
-func (cs *stateClones) release() {
-	if c, kept := cs.oldestKeeps(); c != nil {
-		cs.kept.Force(-kept)
+// Release gives back what the clones keep, for a feed that stopped.
+func (cs *Clones) Release() {
+	if c, kept := cs.OldestKeeps(); c != nil {
+		cs.Kept.Force(-kept)
 	}
 	cs.released = true
 }
