@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/projection"
 	"github.com/informerhub/informerhub/internal/jsonscan"
@@ -107,7 +108,7 @@ func parseGroupBy(s string) (*groupBy, error) {
 		key := strings.TrimPrefix(s, "label:")
 		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
 			return nil, &RequestError{Field: FieldGroupBy, Err: ErrInvalidRequest,
-				Reason: fmt.Sprintf("%q is not a valid label key: %s", truncate(key), strings.Join(errs, "; "))}
+				Reason: fmt.Sprintf("%q is not a valid label key: %s", selection.Truncate(key), strings.Join(errs, "; "))}
 		}
 		path := []string{"metadata", "labels", key}
 		return &groupBy{key: s, path: path, previous: true}, nil
@@ -115,7 +116,7 @@ func parseGroupBy(s string) (*groupBy, error) {
 	path, err := projection.ParsePath(s)
 	if err != nil {
 		return nil, &RequestError{Field: FieldGroupBy, Err: ErrInvalidRequest,
-			Reason: fmt.Sprintf(`%q is neither "", "namespace", "label:<key>" nor a path: %v`, truncate(s), err)}
+			Reason: fmt.Sprintf(`%q is neither "", "namespace", "label:<key>" nor a path: %v`, selection.Truncate(s), err)}
 	}
 	canonical := projection.FormatPath(path)
 	return &groupBy{key: "path:" + canonical, path: path, previous: true}, nil
@@ -260,7 +261,7 @@ func (h *Hub) Count(ctx context.Context, req CountRequest) (*CountSubscription, 
 	if err != nil {
 		return nil, err
 	}
-	key := countKey{resource: info.Resource, selector: sel.key, groupBy: g.key}
+	key := countKey{resource: info.Resource, selector: sel.Key(), groupBy: g.key}
 	for {
 		c, first, err := h.counts.take(key)
 		if err != nil {

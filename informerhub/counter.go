@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 )
 
 // counter counts what one countKey selects, for every caller that shares
@@ -408,7 +410,7 @@ const MaxCountGroupBytes = 256
 func (t *tally) remove(group string) error {
 	n, ok := t.groups[group]
 	if t.total == 0 || (t.groups != nil && !ok) {
-		return fmt.Errorf("informerhub: counting %s: group %q would fall below zero", t.resource, truncate(group))
+		return fmt.Errorf("informerhub: counting %s: group %q would fall below zero", t.resource, selection.Truncate(group))
 	}
 	t.total--
 	switch {

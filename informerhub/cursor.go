@@ -3,6 +3,7 @@ package informerhub
 import (
 	"github.com/google/btree"
 
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
@@ -13,7 +14,7 @@ import (
 // same order.
 type stateCursor struct {
 	tree    *btree.BTreeG[*state.Object]
-	sel     *selector
+	sel     *selection.Selector
 	buf     []selected
 	bufNext int
 	// from is where the next batch starts; fromExclusive skips from itself.
@@ -22,26 +23,26 @@ type stateCursor struct {
 	done          bool
 	examined      int // objects tested against sel, for tests
 	// eval is the scratch of the filter's evaluations.
-	eval evaluation
+	eval selection.Evaluation
 }
 
 // selected is an object a cursor selected, and why the filter could not
 // decide on it if it could not (see verdict).
 type selected struct {
 	obj       *state.Object
-	undecided *filterError
+	undecided *selection.FilterError
 }
 
 const cursorBatch = 128
 
-func newStateCursor(tree *btree.BTreeG[*state.Object], sel *selector) *stateCursor {
-	return &stateCursor{tree: tree, sel: sel, from: &state.Object{Namespace: sel.namespace}}
+func newStateCursor(tree *btree.BTreeG[*state.Object], sel *selection.Selector) *stateCursor {
+	return &stateCursor{tree: tree, sel: sel, from: &state.Object{Namespace: sel.Namespace()}}
 }
 
 // skipThrough makes the cursor continue after o.
 func (c *stateCursor) skipThrough(o *state.Object) {
-	if c.sel.namespace != "" && o.Namespace != c.sel.namespace {
-		if o.Namespace > c.sel.namespace {
+	if c.sel.Namespace() != "" && o.Namespace != c.sel.Namespace() {
+		if o.Namespace > c.sel.Namespace() {
 			c.done = true
 		}
 		return
@@ -96,13 +97,13 @@ func (c *stateCursor) fill() {
 		if c.fromExclusive && !state.ObjectLess(c.from, o) {
 			return true // o is from itself
 		}
-		if c.sel.namespace != "" && o.Namespace != c.sel.namespace {
+		if c.sel.Namespace() != "" && o.Namespace != c.sel.Namespace() {
 			return false // past the namespace
 		}
 		c.from, c.fromExclusive = o, true
 		c.examined++
-		c.eval.reset()
-		if v := c.sel.matches(o, &c.eval); v.Match {
+		c.eval.Reset()
+		if v := c.sel.Matches(o, &c.eval); v.Match {
 			c.buf = append(c.buf, selected{obj: o, undecided: v.Undecided})
 		}
 		scanned++

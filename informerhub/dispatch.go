@@ -10,6 +10,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
 	"github.com/informerhub/informerhub/informerhub/fieldset"
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/shard"
 )
@@ -34,31 +35,13 @@ import (
 // So 5,000 node agents, each watching the pods of its own node, cost a
 // pod's change one lookup and one group, not 5,000 selector evaluations.
 
-// triggerKind says which equality a group is indexed by.
-type triggerKind uint8
-
-const (
-	triggerName      triggerKind = iota + 1 // metadata.name
-	triggerField                            // another field of a field selector
-	triggerLabel                            // a label
-	triggerNamespace                        // the namespace, or metadata.namespace
-)
-
-// trigger is an equality an object satisfies: its name, its namespace, a
-// field's value or a label's.
-type trigger struct {
-	kind  triggerKind
-	key   string // the field or label key; "" for names and namespaces
-	value string
-}
-
 // subscriberGroup is the live subscribers of one selector.
 type subscriberGroup struct {
-	sel  *selector
+	sel  *selection.Selector
 	subs map[*member]struct{}
 	// trigger is what the group is indexed by; indexed is false for groups
 	// visited by every change.
-	trigger trigger
+	trigger selection.Trigger
 	indexed bool
 	// visited is the walk of candidates that last visited the group, so
 	// that a change reaching it through several triggers matches it once.
@@ -75,7 +58,7 @@ type subscriberGroup struct {
 // feed and is guarded by the feed's mu.
 type dispatcher struct {
 	groups    map[string]*subscriberGroup // by selector key
-	triggered map[trigger]map[*subscriberGroup]struct{}
+	triggered map[selection.Trigger]map[*subscriberGroup]struct{}
 	// sharded are the groups without a trigger whose shard selector
 	// indexes them instead: a change visits those its object's hash
 	// falls in.
@@ -117,7 +100,7 @@ type fieldTrigger struct {
 func newDispatcher() dispatcher {
 	return dispatcher{
 		groups:    map[string]*subscriberGroup{},
-		triggered: map[trigger]map[*subscriberGroup]struct{}{},
+		triggered: map[selection.Trigger]map[*subscriberGroup]struct{}{},
 		unindexed: map[*subscriberGroup]struct{}{},
 		fields:    map[string]*fieldTrigger{},
 	}
@@ -126,12 +109,12 @@ func newDispatcher() dispatcher {
 // add makes m a live subscriber.
 func (d *dispatcher) add(m *member) {
 	sel := m.lease.sel
-	g := d.groups[sel.key]
+	g := d.groups[sel.Key()]
 	if g == nil {
 		d.made++
 		g = &subscriberGroup{sel: sel, subs: map[*member]struct{}{}, made: d.made}
-		g.trigger, g.indexed = sel.trigger()
-		d.groups[sel.key] = g
+		g.trigger, g.indexed = sel.Trigger()
+		d.groups[sel.Key()] = g
 		d.index(g)
 	}
 	g.subs[m] = struct{}{}
@@ -149,15 +132,15 @@ func (d *dispatcher) remove(m *member) {
 	delete(g.subs, m)
 	d.subscribers--
 	if len(g.subs) == 0 {
-		delete(d.groups, g.sel.key)
+		delete(d.groups, g.sel.Key())
 		d.unindex(g)
 	}
 }
 
 func (d *dispatcher) index(g *subscriberGroup) {
 	if !g.indexed {
-		if g.sel.shard != nil {
-			d.sharded.Add(g, g.sel.shard)
+		if g.sel.Shard() != nil {
+			d.sharded.Add(g, g.sel.Shard())
 			return
 		}
 		d.unindexed[g] = struct{}{}
@@ -169,22 +152,22 @@ func (d *dispatcher) index(g *subscriberGroup) {
 		d.triggered[g.trigger] = set
 	}
 	set[g] = struct{}{}
-	switch g.trigger.kind {
-	case triggerField:
-		ft := d.fields[g.trigger.key]
+	switch g.trigger.Kind {
+	case selection.TriggerField:
+		ft := d.fields[g.trigger.Key]
 		if ft == nil {
-			ft = &fieldTrigger{spec: g.sel.fieldSet.Spec(g.trigger.key)}
-			d.fields[g.trigger.key] = ft
+			ft = &fieldTrigger{spec: g.sel.FieldSet().Spec(g.trigger.Key)}
+			d.fields[g.trigger.Key] = ft
 		}
 		ft.groups++
-	case triggerLabel:
+	case selection.TriggerLabel:
 		d.labelGroups++
 	}
 }
 
 func (d *dispatcher) unindex(g *subscriberGroup) {
 	if !g.indexed {
-		if g.sel.shard != nil {
+		if g.sel.Shard() != nil {
 			d.sharded.Remove(g)
 			return
 		}
@@ -196,14 +179,14 @@ func (d *dispatcher) unindex(g *subscriberGroup) {
 	if len(set) == 0 {
 		delete(d.triggered, g.trigger)
 	}
-	switch g.trigger.kind {
-	case triggerField:
-		if ft := d.fields[g.trigger.key]; ft != nil {
+	switch g.trigger.Kind {
+	case selection.TriggerField:
+		if ft := d.fields[g.trigger.Key]; ft != nil {
 			if ft.groups--; ft.groups == 0 {
-				delete(d.fields, g.trigger.key)
+				delete(d.fields, g.trigger.Key)
 			}
 		}
-	case triggerLabel:
+	case selection.TriggerLabel:
 		d.labelGroups--
 	}
 }
@@ -239,7 +222,7 @@ func (d *dispatcher) failAll(err error) {
 // leaves the live subscribers and reads on from the history, from before,
 // the position before r), and is counted in fellBehind. ev holds what
 // filters evaluated of r before the feed's lock.
-func (d *dispatcher) deliver(r *state.Record, ev *evaluation, before state.Position, fellBehind *atomic.Uint64) {
+func (d *dispatcher) deliver(r *state.Record, ev *selection.Evaluation, before state.Position, fellBehind *atomic.Uint64) {
 	if d.subscribers == 0 {
 		return
 	}
@@ -290,8 +273,8 @@ func (w *wakes) wake() {
 
 // variantOf is how the group's subscribers see r (state.VariantNone: not at
 // all), flagged when the filter could not decide (see verdict).
-func (g *subscriberGroup) variantOf(r *state.Record, ev *evaluation) state.Variant {
-	v, undecided := g.sel.variant(r, ev)
+func (g *subscriberGroup) variantOf(r *state.Record, ev *selection.Evaluation) state.Variant {
+	v, undecided := g.sel.Variant(r, ev)
 	if v != state.VariantNone && undecided != nil {
 		v |= state.UndecidedFlag
 	}
@@ -444,19 +427,19 @@ func planDeliveries(groups []*subscriberGroup, batch []*state.Record) (plans []g
 	var filters []*celfilter.Filter
 	for _, g := range groups {
 		c := &subscriberGroup{sel: g.sel, trigger: g.trigger, indexed: g.indexed, of: g}
-		planner.groups[g.sel.key] = c
+		planner.groups[g.sel.Key()] = c
 		planner.index(c)
-		if f := g.sel.filter; f != nil && !slices.Contains(filters, f) {
+		if f := g.sel.Filter(); f != nil && !slices.Contains(filters, f) {
 			filters = append(filters, f)
 		}
 	}
-	var shared evaluation
+	var shared selection.Evaluation
 	if len(filters) > 0 {
-		shared.share(filters)
+		shared.Share(filters)
 	}
 	planOf := map[*subscriberGroup]int{} // by the copy, the index of the group's plan
 	for i, r := range batch {
-		ev := &evaluation{reads: shared.reads, shared: shared.shared}
+		ev := shared.Fork()
 		planner.candidates(r.Object, r.Previous, func(g *subscriberGroup) {
 			planner.visits++
 			v := g.variantOf(r, ev)
@@ -489,12 +472,12 @@ func (d *dispatcher) filtersFor(obj, prev *state.Object) []filterOn {
 	var plan []filterOn
 	states := [2]*state.Object{obj, prev}
 	d.candidates(obj, prev, func(g *subscriberGroup) {
-		if g.sel.filter == nil {
+		if g.sel.Filter() == nil {
 			return
 		}
 		for _, x := range states {
-			if x != nil && g.sel.matchesBase(x) {
-				if e := (filterOn{g.sel.filter, x}); !slices.Contains(plan, e) {
+			if x != nil && g.sel.MatchesBase(x) {
+				if e := (filterOn{g.sel.Filter(), x}); !slices.Contains(plan, e) {
 					plan = append(plan, e)
 				}
 			}
@@ -533,14 +516,14 @@ func (d *dispatcher) candidates(obj, prev *state.Object, fn func(g *subscriberGr
 		if len(d.triggered) == 0 {
 			continue
 		}
-		visit(d.triggered[trigger{kind: triggerName, value: o.Name}])
-		visit(d.triggered[trigger{kind: triggerNamespace, value: o.Namespace}])
+		visit(d.triggered[selection.Trigger{Kind: selection.TriggerName, Value: o.Name}])
+		visit(d.triggered[selection.Trigger{Kind: selection.TriggerNamespace, Value: o.Namespace}])
 		for key, ft := range d.fields {
-			visit(d.triggered[trigger{kind: triggerField, key: key, value: o.Field(ft.spec)}])
+			visit(d.triggered[selection.Trigger{Kind: selection.TriggerField, Key: key, Value: o.Field(ft.spec)}])
 		}
 		if d.labelGroups > 0 {
 			for k, v := range o.Labels {
-				visit(d.triggered[trigger{kind: triggerLabel, key: k, value: v}])
+				visit(d.triggered[selection.Trigger{Kind: selection.TriggerLabel, Key: k, Value: v}])
 			}
 		}
 	}

@@ -24,8 +24,9 @@
 //     subscribers it may concern; each a member (member.go) with a bounded
 //     queue the feed fills without ever blocking (queue.go), which holds
 //     what waits in it, not its bound, so an idle subscriber holds little;
-//   - admission (admission.go): the views subscribers share (view.go), and
-//     the distinct filters and projections in use within their limits;
+//   - admission (package internal/selection): the views subscribers
+//     share, and the distinct filters and projections in use within their
+//     limits;
 //   - readiness (readiness.go), as the cacher's ready: whether the first
 //     list arrived, and since when the upstream fails.
 //
@@ -34,13 +35,13 @@
 // by the first subscriber that needs it, and shared by the rest
 // (event.go, eventMaker).
 //
-// A selector (selector.go) is a namespace, label and field selectors, and a
-// CEL filter. Field selectors name the fields the API server supports for
-// the resource type (package fieldset), read from objects' JSON without
-// decoding them. Filters are Kubernetes' CEL (package celfilter), evaluated
-// once per distinct filter per change before the feed's lock, on the paths
-// of the object they read (evaluation.go). Projections keep only the fields
-// asked for (package projection).
+// A selector (package internal/selection) is a namespace, label, field and
+// shard selectors, and a CEL filter. Field selectors name the fields the
+// API server supports for the resource type (package fieldset), read from
+// objects' JSON without decoding them. Filters are Kubernetes' CEL (package
+// celfilter), evaluated once per distinct filter per change before the
+// feed's lock, on the paths of the object they read (selection.Evaluation).
+// Projections keep only the fields asked for (package projection).
 //
 // A [Subscription] (subscription.go) holds a lease on its feed (lease.go)
 // and moves through phases (phase.go), each a type with its own step: it
@@ -70,7 +71,7 @@
 // A token the history no longer holds is replayed from the API server
 // (replay.go, replaywatch.go): its watch from the token's resourceVersion,
 // with what the API server evaluates of the selector (the one place that
-// says which parts: selector.upstreamQuery), the hub evaluating the rest;
+// says which parts: selection.Selector.UpstreamQuery), the hub evaluating the rest;
 // and for a filter, projection or previous state, which the API server
 // cannot compute, its LIST of the selection at exactly that version.
 //

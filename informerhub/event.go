@@ -11,6 +11,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
@@ -77,8 +78,8 @@ func (m *eventMaker) token(t token) string {
 // the history's records may hold (history.viewBytes) while their record is
 // in it, and are kept only while they fit: past that, each subscriber of
 // the view builds its own, which costs it CPU but nobody memory.
-func (m *eventMaker) ofRecord(r *state.Record, v state.Variant, vw *view) *Event {
-	if vw == defaultView {
+func (m *eventMaker) ofRecord(r *state.Record, v state.Variant, vw *selection.View) *Event {
+	if vw == selection.DefaultView {
 		slot := &r.Events[v-1]
 		counted := false
 		slot.Once.Do(func() {
@@ -92,7 +93,7 @@ func (m *eventMaker) ofRecord(r *state.Record, v state.Variant, vw *view) *Event
 		}
 		return slot.Event
 	}
-	slot := r.ViewSlot(vw.key, v)
+	slot := r.ViewSlot(vw.Key(), v)
 	if slot == nil {
 		return m.build(r, v, vw)
 	}
@@ -102,8 +103,8 @@ func (m *eventMaker) ofRecord(r *state.Record, v state.Variant, vw *view) *Event
 // build makes the Event of a record for one variant in one view, or
 // returns nil for a MODIFIED whose projection is the same before and after:
 // the subscriber asked only for fields that did not change.
-func (m *eventMaker) build(r *state.Record, v state.Variant, vw *view) *Event {
-	ev := &Event{ResumeToken: m.token(token{pos: r.Pos}), Encoding: vw.encoding, FromRelist: r.FromRelist}
+func (m *eventMaker) build(r *state.Record, v state.Variant, vw *selection.View) *Event {
+	ev := &Event{ResumeToken: m.token(token{pos: r.Pos}), Encoding: vw.Encoding(), FromRelist: r.FromRelist}
 	var err error
 	switch v {
 	case state.VariantOwn:
@@ -112,7 +113,7 @@ func (m *eventMaker) build(r *state.Record, v state.Variant, vw *view) *Event {
 		if r.Type == EventDeleted {
 			ev.ResourceVersion = strconv.FormatUint(r.RV, 10)
 		}
-		if r.Type == EventModified && vw.proj != nil {
+		if r.Type == EventModified && vw.Projection() != nil {
 			// Projected once each, the two states tell whether the change
 			// is one of the paths asked for, and give the event its
 			// objects.
@@ -121,11 +122,11 @@ func (m *eventMaker) build(r *state.Record, v state.Variant, vw *view) *Event {
 			if err = cmp.Or(errObj, errPrev); err != nil {
 				return m.failed(ev, r.Object, err)
 			}
-			if vw.proj.SameAsked(state.UnsafeBytes(obj), state.UnsafeBytes(prevObj)) {
+			if vw.Projection().SameAsked(state.UnsafeBytes(obj), state.UnsafeBytes(prevObj)) {
 				return nil
 			}
 			ev.Object = obj
-			if vw.includePrevious {
+			if vw.IncludePrevious() {
 				ev.PreviousObject = prevObj
 			}
 			return m.encoded(ev)
@@ -133,7 +134,7 @@ func (m *eventMaker) build(r *state.Record, v state.Variant, vw *view) *Event {
 		if ev.Object, err = m.project(vw, r.Object.JSON); err != nil {
 			return m.failed(ev, r.Object, err)
 		}
-		if r.Type == EventModified && vw.includePrevious {
+		if r.Type == EventModified && vw.IncludePrevious() {
 			ev.PreviousObject = r.Previous.JSON // not projected: vw.proj is nil
 		}
 	case state.VariantEnter:
@@ -175,13 +176,13 @@ func (m *eventMaker) failed(ev *Event, o *state.Object, err error) *Event {
 // initial is the ADDED of an object of a subscription's initial events:
 // tok is where they started, and how far they got is o. undecided, when
 // set, is why the filter could not decide on o.
-func (m *eventMaker) initial(o *state.Object, tok token, vw *view, undecided *filterError) *Event {
+func (m *eventMaker) initial(o *state.Object, tok token, vw *selection.View, undecided *selection.FilterError) *Event {
 	tok.afterNamespace, tok.afterName = o.Namespace, o.Name
 	ev := &Event{
 		Type:            EventAdded,
 		ResourceVersion: strconv.FormatUint(o.RV, 10),
 		ResumeToken:     m.token(tok),
-		Encoding:        vw.encoding,
+		Encoding:        vw.Encoding(),
 	}
 	var err error
 	if ev.Object, err = m.project(vw, o.JSON); err != nil {
@@ -196,7 +197,7 @@ func (m *eventMaker) initial(o *state.Object, tok token, vw *view, undecided *fi
 // marked returns ev as sent to a subscriber whose filter could not decide
 // on its object (undecided): a copy that says why, encoded apart. Without
 // undecided, ev itself.
-func (m *eventMaker) marked(ev *Event, undecided *filterError) *Event {
+func (m *eventMaker) marked(ev *Event, undecided *selection.FilterError) *Event {
 	if undecided == nil {
 		return ev
 	}
@@ -213,7 +214,7 @@ func (m *eventMaker) marked(ev *Event, undecided *filterError) *Event {
 // filter that fails with another reason on the same change) are each
 // subscriber's, as all were before: one per record keeps what a record
 // holds fixed.
-func (m *eventMaker) markedOf(r *state.Record, v state.Variant, vw *view, ev *Event, undecided *filterError) *Event {
+func (m *eventMaker) markedOf(r *state.Record, v state.Variant, vw *selection.View, ev *Event, undecided *selection.FilterError) *Event {
 	if undecided == nil {
 		return ev
 	}
@@ -223,14 +224,14 @@ func (m *eventMaker) markedOf(r *state.Record, v state.Variant, vw *view, ev *Ev
 		if !r.Views.Add(state.ViewSlotSize) {
 			return m.marked(ev, undecided)
 		}
-		if !r.Marked.CompareAndSwap(nil, &state.MarkedEvent{ViewKey: vw.key, Variant: v, Undecided: undecided}) {
+		if !r.Marked.CompareAndSwap(nil, &state.MarkedEvent{ViewKey: vw.Key(), Variant: v, Undecided: undecided}) {
 			r.Views.Add(-state.ViewSlotSize) // another subscriber's is there
 		}
 		entry = r.Marked.Load()
 	}
 	// By the reason's text: a verdict evaluated again (fallen out of the
 	// object's cache) is another *filterError saying the same.
-	if entry.ViewKey != vw.key || entry.Variant != v || entry.Undecided.Reason != undecided.Reason {
+	if entry.ViewKey != vw.Key() || entry.Variant != v || entry.Undecided.Reason != undecided.Reason {
 		return m.marked(ev, undecided)
 	}
 	return entry.Slot.Shared(r, func() *Event { return m.marked(ev, undecided) })
@@ -257,11 +258,11 @@ func (m *eventMaker) encoded(ev *Event) *Event {
 }
 
 // project applies a view's projection to an object's JSON.
-func (m *eventMaker) project(vw *view, obj string) (string, error) {
-	if vw.proj == nil || obj == "" {
+func (m *eventMaker) project(vw *selection.View, obj string) (string, error) {
+	if vw.Projection() == nil || obj == "" {
 		return obj, nil
 	}
-	projected, err := vw.proj.Apply(state.UnsafeBytes(obj))
+	projected, err := vw.Projection().Apply(state.UnsafeBytes(obj))
 	if err != nil {
 		return "", fmt.Errorf("projecting it: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
@@ -53,7 +54,7 @@ type feed struct {
 	mu        sync.Mutex
 	store     *store
 	live      dispatcher
-	admission admission
+	admission selection.Admission
 	ready     readiness
 	err       error // why the feed stopped; set once, before stopped is closed
 }
@@ -75,7 +76,7 @@ func newFeed(h *Hub, info upstream.ResourceInfo, counters *resourceCounters) *fe
 		stopped:   make(chan struct{}),
 		store:     newStore(info.Resource, epoch, &h.cfg, h.memory, log),
 		live:      newDispatcher(),
-		admission: newAdmission(info.Resource, &h.cfg),
+		admission: selection.NewAdmission(info.Resource, &h.limits),
 		ready:     newReadiness(),
 	}
 }
@@ -427,12 +428,12 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo, p *preparedRelist) erro
 // recordLocked records r in the store and hands it to every live
 // subscriber that selects it (see store.record for offset). ev holds what
 // filters evaluated of r before the lock (nil: nothing).
-func (f *feed) recordLocked(r *state.Record, offset uint32, ev *evaluation) {
+func (f *feed) recordLocked(r *state.Record, offset uint32, ev *selection.Evaluation) {
 	before := f.store.record(r, offset)
 	f.counters.received.Add(1)
 	f.live.turnPeak(r.Received)
 	if ev == nil {
-		ev = &evaluation{}
+		ev = &selection.Evaluation{}
 	}
 	f.live.deliver(r, ev, before, &f.counters.fellBehind)
 	f.boundUnwrittenLocked()
@@ -453,7 +454,7 @@ func (f *feed) boundUnwrittenLocked() {
 // of it (never nil).
 type prepared struct {
 	obj    *state.Object
-	eval   *evaluation
+	eval   *selection.Evaluation
 	relist *preparedRelist
 }
 
@@ -489,16 +490,16 @@ func (f *feed) prepare(deltas cache.Deltas) []prepared {
 		if len(plan) == 0 {
 			continue
 		}
-		ev := &evaluation{}
+		ev := &selection.Evaluation{}
 		filters := make([]*celfilter.Filter, 0, len(plan))
 		for _, e := range plan {
 			if !slices.Contains(filters, e.filter) {
 				filters = append(filters, e.filter)
 			}
 		}
-		ev.share(filters) // one decode of each object for all filters
+		ev.Share(filters) // one decode of each object for all filters
 		for _, e := range plan {
-			ev.matches(e.filter, e.obj, &f.counters.filterErrors)
+			ev.Matches(e.filter, e.obj, &f.counters.filterErrors)
 		}
 		out[i].eval = ev
 	}
@@ -512,7 +513,7 @@ func (f *feed) prepare(deltas cache.Deltas) []prepared {
 func (f *feed) planLocked(deltas cache.Deltas, out []prepared) [][]filterOn {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.admission.filters) == 0 || !f.store.synced || f.err != nil {
+	if f.admission.FilterCount() == 0 || !f.store.synced || f.err != nil {
 		return nil
 	}
 	plans := make([][]filterOn, len(deltas))
@@ -594,7 +595,7 @@ func (f *feed) levels(rs *ResourceStats) {
 	defer f.mu.Unlock()
 	f.store.levels(rs)
 	rs.UpstreamProgress, rs.UpstreamFailingSince = f.ready.progressAt, f.ready.failingSince
-	rs.SubscriberGroups, rs.Filters, rs.Projections = len(f.live.groups), len(f.admission.filters), len(f.admission.projections)
+	rs.SubscriberGroups, rs.Filters, rs.Projections = len(f.live.groups), f.admission.FilterCount(), f.admission.ProjectionCount()
 	rs.QueuePeak = f.live.queuePeak(time.Now().UnixNano())
 }
 

@@ -17,13 +17,16 @@ import (
 	"github.com/informerhub/informerhub/informerhub/celfilter"
 	"github.com/informerhub/informerhub/informerhub/internal/durable"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // Hub runs one informer per resource type and serves any number of
 // subscriptions and snapshots from it. It is safe for concurrent use.
 type Hub struct {
-	cfg      Config
+	cfg Config
+	// limits are cfg's bounds on what selectors ask for.
+	limits   selection.Limits
 	resolver Resolver
 	source   Source
 	log      *slog.Logger
@@ -146,6 +149,11 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		replays:  newReplayLimits(&cfg),
 		counts:   newCounts(),
 		filters:  celfilter.NewCompiler(cfg.MaxFilterEstimatedCost, cfg.MaxFilterCost),
+		limits: selection.Limits{
+			MaxSelectorLength: cfg.MaxSelectorLength, MaxFilterLength: cfg.MaxFilterLength, MaxSelectorTerms: cfg.MaxSelectorTerms,
+			MaxFiltersPerResource: cfg.MaxFiltersPerResource, MaxProjectionsPerResource: cfg.MaxProjectionsPerResource,
+			MaxFiltersPerOwner: cfg.MaxFiltersPerOwner, MaxProjectionsPerOwner: cfg.MaxProjectionsPerOwner,
+		},
 	}
 	h.feeds = newFeeds(cfg.IdleTimeout, func(info upstream.ResourceInfo, counters *resourceCounters) *feed {
 		f := newFeed(h, info, counters)
@@ -300,10 +308,10 @@ func (h *Hub) Close() {
 // oversized request becomes an authorization review, a cache key or a log
 // line. Watch and Snapshot check all of it again, and the rest.
 func (h *Hub) CheckSyntax(s Selector) error {
-	if err := validateResource(s); err != nil {
+	if err := selection.ValidateResource(s); err != nil {
 		return err
 	}
-	return checkSyntax(s, &h.cfg)
+	return selection.CheckSyntax(s, &h.limits)
 }
 
 // Stats reports the hub's activity on each resource type it has run an
@@ -368,20 +376,20 @@ func (h *Hub) Disk() DiskStats {
 }
 
 // prepare validates a selector and resolves its resource type.
-func (h *Hub) prepare(ctx context.Context, s Selector) (upstream.ResourceInfo, *selector, error) {
-	if err := validateResource(s); err != nil {
+func (h *Hub) prepare(ctx context.Context, s Selector) (upstream.ResourceInfo, *selection.Selector, error) {
+	if err := selection.ValidateResource(s); err != nil {
 		return upstream.ResourceInfo{}, nil, err
 	}
 	info, err := h.resolve(ctx, s.Resource)
 	if err != nil {
 		return upstream.ResourceInfo{}, nil, err
 	}
-	sel, err := parseSelector(s, info, &h.cfg, h.filters)
+	sel, err := selection.Parse(s, info, &h.limits, h.filters)
 	if err != nil {
 		return upstream.ResourceInfo{}, nil, err
 	}
-	if sel.filter != nil {
-		sel.filterErrors = &h.feeds.countersFor(info.Resource).filterErrors
+	if sel.Filter() != nil {
+		sel.CountFilterErrors(&h.feeds.countersFor(info.Resource).filterErrors)
 	}
 	return info, sel, nil
 }

@@ -2,10 +2,9 @@ package informerhub
 
 import (
 	"github.com/google/btree"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/informerhub/informerhub/informerhub/budget"
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
@@ -69,39 +68,6 @@ func newLabelIndex(mem *budget.Bytes) labelIndex {
 // that stopped.
 func (x *labelIndex) release() { x.bytes.Drain() }
 
-// labelPair is an equality requirement of a label selector: the key has
-// exactly the value.
-type labelPair struct{ key, value string }
-
-// carriedBy reports whether o has the label.
-func (p labelPair) carriedBy(o *state.Object) bool {
-	v, ok := o.Labels[p.key]
-	return ok && v == p.value
-}
-
-// equalities returns the requirements of s that an index can serve: k=v,
-// k==v and k in (v). Every object s selects carries each of them.
-func equalities(s labels.Selector) []labelPair {
-	if s == nil {
-		return nil
-	}
-	reqs, selectable := s.Requirements()
-	if !selectable {
-		return nil
-	}
-	var pairs []labelPair
-	for i := range reqs {
-		r := &reqs[i]
-		switch r.Operator() {
-		case selection.Equals, selection.DoubleEquals, selection.In:
-			if values := r.ValuesUnsorted(); len(values) == 1 {
-				pairs = append(pairs, labelPair{key: r.Key(), value: values[0]})
-			}
-		}
-	}
-	return pairs
-}
-
 // update moves an object's entries from its previous state prev to its new
 // one cur; either may be nil (an object added or deleted).
 func (x *labelIndex) update(prev, cur *state.Object) {
@@ -163,16 +129,16 @@ func (x *labelIndex) remove(values map[string]*btree.BTreeG[*state.Object], valu
 // large state, a key neither indexed nor being indexed, room for one more)
 // it also returns the build of its key, for the caller to run from the
 // clone of state without the feed's lock (indexBuild).
-func (x *labelIndex) treeFor(sel *selector, objects *btree.BTreeG[*state.Object]) (tree *btree.BTreeG[*state.Object], eq *labelPair, b *indexBuild) {
-	pairs := equalities(sel.labels)
+func (x *labelIndex) treeFor(sel *selection.Selector, objects *btree.BTreeG[*state.Object]) (tree *btree.BTreeG[*state.Object], eq *selection.LabelPair, b *indexBuild) {
+	pairs := selection.Equalities(sel.Labels())
 	best, bestLen := -1, 0
 	for i, p := range pairs {
-		values, ok := x.keys[p.key]
+		values, ok := x.keys[p.Key]
 		if !ok {
 			continue
 		}
 		n := 0
-		if t := values[p.value]; t != nil {
+		if t := values[p.Value]; t != nil {
 			n = t.Len()
 		}
 		if best < 0 || n < bestLen {
@@ -181,16 +147,16 @@ func (x *labelIndex) treeFor(sel *selector, objects *btree.BTreeG[*state.Object]
 	}
 	if best < 0 {
 		if len(pairs) > 0 && objects.Len() >= labelIndexMinObjects && len(x.keys)+len(x.building) < maxLabelIndexKeys &&
-			!x.building[pairs[0].key] {
+			!x.building[pairs[0].Key] {
 			// The first equality is as good a guess as any: selectivity is
 			// unknown until its key is indexed.
-			x.building[pairs[0].key] = true
+			x.building[pairs[0].Key] = true
 			b = &indexBuild{pair: pairs[0], freelist: x.freelist}
 		}
 		return objects.Clone(), nil, b
 	}
 	p := &pairs[best]
-	if t := x.keys[p.key][p.value]; t != nil {
+	if t := x.keys[p.Key][p.Value]; t != nil {
 		return t.Clone(), p, nil
 	}
 	// No object carries the label: nothing matches.
@@ -206,7 +172,7 @@ func (x *labelIndex) treeFor(sel *selector, objects *btree.BTreeG[*state.Object]
 // changes recorded meanwhile. The lock is held for them only: not for
 // the O(n log n) of the build.
 type indexBuild struct {
-	pair     labelPair
+	pair     selection.LabelPair
 	seq      uint64
 	freelist *btree.FreeListG[*state.Object]
 	// values are the key's trees, of entries objects in all.
@@ -219,7 +185,7 @@ type indexBuild struct {
 func (b *indexBuild) run(objects *btree.BTreeG[*state.Object]) *btree.BTreeG[*state.Object] {
 	b.values = map[string]*btree.BTreeG[*state.Object]{}
 	objects.Ascend(func(o *state.Object) bool {
-		v, ok := o.Labels[b.pair.key]
+		v, ok := o.Labels[b.pair.Key]
 		if !ok {
 			return true
 		}
@@ -232,7 +198,7 @@ func (b *indexBuild) run(objects *btree.BTreeG[*state.Object]) *btree.BTreeG[*st
 		b.entries++
 		return true
 	})
-	if t := b.values[b.pair.value]; t != nil {
+	if t := b.values[b.pair.Value]; t != nil {
 		return t.Clone()
 	}
 	return btree.NewWithFreeListG(labelIndexDegree, state.ObjectLess, b.freelist)
@@ -240,8 +206,8 @@ func (b *indexBuild) run(objects *btree.BTreeG[*state.Object]) *btree.BTreeG[*st
 
 // install makes b's key, run, an indexed one, as of the state b ran on.
 func (x *labelIndex) install(b *indexBuild) {
-	delete(x.building, b.pair.key)
-	x.keys[b.pair.key] = b.values
+	delete(x.building, b.pair.Key)
+	x.keys[b.pair.Key] = b.values
 	x.bytes.Force(int64(b.entries)*labelIndexEntryBytes + int64(len(b.values))*labelIndexValueBytes)
 }
 
@@ -249,7 +215,7 @@ func (x *labelIndex) install(b *indexBuild) {
 // reads tree, a clone of the state, and returns the tree and equality the
 // request reads instead: the tree of its equality in the new index. It
 // installs the index under the feed's lock.
-func (f *feed) buildIndex(b *indexBuild, tree *btree.BTreeG[*state.Object]) (*btree.BTreeG[*state.Object], *labelPair) {
+func (f *feed) buildIndex(b *indexBuild, tree *btree.BTreeG[*state.Object]) (*btree.BTreeG[*state.Object], *selection.LabelPair) {
 	objects := tree.Len()
 	narrowed := b.run(tree)
 	values := len(b.values) // the feed's once installed
@@ -257,7 +223,7 @@ func (f *feed) buildIndex(b *indexBuild, tree *btree.BTreeG[*state.Object]) (*bt
 	installed := f.store.installIndex(b)
 	f.mu.Unlock()
 	if installed {
-		f.log.Info("indexed a label key", "key", b.pair.key, "values", values, "objects", objects)
+		f.log.Info("indexed a label key", "key", b.pair.Key, "values", values, "objects", objects)
 	}
 	return narrowed, &b.pair
 }

@@ -11,7 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // indexStore is a synced store of labelIndexMinObjects+100 objects, a
@@ -63,13 +65,15 @@ func (x *indexStore) delete(name, final string) {
 	x.st.record(&state.Record{Type: EventDeleted, Object: o, Previous: prev, RV: o.RV}, 0)
 }
 
-func (x *indexStore) cloneFor(t *testing.T, labelSelector string) (*btree.BTreeG[*state.Object], *labelPair, *indexBuild) {
+func (x *indexStore) cloneFor(t *testing.T, labelSelector string) (*btree.BTreeG[*state.Object], *selection.LabelPair, *indexBuild) {
 	t.Helper()
-	sel, err := labels.Parse(labelSelector)
+	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	sel, err := selection.Parse(selection.Spec{Resource: cm, LabelSelector: labelSelector}, upstream.ResourceInfo{Resource: cm, Namespaced: true},
+		&selection.Limits{MaxSelectorLength: 4096, MaxSelectorTerms: 64}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return x.st.cloneFor(&selector{labels: sel})
+	return x.st.cloneFor(sel)
 }
 
 // names returns the names of tree's objects that carry team=team, in order.
@@ -141,7 +145,7 @@ func TestAnIndexBuiltWithoutTheLockFollowsTheChangesMadeMeanwhile(t *testing.T) 
 		t.Fatal("the index was not installed")
 	}
 	checkTeamIndex(t, x.st)
-	if _, eq, b := x.cloneFor(t, "team=b"); eq == nil || *eq != (labelPair{"team", "b"}) || b != nil {
+	if _, eq, b := x.cloneFor(t, "team=b"); eq == nil || *eq != (selection.LabelPair{Key: "team", Value: "b"}) || b != nil {
 		t.Fatalf("a request of team=b once team is indexed: equality %v, build %v; want team=b's tree", eq, b)
 	}
 	x.put("o9", "c")
@@ -193,7 +197,7 @@ func TestLabelIndexCountsItsEntries(t *testing.T) {
 		return o
 	}
 	put("a", "x")
-	build := &indexBuild{pair: labelPair{"team", "x"}, freelist: x.freelist}
+	build := &indexBuild{pair: selection.LabelPair{Key: "team", Value: "x"}, freelist: x.freelist}
 	build.run(objects)
 	x.install(build)
 	put("b", "x")

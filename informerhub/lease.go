@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
@@ -16,8 +17,8 @@ import (
 type lease struct {
 	entry *feedEntry
 	feed  *feed
-	sel   *selector
-	view  *view
+	sel   *selection.Selector
+	view  *selection.View
 	owner string // WatchRequest.Owner, for the limits per owner
 	// failed ends when failure is set; failure may be read without the
 	// lock once it has.
@@ -50,14 +51,14 @@ func (l *lease) closeClone() {
 // subscription's last token.
 var errLeftBehind = errors.New("fell behind the history")
 
-func newLease(entry *feedEntry, sel *selector, owner string) lease {
+func newLease(entry *feedEntry, sel *selection.Selector, owner string) lease {
 	return lease{entry: entry, feed: entry.feed, sel: sel, owner: owner}
 }
 
 // acquire takes the subscription's admission on the feed, and its view.
 // The caller holds feed.mu.
 func (l *lease) acquire(p *watchParams) error {
-	v, err := l.feed.admission.acquire(l.owner, l.sel, p.proj, p.includePrevious, p.encoding)
+	v, err := l.feed.admission.Acquire(l.owner, l.sel, p.proj, p.includePrevious, p.encoding)
 	if err != nil {
 		return err
 	}
@@ -71,7 +72,7 @@ func (l *lease) release() {
 		return
 	}
 	l.released = true
-	l.feed.admission.release(l.owner, l.sel, l.view)
+	l.feed.admission.Release(l.owner, l.sel, l.view)
 }
 
 // fail ends the subscription with err, unless it has ended. The caller

@@ -190,7 +190,7 @@ func identityOf(info upstream.ResourceInfo, p *watchParams) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(upstream.FormatResource(info.Resource)))
 	h.Write([]byte{0})
-	h.Write([]byte(p.sel.key))
+	h.Write([]byte(p.sel.Key()))
 	h.Write([]byte{0})
 	if p.proj != nil {
 		h.Write([]byte(p.proj.Key()))

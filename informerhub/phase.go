@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
@@ -36,9 +37,9 @@ func newInitialPhase(s *Subscription, o *opening, tok *token) *initialPhase {
 	tree, eq := o.tree, o.eq
 	for i := len(o.undo) - 1; i >= 0; i-- {
 		switch r := o.undo[i]; {
-		case r.Previous != nil && (eq == nil || eq.carriedBy(r.Previous)):
+		case r.Previous != nil && (eq == nil || eq.CarriedBy(r.Previous)):
 			tree.ReplaceOrInsert(r.Previous)
-		case eq == nil || eq.carriedBy(r.Object):
+		case eq == nil || eq.CarriedBy(r.Object):
 			tree.Delete(r.Object)
 		}
 	}
@@ -61,7 +62,7 @@ func (p *initialPhase) step(ctx context.Context) (*Event, phase, error) {
 	events, vw := &s.lease.feed.events, s.lease.view
 	switch {
 	case o.obj != nil:
-		ev := events.initial(o.obj, token{pos: p.start, initial: true, selector: s.lease.sel.fingerprint}, vw, o.undecided)
+		ev := events.initial(o.obj, token{pos: p.start, initial: true, selector: s.lease.sel.Fingerprint()}, vw, o.undecided)
 		return ev, nil, nil
 	case !done:
 		return nil, nil, nil // a scanned batch matched nothing; check ctx again
@@ -70,7 +71,7 @@ func (p *initialPhase) step(ctx context.Context) (*Event, phase, error) {
 	f.mu.Lock()
 	s.lease.closeClone()
 	f.mu.Unlock()
-	return events.bookmark(p.start, true, vw.encoding), &catchUpPhase{s: s, at: p.start}, nil
+	return events.bookmark(p.start, true, vw.Encoding()), &catchUpPhase{s: s, at: p.start}, nil
 }
 
 // catchUpPhase reads a subscription's records straight from its feed's
@@ -88,7 +89,7 @@ type catchUpPhase struct {
 	// backlog holds the batch read, passed up to backlog[next].
 	backlog []*state.Record
 	next    int
-	eval    evaluation // the scratch of the filter's evaluations
+	eval    selection.Evaluation // the scratch of the filter's evaluations
 }
 
 // catchUpBatch is how many records a catch-up reads of the history at a
@@ -111,7 +112,7 @@ func (c *catchUpPhase) step(ctx context.Context) (*Event, phase, error) {
 		// objects' own it may have sent.
 		if c.at.Offset == 0 && c.s.quiet.ticked() {
 			f := c.s.lease.feed
-			return f.events.bookmark(c.at, false, c.s.lease.view.encoding), nil, nil
+			return f.events.bookmark(c.at, false, c.s.lease.view.Encoding()), nil, nil
 		}
 		batch, diskUpTo, next, err := c.fetchLocked()
 		switch {
@@ -141,8 +142,8 @@ func (c *catchUpPhase) pass() (*Event, error) {
 		c.backlog[c.next] = nil
 		c.next++
 		c.at = r.Pos
-		c.eval.reset()
-		v, undecided := s.lease.sel.variant(r, &c.eval)
+		c.eval.Reset()
+		v, undecided := s.lease.sel.Variant(r, &c.eval)
 		if v != state.VariantNone {
 			events := &s.lease.feed.events
 			if ev := events.ofRecord(r, v, s.lease.view); ev != nil {
@@ -255,7 +256,7 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 			if ev := f.events.ofRecord(d.Record, v, s.lease.view); ev != nil {
 				if d.Variant&state.UndecidedFlag != 0 {
 					// Cached on the objects: looked up, rarely evaluated again.
-					_, undecided := s.lease.sel.variant(d.Record, nil)
+					_, undecided := s.lease.sel.Variant(d.Record, nil)
 					ev = f.events.markedOf(d.Record, v, s.lease.view, ev, undecided)
 				}
 				return ev, nil, nil
@@ -281,7 +282,7 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 			pos := f.store.pos
 			f.mu.Unlock()
 			if pending == 0 && !m.behind.Load() {
-				return f.events.bookmark(pos, false, s.lease.view.encoding), nil, nil
+				return f.events.bookmark(pos, false, s.lease.view.Encoding()), nil, nil
 			}
 		}
 		// Two cases, not one per cause: failures, deliveries and ticks

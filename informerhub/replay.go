@@ -15,6 +15,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/budget"
 	"github.com/informerhub/informerhub/informerhub/internal/event"
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
@@ -32,7 +33,7 @@ import (
 // one issued.
 //
 // The upstream watch asks the API server for what it evaluates of the
-// selector, and the hub evaluates the rest (selector.upstreamQuery says
+// selector, and the hub evaluates the rest (selection.Selector.UpstreamQuery says
 // which is which). What the hub evaluates of a shard selector never
 // changes its verdict on an object (uid and namespace are immutable), so
 // the replay passes on only the upstream changes of the objects it
@@ -56,7 +57,7 @@ type replay struct {
 	rv       uint64 // every selected change up to rv has been passed on
 	// query is what the upstream watch asks the API server for, and what
 	// the hub evaluates itself.
-	query upstreamQuery
+	query selection.UpstreamQuery
 	// stateful is set for a subscription whose selection the API server
 	// cannot follow alone (query.stateful), with a projection, or with
 	// previous states (see above). state holds what such a replay knows of
@@ -67,7 +68,7 @@ type replay struct {
 	stateful   bool
 	state      map[objectKey]replayEntry
 	stateBytes budget.Share
-	eval       evaluation // the scratch of the filter's evaluations
+	eval       selection.Evaluation // the scratch of the filter's evaluations
 }
 
 // replayable reports whether the hub can replay from tok when its history
@@ -90,7 +91,7 @@ type replayEntry struct {
 	json     string
 	// undecided is why the filter could not decide on the object, if it
 	// could not (see verdict).
-	undecided *filterError
+	undecided *selection.FilterError
 }
 
 // size is what an entry counts against the replay budget.
@@ -103,18 +104,18 @@ func newReplay(s *Subscription, rv uint64) *replay {
 	// Before the replay is shared (Close calls end): a stateless one holds
 	// nothing, and may turn stateful (plan).
 	r.stateBytes.Init(s.lease.feed.hub.replays.bytes, false)
-	r.plan(s.lease.sel.upstreamQuery(true))
+	r.plan(s.lease.sel.UpstreamQuery(true))
 	return r
 }
 
 // plan makes the replay ask the API server for q, statefully if it must.
 // A replay that turns stateful lists its state when it next opens its
 // watch; one that is stateful stays so.
-func (r *replay) plan(q upstreamQuery) {
+func (r *replay) plan(q selection.UpstreamQuery) {
 	r.query = q
 	r.upstream.query(q)
 	vw := r.s.lease.view
-	r.stateful = r.stateful || q.stateful || vw.proj != nil || vw.includePrevious
+	r.stateful = r.stateful || q.Stateful || vw.Projection() != nil || vw.IncludePrevious()
 }
 
 // refused handles the API server's refusal of the replay's selector (a
@@ -124,12 +125,12 @@ func (r *replay) plan(q upstreamQuery) {
 // subscription's end (refusedSelector).
 func (r *replay) refused(err error) bool {
 	var refused *selectorRefusedError
-	if !errors.As(err, &refused) || r.query.fieldSelector == "" {
+	if !errors.As(err, &refused) || r.query.FieldSelector == "" {
 		return false
 	}
 	r.s.lease.feed.log.Info("the API server refuses a field selector the hub serves; the replay evaluates it in the hub",
 		"selector", r.s.describe(), "error", err)
-	r.plan(r.s.lease.sel.upstreamQuery(false))
+	r.plan(r.s.lease.sel.UpstreamQuery(false))
 	return true
 }
 
@@ -221,7 +222,7 @@ func (r *replay) next(ctx context.Context) (*Event, phase, error) {
 			// As on a live stream: a quiet replay gets a bookmark, at the
 			// version it has reached, every interval.
 			if s.quiet.ticked() {
-				return f.events.bookmark(state.Position{RV: r.rv}, false, s.lease.view.encoding), nil, nil
+				return f.events.bookmark(state.Position{RV: r.rv}, false, s.lease.view.Encoding()), nil, nil
 			}
 		case <-advanced:
 		case <-s.lease.failed.done():
@@ -337,7 +338,7 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 	// What the hub evaluates itself of a stateless replay's selector never
 	// changes its verdict on an object: the changes of an object it does
 	// not select are none of the subscriber's.
-	if !r.stateful && r.query.local != nil && !r.query.local.matchesBase(o) {
+	if !r.stateful && r.query.Local != nil && !r.query.Local.MatchesBase(o) {
 		return nil, nil, nil
 	}
 	ev := &Event{
@@ -345,7 +346,7 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 		Object:          o.JSON,
 		// A token of no feed instance: any hub places it by resourceVersion.
 		ResumeToken: f.events.token(token{pos: state.Position{RV: o.RV}}),
-		Encoding:    r.s.lease.view.encoding,
+		Encoding:    r.s.lease.view.Encoding(),
 	}
 	switch e.Type {
 	case watch.Added:
@@ -398,12 +399,12 @@ func (r *replay) statefully(ev *Event, o *state.Object) (bool, error) {
 	switch {
 	case cur.selected && prev.selected:
 		ev.Type, ev.Object = EventModified, cur.json
-		if vw.proj != nil {
-			if vw.proj.SameAsked(state.UnsafeBytes(prev.json), state.UnsafeBytes(cur.json)) {
+		if vw.Projection() != nil {
+			if vw.Projection().SameAsked(state.UnsafeBytes(prev.json), state.UnsafeBytes(cur.json)) {
 				return false, nil
 			}
 		}
-		if vw.includePrevious {
+		if vw.IncludePrevious() {
 			ev.PreviousObject = prev.json
 		}
 	case cur.selected:
@@ -487,8 +488,8 @@ func (r *replay) take(objects map[objectKey]replayEntry, obj runtime.Object) err
 // selection holds; an *ObjectError when it cannot project it.
 func (r *replay) entryOf(o *state.Object) (replayEntry, error) {
 	s := r.s
-	r.eval.reset()
-	v := s.lease.sel.matches(o, &r.eval)
+	r.eval.Reset()
+	v := s.lease.sel.Matches(o, &r.eval)
 	if !v.Match {
 		return replayEntry{}, nil
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/budget"
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
@@ -71,13 +72,13 @@ func newReplayWatch(f *feed, owner string) *replayWatch {
 }
 
 // query makes the next watch and LIST ask the API server for q.
-func (u *replayWatch) query(q upstreamQuery) {
+func (u *replayWatch) query(q selection.UpstreamQuery) {
 	timeout := int64(replayWatchTimeout)
 	u.opts = metav1.ListOptions{AllowWatchBookmarks: true, TimeoutSeconds: &timeout,
-		LabelSelector: q.labelSelector, FieldSelector: q.fieldSelector}
+		LabelSelector: q.LabelSelector, FieldSelector: q.FieldSelector}
 	lw := u.feed.lw
-	if q.namespace != "" {
-		lw = u.feed.hub.source.ListerWatcher(u.feed.info, q.namespace)
+	if q.Namespace != "" {
+		lw = u.feed.hub.source.ListerWatcher(u.feed.info, q.Namespace)
 	}
 	u.lw = cache.ToListerWatcherWithContext(lw)
 }

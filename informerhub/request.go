@@ -5,9 +5,17 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/projection"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
+
+// Selector chooses objects of one resource type, with the meaning
+// Kubernetes gives a LIST or WATCH request, and a filter and a shard
+// selector besides. It is defined in package internal/selection, which
+// parses it and owns both what the API server evaluates of it and what
+// the hub matches itself; see selection.Spec for its fields.
+type Selector = selection.Spec
 
 // WatchRequest asks for a subscription.
 type WatchRequest struct {
@@ -47,7 +55,7 @@ type SnapshotRequest struct {
 
 // watchParams is a validated WatchRequest.
 type watchParams struct {
-	sel               *selector
+	sel               *selection.Selector
 	proj              *projection.Projection
 	tok               *token
 	sendInitialEvents bool
@@ -78,7 +86,7 @@ func parseFields(paths []string, max int) (*projection.Projection, error) {
 	var pathErr *projection.PathError
 	switch {
 	case errors.As(err, &pathErr):
-		return nil, &RequestError{Field: FieldFields, Err: ErrInvalidRequest, Reason: fmt.Sprintf("%q: %v", truncate(pathErr.Path), pathErr.Err)}
+		return nil, &RequestError{Field: FieldFields, Err: ErrInvalidRequest, Reason: fmt.Sprintf("%q: %v", selection.Truncate(pathErr.Path), pathErr.Err)}
 	default:
 		return nil, &RequestError{Field: FieldFields, Err: ErrInvalidRequest, Reason: err.Error()}
 	}
@@ -86,7 +94,7 @@ func parseFields(paths []string, max int) (*projection.Projection, error) {
 
 // checkToken decodes a request's resume token, and checks that it is of the
 // resource type, and of the selector for one of initial events.
-func checkToken(s string, info upstream.ResourceInfo, sel *selector) (*token, error) {
+func checkToken(s string, info upstream.ResourceInfo, sel *selection.Selector) (*token, error) {
 	tok, err := decodeToken(s)
 	if err != nil {
 		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken, Reason: err.Error()}
@@ -95,7 +103,7 @@ func checkToken(s string, info upstream.ResourceInfo, sel *selector) (*token, er
 		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
 			Reason: "resume token was issued for " + strconv.Quote(tok.resource) + ", not " + strconv.Quote(want)}
 	}
-	if tok.initial && tok.selector != sel.fingerprint && tok.selector != sel.legacyFingerprint {
+	if tok.initial && tok.selector != sel.Fingerprint() && tok.selector != sel.LegacyFingerprint() {
 		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
 			Reason: "resume token was issued during the initial events of a different selector: resume with the same namespace and selectors, or start over"}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/btree"
 
 	"github.com/informerhub/informerhub/informerhub/internal/event"
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/projection"
 )
@@ -32,7 +33,7 @@ type Snapshot struct {
 }
 
 // newSnapshot clones the state of the entry's feed for sel.
-func newSnapshot(entry *feedEntry, sel *selector, proj *projection.Projection) (*Snapshot, error) {
+func newSnapshot(entry *feedEntry, sel *selection.Selector, proj *projection.Projection) (*Snapshot, error) {
 	f := entry.feed
 	tree, pos, build, clone, err := f.cloneFor(sel)
 	if err != nil {
@@ -56,7 +57,7 @@ func newSnapshot(entry *feedEntry, sel *selector, proj *projection.Projection) (
 // cloneFor returns, for a snapshot of sel, a clone of the tree it reads
 // (see store.cloneFor), its position, and the clone's account
 // (state.Clones), under the feed's lock.
-func (f *feed) cloneFor(sel *selector) (*btree.BTreeG[*state.Object], state.Position, *indexBuild, *state.Clone, error) {
+func (f *feed) cloneFor(sel *selection.Selector) (*btree.BTreeG[*state.Object], state.Position, *indexBuild, *state.Clone, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/informerhub/internal/durable"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
@@ -534,7 +535,7 @@ func (st *store) release() {
 // With the clone of the state it may return an index to build (see
 // labelIndexMinObjects), which the caller builds without the lock, and
 // installs (feed.buildIndex): never more than O(1) under the lock.
-func (st *store) cloneFor(sel *selector) (*btree.BTreeG[*state.Object], *labelPair, *indexBuild) {
+func (st *store) cloneFor(sel *selection.Selector) (*btree.BTreeG[*state.Object], *selection.LabelPair, *indexBuild) {
 	tree, eq, b := st.index.treeFor(sel, st.state)
 	if b != nil {
 		b.seq = st.pos.Seq
@@ -549,11 +550,11 @@ func (st *store) cloneFor(sel *selector) (*btree.BTreeG[*state.Object], *labelPa
 func (st *store) installIndex(b *indexBuild) bool {
 	x := &st.index
 	if st.released || b.seq < st.pos.Seq && b.seq+1 < st.history.First {
-		delete(x.building, b.pair.key)
+		delete(x.building, b.pair.Key)
 		return false
 	}
 	x.install(b)
-	key, values := b.pair.key, x.keys[b.pair.key]
+	key, values := b.pair.Key, x.keys[b.pair.Key]
 	for seq := b.seq + 1; seq <= st.pos.Seq; seq++ {
 		r, _ := st.history.Get(seq)
 		switch r.Type {

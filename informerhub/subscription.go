@@ -12,6 +12,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/informerhub/internal/event"
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
@@ -77,7 +78,7 @@ type opening struct {
 	// objects carry (nil: it is the state), and the records to roll it back
 	// through to start.
 	tree *btree.BTreeG[*state.Object]
-	eq   *labelPair
+	eq   *selection.LabelPair
 	undo []*state.Record
 	// build is the index to build for tree, without the lock (see
 	// store.cloneFor).
@@ -120,7 +121,7 @@ func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscrip
 		// until it receives something newer.
 		startToken = f.events.token(*tok)
 	case initial:
-		startToken = f.events.token(token{pos: o.start, initial: true, selector: s.lease.sel.fingerprint})
+		startToken = f.events.token(token{pos: o.start, initial: true, selector: s.lease.sel.Fingerprint()})
 	default:
 		startToken = f.events.token(token{pos: o.start})
 	}
@@ -401,15 +402,15 @@ func (s *Subscription) Close() {
 // describe says what the subscription selects, for a log line.
 func (s *Subscription) describe() string {
 	sel, vw := s.lease.sel, s.lease.view
-	desc := fmt.Sprintf("namespace=%q labels=%q fields=%q", sel.namespace, canonical(sel.labels), canonical(sel.fields))
-	if sel.shard != nil {
-		desc += fmt.Sprintf(" shard=%q", truncate(sel.shard.String()))
+	desc := fmt.Sprintf("namespace=%q labels=%q fields=%q", sel.Namespace(), selection.Canonical(sel.Labels()), selection.Canonical(sel.Fields()))
+	if sel.Shard() != nil {
+		desc += fmt.Sprintf(" shard=%q", selection.Truncate(sel.Shard().String()))
 	}
-	if sel.filter != nil {
-		desc += fmt.Sprintf(" filter=%q", truncate(sel.filter.Expr()))
+	if sel.Filter() != nil {
+		desc += fmt.Sprintf(" filter=%q", selection.Truncate(sel.Filter().Expr()))
 	}
-	if vw != defaultView {
-		desc += fmt.Sprintf(" view=%q", truncate(vw.key))
+	if vw != selection.DefaultView {
+		desc += fmt.Sprintf(" view=%q", selection.Truncate(vw.Key()))
 	}
 	return desc
 }

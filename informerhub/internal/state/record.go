@@ -10,7 +10,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub/internal/event"
 )
 
-// Variant is how one subscriber sees a record; see selector.variant.
+// Variant is how one subscriber sees a record; see the core's selection.Selector.Variant.
 type Variant uint8
 
 const (

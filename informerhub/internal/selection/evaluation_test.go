@@ -1,4 +1,4 @@
-package informerhub
+package selection
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 )
 
 func TestFilterResultsAreCachedOnObjects(t *testing.T) {
-	c := celfilter.NewCompiler(DefaultMaxFilterEstimatedCost, DefaultMaxFilterCost)
+	c := testCompiler()
 	o := &state.Object{JSON: `{"metadata":{"name":"a"}}`}
 	var filters []*celfilter.Filter
 	for i := range state.MaxCachedVerdicts + 2 {
@@ -20,10 +20,10 @@ func TestFilterResultsAreCachedOnObjects(t *testing.T) {
 		filters = append(filters, f)
 	}
 	before := c.Counts().Decodes
-	dc := &evaluation{}
-	dc.share(filters) // as the feed does before dispatch
+	dc := &Evaluation{}
+	dc.Share(filters) // as the feed does before dispatch
 	for _, f := range filters {
-		if !dc.matches(f, o, nil).Match {
+		if !dc.Matches(f, o, nil).Match {
 			t.Fatal("no match")
 		}
 	}
@@ -32,7 +32,7 @@ func TestFilterResultsAreCachedOnObjects(t *testing.T) {
 	}
 	last := filters[len(filters)-1]
 	before = c.Counts().Decodes
-	if !(*evaluation)(nil).matches(last, o, nil).Match || c.Counts().Decodes != before {
+	if !(*Evaluation)(nil).Matches(last, o, nil).Match || c.Counts().Decodes != before {
 		t.Error("the result of the last filter evaluated is not cached on the object")
 	}
 	if _, cached := o.CachedVerdict(filters[0].ID()); cached {

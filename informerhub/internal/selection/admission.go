@@ -1,25 +1,27 @@
-package informerhub
+package selection
 
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/informerhub/informerhub/informerhub/internal/errs"
+	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/projection"
 )
 
-// admission is what a feed's subscriptions ask of it beyond its changes,
+// Admission is what a feed's subscriptions ask of it beyond its changes,
 // and the limits on it: the distinct filters and projections in use, each
 // a cost per change, overall and per owner (Config.MaxFiltersPerResource,
 // MaxProjectionsPerResource, MaxFiltersPerOwner, MaxProjectionsPerOwner);
-// and the views subscribers share (view.go). It is guarded by its feed's
+// and the views subscribers share (View). It is guarded by its feed's
 // mu.
-type admission struct {
+type Admission struct {
 	resource schema.GroupVersionResource
 	limits   admissionLimits
 
 	// views are the interned views, by key; projections counts the views
 	// of each distinct projection, and filters the subscriptions of each
 	// distinct filter, by expression.
-	views       map[string]*view
+	views       map[string]*View
 	projections map[string]int
 	filters     map[string]int
 	// owners are what each owner's subscriptions hold (see acquire).
@@ -37,25 +39,25 @@ type ownerUse struct {
 	filters, projections map[string]int
 }
 
-func newAdmission(resource schema.GroupVersionResource, cfg *Config) admission {
-	return admission{
+func NewAdmission(resource schema.GroupVersionResource, cfg *Limits) Admission {
+	return Admission{
 		resource: resource,
 		limits: admissionLimits{
 			filters: cfg.MaxFiltersPerResource, projections: cfg.MaxProjectionsPerResource,
 			filtersPerOwner: cfg.MaxFiltersPerOwner, projectionsPerOwner: cfg.MaxProjectionsPerOwner,
 		},
-		views:       map[string]*view{},
+		views:       map[string]*View{},
 		projections: map[string]int{},
 		filters:     map[string]int{},
 		owners:      map[string]*ownerUse{},
 	}
 }
 
-// acquire admits a subscription of owner's with sel in the view that
+// Acquire admits a subscription of owner's with sel in the view that
 // proj, includePrevious and enc make, and returns the view: it takes a
 // share of the selector's filter and of the view, within the limits on
 // distinct ones, overall and per owner. release gives them back.
-func (a *admission) acquire(owner string, sel *selector, proj *projection.Projection, includePrevious bool, enc Encoding) (*view, error) {
+func (a *Admission) Acquire(owner string, sel *Selector, proj *projection.Projection, includePrevious bool, enc event.Encoding) (*View, error) {
 	var projKey string
 	if proj != nil {
 		projKey = proj.Key()
@@ -65,7 +67,7 @@ func (a *admission) acquire(owner string, sel *selector, proj *projection.Projec
 	}
 	if flt := sel.filter; flt != nil {
 		if a.filters[flt.Expr()] == 0 && len(a.filters) >= a.limits.filters {
-			return nil, &LimitError{Resource: a.resource, Limit: LimitFilters, Max: a.limits.filters}
+			return nil, &errs.LimitError{Resource: a.resource, Limit: errs.LimitFilters, Max: a.limits.filters}
 		}
 		a.filters[flt.Expr()]++
 	}
@@ -78,8 +80,8 @@ func (a *admission) acquire(owner string, sel *selector, proj *projection.Projec
 	return v, nil
 }
 
-// release gives back what an acquire took.
-func (a *admission) release(owner string, sel *selector, v *view) {
+// Release gives back what an acquire took.
+func (a *Admission) Release(owner string, sel *Selector, v *View) {
 	a.releaseFilter(sel)
 	var projKey string
 	if v.proj != nil {
@@ -89,7 +91,7 @@ func (a *admission) release(owner string, sel *selector, v *view) {
 	a.releaseView(v)
 }
 
-func (a *admission) releaseFilter(sel *selector) {
+func (a *Admission) releaseFilter(sel *Selector) {
 	if flt := sel.filter; flt != nil {
 		if a.filters[flt.Expr()]--; a.filters[flt.Expr()] <= 0 {
 			delete(a.filters, flt.Expr())
@@ -99,17 +101,17 @@ func (a *admission) releaseFilter(sel *selector) {
 
 // acquireView returns the view of that form, interning it, and counts one
 // more subscription on it. A new projection beyond the limit is refused.
-func (a *admission) acquireView(proj *projection.Projection, includePrevious bool, enc Encoding) (*view, error) {
+func (a *Admission) acquireView(proj *projection.Projection, includePrevious bool, enc event.Encoding) (*View, error) {
 	if proj == nil && !includePrevious && enc == 0 {
-		return defaultView, nil
+		return DefaultView, nil
 	}
 	key := viewKey(proj, includePrevious, enc)
 	v := a.views[key]
 	if v == nil {
 		if proj != nil && a.projections[proj.Key()] == 0 && len(a.projections) >= a.limits.projections {
-			return nil, &LimitError{Resource: a.resource, Limit: LimitProjections, Max: a.limits.projections}
+			return nil, &errs.LimitError{Resource: a.resource, Limit: errs.LimitProjections, Max: a.limits.projections}
 		}
-		v = &view{key: key, proj: proj, includePrevious: includePrevious, encoding: enc}
+		v = &View{key: key, proj: proj, includePrevious: includePrevious, encoding: enc}
 		a.views[key] = v
 	}
 	if v.refs == 0 && proj != nil {
@@ -119,8 +121,8 @@ func (a *admission) acquireView(proj *projection.Projection, includePrevious boo
 	return v, nil
 }
 
-func (a *admission) releaseView(v *view) {
-	if v == defaultView {
+func (a *Admission) releaseView(v *View) {
+	if v == DefaultView {
 		return
 	}
 	if v.refs--; v.refs > 0 {
@@ -137,23 +139,23 @@ func (a *admission) releaseView(v *view) {
 // checkOwner refuses a subscription that would take its owner past the
 // limits of distinct filters or projections per owner, so that no one
 // client takes every slot of the resource type.
-func (a *admission) checkOwner(owner string, sel *selector, projKey string) error {
+func (a *Admission) checkOwner(owner string, sel *Selector, projKey string) error {
 	use := a.owners[owner]
 	if owner == "" || use == nil {
 		return nil
 	}
 	if flt := sel.filter; flt != nil && use.filters[flt.Expr()] == 0 && len(use.filters) >= a.limits.filtersPerOwner {
-		return &LimitError{Resource: a.resource, Limit: LimitFiltersPerOwner, Max: a.limits.filtersPerOwner}
+		return &errs.LimitError{Resource: a.resource, Limit: errs.LimitFiltersPerOwner, Max: a.limits.filtersPerOwner}
 	}
 	if projKey != "" && use.projections[projKey] == 0 && len(use.projections) >= a.limits.projectionsPerOwner {
-		return &LimitError{Resource: a.resource, Limit: LimitProjectionsPerOwner, Max: a.limits.projectionsPerOwner}
+		return &errs.LimitError{Resource: a.resource, Limit: errs.LimitProjectionsPerOwner, Max: a.limits.projectionsPerOwner}
 	}
 	return nil
 }
 
 // countOwner counts (delta 1) or uncounts (-1) a subscription of owner's
 // holding sel's filter and a projection.
-func (a *admission) countOwner(owner string, sel *selector, projKey string, delta int) {
+func (a *Admission) countOwner(owner string, sel *Selector, projKey string, delta int) {
 	flt := sel.filter
 	if owner == "" || flt == nil && projKey == "" {
 		return
@@ -178,3 +180,8 @@ func (a *admission) countOwner(owner string, sel *selector, projKey string, delt
 		delete(a.owners, owner)
 	}
 }
+
+// FilterCount and projectionCount are the distinct filters and projections
+// the resource type's subscribers use.
+func (a *Admission) FilterCount() int     { return len(a.filters) }
+func (a *Admission) ProjectionCount() int { return len(a.projections) }

@@ -1,4 +1,4 @@
-package informerhub
+package selection
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/internal/errs"
+	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
@@ -29,35 +31,31 @@ func FuzzRequestValidation(f *testing.F) {
 	f.Add("", "v1", "configmaps", "", "a in (b,c),a notin (d),!e,f,g!=h,i==j", "metadata.namespace=a,metadata.name=b")
 	info := upstream.ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true}
 	obj := &state.Object{Namespace: "default", Name: "x", Labels: labels.Set{"app": "web", "tier": "a"}}
-	var cfg Config
-	cfg.setDefaults()
 	f.Fuzz(func(t *testing.T, group, version, resource, namespace, labelSelector, fieldSelector string) {
-		s := Selector{
+		s := Spec{
 			Resource:      schema.GroupVersionResource{Group: group, Version: version, Resource: resource},
 			Namespace:     namespace,
 			LabelSelector: labelSelector,
 			FieldSelector: fieldSelector,
 		}
-		_ = validateResource(s)
-		sel, err := parseSelector(s, info, &cfg, celfilter.NewCompiler(cfg.MaxFilterEstimatedCost, cfg.MaxFilterCost))
+		_ = ValidateResource(s)
+		sel, err := Parse(s, info, &testLimits, testCompiler())
 		if err != nil {
 			return
 		}
-		sel.matches(obj, nil)
-		sel.variant(&state.Record{Type: EventModified, Object: obj, Previous: obj}, nil)
+		sel.Matches(obj, nil)
+		sel.Variant(&state.Record{Type: event.Modified, Object: obj, Previous: obj}, nil)
 	})
 }
 
 func TestSelectorKeysAreDistinct(t *testing.T) {
-	var cfg Config
-	cfg.setDefaults()
-	filters := celfilter.NewCompiler(cfg.MaxFilterEstimatedCost, cfg.MaxFilterCost)
+	filters := testCompiler()
 	info := upstream.ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespaced: true}
-	a, err := parseSelector(Selector{Resource: info.Resource, FieldSelector: "spec.nodeName=v\x01true // ", Filter: "true"}, info, &cfg, filters)
+	a, err := Parse(Spec{Resource: info.Resource, FieldSelector: "spec.nodeName=v\x01true // ", Filter: "true"}, info, &testLimits, filters)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := parseSelector(Selector{Resource: info.Resource, FieldSelector: "spec.nodeName=v", Filter: "true // \x01true"}, info, &cfg, filters)
+	b, err := Parse(Spec{Resource: info.Resource, FieldSelector: "spec.nodeName=v", Filter: "true // \x01true"}, info, &testLimits, filters)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +65,6 @@ func TestSelectorKeysAreDistinct(t *testing.T) {
 }
 
 func TestParseFieldSelector(t *testing.T) {
-	var cfg Config
-	cfg.setDefaults()
 	info := func(group, version, resource string, namespaced bool) upstream.ResourceInfo {
 		return upstream.ResourceInfo{Resource: schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, Namespaced: namespaced}
 	}
@@ -91,14 +87,14 @@ func TestParseFieldSelector(t *testing.T) {
 		{pcrs, "metadata.namespace=x", "", `field "metadata.namespace" is not supported`},
 		{pods, "spec.nodeName in (a)", "", "can't understand"},
 	} {
-		got, err := parseFieldSelector(tt.in, tt.info, tt.info.FieldSet(), &cfg)
+		got, err := ParseFieldSelector(tt.in, tt.info, tt.info.FieldSet(), &testLimits)
 		switch {
 		case tt.want != "" && (err != nil || got.String() != tt.want):
 			t.Errorf("%s %q = %v, %v; want %q", upstream.FormatResource(tt.info.Resource), tt.in, got, err, tt.want)
 		case tt.want == "":
-			var reqErr *RequestError
-			if !errors.As(err, &reqErr) || reqErr.Field != FieldFieldSelector || !strings.Contains(reqErr.Reason, tt.reason) {
-				t.Errorf("%s %q: error %v, want one on %s saying %q", upstream.FormatResource(tt.info.Resource), tt.in, err, FieldFieldSelector, tt.reason)
+			var reqErr *errs.RequestError
+			if !errors.As(err, &reqErr) || reqErr.Field != errs.FieldFieldSelector || !strings.Contains(reqErr.Reason, tt.reason) {
+				t.Errorf("%s %q: error %v, want one on %s saying %q", upstream.FormatResource(tt.info.Resource), tt.in, err, errs.FieldFieldSelector, tt.reason)
 			}
 		}
 	}
@@ -118,7 +114,7 @@ func TestTruncateKeepsCharactersWhole(t *testing.T) {
 		{"ab€cd", 5, "ab€..."},
 		{"€€", 1, "..."},
 	} {
-		got := truncateTo(tc.in, tc.max)
+		got := TruncateTo(tc.in, tc.max)
 		if got != tc.want || !utf8.ValidString(got) {
 			t.Errorf("truncateTo(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
 		}
@@ -129,17 +125,15 @@ func TestTruncateKeepsCharactersWhole(t *testing.T) {
 // namespace, select each object exactly once, as selectors of distinct
 // keys; a bad shard selector names its field.
 func TestShardSelectorsPartitionObjects(t *testing.T) {
-	var cfg Config
-	cfg.setDefaults()
-	filters := celfilter.NewCompiler(cfg.MaxFilterEstimatedCost, cfg.MaxFilterCost)
+	filters := testCompiler()
 	info := upstream.ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true}
 	bounds := []string{"0x0000000000000000", "0x4000000000000000", "0x8000000000000000", "0xc000000000000000", "0x10000000000000000"}
 	for _, key := range []string{"object.metadata.uid", "object.metadata.namespace"} {
-		var shards []*selector
+		var shards []*Selector
 		keys := map[string]bool{}
 		for i := range 4 {
-			sel, err := parseSelector(Selector{Resource: info.Resource,
-				ShardSelector: "shardRange(" + key + ", '" + bounds[i] + "', '" + bounds[i+1] + "')"}, info, &cfg, filters)
+			sel, err := Parse(Spec{Resource: info.Resource,
+				ShardSelector: "shardRange(" + key + ", '" + bounds[i] + "', '" + bounds[i+1] + "')"}, info, &testLimits, filters)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +147,7 @@ func TestShardSelectorsPartitionObjects(t *testing.T) {
 			o := &state.Object{Namespace: "ns-" + strconv.Itoa(i%37), Name: "x", UID: "uid-" + strconv.Itoa(i)}
 			n := 0
 			for _, s := range shards {
-				if s.matches(o, nil).Match {
+				if s.Matches(o, nil).Match {
 					n++
 				}
 			}
@@ -167,10 +161,18 @@ func TestShardSelectorsPartitionObjects(t *testing.T) {
 		"shardRange(object.metadata.uid, '0x2', '0x1')",
 		"true",
 	} {
-		_, err := parseSelector(Selector{Resource: info.Resource, ShardSelector: bad}, info, &cfg, filters)
-		var reqErr *RequestError
-		if !errors.As(err, &reqErr) || reqErr.Field != FieldShardSelector || !errors.Is(err, ErrInvalidRequest) {
-			t.Errorf("%q: %v, want an invalid %s", bad, err, FieldShardSelector)
+		_, err := Parse(Spec{Resource: info.Resource, ShardSelector: bad}, info, &testLimits, filters)
+		var reqErr *errs.RequestError
+		if !errors.As(err, &reqErr) || reqErr.Field != errs.FieldShardSelector || !errors.Is(err, errs.ErrInvalidRequest) {
+			t.Errorf("%q: %v, want an invalid %s", bad, err, errs.FieldShardSelector)
 		}
 	}
 }
+
+// testLimits are the hub's default limits (informerhub.DefaultMaxSelectorLength
+// and the rest).
+var testLimits = Limits{MaxSelectorLength: 4096, MaxFilterLength: 4096, MaxSelectorTerms: 64,
+	MaxFiltersPerResource: 32, MaxProjectionsPerResource: 32, MaxFiltersPerOwner: 8, MaxProjectionsPerOwner: 8}
+
+// testCompiler compiles filters within the hub's default costs.
+func testCompiler() *celfilter.Compiler { return celfilter.NewCompiler(10_000_000, 10_000) }

@@ -1,4 +1,4 @@
-package informerhub
+package selection
 
 import (
 	"fmt"
@@ -12,13 +12,13 @@ import (
 	"github.com/informerhub/informerhub/informerhub/projection"
 )
 
-// evaluation is the scratch of the filter evaluations on the objects of
+// Evaluation is the scratch of the filter evaluations on the objects of
 // one change (its new and previous state), or on one object of a scan: each
 // object is decoded for CEL at most once, each filter evaluated on it at
 // most once, whatever the number of groups that ask (the results the
 // objects cache themselves are bounded, and fewer than the filters a
 // resource type may have). A nil *evaluation shares nothing.
-type evaluation struct {
+type Evaluation struct {
 	// decoded are the objects decoded for CEL, each as projected on the
 	// paths some filters read (projection.Whole: whole).
 	decoded []decodedObject
@@ -54,10 +54,10 @@ type evaluatedKey struct {
 // manyResults is the most results an evaluation looks up one by one.
 const manyResults = 16
 
-// filterError is why a filter could not decide on an object. It is
+// FilterError is why a filter could not decide on an object. It is
 // immutable, and shared by the object's events, and by the objects on
 // which the filter fails the same way (celfilter.Filter.Failed).
-type filterError = celfilter.Failure
+type FilterError = celfilter.Failure
 
 // maxFilterErrorLength bounds the reason an event carries, as CEL's
 // messages may quote a long expression.
@@ -65,22 +65,22 @@ const maxFilterErrorLength = 256
 
 // errFilterOverCost is why a filter that ran over its cost limit could not
 // decide: the same for every object, so it is shared.
-var errFilterOverCost = &filterError{Reason: "the filter exceeded the hub's cost limit for one evaluation"}
+var errFilterOverCost = &FilterError{Reason: "the filter exceeded the hub's cost limit for one evaluation"}
 
-func newFilterError(flt *celfilter.Filter, err error, costly bool) *filterError {
+func newFilterError(flt *celfilter.Filter, err error, costly bool) *FilterError {
 	if costly {
 		return errFilterOverCost
 	}
-	return flt.Failed(truncateTo(fmt.Sprintf("the filter failed: %v", err), maxFilterErrorLength))
+	return flt.Failed(TruncateTo(fmt.Sprintf("the filter failed: %v", err), maxFilterErrorLength))
 }
 
-// matches returns what flt decides on o; errs, when not nil, counts the
+// Matches returns what flt decides on o; errs, when not nil, counts the
 // evaluations that could not decide. The evaluation shares decoded objects
 // and results between the filters evaluated on one change (or one object
 // of a scan). Results are cached on the object, which never changes (the
 // most recent maxCachedFilterResults): an object that costs a filter its
 // limit costs it once while its result stays cached.
-func (ev *evaluation) matches(flt *celfilter.Filter, o *state.Object, errs *atomic.Uint64) state.Verdict {
+func (ev *Evaluation) Matches(flt *celfilter.Filter, o *state.Object, errs *atomic.Uint64) state.Verdict {
 	if v, ok := o.CachedVerdict(flt.ID()); ok {
 		return v
 	}
@@ -104,9 +104,9 @@ func (ev *evaluation) matches(flt *celfilter.Filter, o *state.Object, errs *atom
 	return v
 }
 
-// share makes the evaluation decode each object once for all the filters,
+// Share makes the evaluation decode each object once for all the filters,
 // as projected on what they read together.
-func (ev *evaluation) share(filters []*celfilter.Filter) {
+func (ev *Evaluation) Share(filters []*celfilter.Filter) {
 	ev.reads = &projection.Tree{}
 	for _, f := range filters {
 		if f.Reads() == nil {
@@ -123,7 +123,7 @@ func (ev *evaluation) share(filters []*celfilter.Filter) {
 
 // readsOf returns what to decode of objects for f: what the evaluation's
 // shared filters read, if f is one of them, or else what f reads.
-func (ev *evaluation) readsOf(f *celfilter.Filter) *projection.Tree {
+func (ev *Evaluation) readsOf(f *celfilter.Filter) *projection.Tree {
 	if ev != nil && ev.reads != nil && slices.Contains(ev.shared, f.ID()) {
 		return ev.reads
 	}
@@ -133,7 +133,7 @@ func (ev *evaluation) readsOf(f *celfilter.Filter) *projection.Tree {
 	return f.Reads()
 }
 
-func (ev *evaluation) result(o *state.Object, f *celfilter.Filter) (state.Verdict, bool) {
+func (ev *Evaluation) result(o *state.Object, f *celfilter.Filter) (state.Verdict, bool) {
 	if ev == nil {
 		return state.Verdict{}, false
 	}
@@ -149,7 +149,7 @@ func (ev *evaluation) result(o *state.Object, f *celfilter.Filter) (state.Verdic
 	return state.Verdict{}, false
 }
 
-func (ev *evaluation) remember(o *state.Object, f *celfilter.Filter, v state.Verdict) {
+func (ev *Evaluation) remember(o *state.Object, f *celfilter.Filter, v state.Verdict) {
 	if ev == nil {
 		return
 	}
@@ -165,14 +165,14 @@ func (ev *evaluation) remember(o *state.Object, f *celfilter.Filter, v state.Ver
 	}
 }
 
-// reset forgets the objects and results, for the next object of a scan.
-func (ev *evaluation) reset() {
+// Reset forgets the objects and results, for the next object of a scan.
+func (ev *Evaluation) Reset() {
 	clear(ev.decoded)
 	ev.decoded, ev.results, ev.byKey = ev.decoded[:0], ev.results[:0], nil
 }
 
 // value returns the CEL value of o as f reads it, decoding it on first use.
-func (ev *evaluation) value(o *state.Object, f *celfilter.Filter) (ref.Val, error) {
+func (ev *Evaluation) value(o *state.Object, f *celfilter.Filter) (ref.Val, error) {
 	reads := ev.readsOf(f)
 	if ev != nil {
 		for _, d := range ev.decoded {
@@ -190,3 +190,7 @@ func (ev *evaluation) value(o *state.Object, f *celfilter.Filter) (ref.Val, erro
 	}
 	return val, nil
 }
+
+// Fork returns an evaluation of its own for another goroutine, sharing
+// ev's filters' reads and what ev shares.
+func (ev *Evaluation) Fork() *Evaluation { return &Evaluation{reads: ev.reads, shared: ev.shared} }
