@@ -19,11 +19,11 @@
 //     resourceVersion. They advance together, under the feed's one lock.
 //     Objects, records, positions, the history and the state's clones are
 //     package internal/state, which has no lock of its own;
-//   - the live subscribers (dispatch.go), grouped by selector and the groups
-//     indexed by an equality they require, so that a change visits the
-//     subscribers it may concern; each a member (member.go) with a bounded
-//     queue the feed fills without ever blocking (queue.go), which holds
-//     what waits in it, not its bound, so an idle subscriber holds little;
+//   - the live subscribers (package internal/fanout), grouped by selector
+//     and the groups indexed by an equality they require, so that a change
+//     visits the subscribers it may concern; each a member with a bounded
+//     queue the feed fills without ever blocking, which holds what waits in
+//     it, not its bound, so an idle subscriber holds little;
 //   - admission (package internal/selection): the views subscribers
 //     share, and the distinct filters and projections in use within their
 //     limits;

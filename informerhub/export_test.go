@@ -34,7 +34,7 @@ func LiveSubscribers(h *Hub, gvr schema.GroupVersionResource) int {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.live.subscribers
+	return f.live.SubscriberCount()
 }
 
 // PanicInProcess makes the informer handler of a resource's feed panic, as
@@ -142,7 +142,7 @@ func WaitForResourceVersion(h *Hub, gvr schema.GroupVersionResource, rv uint64) 
 }
 
 // Pending counts the deliveries waiting in a live subscription's queue.
-func Pending(s *Subscription) int { return s.member.queue.len() }
+func Pending(s *Subscription) int { return s.member.Pending() }
 
 // DispatchVisits counts the subscriber groups a resource's feed has matched
 // changes against, and the groups it has now.
@@ -150,7 +150,7 @@ func DispatchVisits(h *Hub, gvr schema.GroupVersionResource) (visits uint64, gro
 	f := feedOf(h, gvr)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.live.visits, len(f.live.groups)
+	return f.live.VisitCount(), f.live.GroupCount()
 }
 
 // FilterDecodes counts the objects the hub decoded for filters.

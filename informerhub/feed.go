@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/internal/fanout"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/upstream"
@@ -53,7 +54,7 @@ type feed struct {
 	// never block.
 	mu        sync.Mutex
 	store     *store
-	live      dispatcher
+	live      fanout.Dispatcher
 	admission selection.Admission
 	ready     readiness
 	err       error // why the feed stopped; set once, before stopped is closed
@@ -75,7 +76,7 @@ func newFeed(h *Hub, info upstream.ResourceInfo, counters *resourceCounters) *fe
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 		store:     newStore(info.Resource, epoch, &h.cfg, h.memory, log),
-		live:      newDispatcher(),
+		live:      fanout.NewDispatcher(),
 		admission: selection.NewAdmission(info.Resource, &h.limits),
 		ready:     newReadiness(),
 	}
@@ -125,7 +126,7 @@ func (f *feed) stopLocked(err error) {
 	// sees the feed stopped.
 	close(f.stopped)
 	f.ready.stop()
-	f.live.end(err)
+	f.live.End(err)
 	f.cancel()
 	f.store.release()
 	if f.store.disk.log != nil {
@@ -264,9 +265,9 @@ func (f *feed) apply(deltas cache.Deltas, prepared []prepared) error {
 	locked := time.Now()
 	defer func() {
 		held := time.Since(locked)
-		wakes := f.live.takeWakes()
+		wakes := f.live.TakeWakes()
 		f.mu.Unlock()
-		wakes.wake()
+		wakes.Wake()
 		for _, p := range prepared {
 			if p.relist != nil {
 				p.relist.log(f.log, held)
@@ -320,7 +321,7 @@ func (f *feed) stopAfterPanic(p any) (err error) {
 			default:
 				close(f.stopped)
 			}
-			f.live.failAll(failure)
+			f.live.FailAll(failure)
 			f.store.release() // what it counts in the budget
 
 		}
@@ -431,11 +432,11 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo, p *preparedRelist) erro
 func (f *feed) recordLocked(r *state.Record, offset uint32, ev *selection.Evaluation) {
 	before := f.store.record(r, offset)
 	f.counters.received.Add(1)
-	f.live.turnPeak(r.Received)
+	f.live.TurnPeak(r.Received)
 	if ev == nil {
 		ev = &selection.Evaluation{}
 	}
-	f.live.deliver(r, ev, before, &f.counters.fellBehind)
+	f.live.Deliver(r, ev, before, &f.counters.fellBehind)
 	f.boundUnwrittenLocked()
 }
 
@@ -493,13 +494,13 @@ func (f *feed) prepare(deltas cache.Deltas) []prepared {
 		ev := &selection.Evaluation{}
 		filters := make([]*celfilter.Filter, 0, len(plan))
 		for _, e := range plan {
-			if !slices.Contains(filters, e.filter) {
-				filters = append(filters, e.filter)
+			if !slices.Contains(filters, e.Filter) {
+				filters = append(filters, e.Filter)
 			}
 		}
 		ev.Share(filters) // one decode of each object for all filters
 		for _, e := range plan {
-			ev.Matches(e.filter, e.obj, &f.counters.filterErrors)
+			ev.Matches(e.Filter, e.Object, &f.counters.filterErrors)
 		}
 		out[i].eval = ev
 	}
@@ -510,13 +511,13 @@ func (f *feed) prepare(deltas cache.Deltas) []prepared {
 // filters dispatch will evaluate on its object and on the state it
 // replaces; under the feed's lock (released however it returns: process
 // recovers from panics by stopping the feed, which takes the lock).
-func (f *feed) planLocked(deltas cache.Deltas, out []prepared) [][]filterOn {
+func (f *feed) planLocked(deltas cache.Deltas, out []prepared) [][]fanout.FilterOn {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.admission.FilterCount() == 0 || !f.store.synced || f.err != nil {
 		return nil
 	}
-	plans := make([][]filterOn, len(deltas))
+	plans := make([][]fanout.FilterOn, len(deltas))
 	// The state each delta replaces: the state's, or an earlier delta's of
 	// the same object.
 	pending := map[objectKey]*state.Object{}
@@ -538,10 +539,10 @@ func (f *feed) planLocked(deltas cache.Deltas, out []prepared) [][]filterOn {
 		out[i].obj = o
 		// Dispatch tests a deletion's previous state only.
 		if d.Type == cache.Deleted {
-			plans[i] = f.live.filtersFor(nil, prev)
+			plans[i] = f.live.FiltersFor(nil, prev)
 			pending[key] = nil
 		} else {
-			plans[i] = f.live.filtersFor(o, prev)
+			plans[i] = f.live.FiltersFor(o, prev)
 			pending[key] = o
 		}
 	}
@@ -595,8 +596,8 @@ func (f *feed) levels(rs *ResourceStats) {
 	defer f.mu.Unlock()
 	f.store.levels(rs)
 	rs.UpstreamProgress, rs.UpstreamFailingSince = f.ready.progressAt, f.ready.failingSince
-	rs.SubscriberGroups, rs.Filters, rs.Projections = len(f.live.groups), f.admission.FilterCount(), f.admission.ProjectionCount()
-	rs.QueuePeak = f.live.queuePeak(time.Now().UnixNano())
+	rs.SubscriberGroups, rs.Filters, rs.Projections = f.live.GroupCount(), f.admission.FilterCount(), f.admission.ProjectionCount()
+	rs.QueuePeak = f.live.QueuePeak(time.Now().UnixNano())
 }
 
 // UnwrittenBytes returns what the feed's changes waiting for the disk hold;

@@ -77,7 +77,7 @@ func (l *lease) release() {
 
 // fail ends the subscription with err, unless it has ended. The caller
 // holds feed.mu.
-func (l *lease) fail(err error) {
+func (l *lease) Fail(err error) {
 	if l.failure != nil {
 		return
 	}

@@ -249,8 +249,8 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 		// Read before the queue: once behind is set nothing more is
 		// queued, so a queue found empty after has passed everything up to
 		// behindAt.
-		behind := m.behind.Load()
-		d, ok := m.queue.pop()
+		behind := m.IsBehind()
+		d, ok := m.Pop()
 		if ok {
 			v := d.Variant &^ state.UndecidedFlag
 			if ev := f.events.ofRecord(d.Record, v, s.lease.view); ev != nil {
@@ -270,7 +270,7 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 		// queue never misses the switch (behind is only set on a full one).
 		if behind {
 			f.mu.Lock()
-			at := m.behindAt
+			at := m.FellBehindAt()
 			f.mu.Unlock()
 			return nil, &catchUpPhase{s: s, at: at, fromBehind: true}, nil
 		}
@@ -278,21 +278,21 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 			// Everything up to the feed's position has been dispatched;
 			// if none of it is waiting here, this subscriber has it all.
 			f.mu.Lock()
-			pending := m.queue.len()
+			pending := m.Pending()
 			pos := f.store.pos
 			f.mu.Unlock()
-			if pending == 0 && !m.behind.Load() {
+			if pending == 0 && !m.IsBehind() {
 				return f.events.bookmark(pos, false, s.lease.view.Encoding()), nil, nil
 			}
 		}
 		// Two cases, not one per cause: failures, deliveries and ticks
 		// all wake s.wake (see Subscription.wake).
-		m.waiting()
+		m.Waiting()
 		select {
 		case <-s.wake:
-			m.awake()
+			m.Awake()
 		case <-ctx.Done():
-			m.awake()
+			m.Awake()
 			return nil, nil, ctx.Err()
 		}
 	}

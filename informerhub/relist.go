@@ -7,6 +7,7 @@ import (
 	"github.com/google/btree"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/informerhub/informerhub/informerhub/internal/fanout"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
@@ -45,7 +46,7 @@ type preparedRelist struct {
 	// replaced is what the objects the records replace or delete hold
 	// (Clones.Replaced).
 	replaced int64
-	plans    []groupPlan
+	plans    []fanout.GroupPlan
 	made     uint64
 	visits   uint64
 
@@ -78,7 +79,7 @@ func (f *feed) prepareRelist(info cache.ReplacedAllInfo) *preparedRelist {
 	}
 	p.records = differences(objects, p.objs)
 	p.state, p.grown, p.replaced = applied(objects, p.records)
-	p.plans, p.visits = planDeliveries(groups, p.records)
+	p.plans, p.visits = fanout.PlanDeliveries(groups, p.records)
 	return p
 }
 
@@ -86,13 +87,13 @@ func (f *feed) prepareRelist(info cache.ReplacedAllInfo) *preparedRelist {
 // in p what they are as of; or whether the feed has synced at all, and a
 // nil state if it has stopped. It takes the feed's lock for an O(1) clone
 // and a copy of the groups.
-func (f *feed) relistBase(p *preparedRelist) (objects *btree.BTreeG[*state.Object], groups []*subscriberGroup, synced bool) {
+func (f *feed) relistBase(p *preparedRelist) (objects *btree.BTreeG[*state.Object], groups []*fanout.Group, synced bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.store.synced || f.err != nil {
 		return nil, nil, f.store.synced
 	}
-	groups, made := f.live.groupsLocked()
+	groups, made := f.live.Groups()
 	p.planned, p.seq, p.made = true, f.store.pos.Seq, made
 	return f.store.state.Clone(), groups, true
 }
@@ -131,10 +132,10 @@ func (f *feed) relistLocked(p *preparedRelist, listRV uint64) {
 	}
 	f.counters.received.Add(uint64(len(p.records)))
 	if n := len(p.records); n > 0 {
-		f.live.turnPeak(p.records[n-1].Received)
+		f.live.TurnPeak(p.records[n-1].Received)
 	}
-	f.live.visits += p.visits
-	f.live.deliverBatch(p.records, start, p.plans, f.live.madeSince(p.made), &f.counters.fellBehind)
+	f.live.CountVisits(p.visits)
+	f.live.DeliverBatch(p.records, start, p.plans, f.live.MadeSince(p.made), &f.counters.fellBehind)
 	f.store.endRelist(batchRV)
 	f.boundUnwrittenLocked() // a huge relist spills at once
 }

@@ -174,7 +174,7 @@ func (r *replay) step(ctx context.Context) (*Event, phase, error) {
 	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrSubscriptionClosed) {
 		s, f := r.s, r.s.lease.feed
 		f.mu.Lock()
-		s.lease.fail(err)
+		s.lease.Fail(err)
 		err = s.Err()
 		f.mu.Unlock()
 		r.stop()

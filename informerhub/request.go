@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/informerhub/informerhub/informerhub/internal/fanout"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/projection"
 	"github.com/informerhub/informerhub/informerhub/upstream"
@@ -108,4 +109,20 @@ func checkToken(s string, info upstream.ResourceInfo, sel *selection.Selector) (
 			Reason: "resume token was issued during the initial events of a different selector: resume with the same namespace and selectors, or start over"}
 	}
 	return tok, nil
+}
+
+// Woken counts, of the subscriptions that share it, those whose readers
+// their feed has woken for deliveries and that have not yet handed the
+// events to their transport (Subscription.Handed); see fanout.Woken for
+// how, and server/cork for why.
+type Woken = fanout.Woken
+
+// QueueBytes is the most a live subscriber's queue of size changes holds in
+// the hub's memory budget (Config.MemoryBudget), when full; 0 takes the
+// default size.
+func QueueBytes(size int) int64 {
+	if size <= 0 {
+		size = DefaultQueueSize
+	}
+	return fanout.QueueBytes(size)
 }

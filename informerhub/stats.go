@@ -45,7 +45,7 @@ type ResourceStats struct {
 	// and kept as changes are queued, so that Stats walks no subscriber.
 	QueuePeak int
 	// SubscriberGroups counts the distinct selectors of live subscribers,
-	// each matched once per change it may concern (see dispatch.go);
+	// each matched once per change it may concern (see package internal/fanout);
 	// Filters and Projections, the distinct filters and projections in
 	// use (bounded by Config.MaxFiltersPerResource and
 	// MaxProjectionsPerResource).

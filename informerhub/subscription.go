@@ -12,6 +12,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/informerhub/internal/event"
+	"github.com/informerhub/informerhub/informerhub/internal/fanout"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
@@ -41,7 +42,7 @@ import (
 //     history no longer holds its position by the time it reads on.
 type Subscription struct {
 	lease  lease
-	member member
+	member fanout.Member
 	// wake has a token when Next, waiting, has something to look at: a
 	// delivery queued, the subscription failed, a tick of its bookmark
 	// clock. One channel rather than one per cause: a goroutine waiting in
@@ -92,7 +93,7 @@ type opening struct {
 func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscription, error) {
 	s := &Subscription{lease: newLease(entry, p.sel, p.owner), wake: make(chan struct{}, 1), neverReplay: p.neverReplay}
 	s.lease.wake = s.wake
-	s.member.lease, s.member.woken = &s.lease, p.woken
+	s.member.Init(p.sel, &s.lease, s.wake, p.woken)
 	tok := p.tok
 	initial := p.sendInitialEvents || (tok != nil && tok.initial)
 	o, err := s.openLocked(p, initial)
@@ -243,7 +244,8 @@ func (s *Subscription) abandon() {
 // and returns its live phase. The caller holds feed.mu and has passed
 // every record up to the feed's position.
 func (s *Subscription) joinLocked() phase {
-	s.member.join(s.lease.feed)
+	f := s.lease.feed
+	s.member.Join(&f.live, f.hub.memory.Queues, f.hub.cfg.QueueSize, s.lease.closed)
 	return &livePhase{s: s}
 }
 
@@ -279,7 +281,7 @@ func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 		if ev != nil && event.Failure(ev) != nil {
 			f := s.lease.feed
 			f.mu.Lock()
-			s.lease.fail(event.Failure(ev))
+			s.lease.Fail(event.Failure(ev))
 			f.mu.Unlock()
 			return nil, s.Err()
 		}
@@ -334,7 +336,7 @@ func (s *Subscription) leftBehindLocked() error {
 		f.log.Warn("subscriber fell further behind than the history; disconnecting it", "selector", s.describe())
 		f.counters.slowDisconnects.Add(1)
 	}
-	s.lease.fail(errLeftBehind)
+	s.lease.Fail(errLeftBehind)
 	return s.Err()
 }
 
@@ -349,7 +351,7 @@ func (s *Subscription) Done() <-chan struct{} { return s.lease.failed.done() }
 // connection need not wait for it any longer (see Woken). Without it, Next
 // says so itself when called again. Call it from the goroutine that calls
 // Next.
-func (s *Subscription) Handed() { s.member.handed() }
+func (s *Subscription) Handed() { s.member.Handed() }
 
 // AfterFail arranges for f to run, in its own goroutine, once Done is
 // closed (at once if it is), as context.AfterFunc does for a context; stop
@@ -382,14 +384,14 @@ func (s *Subscription) Close() {
 		f.mu.Lock()
 		s.lease.closed = true
 		s.lease.closeClone()
-		f.live.remove(&s.member)
-		counted := s.member.leave()
+		f.live.Remove(&s.member)
+		counted := s.member.Leave()
 		s.lease.release()
-		s.lease.fail(ErrSubscriptionClosed)
+		s.lease.Fail(ErrSubscriptionClosed)
 		cancelReplay := s.lease.cancelReplay
 		f.mu.Unlock()
 		if counted {
-			s.member.woken.uncount()
+			s.member.UncountWoken()
 		}
 		if cancelReplay != nil {
 			cancelReplay()

@@ -1,22 +1,27 @@
-package informerhub
+package fanout
 
 import (
 	"sync/atomic"
 
+	"github.com/informerhub/informerhub/informerhub/budget"
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
-// member is a subscription as its feed's live dispatcher knows it: the
+// Member is a subscription as its feed's live dispatcher knows it: the
 // queue the feed's handler fills without ever blocking, the group it is in
 // while live, and where it fell behind when its queue was full. Its fields
 // are guarded by its feed's mu, but for the queue, which has its own lock,
 // and behind, which the subscription's reader checks without the lock.
-type member struct {
-	lease *lease
+type Member struct {
+	sel *selection.Selector // its subscription's, for its group
+	sub Subscriber
+	// ready is its reader's wake-up, which the queue pokes.
+	ready chan struct{}
 	queue *deliveryQueue // made when it first goes live
 	// limit is Config.QueueSize: the deliveries the queue may hold.
 	limit int
-	group *subscriberGroup // while live (dispatch.go)
+	group *Group // while live (dispatch.go)
 	// woken, when set, counts the member while its reader was woken for
 	// deliveries it has not taken (see Woken); reader is the reader's
 	// state for it (readerBusy, ...), which both sides change atomically.
@@ -29,25 +34,58 @@ type member struct {
 	behindAt state.Position
 }
 
-// join makes the member one of the feed's live subscribers: the caller
-// holds feed.mu and has passed every record up to the feed's position. A
-// closed subscription gets a queue, to read what is left of it, but joins
+// Subscriber is a member's subscription, as the dispatcher ends it.
+type Subscriber interface {
+	// Fail ends the subscription with err, unless it has ended. The
+	// caller holds the feed's lock.
+	Fail(err error)
+}
+
+// Init makes m the member of a subscription of sel, which sub fails, and
+// whose reader waits on ready; woken, when set, is its connection's.
+func (m *Member) Init(sel *selection.Selector, sub Subscriber, ready chan struct{}, woken *Woken) {
+	m.sel, m.sub, m.ready, m.woken = sel, sub, ready, woken
+}
+
+// Join makes the member one of d's live subscribers, with a queue of at
+// most limit deliveries counted in queues: the caller holds the feed's
+// lock and has passed every record up to the feed's position. A closed
+// subscription gets a queue, to read what is left of it, but joins
 // nothing.
-func (m *member) join(f *feed) {
+func (m *Member) Join(d *Dispatcher, queues *budget.Bytes, limit int, closed bool) {
 	if m.queue == nil {
-		m.queue, m.limit = newDeliveryQueue(f.hub.memory.Queues, m.lease.wake), f.hub.cfg.QueueSize
+		m.queue, m.limit = newDeliveryQueue(queues, m.ready), limit
 	}
 	m.behind.Store(false)
-	if !m.lease.closed {
-		f.live.add(m)
+	if !closed {
+		d.add(m)
 	}
 }
+
+// Pop takes the oldest delivery queued for the member, if one waits.
+func (m *Member) Pop() (state.Delivery, bool) { return m.queue.pop() }
+
+// Pending counts the deliveries queued for the member.
+func (m *Member) Pending() int { return m.queue.len() }
+
+// IsBehind reports whether the member's queue was full for a record: it
+// is no longer live, and catches up from fellBehindAt once it has passed
+// what its queue holds.
+func (m *Member) IsBehind() bool { return m.behind.Load() }
+
+// FellBehindAt is where the member fell behind. The caller holds the
+// feed's lock.
+func (m *Member) FellBehindAt() state.Position { return m.behindAt }
+
+// UncountWoken takes the member's reader off its Woken, after leave
+// reported it counted, once the caller has let go of the feed's lock.
+func (m *Member) UncountWoken() { m.woken.uncount() }
 
 // offer queues d without waiting, and returns how many deliveries wait
 // with it: 0 when there was no room. A reader waiting for its first is
 // counted as woken; the caller wakes it (wake) once it has queued the
 // change for every member.
-func (m *member) offer(d state.Delivery) int {
+func (m *Member) offer(d state.Delivery) int {
 	n := m.queue.push(d, m.limit)
 	// Counted before the state says so: a reader that a stale wake-up let
 	// take this delivery at once uncounts it only after.
@@ -61,12 +99,20 @@ func (m *member) offer(d state.Delivery) int {
 }
 
 // wake wakes the member's reader for what offer queued.
-func (m *member) wake() { poke(m.queue.ready) }
+func (m *Member) wake() { signal(m.queue.ready) }
 
-// waiting marks the reader as waiting for a delivery, before it waits;
+// signal wakes whoever waits on ch, if nobody has yet.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Waiting marks the reader as waiting for a delivery, before it waits;
 // it uncounts the reader, should it still be counted from before (its
 // transport did not say Handed).
-func (m *member) waiting() {
+func (m *Member) Waiting() {
 	if m.woken == nil {
 		return
 	}
@@ -75,18 +121,18 @@ func (m *member) waiting() {
 	}
 }
 
-// awake marks the reader as busy once it has woken (or given up waiting):
+// Awake marks the reader as busy once it has woken (or given up waiting):
 // if a delivery woke it, it stays counted until it has handed the event on
 // (handed).
-func (m *member) awake() {
+func (m *Member) Awake() {
 	if m.woken != nil && !m.reader.CompareAndSwap(readerSignaled, readerTaken) {
 		m.reader.CompareAndSwap(readerWaiting, readerBusy)
 	}
 }
 
-// handed uncounts the reader, if it was counted: it has handed the event it
+// Handed uncounts the reader, if it was counted: it has handed the event it
 // took to its transport.
-func (m *member) handed() {
+func (m *Member) Handed() {
 	if m.woken == nil {
 		return
 	}
@@ -99,17 +145,17 @@ func (m *member) handed() {
 // after at: the caller has removed it from the live subscribers, and it
 // catches up from at once it has passed its queue. The caller holds
 // feed.mu.
-func (m *member) fellBehind(at state.Position) {
+func (m *Member) fellBehind(at state.Position) {
 	m.behindAt = at
 	m.behind.Store(true)
 }
 
-// leave gives back what the member's queue counts, for a closed
+// Leave gives back what the member's queue counts, for a closed
 // subscription: the caller has removed it from the live subscribers, and
 // holds feed.mu. It reports whether the reader was counted as woken: the
 // caller uncounts it (woken.uncount) once it has let go of the lock, which
 // the transport's OnZero is not called under.
-func (m *member) leave() (counted bool) {
+func (m *Member) Leave() (counted bool) {
 	if m.queue != nil {
 		m.queue.release()
 	}

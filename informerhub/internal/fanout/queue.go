@@ -1,4 +1,4 @@
-package informerhub
+package fanout
 
 import (
 	"sync"
@@ -109,12 +109,7 @@ func (q *deliveryQueue) release() {
 	q.ring, q.head, q.n = nil, 0, 0
 }
 
-// QueueBytes is the most a live subscriber's queue of size changes holds in
-// the hub's memory budget (Config.MemoryBudget), when full; 0 takes the
-// default size. An idle subscriber's holds minRingSize deliveries at most.
-func QueueBytes(size int) int64 {
-	if size <= 0 {
-		size = DefaultQueueSize
-	}
-	return int64(size) * deliverySize
-}
+// QueueBytes is the most a live subscriber's queue of size changes holds
+// in the hub's memory budget, when full. An idle subscriber's holds
+// minRingSize deliveries at most.
+func QueueBytes(size int) int64 { return int64(size) * deliverySize }

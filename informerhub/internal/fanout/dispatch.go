@@ -1,4 +1,4 @@
-package informerhub
+package fanout
 
 import (
 	"cmp"
@@ -35,10 +35,10 @@ import (
 // So 5,000 node agents, each watching the pods of its own node, cost a
 // pod's change one lookup and one group, not 5,000 selector evaluations.
 
-// subscriberGroup is the live subscribers of one selector.
-type subscriberGroup struct {
+// Group is the live subscribers of one selector.
+type Group struct {
 	sel  *selection.Selector
-	subs map[*member]struct{}
+	subs map[*Member]struct{}
 	// trigger is what the group is indexed by; indexed is false for groups
 	// visited by every change.
 	trigger selection.Trigger
@@ -51,19 +51,19 @@ type subscriberGroup struct {
 	made uint64
 	// of is, in a planner's copy of the groups (see planDeliveries), the
 	// live group the copy stands for; nil in the dispatcher's own.
-	of *subscriberGroup
+	of *Group
 }
 
-// dispatcher holds a feed's live subscribers (members). It belongs to its
+// Dispatcher holds a feed's live subscribers (members). It belongs to its
 // feed and is guarded by the feed's mu.
-type dispatcher struct {
-	groups    map[string]*subscriberGroup // by selector key
-	triggered map[selection.Trigger]map[*subscriberGroup]struct{}
+type Dispatcher struct {
+	groups    map[string]*Group // by selector key
+	triggered map[selection.Trigger]map[*Group]struct{}
 	// sharded are the groups without a trigger whose shard selector
 	// indexes them instead: a change visits those its object's hash
 	// falls in.
-	sharded   shard.Index[*subscriberGroup]
-	unindexed map[*subscriberGroup]struct{}
+	sharded   shard.Index[*Group]
+	unindexed map[*Group]struct{}
 	// fields are the fields some group is indexed by, with the number of
 	// such groups: a change looks up its object's value of each.
 	fields map[string]*fieldTrigger
@@ -89,7 +89,7 @@ type dispatcher struct {
 	// lock are to wake, once every delivery is queued and the lock let go
 	// of (takeWakes, then wake): readers that start sending only then find
 	// every reader of their connection counted (see Woken).
-	toWake []*member
+	toWake []*Member
 }
 
 type fieldTrigger struct {
@@ -97,22 +97,22 @@ type fieldTrigger struct {
 	groups int
 }
 
-func newDispatcher() dispatcher {
-	return dispatcher{
-		groups:    map[string]*subscriberGroup{},
-		triggered: map[selection.Trigger]map[*subscriberGroup]struct{}{},
-		unindexed: map[*subscriberGroup]struct{}{},
+func NewDispatcher() Dispatcher {
+	return Dispatcher{
+		groups:    map[string]*Group{},
+		triggered: map[selection.Trigger]map[*Group]struct{}{},
+		unindexed: map[*Group]struct{}{},
 		fields:    map[string]*fieldTrigger{},
 	}
 }
 
 // add makes m a live subscriber.
-func (d *dispatcher) add(m *member) {
-	sel := m.lease.sel
+func (d *Dispatcher) add(m *Member) {
+	sel := m.sel
 	g := d.groups[sel.Key()]
 	if g == nil {
 		d.made++
-		g = &subscriberGroup{sel: sel, subs: map[*member]struct{}{}, made: d.made}
+		g = &Group{sel: sel, subs: map[*Member]struct{}{}, made: d.made}
 		g.trigger, g.indexed = sel.Trigger()
 		d.groups[sel.Key()] = g
 		d.index(g)
@@ -122,8 +122,8 @@ func (d *dispatcher) add(m *member) {
 	d.subscribers++
 }
 
-// remove takes m out of the live subscribers, if it is one.
-func (d *dispatcher) remove(m *member) {
+// Remove takes m out of the live subscribers, if it is one.
+func (d *Dispatcher) Remove(m *Member) {
 	g := m.group
 	if g == nil {
 		return
@@ -137,7 +137,7 @@ func (d *dispatcher) remove(m *member) {
 	}
 }
 
-func (d *dispatcher) index(g *subscriberGroup) {
+func (d *Dispatcher) index(g *Group) {
 	if !g.indexed {
 		if g.sel.Shard() != nil {
 			d.sharded.Add(g, g.sel.Shard())
@@ -148,7 +148,7 @@ func (d *dispatcher) index(g *subscriberGroup) {
 	}
 	set := d.triggered[g.trigger]
 	if set == nil {
-		set = map[*subscriberGroup]struct{}{}
+		set = map[*Group]struct{}{}
 		d.triggered[g.trigger] = set
 	}
 	set[g] = struct{}{}
@@ -165,7 +165,7 @@ func (d *dispatcher) index(g *subscriberGroup) {
 	}
 }
 
-func (d *dispatcher) unindex(g *subscriberGroup) {
+func (d *Dispatcher) unindex(g *Group) {
 	if !g.indexed {
 		if g.sel.Shard() != nil {
 			d.sharded.Remove(g)
@@ -191,9 +191,19 @@ func (d *dispatcher) unindex(g *subscriberGroup) {
 	}
 }
 
+// SubscriberCount, GroupCount and VisitCount count the live subscribers,
+// their groups, and the groups matched against changes so far.
+func (d *Dispatcher) SubscriberCount() int { return d.subscribers }
+func (d *Dispatcher) GroupCount() int      { return len(d.groups) }
+func (d *Dispatcher) VisitCount() uint64   { return d.visits }
+
+// CountVisits counts n groups matched against changes before the feed's
+// lock (planDeliveries).
+func (d *Dispatcher) CountVisits(n uint64) { d.visits += n }
+
 // each calls fn with every live subscriber; fn may remove the one it is
 // given.
-func (d *dispatcher) each(fn func(m *member)) {
+func (d *Dispatcher) each(fn func(m *Member)) {
 	for _, g := range d.groups {
 		for m := range g.subs {
 			fn(m)
@@ -201,32 +211,32 @@ func (d *dispatcher) each(fn func(m *member)) {
 	}
 }
 
-// end removes every live subscriber and fails it with err, for a feed that
+// End removes every live subscriber and fails it with err, for a feed that
 // stopped.
-func (d *dispatcher) end(err error) {
-	d.each(func(m *member) {
-		d.remove(m)
-		m.lease.fail(err)
+func (d *Dispatcher) End(err error) {
+	d.each(func(m *Member) {
+		d.Remove(m)
+		m.sub.Fail(err)
 	})
 }
 
-// failAll fails every live subscriber with err and changes nothing else:
+// FailAll fails every live subscriber with err and changes nothing else:
 // for a feed whose state may be broken (see feed.stopAfterPanic).
-func (d *dispatcher) failAll(err error) {
-	d.each(func(m *member) { m.lease.fail(err) })
+func (d *Dispatcher) FailAll(err error) {
+	d.each(func(m *Member) { m.sub.Fail(err) })
 }
 
-// deliver queues r for every live subscriber that selects it, matching
+// Deliver queues r for every live subscriber that selects it, matching
 // each group it may concern once: every group it may enter, stay in or
 // leave. It never waits: a subscriber whose queue is full falls behind (it
 // leaves the live subscribers and reads on from the history, from before,
 // the position before r), and is counted in fellBehind. ev holds what
 // filters evaluated of r before the feed's lock.
-func (d *dispatcher) deliver(r *state.Record, ev *selection.Evaluation, before state.Position, fellBehind *atomic.Uint64) {
+func (d *Dispatcher) Deliver(r *state.Record, ev *selection.Evaluation, before state.Position, fellBehind *atomic.Uint64) {
 	if d.subscribers == 0 {
 		return
 	}
-	d.candidates(r.Object, r.Previous, func(g *subscriberGroup) {
+	d.candidates(r.Object, r.Previous, func(g *Group) {
 		d.visits++
 		if v := g.variantOf(r, ev); v != state.VariantNone {
 			d.offer(g, r, v, before, fellBehind)
@@ -234,33 +244,33 @@ func (d *dispatcher) deliver(r *state.Record, ev *selection.Evaluation, before s
 	})
 }
 
-// takeWakes takes the members whose readers are to be woken: the caller
+// TakeWakes takes the members whose readers are to be woken: the caller
 // holds the feed's lock, and wakes them once it has let go of it.
-func (d *dispatcher) takeWakes() *wakes {
+func (d *Dispatcher) TakeWakes() *Wakes {
 	if len(d.toWake) == 0 {
 		return nil
 	}
-	w := wakesPool.Get().(*wakes)
+	w := wakesPool.Get().(*Wakes)
 	w.members, d.toWake = d.toWake, w.members[:0]
 	return w
 }
 
-// wakes is a change's members to wake, between takeWakes and wake; from
+// Wakes is a change's members to wake, between takeWakes and wake; from
 // wakesPool, so that the slices are reused from change to change.
-type wakes struct{ members []*member }
+type Wakes struct{ members []*Member }
 
-var wakesPool = sync.Pool{New: func() any { return new(wakes) }}
+var wakesPool = sync.Pool{New: func() any { return new(Wakes) }}
 
-// wake wakes the readers of the members, those of a connection one after
+// Wake wakes the readers of the members, those of a connection one after
 // the other (by their Woken): each connection's readers then run together,
 // and its writes wait for them a short while, rather than for the whole
 // change's readers. A closed member's wake-up is harmless. A nil *wakes
 // wakes nobody.
-func (w *wakes) wake() {
+func (w *Wakes) Wake() {
 	if w == nil {
 		return
 	}
-	slices.SortStableFunc(w.members, func(a, b *member) int {
+	slices.SortStableFunc(w.members, func(a, b *Member) int {
 		return cmp.Compare(uintptr(unsafe.Pointer(a.woken)), uintptr(unsafe.Pointer(b.woken)))
 	})
 	for i, m := range w.members {
@@ -273,7 +283,7 @@ func (w *wakes) wake() {
 
 // variantOf is how the group's subscribers see r (state.VariantNone: not at
 // all), flagged when the filter could not decide (see verdict).
-func (g *subscriberGroup) variantOf(r *state.Record, ev *selection.Evaluation) state.Variant {
+func (g *Group) variantOf(r *state.Record, ev *selection.Evaluation) state.Variant {
 	v, undecided := g.sel.Variant(r, ev)
 	if v != state.VariantNone && undecided != nil {
 		v |= state.UndecidedFlag
@@ -282,10 +292,10 @@ func (g *subscriberGroup) variantOf(r *state.Record, ev *selection.Evaluation) s
 }
 
 // offer queues r, as v, for every subscriber of g; see deliver.
-func (d *dispatcher) offer(g *subscriberGroup, r *state.Record, v state.Variant, before state.Position, fellBehind *atomic.Uint64) {
+func (d *Dispatcher) offer(g *Group, r *state.Record, v state.Variant, before state.Position, fellBehind *atomic.Uint64) {
 	for m := range g.subs {
 		if !d.offerTo(m, state.Delivery{Record: r, Variant: v}) {
-			d.remove(m)
+			d.Remove(m)
 			m.fellBehind(before)
 			fellBehind.Add(1)
 		}
@@ -295,7 +305,7 @@ func (d *dispatcher) offer(g *subscriberGroup, r *state.Record, v state.Variant,
 // offerTo queues dl for m without waiting, and reports whether there was
 // room, keeping the queues' peak; a member whose reader it may have to
 // wake goes to toWake.
-func (d *dispatcher) offerTo(m *member, dl state.Delivery) bool {
+func (d *Dispatcher) offerTo(m *Member, dl state.Delivery) bool {
 	n := m.offer(dl)
 	if n == 1 {
 		d.toWake = append(d.toWake, m)
@@ -307,11 +317,11 @@ func (d *dispatcher) offerTo(m *member, dl state.Delivery) bool {
 // queuePeakWindow is the window of a queue peak (see queuePeak).
 const queuePeakWindow = 30 * time.Second
 
-// turnPeak starts the window of the queues' peak that now falls in, on a
+// TurnPeak starts the window of the queues' peak that now falls in, on a
 // grid of queuePeakWindow: peaks older than the previous window are gone.
 // The feed calls it before each change is queued, and when it reports the
 // peak.
-func (d *dispatcher) turnPeak(now int64) {
+func (d *Dispatcher) TurnPeak(now int64) {
 	w := int64(queuePeakWindow)
 	switch elapsed := now - d.peakFrom; {
 	case elapsed < w: // (or the clock went back)
@@ -322,20 +332,20 @@ func (d *dispatcher) turnPeak(now int64) {
 	}
 }
 
-// queuePeak returns the most changes a live subscriber's queue held right
+// QueuePeak returns the most changes a live subscriber's queue held right
 // after the feed queued one, over the current window and the one before:
 // over at least the last queuePeakWindow, and at most twice that. A
 // change is queued under the feed's lock, so the peak is kept as it is,
 // and reporting it walks no subscriber.
-func (d *dispatcher) queuePeak(now int64) int {
-	d.turnPeak(now)
+func (d *Dispatcher) QueuePeak(now int64) int {
+	d.TurnPeak(now)
 	return max(d.peak, d.prevPeak)
 }
 
-// groupPlan is the records of a relist's batch that a group selects, and
+// GroupPlan is the records of a relist's batch that a group selects, and
 // how: its deliveries, planned before the feed's lock (see planDeliveries).
-type groupPlan struct {
-	group      *subscriberGroup
+type GroupPlan struct {
+	group      *Group
 	deliveries []plannedDelivery
 }
 
@@ -345,7 +355,7 @@ type plannedDelivery struct {
 	variant state.Variant
 }
 
-// deliverBatch is deliver for the records of a relist's batch, recorded
+// DeliverBatch is deliver for the records of a relist's batch, recorded
 // from the position start on, whose deliveries to the groups made up to
 // some point were planned before the feed's lock, from a copy of them
 // (planDeliveries). It queues for each subscriber of a planned group (one
@@ -356,8 +366,8 @@ type plannedDelivery struct {
 // (evaluating their filters). A planned group removed since has no
 // subscribers left. A subscriber whose queue is full falls behind from the
 // position before the record that did not fit.
-func (d *dispatcher) deliverBatch(batch []*state.Record, start state.Position, plans []groupPlan, newer []*subscriberGroup, fellBehind *atomic.Uint64) {
-	offer := func(g *subscriberGroup, deliveries []plannedDelivery) {
+func (d *Dispatcher) DeliverBatch(batch []*state.Record, start state.Position, plans []GroupPlan, newer []*Group, fellBehind *atomic.Uint64) {
+	offer := func(g *Group, deliveries []plannedDelivery) {
 		for m := range g.subs {
 			for _, p := range deliveries {
 				if d.offerTo(m, state.Delivery{Record: batch[p.i], Variant: p.variant}) {
@@ -367,7 +377,7 @@ func (d *dispatcher) deliverBatch(batch []*state.Record, start state.Position, p
 				if p.i > 0 {
 					before = batch[p.i-1].Pos
 				}
-				d.remove(m)
+				d.Remove(m)
 				m.fellBehind(before)
 				fellBehind.Add(1)
 				break
@@ -390,23 +400,23 @@ func (d *dispatcher) deliverBatch(batch []*state.Record, start state.Position, p
 	}
 }
 
-// groupsLocked returns the live groups, and the number of groups made so
+// Groups returns the live groups, and the number of groups made so
 // far, for planDeliveries. The groups' selectors and triggers never
 // change: a planner reads them without the lock.
-func (d *dispatcher) groupsLocked() ([]*subscriberGroup, uint64) {
-	groups := make([]*subscriberGroup, 0, len(d.groups))
+func (d *Dispatcher) Groups() ([]*Group, uint64) {
+	groups := make([]*Group, 0, len(d.groups))
 	for _, g := range d.groups {
 		groups = append(groups, g)
 	}
 	return groups, d.made
 }
 
-// madeSince returns the live groups made after the first made.
-func (d *dispatcher) madeSince(made uint64) []*subscriberGroup {
+// MadeSince returns the live groups made after the first made.
+func (d *Dispatcher) MadeSince(made uint64) []*Group {
 	if d.made == made {
 		return nil
 	}
-	var newer []*subscriberGroup
+	var newer []*Group
 	for _, g := range d.groups {
 		if g.made > made {
 			newer = append(newer, g)
@@ -415,18 +425,18 @@ func (d *dispatcher) madeSince(made uint64) []*subscriberGroup {
 	return newer
 }
 
-// planDeliveries plans, before the feed's lock, the deliveries of a
+// PlanDeliveries plans, before the feed's lock, the deliveries of a
 // relist's batch to groups, the live groups when the relist began: for
 // each group, the records it selects and how, as deliver would find them,
 // in a copy of the groups indexed by their triggers. The filters of the
 // groups a record may concern are evaluated on it, its objects decoded
 // once for all of them. visits counts the groups the records were matched
 // against.
-func planDeliveries(groups []*subscriberGroup, batch []*state.Record) (plans []groupPlan, visits uint64) {
-	planner := newDispatcher()
+func PlanDeliveries(groups []*Group, batch []*state.Record) (plans []GroupPlan, visits uint64) {
+	planner := NewDispatcher()
 	var filters []*celfilter.Filter
 	for _, g := range groups {
-		c := &subscriberGroup{sel: g.sel, trigger: g.trigger, indexed: g.indexed, of: g}
+		c := &Group{sel: g.sel, trigger: g.trigger, indexed: g.indexed, of: g}
 		planner.groups[g.sel.Key()] = c
 		planner.index(c)
 		if f := g.sel.Filter(); f != nil && !slices.Contains(filters, f) {
@@ -437,10 +447,10 @@ func planDeliveries(groups []*subscriberGroup, batch []*state.Record) (plans []g
 	if len(filters) > 0 {
 		shared.Share(filters)
 	}
-	planOf := map[*subscriberGroup]int{} // by the copy, the index of the group's plan
+	planOf := map[*Group]int{} // by the copy, the index of the group's plan
 	for i, r := range batch {
 		ev := shared.Fork()
-		planner.candidates(r.Object, r.Previous, func(g *subscriberGroup) {
+		planner.candidates(r.Object, r.Previous, func(g *Group) {
 			planner.visits++
 			v := g.variantOf(r, ev)
 			if v == state.VariantNone {
@@ -450,7 +460,7 @@ func planDeliveries(groups []*subscriberGroup, batch []*state.Record) (plans []g
 			if !ok {
 				k = len(plans)
 				planOf[g] = k
-				plans = append(plans, groupPlan{group: g.of})
+				plans = append(plans, GroupPlan{group: g.of})
 			}
 			plans[k].deliveries = append(plans[k].deliveries, plannedDelivery{i: int32(i), variant: v})
 		})
@@ -458,26 +468,26 @@ func planDeliveries(groups []*subscriberGroup, batch []*state.Record) (plans []g
 	return plans, planner.visits
 }
 
-// filterOn is a filter to evaluate on an object.
-type filterOn struct {
-	filter *celfilter.Filter
-	obj    *state.Object
+// FilterOn is a filter to evaluate on an object.
+type FilterOn struct {
+	Filter *celfilter.Filter
+	Object *state.Object
 }
 
-// filtersFor returns the filters dispatch will evaluate on obj and prev,
+// FiltersFor returns the filters dispatch will evaluate on obj and prev,
 // the new and previous state of a change (nil for none): those of the
 // groups either may concern whose namespace, label and field selectors
 // select them, once each (see feed.prepare).
-func (d *dispatcher) filtersFor(obj, prev *state.Object) []filterOn {
-	var plan []filterOn
+func (d *Dispatcher) FiltersFor(obj, prev *state.Object) []FilterOn {
+	var plan []FilterOn
 	states := [2]*state.Object{obj, prev}
-	d.candidates(obj, prev, func(g *subscriberGroup) {
+	d.candidates(obj, prev, func(g *Group) {
 		if g.sel.Filter() == nil {
 			return
 		}
 		for _, x := range states {
 			if x != nil && g.sel.MatchesBase(x) {
-				if e := (filterOn{g.sel.Filter(), x}); !slices.Contains(plan, e) {
+				if e := (FilterOn{g.sel.Filter(), x}); !slices.Contains(plan, e) {
 					plan = append(plan, e)
 				}
 			}
@@ -489,15 +499,15 @@ func (d *dispatcher) filtersFor(obj, prev *state.Object) []filterOn {
 // candidates calls fn with each group whose selector may select obj or
 // prev, once: the unindexed groups, and those of the triggers either
 // satisfies. fn may remove subscribers of the group it is given.
-func (d *dispatcher) candidates(obj, prev *state.Object, fn func(g *subscriberGroup)) {
+func (d *Dispatcher) candidates(obj, prev *state.Object, fn func(g *Group)) {
 	d.stamp++
-	visitOne := func(g *subscriberGroup) {
+	visitOne := func(g *Group) {
 		if g.visited != d.stamp {
 			g.visited = d.stamp
 			fn(g)
 		}
 	}
-	visit := func(set map[*subscriberGroup]struct{}) {
+	visit := func(set map[*Group]struct{}) {
 		for g := range set {
 			visitOne(g)
 		}

@@ -1,4 +1,4 @@
-package informerhub
+package fanout
 
 import "sync/atomic"
 

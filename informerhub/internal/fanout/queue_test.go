@@ -1,4 +1,4 @@
-package informerhub
+package fanout
 
 import (
 	"testing"
@@ -68,15 +68,15 @@ func TestWokenCountsReadersWokenAndNotYetHandedOn(t *testing.T) {
 	var woken Woken
 	zeros := 0
 	woken.OnZero = func() { zeros++ }
-	newMember := func() *member {
-		m := &member{woken: &woken, limit: 10}
+	newMember := func() *Member {
+		m := &Member{woken: &woken, limit: 10}
 		m.queue = newDeliveryQueue(budget.Counter(nil), make(chan struct{}, 1))
 		return m
 	}
 	a, b, c := newMember(), newMember(), newMember()
-	a.waiting()
-	b.waiting()
-	c.waiting()
+	a.Waiting()
+	b.Waiting()
+	c.Waiting()
 	a.offer(state.Delivery{})
 	a.offer(state.Delivery{}) // before a wakes: still one reader woken
 	b.offer(state.Delivery{})
@@ -84,12 +84,12 @@ func TestWokenCountsReadersWokenAndNotYetHandedOn(t *testing.T) {
 	if n := woken.Load(); n != 3 {
 		t.Fatalf("three waiting readers given deliveries: %d woken, want 3", n)
 	}
-	a.awake()
+	a.Awake()
 	if n := woken.Load(); n != 3 {
 		t.Fatalf("one awake, its event not handed on yet: %d woken, want 3", n)
 	}
-	a.handed()
-	a.handed() // once
+	a.Handed()
+	a.Handed() // once
 	if n := woken.Load(); n != 2 {
 		t.Fatalf("one handed its event on: %d woken, want 2", n)
 	}
@@ -97,16 +97,16 @@ func TestWokenCountsReadersWokenAndNotYetHandedOn(t *testing.T) {
 	if n := woken.Load(); n != 2 {
 		t.Fatalf("a delivery for a busy reader: %d woken, want 2", n)
 	}
-	b.awake()
-	b.waiting() // back to wait without handing anything on (nothing to send)
+	b.Awake()
+	b.Waiting() // back to wait without handing anything on (nothing to send)
 	if n := woken.Load(); n != 1 {
 		t.Fatalf("one back to wait: %d woken, want 1", n)
 	}
-	if c.leave() { // closed before it woke
+	if c.Leave() { // closed before it woke
 		c.woken.uncount()
 	}
-	c.awake()
-	c.handed()
+	c.Awake()
+	c.Handed()
 	if n := woken.Load(); n != 0 || zeros != 1 {
 		t.Fatalf("the last closed: %d woken, OnZero called %d times; want 0, once", n, zeros)
 	}
