@@ -66,7 +66,7 @@
 //
 // WatchMany (many.go) is several subscriptions on one stream: their
 // initial events first, then each one's events as they come, every event
-// with a composite token (token.go) that resumes them all.
+// with a composite token (package internal/token) that resumes them all.
 //
 // A token the history no longer holds is replayed from the API server
 // (replay.go, replaywatch.go): its watch from the token's resourceVersion,
@@ -92,7 +92,7 @@
 // The API server's side, discovery, the informers' lists and watches, and
 // the one-pass reading of its JSON, is package upstream.
 //
-// Resume tokens are opaque strings (token.go) tied to their resource type.
+// Resume tokens are opaque strings (package internal/token) tied to their resource type.
 // A token of the running feed instance resumes by sequence number; any other
 // by resourceVersion, which the whole cluster shares, where this instance's
 // history covers it. A token older than the history is ErrTokenExpired,

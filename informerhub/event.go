@@ -13,6 +13,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
+	"github.com/informerhub/informerhub/informerhub/internal/token"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
@@ -64,9 +65,9 @@ type eventMaker struct {
 }
 
 // token encodes a token of the feed's resource type.
-func (m *eventMaker) token(t token) string {
-	t.resource = m.resource
-	return t.encode()
+func (m *eventMaker) token(t token.Token) string {
+	t.Resource = m.resource
+	return t.Encode()
 }
 
 // ofRecord returns the shared Event of a record for one variant in one
@@ -104,7 +105,7 @@ func (m *eventMaker) ofRecord(r *state.Record, v state.Variant, vw *selection.Vi
 // returns nil for a MODIFIED whose projection is the same before and after:
 // the subscriber asked only for fields that did not change.
 func (m *eventMaker) build(r *state.Record, v state.Variant, vw *selection.View) *Event {
-	ev := &Event{ResumeToken: m.token(token{pos: r.Pos}), Encoding: vw.Encoding(), FromRelist: r.FromRelist}
+	ev := &Event{ResumeToken: m.token(token.Token{Pos: r.Pos}), Encoding: vw.Encoding(), FromRelist: r.FromRelist}
 	var err error
 	switch v {
 	case state.VariantOwn:
@@ -176,8 +177,8 @@ func (m *eventMaker) failed(ev *Event, o *state.Object, err error) *Event {
 // initial is the ADDED of an object of a subscription's initial events:
 // tok is where they started, and how far they got is o. undecided, when
 // set, is why the filter could not decide on o.
-func (m *eventMaker) initial(o *state.Object, tok token, vw *selection.View, undecided *selection.FilterError) *Event {
-	tok.afterNamespace, tok.afterName = o.Namespace, o.Name
+func (m *eventMaker) initial(o *state.Object, tok token.Token, vw *selection.View, undecided *selection.FilterError) *Event {
+	tok.AfterNamespace, tok.AfterName = o.Namespace, o.Name
 	ev := &Event{
 		Type:            EventAdded,
 		ResourceVersion: strconv.FormatUint(o.RV, 10),
@@ -242,7 +243,7 @@ func (m *eventMaker) bookmark(pos state.Position, initialEventsEnd bool, enc Enc
 	return m.encoded(&Event{
 		Type:             EventBookmark,
 		ResourceVersion:  strconv.FormatUint(pos.RV, 10),
-		ResumeToken:      m.token(token{pos: pos}),
+		ResumeToken:      m.token(token.Token{Pos: pos}),
 		InitialEventsEnd: initialEventsEnd,
 		Encoding:         enc,
 	})

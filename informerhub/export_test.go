@@ -17,13 +17,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/internal/state"
+	"github.com/informerhub/informerhub/informerhub/internal/token"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
 // ForgeToken makes a resume token at any position, for tests of the cases a
 // client cannot produce on demand, such as tokens of other feed instances.
 func ForgeToken(resource string, epoch, seq, rv uint64, offset uint32) string {
-	return (&token{resource: resource, pos: state.Position{Epoch: epoch, Seq: seq, RV: rv, Offset: offset}}).encode()
+	return (&token.Token{Resource: resource, Pos: state.Position{Epoch: epoch, Seq: seq, RV: rv, Offset: offset}}).Encode()
 }
 
 // LiveSubscribers counts the live subscribers of a resource's feed.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/informerhub/informerhub/informerhub/internal/token"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
@@ -106,14 +107,14 @@ type manyItem struct {
 // would, from req.ResumeToken's tokens for the watches it holds. An error
 // that concerns one watch is a *WatchError.
 func (h *Hub) WatchMany(ctx context.Context, req WatchManyRequest) (*ManySubscription, error) {
-	if len(req.Watches) == 0 || len(req.Watches) > maxCompositeWatches {
+	if len(req.Watches) == 0 || len(req.Watches) > token.MaxCompositeWatches {
 		return nil, &RequestError{Field: FieldWatches, Err: ErrInvalidRequest,
-			Reason: fmt.Sprintf("give between 1 and %d watches, not %d", maxCompositeWatches, len(req.Watches))}
+			Reason: fmt.Sprintf("give between 1 and %d watches, not %d", token.MaxCompositeWatches, len(req.Watches))}
 	}
-	var comp *composite
+	var comp *token.Composite
 	if req.ResumeToken != "" {
 		var err error
-		if comp, err = decodeComposite(req.ResumeToken); err != nil {
+		if comp, err = token.DecodeComposite(req.ResumeToken); err != nil {
 			return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken, Reason: err.Error()}
 		}
 	}
@@ -140,7 +141,7 @@ func (h *Hub) WatchMany(ctx context.Context, req WatchManyRequest) (*ManySubscri
 				err = WatchErrorAt(i, err)
 			}
 		case entries[i] >= 0:
-			params[i].tok, err = checkToken(comp.tokens[entries[i]], infos[i], params[i].sel)
+			params[i].tok, err = checkToken(comp.Tokens[entries[i]], infos[i], params[i].sel)
 			if err != nil {
 				// The composite's, not the watch's field.
 				err = &WatchError{Index: i, Err: err}
@@ -155,7 +156,7 @@ func (h *Hub) WatchMany(ctx context.Context, req WatchManyRequest) (*ManySubscri
 	}
 	m := &ManySubscription{
 		subs:   make([]*Subscription, 0, len(req.Watches)),
-		header: compositeHeader(identities),
+		header: token.CompositeHeader(identities),
 		tokens: make([]string, len(req.Watches)),
 		items:  make(chan manyItem),
 	}
@@ -168,11 +169,11 @@ func (h *Hub) WatchMany(ctx context.Context, req WatchManyRequest) (*ManySubscri
 		}
 		m.subs = append(m.subs, s)
 		m.tokens[i] = s.ResumeToken()
-		if params[i].sendInitialEvents || (params[i].tok != nil && params[i].tok.initial) {
+		if params[i].sendInitialEvents || (params[i].tok != nil && params[i].tok.Initial) {
 			m.initial = append(m.initial, i)
 		}
 	}
-	start := encodeComposite(m.header, m.tokens)
+	start := token.EncodeComposite(m.header, m.tokens)
 	m.lastToken.Store(&start)
 	if len(m.initial) == 0 {
 		m.startLive()
@@ -202,7 +203,7 @@ func identityOf(info upstream.ResourceInfo, p *watchParams) uint64 {
 // entry that resumes it, or -1. The n-th watch of an identity takes the
 // n-th entry of that identity: so a request may drop, add or change
 // watches, and resume the rest.
-func matchComposite(c *composite, identities []uint64) []int {
+func matchComposite(c *token.Composite, identities []uint64) []int {
 	entries := make([]int, len(identities))
 	for i := range entries {
 		entries[i] = -1
@@ -210,9 +211,9 @@ func matchComposite(c *composite, identities []uint64) []int {
 	if c == nil {
 		return entries
 	}
-	taken := make([]bool, len(c.identities))
+	taken := make([]bool, len(c.Identities))
 	for i, id := range identities {
-		for j, cid := range c.identities {
+		for j, cid := range c.Identities {
 			if cid == id && !taken[j] {
 				entries[i], taken[j] = j, true
 				break
@@ -265,7 +266,7 @@ func (m *ManySubscription) nextInitial(ctx context.Context) (*ManyEvent, error) 
 // returned records ev, of the index-th watch, as returned.
 func (m *ManySubscription) returned(index int, ev *Event, initialEnd bool) *ManyEvent {
 	m.tokens[index] = ev.ResumeToken
-	me := &ManyEvent{Index: index, Event: ev, ResumeToken: encodeComposite(m.header, m.tokens), InitialEventsEnd: initialEnd}
+	me := &ManyEvent{Index: index, Event: ev, ResumeToken: token.EncodeComposite(m.header, m.tokens), InitialEventsEnd: initialEnd}
 	m.lastToken.Store(&me.ResumeToken)
 	return me
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
+	"github.com/informerhub/informerhub/informerhub/internal/token"
 )
 
 // phase is a stage of a subscription's stream (see Subscription). step
@@ -31,7 +32,7 @@ type initialPhase struct {
 // newInitialPhase rolls the state's clone o.tree back to o.start, and walks
 // it; tok, when it is a token of initial events, says how far an earlier
 // subscription got.
-func newInitialPhase(s *Subscription, o *opening, tok *token) *initialPhase {
+func newInitialPhase(s *Subscription, o *opening, tok *token.Token) *initialPhase {
 	// A clone of an index tree holds only the objects with its label, then
 	// as now.
 	tree, eq := o.tree, o.eq
@@ -44,8 +45,8 @@ func newInitialPhase(s *Subscription, o *opening, tok *token) *initialPhase {
 		}
 	}
 	p := &initialPhase{s: s, cursor: newStateCursor(tree, s.lease.sel), start: o.start, clone: s.lease.clone}
-	if tok != nil && tok.initial && tok.afterName != "" {
-		p.cursor.skipThrough(&state.Object{Namespace: tok.afterNamespace, Name: tok.afterName})
+	if tok != nil && tok.Initial && tok.AfterName != "" {
+		p.cursor.skipThrough(&state.Object{Namespace: tok.AfterNamespace, Name: tok.AfterName})
 	}
 	return p
 }
@@ -62,7 +63,7 @@ func (p *initialPhase) step(ctx context.Context) (*Event, phase, error) {
 	events, vw := &s.lease.feed.events, s.lease.view
 	switch {
 	case o.obj != nil:
-		ev := events.initial(o.obj, token{pos: p.start, initial: true, selector: s.lease.sel.Fingerprint()}, vw, o.undecided)
+		ev := events.initial(o.obj, token.Token{Pos: p.start, Initial: true, Selector: s.lease.sel.Fingerprint()}, vw, o.undecided)
 		return ev, nil, nil
 	case !done:
 		return nil, nil, nil // a scanned batch matched nothing; check ctx again

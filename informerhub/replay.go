@@ -17,6 +17,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
+	"github.com/informerhub/informerhub/informerhub/internal/token"
 )
 
 // replay is the phase of a subscription that resumes from a token the
@@ -75,8 +76,8 @@ type replay struct {
 // cannot place it: the token must be at a resourceVersion the client holds
 // everything up to. Tokens inside a relist batch (offset) or inside initial
 // events are positions of one feed instance only.
-func replayable(tok *token) bool {
-	return tok.pos.Offset == 0 && !tok.initial && tok.pos.RV > 0
+func replayable(tok *token.Token) bool {
+	return tok.Pos.Offset == 0 && !tok.Initial && tok.Pos.RV > 0
 }
 
 // objectKey names an object of a resource type.
@@ -345,7 +346,7 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 		ResourceVersion: strconv.FormatUint(o.RV, 10),
 		Object:          o.JSON,
 		// A token of no feed instance: any hub places it by resourceVersion.
-		ResumeToken: f.events.token(token{pos: state.Position{RV: o.RV}}),
+		ResumeToken: f.events.token(token.Token{Pos: state.Position{RV: o.RV}}),
 		Encoding:    r.s.lease.view.Encoding(),
 	}
 	switch e.Type {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/internal/fanout"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
+	"github.com/informerhub/informerhub/informerhub/internal/token"
 	"github.com/informerhub/informerhub/informerhub/projection"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
@@ -58,7 +59,7 @@ type SnapshotRequest struct {
 type watchParams struct {
 	sel               *selection.Selector
 	proj              *projection.Projection
-	tok               *token
+	tok               *token.Token
 	sendInitialEvents bool
 	includePrevious   bool
 	encoding          Encoding
@@ -95,16 +96,16 @@ func parseFields(paths []string, max int) (*projection.Projection, error) {
 
 // checkToken decodes a request's resume token, and checks that it is of the
 // resource type, and of the selector for one of initial events.
-func checkToken(s string, info upstream.ResourceInfo, sel *selection.Selector) (*token, error) {
-	tok, err := decodeToken(s)
+func checkToken(s string, info upstream.ResourceInfo, sel *selection.Selector) (*token.Token, error) {
+	tok, err := token.Decode(s)
 	if err != nil {
 		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken, Reason: err.Error()}
 	}
-	if want := upstream.FormatResource(info.Resource); tok.resource != want {
+	if want := upstream.FormatResource(info.Resource); tok.Resource != want {
 		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
-			Reason: "resume token was issued for " + strconv.Quote(tok.resource) + ", not " + strconv.Quote(want)}
+			Reason: "resume token was issued for " + strconv.Quote(tok.Resource) + ", not " + strconv.Quote(want)}
 	}
-	if tok.initial && tok.selector != sel.Fingerprint() && tok.selector != sel.LegacyFingerprint() {
+	if tok.Initial && tok.Selector != sel.Fingerprint() && tok.Selector != sel.LegacyFingerprint() {
 		return nil, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
 			Reason: "resume token was issued during the initial events of a different selector: resume with the same namespace and selectors, or start over"}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
+	"github.com/informerhub/informerhub/informerhub/internal/token"
 	"github.com/informerhub/informerhub/informerhub/projection"
 )
 
@@ -47,7 +48,7 @@ func newSnapshot(entry *feedEntry, sel *selection.Selector, proj *projection.Pro
 		feed:            f,
 		proj:            proj,
 		cursor:          newStateCursor(tree, sel),
-		resumeToken:     f.events.token(token{pos: pos}),
+		resumeToken:     f.events.token(token.Token{Pos: pos}),
 		resourceVersion: strconv.FormatUint(pos.RV, 10),
 	}
 	s.clone.Store(clone)

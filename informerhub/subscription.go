@@ -15,6 +15,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub/internal/fanout"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
+	"github.com/informerhub/informerhub/informerhub/internal/token"
 )
 
 // Subscription is one subscriber's stream of events. Next must be called
@@ -95,7 +96,7 @@ func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscrip
 	s.lease.wake = s.wake
 	s.member.Init(p.sel, &s.lease, s.wake, p.woken)
 	tok := p.tok
-	initial := p.sendInitialEvents || (tok != nil && tok.initial)
+	initial := p.sendInitialEvents || (tok != nil && tok.Initial)
 	o, err := s.openLocked(p, initial)
 	if err != nil {
 		return nil, err
@@ -117,14 +118,14 @@ func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscrip
 	}
 	var startToken string
 	switch {
-	case tok != nil && (tok.initial || !initial):
+	case tok != nil && (tok.Initial || !initial):
 		// Resuming: the token the client holds stays its resume point
 		// until it receives something newer.
 		startToken = f.events.token(*tok)
 	case initial:
-		startToken = f.events.token(token{pos: o.start, initial: true, selector: s.lease.sel.Fingerprint()})
+		startToken = f.events.token(token.Token{Pos: o.start, Initial: true, Selector: s.lease.sel.Fingerprint()})
 	default:
-		startToken = f.events.token(token{pos: o.start})
+		startToken = f.events.token(token.Token{Pos: o.start})
 	}
 	s.lastToken.Store(&startToken)
 	s.quiet.start(f.hub.cfg.BookmarkInterval/2, s.wake)
@@ -152,7 +153,7 @@ func (s *Subscription) openLocked(p *watchParams, initial bool) (o opening, err 
 	o.start = f.store.pos
 	if tok := p.tok; tok != nil {
 		o.replayable = replayable(tok) && !initial
-		loc, err := f.store.locate(tok.pos)
+		loc, err := f.store.locate(tok.Pos)
 		if err == nil && loc.onDisk && initial {
 			// Initial events as of a point only the disk holds would roll
 			// the state back through every change since.
@@ -162,7 +163,7 @@ func (s *Subscription) openLocked(p *watchParams, initial bool) (o opening, err 
 		case err == nil:
 			o.start, o.loc = loc.pos, loc
 		case replayable(tok) && !initial && (errors.Is(err, ErrTokenExpired) || errors.Is(err, ErrTokenAhead)):
-			o.start, o.ahead = state.Position{RV: tok.pos.RV}, errors.Is(err, ErrTokenAhead)
+			o.start, o.ahead = state.Position{RV: tok.Pos.RV}, errors.Is(err, ErrTokenAhead)
 			s.phase = s.replayLocked(o.start.RV)
 			return o, nil
 		default:

@@ -1,4 +1,4 @@
-package informerhub
+package token
 
 import (
 	"encoding/base64"
@@ -11,19 +11,19 @@ import (
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
-// token is what a resume token says.
-type token struct {
-	// resource is the GroupVersionResource the token belongs to, named as
+// Token is what a resume token says.
+type Token struct {
+	// Resource is the GroupVersionResource the token belongs to, named as
 	// FormatResource names it: "configmaps.v1", "deployments.v1.apps".
-	resource string
-	pos      state.Position
-	// initial is set on tokens of initial events: the subscriber has
+	Resource string
+	Pos      state.Position
+	// Initial is set on tokens of initial events: the subscriber has
 	// received the objects up to and including (afterNamespace, afterName)
 	// of the state at pos, and not yet the initial-events-end bookmark.
-	initial        bool
-	selector       uint64 // fingerprint of the selector the initial events were for
-	afterNamespace string
-	afterName      string
+	Initial        bool
+	Selector       uint64 // fingerprint of the selector the initial events were for
+	AfterNamespace string
+	AfterName      string
 }
 
 const (
@@ -41,26 +41,26 @@ var (
 	tokenCRC      = crc32.MakeTable(crc32.Castagnoli)
 )
 
-// encode returns the token as an opaque string: a versioned binary form in
+// Encode returns the token as an opaque string: a versioned binary form in
 // URL-safe base64 with a CRC-32C, so that a mangled token is rejected rather
 // than misread.
-func (t *token) encode() string {
-	b := make([]byte, 0, 64+len(t.resource)+len(t.afterNamespace)+len(t.afterName))
+func (t *Token) Encode() string {
+	b := make([]byte, 0, 64+len(t.Resource)+len(t.AfterNamespace)+len(t.AfterName))
 	b = append(b, tokenVersion)
 	var flags byte
-	if t.initial {
+	if t.Initial {
 		flags |= tokenFlagInitial
 	}
 	b = append(b, flags)
-	b = appendString(b, t.resource)
-	b = binary.BigEndian.AppendUint64(b, t.pos.Epoch)
-	b = binary.AppendUvarint(b, t.pos.Seq)
-	b = binary.AppendUvarint(b, t.pos.RV)
-	b = binary.AppendUvarint(b, uint64(t.pos.Offset))
-	if t.initial {
-		b = binary.BigEndian.AppendUint64(b, t.selector)
-		b = appendString(b, t.afterNamespace)
-		b = appendString(b, t.afterName)
+	b = appendString(b, t.Resource)
+	b = binary.BigEndian.AppendUint64(b, t.Pos.Epoch)
+	b = binary.AppendUvarint(b, t.Pos.Seq)
+	b = binary.AppendUvarint(b, t.Pos.RV)
+	b = binary.AppendUvarint(b, uint64(t.Pos.Offset))
+	if t.Initial {
+		b = binary.BigEndian.AppendUint64(b, t.Selector)
+		b = appendString(b, t.AfterNamespace)
+		b = appendString(b, t.AfterName)
 	}
 	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, tokenCRC))
 	return tokenEncoding.EncodeToString(b)
@@ -73,9 +73,9 @@ func appendString(b []byte, s string) []byte {
 
 var errMalformedToken = errors.New("not a resume token issued by informerhub")
 
-// decodeToken parses a token. It never panics and reads at most
+// Decode parses a token. It never panics and reads at most
 // maxTokenLength bytes, whatever it is given.
-func decodeToken(s string) (*token, error) {
+func Decode(s string) (*Token, error) {
 	if len(s) > maxTokenLength {
 		return nil, errMalformedToken
 	}
@@ -91,23 +91,23 @@ func decodeToken(s string) (*token, error) {
 		return nil, errors.New("resume token has an unknown format version (issued by a newer informerhub?)")
 	}
 	r := tokenReader{b: body[2:]}
-	t := &token{initial: body[1]&tokenFlagInitial != 0}
+	t := &Token{Initial: body[1]&tokenFlagInitial != 0}
 	if body[1]&^tokenFlagInitial != 0 {
 		return nil, errMalformedToken
 	}
-	t.resource = r.string()
-	t.pos.Epoch = r.uint64()
-	t.pos.Seq = r.uvarint()
-	t.pos.RV = r.uvarint()
+	t.Resource = r.string()
+	t.Pos.Epoch = r.uint64()
+	t.Pos.Seq = r.uvarint()
+	t.Pos.RV = r.uvarint()
 	offset := r.uvarint()
 	if offset > 1<<32-1 {
 		r.bad = true
 	}
-	t.pos.Offset = uint32(offset)
-	if t.initial {
-		t.selector = r.uint64()
-		t.afterNamespace = r.string()
-		t.afterName = r.string()
+	t.Pos.Offset = uint32(offset)
+	if t.Initial {
+		t.Selector = r.uint64()
+		t.AfterNamespace = r.string()
+		t.AfterName = r.string()
 	}
 	if r.bad || len(r.b) != 0 {
 		return nil, errMalformedToken
@@ -167,22 +167,22 @@ func (r *tokenReader) string() string {
 // is never mistaken for a token of one watch). Each token carries its own
 // CRC. Building one costs a copy of the tokens, no encoding: a WatchMany
 // builds one per response.
-type composite struct {
-	identities []uint64
-	tokens     []string
+type Composite struct {
+	Identities []uint64
+	Tokens     []string
 }
 
 const (
 	compositeVersion = 1
-	// maxCompositeWatches bounds the watches decodeComposite reads; a
+	// MaxCompositeWatches bounds the watches decodeComposite reads; a
 	// transport bounds them further.
-	maxCompositeWatches = 256
+	MaxCompositeWatches = 256
 	// maxCompositeLength bounds what decodeComposite reads.
-	maxCompositeLength = maxCompositeWatches * (maxTokenLength + 1)
+	maxCompositeLength = MaxCompositeWatches * (maxTokenLength + 1)
 )
 
-// compositeHeader encodes the header of a composite of these identities.
-func compositeHeader(identities []uint64) string {
+// CompositeHeader encodes the header of a composite of these identities.
+func CompositeHeader(identities []uint64) string {
 	b := make([]byte, 0, 1+binary.MaxVarintLen64+8*len(identities)+4)
 	b = append(b, compositeVersion)
 	b = binary.AppendUvarint(b, uint64(len(identities)))
@@ -193,8 +193,8 @@ func compositeHeader(identities []uint64) string {
 	return tokenEncoding.EncodeToString(b)
 }
 
-// encodeComposite joins a composite's header and its watches' tokens.
-func encodeComposite(header string, tokens []string) string {
+// EncodeComposite joins a composite's header and its watches' tokens.
+func EncodeComposite(header string, tokens []string) string {
 	n := len(header)
 	for _, t := range tokens {
 		n += 1 + len(t)
@@ -211,17 +211,17 @@ func encodeComposite(header string, tokens []string) string {
 
 var errMalformedComposite = errors.New("not a WatchMany resume token issued by informerhub")
 
-// decodeComposite parses a composite token. Its watches' tokens are checked
+// DecodeComposite parses a composite token. Its watches' tokens are checked
 // when they are used. It never panics and reads at most maxCompositeLength
 // bytes, whatever it is given.
-func decodeComposite(s string) (*composite, error) {
+func DecodeComposite(s string) (*Composite, error) {
 	s = strings.TrimSpace(s)
 	if len(s) > maxCompositeLength {
 		return nil, errMalformedComposite
 	}
 	head, rest, ok := strings.Cut(s, ".")
 	if !ok {
-		if _, err := decodeToken(s); err == nil {
+		if _, err := Decode(s); err == nil {
 			return nil, errors.New("this is the resume token of one watch (a WatchResponse's), not a WatchManyResponse's: give it as that watch's own resume_token")
 		}
 		return nil, errMalformedComposite
@@ -239,14 +239,14 @@ func decodeComposite(s string) (*composite, error) {
 	}
 	r := tokenReader{b: body[1:]}
 	n := r.uvarint()
-	if r.bad || n == 0 || n > maxCompositeWatches || uint64(len(r.b)) != 8*n {
+	if r.bad || n == 0 || n > MaxCompositeWatches || uint64(len(r.b)) != 8*n {
 		return nil, errMalformedComposite
 	}
-	c := &composite{identities: make([]uint64, n), tokens: strings.SplitN(rest, ".", int(n)+1)}
-	for i := range c.identities {
-		c.identities[i] = r.uint64()
+	c := &Composite{Identities: make([]uint64, n), Tokens: strings.SplitN(rest, ".", int(n)+1)}
+	for i := range c.Identities {
+		c.Identities[i] = r.uint64()
 	}
-	if uint64(len(c.tokens)) != n || slices.Contains(c.tokens, "") || strings.Contains(c.tokens[n-1], ".") {
+	if uint64(len(c.Tokens)) != n || slices.Contains(c.Tokens, "") || strings.Contains(c.Tokens[n-1], ".") {
 		return nil, errMalformedComposite
 	}
 	return c, nil

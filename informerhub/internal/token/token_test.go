@@ -1,4 +1,4 @@
-package informerhub
+package token
 
 import (
 	"encoding/binary"
@@ -15,25 +15,25 @@ import (
 func TestTokenRoundTrip(t *testing.T) {
 	tests := []struct {
 		name string
-		tok  token
+		tok  Token
 	}{
-		{"position", token{resource: "configmaps.v1", pos: state.Position{Epoch: 42, Seq: 7, RV: 1234}}},
-		{"inside a relist", token{resource: "deployments.v1.apps", pos: state.Position{Epoch: 1, Seq: 9, RV: 77, Offset: 3}}},
-		{"initial events", token{resource: "configmaps.v1", pos: state.Position{Epoch: 3, RV: 5}, initial: true, selector: 99,
-			afterNamespace: "default", afterName: "web-1"}},
-		{"initial events, nothing sent yet", token{resource: "namespaces.v1", pos: state.Position{Epoch: 3, RV: 5}, initial: true}},
+		{"position", Token{Resource: "configmaps.v1", Pos: state.Position{Epoch: 42, Seq: 7, RV: 1234}}},
+		{"inside a relist", Token{Resource: "deployments.v1.apps", Pos: state.Position{Epoch: 1, Seq: 9, RV: 77, Offset: 3}}},
+		{"initial events", Token{Resource: "configmaps.v1", Pos: state.Position{Epoch: 3, RV: 5}, Initial: true, Selector: 99,
+			AfterNamespace: "default", AfterName: "web-1"}},
+		{"initial events, nothing sent yet", Token{Resource: "namespaces.v1", Pos: state.Position{Epoch: 3, RV: 5}, Initial: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := tt.tok.encode()
+			s := tt.tok.Encode()
 			if strings.ContainsAny(s, "+/=") {
 				t.Errorf("token %q is not URL-safe", s)
 			}
-			got, err := decodeToken(s)
+			got, err := Decode(s)
 			if err != nil {
 				t.Fatalf("decodeToken(%q): %v", s, err)
 			}
-			if diff := cmp.Diff(&tt.tok, got, cmp.AllowUnexported(token{}, state.Position{})); diff != "" {
+			if diff := cmp.Diff(&tt.tok, got, cmp.AllowUnexported(Token{}, state.Position{})); diff != "" {
 				t.Fatalf("round trip (-want +got):\n%s", diff)
 			}
 		})
@@ -41,7 +41,7 @@ func TestTokenRoundTrip(t *testing.T) {
 }
 
 func TestDecodeTokenRejectsDamage(t *testing.T) {
-	good := (&token{resource: "configmaps.v1", pos: state.Position{Epoch: 42, Seq: 7, RV: 1234}}).encode()
+	good := (&Token{Resource: "configmaps.v1", Pos: state.Position{Epoch: 42, Seq: 7, RV: 1234}}).Encode()
 	for i := range good {
 		// Change each character: the checksum must catch it.
 		b := []byte(good)
@@ -50,12 +50,12 @@ func TestDecodeTokenRejectsDamage(t *testing.T) {
 		} else {
 			b[i] = 'A'
 		}
-		if tok, err := decodeToken(string(b)); err == nil {
+		if tok, err := Decode(string(b)); err == nil {
 			t.Errorf("token with character %d changed decoded as %+v", i, tok)
 		}
 	}
 	for _, bad := range []string{"", "x", good[:len(good)-1], good + "A", strings.Repeat("A", maxTokenLength+1)} {
-		if _, err := decodeToken(bad); err == nil {
+		if _, err := Decode(bad); err == nil {
 			t.Errorf("decodeToken(%q) succeeded", bad)
 		}
 	}
@@ -65,8 +65,8 @@ func TestDecodeTokenRejectsDamage(t *testing.T) {
 // whatever decodes encodes back to an equivalent token. The corpus is in
 // testdata/fuzz/FuzzDecodeToken.
 func FuzzDecodeToken(f *testing.F) {
-	f.Add((&token{resource: "configmaps.v1", pos: state.Position{Epoch: 42, Seq: 7, RV: 1234}}).encode())
-	f.Add((&token{resource: "x.v1", pos: state.Position{RV: 1}, initial: true, afterNamespace: "a", afterName: "b"}).encode())
+	f.Add((&Token{Resource: "configmaps.v1", Pos: state.Position{Epoch: 42, Seq: 7, RV: 1234}}).Encode())
+	f.Add((&Token{Resource: "x.v1", Pos: state.Position{RV: 1}, Initial: true, AfterNamespace: "a", AfterName: "b"}).Encode())
 	f.Add("garbage")
 	f.Fuzz(func(t *testing.T, s string) {
 		checkTokenRoundTrip(t, s)
@@ -78,11 +78,11 @@ func FuzzDecodeToken(f *testing.F) {
 // before decoding, so the fuzzer explores the structure (lengths, varints,
 // flags). The corpus is in testdata/fuzz/FuzzDecodeTokenBody.
 func FuzzDecodeTokenBody(f *testing.F) {
-	for _, tok := range []token{
-		{resource: "configmaps.v1", pos: state.Position{Epoch: 42, Seq: 7, RV: 1234, Offset: 3}},
-		{resource: "x.v1", pos: state.Position{RV: 1}, initial: true, selector: 9, afterNamespace: "a", afterName: "b"},
+	for _, tok := range []Token{
+		{Resource: "configmaps.v1", Pos: state.Position{Epoch: 42, Seq: 7, RV: 1234, Offset: 3}},
+		{Resource: "x.v1", Pos: state.Position{RV: 1}, Initial: true, Selector: 9, AfterNamespace: "a", AfterName: "b"},
 	} {
-		b, err := tokenEncoding.DecodeString(tok.encode())
+		b, err := tokenEncoding.DecodeString(tok.Encode())
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -99,15 +99,15 @@ func FuzzDecodeTokenBody(f *testing.F) {
 // checkTokenRoundTrip decodes s and, if it is a token, checks that its
 // encoding decodes to the same token.
 func checkTokenRoundTrip(t *testing.T, s string) {
-	tok, err := decodeToken(s)
+	tok, err := Decode(s)
 	if err != nil {
 		return
 	}
-	again, err := decodeToken(tok.encode())
+	again, err := Decode(tok.Encode())
 	if err != nil {
 		t.Fatalf("re-encoded token does not decode: %v", err)
 	}
-	if diff := cmp.Diff(tok, again, cmp.AllowUnexported(token{}, state.Position{})); diff != "" {
+	if diff := cmp.Diff(tok, again, cmp.AllowUnexported(Token{}, state.Position{})); diff != "" {
 		t.Fatalf("re-encoded token differs (-first +second):\n%s", diff)
 	}
 }
