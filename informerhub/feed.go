@@ -87,7 +87,7 @@ func newFeed(h *Hub, info upstream.ResourceInfo, counters *resourceCounters) *fe
 func (f *feed) start(ctx context.Context, lw cache.ListerWatcher, running *sync.WaitGroup) {
 	f.lw = lw
 	if f.hub.disk != nil && f.hub.disk.Writes(f.resource) {
-		lw = f.hub.disk.ListerWatcher(cache.ToListerWatcherWithContext(lw), f.resource, f)
+		lw = f.hub.disk.ListerWatcher(cache.ToListerWatcherWithContext(lw), f.resource, f, f.log)
 	}
 	ctx, f.cancel = context.WithCancel(ctx)
 	fifo := cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{

@@ -117,8 +117,10 @@ func openStore(t *testing.T, dir string) *historystore.Store {
 	return s
 }
 
+var discard = slog.New(slog.DiscardHandler)
+
 func newHistory(s Store) *History {
-	return New(Config{Store: s, RetentionCheck: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	return New(Config{Store: s, RetentionCheck: time.Hour, Logger: discard})
 }
 
 // TestWritesWhatTheFeedRecordedAndRestoresIt writes a feed's records
@@ -131,7 +133,7 @@ func TestWritesWhatTheFeedRecordedAndRestoresIt(t *testing.T) {
 	store := openStore(t, dir)
 	d := newHistory(store)
 	f := &fakeFeed{wrote: make(chan uint64, 16)}
-	lw := d.ListerWatcher(emptyList{}, resource, f)
+	lw := d.ListerWatcher(emptyList{}, resource, f, discard)
 	if _, err := lw.List(metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +179,7 @@ func TestWritesWhatTheFeedRecordedAndRestoresIt(t *testing.T) {
 	d = newHistory(store)
 	defer d.Close()
 	next := &fakeFeed{wrote: make(chan uint64, 16)}
-	out, err := d.ListerWatcher(emptyList{}, resource, next).List(metav1.ListOptions{})
+	out, err := d.ListerWatcher(emptyList{}, resource, next, discard).List(metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +200,7 @@ func TestFailDetachesTheFeeds(t *testing.T) {
 	d := newHistory(store)
 	defer d.Close()
 	f := &fakeFeed{wrote: make(chan uint64, 1)}
-	if _, err := d.ListerWatcher(emptyList{}, "configmaps.v1", f).List(metav1.ListOptions{}); err != nil {
+	if _, err := d.ListerWatcher(emptyList{}, "configmaps.v1", f, discard).List(metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	d.Fail(errors.New("injected"))
@@ -206,7 +208,7 @@ func TestFailDetachesTheFeeds(t *testing.T) {
 		t.Fatal("the feed still writes after the disk failed")
 	}
 	g := &fakeFeed{wrote: make(chan uint64, 1)}
-	if _, err := d.ListerWatcher(emptyList{}, "secrets.v1", g).List(metav1.ListOptions{}); err != nil {
+	if _, err := d.ListerWatcher(emptyList{}, "secrets.v1", g, discard).List(metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if g.log != nil {

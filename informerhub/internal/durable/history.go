@@ -303,8 +303,8 @@ func (d *History) Window(resource string) (floorRV uint64, floorAt int64, ok boo
 // attach makes f the feed writing its resource type, once the one before it
 // has written everything, and returns what the disk holds of it (nil:
 // nothing; f starts from a LIST and writes its state). It fails only when
-// ctx ends.
-func (d *History) attach(ctx context.Context, resource string, f Feed) (*Restored, error) {
+// ctx ends. log is the feed's.
+func (d *History) attach(ctx context.Context, resource string, f Feed, log *slog.Logger) (*Restored, error) {
 	dl, err := d.logOf(resource)
 	if errors.Is(err, ErrClosed) {
 		return nil, err // the hub is closing
@@ -363,7 +363,7 @@ func (d *History) attach(ctx context.Context, resource string, f Feed) (*Restore
 		d.detach(dl, f)
 		return nil, d.drop(resource, err)
 	}
-	d.log.Info("resuming from the history on disk", "resource", resource, "objects", len(list.Items), "resourceVersion", meta.LastRV,
+	log.Info("resuming from the history on disk", "objects", len(list.Items), "resourceVersion", meta.LastRV,
 		"records", meta.LastSeq+1-meta.FirstSeq)
 	return &Restored{Meta: meta, List: list}, nil
 }

@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,9 +15,9 @@ import (
 // history: its first LIST attaches the feed to its resource type's log
 // and, when the disk holds the type, is the stored state at the stored
 // resourceVersion (Feed.RestoreFrom), so that the informer watches on
-// from there.
-func (d *History) ListerWatcher(lw cache.ListerWatcherWithContext, resource string, f Feed) cache.ListerWatcher {
-	return &listerWatcher{ListerWatcherWithContext: lw, history: d, resource: resource, feed: f}
+// from there. log is the feed's, which says so.
+func (d *History) ListerWatcher(lw cache.ListerWatcherWithContext, resource string, f Feed, log *slog.Logger) cache.ListerWatcher {
+	return &listerWatcher{ListerWatcherWithContext: lw, history: d, resource: resource, feed: f, log: log}
 }
 
 type listerWatcher struct {
@@ -24,6 +25,7 @@ type listerWatcher struct {
 	history  *History
 	resource string
 	feed     Feed
+	log      *slog.Logger
 	attached atomic.Bool
 }
 
@@ -35,7 +37,7 @@ func (w *listerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOpt
 	if w.attached.Load() {
 		return w.ListerWatcherWithContext.ListWithContext(ctx, opts)
 	}
-	r, err := w.history.attach(ctx, w.resource, w.feed)
+	r, err := w.history.attach(ctx, w.resource, w.feed, w.log)
 	if err != nil {
 		return nil, err
 	}
