@@ -7,17 +7,42 @@ import "github.com/informerhub/informerhub/informerhub/internal/errs"
 // Hub returns matches one of the sentinels with errors.Is; the typed errors
 // carry the details a transport needs to tell the client what to do.
 
-// Sentinel errors: see package internal/errs for what each means.
+// Sentinel errors.
 var (
-	ErrInvalidRequest     = errs.ErrInvalidRequest
-	ErrInvalidToken       = errs.ErrInvalidToken
-	ErrUnknownResource    = errs.ErrUnknownResource
-	ErrTokenExpired       = errs.ErrTokenExpired
-	ErrTokenAhead         = errs.ErrTokenAhead
-	ErrSubscriberTooSlow  = errs.ErrSubscriberTooSlow
-	ErrUnavailable        = errs.ErrUnavailable
-	ErrLimitExceeded      = errs.ErrLimitExceeded
-	ErrClosed             = errs.ErrClosed
+	// ErrInvalidRequest: a request field is malformed or not allowed
+	// (*RequestError names it).
+	ErrInvalidRequest = errs.ErrInvalidRequest
+	// ErrInvalidToken: a resume token is garbage, or was issued for another
+	// resource or selector (*RequestError).
+	ErrInvalidToken = errs.ErrInvalidToken
+	// ErrUnknownResource: the cluster does not serve the resource
+	// (*ResourceError).
+	ErrUnknownResource = errs.ErrUnknownResource
+	// ErrTokenExpired: a resume token cannot be continued from
+	// (*ExpiredError): the API server no longer has its resourceVersion, or
+	// it is a position inside initial events or a relist that the hub's
+	// history no longer holds. The client must start over from a snapshot
+	// or with initial events.
+	ErrTokenExpired = errs.ErrTokenExpired
+	// ErrTokenAhead: a resume token is newer than anything this hub has seen
+	// (it came from another hub that was ahead). Retrying shortly works.
+	ErrTokenAhead = errs.ErrTokenAhead
+	// ErrSubscriberTooSlow: a subscriber fell behind further than the
+	// history (*TooSlowError carries the token to resume from).
+	ErrSubscriberTooSlow = errs.ErrSubscriberTooSlow
+	// ErrUnavailable: the hub cannot serve the resource now, typically because
+	// the API server cannot be reached or refuses the hub. Retrying later may
+	// work.
+	ErrUnavailable = errs.ErrUnavailable
+	// ErrLimitExceeded: a request would take a resource type past one of
+	// the hub's limits on what its subscribers ask for at once, such as
+	// distinct filters or projections (*LimitError). Retrying later, or
+	// asking for what others already do, may work.
+	ErrLimitExceeded = errs.ErrLimitExceeded
+	// ErrClosed: the hub is shutting down.
+	ErrClosed = errs.ErrClosed
+	// ErrSubscriptionClosed: Next was called on, or was waiting in, a
+	// subscription that has been closed.
 	ErrSubscriptionClosed = errs.ErrSubscriptionClosed
 )
 

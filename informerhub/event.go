@@ -231,7 +231,7 @@ func (m *eventMaker) markedOf(r *state.Record, v state.Variant, vw *selection.Vi
 		entry = r.Marked.Load()
 	}
 	// By the reason's text: a verdict evaluated again (fallen out of the
-	// object's cache) is another *filterError saying the same.
+	// object's cache) is another *selection.FilterError saying the same.
 	if entry.ViewKey != vw.Key() || entry.Variant != v || entry.Undecided.Reason != undecided.Reason {
 		return m.marked(ev, undecided)
 	}

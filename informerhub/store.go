@@ -58,7 +58,7 @@ type store struct {
 	// disk is the store's side of the resource type's history on disk.
 	disk storeDisk
 	// clones are the open clones of state that snapshots and initial
-	// events read, and what they keep (clone.go).
+	// events read, and what they keep (state.Clones).
 	clones state.Clones
 	// oldestAt is when the history's oldest record arrived (Unix
 	// nanoseconds), or 0 when memory eviction may take none: written under

@@ -10,8 +10,9 @@
 // without a history store never creates a History.
 //
 // Locks, in the order they are taken: History.writeMu (whatever writes to
-// the store), a feed's own lock (taken by the Feed methods, never held
-// when calling in here), Log.mu (what one resource type's disk holds),
-// History.mu (the logs and the failed flag). The writer never takes a
-// feed's lock while holding a Log's.
+// the store), a feed's own lock (taken by the Feed methods but IsStopped),
+// Log.mu (what one resource type's disk holds), History.mu (the logs and
+// the failed flag). A feed may call a Log's methods holding its own lock
+// (Notify, Holds, Window, Spilled take only Log.mu), never History's; the
+// writer never takes a feed's lock while holding a Log's.
 package durable

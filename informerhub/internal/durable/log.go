@@ -45,7 +45,9 @@ type Log struct {
 }
 
 // Feed is what a resource type's disk log needs of the feed that writes
-// it. Each method takes the feed's lock; none is called holding a Log's.
+// it. Each method but IsStopped takes the feed's lock, and none of those is
+// called holding a Log's; IsStopped takes no lock, and is called holding
+// Log.mu.
 type Feed interface {
 	// AttachDisk makes the feed write to dl, unless failed reports that
 	// the disk failed meanwhile.
@@ -62,7 +64,7 @@ type Feed interface {
 	// once dl holds nothing of the type.
 	SpillDisk(dl *Log, cause error)
 	ResumeDisk(dl *Log) bool
-	// IsStopped reports whether the feed has stopped.
+	// IsStopped reports whether the feed has stopped, without a lock.
 	IsStopped() bool
 	// Unwritten collects what the feed recorded since the last write, and
 	// its state when withState is set.

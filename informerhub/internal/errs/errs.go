@@ -18,42 +18,18 @@ import (
 
 // Sentinel errors. Every error the Hub returns matches one of them with
 // errors.Is; the typed errors below carry the details a transport needs to
-// tell the client what to do.
+// tell the client what to do. What each means for a caller is said on the
+// core's names of them (informerhub.ErrInvalidRequest and the rest).
 var (
-	// ErrInvalidRequest: a request field is malformed or not allowed
-	// (*RequestError names it).
-	ErrInvalidRequest = errors.New("invalid request")
-	// ErrInvalidToken: a resume token is garbage, or was issued for another
-	// resource or selector (*RequestError).
-	ErrInvalidToken = errors.New("invalid resume token")
-	// ErrUnknownResource: the cluster does not serve the resource
-	// (*ResourceError).
-	ErrUnknownResource = errors.New("unknown resource")
-	// ErrTokenExpired: a resume token cannot be continued from
-	// (*ExpiredError): the API server no longer has its resourceVersion, or
-	// it is a position inside initial events or a relist that the hub's
-	// history no longer holds. The client must start over from a snapshot
-	// or with initial events.
-	ErrTokenExpired = errors.New("resume token expired")
-	// ErrTokenAhead: a resume token is newer than anything this hub has seen
-	// (it came from another hub that was ahead). Retrying shortly works.
-	ErrTokenAhead = errors.New("resume token is ahead of the hub")
-	// ErrSubscriberTooSlow: a subscriber fell behind further than the
-	// history (*TooSlowError carries the token to resume from).
-	ErrSubscriberTooSlow = errors.New("subscriber too slow")
-	// ErrUnavailable: the hub cannot serve the resource now, typically because
-	// the API server cannot be reached or refuses the hub. Retrying later may
-	// work.
-	ErrUnavailable = errors.New("unavailable")
-	// ErrLimitExceeded: a request would take a resource type past one of
-	// the hub's limits on what its subscribers ask for at once, such as
-	// distinct filters or projections (*LimitError). Retrying later, or
-	// asking for what others already do, may work.
-	ErrLimitExceeded = errors.New("limit exceeded")
-	// ErrClosed: the hub is shutting down.
-	ErrClosed = errors.New("hub closed")
-	// ErrSubscriptionClosed: Next was called on, or was waiting in, a
-	// subscription that has been closed.
+	ErrInvalidRequest     = errors.New("invalid request")
+	ErrInvalidToken       = errors.New("invalid resume token")
+	ErrUnknownResource    = errors.New("unknown resource")
+	ErrTokenExpired       = errors.New("resume token expired")
+	ErrTokenAhead         = errors.New("resume token is ahead of the hub")
+	ErrSubscriberTooSlow  = errors.New("subscriber too slow")
+	ErrUnavailable        = errors.New("unavailable")
+	ErrLimitExceeded      = errors.New("limit exceeded")
+	ErrClosed             = errors.New("hub closed")
 	ErrSubscriptionClosed = errors.New("subscription closed")
 )
 

@@ -401,8 +401,8 @@ func (d *Dispatcher) DeliverBatch(batch []*state.Record, start state.Position, p
 }
 
 // Groups returns the live groups, and the number of groups made so
-// far, for planDeliveries. The groups' selectors and triggers never
-// change: a planner reads them without the lock.
+// far, for PlanDeliveries; the caller holds the feed's lock. The groups'
+// selectors and triggers never change: a planner reads them without it.
 func (d *Dispatcher) Groups() ([]*Group, uint64) {
 	groups := make([]*Group, 0, len(d.groups))
 	for _, g := range d.groups {
@@ -411,7 +411,8 @@ func (d *Dispatcher) Groups() ([]*Group, uint64) {
 	return groups, d.made
 }
 
-// MadeSince returns the live groups made after the first made.
+// MadeSince returns the live groups made after the first made; the
+// caller holds the feed's lock.
 func (d *Dispatcher) MadeSince(made uint64) []*Group {
 	if d.made == made {
 		return nil

@@ -181,7 +181,7 @@ func (a *Admission) countOwner(owner string, sel *Selector, projKey string, delt
 	}
 }
 
-// FilterCount and projectionCount are the distinct filters and projections
+// FilterCount and ProjectionCount are the distinct filters and projections
 // the resource type's subscribers use.
 func (a *Admission) FilterCount() int     { return len(a.filters) }
 func (a *Admission) ProjectionCount() int { return len(a.projections) }

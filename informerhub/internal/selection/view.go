@@ -31,7 +31,7 @@ func (v *View) Projection() *projection.Projection { return v.proj }
 // state.
 func (v *View) IncludePrevious() bool { return v.includePrevious }
 
-// event.Encoding is the transport's encoding of its events.
+// Encoding is the transport's encoding of its events.
 func (v *View) Encoding() event.Encoding { return v.encoding }
 
 // DefaultView is the form of every subscriber that asks for nothing else.

@@ -50,7 +50,7 @@ type Clones struct {
 	released bool
 }
 
-// Replaced counts objects of n bytes (objectSize) that the state replaced
+// Replaced counts objects of n bytes (ObjectSize) that the state replaced
 // or deleted.
 func (cs *Clones) Replaced(n int64) {
 	cs.churn += n

@@ -176,7 +176,7 @@ func (r *Record) shares(s string) bool {
 }
 
 // Delivery is a record queued for a live subscriber, with how it sees it.
-// Its variant may carry undecidedFlag: the subscriber's filter could not
+// Its Variant may carry UndecidedFlag: the subscriber's filter could not
 // decide on a state of the record, and the subscriber looks up why (the
 // verdict is cached on the object). A flag rather than a field keeps every
 // queue's slots at two words.

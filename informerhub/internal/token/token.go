@@ -18,8 +18,8 @@ type Token struct {
 	Resource string
 	Pos      state.Position
 	// Initial is set on tokens of initial events: the subscriber has
-	// received the objects up to and including (afterNamespace, afterName)
-	// of the state at pos, and not yet the initial-events-end bookmark.
+	// received the objects up to and including (AfterNamespace, AfterName)
+	// of the state at Pos, and not yet the initial-events-end bookmark.
 	Initial        bool
 	Selector       uint64 // fingerprint of the selector the initial events were for
 	AfterNamespace string
@@ -30,7 +30,7 @@ const (
 	tokenVersion     = 1
 	tokenFlagInitial = 1 << 0
 
-	// maxTokenLength bounds what decodeToken reads. Real tokens are far
+	// maxTokenLength bounds what Decode reads. Real tokens are far
 	// shorter: a resource name and an object key are each at most a few
 	// hundred bytes.
 	maxTokenLength = 4096
