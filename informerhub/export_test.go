@@ -143,7 +143,7 @@ func WaitForResourceVersion(h *Hub, gvr schema.GroupVersionResource, rv uint64) 
 }
 
 // Pending counts the deliveries waiting in a live subscription's queue.
-func Pending(s *Subscription) int { return s.member.Pending() }
+func Pending(s *Subscription) int { return s.lease.member.Pending() }
 
 // DispatchVisits counts the subscriber groups a resource's feed has matched
 // changes against, and the groups it has now.

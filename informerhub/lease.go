@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/informerhub/informerhub/informerhub/internal/fanout"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
@@ -16,10 +17,12 @@ import (
 // stopped.
 type lease struct {
 	entry *feedEntry
-	feed  *feed
-	sel   *selection.Selector
-	view  *selection.View
-	owner string // WatchRequest.Owner, for the limits per owner
+	// member is the subscription as its feed's live dispatch knows it.
+	member fanout.Member
+	feed   *feed
+	sel    *selection.Selector
+	view   *selection.View
+	owner  string // WatchRequest.Owner, for the limits per owner
 	// failed ends when failure is set; failure may be read without the
 	// lock once it has.
 	failed ending
@@ -84,4 +87,60 @@ func (l *lease) Fail(err error) {
 	l.failure = err
 	l.failed.close()
 	poke(l.wake)
+}
+
+// The lease's sections under its feed's lock, for the subscription's
+// phases, which never take the lock themselves.
+
+// endClone closes the lease's state clone: the initial events are done.
+func (l *lease) endClone() {
+	l.feed.mu.Lock()
+	defer l.feed.mu.Unlock()
+	l.closeClone()
+}
+
+// abandon gives back what a subscription that could not start took.
+func (l *lease) abandon() {
+	l.feed.mu.Lock()
+	defer l.feed.mu.Unlock()
+	l.closeClone()
+	l.release()
+}
+
+// fellBehindAt is where the subscription's member fell behind.
+func (l *lease) fellBehindAt() state.Position {
+	l.feed.mu.Lock()
+	defer l.feed.mu.Unlock()
+	return l.member.FellBehindAt()
+}
+
+// quietAt returns the feed's position and, at that position, the
+// deliveries queued for the member: none means the subscriber has
+// everything up to it.
+func (l *lease) quietAt() (pos state.Position, pending int) {
+	l.feed.mu.Lock()
+	defer l.feed.mu.Unlock()
+	return l.feed.store.pos, l.member.Pending()
+}
+
+// close ends the lease for a subscription closed: it never goes live
+// again, leaves the live subscribers, gives back its clone, its queue's
+// memory and its admission, and fails with ErrSubscriptionClosed. It
+// returns the replay's cancel to call, if one runs; the caller then
+// releases the feed's entry.
+func (l *lease) close() (cancelReplay context.CancelFunc) {
+	f := l.feed
+	f.mu.Lock()
+	l.closed = true
+	l.closeClone()
+	f.live.Remove(&l.member)
+	counted := l.member.Leave()
+	l.release()
+	l.Fail(ErrSubscriptionClosed)
+	cancelReplay = l.cancelReplay
+	f.mu.Unlock()
+	if counted {
+		l.member.UncountWoken() // not under the lock: Woken.OnZero is the transport's
+	}
+	return cancelReplay
 }

@@ -68,10 +68,7 @@ func (p *initialPhase) step(ctx context.Context) (*Event, phase, error) {
 	case !done:
 		return nil, nil, nil // a scanned batch matched nothing; check ctx again
 	}
-	f := s.lease.feed
-	f.mu.Lock()
-	s.lease.closeClone()
-	f.mu.Unlock()
+	s.lease.endClone()
 	return events.bookmark(p.start, true, vw.Encoding()), &catchUpPhase{s: s, at: p.start}, nil
 }
 
@@ -230,7 +227,7 @@ type livePhase struct{ s *Subscription }
 
 func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 	s := p.s
-	m, f := &s.member, s.lease.feed
+	m, f := &s.lease.member, s.lease.feed
 	for {
 		if s.lease.failed.isEnded() {
 			// Checked first so a subscriber that failed stops at once.
@@ -270,18 +267,12 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 		// fell behind. Checked before every wait, so a wait on an empty
 		// queue never misses the switch (behind is only set on a full one).
 		if behind {
-			f.mu.Lock()
-			at := m.FellBehindAt()
-			f.mu.Unlock()
-			return nil, &catchUpPhase{s: s, at: at, fromBehind: true}, nil
+			return nil, &catchUpPhase{s: s, at: s.lease.fellBehindAt(), fromBehind: true}, nil
 		}
 		if s.quiet.ticked() {
 			// Everything up to the feed's position has been dispatched;
 			// if none of it is waiting here, this subscriber has it all.
-			f.mu.Lock()
-			pending := m.Pending()
-			pos := f.store.pos
-			f.mu.Unlock()
+			pos, pending := s.lease.quietAt()
 			if pending == 0 && !m.IsBehind() {
 				return f.events.bookmark(pos, false, s.lease.view.Encoding()), nil, nil
 			}

@@ -68,6 +68,13 @@ func (f *feed) cloneFor(sel *selection.Selector) (*btree.BTreeG[*state.Object], 
 	return tree, f.store.pos, build, f.store.clones.Take(), nil
 }
 
+// closeClone stops counting a clone cloneFor took.
+func (f *feed) closeClone(c *state.Clone) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.store.clones.Close(c)
+}
+
 // ResumeToken is the snapshot's point in time: watching from it yields
 // exactly the changes after the snapshot.
 func (s *Snapshot) ResumeToken() string { return s.resumeToken }
@@ -154,10 +161,7 @@ func (s *Snapshot) closeClone() {
 	if c == nil {
 		return
 	}
-	f := s.feed
-	f.mu.Lock()
-	f.store.clones.Close(c)
-	f.mu.Unlock()
+	s.feed.closeClone(c)
 }
 
 // Close releases the snapshot's informer.

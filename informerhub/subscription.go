@@ -12,7 +12,6 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/informerhub/internal/event"
-	"github.com/informerhub/informerhub/informerhub/internal/fanout"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/internal/token"
@@ -42,8 +41,7 @@ import (
 //     subscriber, never ends it. It ends (*TooSlowError) only if the
 //     history no longer holds its position by the time it reads on.
 type Subscription struct {
-	lease  lease
-	member fanout.Member
+	lease lease
 	// wake has a token when Next, waiting, has something to look at: a
 	// delivery queued, the subscription failed, a tick of its bookmark
 	// clock. One channel rather than one per cause: a goroutine waiting in
@@ -94,7 +92,7 @@ type opening struct {
 func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscription, error) {
 	s := &Subscription{lease: newLease(entry, p.sel, p.owner), wake: make(chan struct{}, 1), neverReplay: p.neverReplay}
 	s.lease.wake = s.wake
-	s.member.Init(p.sel, &s.lease, s.wake, p.woken)
+	s.lease.member.Init(p.sel, &s.lease, s.wake, p.woken)
 	tok := p.tok
 	initial := p.sendInitialEvents || (tok != nil && tok.Initial)
 	o, err := s.openLocked(p, initial)
@@ -233,20 +231,14 @@ func (s *Subscription) open(ctx context.Context, o *opening) error {
 }
 
 // abandon gives back what a subscription that could not start took.
-func (s *Subscription) abandon() {
-	f := s.lease.feed
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s.lease.closeClone()
-	s.lease.release()
-}
+func (s *Subscription) abandon() { s.lease.abandon() }
 
 // joinLocked makes the subscription one of the feed's live subscribers,
 // and returns its live phase. The caller holds feed.mu and has passed
 // every record up to the feed's position.
 func (s *Subscription) joinLocked() phase {
 	f := s.lease.feed
-	s.member.Join(&f.live, f.hub.memory.Queues, f.hub.cfg.QueueSize, s.lease.closed)
+	s.lease.member.Join(&f.live, f.hub.memory.Queues, f.hub.cfg.QueueSize, s.lease.closed)
 	return &livePhase{s: s}
 }
 
@@ -352,7 +344,7 @@ func (s *Subscription) Done() <-chan struct{} { return s.lease.failed.done() }
 // connection need not wait for it any longer (see Woken). Without it, Next
 // says so itself when called again. Call it from the goroutine that calls
 // Next.
-func (s *Subscription) Handed() { s.member.Handed() }
+func (s *Subscription) Handed() { s.lease.member.Handed() }
 
 // AfterFail arranges for f to run, in its own goroutine, once Done is
 // closed (at once if it is), as context.AfterFunc does for a context; stop
@@ -381,24 +373,11 @@ func (s *Subscription) ResumeToken() string { return *s.lastToken.Load() }
 // A Next blocked in another goroutine returns ErrSubscriptionClosed.
 func (s *Subscription) Close() {
 	s.closeOnce.Do(func() {
-		f := s.lease.feed
-		f.mu.Lock()
-		s.lease.closed = true
-		s.lease.closeClone()
-		f.live.Remove(&s.member)
-		counted := s.member.Leave()
-		s.lease.release()
-		s.lease.Fail(ErrSubscriptionClosed)
-		cancelReplay := s.lease.cancelReplay
-		f.mu.Unlock()
-		if counted {
-			s.member.UncountWoken()
-		}
-		if cancelReplay != nil {
+		if cancelReplay := s.lease.close(); cancelReplay != nil {
 			cancelReplay()
 		}
 		s.quiet.stop()
-		f.hub.feeds.release(s.lease.entry)
+		s.lease.feed.hub.feeds.release(s.lease.entry)
 	})
 }
 
