@@ -144,3 +144,57 @@ func (l *lease) close() (cancelReplay context.CancelFunc) {
 	}
 	return cancelReplay
 }
+
+// fail is Fail for a caller without the feed's lock.
+func (l *lease) fail(err error) {
+	l.feed.mu.Lock()
+	defer l.feed.mu.Unlock()
+	l.Fail(err)
+}
+
+// endedLocked returns why the lease can go no further, if it can't: its
+// failure (Subscription.errOf says it to the caller), or its feed's. The
+// caller holds the feed's lock.
+func (l *lease) endedLocked() error {
+	switch {
+	case l.failure != nil:
+		return l.failure
+	case l.feed.err != nil:
+		return l.feed.err
+	}
+	return nil
+}
+
+// rejoin ends the lease's replay if its feed's history holds every
+// selected change after rv: it forgets the replay's cancel (the caller
+// stops the replay) and returns where the catch-up continues, but for
+// its resourceVersion, the replay's.
+func (l *lease) rejoin(rv uint64) (at state.Position, ok bool) {
+	l.feed.mu.Lock()
+	defer l.feed.mu.Unlock()
+	return l.rejoinLocked(rv)
+}
+
+func (l *lease) rejoinLocked(rv uint64) (at state.Position, ok bool) {
+	seq, ok := l.feed.store.joinable(rv)
+	if !ok {
+		return state.Position{}, false
+	}
+	l.cancelReplay = nil
+	return state.Position{Epoch: l.feed.epoch, Seq: seq}, true
+}
+
+// pollReplay is rejoin for a replay between its upstream's events: unless
+// the lease has ended (ended), it rejoins the history, or returns a
+// channel closed when the feed's position next moves.
+func (l *lease) pollReplay(rv uint64) (at state.Position, ok bool, advanced <-chan struct{}, ended error) {
+	l.feed.mu.Lock()
+	defer l.feed.mu.Unlock()
+	if err := l.endedLocked(); err != nil {
+		return state.Position{}, false, nil, err
+	}
+	if at, ok := l.rejoinLocked(rv); ok {
+		return at, true, nil, nil
+	}
+	return state.Position{}, false, l.feed.store.advancedCh(), nil
+}

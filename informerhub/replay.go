@@ -173,11 +173,8 @@ func (r *replay) refusedSelector(err error) error {
 func (r *replay) step(ctx context.Context) (*Event, phase, error) {
 	ev, next, err := r.next(ctx)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrSubscriptionClosed) {
-		s, f := r.s, r.s.lease.feed
-		f.mu.Lock()
-		s.lease.Fail(err)
-		err = s.Err()
-		f.mu.Unlock()
+		r.s.lease.fail(err)
+		err = r.s.Err()
 		r.stop()
 	}
 	return ev, next, err
@@ -241,38 +238,30 @@ func (r *replay) next(ctx context.Context) (*Event, phase, error) {
 // history now holds every selected change after the version it reached;
 // else a channel closed when the feed's position next moves.
 func (r *replay) poll() (next phase, advanced <-chan struct{}, err error) {
-	f := r.s.lease.feed
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := r.s.endedLocked(); err != nil {
-		return nil, nil, err
+	at, ok, advanced, ended := r.s.lease.pollReplay(r.rv)
+	switch {
+	case ended != nil:
+		return nil, nil, r.s.errOf(ended)
+	case ok:
+		return r.catchUpAt(at), nil, nil
 	}
-	if next := r.joinLocked(r.rv); next != nil {
-		return next, nil, nil
-	}
-	return nil, f.store.advancedCh(), nil
+	return nil, advanced, nil
 }
 
 // join returns the catch-up that continues the replay if the history holds
 // every selected change after rv; the caller stops the replay then.
 func (r *replay) join(rv uint64) phase {
-	f := r.s.lease.feed
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return r.joinLocked(rv)
+	if at, ok := r.s.lease.rejoin(rv); ok {
+		return r.catchUpAt(at)
+	}
+	return nil
 }
 
-// joinLocked ends the replay if the history holds every selected change
-// after rv, and returns the catch-up that continues it; the caller holds
-// feed.mu, and stops the replay once it has released it.
-func (r *replay) joinLocked(rv uint64) phase {
-	f := r.s.lease.feed
-	seq, ok := f.store.joinable(rv)
-	if !ok {
-		return nil
-	}
-	r.s.lease.cancelReplay = nil
-	return &catchUpPhase{s: r.s, at: state.Position{Epoch: f.epoch, Seq: seq, RV: r.rv}}
+// catchUpAt is the catch-up that continues the replay from at, the
+// position in the feed's history after the version the replay reached.
+func (r *replay) catchUpAt(at state.Position) phase {
+	at.RV = r.rv
+	return &catchUpPhase{s: r.s, at: at}
 }
 
 // reopen waits before the next watch when the last one ended (see

@@ -272,10 +272,7 @@ func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 			return nil, err
 		}
 		if ev != nil && event.Failure(ev) != nil {
-			f := s.lease.feed
-			f.mu.Lock()
-			s.lease.Fail(event.Failure(ev))
-			f.mu.Unlock()
+			s.lease.fail(event.Failure(ev))
 			return nil, s.Err()
 		}
 		if ev != nil {
@@ -308,15 +305,15 @@ func (s *Subscription) stoppedOrCanceled(ctx context.Context) error {
 
 // endedLocked returns why the subscription can go no further, if it can't:
 // it failed (or was closed), or its feed stopped. The caller holds feed.mu.
-func (s *Subscription) endedLocked() error {
-	f := s.lease.feed
-	switch {
-	case s.lease.failure != nil:
-		return s.Err()
-	case f.err != nil:
-		return f.err
+func (s *Subscription) endedLocked() error { return s.errOf(s.lease.endedLocked()) }
+
+// errOf is what the subscription returns for a failure of its lease:
+// falling behind the history becomes a *TooSlowError with its last token.
+func (s *Subscription) errOf(err error) error {
+	if err == errLeftBehind {
+		return &TooSlowError{Resource: s.lease.feed.info.Resource, ResumeToken: s.ResumeToken()}
 	}
-	return nil
+	return err
 }
 
 // leftBehindLocked ends the subscription for reading slower than its
@@ -359,10 +356,7 @@ func (s *Subscription) Err() error {
 	if !s.lease.failed.isEnded() {
 		return nil
 	}
-	if s.lease.failure == errLeftBehind {
-		return &TooSlowError{Resource: s.lease.feed.info.Resource, ResumeToken: s.ResumeToken()}
-	}
-	return s.lease.failure
+	return s.errOf(s.lease.failure)
 }
 
 // ResumeToken returns the token of the last event Next returned, or the one
