@@ -198,3 +198,75 @@ func (l *lease) pollReplay(rv uint64) (at state.Position, ok bool, advanced <-ch
 	}
 	return state.Position{}, false, l.feed.store.advancedCh(), nil
 }
+
+// joinLocked makes the lease's member one of the feed's live
+// subscribers. The caller holds the feed's lock and has passed every
+// record up to the feed's position.
+func (l *lease) joinLocked() {
+	f := l.feed
+	l.member.Join(&f.live, f.hub.memory.Queues, f.hub.cfg.QueueSize, l.closed)
+}
+
+// startReplayLocked counts a replay the subscription starts, and keeps its
+// cancel for Close; it ends it at once if the subscription was closed.
+// The caller holds the feed's lock.
+func (l *lease) startReplayLocked(cancel context.CancelFunc) {
+	l.feed.counters.replays.Add(1)
+	l.cancelReplay = cancel
+	if l.closed {
+		cancel()
+	}
+}
+
+// startReplay is startReplayLocked for a caller without the lock.
+func (l *lease) startReplay(cancel context.CancelFunc) {
+	l.feed.mu.Lock()
+	defer l.feed.mu.Unlock()
+	l.startReplayLocked(cancel)
+}
+
+// fetched is what a catch-up does after fetch.
+type fetched uint8
+
+const (
+	fetchedBatch  fetched = iota // read the batch of records from memory
+	fetchedDisk                  // read the disk's, up to diskUpTo, off the lock
+	fetchedLive                  // none left: it joined the live subscribers
+	fetchedReplay                // the history moved past it: replay from its version
+	fetchedBehind                // it fell behind further than the history: failed
+)
+
+// fetch reads the next batch of at most max records after at from the
+// feed's history in memory, into dst, under the feed's lock. When the
+// memory no longer holds them, the disk may (fetchedDisk: up to
+// diskUpTo, which memory holds from, as it keeps every record not yet
+// written); else, mayReplay says whether the subscriber may replay from
+// the API server (fetchedReplay) or falls behind (fetchedBehind, the lease
+// failed with errLeftBehind). A position inside a relist's batch, which no
+// version names, expires. With nothing more to read, the lease joins the
+// live subscribers (fetchedLive), atomically with the last record read.
+// err is the lease's failure or its feed's, or an expiry.
+func (l *lease) fetch(at state.Position, max int, dst []*state.Record, mayReplay bool) (batch []*state.Record, diskUpTo uint64, next fetched, err error) {
+	f := l.feed
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := l.endedLocked(); err != nil {
+		return nil, 0, 0, err
+	}
+	batch, ok := f.store.history.After(at.Seq, max, dst)
+	switch {
+	case !ok && f.diskHoldsLocked(at.Seq):
+		return nil, f.store.history.First, fetchedDisk, nil
+	case !ok && !mayReplay:
+		l.Fail(errLeftBehind)
+		return nil, 0, fetchedBehind, nil
+	case !ok && (at.Offset != 0 || at.RV == 0):
+		return nil, 0, 0, f.expiredLocked(false)
+	case !ok:
+		return nil, 0, fetchedReplay, nil
+	case len(batch) == 0:
+		l.joinLocked()
+		return nil, 0, fetchedLive, nil
+	}
+	return batch, 0, fetchedBatch, nil
+}

@@ -112,7 +112,7 @@ func (c *catchUpPhase) step(ctx context.Context) (*Event, phase, error) {
 			f := c.s.lease.feed
 			return f.events.bookmark(c.at, false, c.s.lease.view.Encoding()), nil, nil
 		}
-		batch, diskUpTo, next, err := c.fetchLocked()
+		batch, diskUpTo, next, err := c.fetch()
 		switch {
 		case err != nil || next != nil:
 			return nil, next, err
@@ -152,39 +152,30 @@ func (c *catchUpPhase) pass() (*Event, error) {
 	return nil, nil
 }
 
-// fetchLocked reads the next batch of records after c.at from the history
-// in memory, under the feed's lock. When the memory no longer holds them,
-// it returns the position up to which the disk has them, to be read without
-// the lock (the memory keeps every record not yet written); else the phase
+// fetch reads the next batch of records after c.at from the history in
+// memory (lease.fetch, under the feed's lock). When the memory no longer
+// holds them, it returns the position up to which the disk has them, to be
+// read without the lock (the memory keeps every record not yet written); else the phase
 // that follows: live, when there is nothing more to read; a replay, when
 // the history moved past the subscriber; or why the subscription ends.
-func (c *catchUpPhase) fetchLocked() (batch []*state.Record, diskUpTo uint64, next phase, err error) {
+func (c *catchUpPhase) fetch() (batch []*state.Record, diskUpTo uint64, next phase, err error) {
 	s := c.s
-	f := s.lease.feed
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := s.endedLocked(); err != nil {
-		return nil, 0, nil, err
-	}
-	batch, ok := f.store.history.After(c.at.Seq, catchUpBatch, c.backlog[:0])
+	// One that fell behind reads slower than the resource type changes: a
+	// replay would only move that load to the API server.
+	batch, diskUpTo, what, err := s.lease.fetch(c.at, catchUpBatch, c.backlog[:0], !c.fromBehind && !s.neverReplay)
 	switch {
-	case !ok && f.diskHoldsLocked(c.at.Seq):
-		return nil, f.store.history.First, nil, nil
-	case !ok && (c.fromBehind || s.neverReplay):
-		// It reads slower than the resource type changes: a replay would
-		// only move that load to the API server.
-		return nil, 0, nil, s.leftBehindLocked()
-	case !ok && (c.at.Offset != 0 || c.at.RV == 0):
-		// Inside a relist's batch: no version says what it has.
-		return nil, 0, nil, f.expiredLocked(false)
-	case !ok:
+	case err != nil:
+		return nil, 0, nil, s.errOf(err)
+	case what == fetchedBehind:
+		return nil, 0, nil, s.leftBehind()
+	case what == fetchedReplay:
 		// The history moved past this subscriber while it caught up: what
 		// it needs next is only upstream now.
-		return nil, 0, s.replayLocked(c.at.RV), nil
-	case len(batch) == 0:
-		return nil, 0, s.joinLocked(), nil
+		return nil, 0, s.replay(c.at.RV), nil
+	case what == fetchedLive:
+		return nil, 0, &livePhase{s: s}, nil
 	}
-	return batch, 0, nil, nil
+	return batch, diskUpTo, nil, nil
 }
 
 // readDisk reads a batch of the feed's history on disk after c.at, before
@@ -195,7 +186,7 @@ func (c *catchUpPhase) readDisk(ctx context.Context, upTo uint64) ([]*state.Reco
 
 // diskFailed handles a failed read of the disk history: the disk failed,
 // or retention deleted what it was reading. Then, as when the memory's
-// history moves past a subscriber (fetchLocked), one that fell behind is
+// history moves past a subscriber (fetch), one that fell behind is
 // disconnected, and another replays from the API server, which answers
 // exactly or with 410 (OUT_OF_RANGE); a position no version names
 // (inside a relist's batch) expires.
@@ -208,15 +199,14 @@ func (c *catchUpPhase) diskFailed(ctx context.Context, err error) (phase, error)
 	case !errors.Is(err, historystore.ErrMissing):
 		return nil, readError(f, err)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	switch {
 	case c.fromBehind || s.neverReplay:
-		return nil, s.leftBehindLocked()
+		s.lease.fail(errLeftBehind)
+		return nil, s.leftBehind()
 	case c.at.Offset != 0 || c.at.RV == 0:
-		return nil, f.expiredLocked(false)
+		return nil, f.expired(false)
 	}
-	return s.replayLocked(c.at.RV), nil
+	return s.replay(c.at.RV), nil
 }
 
 // livePhase reads a live subscriber's queue, which its feed fills with the

@@ -209,10 +209,8 @@ func (s *Subscription) open(ctx context.Context, o *opening) error {
 			// Retention deleted where the token continues since openLocked
 			// placed it: as for a token the memory no longer reaches, the
 			// API server answers (exactly, or 410: OUT_OF_RANGE).
-			f.mu.Lock()
-			r := s.replayLocked(o.start.RV)
+			r := s.replay(o.start.RV)
 			s.phase = r
-			f.mu.Unlock()
 			o.loc = located{}
 			if o.lazyReplay && !r.upstream.tryAcquire() {
 				return nil // its first step opens it
@@ -237,8 +235,7 @@ func (s *Subscription) abandon() { s.lease.abandon() }
 // and returns its live phase. The caller holds feed.mu and has passed
 // every record up to the feed's position.
 func (s *Subscription) joinLocked() phase {
-	f := s.lease.feed
-	s.lease.member.Join(&f.live, f.hub.memory.Queues, f.hub.cfg.QueueSize, s.lease.closed)
+	s.lease.joinLocked()
 	return &livePhase{s: s}
 }
 
@@ -246,13 +243,16 @@ func (s *Subscription) joinLocked() phase {
 // replay; its watch opens on the next step, unless subscribe opens it
 // first. The caller holds feed.mu.
 func (s *Subscription) replayLocked(rv uint64) *replay {
-	f := s.lease.feed
-	f.counters.replays.Add(1)
 	r := newReplay(s, rv)
-	s.lease.cancelReplay = r.end
-	if s.lease.closed {
-		r.end()
-	}
+	s.lease.startReplayLocked(r.end)
+	return r
+}
+
+// replay is replayLocked for a caller without the feed's lock. Making the
+// replay needs no lock: what it reads of the lease is set when it opened.
+func (s *Subscription) replay(rv uint64) *replay {
+	r := newReplay(s, rv)
+	s.lease.startReplay(r.end)
 	return r
 }
 
@@ -316,9 +316,10 @@ func (s *Subscription) errOf(err error) error {
 	return err
 }
 
-// leftBehindLocked ends the subscription for reading slower than its
-// resource type changes, and returns why. The caller holds feed.mu.
-func (s *Subscription) leftBehindLocked() error {
+// leftBehind counts, and says, that the subscription's lease failed with
+// errLeftBehind for reading slower than its resource type changes, and
+// returns what the caller gets.
+func (s *Subscription) leftBehind() error {
 	f := s.lease.feed
 	if s.neverReplay { // a counter's: it counts afresh, nobody is disconnected
 		f.counters.recounts.Add(1)
@@ -326,7 +327,6 @@ func (s *Subscription) leftBehindLocked() error {
 		f.log.Warn("subscriber fell further behind than the history; disconnecting it", "selector", s.describe())
 		f.counters.slowDisconnects.Add(1)
 	}
-	s.lease.Fail(errLeftBehind)
 	return s.Err()
 }
 
