@@ -23,6 +23,8 @@ type lease struct {
 	sel    *selection.Selector
 	view   *selection.View
 	owner  string // WatchRequest.Owner, for the limits per owner
+	// neverReplay: see watchParams.
+	neverReplay bool
 	// failed ends when failure is set; failure may be read without the
 	// lock once it has.
 	failed ending
@@ -90,7 +92,7 @@ func (l *lease) Fail(err error) {
 }
 
 // The lease's sections under its feed's lock, for the subscription's
-// phases, which never take the lock themselves.
+// phases, which do not take the lock for them.
 
 // endClone closes the lease's state clone: the initial events are done.
 func (l *lease) endClone() {
@@ -225,6 +227,25 @@ func (l *lease) startReplay(cancel context.CancelFunc) {
 	l.startReplayLocked(cancel)
 }
 
+// leaveBehindLocked ends the subscription for reading slower than its
+// resource type changes: counted first, so that whoever its failure wakes
+// finds it in the feed's statistics. The caller holds the feed's lock.
+func (l *lease) leaveBehindLocked() {
+	if l.neverReplay { // a counter's: it counts afresh
+		l.feed.counters.recounts.Add(1)
+	} else {
+		l.feed.counters.slowDisconnects.Add(1)
+	}
+	l.Fail(errLeftBehind)
+}
+
+// leaveBehind is leaveBehindLocked for a caller without the lock.
+func (l *lease) leaveBehind() {
+	l.feed.mu.Lock()
+	defer l.feed.mu.Unlock()
+	l.leaveBehindLocked()
+}
+
 // fetched is what a catch-up does after fetch.
 type fetched uint8
 
@@ -258,7 +279,7 @@ func (l *lease) fetch(at state.Position, max int, dst []*state.Record, mayReplay
 	case !ok && f.diskHoldsLocked(at.Seq):
 		return nil, f.store.history.First, fetchedDisk, nil
 	case !ok && !mayReplay:
-		l.Fail(errLeftBehind)
+		l.leaveBehindLocked()
 		return nil, 0, fetchedBehind, nil
 	case !ok && (at.Offset != 0 || at.RV == 0):
 		return nil, 0, 0, f.expiredLocked(false)

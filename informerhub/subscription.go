@@ -48,8 +48,6 @@ type Subscription struct {
 	// a select holds a record per case, and a replica holds 100,000 of
 	// them.
 	wake chan struct{}
-	// neverReplay: see watchParams.
-	neverReplay bool
 	// Owned by the goroutine calling Next.
 	phase phase
 	quiet quietClock
@@ -90,7 +88,8 @@ type opening struct {
 // server, whose watch opens here, bounded by ctx, so that a version the API
 // server no longer has is refused before the subscription starts.
 func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscription, error) {
-	s := &Subscription{lease: newLease(entry, p.sel, p.owner), wake: make(chan struct{}, 1), neverReplay: p.neverReplay}
+	s := &Subscription{lease: newLease(entry, p.sel, p.owner), wake: make(chan struct{}, 1)}
+	s.lease.neverReplay = p.neverReplay
 	s.lease.wake = s.wake
 	s.lease.member.Init(p.sel, &s.lease, s.wake, p.woken)
 	tok := p.tok
@@ -303,10 +302,6 @@ func (s *Subscription) stoppedOrCanceled(ctx context.Context) error {
 	}
 }
 
-// endedLocked returns why the subscription can go no further, if it can't:
-// it failed (or was closed), or its feed stopped. The caller holds feed.mu.
-func (s *Subscription) endedLocked() error { return s.errOf(s.lease.endedLocked()) }
-
 // errOf is what the subscription returns for a failure of its lease:
 // falling behind the history becomes a *TooSlowError with its last token.
 func (s *Subscription) errOf(err error) error {
@@ -316,16 +311,12 @@ func (s *Subscription) errOf(err error) error {
 	return err
 }
 
-// leftBehind counts, and says, that the subscription's lease failed with
-// errLeftBehind for reading slower than its resource type changes, and
-// returns what the caller gets.
+// leftBehind says that the subscription's lease left it behind
+// (lease.leaveBehindLocked) for reading slower than its resource type
+// changes, and returns what the caller gets.
 func (s *Subscription) leftBehind() error {
-	f := s.lease.feed
-	if s.neverReplay { // a counter's: it counts afresh, nobody is disconnected
-		f.counters.recounts.Add(1)
-	} else {
-		f.log.Warn("subscriber fell further behind than the history; disconnecting it", "selector", s.describe())
-		f.counters.slowDisconnects.Add(1)
+	if !s.lease.neverReplay { // a counter's counts afresh: nobody is disconnected
+		s.lease.feed.log.Warn("subscriber fell further behind than the history; disconnecting it", "selector", s.describe())
 	}
 	return s.Err()
 }
