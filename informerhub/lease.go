@@ -209,22 +209,16 @@ func (l *lease) joinLocked() {
 	l.member.Join(&f.live, f.hub.memory.Queues, f.hub.cfg.QueueSize, l.closed)
 }
 
-// startReplayLocked counts a replay the subscription starts, and keeps its
+// startReplay counts a replay the subscription starts, and keeps its
 // cancel for Close; it ends it at once if the subscription was closed.
-// The caller holds the feed's lock.
-func (l *lease) startReplayLocked(cancel context.CancelFunc) {
+func (l *lease) startReplay(cancel context.CancelFunc) {
+	l.feed.mu.Lock()
+	defer l.feed.mu.Unlock()
 	l.feed.counters.replays.Add(1)
 	l.cancelReplay = cancel
 	if l.closed {
 		cancel()
 	}
-}
-
-// startReplay is startReplayLocked for a caller without the lock.
-func (l *lease) startReplay(cancel context.CancelFunc) {
-	l.feed.mu.Lock()
-	defer l.feed.mu.Unlock()
-	l.startReplayLocked(cancel)
 }
 
 // leaveBehindLocked ends the subscription for reading slower than its
@@ -290,4 +284,70 @@ func (l *lease) fetch(at state.Position, max int, dst []*state.Record, mayReplay
 		return nil, 0, fetchedLive, nil
 	}
 	return batch, 0, fetchedBatch, nil
+}
+
+// opened says how a subscription starts, after lease.open: catching up
+// (or with initial events), live, or replaying.
+type opened uint8
+
+const (
+	openedCatchUp opened = iota
+	openedLive
+	openedReplay
+)
+
+// open takes the subscription's admission and places its start, under the
+// feed's lock: a subscription that starts live joins the live subscribers
+// here (openedLive), atomically with the feed's position; one whose token
+// the history cannot place replays from o.start.RV (openedReplay: the
+// caller makes the replay, before anyone can close the subscription).
+func (l *lease) open(p *watchParams, initial bool) (o opening, how opened, err error) {
+	f := l.feed
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return o, 0, f.err
+	}
+	if err := l.acquire(p); err != nil {
+		return o, 0, err
+	}
+	defer func() {
+		if err != nil {
+			l.release()
+		}
+	}()
+	o.start = f.store.pos
+	if tok := p.tok; tok != nil {
+		o.replayable = replayable(tok) && !initial
+		loc, err := f.store.locate(tok.Pos)
+		if err == nil && loc.onDisk && initial {
+			// Initial events as of a point only the disk holds would roll
+			// the state back through every change since.
+			err = f.store.expiredError(false)
+		}
+		switch {
+		case err == nil:
+			o.start, o.loc = loc.pos, loc
+		case replayable(tok) && !initial && (errors.Is(err, ErrTokenExpired) || errors.Is(err, ErrTokenAhead)):
+			o.start, o.ahead = state.Position{RV: tok.Pos.RV}, errors.Is(err, ErrTokenAhead)
+			return o, openedReplay, nil
+		default:
+			if errors.Is(err, ErrTokenExpired) {
+				f.counters.expiredTokens.Add(1)
+			}
+			return o, 0, err
+		}
+	}
+	switch {
+	case initial:
+		// A clone is O(1); the feed's later writes copy what they touch,
+		// and count what it keeps (state.Clones).
+		o.tree, o.eq, o.build = f.store.cloneFor(l.sel)
+		l.clone = f.store.clones.Take()
+		o.undo, _ = f.store.history.After(o.start.Seq, int(f.store.pos.Seq-o.start.Seq), nil)
+	case o.start.Seq == f.store.pos.Seq:
+		l.joinLocked()
+		return o, openedLive, nil
+	}
+	return o, openedCatchUp, nil
 }

@@ -94,9 +94,15 @@ func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscrip
 	s.lease.member.Init(p.sel, &s.lease, s.wake, p.woken)
 	tok := p.tok
 	initial := p.sendInitialEvents || (tok != nil && tok.Initial)
-	o, err := s.openLocked(p, initial)
+	o, how, err := s.lease.open(p, initial)
 	if err != nil {
 		return nil, err
+	}
+	switch how {
+	case openedLive:
+		s.phase = &livePhase{s: s}
+	case openedReplay:
+		s.phase = s.replay(o.start.RV)
 	}
 	o.lazyReplay = p.lazyReplay
 	f := s.lease.feed
@@ -108,7 +114,7 @@ func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscrip
 		return nil, err
 	}
 	switch {
-	case initial: // openLocked gives a phase only to the others
+	case initial: // lease.open gives a phase only to the others
 		s.phase = newInitialPhase(s, &o, tok)
 	case s.phase == nil: // neither live nor replaying yet
 		s.phase = &catchUpPhase{s: s, at: o.start}
@@ -129,61 +135,7 @@ func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscrip
 	return s, nil
 }
 
-// openLocked takes the subscription's admission and places its start,
-// under the feed's lock: a subscription that starts live joins the live
-// subscribers here, and one that replays gets its replay.
-func (s *Subscription) openLocked(p *watchParams, initial bool) (o opening, err error) {
-	f := s.lease.feed
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return o, f.err
-	}
-	if err := s.lease.acquire(p); err != nil {
-		return o, err
-	}
-	defer func() {
-		if err != nil {
-			s.lease.release()
-		}
-	}()
-	o.start = f.store.pos
-	if tok := p.tok; tok != nil {
-		o.replayable = replayable(tok) && !initial
-		loc, err := f.store.locate(tok.Pos)
-		if err == nil && loc.onDisk && initial {
-			// Initial events as of a point only the disk holds would roll
-			// the state back through every change since.
-			err = f.store.expiredError(false)
-		}
-		switch {
-		case err == nil:
-			o.start, o.loc = loc.pos, loc
-		case replayable(tok) && !initial && (errors.Is(err, ErrTokenExpired) || errors.Is(err, ErrTokenAhead)):
-			o.start, o.ahead = state.Position{RV: tok.Pos.RV}, errors.Is(err, ErrTokenAhead)
-			s.phase = s.replayLocked(o.start.RV)
-			return o, nil
-		default:
-			if errors.Is(err, ErrTokenExpired) {
-				f.counters.expiredTokens.Add(1)
-			}
-			return o, err
-		}
-	}
-	switch {
-	case initial:
-		// A clone is O(1); the feed's later writes copy what they touch,
-		// and count what it keeps (state.Clones).
-		o.tree, o.eq, o.build = f.store.cloneFor(s.lease.sel)
-		s.lease.clone = f.store.clones.Take()
-		o.undo, _ = f.store.history.After(o.start.Seq, int(f.store.pos.Seq-o.start.Seq), nil)
-	case o.start.Seq == f.store.pos.Seq:
-		s.phase = s.joinLocked()
-	}
-	return o, nil
-}
-
-// open finishes what openLocked started, without the feed's lock: it opens
+// open finishes what lease.open started, without the feed's lock: it opens
 // a replay's upstream watch, and places a token among the disk's records,
 // which never change once written.
 func (s *Subscription) open(ctx context.Context, o *opening) error {
@@ -205,7 +157,7 @@ func (s *Subscription) open(ctx context.Context, o *opening) error {
 		seq, err := f.findOnDisk(ctx, o.loc.searchFrom, o.loc.searchUpTo, o.start.RV)
 		switch {
 		case errors.Is(err, historystore.ErrMissing) && o.replayable:
-			// Retention deleted where the token continues since openLocked
+			// Retention deleted where the token continues since lease.open
 			// placed it: as for a token the memory no longer reaches, the
 			// API server answers (exactly, or 410: OUT_OF_RANGE).
 			r := s.replay(o.start.RV)
@@ -230,25 +182,10 @@ func (s *Subscription) open(ctx context.Context, o *opening) error {
 // abandon gives back what a subscription that could not start took.
 func (s *Subscription) abandon() { s.lease.abandon() }
 
-// joinLocked makes the subscription one of the feed's live subscribers,
-// and returns its live phase. The caller holds feed.mu and has passed
-// every record up to the feed's position.
-func (s *Subscription) joinLocked() phase {
-	s.lease.joinLocked()
-	return &livePhase{s: s}
-}
-
-// replayLocked makes the subscription replay from rv, and returns the
-// replay; its watch opens on the next step, unless subscribe opens it
-// first. The caller holds feed.mu.
-func (s *Subscription) replayLocked(rv uint64) *replay {
-	r := newReplay(s, rv)
-	s.lease.startReplayLocked(r.end)
-	return r
-}
-
-// replay is replayLocked for a caller without the feed's lock. Making the
-// replay needs no lock: what it reads of the lease is set when it opened.
+// replay makes the subscription replay from rv, and returns the replay;
+// its watch opens on the next step, unless subscribe opens it first.
+// Making it needs no lock: what it reads of the lease is set when it
+// opened; the lease then counts it and keeps its end for Close.
 func (s *Subscription) replay(rv uint64) *replay {
 	r := newReplay(s, rv)
 	s.lease.startReplay(r.end)
