@@ -43,8 +43,10 @@
 // feed's lock, on the paths of the object they read (selection.Evaluation).
 // Projections keep only the fields asked for (package projection).
 //
-// A [Subscription] (subscription.go) holds a lease on its feed (lease.go)
-// and moves through phases (phase.go), each a type with its own step: it
+// A [Subscription] (subscription.go) holds a lease on its feed (lease.go),
+// whose methods are the only sections the subscription runs under the
+// feed's lock, and moves through phases (phase.go, replay.go), each a type
+// with its own step: it
 // starts at a position, now or a resume token's; first sends initial
 // events, when asked, from an O(1) clone of the state rolled back to its
 // start (cursor.go); then catches up from the history without any queue;
