@@ -80,8 +80,9 @@ func (l *lease) release() {
 	l.feed.admission.Release(l.owner, l.sel, l.view)
 }
 
-// fail ends the subscription with err, unless it has ended. The caller
-// holds feed.mu.
+// Fail ends the subscription with err, unless it has ended (the lease is
+// its member's fanout.Subscriber). The caller holds feed.mu; fail is for
+// one that does not.
 func (l *lease) Fail(err error) {
 	if l.failure != nil {
 		return
