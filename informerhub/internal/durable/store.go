@@ -10,8 +10,8 @@ import (
 
 // Store is what the disk history needs of its store: a
 // *historystore.Store, whose methods say what each does, or a wrapper of
-// one, as tests use to race, stall and fail it over real Pebble. The
-// core's public HistoryStore has the same methods.
+// one, as tests use to race, stall and fail it over real Pebble. The core
+// names it informerhub.HistoryStore (Config.HistoryStore).
 type Store interface {
 	Append(resource string, t value.Transformer, w historystore.Write) error
 	Meta(resource string) (historystore.Meta, bool, error)
