@@ -171,6 +171,17 @@ func TestRBAC(t *testing.T) {
 	}
 	go count.read(countStream)
 
+	// Every stream opened so far reads live before the history moves on:
+	// one still in its initial events when the history passes their
+	// point would replay too, and only the old token is to.
+	s.settle()
+	for c, r := range runs {
+		if c != colReplayResume {
+			r.settled()
+		}
+	}
+	many.await("its initial events and what followed", func() bool { return many.bookmarks[0] >= s.lastRV[kindConfigMaps] })
+
 	s.churn(3) // past the history of 32
 	before := statsOf(t, h.Hub, kindConfigMaps)
 	runs[colReplayResume].open(replayToken, false)
