@@ -143,7 +143,7 @@ func (c *counter) run(sub *Subscription, subscribe func(context.Context) (*Subsc
 	)
 	for {
 		f := sub.lease.feed // a recount's may be a newer feed of the type
-		t := &tally{g: g, resource: f.resource, gvr: f.info.Resource, maxGroups: f.hub.cfg.MaxCountGroups}
+		t := &tally{g: g, resource: f.resource, gvr: f.info.Resource, maxGroups: sub.hub.cfg.MaxCountGroups}
 		if g.path != nil {
 			t.groups = map[string]uint64{}
 		}

@@ -46,7 +46,7 @@ func PanicInProcess(h *Hub, gvr schema.GroupVersionResource) error {
 
 // PanicWhenStopping makes the stopping of a feed after a panic panic too,
 // as a feed whose state the first panic broke might.
-func PanicWhenStopping(h *Hub) { h.testHookStop = func() { panic("stopping a broken feed") } }
+func PanicWhenStopping(h *Hub) { h.feedDeps.StopHook = func() { panic("stopping a broken feed") } }
 
 // Replaying reports whether a subscription still reads its replay's
 // upstream watch. Call it only between calls of Next.

@@ -33,9 +33,7 @@ import (
 // bookmarks, so the hub computes the true differences of a relist itself,
 // and its position follows the API server even while nothing changes.
 type feed struct {
-	// hub is what feeds share: the Config, the memory budget, the disk
-	// history, the replay limits.
-	hub      *Hub
+	deps     *Deps // what the hub's feeds share
 	info     upstream.ResourceInfo
 	resource string // the resource type as tokens name it
 	epoch    uint64 // this instance's, never 0 (replayed events' tokens)
@@ -60,24 +58,24 @@ type feed struct {
 	err       error // why the feed stopped; set once, before stopped is closed
 }
 
-func newFeed(h *Hub, info upstream.ResourceInfo, counters *resourceCounters) *feed {
+func newFeed(deps *Deps, info upstream.ResourceInfo, counters *resourceCounters) *feed {
 	resource := upstream.FormatResource(info.Resource)
-	log := h.log.With("resource", resource)
+	log := deps.Log.With("resource", resource)
 	epoch := rand.Uint64() | 1
 	return &feed{
-		hub:      h,
+		deps:     deps,
 		info:     info,
 		resource: resource,
 		epoch:    epoch,
 		log:      log,
 		counters: counters,
-		events: eventMaker{resource: resource, gvr: info.Resource, encode: h.cfg.EncodeEvent, memory: h.memory,
+		events: eventMaker{resource: resource, gvr: info.Resource, encode: deps.Encode, memory: deps.Memory,
 			failures: &counters.objectErrors, log: log},
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
-		store:     newStore(info.Resource, epoch, &h.cfg, h.memory, log),
+		store:     newStore(info.Resource, epoch, deps, log),
 		live:      fanout.NewDispatcher(),
-		admission: selection.NewAdmission(info.Resource, &h.limits),
+		admission: selection.NewAdmission(info.Resource, deps.Limits),
 		ready:     newReadiness(),
 	}
 }
@@ -86,8 +84,8 @@ func newFeed(h *Hub, info upstream.ResourceInfo, counters *resourceCounters) *fe
 // of running.
 func (f *feed) start(ctx context.Context, lw cache.ListerWatcher, running *sync.WaitGroup) {
 	f.lw = lw
-	if f.hub.disk != nil && f.hub.disk.Writes(f.resource) {
-		lw = f.hub.disk.ListerWatcher(cache.ToListerWatcherWithContext(lw), f.resource, f, f.log)
+	if f.deps.Disk != nil && f.deps.Disk.Writes(f.resource) {
+		lw = f.deps.Disk.ListerWatcher(cache.ToListerWatcherWithContext(lw), f.resource, f, f.log)
 	}
 	ctx, f.cancel = context.WithCancel(ctx)
 	fifo := cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
@@ -191,7 +189,7 @@ func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 		return
 	}
 	f.log.Info("upstream watch ended; the informer resumes or relists", "error", err)
-	f.ready.failed(err, time.Now(), f.hub.cfg.MaxUpstreamFailure, f.checkStale)
+	f.ready.failed(err, time.Now(), f.deps.MaxUpstreamFailure, f.checkStale)
 }
 
 // watched is told whether each watch opened (err nil) or not. The
@@ -214,7 +212,7 @@ func (f *feed) watched(err error) {
 		return
 	}
 	f.log.Info("the API server did not open a watch; the informer retries", "error", err)
-	f.ready.failed(err, time.Now(), f.hub.cfg.MaxUpstreamFailure, f.checkStale)
+	f.ready.failed(err, time.Now(), f.deps.MaxUpstreamFailure, f.checkStale)
 }
 
 // checkStale ends the feed if its lists and watches have failed, with
@@ -226,14 +224,14 @@ func (f *feed) watched(err error) {
 func (f *feed) checkStale() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	stale, failingFor, lastErr := f.ready.stale(time.Now(), f.hub.cfg.MaxUpstreamFailure)
+	stale, failingFor, lastErr := f.ready.stale(time.Now(), f.deps.MaxUpstreamFailure)
 	if f.err != nil || !stale {
 		return // stopped, or it delivered since; a later failure armed its own check
 	}
 	f.log.Warn("the API server has delivered nothing for a while; ending the informer and its streams",
 		"failingFor", failingFor.Round(time.Second), "error", lastErr)
 	f.stopLocked(&ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: the API server has delivered nothing for %v: %w",
-		ErrUnavailable, f.hub.cfg.MaxUpstreamFailure, lastErr)})
+		ErrUnavailable, f.deps.MaxUpstreamFailure, lastErr)})
 }
 
 // process is the informer's one handler. It never blocks on subscribers:
@@ -260,7 +258,7 @@ func (f *feed) process(obj any, _ bool) (err error) {
 // them.
 func (f *feed) apply(deltas cache.Deltas, prepared []prepared) error {
 	// After the lock is released: it may evict from any feed, this one too.
-	defer f.hub.memory.Reclaim()
+	defer f.deps.Memory.Reclaim()
 	f.mu.Lock()
 	locked := time.Now()
 	defer func() {
@@ -326,8 +324,8 @@ func (f *feed) stopAfterPanic(p any) (err error) {
 
 		}
 	}()
-	if f.hub.testHookStop != nil {
-		f.hub.testHookStop()
+	if f.deps.StopHook != nil {
+		f.deps.StopHook()
 	}
 	f.stop(failure)
 	return err
@@ -444,7 +442,7 @@ func (f *feed) recordLocked(r *state.Record, offset uint32, ev *selection.Evalua
 // waiting to be written went past Config.HistoryMaxUnwrittenBytes (see
 // spillDiskLocked). The caller holds f.mu and has just recorded.
 func (f *feed) boundUnwrittenLocked() {
-	if max := f.hub.cfg.HistoryMaxUnwrittenBytes; f.store.disk.unwritten > max {
+	if max := f.deps.HistoryMaxUnwrittenBytes; f.store.disk.unwritten > max {
 		f.spillDiskLocked(fmt.Errorf("the changes waiting to be written hold %d bytes, more than HistoryMaxUnwrittenBytes (%d)", f.store.disk.unwritten, max))
 	}
 }
@@ -633,7 +631,7 @@ func (f *feed) EndOldestClone() bool {
 	if c == nil {
 		return false
 	}
-	var err error = &LimitError{Resource: f.info.Resource, Limit: LimitMemoryBudget, Max: int(f.hub.memory.Held.Max())}
+	var err error = &LimitError{Resource: f.info.Resource, Limit: LimitMemoryBudget, Max: int(f.deps.Memory.Held.Max())}
 	c.Ended.Store(&err)
 	f.store.clones.Close(c)
 	f.log.Warn("ended a snapshot or initial events read so slowly that the objects changed since it began took the hub past its memory budget",

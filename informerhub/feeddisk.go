@@ -158,7 +158,7 @@ func (f *feed) diskHoldsLocked(seq uint64) bool {
 // readDisk appends to dst a batch of the feed's records on disk after
 // seq, before upTo (see durable.History.Read).
 func (f *feed) readDisk(ctx context.Context, seq, upTo uint64, dst []*state.Record) ([]*state.Record, error) {
-	recs, err := f.hub.disk.Read(ctx, f.resource, seq+1, upTo)
+	recs, err := f.deps.Disk.Read(ctx, f.resource, seq+1, upTo)
 	for i := range recs {
 		dst = append(dst, recordFromDisk(&recs[i]))
 	}
@@ -168,7 +168,7 @@ func (f *feed) readDisk(ctx context.Context, seq, upTo uint64, dst []*state.Reco
 // findOnDisk places rv among the feed's records on disk, from first to
 // last (see durable.History.LastAtOrBefore).
 func (f *feed) findOnDisk(ctx context.Context, first, last, rv uint64) (seq uint64, err error) {
-	return f.hub.disk.LastAtOrBefore(ctx, f.resource, first, last, rv)
+	return f.deps.Disk.LastAtOrBefore(ctx, f.resource, first, last, rv)
 }
 
 // readError is what a subscriber of f gets when the disk history cannot be

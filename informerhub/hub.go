@@ -55,9 +55,8 @@ type Hub struct {
 	// closers stop what New's caller started for the hub, after its
 	// informers (see NewForConfig).
 	closers []func()
-	// testHookStop, set by tests only, runs as a feed stops after its
-	// handler panicked: a test makes it panic too.
-	testHookStop func()
+	// feedDeps is what every feed shares, set before the first starts.
+	feedDeps Deps
 }
 
 // Resolver tells which resource types the cluster serves, as
@@ -156,7 +155,7 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		},
 	}
 	h.feeds = newFeeds(cfg.IdleTimeout, func(info upstream.ResourceInfo, counters *resourceCounters) *feed {
-		f := newFeed(h, info, counters)
+		f := newFeed(&h.feedDeps, info, counters)
 		f.start(h.ctx, h.source.ListerWatcher(info, ""), &h.informers)
 		return f
 	})
@@ -166,6 +165,11 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 			Store: cfg.HistoryStore, Transformers: cfg.HistoryTransformers, Logger: h.log,
 			Retention: cfg.HistoryRetention, DiskBytes: cfg.HistoryDiskBytes, RetentionCheck: cfg.HistoryRetentionCheck,
 		})
+	}
+	h.feedDeps = Deps{
+		HistorySize: cfg.HistorySize, HistoryBytes: cfg.HistoryBytes, HistoryMaxUnwrittenBytes: cfg.HistoryMaxUnwrittenBytes,
+		MaxUpstreamFailure: cfg.MaxUpstreamFailure, QueueSize: cfg.QueueSize, Encode: cfg.EncodeEvent,
+		Limits: &h.limits, Memory: h.memory, Disk: h.disk, Log: h.log,
 	}
 	for _, name := range cfg.Retain {
 		h.retainers.Add(1)
@@ -216,7 +220,7 @@ func (h *Hub) subscribe(ctx context.Context, info upstream.ResourceInfo, params 
 	if err != nil {
 		return nil, err
 	}
-	s, err := subscribe(ctx, e, params)
+	s, err := subscribe(ctx, h, e, params)
 	if err != nil {
 		h.feeds.release(e)
 		return nil, err
@@ -239,7 +243,7 @@ func (h *Hub) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, err
 	if err != nil {
 		return nil, err
 	}
-	s, err := newSnapshot(e, sel, proj)
+	s, err := newSnapshot(h, e, sel, proj)
 	if err != nil {
 		h.feeds.release(e)
 		return nil, err

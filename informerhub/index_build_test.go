@@ -27,9 +27,8 @@ type indexStore struct {
 func newIndexStore(t *testing.T, historySize int) *indexStore {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	cfg := Config{HistorySize: historySize, HistoryBytes: 1 << 30}
-	x := &indexStore{st: newStore(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, 1, &cfg,
-		memory.New(1<<40, log, nil), log)}
+	deps := Deps{HistorySize: historySize, HistoryBytes: 1 << 30, Memory: memory.New(1<<40, log, nil)}
+	x := &indexStore{st: newStore(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, 1, &deps, log)}
 	var objs []*state.Object
 	for i := range labelIndexMinObjects + 100 {
 		objs = append(objs, x.object(fmt.Sprint("o", i), []string{"a", "b", ""}[i%3]))

@@ -207,7 +207,7 @@ func (l *lease) pollReplay(rv uint64) (at state.Position, ok bool, advanced <-ch
 // record up to the feed's position.
 func (l *lease) joinLocked() {
 	f := l.feed
-	l.member.Join(&f.live, f.hub.memory.Queues, f.hub.cfg.QueueSize, l.closed)
+	l.member.Join(&f.live, f.deps.Memory.Queues, f.deps.QueueSize, l.closed)
 }
 
 // startReplay counts a replay the subscription starts, and keeps its
@@ -319,7 +319,7 @@ func (l *lease) open(p *watchParams, initial bool) (o opening, how opened, err e
 	}()
 	o.start = f.store.pos
 	if tok := p.tok; tok != nil {
-		o.replayable = replayable(tok) && !initial
+		o.replayable = tok.Replayable() && !initial
 		loc, err := f.store.locate(tok.Pos)
 		if err == nil && loc.onDisk && initial {
 			// Initial events as of a point only the disk holds would roll
@@ -329,7 +329,7 @@ func (l *lease) open(p *watchParams, initial bool) (o opening, how opened, err e
 		switch {
 		case err == nil:
 			o.start, o.loc = loc.pos, loc
-		case replayable(tok) && !initial && (errors.Is(err, ErrTokenExpired) || errors.Is(err, ErrTokenAhead)):
+		case tok.Replayable() && !initial && (errors.Is(err, ErrTokenExpired) || errors.Is(err, ErrTokenAhead)):
 			o.start, o.ahead = state.Position{RV: tok.Pos.RV}, errors.Is(err, ErrTokenAhead)
 			return o, openedReplay, nil
 		default:

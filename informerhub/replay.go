@@ -72,14 +72,6 @@ type replay struct {
 	eval       selection.Evaluation // the scratch of the filter's evaluations
 }
 
-// replayable reports whether the hub can replay from tok when its history
-// cannot place it: the token must be at a resourceVersion the client holds
-// everything up to. Tokens inside a relist batch (offset) or inside initial
-// events are positions of one feed instance only.
-func replayable(tok *token.Token) bool {
-	return tok.Pos.Offset == 0 && !tok.Initial && tok.Pos.RV > 0
-}
-
 // objectKey names an object of a resource type.
 type objectKey struct{ namespace, name string }
 
@@ -101,10 +93,10 @@ func (e replayEntry) size(k objectKey) int64 {
 }
 
 func newReplay(s *Subscription, rv uint64) *replay {
-	r := &replay{s: s, upstream: newReplayWatch(s.lease.feed, s.lease.owner), rv: rv}
+	r := &replay{s: s, upstream: newReplayWatch(s.hub, s.lease.feed, s.lease.owner), rv: rv}
 	// Before the replay is shared (Close calls end): a stateless one holds
 	// nothing, and may turn stateful (plan).
-	r.stateBytes.Init(s.lease.feed.hub.replays.bytes, false)
+	r.stateBytes.Init(s.hub.replays.bytes, false)
 	r.plan(s.lease.sel.UpstreamQuery(true))
 	return r
 }
@@ -500,7 +492,7 @@ func (r *replay) budgetError(n int64) error {
 	if r.stateBytes.Held()+n > r.stateBytes.Budget().Max() {
 		return &ExpiredError{Resource: f.info.Resource, TooLarge: true}
 	}
-	return &LimitError{Resource: f.info.Resource, Limit: LimitReplayState, Max: int(f.hub.cfg.MaxReplayStateBytes)}
+	return &LimitError{Resource: f.info.Resource, Limit: LimitReplayState, Max: int(r.s.hub.cfg.MaxReplayStateBytes)}
 }
 
 // end ends the replay's upstream watch, which gives back its replay slot,

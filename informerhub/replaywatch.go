@@ -27,6 +27,7 @@ import (
 // for a stateful replay. It holds one of the hub's replay slots for the
 // replay's life (replayLimits).
 type replayWatch struct {
+	hub  *Hub
 	feed *feed
 	// lw lists and watches the query's namespace; opts holds its label and
 	// field selectors (ResourceVersion is set per call). Set by query.
@@ -66,9 +67,9 @@ const (
 
 // newReplayWatch returns a replay's upstream side; query sets what it asks
 // for before it opens.
-func newReplayWatch(f *feed, owner string) *replayWatch {
-	ctx, cancel := context.WithCancel(f.hub.ctx)
-	return &replayWatch{feed: f, owner: owner, ctx: ctx, cancel: cancel}
+func newReplayWatch(h *Hub, f *feed, owner string) *replayWatch {
+	ctx, cancel := context.WithCancel(h.ctx)
+	return &replayWatch{hub: h, feed: f, owner: owner, ctx: ctx, cancel: cancel}
 }
 
 // query makes the next watch and LIST ask the API server for q.
@@ -78,7 +79,7 @@ func (u *replayWatch) query(q selection.UpstreamQuery) {
 		LabelSelector: q.LabelSelector, FieldSelector: q.FieldSelector}
 	lw := u.feed.lw
 	if q.Namespace != "" {
-		lw = u.feed.hub.source.ListerWatcher(u.feed.info, q.Namespace)
+		lw = u.hub.source.ListerWatcher(u.feed.info, q.Namespace)
 	}
 	u.lw = cache.ToListerWatcherWithContext(lw)
 }
@@ -200,7 +201,7 @@ func (u *replayWatch) end() { u.cancel() }
 // Waiting for a slot keeps a crowd of clients failing over at once from
 // opening as many watches on the API server.
 func (u *replayWatch) acquire(ctx context.Context) error {
-	limits := u.feed.hub.replays
+	limits := u.hub.replays
 	if u.slotHeld {
 		return nil
 	}
@@ -235,7 +236,7 @@ func (u *replayWatch) acquire(ctx context.Context) error {
 // An owner's slot it took is kept for acquire, which then waits for the
 // hub's only.
 func (u *replayWatch) tryAcquire() bool {
-	limits := u.feed.hub.replays
+	limits := u.hub.replays
 	if u.slotHeld {
 		return true
 	}
@@ -264,7 +265,7 @@ func (u *replayWatch) holdOwner(share *replayShare) {
 	u.ownerHeld = true
 	context.AfterFunc(u.ctx, func() {
 		<-share.slots
-		u.feed.hub.replays.owners.put(u.owner, share)
+		u.hub.replays.owners.put(u.owner, share)
 	})
 }
 
@@ -272,7 +273,7 @@ func (u *replayWatch) holdOwner(share *replayShare) {
 // context ends.
 func (u *replayWatch) holdSlot() {
 	u.slotHeld = true
-	context.AfterFunc(u.ctx, func() { <-u.feed.hub.replays.slots })
+	context.AfterFunc(u.ctx, func() { <-u.hub.replays.slots })
 }
 
 // apiError turns an upstream failure of a replay into the hub's errors.

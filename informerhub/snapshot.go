@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/google/btree"
-
 	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
@@ -20,6 +18,7 @@ import (
 // called from one goroutine at a time, except Close, which may end it while
 // a page is being read.
 type Snapshot struct {
+	hub    *Hub
 	entry  *feedEntry
 	feed   *feed
 	proj   *projection.Projection // nil: whole objects
@@ -34,7 +33,7 @@ type Snapshot struct {
 }
 
 // newSnapshot clones the state of the entry's feed for sel.
-func newSnapshot(entry *feedEntry, sel *selection.Selector, proj *projection.Projection) (*Snapshot, error) {
+func newSnapshot(h *Hub, entry *feedEntry, sel *selection.Selector, proj *projection.Projection) (*Snapshot, error) {
 	f := entry.feed
 	tree, pos, build, clone, err := f.cloneFor(sel)
 	if err != nil {
@@ -44,6 +43,7 @@ func newSnapshot(entry *feedEntry, sel *selection.Selector, proj *projection.Pro
 		tree, _ = f.buildIndex(build, tree)
 	}
 	s := &Snapshot{
+		hub:             h,
 		entry:           entry,
 		feed:            f,
 		proj:            proj,
@@ -53,26 +53,6 @@ func newSnapshot(entry *feedEntry, sel *selection.Selector, proj *projection.Pro
 	}
 	s.clone.Store(clone)
 	return s, nil
-}
-
-// cloneFor returns, for a snapshot of sel, a clone of the tree it reads
-// (see store.cloneFor), its position, and the clone's account
-// (state.Clones), under the feed's lock.
-func (f *feed) cloneFor(sel *selection.Selector) (*btree.BTreeG[*state.Object], state.Position, *indexBuild, *state.Clone, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, state.Position{}, nil, nil, f.err
-	}
-	tree, _, build := f.store.cloneFor(sel)
-	return tree, f.store.pos, build, f.store.clones.Take(), nil
-}
-
-// closeClone stops counting a clone cloneFor took.
-func (f *feed) closeClone(c *state.Clone) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.store.clones.Close(c)
 }
 
 // ResumeToken is the snapshot's point in time: watching from it yields
@@ -101,7 +81,7 @@ type Page struct {
 // a large state takes as long as the caller waits, not longer. It fails
 // with an *ObjectError on an object it cannot project.
 func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
-	cfg := &s.feed.hub.cfg
+	cfg := &s.hub.cfg
 	var page Page
 	size := 0
 	for len(page.Objects) < cfg.SnapshotPageSize {
@@ -168,6 +148,6 @@ func (s *Snapshot) closeClone() {
 func (s *Snapshot) Close() {
 	s.closeOnce.Do(func() {
 		s.closeClone()
-		s.feed.hub.feeds.release(s.entry)
+		s.hub.feeds.release(s.entry)
 	})
 }

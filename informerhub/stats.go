@@ -1,16 +1,9 @@
 package informerhub
 
 import (
-	"context"
-	"sync/atomic"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/watchlist"
 )
 
 // ResourceStats is the hub's activity on one resource type, for metrics.
@@ -155,59 +148,3 @@ type MemoryStats struct {
 	// budget is too small for the streams the hub holds.
 	OverBudget uint64
 }
-
-// resourceCounters are the running totals of one resource type. The hub
-// keeps them for its whole life, so that they only grow, whatever the
-// informer's restarts; see ResourceStats for what each counts.
-type resourceCounters struct {
-	starts, watchRestarts, received, sent, fellBehind, slowDisconnects, recounts, expiredTokens, relists, replays, filterErrors, objectErrors, evictedForMemory, diskSpills atomic.Uint64
-}
-
-// countedListerWatcher is one informer's lister-watcher. It counts the
-// watches the informer opens after its first: the restarts after the API
-// server closed or broke one. And it tells watched whether each watch
-// opened, which the reflector does not always tell its error handler (see
-// feed.watched).
-type countedListerWatcher struct {
-	lw          cache.ListerWatcherWithContext
-	unsupported bool // the source cannot serve WatchList; see watchlist.DoesClientNotSupportWatchListSemantics
-	opened      atomic.Bool
-	restarts    *atomic.Uint64
-	watched     func(err error)
-}
-
-func newCountedListerWatcher(lw cache.ListerWatcher, restarts *atomic.Uint64, watched func(err error)) *countedListerWatcher {
-	return &countedListerWatcher{
-		lw:          cache.ToListerWatcherWithContext(lw),
-		unsupported: watchlist.DoesClientNotSupportWatchListSemantics(lw),
-		restarts:    restarts,
-		watched:     watched,
-	}
-}
-
-func (c *countedListerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
-	return c.ListWithContext(context.Background(), opts)
-}
-
-func (c *countedListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	return c.lw.ListWithContext(ctx, opts)
-}
-
-func (c *countedListerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
-	return c.WatchWithContext(context.Background(), opts)
-}
-
-func (c *countedListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	if c.opened.Swap(true) {
-		c.restarts.Add(1)
-	}
-	w, err := c.lw.WatchWithContext(ctx, opts)
-	if ctx.Err() == nil {
-		c.watched(err)
-	}
-	return w, err
-}
-
-// IsWatchListSemanticsUnSupported passes on what the source says, which the
-// reflector asks to decide whether to stream its initial list.
-func (c *countedListerWatcher) IsWatchListSemanticsUnSupported() bool { return c.unsupported }

@@ -110,12 +110,13 @@ func (d *storeDisk) stop() (unwritten int64) {
 
 const btreeDegree = 32
 
-func newStore(resource schema.GroupVersionResource, epoch uint64, cfg *Config, mem *memory.Account, log *slog.Logger) *store {
+func newStore(resource schema.GroupVersionResource, epoch uint64, deps *Deps, log *slog.Logger) *store {
+	mem := deps.Memory
 	return &store{
 		resource:     resource,
 		epoch:        epoch,
-		historySize:  cfg.HistorySize,
-		historyBytes: cfg.HistoryBytes,
+		historySize:  deps.HistorySize,
+		historyBytes: deps.HistoryBytes,
 		memory:       mem,
 		log:          log,
 		state:        btree.NewG(btreeDegree, state.ObjectLess),

@@ -8,12 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/btree"
-
 	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
-	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/internal/token"
 )
 
@@ -41,6 +38,7 @@ import (
 //     subscriber, never ends it. It ends (*TooSlowError) only if the
 //     history no longer holds its position by the time it reads on.
 type Subscription struct {
+	hub   *Hub
 	lease lease
 	// wake has a token when Next, waiting, has something to look at: a
 	// delivery queued, the subscription failed, a tick of its bookmark
@@ -57,38 +55,12 @@ type Subscription struct {
 	closeOnce sync.Once
 }
 
-// opening is what a subscription's start found under its feed's lock, to
-// finish without it.
-type opening struct {
-	start state.Position
-	// loc is where the token continues: when its searchUpTo is set, it is
-	// still to be placed among the disk's records.
-	loc located
-	// ahead is set when replaying a token ahead of the feed: the API server
-	// must have reached it.
-	ahead bool
-	// replayable is set when the token may be replayed from the API server
-	// (see replayable), should the disk no longer hold where it continues.
-	replayable bool
-	// lazyReplay: see watchParams.
-	lazyReplay bool
-	// For initial events: the clone of the state to walk, the label its
-	// objects carry (nil: it is the state), and the records to roll it back
-	// through to start.
-	tree *btree.BTreeG[*state.Object]
-	eq   *selection.LabelPair
-	undo []*state.Record
-	// build is the index to build for tree, without the lock (see
-	// store.cloneFor).
-	build *indexBuild
-}
-
 // subscribe starts a subscription of a feed at its current position, or at
 // the token's. A token the history cannot place is replayed from the API
 // server, whose watch opens here, bounded by ctx, so that a version the API
 // server no longer has is refused before the subscription starts.
-func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscription, error) {
-	s := &Subscription{lease: newLease(entry, p.sel, p.owner), wake: make(chan struct{}, 1)}
+func subscribe(ctx context.Context, h *Hub, entry *feedEntry, p *watchParams) (*Subscription, error) {
+	s := &Subscription{hub: h, lease: newLease(entry, p.sel, p.owner), wake: make(chan struct{}, 1)}
 	s.lease.neverReplay = p.neverReplay
 	s.lease.wake = s.wake
 	s.lease.member.Init(p.sel, &s.lease, s.wake, p.woken)
@@ -131,7 +103,7 @@ func subscribe(ctx context.Context, entry *feedEntry, p *watchParams) (*Subscrip
 		startToken = f.events.token(token.Token{Pos: o.start})
 	}
 	s.lastToken.Store(&startToken)
-	s.quiet.start(f.hub.cfg.BookmarkInterval/2, s.wake)
+	s.quiet.start(s.hub.cfg.BookmarkInterval/2, s.wake)
 	return s, nil
 }
 
@@ -299,7 +271,7 @@ func (s *Subscription) Close() {
 			cancelReplay()
 		}
 		s.quiet.stop()
-		s.lease.feed.hub.feeds.release(s.lease.entry)
+		s.hub.feeds.release(s.lease.entry)
 	})
 }
 

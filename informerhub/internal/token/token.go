@@ -41,6 +41,14 @@ var (
 	tokenCRC      = crc32.MakeTable(crc32.Castagnoli)
 )
 
+// Replayable reports whether the hub can replay from the token when its
+// history cannot place it: the token must be at a resourceVersion the
+// client holds everything up to. Tokens inside a relist batch (offset) or
+// inside initial events are positions of one feed instance only.
+func (t *Token) Replayable() bool {
+	return t.Pos.Offset == 0 && !t.Initial && t.Pos.RV > 0
+}
+
 // Encode returns the token as an opaque string: a versioned binary form in
 // URL-safe base64 with a CRC-32C, so that a mangled token is rejected rather
 // than misread.

@@ -1,0 +1,34 @@
+package informerhub
+
+import (
+	"github.com/google/btree"
+
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
+)
+
+// opening is what a subscription's start found under its feed's lock, to
+// finish without it.
+type opening struct {
+	start state.Position
+	// loc is where the token continues: when its searchUpTo is set, it is
+	// still to be placed among the disk's records.
+	loc located
+	// ahead is set when replaying a token ahead of the feed: the API server
+	// must have reached it.
+	ahead bool
+	// replayable is set when the token may be replayed from the API server
+	// (see replayable), should the disk no longer hold where it continues.
+	replayable bool
+	// lazyReplay: see watchParams.
+	lazyReplay bool
+	// For initial events: the clone of the state to walk, the label its
+	// objects carry (nil: it is the state), and the records to roll it back
+	// through to start.
+	tree *btree.BTreeG[*state.Object]
+	eq   *selection.LabelPair
+	undo []*state.Record
+	// build is the index to build for tree, without the lock (see
+	// store.cloneFor).
+	build *indexBuild
+}
