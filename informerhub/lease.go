@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 
+	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/fanout"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
+	"github.com/informerhub/informerhub/informerhub/internal/token"
+	"github.com/informerhub/informerhub/informerhub/projection"
 )
 
 // lease is what a subscription holds of its feed while it lasts: the hub's
@@ -22,9 +25,7 @@ type lease struct {
 	feed   *feed
 	sel    *selection.Selector
 	view   *selection.View
-	owner  string // WatchRequest.Owner, for the limits per owner
-	// neverReplay: see watchParams.
-	neverReplay bool
+	terms  LeaseTerms
 	// failed ends when failure is set; failure may be read without the
 	// lock once it has.
 	failed ending
@@ -56,14 +57,36 @@ func (l *lease) closeClone() {
 // subscription's last token.
 var errLeftBehind = errors.New("fell behind the history")
 
-func newLease(entry *feedEntry, sel *selection.Selector, owner string) lease {
-	return lease{entry: entry, feed: entry.feed, sel: sel, owner: owner}
+// LeaseTerms are what a subscription asks of its feed, besides its
+// selector: its view (projection, previous state, encoding), on whose
+// account (for the limits per owner), and how it ends when its history
+// moves past it.
+type LeaseTerms struct {
+	Projection      *projection.Projection
+	IncludePrevious bool
+	Encoding        event.Encoding
+	// Owner is WatchRequest.Owner.
+	Owner string
+	// NeverReplay makes a subscription that loses its place in the history
+	// fail as one that fell behind (ErrLeftBehind), rather than replay
+	// from the API server: a counter's, which counts afresh from the
+	// state instead.
+	NeverReplay bool
+	// Woken, when set, is the subscriber's connection's.
+	Woken *fanout.Woken
+}
+
+// init makes l the lease of a subscription of sel on entry's feed, asking
+// for terms, whose reader waits on wake.
+func (l *lease) init(entry *feedEntry, sel *selection.Selector, terms LeaseTerms, wake chan struct{}) {
+	l.entry, l.feed, l.sel, l.terms, l.wake = entry, entry.feed, sel, terms, wake
+	l.member.Init(sel, l, wake, terms.Woken)
 }
 
 // acquire takes the subscription's admission on the feed, and its view.
 // The caller holds feed.mu.
-func (l *lease) acquire(p *watchParams) error {
-	v, err := l.feed.admission.Acquire(l.owner, l.sel, p.proj, p.includePrevious, p.encoding)
+func (l *lease) acquire() error {
+	v, err := l.feed.admission.Acquire(l.terms.Owner, l.sel, l.terms.Projection, l.terms.IncludePrevious, l.terms.Encoding)
 	if err != nil {
 		return err
 	}
@@ -77,7 +100,7 @@ func (l *lease) release() {
 		return
 	}
 	l.released = true
-	l.feed.admission.Release(l.owner, l.sel, l.view)
+	l.feed.admission.Release(l.terms.Owner, l.sel, l.view)
 }
 
 // Fail ends the subscription with err, unless it has ended (the lease is
@@ -226,7 +249,7 @@ func (l *lease) startReplay(cancel context.CancelFunc) {
 // resource type changes: counted first, so that whoever its failure wakes
 // finds it in the feed's statistics. The caller holds the feed's lock.
 func (l *lease) leaveBehindLocked() {
-	if l.neverReplay { // a counter's: it counts afresh
+	if l.terms.NeverReplay { // a counter's: it counts afresh
 		l.feed.counters.recounts.Add(1)
 	} else {
 		l.feed.counters.slowDisconnects.Add(1)
@@ -302,14 +325,14 @@ const (
 // here (openedLive), atomically with the feed's position; one whose token
 // the history cannot place replays from o.start.RV (openedReplay: the
 // caller makes the replay, before anyone can close the subscription).
-func (l *lease) open(p *watchParams, initial bool) (o opening, how opened, err error) {
+func (l *lease) open(tok *token.Token, initial bool) (o opening, how opened, err error) {
 	f := l.feed
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return o, 0, f.err
 	}
-	if err := l.acquire(p); err != nil {
+	if err := l.acquire(); err != nil {
 		return o, 0, err
 	}
 	defer func() {
@@ -318,7 +341,7 @@ func (l *lease) open(p *watchParams, initial bool) (o opening, how opened, err e
 		}
 	}()
 	o.start = f.store.pos
-	if tok := p.tok; tok != nil {
+	if tok != nil {
 		o.replayable = tok.Replayable() && !initial
 		loc, err := f.store.locate(tok.Pos)
 		if err == nil && loc.onDisk && initial {

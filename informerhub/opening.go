@@ -20,8 +20,6 @@ type opening struct {
 	// replayable is set when the token may be replayed from the API server
 	// (see replayable), should the disk no longer hold where it continues.
 	replayable bool
-	// lazyReplay: see watchParams.
-	lazyReplay bool
 	// For initial events: the clone of the state to walk, the label its
 	// objects carry (nil: it is the state), and the records to roll it back
 	// through to start.

@@ -162,7 +162,7 @@ func (c *catchUpPhase) fetch() (batch []*state.Record, diskUpTo uint64, next pha
 	s := c.s
 	// One that fell behind reads slower than the resource type changes: a
 	// replay would only move that load to the API server.
-	batch, diskUpTo, what, err := s.lease.fetch(c.at, catchUpBatch, c.backlog[:0], !c.fromBehind && !s.lease.neverReplay)
+	batch, diskUpTo, what, err := s.lease.fetch(c.at, catchUpBatch, c.backlog[:0], !c.fromBehind && !s.lease.terms.NeverReplay)
 	switch {
 	case err != nil:
 		return nil, 0, nil, s.errOf(err)
@@ -200,7 +200,7 @@ func (c *catchUpPhase) diskFailed(ctx context.Context, err error) (phase, error)
 		return nil, readError(f, err)
 	}
 	switch {
-	case c.fromBehind || s.lease.neverReplay:
+	case c.fromBehind || s.lease.terms.NeverReplay:
 		s.lease.leaveBehind()
 		return nil, s.leftBehind()
 	case c.at.Offset != 0 || c.at.RV == 0:

@@ -93,7 +93,7 @@ func (e replayEntry) size(k objectKey) int64 {
 }
 
 func newReplay(s *Subscription, rv uint64) *replay {
-	r := &replay{s: s, upstream: newReplayWatch(s.hub, s.lease.feed, s.lease.owner), rv: rv}
+	r := &replay{s: s, upstream: newReplayWatch(s.hub, s.lease.feed, s.lease.terms.Owner), rv: rv}
 	// Before the replay is shared (Close calls end): a stateless one holds
 	// nothing, and may turn stateful (plan).
 	r.stateBytes.Init(s.hub.replays.bytes, false)

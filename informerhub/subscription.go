@@ -60,13 +60,12 @@ type Subscription struct {
 // server, whose watch opens here, bounded by ctx, so that a version the API
 // server no longer has is refused before the subscription starts.
 func subscribe(ctx context.Context, h *Hub, entry *feedEntry, p *watchParams) (*Subscription, error) {
-	s := &Subscription{hub: h, lease: newLease(entry, p.sel, p.owner), wake: make(chan struct{}, 1)}
-	s.lease.neverReplay = p.neverReplay
-	s.lease.wake = s.wake
-	s.lease.member.Init(p.sel, &s.lease, s.wake, p.woken)
+	s := &Subscription{hub: h, wake: make(chan struct{}, 1)}
+	s.lease.init(entry, p.sel, LeaseTerms{Projection: p.proj, IncludePrevious: p.includePrevious, Encoding: p.encoding,
+		Owner: p.owner, NeverReplay: p.neverReplay, Woken: p.woken}, s.wake)
 	tok := p.tok
 	initial := p.sendInitialEvents || (tok != nil && tok.Initial)
-	o, how, err := s.lease.open(p, initial)
+	o, how, err := s.lease.open(tok, initial)
 	if err != nil {
 		return nil, err
 	}
@@ -76,12 +75,11 @@ func subscribe(ctx context.Context, h *Hub, entry *feedEntry, p *watchParams) (*
 	case openedReplay:
 		s.phase = s.replay(o.start.RV)
 	}
-	o.lazyReplay = p.lazyReplay
 	f := s.lease.feed
 	if o.build != nil {
 		o.tree, o.eq = f.buildIndex(o.build, o.tree)
 	}
-	if err := s.open(ctx, &o); err != nil {
+	if err := s.open(ctx, &o, p.lazyReplay); err != nil {
 		s.abandon()
 		return nil, err
 	}
@@ -110,14 +108,14 @@ func subscribe(ctx context.Context, h *Hub, entry *feedEntry, p *watchParams) (*
 // open finishes what lease.open started, without the feed's lock: it opens
 // a replay's upstream watch, and places a token among the disk's records,
 // which never change once written.
-func (s *Subscription) open(ctx context.Context, o *opening) error {
+func (s *Subscription) open(ctx context.Context, o *opening, lazyReplay bool) error {
 	f := s.lease.feed
 	if r, ok := s.phase.(*replay); ok {
 		var err error
 		if o.ahead {
 			err = r.upstream.checkNotAhead(ctx, r.rv)
 		}
-		if err == nil && (!o.lazyReplay || r.upstream.tryAcquire()) {
+		if err == nil && (!lazyReplay || r.upstream.tryAcquire()) {
 			err = r.open(ctx) // else its first step opens it
 		}
 		if err != nil {
@@ -135,7 +133,7 @@ func (s *Subscription) open(ctx context.Context, o *opening) error {
 			r := s.replay(o.start.RV)
 			s.phase = r
 			o.loc = located{}
-			if o.lazyReplay && !r.upstream.tryAcquire() {
+			if lazyReplay && !r.upstream.tryAcquire() {
 				return nil // its first step opens it
 			}
 			if err := r.open(ctx); err != nil {
@@ -224,7 +222,7 @@ func (s *Subscription) errOf(err error) error {
 // (lease.leaveBehindLocked) for reading slower than its resource type
 // changes, and returns what the caller gets.
 func (s *Subscription) leftBehind() error {
-	if !s.lease.neverReplay { // a counter's counts afresh: nobody is disconnected
+	if !s.lease.terms.NeverReplay { // a counter's counts afresh: nobody is disconnected
 		s.lease.feed.log.Warn("subscriber fell further behind than the history; disconnecting it", "selector", s.describe())
 	}
 	return s.Err()
