@@ -49,7 +49,7 @@ type Config struct {
 	// cannot evict. Past it (a slow or stalled disk, a huge relist), that
 	// type stops writing and is served from memory alone until the writer
 	// has caught up; then its disk history starts over from there (see
-	// feed.spillDiskLocked). Default: 64 MiB.
+	// the feed's spillDiskLocked). Default: 64 MiB.
 	HistoryMaxUnwrittenBytes int64
 	HistoryRetentionCheck    time.Duration
 	// HistoryTransformers, with HistoryStore, transform what the disk

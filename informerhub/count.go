@@ -333,15 +333,15 @@ func (s *CountSubscription) Next(ctx context.Context) (*Counts, error) {
 // Done is closed when the counter can count no more; Next then returns
 // Err. A caller blocked elsewhere (in a send to a client that stopped
 // reading) can watch Done to give up on that client.
-func (s *CountSubscription) Done() <-chan struct{} { return s.c.failed.done() }
+func (s *CountSubscription) Done() <-chan struct{} { return s.c.failed.Done() }
 
 // AfterFail arranges for f to run once Done is closed, as
 // Subscription.AfterFail does.
-func (s *CountSubscription) AfterFail(f func()) (stop func()) { return s.c.failed.after(f) }
+func (s *CountSubscription) AfterFail(f func()) (stop func()) { return s.c.failed.After(f) }
 
 // Err returns why the counter failed, once Done is closed; otherwise nil.
 func (s *CountSubscription) Err() error {
-	if !s.c.failed.isEnded() {
+	if !s.c.failed.IsEnded() {
 		return nil
 	}
 	return s.c.err

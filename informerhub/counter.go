@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 )
 
@@ -39,7 +40,7 @@ type counter struct {
 	done, quit chan struct{}
 	// failed ends, with err set before, when the counter can count no
 	// more.
-	failed ending
+	failed feed.Ending
 	err    error
 
 	// Guarded by counts.mu.
@@ -142,8 +143,8 @@ func (c *counter) run(sub *Subscription, subscribe func(context.Context) (*Subsc
 		recounted bool
 	)
 	for {
-		f := sub.lease.feed // a recount's may be a newer feed of the type
-		t := &tally{g: g, resource: f.resource, gvr: f.info.Resource, maxGroups: sub.hub.cfg.MaxCountGroups}
+		f := sub.lease.Feed() // a recount's may be a newer feed of the type
+		t := &tally{g: g, resource: f.Resource(), gvr: f.Info().Resource, maxGroups: sub.hub.cfg.MaxCountGroups}
 		if g.path != nil {
 			t.groups = map[string]uint64{}
 		}
@@ -157,7 +158,7 @@ func (c *counter) run(sub *Subscription, subscribe func(context.Context) (*Subsc
 			keptUp = time.Since(t.complete)
 		}
 		backoff = nextRecountBackoff(backoff, recounted, keptUp)
-		f.log.Warn("a Count fell behind the changes further than the history; counting afresh from the cache",
+		f.Log().Warn("a Count fell behind the changes further than the history; counting afresh from the cache",
 			"selector", sub.describe(), "after", backoff)
 		if stopped := c.wait(backoff, f); stopped != nil {
 			err = stopped // the last caller left, or the feed stopped
@@ -204,7 +205,7 @@ func (c *counter) quitContext() (context.Context, context.CancelFunc) {
 
 // wait waits for d, and returns why the counter cannot go on, if it
 // cannot: its last caller left, or its feed stopped.
-func (c *counter) wait(d time.Duration, f *feed) error {
+func (c *counter) wait(d time.Duration, f *feed.Feed) error {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
@@ -212,8 +213,8 @@ func (c *counter) wait(d time.Duration, f *feed) error {
 		return nil
 	case <-c.quit:
 		return ErrSubscriptionClosed
-	case <-f.stopped:
-		return f.err
+	case <-f.Stopped():
+		return f.Err()
 	}
 }
 
@@ -311,7 +312,7 @@ func (c *counter) fail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.err = err
-	c.failed.close()
+	c.failed.Close()
 	close(c.changed)
 }
 

@@ -10,7 +10,7 @@ import (
 // stateCursor walks the matching objects of a state clone in order, scanning
 // a bounded batch at a time, reading the clone without locks: for a
 // snapshot's pages and a subscription's initial events. The clone may be of
-// a label index tree (see store.cloneFor), which holds fewer objects in the
+// a label index tree (see the feed's store.cloneFor), which holds fewer objects in the
 // same order.
 type stateCursor struct {
 	tree    *btree.BTreeG[*state.Object]

@@ -5,35 +5,23 @@
 //
 // # A tour
 //
-// A [Hub] (hub.go) keeps one feed per resource type (feeds.go): the first
+// A [Hub] (hub.go) keeps one feed per resource type (package
+// internal/feed, the only package that takes a feed's lock): the first
 // subscriber starts it; it stops when the last subscriber has been gone for
-// [Config.IdleTimeout]. A feed (feed.go) is one informer, client-go's
-// Reflector and RealFIFO with one Process function, feed.process, and what
-// the hub keeps of it, each part a type of its own:
-//
-//   - the store (store.go), as the kube-apiserver's watchCache: the state,
-//     every object as the JSON the API server sent, in a copy-on-write
-//     B-tree ordered by namespace and name, with label indexes (index.go);
-//     the history, a ring of the most recent changes; and the position, a
-//     sequence number of this feed instance and the Kubernetes
-//     resourceVersion. They advance together, under the feed's one lock.
-//     Objects, records, positions, the history and the state's clones are
-//     package internal/state, which has no lock of its own;
-//   - the live subscribers (package internal/fanout), grouped by selector
-//     and the groups indexed by an equality they require, so that a change
-//     visits the subscribers it may concern; each a member with a bounded
-//     queue the feed fills without ever blocking, which holds what waits in
-//     it, not its bound, so an idle subscriber holds little;
-//   - admission (package internal/selection): the views subscribers
-//     share, and the distinct filters and projections in use within their
-//     limits;
-//   - readiness (readiness.go), as the cacher's ready: whether the first
-//     list arrived, and since when the upstream fails.
+// [Config.IdleTimeout]. A feed is one informer, client-go's Reflector and
+// RealFIFO with one Process function, and what the hub keeps of it: the
+// store, as the kube-apiserver's watchCache (the state, the history and
+// the position, which advance together under the feed's one lock; their
+// objects, records and positions are package internal/state); the live
+// subscribers (package internal/fanout), grouped by selector and indexed by
+// an equality they require, each with a bounded queue the feed fills
+// without ever blocking; admission (package internal/selection); and
+// readiness.
 //
 // Each change is recorded once; its event is built and encoded once per form
 // (whole or projected, with or without the previous state, per encoding),
 // by the first subscriber that needs it, and shared by the rest
-// (event.go, eventMaker).
+// (feed.Events).
 //
 // A selector (package internal/selection) is a namespace, label, field and
 // shard selectors, and a CEL filter. Field selectors name the fields the
@@ -43,9 +31,9 @@
 // feed's lock, on the paths of the object they read (selection.Evaluation).
 // Projections keep only the fields asked for (package projection).
 //
-// A [Subscription] (subscription.go) holds a lease on its feed (lease.go),
-// whose methods are the only sections the subscription runs under the
-// feed's lock, and moves through phases (phase.go, replay.go), each a type
+// A [Subscription] (subscription.go) holds a lease on its feed
+// (feed.Lease), whose methods are the only sections the subscription runs
+// under the feed's lock, and moves through phases (phase.go, replay.go), each a type
 // with its own step: it
 // starts at a position, now or a resume token's; first sends initial
 // events, when asked, from an O(1) clone of the state rolled back to its
@@ -78,8 +66,7 @@
 // cannot compute, its LIST of the selection at exactly that version.
 //
 // With Config.HistoryStore, the history is also kept on disk (package
-// internal/durable, which sees a feed only as its durable.Feed, implemented
-// in feeddisk.go; in Pebble through package historystore): one
+// internal/durable, which sees a feed only as its durable.Feed; in Pebble through package historystore): one
 // writer goroutine writes each feed's records off its lock, sequence
 // numbers continue across runs, a feed starts from the stored state and
 // watches on from the stored resourceVersion, and catch-up reads the disk

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/internal/token"
 	"github.com/informerhub/informerhub/informerhub/upstream"
@@ -33,15 +32,13 @@ func LiveSubscribers(h *Hub, gvr schema.GroupVersionResource) int {
 	if f == nil {
 		return 0
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.live.SubscriberCount()
+	return f.LiveSubscribers()
 }
 
 // PanicInProcess makes the informer handler of a resource's feed panic, as
 // a bug in it would, and returns what the handler returned.
 func PanicInProcess(h *Hub, gvr schema.GroupVersionResource) error {
-	return feedOf(h, gvr).process(cache.Deltas{{Type: cache.Updated, Object: (*upstream.Object)(nil)}}, false)
+	return feedOf(h, gvr).Process(cache.Deltas{{Type: cache.Updated, Object: (*upstream.Object)(nil)}}, false)
 }
 
 // PanicWhenStopping makes the stopping of a feed after a panic panic too,
@@ -57,8 +54,8 @@ func Replaying(s *Subscription) bool {
 
 // The label index's limits; see index.go.
 const (
-	LabelIndexMinObjects = labelIndexMinObjects
-	MaxLabelIndexKeys    = maxLabelIndexKeys
+	LabelIndexMinObjects = feed.LabelIndexMinObjects
+	MaxLabelIndexKeys    = feed.MaxLabelIndexKeys
 )
 
 // SnapshotExamined counts the objects a snapshot has tested against its
@@ -73,85 +70,32 @@ func InitialEventsExamined(s *Subscription) int { return s.phase.(*initialPhase)
 // IndexedLabelKeys returns the label keys a resource's feed has indexed,
 // sorted.
 func IndexedLabelKeys(h *Hub, gvr schema.GroupVersionResource) []string {
-	f := feedOf(h, gvr)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var keys []string
-	for k := range f.store.index.keys {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	return feedOf(h, gvr).IndexedLabelKeys()
 }
 
 // CheckLabelIndex reports where the label index of a resource's feed
 // differs from its state: each indexed value's tree must hold exactly the
 // state's objects with that label, and no tree may be empty.
 func CheckLabelIndex(h *Hub, gvr schema.GroupVersionResource) error {
-	f := feedOf(h, gvr)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for key, values := range f.store.index.keys {
-		want := map[string][]*state.Object{}
-		f.store.state.Ascend(func(o *state.Object) bool {
-			if v, ok := o.Labels[key]; ok {
-				want[v] = append(want[v], o)
-			}
-			return true
-		})
-		if len(want) != len(values) {
-			return fmt.Errorf("key %q: %d values indexed, the state has %d", key, len(values), len(want))
-		}
-		for v, t := range values {
-			var got []*state.Object
-			t.Ascend(func(o *state.Object) bool {
-				got = append(got, o)
-				return true
-			})
-			if !slices.Equal(got, want[v]) {
-				return fmt.Errorf("key %q value %q: %d objects indexed, the state has %d (or others)", key, v, len(got), len(want[v]))
-			}
-		}
-	}
-	return nil
+	return feedOf(h, gvr).CheckLabelIndex()
 }
 
-func feedOf(h *Hub, gvr schema.GroupVersionResource) *feed {
-	h.feeds.mu.Lock()
-	defer h.feeds.mu.Unlock()
-	if e := h.feeds.entries[gvr]; e != nil {
-		return e.feed
-	}
-	return nil
-}
+func feedOf(h *Hub, gvr schema.GroupVersionResource) *feed.Feed { return h.feeds.Lookup(gvr) }
 
 // WaitForResourceVersion waits until a resource's feed has taken every
 // change up to rv: its live subscribers then hold all of theirs in their
 // queues.
 func WaitForResourceVersion(h *Hub, gvr schema.GroupVersionResource, rv uint64) {
-	f := feedOf(h, gvr)
-	for {
-		f.mu.Lock()
-		if f.store.pos.RV >= rv {
-			f.mu.Unlock()
-			return
-		}
-		advanced := f.store.advancedCh()
-		f.mu.Unlock()
-		<-advanced
-	}
+	feedOf(h, gvr).WaitForVersion(rv)
 }
 
 // Pending counts the deliveries waiting in a live subscription's queue.
-func Pending(s *Subscription) int { return s.lease.member.Pending() }
+func Pending(s *Subscription) int { return s.lease.Member().Pending() }
 
 // DispatchVisits counts the subscriber groups a resource's feed has matched
 // changes against, and the groups it has now.
 func DispatchVisits(h *Hub, gvr schema.GroupVersionResource) (visits uint64, groups int) {
-	f := feedOf(h, gvr)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.live.VisitCount(), f.live.GroupCount()
+	return feedOf(h, gvr).DispatchVisits()
 }
 
 // FilterDecodes counts the objects the hub decoded for filters.
@@ -163,16 +107,7 @@ func ReplayStateBytes(h *Hub) int64 { return h.replays.bytes.Used() }
 // MaxViewSlots returns the most view event slots any record of a
 // resource's history has.
 func MaxViewSlots(h *Hub, gvr schema.GroupVersionResource) int {
-	f := feedOf(h, gvr)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	most := 0
-	for seq := f.store.history.First; seq <= f.store.history.Last; seq++ {
-		r, _ := f.store.history.Get(seq)
-		if events := r.ViewEvents.Load(); events != nil {
-			most = max(most, len(*events))
-		}
-	}
+	_, most := feedOf(h, gvr).ViewSlots()
 	return most
 }
 
@@ -186,9 +121,8 @@ func SettleMemory(h *Hub) {
 	// A feed may still hold its lock, finishing the change a subscriber
 	// has already received; eviction skips a busy feed, so wait for each
 	// to finish first.
-	for _, f := range h.feeds.running() {
-		f.mu.Lock()
-		f.mu.Unlock() // only waiting for the feed
+	for _, f := range h.feeds.Running() {
+		f.ProbeLock()
 	}
 	h.memory.Settle()
 }
@@ -214,29 +148,20 @@ func DiskWindow(h *Hub, gvr schema.GroupVersionResource) (first, last uint64) {
 // type's feed, checking every millisecond: the retainer starts on its own
 // goroutine, with nothing to wait on.
 func WaitRetained(ctx context.Context, h *Hub, gvr schema.GroupVersionResource) error {
-	for {
-		h.feeds.mu.Lock()
-		e := h.feeds.entries[gvr]
-		held := e != nil && e.retained > 0
-		h.feeds.mu.Unlock()
-		if held {
-			return nil
-		}
+	for !h.feeds.Retained(gvr) {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(time.Millisecond):
 		}
 	}
+	return nil
 }
 
 // IdleTimerArmed reports whether the resource type's feed will stop for
 // idleness unless acquired again.
 func IdleTimerArmed(h *Hub, gvr schema.GroupVersionResource) bool {
-	h.feeds.mu.Lock()
-	defer h.feeds.mu.Unlock()
-	e := h.feeds.entries[gvr]
-	return e != nil && e.idleTimer != nil
+	return h.feeds.IdleTimerArmed(gvr)
 }
 
 // QuietSource is a Source whose resource types list empty at version rv
@@ -287,14 +212,14 @@ func (c RawChange) object() *upstream.Object {
 // ProcessRaw hands the resource type's running feed one change, as its
 // informer would.
 func ProcessRaw(h *Hub, gvr schema.GroupVersionResource, c RawChange) error {
-	return feedOf(h, gvr).process(cache.Deltas{{Type: cache.Updated, Object: c.object()}}, false)
+	return feedOf(h, gvr).Process(cache.Deltas{{Type: cache.Updated, Object: c.object()}}, false)
 }
 
 // ProcessList hands the resource type's running feed a list at rv, as its
 // informer does when it lists again: the feed records the list's
 // differences from its state as one relist batch.
 func ProcessList(h *Hub, gvr schema.GroupVersionResource, rv uint64, objs []RawChange) error {
-	return feedOf(h, gvr).process(listDeltas(rv, objs), false)
+	return feedOf(h, gvr).Process(listDeltas(rv, objs), false)
 }
 
 func listDeltas(rv uint64, objs []RawChange) cache.Deltas {
@@ -310,10 +235,7 @@ func listDeltas(rv uint64, objs []RawChange) cache.Deltas {
 // taking the feed's lock (see ProcessList), and returns what it does under
 // the lock: calling that completes the handling of the list.
 func PrepareList(h *Hub, gvr schema.GroupVersionResource, rv uint64, objs []RawChange) (record func() error) {
-	f := feedOf(h, gvr)
-	deltas := listDeltas(rv, objs)
-	prepared := f.prepare(deltas)
-	return func() error { return f.apply(deltas, prepared) }
+	return feedOf(h, gvr).PrepareDeltas(listDeltas(rv, objs))
 }
 
 // ProbeLock takes and releases the lock of the resource type's feed over
@@ -338,10 +260,7 @@ func ProbeLock(h *Hub, gvr schema.GroupVersionResource) (stop func() (longest ti
 				return
 			default:
 			}
-			start := time.Now()
-			f.mu.Lock()
-			waited := time.Since(start)
-			f.mu.Unlock()
+			waited := f.ProbeLock()
 			r.longest = max(r.longest, waited)
 			r.probes++
 		}
@@ -368,31 +287,19 @@ func FailDisk(h *Hub) { h.disk.Fail(errors.New("injected: the disk is full")) }
 
 // HistoryLen counts the records the resource type's history holds in
 // memory.
-func HistoryLen(h *Hub, gvr schema.GroupVersionResource) int {
-	f := feedOf(h, gvr)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.store.history.Len()
-}
+func HistoryLen(h *Hub, gvr schema.GroupVersionResource) int { return feedOf(h, gvr).HistoryLen() }
 
 // OnDisk reports whether the resource type's feed writes to the disk.
-func OnDisk(h *Hub, gvr schema.GroupVersionResource) bool {
-	f := feedOf(h, gvr)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.store.disk.log != nil
-}
+func OnDisk(h *Hub, gvr schema.GroupVersionResource) bool { return feedOf(h, gvr).WritesToDisk() }
 
 // Synced returns a channel closed when the resource type's feed has
 // synced.
-func Synced(h *Hub, gvr schema.GroupVersionResource) <-chan struct{} {
-	return feedOf(h, gvr).ready.synced
-}
+func Synced(h *Hub, gvr schema.GroupVersionResource) <-chan struct{} { return feedOf(h, gvr).Synced() }
 
 // Stopped returns a channel closed when the resource type's feed has
 // stopped.
 func Stopped(h *Hub, gvr schema.GroupVersionResource) <-chan struct{} {
-	return feedOf(h, gvr).stopped
+	return feedOf(h, gvr).Stopped()
 }
 
 // DiskBatchesRead counts the batches subscribers read from the disk.
@@ -405,18 +312,8 @@ func OnDiskRead(h *Hub, fn func()) { h.disk.AfterRead(fn) }
 // ViewSlots counts the slots of views other than the default one that the
 // records of a resource type's history hold.
 func ViewSlots(h *Hub, gvr schema.GroupVersionResource) int {
-	f := feedOf(h, gvr)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for seq := f.store.history.First; seq <= f.store.history.Last; seq++ {
-		if r, ok := f.store.history.Get(seq); ok {
-			if slots := r.ViewEvents.Load(); slots != nil {
-				n += len(*slots)
-			}
-		}
-	}
-	return n
+	total, _ := feedOf(h, gvr).ViewSlots()
+	return total
 }
 
 // Counters counts the hub's running counters (see Hub.Count).

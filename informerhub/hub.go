@@ -16,6 +16,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
 	"github.com/informerhub/informerhub/informerhub/internal/durable"
+	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/upstream"
@@ -35,7 +36,7 @@ type Hub struct {
 	cancel context.CancelFunc
 
 	// feeds are the running feeds, one per resource type.
-	feeds *feeds
+	feeds *feed.Feeds
 	// memory is what the hub holds for all resource types
 	// (Config.MemoryBudget).
 	memory *memory.Account
@@ -56,7 +57,7 @@ type Hub struct {
 	// informers (see NewForConfig).
 	closers []func()
 	// feedDeps is what every feed shares, set before the first starts.
-	feedDeps Deps
+	feedDeps feed.Deps
 }
 
 // Resolver tells which resource types the cluster serves, as
@@ -154,19 +155,19 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 			MaxFiltersPerOwner: cfg.MaxFiltersPerOwner, MaxProjectionsPerOwner: cfg.MaxProjectionsPerOwner,
 		},
 	}
-	h.feeds = newFeeds(cfg.IdleTimeout, func(info upstream.ResourceInfo, counters *resourceCounters) *feed {
-		f := newFeed(&h.feedDeps, info, counters)
-		f.start(h.ctx, h.source.ListerWatcher(info, ""), &h.informers)
+	h.feeds = feed.NewFeeds(cfg.IdleTimeout, func(info upstream.ResourceInfo, counters *feed.Counters) *feed.Feed {
+		f := feed.New(&h.feedDeps, info, counters)
+		f.Start(h.ctx, h.source.ListerWatcher(info, ""), &h.informers)
 		return f
 	})
-	h.memory = memory.New(cfg.MemoryBudget, h.log, h.feeds.holders)
+	h.memory = memory.New(cfg.MemoryBudget, h.log, h.feeds.Holders)
 	if cfg.HistoryStore != nil {
 		h.disk = durable.New(durable.Config{
 			Store: cfg.HistoryStore, Transformers: cfg.HistoryTransformers, Logger: h.log,
 			Retention: cfg.HistoryRetention, DiskBytes: cfg.HistoryDiskBytes, RetentionCheck: cfg.HistoryRetentionCheck,
 		})
 	}
-	h.feedDeps = Deps{
+	h.feedDeps = feed.Deps{
 		HistorySize: cfg.HistorySize, HistoryBytes: cfg.HistoryBytes, HistoryMaxUnwrittenBytes: cfg.HistoryMaxUnwrittenBytes,
 		MaxUpstreamFailure: cfg.MaxUpstreamFailure, QueueSize: cfg.QueueSize, Encode: cfg.EncodeEvent,
 		Limits: &h.limits, Memory: h.memory, Disk: h.disk, Log: h.log,
@@ -216,13 +217,13 @@ func (h *Hub) watchParams(ctx context.Context, req WatchRequest) (upstream.Resou
 
 // subscribe starts a subscription of a validated request.
 func (h *Hub) subscribe(ctx context.Context, info upstream.ResourceInfo, params *watchParams) (*Subscription, error) {
-	e, err := h.feeds.acquire(ctx, info)
+	e, err := h.feeds.Acquire(ctx, info)
 	if err != nil {
 		return nil, err
 	}
 	s, err := subscribe(ctx, h, e, params)
 	if err != nil {
-		h.feeds.release(e)
+		h.feeds.Release(e)
 		return nil, err
 	}
 	return s, nil
@@ -239,13 +240,13 @@ func (h *Hub) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, err
 	if err != nil {
 		return nil, err
 	}
-	e, err := h.feeds.acquire(ctx, info)
+	e, err := h.feeds.Acquire(ctx, info)
 	if err != nil {
 		return nil, err
 	}
 	s, err := newSnapshot(h, e, sel, proj)
 	if err != nil {
-		h.feeds.release(e)
+		h.feeds.Release(e)
 		return nil, err
 	}
 	return s, nil
@@ -259,12 +260,18 @@ func (h *Hub) Resources(ctx context.Context) ([]ResourceStatus, error) {
 		return nil, err
 	}
 	out := make([]ResourceStatus, len(infos))
-	active := h.feeds.activities(infos)
+	active := h.feeds.Activities(infos)
 	for i, info := range infos {
 		out[i].ResourceInfo = info
-		if a := active[i]; a.feed != nil {
-			out[i].InformerActive, out[i].Subscribers, out[i].Retained = true, a.subscribers, a.retained
-			a.feed.status(&out[i])
+		if a := active[i]; a.Feed != nil {
+			out[i].InformerActive, out[i].Subscribers, out[i].Retained = true, a.Subscribers, a.Retained
+			l := a.Feed.Levels()
+			out[i].CachedObjects = l.CachedObjects
+			if l.Synced {
+				out[i].HistoryEvents, out[i].HistoryBytes = l.HistoryEvents, l.HistoryBytes
+				out[i].HistoryResourceVersion = strconv.FormatUint(l.HistoryFloorRV, 10)
+				out[i].RetainedResourceVersion, out[i].RetainedSince = strconv.FormatUint(l.RetainedRV, 10), l.RetainedSince
+			}
 			continue
 		}
 		if h.disk != nil {
@@ -282,13 +289,13 @@ func (h *Hub) Config() Config { return h.cfg }
 
 // Close stops every informer; subscriptions end with ErrClosed.
 func (h *Hub) Close() {
-	feeds, ok := h.feeds.close()
+	feeds, ok := h.feeds.Close()
 	if !ok {
 		return
 	}
 	h.counts.close()
 	for _, f := range feeds {
-		f.stop(ErrClosed)
+		f.Stop(ErrClosed)
 	}
 	// The feeds let go of before Close stop by themselves: a failed one
 	// has stopped, an idle one is stopping.
@@ -323,32 +330,39 @@ func (h *Hub) CheckSyntax(s Selector) error {
 // briefly, for what the informer keeps counted: it walks no subscriber
 // and no object.
 func (h *Hub) Stats() []ResourceStats {
-	all := h.feeds.totals()
+	all := h.feeds.Totals()
 	out := make([]ResourceStats, 0, len(all))
 	for gvr, t := range all {
 		rs := ResourceStats{Resource: gvr}
-		if f := t.activity.feed; f != nil {
-			rs.InformerActive, rs.Subscribers = true, t.activity.subscribers
-			f.levels(&rs)
+		if f := t.Activity.Feed; f != nil {
+			rs.InformerActive, rs.Subscribers = true, t.Activity.Subscribers
+			l := f.Levels()
+			rs.CachedObjects = l.CachedObjects
+			rs.HistoryEvents, rs.HistoryBytes = l.HistoryEvents, l.HistoryBytes
+			rs.HistoryOldest, rs.HistoryNewest = l.HistoryOldest, l.HistoryNewest
+			rs.RetainedOldest, rs.DiskPending = l.RetainedSince, l.DiskPending
+			rs.UpstreamProgress, rs.UpstreamFailingSince = l.UpstreamProgress, l.UpstreamFailingSince
+			rs.SubscriberGroups, rs.Filters, rs.Projections = l.SubscriberGroups, l.Filters, l.Projections
+			rs.QueuePeak = l.QueuePeak
 		}
 		// After the feed's lock: the counters include what the feed
 		// counted while it held it (a relist's spill, say), so a caller
 		// that saw its results sees them counted.
-		c := t.counters
-		rs.InformerStarts = c.starts.Load()
-		rs.WatchRestarts = c.watchRestarts.Load()
-		rs.EventsReceived = c.received.Load()
-		rs.EventsSent = c.sent.Load()
-		rs.FellBehind = c.fellBehind.Load()
-		rs.SlowDisconnects = c.slowDisconnects.Load()
-		rs.Recounts = c.recounts.Load()
-		rs.ExpiredTokens = c.expiredTokens.Load()
-		rs.Relists = c.relists.Load()
-		rs.Replays = c.replays.Load()
-		rs.FilterErrors = c.filterErrors.Load()
-		rs.ObjectErrors = c.objectErrors.Load()
-		rs.DiskSpills = c.diskSpills.Load()
-		rs.EvictedForMemory = c.evictedForMemory.Load()
+		c := t.Counters
+		rs.InformerStarts = c.Starts.Load()
+		rs.WatchRestarts = c.WatchRestarts.Load()
+		rs.EventsReceived = c.Received.Load()
+		rs.EventsSent = c.Sent.Load()
+		rs.FellBehind = c.FellBehind.Load()
+		rs.SlowDisconnects = c.SlowDisconnects.Load()
+		rs.Recounts = c.Recounts.Load()
+		rs.ExpiredTokens = c.ExpiredTokens.Load()
+		rs.Relists = c.Relists.Load()
+		rs.Replays = c.Replays.Load()
+		rs.FilterErrors = c.FilterErrors.Load()
+		rs.ObjectErrors = c.ObjectErrors.Load()
+		rs.DiskSpills = c.DiskSpills.Load()
+		rs.EvictedForMemory = c.EvictedForMemory.Load()
 		out = append(out, rs)
 	}
 	return out
@@ -393,7 +407,7 @@ func (h *Hub) prepare(ctx context.Context, s Selector) (upstream.ResourceInfo, *
 		return upstream.ResourceInfo{}, nil, err
 	}
 	if sel.Filter() != nil {
-		sel.CountFilterErrors(&h.feeds.countersFor(info.Resource).filterErrors)
+		sel.CountFilterErrors(&h.feeds.CountersFor(info.Resource).FilterErrors)
 	}
 	return info, sel, nil
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/token"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
@@ -90,7 +91,7 @@ type ManySubscription struct {
 	// Close's wait for them.
 	mu     sync.Mutex
 	closed bool
-	failed ending // ended by the first watch that fails
+	failed feed.Ending // ended by the first watch that fails
 	// failure is the first watch's failure, a *WatchError; set before
 	// failed ends.
 	failure   error
@@ -233,7 +234,7 @@ func (m *ManySubscription) Next(ctx context.Context) (*ManyEvent, error) {
 	select {
 	case it := <-m.items:
 		return m.returned(it.index, it.ev, false), nil
-	case <-m.failed.done():
+	case <-m.failed.Done():
 		return nil, m.failure
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -309,22 +310,22 @@ func (m *ManySubscription) startLive() {
 func (m *ManySubscription) fail(index int, err error) {
 	m.failOnce.Do(func() {
 		m.failure = &WatchError{Index: index, Err: err}
-		m.failed.close()
+		m.failed.Close()
 	})
 }
 
 // Done is closed when a watch can deliver no more (see Subscription.Done);
 // Next then returns Err.
-func (m *ManySubscription) Done() <-chan struct{} { return m.failed.done() }
+func (m *ManySubscription) Done() <-chan struct{} { return m.failed.Done() }
 
 // AfterFail arranges for f to run once Done is closed, as
 // Subscription.AfterFail does.
-func (m *ManySubscription) AfterFail(f func()) (stop func()) { return m.failed.after(f) }
+func (m *ManySubscription) AfterFail(f func()) (stop func()) { return m.failed.After(f) }
 
 // Err returns the first watch's failure, a *WatchError, once Done is
 // closed; otherwise nil.
 func (m *ManySubscription) Err() error {
-	if !m.failed.isEnded() {
+	if !m.failed.IsEnded() {
 		return nil
 	}
 	return m.failure

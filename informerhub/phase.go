@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
+	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/internal/token"
@@ -26,25 +27,25 @@ type initialPhase struct {
 	s      *Subscription
 	cursor *stateCursor
 	start  state.Position
-	clone  *state.Clone // what the cursor walks, counted (lease.clone)
+	clone  *state.Clone // what the cursor walks, counted (Lease.Clone)
 }
 
 // newInitialPhase rolls the state's clone o.tree back to o.start, and walks
 // it; tok, when it is a token of initial events, says how far an earlier
 // subscription got.
-func newInitialPhase(s *Subscription, o *opening, tok *token.Token) *initialPhase {
+func newInitialPhase(s *Subscription, o *feed.Opening, tok *token.Token) *initialPhase {
 	// A clone of an index tree holds only the objects with its label, then
 	// as now.
-	tree, eq := o.tree, o.eq
-	for i := len(o.undo) - 1; i >= 0; i-- {
-		switch r := o.undo[i]; {
+	tree, eq := o.Tree, o.Eq
+	for i := len(o.Undo) - 1; i >= 0; i-- {
+		switch r := o.Undo[i]; {
 		case r.Previous != nil && (eq == nil || eq.CarriedBy(r.Previous)):
 			tree.ReplaceOrInsert(r.Previous)
 		case eq == nil || eq.CarriedBy(r.Object):
 			tree.Delete(r.Object)
 		}
 	}
-	p := &initialPhase{s: s, cursor: newStateCursor(tree, s.lease.sel), start: o.start, clone: s.lease.clone}
+	p := &initialPhase{s: s, cursor: newStateCursor(tree, s.lease.Selector()), start: o.Start, clone: s.lease.Clone()}
 	if tok != nil && tok.Initial && tok.AfterName != "" {
 		p.cursor.skipThrough(&state.Object{Namespace: tok.AfterNamespace, Name: tok.AfterName})
 	}
@@ -60,16 +61,16 @@ func (p *initialPhase) step(ctx context.Context) (*Event, phase, error) {
 		return nil, nil, err
 	}
 	o, done := p.cursor.step()
-	events, vw := &s.lease.feed.events, s.lease.view
+	events, vw := s.lease.Feed().Events(), s.lease.View()
 	switch {
 	case o.obj != nil:
-		ev := events.initial(o.obj, token.Token{Pos: p.start, Initial: true, Selector: s.lease.sel.Fingerprint()}, vw, o.undecided)
+		ev := events.Initial(o.obj, token.Token{Pos: p.start, Initial: true, Selector: s.lease.Selector().Fingerprint()}, vw, o.undecided)
 		return ev, nil, nil
 	case !done:
 		return nil, nil, nil // a scanned batch matched nothing; check ctx again
 	}
-	s.lease.endClone()
-	return events.bookmark(p.start, true, vw.Encoding()), &catchUpPhase{s: s, at: p.start}, nil
+	s.lease.EndClone()
+	return events.Bookmark(p.start, true, vw.Encoding()), &catchUpPhase{s: s, at: p.start}, nil
 }
 
 // catchUpPhase reads a subscription's records straight from its feed's
@@ -109,8 +110,8 @@ func (c *catchUpPhase) step(ctx context.Context) (*Event, phase, error) {
 		// records carry the version before the relist, older than the
 		// objects' own it may have sent.
 		if c.at.Offset == 0 && c.s.quiet.ticked() {
-			f := c.s.lease.feed
-			return f.events.bookmark(c.at, false, c.s.lease.view.Encoding()), nil, nil
+			f := c.s.lease.Feed()
+			return f.Events().Bookmark(c.at, false, c.s.lease.View().Encoding()), nil, nil
 		}
 		batch, diskUpTo, next, err := c.fetch()
 		switch {
@@ -141,11 +142,11 @@ func (c *catchUpPhase) pass() (*Event, error) {
 		c.next++
 		c.at = r.Pos
 		c.eval.Reset()
-		v, undecided := s.lease.sel.Variant(r, &c.eval)
+		v, undecided := s.lease.Selector().Variant(r, &c.eval)
 		if v != state.VariantNone {
-			events := &s.lease.feed.events
-			if ev := events.ofRecord(r, v, s.lease.view); ev != nil {
-				return events.markedOf(r, v, s.lease.view, ev, undecided), nil
+			events := s.lease.Feed().Events()
+			if ev := events.OfRecord(r, v, s.lease.View()); ev != nil {
+				return events.MarkedOf(r, v, s.lease.View(), ev, undecided), nil
 			}
 		}
 	}
@@ -153,7 +154,7 @@ func (c *catchUpPhase) pass() (*Event, error) {
 }
 
 // fetch reads the next batch of records after c.at from the history in
-// memory (lease.fetch, under the feed's lock). When the memory no longer
+// memory (Lease.Fetch, under the feed's lock). When the memory no longer
 // holds them, it returns the position up to which the disk has them, to be
 // read without the lock (the memory keeps every record not yet written); else the phase
 // that follows: live, when there is nothing more to read; a replay, when
@@ -162,17 +163,17 @@ func (c *catchUpPhase) fetch() (batch []*state.Record, diskUpTo uint64, next pha
 	s := c.s
 	// One that fell behind reads slower than the resource type changes: a
 	// replay would only move that load to the API server.
-	batch, diskUpTo, what, err := s.lease.fetch(c.at, catchUpBatch, c.backlog[:0], !c.fromBehind && !s.lease.terms.NeverReplay)
+	batch, diskUpTo, what, err := s.lease.Fetch(c.at, catchUpBatch, c.backlog[:0], !c.fromBehind && !s.lease.Terms().NeverReplay)
 	switch {
 	case err != nil:
 		return nil, 0, nil, s.errOf(err)
-	case what == fetchedBehind:
+	case what == feed.FetchedBehind:
 		return nil, 0, nil, s.leftBehind()
-	case what == fetchedReplay:
+	case what == feed.FetchedReplay:
 		// The history moved past this subscriber while it caught up: what
 		// it needs next is only upstream now.
 		return nil, 0, s.replay(c.at.RV), nil
-	case what == fetchedLive:
+	case what == feed.FetchedLive:
 		return nil, 0, &livePhase{s: s}, nil
 	}
 	return batch, diskUpTo, nil, nil
@@ -181,7 +182,7 @@ func (c *catchUpPhase) fetch() (batch []*state.Record, diskUpTo uint64, next pha
 // readDisk reads a batch of the feed's history on disk after c.at, before
 // upTo.
 func (c *catchUpPhase) readDisk(ctx context.Context, upTo uint64) ([]*state.Record, error) {
-	return c.s.lease.feed.readDisk(ctx, c.at.Seq, upTo, c.backlog[:0])
+	return c.s.lease.Feed().ReadDisk(ctx, c.at.Seq, upTo, c.backlog[:0])
 }
 
 // diskFailed handles a failed read of the disk history: the disk failed,
@@ -192,19 +193,19 @@ func (c *catchUpPhase) readDisk(ctx context.Context, upTo uint64) ([]*state.Reco
 // (inside a relist's batch) expires.
 func (c *catchUpPhase) diskFailed(ctx context.Context, err error) (phase, error) {
 	s := c.s
-	f := s.lease.feed
+	f := s.lease.Feed()
 	switch {
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case !errors.Is(err, historystore.ErrMissing):
-		return nil, readError(f, err)
+		return nil, feed.ReadError(f, err)
 	}
 	switch {
-	case c.fromBehind || s.lease.terms.NeverReplay:
-		s.lease.leaveBehind()
+	case c.fromBehind || s.lease.Terms().NeverReplay:
+		s.lease.LeaveBehind()
 		return nil, s.leftBehind()
 	case c.at.Offset != 0 || c.at.RV == 0:
-		return nil, f.expired(false)
+		return nil, f.Expired(false)
 	}
 	return s.replay(c.at.RV), nil
 }
@@ -217,9 +218,9 @@ type livePhase struct{ s *Subscription }
 
 func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 	s := p.s
-	m, f := &s.lease.member, s.lease.feed
+	m, f := s.lease.Member(), s.lease.Feed()
 	for {
-		if s.lease.failed.isEnded() {
+		if s.lease.Failed().IsEnded() {
 			// Checked first so a subscriber that failed stops at once.
 			return nil, nil, s.Err()
 		}
@@ -228,10 +229,10 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 			return nil, nil, err
 		}
 		select {
-		case <-f.stopped:
+		case <-f.Stopped():
 			// Its feed fails its subscribers as it stops; this is for one
-			// that broke stopping (feed.stopAfterPanic).
-			return nil, nil, f.err
+			// that broke stopping (feed.Feed.stopAfterPanic).
+			return nil, nil, f.Err()
 		default:
 		}
 		// Read before the queue: once behind is set nothing more is
@@ -241,11 +242,11 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 		d, ok := m.Pop()
 		if ok {
 			v := d.Variant &^ state.UndecidedFlag
-			if ev := f.events.ofRecord(d.Record, v, s.lease.view); ev != nil {
+			if ev := f.Events().OfRecord(d.Record, v, s.lease.View()); ev != nil {
 				if d.Variant&state.UndecidedFlag != 0 {
 					// Cached on the objects: looked up, rarely evaluated again.
-					_, undecided := s.lease.sel.Variant(d.Record, nil)
-					ev = f.events.markedOf(d.Record, v, s.lease.view, ev, undecided)
+					_, undecided := s.lease.Selector().Variant(d.Record, nil)
+					ev = f.Events().MarkedOf(d.Record, v, s.lease.View(), ev, undecided)
 				}
 				return ev, nil, nil
 			}
@@ -257,14 +258,14 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 		// fell behind. Checked before every wait, so a wait on an empty
 		// queue never misses the switch (behind is only set on a full one).
 		if behind {
-			return nil, &catchUpPhase{s: s, at: s.lease.fellBehindAt(), fromBehind: true}, nil
+			return nil, &catchUpPhase{s: s, at: s.lease.FellBehindAt(), fromBehind: true}, nil
 		}
 		if s.quiet.ticked() {
 			// Everything up to the feed's position has been dispatched;
 			// if none of it is waiting here, this subscriber has it all.
-			pos, pending := s.lease.quietAt()
+			pos, pending := s.lease.QuietAt()
 			if pending == 0 && !m.IsBehind() {
-				return f.events.bookmark(pos, false, s.lease.view.Encoding()), nil, nil
+				return f.Events().Bookmark(pos, false, s.lease.View().Encoding()), nil, nil
 			}
 		}
 		// Two cases, not one per cause: failures, deliveries and ticks

@@ -15,6 +15,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/budget"
 	"github.com/informerhub/informerhub/informerhub/internal/event"
+	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/internal/token"
@@ -67,13 +68,10 @@ type replay struct {
 	// of the hub's replay budget (Config.MaxReplayStateBytes), given back
 	// when the replay ends.
 	stateful   bool
-	state      map[objectKey]replayEntry
+	state      map[state.Key]replayEntry
 	stateBytes budget.Share
 	eval       selection.Evaluation // the scratch of the filter's evaluations
 }
-
-// objectKey names an object of a resource type.
-type objectKey struct{ namespace, name string }
 
 // replayEntry is what a stateful replay knows of an object of the upstream
 // selection: whether the subscription's whole selector (its filter
@@ -88,16 +86,16 @@ type replayEntry struct {
 }
 
 // size is what an entry counts against the replay budget.
-func (e replayEntry) size(k objectKey) int64 {
-	return int64(len(e.json)+len(k.namespace)+len(k.name)) + 64
+func (e replayEntry) size(k state.Key) int64 {
+	return int64(len(e.json)+len(k.Namespace)+len(k.Name)) + 64
 }
 
 func newReplay(s *Subscription, rv uint64) *replay {
-	r := &replay{s: s, upstream: newReplayWatch(s.hub, s.lease.feed, s.lease.terms.Owner), rv: rv}
+	r := &replay{s: s, upstream: newReplayWatch(s.hub, s.lease.Feed(), s.lease.Terms().Owner), rv: rv}
 	// Before the replay is shared (Close calls end): a stateless one holds
 	// nothing, and may turn stateful (plan).
 	r.stateBytes.Init(s.hub.replays.bytes, false)
-	r.plan(s.lease.sel.UpstreamQuery(true))
+	r.plan(s.lease.Selector().UpstreamQuery(true))
 	return r
 }
 
@@ -107,7 +105,7 @@ func newReplay(s *Subscription, rv uint64) *replay {
 func (r *replay) plan(q selection.UpstreamQuery) {
 	r.query = q
 	r.upstream.query(q)
-	vw := r.s.lease.view
+	vw := r.s.lease.View()
 	r.stateful = r.stateful || q.Stateful || vw.Projection() != nil || vw.IncludePrevious()
 }
 
@@ -121,9 +119,9 @@ func (r *replay) refused(err error) bool {
 	if !errors.As(err, &refused) || r.query.FieldSelector == "" {
 		return false
 	}
-	r.s.lease.feed.log.Info("the API server refuses a field selector the hub serves; the replay evaluates it in the hub",
+	r.s.lease.Feed().Log().Info("the API server refuses a field selector the hub serves; the replay evaluates it in the hub",
 		"selector", r.s.describe(), "error", err)
-	r.plan(r.s.lease.sel.UpstreamQuery(false))
+	r.plan(r.s.lease.Selector().UpstreamQuery(false))
 	return true
 }
 
@@ -155,7 +153,7 @@ func (r *replay) refusedSelector(err error) error {
 	if !errors.As(err, &refused) {
 		return err
 	}
-	return &ResourceError{Resource: r.s.lease.feed.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, refused.err)}
+	return &ResourceError{Resource: r.s.lease.Feed().Info().Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, refused.err)}
 }
 
 // step returns the next change of the replay (or a bookmark); or, once the
@@ -165,7 +163,7 @@ func (r *replay) refusedSelector(err error) error {
 func (r *replay) step(ctx context.Context) (*Event, phase, error) {
 	ev, next, err := r.next(ctx)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrSubscriptionClosed) {
-		r.s.lease.fail(err)
+		r.s.lease.Fail(err)
 		err = r.s.Err()
 		r.stop()
 	}
@@ -174,7 +172,7 @@ func (r *replay) step(ctx context.Context) (*Event, phase, error) {
 
 func (r *replay) next(ctx context.Context) (*Event, phase, error) {
 	s := r.s
-	f := s.lease.feed
+	f := s.lease.Feed()
 	for {
 		next, advanced, err := r.poll()
 		if err != nil {
@@ -212,13 +210,13 @@ func (r *replay) next(ctx context.Context) (*Event, phase, error) {
 			// As on a live stream: a quiet replay gets a bookmark, at the
 			// version it has reached, every interval.
 			if s.quiet.ticked() {
-				return f.events.bookmark(state.Position{RV: r.rv}, false, s.lease.view.Encoding()), nil, nil
+				return f.Events().Bookmark(state.Position{RV: r.rv}, false, s.lease.View().Encoding()), nil, nil
 			}
 		case <-advanced:
-		case <-s.lease.failed.done():
+		case <-s.lease.Failed().Done():
 			return nil, nil, s.Err()
-		case <-f.stopped:
-			return nil, nil, f.err
+		case <-f.Stopped():
+			return nil, nil, f.Err()
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		}
@@ -230,7 +228,7 @@ func (r *replay) next(ctx context.Context) (*Event, phase, error) {
 // history now holds every selected change after the version it reached;
 // else a channel closed when the feed's position next moves.
 func (r *replay) poll() (next phase, advanced <-chan struct{}, err error) {
-	at, ok, advanced, ended := r.s.lease.pollReplay(r.rv)
+	at, ok, advanced, ended := r.s.lease.PollReplay(r.rv)
 	switch {
 	case ended != nil:
 		return nil, nil, r.s.errOf(ended)
@@ -243,7 +241,7 @@ func (r *replay) poll() (next phase, advanced <-chan struct{}, err error) {
 // join returns the catch-up that continues the replay if the history holds
 // every selected change after rv; the caller stops the replay then.
 func (r *replay) join(rv uint64) phase {
-	if at, ok := r.s.lease.rejoin(rv); ok {
+	if at, ok := r.s.lease.Rejoin(rv); ok {
 		return r.catchUpAt(at)
 	}
 	return nil
@@ -259,11 +257,11 @@ func (r *replay) catchUpAt(at state.Position) phase {
 // reopen waits before the next watch when the last one ended (see
 // replayWatch.reopenDelay), unless the subscription ends first.
 func (r *replay) reopen(ctx context.Context) error {
-	s, f := r.s, r.s.lease.feed
+	s, f := r.s, r.s.lease.Feed()
 	r.upstream.closeWatch()
 	delay, retry := r.upstream.reopenDelay()
 	if !retry {
-		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
+		return &ResourceError{Resource: f.Info().Resource, Err: fmt.Errorf(
 			"%w: the API server keeps ending the watches that replay from resourceVersion %d", ErrUnavailable, r.rv)}
 	}
 	if delay == 0 {
@@ -274,10 +272,10 @@ func (r *replay) reopen(ctx context.Context) error {
 	select {
 	case <-timer.C:
 		return nil
-	case <-s.lease.failed.done():
+	case <-s.lease.Failed().Done():
 		return s.Err()
-	case <-f.stopped:
-		return f.err
+	case <-f.Stopped():
+		return f.Err()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -286,7 +284,7 @@ func (r *replay) reopen(ctx context.Context) error {
 // replayed handles one upstream event; it returns the Event to pass on, if
 // any, or the catch-up that follows once the history continues it.
 func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
-	f := r.s.lease.feed
+	f := r.s.lease.Feed()
 	switch e.Type {
 	case watch.Error:
 		return nil, nil, r.upstream.apiError(apierrors.FromObject(e.Object))
@@ -305,7 +303,7 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 	}
 	o, err := state.NewObject(e.Object)
 	if err != nil {
-		return nil, nil, &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
+		return nil, nil, &ResourceError{Resource: f.Info().Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
 	}
 	if o.RV <= r.rv {
 		return nil, nil, nil // not after the token (a watch reopened at its own last version)
@@ -327,8 +325,8 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 		ResourceVersion: strconv.FormatUint(o.RV, 10),
 		Object:          o.JSON,
 		// A token of no feed instance: any hub places it by resourceVersion.
-		ResumeToken: f.events.token(token.Token{Pos: state.Position{RV: o.RV}}),
-		Encoding:    r.s.lease.view.Encoding(),
+		ResumeToken: f.Events().Token(token.Token{Pos: state.Position{RV: o.RV}}),
+		Encoding:    r.s.lease.View().Encoding(),
 	}
 	switch e.Type {
 	case watch.Added:
@@ -344,15 +342,15 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 			return nil, nil, err // nothing for this subscriber, or no room for its state
 		}
 	}
-	return f.events.encoded(ev), nil, nil
+	return f.Events().Encoded(ev), nil, nil
 }
 
 // statefully turns an upstream change into what the subscriber would have
 // received live (see replay), and reports whether it receives anything. ev
 // holds the upstream change; o is its object.
 func (r *replay) statefully(ev *Event, o *state.Object) (bool, error) {
-	vw, events := r.s.lease.view, &r.s.lease.feed.events
-	key := objectKey{o.Namespace, o.Name}
+	vw, events := r.s.lease.View(), r.s.lease.Feed().Events()
+	key := state.Key{Namespace: o.Namespace, Name: o.Name}
 	prev, had := r.state[key]
 	cur := replayEntry{}
 	if ev.Type != EventDeleted {
@@ -392,17 +390,17 @@ func (r *replay) statefully(ev *Event, o *state.Object) (bool, error) {
 	case cur.selected:
 		ev.Type, ev.Object = EventAdded, cur.json
 	case prev.selected && ev.Type == EventDeleted:
-		last, err := events.project(vw, o.JSON) // the API server's last state
+		last, err := events.Project(vw, o.JSON) // the API server's last state
 		if err != nil {
-			return false, event.Failure(events.failed(ev, o, err))
+			return false, event.Failure(events.Failed(ev, o, err))
 		}
 		ev.Object = last
 	case prev.selected:
 		// It stopped matching the filter: as live, its last matching state
 		// at the version of the change.
-		last, err := atVersion(prev.json, ev.ResourceVersion)
+		last, err := feed.AtVersion(prev.json, ev.ResourceVersion)
 		if err != nil {
-			return false, event.Failure(events.failed(ev, o, err))
+			return false, event.Failure(events.Failed(ev, o, err))
 		}
 		ev.Type, ev.Object = EventDeleted, last
 	default:
@@ -419,8 +417,8 @@ func (r *replay) statefully(ev *Event, o *state.Object) (bool, error) {
 // listState fills r.state with the upstream selection as it was at r.rv.
 // A LIST that fails gives back what it took of the budget.
 func (r *replay) listState(ctx context.Context) error {
-	f := r.s.lease.feed
-	objects := map[objectKey]replayEntry{}
+	f := r.s.lease.Feed()
+	objects := map[state.Key]replayEntry{}
 	held := r.stateBytes.Held()
 	defer func() {
 		if r.state == nil {
@@ -435,7 +433,7 @@ func (r *replay) listState(ctx context.Context) error {
 		if err == nil || errors.As(err, &limit) || errors.As(err, &refused) || errors.As(err, &unsendable) {
 			return err
 		}
-		return &ResourceError{Resource: f.info.Resource, Err: err}
+		return &ResourceError{Resource: f.Info().Resource, Err: err}
 	})
 	if err != nil {
 		return err
@@ -446,7 +444,7 @@ func (r *replay) listState(ctx context.Context) error {
 
 // take adds an object of the upstream selection to state, within the
 // replay budget.
-func (r *replay) take(objects map[objectKey]replayEntry, obj runtime.Object) error {
+func (r *replay) take(objects map[state.Key]replayEntry, obj runtime.Object) error {
 	o, err := state.NewObject(obj)
 	if err != nil {
 		return fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)
@@ -458,7 +456,7 @@ func (r *replay) take(objects map[objectKey]replayEntry, obj runtime.Object) err
 	if !e.selected {
 		return nil // no entry: not selected
 	}
-	k := objectKey{o.Namespace, o.Name}
+	k := state.Key{Namespace: o.Namespace, Name: o.Name}
 	if !r.stateBytes.Add(e.size(k)) {
 		return r.budgetError(e.size(k))
 	}
@@ -471,14 +469,14 @@ func (r *replay) take(objects map[objectKey]replayEntry, obj runtime.Object) err
 func (r *replay) entryOf(o *state.Object) (replayEntry, error) {
 	s := r.s
 	r.eval.Reset()
-	v := s.lease.sel.Matches(o, &r.eval)
+	v := s.lease.Selector().Matches(o, &r.eval)
 	if !v.Match {
 		return replayEntry{}, nil
 	}
-	events := &s.lease.feed.events
-	json, err := events.project(s.lease.view, o.JSON)
+	events := s.lease.Feed().Events()
+	json, err := events.Project(s.lease.View(), o.JSON)
 	if err != nil {
-		return replayEntry{}, event.Failure(events.failed(&Event{}, o, err))
+		return replayEntry{}, event.Failure(events.Failed(&Event{}, o, err))
 	}
 	return replayEntry{selected: true, json: json, undecided: v.Undecided}, nil
 }
@@ -488,11 +486,11 @@ func (r *replay) entryOf(o *state.Object) (replayEntry, error) {
 // replays hold the rest (a LimitError: retry later), or ever (the token is
 // expired for this hub: start over from a snapshot, which holds nothing).
 func (r *replay) budgetError(n int64) error {
-	f := r.s.lease.feed
+	f := r.s.lease.Feed()
 	if r.stateBytes.Held()+n > r.stateBytes.Budget().Max() {
-		return &ExpiredError{Resource: f.info.Resource, TooLarge: true}
+		return &ExpiredError{Resource: f.Info().Resource, TooLarge: true}
 	}
-	return &LimitError{Resource: f.info.Resource, Limit: LimitReplayState, Max: int(r.s.hub.cfg.MaxReplayStateBytes)}
+	return &LimitError{Resource: f.Info().Resource, Limit: LimitReplayState, Max: int(r.s.hub.cfg.MaxReplayStateBytes)}
 }
 
 // end ends the replay's upstream watch, which gives back its replay slot,

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/budget"
+	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
@@ -28,7 +29,7 @@ import (
 // replay's life (replayLimits).
 type replayWatch struct {
 	hub  *Hub
-	feed *feed
+	feed *feed.Feed
 	// lw lists and watches the query's namespace; opts holds its label and
 	// field selectors (ResourceVersion is set per call). Set by query.
 	lw    cache.ListerWatcherWithContext
@@ -67,7 +68,7 @@ const (
 
 // newReplayWatch returns a replay's upstream side; query sets what it asks
 // for before it opens.
-func newReplayWatch(h *Hub, f *feed, owner string) *replayWatch {
+func newReplayWatch(h *Hub, f *feed.Feed, owner string) *replayWatch {
 	ctx, cancel := context.WithCancel(h.ctx)
 	return &replayWatch{hub: h, feed: f, owner: owner, ctx: ctx, cancel: cancel}
 }
@@ -77,9 +78,9 @@ func (u *replayWatch) query(q selection.UpstreamQuery) {
 	timeout := int64(replayWatchTimeout)
 	u.opts = metav1.ListOptions{AllowWatchBookmarks: true, TimeoutSeconds: &timeout,
 		LabelSelector: q.LabelSelector, FieldSelector: q.FieldSelector}
-	lw := u.feed.lw
+	lw := u.feed.ListerWatcher()
 	if q.Namespace != "" {
-		lw = u.hub.source.ListerWatcher(u.feed.info, q.Namespace)
+		lw = u.hub.source.ListerWatcher(u.feed.Info(), q.Namespace)
 	}
 	u.lw = cache.ToListerWatcherWithContext(lw)
 }
@@ -153,7 +154,7 @@ func (u *replayWatch) list(ctx context.Context, rv uint64, each func(runtime.Obj
 			if eachErr != nil {
 				return eachErr
 			}
-			return &ResourceError{Resource: u.feed.info.Resource, Err: err}
+			return &ResourceError{Resource: u.feed.Info().Resource, Err: err}
 		}
 		m, err := meta.ListAccessor(list)
 		if err != nil {
@@ -284,9 +285,9 @@ func (u *replayWatch) apiError(err error) error {
 		return nil
 	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
 		// The one answer that means the version is gone for good.
-		return f.expired(true)
+		return f.Expired(true)
 	case apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge):
-		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf(
+		return &ResourceError{Resource: f.Info().Resource, Err: fmt.Errorf(
 			"%w: the API server has not reached the token's resourceVersion yet; retry shortly", ErrTokenAhead)}
 	case apierrors.IsBadRequest(err) && refusesFieldSelector(err):
 		// The API server refuses the field selector it was given (a field
@@ -295,7 +296,7 @@ func (u *replayWatch) apiError(err error) error {
 		// server's refusal to serve the replay.
 		return &selectorRefusedError{err: err}
 	}
-	return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
+	return &ResourceError{Resource: f.Info().Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
 }
 
 // refusesFieldSelector reports whether a 400 Bad Request refuses a field
@@ -322,11 +323,11 @@ func (e *selectorRefusedError) Unwrap() error { return e.err }
 // until this feed catches up, but one no API server has reached yet is
 // refused rather than watched for.
 func (u *replayWatch) checkNotAhead(ctx context.Context, rv uint64) error {
-	list, err := cache.ToListerWatcherWithContext(u.feed.lw).ListWithContext(ctx, metav1.ListOptions{Limit: 1})
+	list, err := cache.ToListerWatcherWithContext(u.feed.ListerWatcher()).ListWithContext(ctx, metav1.ListOptions{Limit: 1})
 	var refused *selectorRefusedError
 	if err = u.apiError(err); errors.As(err, &refused) {
 		// It asked for no selector: it cannot serve the replay.
-		err = &ResourceError{Resource: u.feed.info.Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, refused.err)}
+		err = &ResourceError{Resource: u.feed.Info().Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, refused.err)}
 	}
 	if err != nil {
 		return err
@@ -340,7 +341,7 @@ func (u *replayWatch) checkNotAhead(ctx context.Context, rv uint64) error {
 		return u.apiError(err)
 	}
 	if rv > current {
-		return &ResourceError{Resource: u.feed.info.Resource, Err: fmt.Errorf(
+		return &ResourceError{Resource: u.feed.Info().Resource, Err: fmt.Errorf(
 			"%w: the token is at resourceVersion %d, the API server at %d", ErrTokenAhead, rv, current)}
 	}
 	return nil

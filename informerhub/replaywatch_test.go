@@ -2,11 +2,15 @@ package informerhub
 
 import (
 	"errors"
+	"log/slog"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/informerhub/informerhub/informerhub/internal/feed"
+	"github.com/informerhub/informerhub/informerhub/internal/memory"
+	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
@@ -16,7 +20,10 @@ import (
 // server's refusal to serve the replay, UNAVAILABLE, and blames no part of
 // the client's request.
 func TestAReplayDropsOnlyARefusedFieldSelector(t *testing.T) {
-	u := &replayWatch{feed: &feed{info: upstream.ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}}}
+	log := slog.New(slog.DiscardHandler)
+	deps := &feed.Deps{Log: log, Memory: memory.New(1<<30, log, nil), Limits: &selection.Limits{}}
+	info := upstream.ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
+	u := &replayWatch{feed: feed.New(deps, info, &feed.Counters{})}
 	for _, tc := range []struct {
 		err     error
 		refused bool

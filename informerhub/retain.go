@@ -42,25 +42,25 @@ func retain(h *Hub, name string) {
 			}
 			continue
 		}
-		e, err := h.feeds.take(info)
+		e, err := h.feeds.Take(info)
 		if err != nil {
 			return // closed
 		}
-		h.feeds.retain(e, 1)
+		h.feeds.Retain(e, 1)
 		log.Info("retaining the resource type's history", "resource", upstream.FormatResource(info.Resource))
-		f := e.feed
+		f := e.Feed()
 		select {
-		case <-f.ready.synced:
+		case <-f.Synced():
 			backoff = time.Second
-		case <-f.stopped:
+		case <-f.Stopped():
 		case <-h.ctx.Done():
 		}
 		select {
-		case <-f.stopped:
+		case <-f.Stopped():
 		case <-h.ctx.Done():
 		}
-		h.feeds.retain(e, -1)
-		h.feeds.release(e)
+		h.feeds.Retain(e, -1)
+		h.feeds.Release(e)
 		if h.ctx.Err() != nil || !wait() {
 			return
 		}

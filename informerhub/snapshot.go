@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/informerhub/informerhub/informerhub/internal/event"
+	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/internal/token"
@@ -19,8 +20,8 @@ import (
 // a page is being read.
 type Snapshot struct {
 	hub    *Hub
-	entry  *feedEntry
-	feed   *feed
+	entry  *feed.Entry
+	feed   *feed.Feed
 	proj   *projection.Projection // nil: whole objects
 	cursor *stateCursor
 	// clone is the state clone the cursor walks, counted until the last
@@ -33,14 +34,14 @@ type Snapshot struct {
 }
 
 // newSnapshot clones the state of the entry's feed for sel.
-func newSnapshot(h *Hub, entry *feedEntry, sel *selection.Selector, proj *projection.Projection) (*Snapshot, error) {
-	f := entry.feed
-	tree, pos, build, clone, err := f.cloneFor(sel)
+func newSnapshot(h *Hub, entry *feed.Entry, sel *selection.Selector, proj *projection.Projection) (*Snapshot, error) {
+	f := entry.Feed()
+	tree, pos, build, clone, err := f.CloneFor(sel)
 	if err != nil {
 		return nil, err
 	}
 	if build != nil {
-		tree, _ = f.buildIndex(build, tree)
+		tree, _ = f.BuildIndex(build, tree)
 	}
 	s := &Snapshot{
 		hub:             h,
@@ -48,7 +49,7 @@ func newSnapshot(h *Hub, entry *feedEntry, sel *selection.Selector, proj *projec
 		feed:            f,
 		proj:            proj,
 		cursor:          newStateCursor(tree, sel),
-		resumeToken:     f.events.token(token.Token{Pos: pos}),
+		resumeToken:     f.Events().Token(token.Token{Pos: pos}),
 		resourceVersion: strconv.FormatUint(pos.RV, 10),
 	}
 	s.clone.Store(clone)
@@ -108,7 +109,7 @@ func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 		if s.proj != nil {
 			projected, err := s.proj.Apply(o.JSONBytes())
 			if err != nil {
-				return Page{}, event.Failure(s.feed.events.failed(&Event{}, o, fmt.Errorf("projecting it: %w", err)))
+				return Page{}, event.Failure(s.feed.Events().Failed(&Event{}, o, fmt.Errorf("projecting it: %w", err)))
 			}
 			json = string(projected)
 		}
@@ -141,13 +142,13 @@ func (s *Snapshot) closeClone() {
 	if c == nil {
 		return
 	}
-	s.feed.closeClone(c)
+	s.feed.CloseClone(c)
 }
 
 // Close releases the snapshot's informer.
 func (s *Snapshot) Close() {
 	s.closeOnce.Do(func() {
 		s.closeClone()
-		s.hub.feeds.release(s.entry)
+		s.hub.feeds.Release(s.entry)
 	})
 }

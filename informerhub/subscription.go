@@ -10,6 +10,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/informerhub/internal/event"
+	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/token"
 )
@@ -39,7 +40,7 @@ import (
 //     history no longer holds its position by the time it reads on.
 type Subscription struct {
 	hub   *Hub
-	lease lease
+	lease feed.Lease
 	// wake has a token when Next, waiting, has something to look at: a
 	// delivery queued, the subscription failed, a tick of its bookmark
 	// clock. One channel rather than one per cause: a goroutine waiting in
@@ -59,60 +60,60 @@ type Subscription struct {
 // the token's. A token the history cannot place is replayed from the API
 // server, whose watch opens here, bounded by ctx, so that a version the API
 // server no longer has is refused before the subscription starts.
-func subscribe(ctx context.Context, h *Hub, entry *feedEntry, p *watchParams) (*Subscription, error) {
+func subscribe(ctx context.Context, h *Hub, entry *feed.Entry, p *watchParams) (*Subscription, error) {
 	s := &Subscription{hub: h, wake: make(chan struct{}, 1)}
-	s.lease.init(entry, p.sel, LeaseTerms{Projection: p.proj, IncludePrevious: p.includePrevious, Encoding: p.encoding,
+	s.lease.Init(entry, p.sel, feed.LeaseTerms{Projection: p.proj, IncludePrevious: p.includePrevious, Encoding: p.encoding,
 		Owner: p.owner, NeverReplay: p.neverReplay, Woken: p.woken}, s.wake)
 	tok := p.tok
 	initial := p.sendInitialEvents || (tok != nil && tok.Initial)
-	o, how, err := s.lease.open(tok, initial)
+	o, how, err := s.lease.Open(tok, initial)
 	if err != nil {
 		return nil, err
 	}
 	switch how {
-	case openedLive:
+	case feed.OpenedLive:
 		s.phase = &livePhase{s: s}
-	case openedReplay:
-		s.phase = s.replay(o.start.RV)
+	case feed.OpenedReplay:
+		s.phase = s.replay(o.Start.RV)
 	}
-	f := s.lease.feed
-	if o.build != nil {
-		o.tree, o.eq = f.buildIndex(o.build, o.tree)
+	f := s.lease.Feed()
+	if o.Build != nil {
+		o.Tree, o.Eq = f.BuildIndex(o.Build, o.Tree)
 	}
 	if err := s.open(ctx, &o, p.lazyReplay); err != nil {
 		s.abandon()
 		return nil, err
 	}
 	switch {
-	case initial: // lease.open gives a phase only to the others
+	case initial: // Lease.Open gives a phase only to the others
 		s.phase = newInitialPhase(s, &o, tok)
 	case s.phase == nil: // neither live nor replaying yet
-		s.phase = &catchUpPhase{s: s, at: o.start}
+		s.phase = &catchUpPhase{s: s, at: o.Start}
 	}
 	var startToken string
 	switch {
 	case tok != nil && (tok.Initial || !initial):
 		// Resuming: the token the client holds stays its resume point
 		// until it receives something newer.
-		startToken = f.events.token(*tok)
+		startToken = f.Events().Token(*tok)
 	case initial:
-		startToken = f.events.token(token.Token{Pos: o.start, Initial: true, Selector: s.lease.sel.Fingerprint()})
+		startToken = f.Events().Token(token.Token{Pos: o.Start, Initial: true, Selector: s.lease.Selector().Fingerprint()})
 	default:
-		startToken = f.events.token(token.Token{Pos: o.start})
+		startToken = f.Events().Token(token.Token{Pos: o.Start})
 	}
 	s.lastToken.Store(&startToken)
 	s.quiet.start(s.hub.cfg.BookmarkInterval/2, s.wake)
 	return s, nil
 }
 
-// open finishes what lease.open started, without the feed's lock: it opens
+// open finishes what Lease.Open started, without the feed's lock: it opens
 // a replay's upstream watch, and places a token among the disk's records,
 // which never change once written.
-func (s *Subscription) open(ctx context.Context, o *opening, lazyReplay bool) error {
-	f := s.lease.feed
+func (s *Subscription) open(ctx context.Context, o *feed.Opening, lazyReplay bool) error {
+	f := s.lease.Feed()
 	if r, ok := s.phase.(*replay); ok {
 		var err error
-		if o.ahead {
+		if o.Ahead {
 			err = r.upstream.checkNotAhead(ctx, r.rv)
 		}
 		if err == nil && (!lazyReplay || r.upstream.tryAcquire()) {
@@ -123,16 +124,16 @@ func (s *Subscription) open(ctx context.Context, o *opening, lazyReplay bool) er
 			return err
 		}
 	}
-	if o.loc.searchUpTo != 0 {
-		seq, err := f.findOnDisk(ctx, o.loc.searchFrom, o.loc.searchUpTo, o.start.RV)
+	if o.Loc.SearchUpTo != 0 {
+		seq, err := f.FindOnDisk(ctx, o.Loc.SearchFrom, o.Loc.SearchUpTo, o.Start.RV)
 		switch {
-		case errors.Is(err, historystore.ErrMissing) && o.replayable:
-			// Retention deleted where the token continues since lease.open
+		case errors.Is(err, historystore.ErrMissing) && o.Replayable:
+			// Retention deleted where the token continues since Lease.Open
 			// placed it: as for a token the memory no longer reaches, the
 			// API server answers (exactly, or 410: OUT_OF_RANGE).
-			r := s.replay(o.start.RV)
+			r := s.replay(o.Start.RV)
 			s.phase = r
-			o.loc = located{}
+			o.Loc = feed.Located{}
 			if lazyReplay && !r.upstream.tryAcquire() {
 				return nil // its first step opens it
 			}
@@ -142,15 +143,15 @@ func (s *Subscription) open(ctx context.Context, o *opening, lazyReplay bool) er
 			}
 			return nil
 		case err != nil:
-			return readError(f, err)
+			return feed.ReadError(f, err)
 		}
-		o.start.Seq = seq
+		o.Start.Seq = seq
 	}
 	return nil
 }
 
 // abandon gives back what a subscription that could not start took.
-func (s *Subscription) abandon() { s.lease.abandon() }
+func (s *Subscription) abandon() { s.lease.Abandon() }
 
 // replay makes the subscription replay from rv, and returns the replay;
 // its watch opens on the next step, unless subscribe opens it first.
@@ -158,7 +159,7 @@ func (s *Subscription) abandon() { s.lease.abandon() }
 // opened; the lease then counts it and keeps its end for Close.
 func (s *Subscription) replay(rv uint64) *replay {
 	r := newReplay(s, rv)
-	s.lease.startReplay(r.end)
+	s.lease.StartReplay(r.end)
 	return r
 }
 
@@ -178,7 +179,7 @@ func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 			return nil, err
 		}
 		if ev != nil && event.Failure(ev) != nil {
-			s.lease.fail(event.Failure(ev))
+			s.lease.Fail(event.Failure(ev))
 			return nil, s.Err()
 		}
 		if ev != nil {
@@ -190,7 +191,7 @@ func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 // sent records ev as the last event returned.
 func (s *Subscription) sent(ev *Event) *Event {
 	s.lastToken.Store(&ev.ResumeToken)
-	s.lease.feed.counters.sent.Add(1)
+	s.lease.Feed().Counters().Sent.Add(1)
 	s.quiet.reset()
 	return ev
 }
@@ -198,10 +199,10 @@ func (s *Subscription) sent(ev *Event) *Event {
 // stoppedOrCanceled is the check of the phases that do not wait on
 // channels.
 func (s *Subscription) stoppedOrCanceled(ctx context.Context) error {
-	f := s.lease.feed
+	f := s.lease.Feed()
 	select {
-	case <-f.stopped:
-		return f.err
+	case <-f.Stopped():
+		return f.Err()
 	case <-ctx.Done():
 		return ctx.Err()
 	default:
@@ -212,18 +213,18 @@ func (s *Subscription) stoppedOrCanceled(ctx context.Context) error {
 // errOf is what the subscription returns for a failure of its lease:
 // falling behind the history becomes a *TooSlowError with its last token.
 func (s *Subscription) errOf(err error) error {
-	if err == errLeftBehind {
-		return &TooSlowError{Resource: s.lease.feed.info.Resource, ResumeToken: s.ResumeToken()}
+	if err == feed.ErrLeftBehind {
+		return &TooSlowError{Resource: s.lease.Feed().Info().Resource, ResumeToken: s.ResumeToken()}
 	}
 	return err
 }
 
 // leftBehind says that the subscription's lease left it behind
-// (lease.leaveBehindLocked) for reading slower than its resource type
+// (feed.Lease.leaveBehindLocked) for reading slower than its resource type
 // changes, and returns what the caller gets.
 func (s *Subscription) leftBehind() error {
-	if !s.lease.terms.NeverReplay { // a counter's counts afresh: nobody is disconnected
-		s.lease.feed.log.Warn("subscriber fell further behind than the history; disconnecting it", "selector", s.describe())
+	if !s.lease.Terms().NeverReplay { // a counter's counts afresh: nobody is disconnected
+		s.lease.Feed().Log().Warn("subscriber fell further behind than the history; disconnecting it", "selector", s.describe())
 	}
 	return s.Err()
 }
@@ -232,29 +233,29 @@ func (s *Subscription) leftBehind() error {
 // further than the history, its informer stopped, or it was closed. Next
 // then returns Err. A caller blocked elsewhere (in a send to a client that
 // stopped reading) can watch Done to give up on that client.
-func (s *Subscription) Done() <-chan struct{} { return s.lease.failed.done() }
+func (s *Subscription) Done() <-chan struct{} { return s.lease.Failed().Done() }
 
 // Handed tells the subscription that its transport has taken the event
 // Next returned last, encoded, and is about to write it: the writes of its
 // connection need not wait for it any longer (see Woken). Without it, Next
 // says so itself when called again. Call it from the goroutine that calls
 // Next.
-func (s *Subscription) Handed() { s.lease.member.Handed() }
+func (s *Subscription) Handed() { s.lease.Member().Handed() }
 
 // AfterFail arranges for f to run, in its own goroutine, once Done is
 // closed (at once if it is), as context.AfterFunc does for a context; stop
 // cancels that. A caller blocked elsewhere, in a send to a client that
 // stopped reading, learns of the failure without a goroutine waiting on
 // Done.
-func (s *Subscription) AfterFail(f func()) (stop func()) { return s.lease.failed.after(f) }
+func (s *Subscription) AfterFail(f func()) (stop func()) { return s.lease.Failed().After(f) }
 
 // Err returns why the subscription failed, once Done is closed; otherwise
 // nil.
 func (s *Subscription) Err() error {
-	if !s.lease.failed.isEnded() {
+	if !s.lease.Failed().IsEnded() {
 		return nil
 	}
-	return s.errOf(s.lease.failure)
+	return s.errOf(s.lease.Failure())
 }
 
 // ResumeToken returns the token of the last event Next returned, or the one
@@ -265,17 +266,17 @@ func (s *Subscription) ResumeToken() string { return *s.lastToken.Load() }
 // A Next blocked in another goroutine returns ErrSubscriptionClosed.
 func (s *Subscription) Close() {
 	s.closeOnce.Do(func() {
-		if cancelReplay := s.lease.close(); cancelReplay != nil {
+		if cancelReplay := s.lease.Close(); cancelReplay != nil {
 			cancelReplay()
 		}
 		s.quiet.stop()
-		s.hub.feeds.release(s.lease.entry)
+		s.hub.feeds.Release(s.lease.Entry())
 	})
 }
 
 // describe says what the subscription selects, for a log line.
 func (s *Subscription) describe() string {
-	sel, vw := s.lease.sel, s.lease.view
+	sel, vw := s.lease.Selector(), s.lease.View()
 	desc := fmt.Sprintf("namespace=%q labels=%q fields=%q", sel.Namespace(), selection.Canonical(sel.Labels()), selection.Canonical(sel.Fields()))
 	if sel.Shard() != nil {
 		desc += fmt.Sprintf(" shard=%q", selection.Truncate(sel.Shard().String()))

@@ -59,7 +59,7 @@ type Event struct {
 	// decide on the object (its evaluation failed, or exceeded
 	// Config.MaxFilterCost): the object is sent as if it matched. The
 	// first such event of a change is shared by the subscribers of one
-	// filter and form (see the core's eventMaker.markedOf); others are each
+	// filter and form (see feed.Events.MarkedOf); others are each
 	// subscriber's.
 	FilterError string
 	// Encoding is the subscription's WatchRequest.Encoding, for

@@ -221,7 +221,7 @@ func (d *Dispatcher) End(err error) {
 }
 
 // FailAll fails every live subscriber with err and changes nothing else:
-// for a feed whose state may be broken (see feed.stopAfterPanic).
+// for a feed whose state may be broken (see feed.Feed.stopAfterPanic).
 func (d *Dispatcher) FailAll(err error) {
 	d.each(func(m *Member) { m.sub.Fail(err) })
 }
@@ -478,7 +478,7 @@ type FilterOn struct {
 // FiltersFor returns the filters dispatch will evaluate on obj and prev,
 // the new and previous state of a change (nil for none): those of the
 // groups either may concern whose namespace, label and field selectors
-// select them, once each (see feed.prepare).
+// select them, once each (see feed.Feed.prepare).
 func (d *Dispatcher) FiltersFor(obj, prev *state.Object) []FilterOn {
 	var plan []FilterOn
 	states := [2]*state.Object{obj, prev}

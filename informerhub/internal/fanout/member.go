@@ -101,6 +101,10 @@ func (m *Member) offer(d state.Delivery) int {
 // wake wakes the member's reader for what offer queued.
 func (m *Member) wake() { signal(m.queue.ready) }
 
+// Wake wakes the member's reader, as a delivery does: its subscription
+// failed.
+func (m *Member) Wake() { signal(m.ready) }
+
 // signal wakes whoever waits on ch, if nobody has yet.
 func signal(ch chan struct{}) {
 	select {

@@ -12,7 +12,7 @@ import (
 // MODIFIED, in one of the transport's encodings. Views are interned per
 // feed, so that subscribers that ask for the same form share one view, and
 // each record's event in that view is built once for all of them
-// (eventMaker.ofRecord). A feed's admission interns them.
+// (feed.Events.OfRecord). A feed's admission interns them.
 type View struct {
 	key             string
 	proj            *projection.Projection // nil: whole objects

@@ -8,7 +8,7 @@ import (
 
 // Clone is a clone of a feed's state that a snapshot or a
 // subscription's initial events read without the feed's lock
-// (store.cloneFor). A clone is O(1) to take, and copies nothing: it keeps
+// (the feed's store.cloneFor). A clone is O(1) to take, and copies nothing: it keeps
 // the objects the state replaced or deleted since, which nothing else
 // counts once their records leave the history. So the feed counts them for
 // its open clones (Clones), within the hub's memory budget; past it,

@@ -53,7 +53,7 @@ type History struct {
 	relisting               bool
 	// viewBytes is the size of the events kept for the records' views
 	// other than the default one, bounded by as much again as the records
-	// (see eventMaker.ofRecord) and by the hub's memory budget. They never
+	// (see feed.Events.OfRecord) and by the hub's memory budget. They never
 	// evict records: what one subscriber asks for never shortens the window
 	// others resume from.
 	viewBytes *budget.Bytes

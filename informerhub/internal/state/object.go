@@ -239,3 +239,6 @@ type Verdict struct {
 	// and ends no stream, whoever wrote the object.
 	Undecided *celfilter.Failure
 }
+
+// Key names an object of a resource type.
+type Key struct{ Namespace, Name string }

@@ -43,11 +43,11 @@ type Record struct {
 	// the first subscriber that needs it and shared with the rest.
 	Events [3]EventSlot
 	// ViewEvents holds the Events of other views the same way (see
-	// eventMaker.ofRecord): an immutable slice, replaced whole to add one, so that
+	// feed.Events.OfRecord): an immutable slice, replaced whole to add one, so that
 	// subscribers find theirs without a lock.
 	ViewEvents atomic.Pointer[[]viewEvent]
 	// Marked is the first event of the record marked for subscribers whose
-	// filter could not decide on its object (see eventMaker.markedOf).
+	// filter could not decide on its object (see feed.Events.MarkedOf).
 	Marked atomic.Pointer[MarkedEvent]
 	// Views is the record's share of the history's viewBytes, for the
 	// events kept in viewEvents and marked, and built its share of the history's

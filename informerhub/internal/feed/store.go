@@ -1,11 +1,10 @@
-package informerhub
+package feed
 
 import (
 	"fmt"
 	"log/slog"
 	"math"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +14,8 @@ import (
 	"github.com/informerhub/informerhub/informerhub/budget"
 	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/informerhub/internal/durable"
+	"github.com/informerhub/informerhub/informerhub/internal/errs"
+	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
@@ -202,16 +203,16 @@ func (st *store) sync(objects *btree.BTreeG[*state.Object], size int64, listRV u
 // not change produce nothing. It only reads state, which may be a clone
 // taken under the lock (see preparedRelist).
 func differences(objects *btree.BTreeG[*state.Object], objs []*state.Object) (changes []*state.Record) {
-	add := func(typ EventType, obj, prev *state.Object) {
+	add := func(typ event.Type, obj, prev *state.Object) {
 		changes = append(changes, &state.Record{Type: typ, Object: obj, Previous: prev, FromRelist: true})
 	}
-	listed := make(map[objectKey]struct{}, len(objs))
+	listed := make(map[state.Key]struct{}, len(objs))
 	for _, o := range objs {
-		listed[objectKey{o.Namespace, o.Name}] = struct{}{}
+		listed[state.Key{Namespace: o.Namespace, Name: o.Name}] = struct{}{}
 	}
 	objects.Ascend(func(old *state.Object) bool {
-		if _, ok := listed[objectKey{old.Namespace, old.Name}]; !ok {
-			add(EventDeleted, old, old)
+		if _, ok := listed[state.Key{Namespace: old.Namespace, Name: old.Name}]; !ok {
+			add(event.Deleted, old, old)
 		}
 		return true
 	})
@@ -219,13 +220,13 @@ func differences(objects *btree.BTreeG[*state.Object], objs []*state.Object) (ch
 		old, exists := objects.Get(o)
 		switch {
 		case !exists:
-			add(EventAdded, o, nil)
+			add(event.Added, o, nil)
 		case old.UID != o.UID:
 			// Deleted and created again while the hub was not watching.
-			add(EventDeleted, old, old)
-			add(EventAdded, o, nil)
+			add(event.Deleted, old, old)
+			add(event.Added, o, nil)
 		case old.RV != o.RV:
-			add(EventModified, o, old)
+			add(event.Modified, o, old)
 		}
 	}
 	return changes
@@ -259,7 +260,7 @@ func (st *store) endRelist(batchRV uint64) {
 
 // apply makes a relist's change in the state.
 func (st *store) apply(r *state.Record) {
-	if r.Type == EventDeleted {
+	if r.Type == event.Deleted {
 		st.delete(r.Object)
 	} else {
 		st.put(r.Object)
@@ -273,7 +274,7 @@ func (st *store) apply(r *state.Record) {
 func applied(objects *btree.BTreeG[*state.Object], changes []*state.Record) (next *btree.BTreeG[*state.Object], grown, replaced int64) {
 	next = objects.Clone()
 	for _, r := range changes {
-		if r.Type == EventDeleted {
+		if r.Type == event.Deleted {
 			if prev, ok := next.Delete(r.Object); ok {
 				size := state.ObjectSize(prev)
 				grown, replaced = grown-size, replaced+size
@@ -301,11 +302,11 @@ func (st *store) applyAll(changes []*state.Record, next *btree.BTreeG[*state.Obj
 	}
 	for _, r := range changes {
 		switch r.Type {
-		case EventAdded:
+		case event.Added:
 			st.index.update(nil, r.Object)
-		case EventModified:
+		case event.Modified:
 			st.index.update(r.Previous, r.Object)
-		case EventDeleted:
+		case event.Deleted:
 			st.index.update(r.Object, nil)
 		}
 	}
@@ -369,8 +370,8 @@ func (st *store) advancedCh() <-chan struct{} {
 	return st.advanced
 }
 
-// located is where a token's position continues in this store.
-type located struct {
+// Located is where a token's position continues in this store.
+type Located struct {
 	pos state.Position
 	// onDisk is set when pos is below the oldest record in memory, on disk.
 	// A position of another instance is then still to be placed by its
@@ -378,45 +379,45 @@ type located struct {
 	// oldest when it was located: if retention takes it meanwhile, the
 	// search fails rather than skip what went) up to searchUpTo (set).
 	onDisk                 bool
-	searchFrom, searchUpTo uint64
+	SearchFrom, SearchUpTo uint64
 }
 
 // locate turns a token's position into one of this feed instance.
-func (st *store) locate(p state.Position) (located, error) {
+func (st *store) locate(p state.Position) (Located, error) {
 	if p.Epoch == st.epoch || st.recorded(p) {
 		// A seq of this feed's numbering: this run's, or an earlier run's
 		// that the disk holds.
 		if p.Seq > st.pos.Seq {
-			return located{}, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
+			return Located{}, &errs.RequestError{Field: errs.FieldResumeToken, Err: errs.ErrInvalidToken,
 				Reason: "resume token points past the end of this hub's stream"}
 		}
 		if p.Seq+1 >= st.history.First {
-			return located{pos: p}, nil
+			return Located{pos: p}, nil
 		}
 		if st.disk.log != nil && st.disk.log.Holds(p.Seq) {
-			return located{pos: p, onDisk: true}, nil
+			return Located{pos: p, onDisk: true}, nil
 		}
-		return located{}, st.expiredError(false)
+		return Located{}, st.expiredError(false)
 	}
 	// A token of another instance: only its resourceVersion means
 	// something here.
 	if p.Offset != 0 || p.RV < st.floorRV() {
-		return located{}, st.expiredError(false)
+		return Located{}, st.expiredError(false)
 	}
 	if p.RV > st.pos.RV {
-		return located{}, &ResourceError{Resource: st.resource, Err: fmt.Errorf(
-			"%w: the token is at resourceVersion %d, the hub at %d; retry shortly", ErrTokenAhead, p.RV, st.pos.RV)}
+		return Located{}, &errs.ResourceError{Resource: st.resource, Err: fmt.Errorf(
+			"%w: the token is at resourceVersion %d, the hub at %d; retry shortly", errs.ErrTokenAhead, p.RV, st.pos.RV)}
 	}
 	if st.insideRelist(p.RV) {
 		// The hub never saw the state there, so it cannot tell which of the
 		// relist's changes the client already has.
-		return located{}, st.expiredError(false)
+		return Located{}, st.expiredError(false)
 	}
 	if p.RV >= st.history.FloorRV {
-		return located{pos: state.Position{Epoch: st.epoch, Seq: st.history.LastAtOrBefore(p.RV), RV: p.RV}}, nil
+		return Located{pos: state.Position{Epoch: st.epoch, Seq: st.history.LastAtOrBefore(p.RV), RV: p.RV}}, nil
 	}
 	first, _, _, _, _ := st.disk.log.Window() // reached: floorRV took the disk's floor
-	return located{pos: state.Position{Epoch: st.epoch, RV: p.RV}, onDisk: true, searchFrom: first, searchUpTo: st.history.First - 1}, nil
+	return Located{pos: state.Position{Epoch: st.epoch, RV: p.RV}, onDisk: true, SearchFrom: first, SearchUpTo: st.history.First - 1}, nil
 }
 
 // joinable returns the seq of the history after which the records
@@ -462,8 +463,8 @@ func (st *store) oldest() (rv uint64, at int64) {
 
 // expiredError is the ErrTokenExpired of a token older than what the store
 // resumes from, saying what that is.
-func (st *store) expiredError(upstream bool) *ExpiredError {
-	e := &ExpiredError{Resource: st.resource, Upstream: upstream}
+func (st *store) expiredError(upstream bool) *errs.ExpiredError {
+	e := &errs.ExpiredError{Resource: st.resource, Upstream: upstream}
 	if st.synced {
 		rv, at := st.oldest()
 		e.OldestResourceVersion, e.Oldest = rv, time.Unix(0, at)
@@ -535,8 +536,8 @@ func (st *store) release() {
 //
 // With the clone of the state it may return an index to build (see
 // labelIndexMinObjects), which the caller builds without the lock, and
-// installs (feed.buildIndex): never more than O(1) under the lock.
-func (st *store) cloneFor(sel *selection.Selector) (*btree.BTreeG[*state.Object], *selection.LabelPair, *indexBuild) {
+// installs (Feed.BuildIndex): never more than O(1) under the lock.
+func (st *store) cloneFor(sel *selection.Selector) (*btree.BTreeG[*state.Object], *selection.LabelPair, *IndexBuild) {
 	tree, eq, b := st.index.treeFor(sel, st.state)
 	if b != nil {
 		b.seq = st.pos.Seq
@@ -548,7 +549,7 @@ func (st *store) cloneFor(sel *selection.Selector) (*btree.BTreeG[*state.Object]
 // recorded since the state b was built from; or gives it up, if the feed
 // has stopped or its history no longer holds them all (the next request
 // builds it again). It reports whether it installed it.
-func (st *store) installIndex(b *indexBuild) bool {
+func (st *store) installIndex(b *IndexBuild) bool {
 	x := &st.index
 	if st.released || b.seq < st.pos.Seq && b.seq+1 < st.history.First {
 		delete(x.building, b.pair.Key)
@@ -559,41 +560,31 @@ func (st *store) installIndex(b *indexBuild) bool {
 	for seq := b.seq + 1; seq <= st.pos.Seq; seq++ {
 		r, _ := st.history.Get(seq)
 		switch r.Type {
-		case EventAdded:
+		case event.Added:
 			x.updateKey(key, values, nil, r.Object)
-		case EventModified:
+		case event.Modified:
 			x.updateKey(key, values, r.Previous, r.Object)
-		case EventDeleted:
+		case event.Deleted:
 			x.updateKey(key, values, r.Previous, nil) // the state's: a watch's DELETED carries a final state
 		}
 	}
 	return true
 }
 
-// status fills in what the store holds, for Resources.
-func (st *store) status(rs *ResourceStatus) {
-	rs.CachedObjects = st.state.Len()
+// levels fills in what the store holds.
+func (st *store) levels(l *Levels) {
+	l.CachedObjects = st.state.Len()
 	if !st.synced {
 		return
 	}
-	rs.HistoryEvents, rs.HistoryBytes = st.history.Len(), st.history.Bytes()
-	rs.HistoryResourceVersion = strconv.FormatUint(st.history.FloorRV, 10)
+	l.Synced = true
+	l.HistoryEvents, l.HistoryBytes = st.history.Len(), st.history.Bytes()
+	l.HistoryFloorRV = st.history.FloorRV
+	l.HistoryOldest = time.Unix(0, st.history.FloorAt)
+	l.HistoryNewest = time.Unix(0, st.history.NewestAt())
 	rv, at := st.oldest()
-	rs.RetainedResourceVersion, rs.RetainedSince = strconv.FormatUint(rv, 10), time.Unix(0, at)
-}
-
-// levels fills in what the store holds, for Stats.
-func (st *store) levels(rs *ResourceStats) {
-	rs.CachedObjects = st.state.Len()
-	if !st.synced {
-		return
-	}
-	rs.HistoryEvents, rs.HistoryBytes = st.history.Len(), st.history.Bytes()
-	rs.HistoryOldest = time.Unix(0, st.history.FloorAt)
-	rs.HistoryNewest = time.Unix(0, st.history.NewestAt())
-	_, at := st.oldest()
-	rs.RetainedOldest = time.Unix(0, at)
+	l.RetainedRV, l.RetainedSince = rv, time.Unix(0, at)
 	if st.disk.log != nil && st.history.Persisted != math.MaxUint64 {
-		rs.DiskPending = st.pos.Seq - st.history.Persisted
+		l.DiskPending = st.pos.Seq - st.history.Persisted
 	}
 }

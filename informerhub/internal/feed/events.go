@@ -1,4 +1,4 @@
-package informerhub
+package feed
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/informerhub/informerhub/informerhub/internal/errs"
 	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
@@ -17,26 +18,26 @@ import (
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
-// eventMaker makes a feed's events: those of its records, once per variant
+// Events makes a feed's events: those of its records, once per variant
 // and view, shared by every subscriber of that view (see view); and those
 // that are no record's, each subscription's own: initial events, bookmarks,
 // a replay's changes. It is immutable.
-type eventMaker struct {
+type Events struct {
 	resource string // the resource type as tokens name it
 	gvr      schema.GroupVersionResource
-	encode   func(*Event) Encoded // Config.EncodeEvent; nil: none
-	memory   *memory.Account      // what events of records count in
-	failures *atomic.Uint64       // counts the events that could not be made
+	encode   func(*event.Event) event.Encoded // Config.EncodeEvent; nil: none
+	memory   *memory.Account                  // what events of records count in
+	failures *atomic.Uint64                   // counts the events that could not be made
 	log      *slog.Logger
 }
 
-// token encodes a token of the feed's resource type.
-func (m *eventMaker) token(t token.Token) string {
+// Token encodes a token of the feed's resource type.
+func (m *Events) Token(t token.Token) string {
 	t.Resource = m.resource
 	return t.Encode()
 }
 
-// ofRecord returns the shared Event of a record for one variant in one
+// OfRecord returns the shared Event of a record for one variant in one
 // view, building it on first use; nil when the record has nothing for that
 // view (see build).
 //
@@ -45,7 +46,7 @@ func (m *eventMaker) token(t token.Token) string {
 // the history's records may hold (history.viewBytes) while their record is
 // in it, and are kept only while they fit: past that, each subscriber of
 // the view builds its own, which costs it CPU but nobody memory.
-func (m *eventMaker) ofRecord(r *state.Record, v state.Variant, vw *selection.View) *Event {
+func (m *Events) OfRecord(r *state.Record, v state.Variant, vw *selection.View) *event.Event {
 	if vw == selection.DefaultView {
 		slot := &r.Events[v-1]
 		counted := false
@@ -64,30 +65,30 @@ func (m *eventMaker) ofRecord(r *state.Record, v state.Variant, vw *selection.Vi
 	if slot == nil {
 		return m.build(r, v, vw)
 	}
-	return slot.Shared(r, func() *Event { return m.build(r, v, vw) })
+	return slot.Shared(r, func() *event.Event { return m.build(r, v, vw) })
 }
 
 // build makes the Event of a record for one variant in one view, or
 // returns nil for a MODIFIED whose projection is the same before and after:
 // the subscriber asked only for fields that did not change.
-func (m *eventMaker) build(r *state.Record, v state.Variant, vw *selection.View) *Event {
-	ev := &Event{ResumeToken: m.token(token.Token{Pos: r.Pos}), Encoding: vw.Encoding(), FromRelist: r.FromRelist}
+func (m *Events) build(r *state.Record, v state.Variant, vw *selection.View) *event.Event {
+	ev := &event.Event{ResumeToken: m.Token(token.Token{Pos: r.Pos}), Encoding: vw.Encoding(), FromRelist: r.FromRelist}
 	var err error
 	switch v {
 	case state.VariantOwn:
 		ev.Type = r.Type
 		ev.ResourceVersion = strconv.FormatUint(r.Object.RV, 10)
-		if r.Type == EventDeleted {
+		if r.Type == event.Deleted {
 			ev.ResourceVersion = strconv.FormatUint(r.RV, 10)
 		}
-		if r.Type == EventModified && vw.Projection() != nil {
+		if r.Type == event.Modified && vw.Projection() != nil {
 			// Projected once each, the two states tell whether the change
 			// is one of the paths asked for, and give the event its
 			// objects.
-			obj, errObj := m.project(vw, r.Object.JSON)
-			prevObj, errPrev := m.project(vw, r.Previous.JSON)
+			obj, errObj := m.Project(vw, r.Object.JSON)
+			prevObj, errPrev := m.Project(vw, r.Previous.JSON)
 			if err = cmp.Or(errObj, errPrev); err != nil {
-				return m.failed(ev, r.Object, err)
+				return m.Failed(ev, r.Object, err)
 			}
 			if vw.Projection().SameAsked(state.UnsafeBytes(obj), state.UnsafeBytes(prevObj)) {
 				return nil
@@ -96,42 +97,42 @@ func (m *eventMaker) build(r *state.Record, v state.Variant, vw *selection.View)
 			if vw.IncludePrevious() {
 				ev.PreviousObject = prevObj
 			}
-			return m.encoded(ev)
+			return m.Encoded(ev)
 		}
-		if ev.Object, err = m.project(vw, r.Object.JSON); err != nil {
-			return m.failed(ev, r.Object, err)
+		if ev.Object, err = m.Project(vw, r.Object.JSON); err != nil {
+			return m.Failed(ev, r.Object, err)
 		}
-		if r.Type == EventModified && vw.IncludePrevious() {
+		if r.Type == event.Modified && vw.IncludePrevious() {
 			ev.PreviousObject = r.Previous.JSON // not projected: vw.proj is nil
 		}
 	case state.VariantEnter:
-		ev.Type = EventAdded
+		ev.Type = event.Added
 		ev.ResourceVersion = strconv.FormatUint(r.Object.RV, 10)
-		if ev.Object, err = m.project(vw, r.Object.JSON); err != nil {
-			return m.failed(ev, r.Object, err)
+		if ev.Object, err = m.Project(vw, r.Object.JSON); err != nil {
+			return m.Failed(ev, r.Object, err)
 		}
 	case state.VariantLeave:
 		// Like the Kubernetes watch cache: the last state that matched,
 		// at the resourceVersion of the change that made it stop.
-		ev.Type = EventDeleted
+		ev.Type = event.Deleted
 		ev.ResourceVersion = strconv.FormatUint(r.Object.RV, 10)
-		last, err := m.project(vw, r.Previous.JSON)
+		last, err := m.Project(vw, r.Previous.JSON)
 		if err == nil {
-			last, err = atVersion(last, ev.ResourceVersion)
+			last, err = AtVersion(last, ev.ResourceVersion)
 		}
 		if err != nil {
-			return m.failed(ev, r.Previous, err)
+			return m.Failed(ev, r.Previous, err)
 		}
 		ev.Object = last
 	}
-	return m.encoded(ev)
+	return m.Encoded(ev)
 }
 
-// failed makes ev the event that could not be made of o: Next ends its
+// Failed makes ev the event that could not be made of o: Next ends its
 // subscriber with err. Counted and logged once per event built, however
 // many subscribers it ends.
-func (m *eventMaker) failed(ev *Event, o *state.Object, err error) *Event {
-	event.Fail(ev, &ObjectError{Resource: m.gvr, Namespace: o.Namespace, Name: o.Name, Err: err})
+func (m *Events) Failed(ev *event.Event, o *state.Object, err error) *event.Event {
+	event.Fail(ev, &errs.ObjectError{Resource: m.gvr, Namespace: o.Namespace, Name: o.Name, Err: err})
 	ev.Object, ev.PreviousObject = "", ""
 	if m.failures != nil {
 		m.failures.Add(1)
@@ -140,40 +141,40 @@ func (m *eventMaker) failed(ev *Event, o *state.Object, err error) *Event {
 	return ev
 }
 
-// initial is the ADDED of an object of a subscription's initial events:
+// Initial is the ADDED of an object of a subscription's initial events:
 // tok is where they started, and how far they got is o. undecided, when
 // set, is why the filter could not decide on o.
-func (m *eventMaker) initial(o *state.Object, tok token.Token, vw *selection.View, undecided *selection.FilterError) *Event {
+func (m *Events) Initial(o *state.Object, tok token.Token, vw *selection.View, undecided *selection.FilterError) *event.Event {
 	tok.AfterNamespace, tok.AfterName = o.Namespace, o.Name
-	ev := &Event{
-		Type:            EventAdded,
+	ev := &event.Event{
+		Type:            event.Added,
 		ResourceVersion: strconv.FormatUint(o.RV, 10),
-		ResumeToken:     m.token(tok),
+		ResumeToken:     m.Token(tok),
 		Encoding:        vw.Encoding(),
 	}
 	var err error
-	if ev.Object, err = m.project(vw, o.JSON); err != nil {
-		return m.failed(ev, o, err)
+	if ev.Object, err = m.Project(vw, o.JSON); err != nil {
+		return m.Failed(ev, o, err)
 	}
 	if undecided != nil {
 		ev.FilterError = undecided.Reason
 	}
-	return m.encoded(ev)
+	return m.Encoded(ev)
 }
 
 // marked returns ev as sent to a subscriber whose filter could not decide
 // on its object (undecided): a copy that says why, encoded apart. Without
 // undecided, ev itself.
-func (m *eventMaker) marked(ev *Event, undecided *selection.FilterError) *Event {
+func (m *Events) marked(ev *event.Event, undecided *selection.FilterError) *event.Event {
 	if undecided == nil {
 		return ev
 	}
 	cp := *ev
 	cp.FilterError = undecided.Reason
-	return m.encoded(&cp)
+	return m.Encoded(&cp)
 }
 
-// markedOf is marked for ev, the event of r in variant v and view vw: the
+// MarkedOf is marked for ev, the event of r in variant v and view vw: the
 // first marked event made of r is built once and kept on r (within the
 // history's view budget, as events of other views are), so that the
 // subscribers of a filter that cannot decide on r's object share it,
@@ -181,7 +182,7 @@ func (m *eventMaker) marked(ev *Event, undecided *selection.FilterError) *Event 
 // filter that fails with another reason on the same change) are each
 // subscriber's, as all were before: one per record keeps what a record
 // holds fixed.
-func (m *eventMaker) markedOf(r *state.Record, v state.Variant, vw *selection.View, ev *Event, undecided *selection.FilterError) *Event {
+func (m *Events) MarkedOf(r *state.Record, v state.Variant, vw *selection.View, ev *event.Event, undecided *selection.FilterError) *event.Event {
 	if undecided == nil {
 		return ev
 	}
@@ -201,31 +202,31 @@ func (m *eventMaker) markedOf(r *state.Record, v state.Variant, vw *selection.Vi
 	if entry.ViewKey != vw.Key() || entry.Variant != v || entry.Undecided.Reason != undecided.Reason {
 		return m.marked(ev, undecided)
 	}
-	return entry.Slot.Shared(r, func() *Event { return m.marked(ev, undecided) })
+	return entry.Slot.Shared(r, func() *event.Event { return m.marked(ev, undecided) })
 }
 
-// bookmark is a bookmark at pos.
-func (m *eventMaker) bookmark(pos state.Position, initialEventsEnd bool, enc Encoding) *Event {
-	return m.encoded(&Event{
-		Type:             EventBookmark,
+// Bookmark is a bookmark at pos.
+func (m *Events) Bookmark(pos state.Position, initialEventsEnd bool, enc event.Encoding) *event.Event {
+	return m.Encoded(&event.Event{
+		Type:             event.Bookmark,
 		ResourceVersion:  strconv.FormatUint(pos.RV, 10),
-		ResumeToken:      m.token(token.Token{Pos: pos}),
+		ResumeToken:      m.Token(token.Token{Pos: pos}),
 		InitialEventsEnd: initialEventsEnd,
 		Encoding:         enc,
 	})
 }
 
-// encoded encodes ev for its transport (Config.EncodeEvent), and returns
+// Encoded encodes ev for its transport (Config.EncodeEvent), and returns
 // it.
-func (m *eventMaker) encoded(ev *Event) *Event {
-	if m.encode != nil && ev.Encoding != encodingUnsent {
+func (m *Events) Encoded(ev *event.Event) *event.Event {
+	if m.encode != nil && ev.Encoding != event.Unsent {
 		event.SetEncoded(ev, m.encode(ev))
 	}
 	return ev
 }
 
-// project applies a view's projection to an object's JSON.
-func (m *eventMaker) project(vw *selection.View, obj string) (string, error) {
+// Project applies a view's projection to an object's JSON.
+func (m *Events) Project(vw *selection.View, obj string) (string, error) {
 	if vw.Projection() == nil || obj == "" {
 		return obj, nil
 	}
@@ -236,9 +237,9 @@ func (m *eventMaker) project(vw *selection.View, obj string) (string, error) {
 	return string(projected), nil
 }
 
-// atVersion returns an object's JSON with its metadata.resourceVersion set
+// AtVersion returns an object's JSON with its metadata.resourceVersion set
 // to rv, for the DELETED of an object that left a selection.
-func atVersion(obj, rv string) (string, error) {
+func AtVersion(obj, rv string) (string, error) {
 	patched, err := upstream.RewriteMetadata([]byte(obj), func(m map[string]any) { m["resourceVersion"] = rv })
 	if err != nil {
 		return "", fmt.Errorf("setting its resourceVersion: %w", err)

@@ -1,4 +1,4 @@
-package informerhub
+package feed
 
 import (
 	"github.com/google/btree"
@@ -7,10 +7,10 @@ import (
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
-// cloneFor returns, for a snapshot of sel, a clone of the tree it reads
-// (see store.cloneFor), its position, and the clone's account
+// CloneFor returns, for a snapshot of sel, a clone of the tree it reads
+// (see the feed's store.cloneFor), its position, and the clone's account
 // (state.Clones), under the feed's lock.
-func (f *feed) cloneFor(sel *selection.Selector) (*btree.BTreeG[*state.Object], state.Position, *indexBuild, *state.Clone, error) {
+func (f *Feed) CloneFor(sel *selection.Selector) (*btree.BTreeG[*state.Object], state.Position, *IndexBuild, *state.Clone, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -20,8 +20,8 @@ func (f *feed) cloneFor(sel *selection.Selector) (*btree.BTreeG[*state.Object], 
 	return tree, f.store.pos, build, f.store.clones.Take(), nil
 }
 
-// closeClone stops counting a clone cloneFor took.
-func (f *feed) closeClone(c *state.Clone) {
+// CloseClone stops counting a clone cloneFor took.
+func (f *Feed) CloseClone(c *state.Clone) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.store.clones.Close(c)

@@ -1,9 +1,10 @@
-package informerhub
+package feed
 
 import (
 	"context"
 	"errors"
 
+	"github.com/informerhub/informerhub/informerhub/internal/errs"
 	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/fanout"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
@@ -12,25 +13,23 @@ import (
 	"github.com/informerhub/informerhub/informerhub/projection"
 )
 
-// lease is what a subscription holds of its feed while it lasts: the hub's
+// Lease is what a subscription holds of its feed while it lasts: the hub's
 // entry for the feed, which keeps the feed running; its admission (its
 // selector's filter, its view, on its owner's account); and how it ends.
 // failed is closed once, with failure, when the subscription can deliver no
 // more: it was closed, fell behind further than the history, or its feed
 // stopped.
-type lease struct {
-	entry *feedEntry
+type Lease struct {
+	entry *Entry
 	// member is the subscription as its feed's live dispatch knows it.
 	member fanout.Member
-	feed   *feed
+	feed   *Feed
 	sel    *selection.Selector
 	view   *selection.View
 	terms  LeaseTerms
 	// failed ends when failure is set; failure may be read without the
 	// lock once it has.
-	failed ending
-	// wake is the subscription's (Subscription.wake), poked when it fails.
-	wake chan struct{}
+	failed Ending
 
 	// Guarded by feed.mu.
 	failure  error
@@ -45,17 +44,17 @@ type lease struct {
 
 // closeClone closes the lease's state clone, if it has one. The caller
 // holds feed.mu.
-func (l *lease) closeClone() {
+func (l *Lease) closeClone() {
 	if l.clone != nil {
 		l.feed.store.clones.Close(l.clone)
 		l.clone = nil
 	}
 }
 
-// errLeftBehind marks a subscription that fell behind further than the
+// ErrLeftBehind marks a subscription that fell behind further than the
 // history; Subscription.Err turns it into a *TooSlowError with the
 // subscription's last token.
-var errLeftBehind = errors.New("fell behind the history")
+var ErrLeftBehind = errors.New("fell behind the history")
 
 // LeaseTerms are what a subscription asks of its feed, besides its
 // selector: its view (projection, previous state, encoding), on whose
@@ -76,16 +75,24 @@ type LeaseTerms struct {
 	Woken *fanout.Woken
 }
 
-// init makes l the lease of a subscription of sel on entry's feed, asking
+// Init makes l the lease of a subscription of sel on entry's feed, asking
 // for terms, whose reader waits on wake.
-func (l *lease) init(entry *feedEntry, sel *selection.Selector, terms LeaseTerms, wake chan struct{}) {
-	l.entry, l.feed, l.sel, l.terms, l.wake = entry, entry.feed, sel, terms, wake
-	l.member.Init(sel, l, wake, terms.Woken)
+func (l *Lease) Init(entry *Entry, sel *selection.Selector, terms LeaseTerms, wake chan struct{}) {
+	l.entry, l.feed, l.sel, l.terms = entry, entry.feed, sel, terms
+	l.member.Init(sel, (*lockedLease)(l), wake, terms.Woken)
 }
+
+// lockedLease is the lease as its member's fanout.Subscriber, whose Fail
+// the dispatcher calls under the feed's lock: a type of its own, so that
+// the Lease's exported Fail, which takes the lock, can never be handed to
+// the dispatcher in its place.
+type lockedLease Lease
+
+func (l *lockedLease) Fail(err error) { (*Lease)(l).failLocked(err) }
 
 // acquire takes the subscription's admission on the feed, and its view.
 // The caller holds feed.mu.
-func (l *lease) acquire() error {
+func (l *Lease) acquire() error {
 	v, err := l.feed.admission.Acquire(l.terms.Owner, l.sel, l.terms.Projection, l.terms.IncludePrevious, l.terms.Encoding)
 	if err != nil {
 		return err
@@ -95,7 +102,7 @@ func (l *lease) acquire() error {
 }
 
 // release gives back what acquire took, once. The caller holds feed.mu.
-func (l *lease) release() {
+func (l *Lease) release() {
 	if l.released || l.view == nil {
 		return
 	}
@@ -103,58 +110,57 @@ func (l *lease) release() {
 	l.feed.admission.Release(l.terms.Owner, l.sel, l.view)
 }
 
-// Fail ends the subscription with err, unless it has ended (the lease is
-// its member's fanout.Subscriber). The caller holds feed.mu; fail is for
-// one that does not.
-func (l *lease) Fail(err error) {
+// failLocked ends the subscription with err, unless it has ended, and
+// wakes its reader. The caller holds feed.mu.
+func (l *Lease) failLocked(err error) {
 	if l.failure != nil {
 		return
 	}
 	l.failure = err
-	l.failed.close()
-	poke(l.wake)
+	l.failed.Close()
+	l.member.Wake()
 }
 
 // The lease's sections under its feed's lock, for the subscription's
 // phases, which do not take the lock for them.
 
-// endClone closes the lease's state clone: the initial events are done.
-func (l *lease) endClone() {
+// EndClone closes the lease's state clone: the initial events are done.
+func (l *Lease) EndClone() {
 	l.feed.mu.Lock()
 	defer l.feed.mu.Unlock()
 	l.closeClone()
 }
 
-// abandon gives back what a subscription that could not start took.
-func (l *lease) abandon() {
+// Abandon gives back what a subscription that could not start took.
+func (l *Lease) Abandon() {
 	l.feed.mu.Lock()
 	defer l.feed.mu.Unlock()
 	l.closeClone()
 	l.release()
 }
 
-// fellBehindAt is where the subscription's member fell behind.
-func (l *lease) fellBehindAt() state.Position {
+// FellBehindAt is where the subscription's member fell behind.
+func (l *Lease) FellBehindAt() state.Position {
 	l.feed.mu.Lock()
 	defer l.feed.mu.Unlock()
 	return l.member.FellBehindAt()
 }
 
-// quietAt returns the feed's position and, at that position, the
+// QuietAt returns the feed's position and, at that position, the
 // deliveries queued for the member: none means the subscriber has
 // everything up to it.
-func (l *lease) quietAt() (pos state.Position, pending int) {
+func (l *Lease) QuietAt() (pos state.Position, pending int) {
 	l.feed.mu.Lock()
 	defer l.feed.mu.Unlock()
 	return l.feed.store.pos, l.member.Pending()
 }
 
-// close ends the lease for a subscription closed: it never goes live
+// Close ends the lease for a subscription closed: it never goes live
 // again, leaves the live subscribers, gives back its clone, its queue's
 // memory and its admission, and fails with ErrSubscriptionClosed. It
 // returns the replay's cancel to call, if one runs; the caller then
 // releases the feed's entry.
-func (l *lease) close() (cancelReplay context.CancelFunc) {
+func (l *Lease) Close() (cancelReplay context.CancelFunc) {
 	f := l.feed
 	f.mu.Lock()
 	l.closed = true
@@ -162,7 +168,7 @@ func (l *lease) close() (cancelReplay context.CancelFunc) {
 	f.live.Remove(&l.member)
 	counted := l.member.Leave()
 	l.release()
-	l.Fail(ErrSubscriptionClosed)
+	l.failLocked(errs.ErrSubscriptionClosed)
 	cancelReplay = l.cancelReplay
 	f.mu.Unlock()
 	if counted {
@@ -171,17 +177,18 @@ func (l *lease) close() (cancelReplay context.CancelFunc) {
 	return cancelReplay
 }
 
-// fail is Fail for a caller without the feed's lock.
-func (l *lease) fail(err error) {
+// Fail ends the subscription with err, unless it has ended: an event
+// could not be made of an object, or its replay failed.
+func (l *Lease) Fail(err error) {
 	l.feed.mu.Lock()
 	defer l.feed.mu.Unlock()
-	l.Fail(err)
+	l.failLocked(err)
 }
 
 // endedLocked returns why the lease can go no further, if it can't: its
 // failure (Subscription.errOf says it to the caller), or its feed's. The
 // caller holds the feed's lock.
-func (l *lease) endedLocked() error {
+func (l *Lease) endedLocked() error {
 	switch {
 	case l.failure != nil:
 		return l.failure
@@ -191,17 +198,17 @@ func (l *lease) endedLocked() error {
 	return nil
 }
 
-// rejoin ends the lease's replay if its feed's history holds every
+// Rejoin ends the lease's replay if its feed's history holds every
 // selected change after rv: it forgets the replay's cancel (the caller
 // stops the replay) and returns where the catch-up continues, but for
 // its resourceVersion, the replay's.
-func (l *lease) rejoin(rv uint64) (at state.Position, ok bool) {
+func (l *Lease) Rejoin(rv uint64) (at state.Position, ok bool) {
 	l.feed.mu.Lock()
 	defer l.feed.mu.Unlock()
 	return l.rejoinLocked(rv)
 }
 
-func (l *lease) rejoinLocked(rv uint64) (at state.Position, ok bool) {
+func (l *Lease) rejoinLocked(rv uint64) (at state.Position, ok bool) {
 	seq, ok := l.feed.store.joinable(rv)
 	if !ok {
 		return state.Position{}, false
@@ -210,10 +217,10 @@ func (l *lease) rejoinLocked(rv uint64) (at state.Position, ok bool) {
 	return state.Position{Epoch: l.feed.epoch, Seq: seq}, true
 }
 
-// pollReplay is rejoin for a replay between its upstream's events: unless
+// PollReplay is rejoin for a replay between its upstream's events: unless
 // the lease has ended (ended), it rejoins the history, or returns a
 // channel closed when the feed's position next moves.
-func (l *lease) pollReplay(rv uint64) (at state.Position, ok bool, advanced <-chan struct{}, ended error) {
+func (l *Lease) PollReplay(rv uint64) (at state.Position, ok bool, advanced <-chan struct{}, ended error) {
 	l.feed.mu.Lock()
 	defer l.feed.mu.Unlock()
 	if err := l.endedLocked(); err != nil {
@@ -228,17 +235,17 @@ func (l *lease) pollReplay(rv uint64) (at state.Position, ok bool, advanced <-ch
 // joinLocked makes the lease's member one of the feed's live
 // subscribers. The caller holds the feed's lock and has passed every
 // record up to the feed's position.
-func (l *lease) joinLocked() {
+func (l *Lease) joinLocked() {
 	f := l.feed
 	l.member.Join(&f.live, f.deps.Memory.Queues, f.deps.QueueSize, l.closed)
 }
 
-// startReplay counts a replay the subscription starts, and keeps its
+// StartReplay counts a replay the subscription starts, and keeps its
 // cancel for Close; it ends it at once if the subscription was closed.
-func (l *lease) startReplay(cancel context.CancelFunc) {
+func (l *Lease) StartReplay(cancel context.CancelFunc) {
 	l.feed.mu.Lock()
 	defer l.feed.mu.Unlock()
-	l.feed.counters.replays.Add(1)
+	l.feed.counters.Replays.Add(1)
 	l.cancelReplay = cancel
 	if l.closed {
 		cancel()
@@ -248,34 +255,34 @@ func (l *lease) startReplay(cancel context.CancelFunc) {
 // leaveBehindLocked ends the subscription for reading slower than its
 // resource type changes: counted first, so that whoever its failure wakes
 // finds it in the feed's statistics. The caller holds the feed's lock.
-func (l *lease) leaveBehindLocked() {
+func (l *Lease) leaveBehindLocked() {
 	if l.terms.NeverReplay { // a counter's: it counts afresh
-		l.feed.counters.recounts.Add(1)
+		l.feed.counters.Recounts.Add(1)
 	} else {
-		l.feed.counters.slowDisconnects.Add(1)
+		l.feed.counters.SlowDisconnects.Add(1)
 	}
-	l.Fail(errLeftBehind)
+	l.failLocked(ErrLeftBehind)
 }
 
-// leaveBehind is leaveBehindLocked for a caller without the lock.
-func (l *lease) leaveBehind() {
+// LeaveBehind is leaveBehindLocked for a caller without the lock.
+func (l *Lease) LeaveBehind() {
 	l.feed.mu.Lock()
 	defer l.feed.mu.Unlock()
 	l.leaveBehindLocked()
 }
 
-// fetched is what a catch-up does after fetch.
-type fetched uint8
+// Fetched is what a catch-up does after fetch.
+type Fetched uint8
 
 const (
-	fetchedBatch  fetched = iota // read the batch of records from memory
-	fetchedDisk                  // read the disk's, up to diskUpTo, off the lock
-	fetchedLive                  // none left: it joined the live subscribers
-	fetchedReplay                // the history moved past it: replay from its version
-	fetchedBehind                // it fell behind further than the history: failed
+	FetchedBatch  Fetched = iota // read the batch of records from memory
+	FetchedDisk                  // read the disk's, up to diskUpTo, off the lock
+	FetchedLive                  // none left: it joined the live subscribers
+	FetchedReplay                // the history moved past it: replay from its version
+	FetchedBehind                // it fell behind further than the history: failed
 )
 
-// fetch reads the next batch of at most max records after at from the
+// Fetch reads the next batch of at most max records after at from the
 // feed's history in memory, into dst, under the feed's lock. When the
 // memory no longer holds them, the disk may (fetchedDisk: up to
 // diskUpTo, which memory holds from, as it keeps every record not yet
@@ -285,7 +292,7 @@ const (
 // version names, expires. With nothing more to read, the lease joins the
 // live subscribers (fetchedLive), atomically with the last record read.
 // err is the lease's failure or its feed's, or an expiry.
-func (l *lease) fetch(at state.Position, max int, dst []*state.Record, mayReplay bool) (batch []*state.Record, diskUpTo uint64, next fetched, err error) {
+func (l *Lease) Fetch(at state.Position, max int, dst []*state.Record, mayReplay bool) (batch []*state.Record, diskUpTo uint64, next Fetched, err error) {
 	f := l.feed
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -295,37 +302,37 @@ func (l *lease) fetch(at state.Position, max int, dst []*state.Record, mayReplay
 	batch, ok := f.store.history.After(at.Seq, max, dst)
 	switch {
 	case !ok && f.diskHoldsLocked(at.Seq):
-		return nil, f.store.history.First, fetchedDisk, nil
+		return nil, f.store.history.First, FetchedDisk, nil
 	case !ok && !mayReplay:
 		l.leaveBehindLocked()
-		return nil, 0, fetchedBehind, nil
+		return nil, 0, FetchedBehind, nil
 	case !ok && (at.Offset != 0 || at.RV == 0):
 		return nil, 0, 0, f.expiredLocked(false)
 	case !ok:
-		return nil, 0, fetchedReplay, nil
+		return nil, 0, FetchedReplay, nil
 	case len(batch) == 0:
 		l.joinLocked()
-		return nil, 0, fetchedLive, nil
+		return nil, 0, FetchedLive, nil
 	}
-	return batch, 0, fetchedBatch, nil
+	return batch, 0, FetchedBatch, nil
 }
 
-// opened says how a subscription starts, after lease.open: catching up
+// Opened says how a subscription starts, after Lease.Open: catching up
 // (or with initial events), live, or replaying.
-type opened uint8
+type Opened uint8
 
 const (
-	openedCatchUp opened = iota
-	openedLive
-	openedReplay
+	OpenedCatchUp Opened = iota
+	OpenedLive
+	OpenedReplay
 )
 
-// open takes the subscription's admission and places its start, under the
+// Open takes the subscription's admission and places its start, under the
 // feed's lock: a subscription that starts live joins the live subscribers
 // here (openedLive), atomically with the feed's position; one whose token
 // the history cannot place replays from o.start.RV (openedReplay: the
 // caller makes the replay, before anyone can close the subscription).
-func (l *lease) open(tok *token.Token, initial bool) (o opening, how opened, err error) {
+func (l *Lease) Open(tok *token.Token, initial bool) (o Opening, how Opened, err error) {
 	f := l.feed
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -340,9 +347,9 @@ func (l *lease) open(tok *token.Token, initial bool) (o opening, how opened, err
 			l.release()
 		}
 	}()
-	o.start = f.store.pos
+	o.Start = f.store.pos
 	if tok != nil {
-		o.replayable = tok.Replayable() && !initial
+		o.Replayable = tok.Replayable() && !initial
 		loc, err := f.store.locate(tok.Pos)
 		if err == nil && loc.onDisk && initial {
 			// Initial events as of a point only the disk holds would roll
@@ -351,13 +358,13 @@ func (l *lease) open(tok *token.Token, initial bool) (o opening, how opened, err
 		}
 		switch {
 		case err == nil:
-			o.start, o.loc = loc.pos, loc
-		case tok.Replayable() && !initial && (errors.Is(err, ErrTokenExpired) || errors.Is(err, ErrTokenAhead)):
-			o.start, o.ahead = state.Position{RV: tok.Pos.RV}, errors.Is(err, ErrTokenAhead)
-			return o, openedReplay, nil
+			o.Start, o.Loc = loc.pos, loc
+		case tok.Replayable() && !initial && (errors.Is(err, errs.ErrTokenExpired) || errors.Is(err, errs.ErrTokenAhead)):
+			o.Start, o.Ahead = state.Position{RV: tok.Pos.RV}, errors.Is(err, errs.ErrTokenAhead)
+			return o, OpenedReplay, nil
 		default:
-			if errors.Is(err, ErrTokenExpired) {
-				f.counters.expiredTokens.Add(1)
+			if errors.Is(err, errs.ErrTokenExpired) {
+				f.counters.ExpiredTokens.Add(1)
 			}
 			return o, 0, err
 		}
@@ -366,12 +373,45 @@ func (l *lease) open(tok *token.Token, initial bool) (o opening, how opened, err
 	case initial:
 		// A clone is O(1); the feed's later writes copy what they touch,
 		// and count what it keeps (state.Clones).
-		o.tree, o.eq, o.build = f.store.cloneFor(l.sel)
+		o.Tree, o.Eq, o.Build = f.store.cloneFor(l.sel)
 		l.clone = f.store.clones.Take()
-		o.undo, _ = f.store.history.After(o.start.Seq, int(f.store.pos.Seq-o.start.Seq), nil)
-	case o.start.Seq == f.store.pos.Seq:
+		o.Undo, _ = f.store.history.After(o.Start.Seq, int(f.store.pos.Seq-o.Start.Seq), nil)
+	case o.Start.Seq == f.store.pos.Seq:
 		l.joinLocked()
-		return o, openedLive, nil
+		return o, OpenedLive, nil
 	}
-	return o, openedCatchUp, nil
+	return o, OpenedCatchUp, nil
 }
+
+// The lease's parts its subscription reads without the feed's lock: set
+// by Init and Open, before the subscription is shared.
+
+// Clone is the state clone the initial events read; nil without.
+func (l *Lease) Clone() *state.Clone { return l.clone }
+
+// Entry is the hub's entry for the lease's feed.
+func (l *Lease) Entry() *Entry { return l.entry }
+
+// Failed ends when the subscription can deliver no more; Failure then
+// says why.
+func (l *Lease) Failed() *Ending { return &l.failed }
+
+// Failure is why the subscription failed; read it only once Failed has
+// ended.
+func (l *Lease) Failure() error { return l.failure }
+
+// Feed is the lease's feed.
+func (l *Lease) Feed() *Feed { return l.feed }
+
+// Member is the subscription as its feed's live dispatch knows it: its
+// reader's side (Pop, Handed) is the subscription's.
+func (l *Lease) Member() *fanout.Member { return &l.member }
+
+// Selector is what the subscription selects.
+func (l *Lease) Selector() *selection.Selector { return l.sel }
+
+// Terms are what the subscription asked of its feed besides its selector.
+func (l *Lease) Terms() LeaseTerms { return l.terms }
+
+// View is the subscription's view, once Open has taken it.
+func (l *Lease) View() *selection.View { return l.view }

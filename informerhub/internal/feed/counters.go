@@ -1,4 +1,4 @@
-package informerhub
+package feed
 
 import (
 	"context"
@@ -11,18 +11,18 @@ import (
 	"k8s.io/client-go/util/watchlist"
 )
 
-// resourceCounters are the running totals of one resource type. The hub
+// Counters are the running totals of one resource type. The hub
 // keeps them for its whole life, so that they only grow, whatever the
 // informer's restarts; see ResourceStats for what each counts.
-type resourceCounters struct {
-	starts, watchRestarts, received, sent, fellBehind, slowDisconnects, recounts, expiredTokens, relists, replays, filterErrors, objectErrors, evictedForMemory, diskSpills atomic.Uint64
+type Counters struct {
+	Starts, WatchRestarts, Received, Sent, FellBehind, SlowDisconnects, Recounts, ExpiredTokens, Relists, Replays, FilterErrors, ObjectErrors, EvictedForMemory, DiskSpills atomic.Uint64
 }
 
 // countedListerWatcher is one informer's lister-watcher. It counts the
 // watches the informer opens after its first: the restarts after the API
 // server closed or broke one. And it tells watched whether each watch
 // opened, which the reflector does not always tell its error handler (see
-// feed.watched).
+// Feed.watched).
 type countedListerWatcher struct {
 	lw          cache.ListerWatcherWithContext
 	unsupported bool // the source cannot serve WatchList; see watchlist.DoesClientNotSupportWatchListSemantics

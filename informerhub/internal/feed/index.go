@@ -1,4 +1,4 @@
-package informerhub
+package feed
 
 import (
 	"github.com/google/btree"
@@ -12,18 +12,18 @@ import (
 // chosen by the requests: the first snapshot or initial events whose label
 // selector requires k=v, on a state of at least labelIndexMinObjects, builds
 // an index of k, without the feed's lock, from the clone of the state it
-// reads anyway (indexBuild). The index then follows every change for the
+// reads anyway (IndexBuild). The index then follows every change for the
 // feed's lifetime, and snapshots and initial events that require k=v read
 // only the objects with that label instead of the whole state.
 const (
-	// labelIndexMinObjects is the state size from which an index is worth
+	// LabelIndexMinObjects is the state size from which an index is worth
 	// building: smaller states are scanned.
-	labelIndexMinObjects = 1024
-	// maxLabelIndexKeys bounds the keys indexed per feed, so that selectors
+	LabelIndexMinObjects = 1024
+	// MaxLabelIndexKeys bounds the keys indexed per feed, so that selectors
 	// cannot grow the hub's memory without bound: each index holds a
 	// pointer per labeled object and a small tree per value. Once full,
 	// selectors on other keys scan; no index is ever dropped.
-	maxLabelIndexKeys = 16
+	MaxLabelIndexKeys = 16
 	// labelIndexDegree is the degree of the index trees: lower than the
 	// state's, as most of them hold a few objects.
 	labelIndexDegree = 8
@@ -125,11 +125,11 @@ func (x *labelIndex) remove(values map[string]*btree.BTreeG[*state.Object], valu
 
 // treeFor returns a clone of the tree of sel's most selective indexed
 // equality, and the equality; or a clone of state and nil when it has none
-// (see store.cloneFor). When sel's first equality is worth indexing (a
+// (see the feed's store.cloneFor). When sel's first equality is worth indexing (a
 // large state, a key neither indexed nor being indexed, room for one more)
 // it also returns the build of its key, for the caller to run from the
-// clone of state without the feed's lock (indexBuild).
-func (x *labelIndex) treeFor(sel *selection.Selector, objects *btree.BTreeG[*state.Object]) (tree *btree.BTreeG[*state.Object], eq *selection.LabelPair, b *indexBuild) {
+// clone of state without the feed's lock (IndexBuild).
+func (x *labelIndex) treeFor(sel *selection.Selector, objects *btree.BTreeG[*state.Object]) (tree *btree.BTreeG[*state.Object], eq *selection.LabelPair, b *IndexBuild) {
 	pairs := selection.Equalities(sel.Labels())
 	best, bestLen := -1, 0
 	for i, p := range pairs {
@@ -146,12 +146,12 @@ func (x *labelIndex) treeFor(sel *selection.Selector, objects *btree.BTreeG[*sta
 		}
 	}
 	if best < 0 {
-		if len(pairs) > 0 && objects.Len() >= labelIndexMinObjects && len(x.keys)+len(x.building) < maxLabelIndexKeys &&
+		if len(pairs) > 0 && objects.Len() >= LabelIndexMinObjects && len(x.keys)+len(x.building) < MaxLabelIndexKeys &&
 			!x.building[pairs[0].Key] {
 			// The first equality is as good a guess as any: selectivity is
 			// unknown until its key is indexed.
 			x.building[pairs[0].Key] = true
-			b = &indexBuild{pair: pairs[0], freelist: x.freelist}
+			b = &IndexBuild{pair: pairs[0], freelist: x.freelist}
 		}
 		return objects.Clone(), nil, b
 	}
@@ -163,15 +163,15 @@ func (x *labelIndex) treeFor(sel *selection.Selector, objects *btree.BTreeG[*sta
 	return btree.NewWithFreeListG(labelIndexDegree, state.ObjectLess, x.freelist), p, nil
 }
 
-// indexBuild indexes a label key without the feed's lock. The request
+// IndexBuild indexes a label key without the feed's lock. The request
 // whose equality (pair) is worth indexing gets, under the lock, a clone of
-// the state at seq and the build (store.cloneFor); it builds the key's
+// the state at seq and the build (the feed's store.cloneFor); it builds the key's
 // trees from the clone without the lock (run), reads its own value's
 // tree, which is as of its clone, and installs the trees for every later
 // request under the lock again (store.installIndex), which follows the
 // changes recorded meanwhile. The lock is held for them only: not for
 // the O(n log n) of the build.
-type indexBuild struct {
+type IndexBuild struct {
 	pair     selection.LabelPair
 	seq      uint64
 	freelist *btree.FreeListG[*state.Object]
@@ -182,7 +182,7 @@ type indexBuild struct {
 
 // run indexes the build's key over state, a clone nobody else writes, and
 // returns the tree of the build's equality, a clone the caller owns.
-func (b *indexBuild) run(objects *btree.BTreeG[*state.Object]) *btree.BTreeG[*state.Object] {
+func (b *IndexBuild) run(objects *btree.BTreeG[*state.Object]) *btree.BTreeG[*state.Object] {
 	b.values = map[string]*btree.BTreeG[*state.Object]{}
 	objects.Ascend(func(o *state.Object) bool {
 		v, ok := o.Labels[b.pair.Key]
@@ -205,17 +205,17 @@ func (b *indexBuild) run(objects *btree.BTreeG[*state.Object]) *btree.BTreeG[*st
 }
 
 // install makes b's key, run, an indexed one, as of the state b ran on.
-func (x *labelIndex) install(b *indexBuild) {
+func (x *labelIndex) install(b *IndexBuild) {
 	delete(x.building, b.pair.Key)
 	x.keys[b.pair.Key] = b.values
 	x.bytes.Force(int64(b.entries)*labelIndexEntryBytes + int64(len(b.values))*labelIndexValueBytes)
 }
 
-// buildIndex runs b, an index cloneFor asked to build, for a request that
+// BuildIndex runs b, an index cloneFor asked to build, for a request that
 // reads tree, a clone of the state, and returns the tree and equality the
 // request reads instead: the tree of its equality in the new index. It
 // installs the index under the feed's lock.
-func (f *feed) buildIndex(b *indexBuild, tree *btree.BTreeG[*state.Object]) (*btree.BTreeG[*state.Object], *selection.LabelPair) {
+func (f *Feed) BuildIndex(b *IndexBuild, tree *btree.BTreeG[*state.Object]) (*btree.BTreeG[*state.Object], *selection.LabelPair) {
 	objects := tree.Len()
 	narrowed := b.run(tree)
 	values := len(b.values) // the feed's once installed

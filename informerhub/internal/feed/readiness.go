@@ -1,4 +1,4 @@
-package informerhub
+package feed
 
 import (
 	"sync"

@@ -1,4 +1,4 @@
-package informerhub
+package feed
 
 import (
 	"log/slog"
@@ -58,7 +58,7 @@ type preparedRelist struct {
 
 // prepareRelist prepares a list, as far as it can: not at all when one of
 // its objects is not one (replaceLocked reports it).
-func (f *feed) prepareRelist(info cache.ReplacedAllInfo) *preparedRelist {
+func (f *Feed) prepareRelist(info cache.ReplacedAllInfo) *preparedRelist {
 	p := &preparedRelist{}
 	objs := make([]*state.Object, len(info.Objects))
 	for i, obj := range info.Objects {
@@ -87,7 +87,7 @@ func (f *feed) prepareRelist(info cache.ReplacedAllInfo) *preparedRelist {
 // in p what they are as of; or whether the feed has synced at all, and a
 // nil state if it has stopped. It takes the feed's lock for an O(1) clone
 // and a copy of the groups.
-func (f *feed) relistBase(p *preparedRelist) (objects *btree.BTreeG[*state.Object], groups []*fanout.Group, synced bool) {
+func (f *Feed) relistBase(p *preparedRelist) (objects *btree.BTreeG[*state.Object], groups []*fanout.Group, synced bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.store.synced || f.err != nil {
@@ -107,13 +107,13 @@ func (p *preparedRelist) plannedAt(st *store) bool {
 // relistLocked records the differences of a list at listRV against the
 // state as one batch, and hands them to the live subscribers: as p
 // planned them, or else found under the lock.
-func (f *feed) relistLocked(p *preparedRelist, listRV uint64) {
+func (f *Feed) relistLocked(p *preparedRelist, listRV uint64) {
 	planned := p.plannedAt(f.store)
 	if !planned {
 		p.records = differences(f.store.state, p.objs)
 	}
 	batchRV := f.store.beginRelist(listRV)
-	f.counters.relists.Add(1)
+	f.counters.Relists.Add(1)
 	p.relisted = true
 	if !planned {
 		for i, r := range p.records {
@@ -130,12 +130,12 @@ func (f *feed) relistLocked(p *preparedRelist, listRV uint64) {
 		r.RV = batchRV
 		f.store.record(r, relistOffset(i, len(p.records)))
 	}
-	f.counters.received.Add(uint64(len(p.records)))
+	f.counters.Received.Add(uint64(len(p.records)))
 	if n := len(p.records); n > 0 {
 		f.live.TurnPeak(p.records[n-1].Received)
 	}
 	f.live.CountVisits(p.visits)
-	f.live.DeliverBatch(p.records, start, p.plans, f.live.MadeSince(p.made), &f.counters.fellBehind)
+	f.live.DeliverBatch(p.records, start, p.plans, f.live.MadeSince(p.made), &f.counters.FellBehind)
 	f.store.endRelist(batchRV)
 	f.boundUnwrittenLocked() // a huge relist spills at once
 }

@@ -1,4 +1,4 @@
-package informerhub
+package feed
 
 import (
 	"context"
@@ -7,34 +7,35 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/informerhub/informerhub/informerhub/internal/errs"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
-// feeds is the hub's feeds, one running per resource type, as
+// Feeds is the hub's feeds, one running per resource type, as
 // controller-runtime's informer map keeps informers: a feed starts with its
 // first user, and stops once its last has been gone for Config.IdleTimeout,
 // unless taken again. A feed that stopped on its own (its upstream failed
 // for too long) is replaced by the next take. The running totals of each
-// resource type (resourceCounters) outlive its feeds.
-type feeds struct {
+// resource type (Counters) outlive its feeds.
+type Feeds struct {
 	// start starts a feed.
-	start       func(info upstream.ResourceInfo, counters *resourceCounters) *feed
+	start       func(info upstream.ResourceInfo, counters *Counters) *Feed
 	idleTimeout time.Duration
 
 	mu      sync.Mutex // guards the fields below, and every entry's fields
-	entries map[schema.GroupVersionResource]*feedEntry
+	entries map[schema.GroupVersionResource]*Entry
 	closed  bool
 	// counters holds the running totals of each resource type that has had
 	// a feed.
-	counters map[schema.GroupVersionResource]*resourceCounters
+	counters map[schema.GroupVersionResource]*Counters
 }
 
-// feedEntry is a feed and those who hold it: subscriptions, snapshots, and
+// Entry is a feed and those who hold it: subscriptions, snapshots, and
 // the retainer of Config.Retain (retain.go). Its fields are guarded by
 // feeds.mu.
-type feedEntry struct {
-	feed *feed
+type Entry struct {
+	feed *Feed
 	refs int
 	// retained is the retainer's share of refs (0 or 1).
 	retained int
@@ -48,42 +49,42 @@ type feedEntry struct {
 // idleTimer is the subset of *time.Timer the feeds use, so tests can see it.
 type idleTimer interface{ Stop() bool }
 
-func newFeeds(idleTimeout time.Duration, start func(upstream.ResourceInfo, *resourceCounters) *feed) *feeds {
-	return &feeds{
+func NewFeeds(idleTimeout time.Duration, start func(upstream.ResourceInfo, *Counters) *Feed) *Feeds {
+	return &Feeds{
 		start:       start,
 		idleTimeout: idleTimeout,
-		entries:     map[schema.GroupVersionResource]*feedEntry{},
-		counters:    map[schema.GroupVersionResource]*resourceCounters{},
+		entries:     map[schema.GroupVersionResource]*Entry{},
+		counters:    map[schema.GroupVersionResource]*Counters{},
 	}
 }
 
-// acquire returns the entry of a resource type's feed, starting a feed if
+// Acquire returns the entry of a resource type's feed, starting a feed if
 // it has none running, once the feed has synced. Every successful acquire
 // is paired with a release.
-func (fs *feeds) acquire(ctx context.Context, info upstream.ResourceInfo) (*feedEntry, error) {
-	e, err := fs.take(info)
+func (fs *Feeds) Acquire(ctx context.Context, info upstream.ResourceInfo) (*Entry, error) {
+	e, err := fs.Take(info)
 	if err != nil {
 		return nil, err
 	}
 	if err := e.feed.waitSynced(ctx); err != nil {
-		fs.release(e)
+		fs.Release(e)
 		return nil, err
 	}
 	return e, nil
 }
 
-// take is acquire without waiting for the feed to sync.
-func (fs *feeds) take(info upstream.ResourceInfo) (*feedEntry, error) {
+// Take is acquire without waiting for the feed to sync.
+func (fs *Feeds) Take(info upstream.ResourceInfo) (*Entry, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.closed {
-		return nil, ErrClosed
+		return nil, errs.ErrClosed
 	}
 	e := fs.entries[info.Resource]
 	if e == nil || e.feed.IsStopped() {
 		counters := fs.countersLocked(info.Resource)
-		counters.starts.Add(1)
-		e = &feedEntry{feed: fs.start(info, counters)}
+		counters.Starts.Add(1)
+		e = &Entry{feed: fs.start(info, counters)}
 		fs.entries[info.Resource] = e
 	}
 	e.refs++
@@ -95,9 +96,9 @@ func (fs *feeds) take(info upstream.ResourceInfo) (*feedEntry, error) {
 	return e, nil
 }
 
-// release undoes one acquire or take. The last release starts the idle
+// Release undoes one acquire or take. The last release starts the idle
 // timer, after which the feed stops unless taken again.
-func (fs *feeds) release(e *feedEntry) {
+func (fs *Feeds) Release(e *Entry) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	e.refs--
@@ -109,7 +110,7 @@ func (fs *feeds) release(e *feedEntry) {
 	e.idleTimer = time.AfterFunc(fs.idleTimeout, func() { fs.stopIfIdle(e, gen) })
 }
 
-func (fs *feeds) stopIfIdle(e *feedEntry, gen uint64) {
+func (fs *Feeds) stopIfIdle(e *Entry, gen uint64) {
 	fs.mu.Lock()
 	if e.refs > 0 || e.idleGen != gen || fs.entries[e.feed.info.Resource] != e {
 		fs.mu.Unlock()
@@ -118,51 +119,51 @@ func (fs *feeds) stopIfIdle(e *feedEntry, gen uint64) {
 	delete(fs.entries, e.feed.info.Resource)
 	e.idleTimer = nil
 	fs.mu.Unlock()
-	e.feed.stop(errIdle)
+	e.feed.Stop(errIdle)
 	<-e.feed.done
 }
 
-// retain counts the retainer in (delta 1) or out (-1) of an entry it has
+// Retain counts the retainer in (delta 1) or out (-1) of an entry it has
 // taken.
-func (fs *feeds) retain(e *feedEntry, delta int) {
+func (fs *Feeds) Retain(e *Entry, delta int) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	e.retained += delta
 }
 
-// close refuses every later take, and returns the feeds to stop; false
+// Close refuses every later take, and returns the feeds to stop; false
 // when it was closed already.
-func (fs *feeds) close() ([]*feed, bool) {
+func (fs *Feeds) Close() ([]*Feed, bool) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.closed {
 		return nil, false
 	}
 	fs.closed = true
-	out := make([]*feed, 0, len(fs.entries))
+	out := make([]*Feed, 0, len(fs.entries))
 	for _, e := range fs.entries {
 		if e.idleTimer != nil {
 			e.idleTimer.Stop()
 		}
 		out = append(out, e.feed)
 	}
-	fs.entries = map[schema.GroupVersionResource]*feedEntry{}
+	fs.entries = map[schema.GroupVersionResource]*Entry{}
 	return out, true
 }
 
-// running returns the feeds of the entries, in no particular order.
-func (fs *feeds) running() []*feed {
+// Running returns the feeds of the entries, in no particular order.
+func (fs *Feeds) Running() []*Feed {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	out := make([]*feed, 0, len(fs.entries))
+	out := make([]*Feed, 0, len(fs.entries))
 	for _, e := range fs.entries {
 		out = append(out, e.feed)
 	}
 	return out
 }
 
-// holders is running, for the memory budget, which evicts from them.
-func (fs *feeds) holders() []memory.Holder {
+// Holders is running, for the memory budget, which evicts from them.
+func (fs *Feeds) Holders() []memory.Holder {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	out := make([]memory.Holder, 0, len(fs.entries))
@@ -172,19 +173,19 @@ func (fs *feeds) holders() []memory.Holder {
 	return out
 }
 
-// activity is what the entries say of a resource type whose feed runs.
-type activity struct {
-	feed        *feed
-	subscribers int // refs but the retainer's
-	retained    bool
+// Activity is what the entries say of a resource type whose feed runs.
+type Activity struct {
+	Feed        *Feed
+	Subscribers int // refs but the retainer's
+	Retained    bool
 }
 
-// activities returns the activity of each resource type, zero for those
+// Activities returns the activity of each resource type, zero for those
 // whose feed does not run, from one moment.
-func (fs *feeds) activities(infos []upstream.ResourceInfo) []activity {
+func (fs *Feeds) Activities(infos []upstream.ResourceInfo) []Activity {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	out := make([]activity, len(infos))
+	out := make([]Activity, len(infos))
 	for i, info := range infos {
 		out[i] = fs.activeLocked(info.Resource)
 	}
@@ -193,45 +194,45 @@ func (fs *feeds) activities(infos []upstream.ResourceInfo) []activity {
 
 // activeLocked is the activity of a resource type, zero when its feed does
 // not run.
-func (fs *feeds) activeLocked(gvr schema.GroupVersionResource) activity {
+func (fs *Feeds) activeLocked(gvr schema.GroupVersionResource) Activity {
 	e := fs.entries[gvr]
 	if e == nil || e.feed.IsStopped() {
-		return activity{}
+		return Activity{}
 	}
-	return activity{feed: e.feed, subscribers: e.refs - e.retained, retained: e.retained > 0}
+	return Activity{Feed: e.feed, Subscribers: e.refs - e.retained, Retained: e.retained > 0}
 }
 
-// countersFor returns the running totals of a resource type.
-func (fs *feeds) countersFor(gvr schema.GroupVersionResource) *resourceCounters {
+// CountersFor returns the running totals of a resource type.
+func (fs *Feeds) CountersFor(gvr schema.GroupVersionResource) *Counters {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	return fs.countersLocked(gvr)
 }
 
-func (fs *feeds) countersLocked(gvr schema.GroupVersionResource) *resourceCounters {
+func (fs *Feeds) countersLocked(gvr schema.GroupVersionResource) *Counters {
 	c := fs.counters[gvr]
 	if c == nil {
-		c = &resourceCounters{}
+		c = &Counters{}
 		fs.counters[gvr] = c
 	}
 	return c
 }
 
-// totals returns the running totals of every resource type that has had a
+// Totals returns the running totals of every resource type that has had a
 // feed, with the activity of those whose feed runs.
-func (fs *feeds) totals() map[schema.GroupVersionResource]totals {
+func (fs *Feeds) Totals() map[schema.GroupVersionResource]Total {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	out := make(map[schema.GroupVersionResource]totals, len(fs.counters))
+	out := make(map[schema.GroupVersionResource]Total, len(fs.counters))
 	for gvr, c := range fs.counters {
-		out[gvr] = totals{counters: c, activity: fs.activeLocked(gvr)}
+		out[gvr] = Total{Counters: c, Activity: fs.activeLocked(gvr)}
 	}
 	return out
 }
 
-type totals struct {
-	counters *resourceCounters
-	activity activity // zero when no feed runs
+type Total struct {
+	Counters *Counters
+	Activity Activity // zero when no feed runs
 }
 
 // errIdle is why an idle feed stopped; no subscriber ever sees it.
@@ -240,4 +241,7 @@ var errIdle = &idleError{}
 type idleError struct{}
 
 func (*idleError) Error() string { return "no subscribers for the idle timeout" }
-func (*idleError) Unwrap() error { return ErrClosed }
+func (*idleError) Unwrap() error { return errs.ErrClosed }
+
+// Feed is the entry's feed.
+func (e *Entry) Feed() *Feed { return e.feed }

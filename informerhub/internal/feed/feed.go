@@ -1,4 +1,4 @@
-package informerhub
+package feed
 
 import (
 	"context"
@@ -15,13 +15,15 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/internal/errs"
+	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/fanout"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
-// feed is the one informer of one resource type, and what the hub keeps of
+// Feed is the one informer of one resource type, and what the hub keeps of
 // it: the store (state, history, position), the live subscribers it hands
 // each change to, what its subscribers asked of it (admission), and what it
 // knows of its upstream (readiness). Its process method is the informer's
@@ -32,14 +34,14 @@ import (
 // handlers, process sees a relist as one ReplacedAll delta and sees
 // bookmarks, so the hub computes the true differences of a relist itself,
 // and its position follows the API server even while nothing changes.
-type feed struct {
+type Feed struct {
 	deps     *Deps // what the hub's feeds share
 	info     upstream.ResourceInfo
 	resource string // the resource type as tokens name it
 	epoch    uint64 // this instance's, never 0 (replayed events' tokens)
 	log      *slog.Logger
-	counters *resourceCounters // the resource type's, outliving the feed
-	events   eventMaker
+	counters *Counters // the resource type's, outliving the feed
+	events   Events
 	lw       cache.ListerWatcher // also opens the cluster-wide upstream watches of replays
 	cancel   context.CancelFunc  // stops the informer
 	done     chan struct{}       // closed when the informer's goroutines have exited
@@ -58,19 +60,19 @@ type feed struct {
 	err       error // why the feed stopped; set once, before stopped is closed
 }
 
-func newFeed(deps *Deps, info upstream.ResourceInfo, counters *resourceCounters) *feed {
+func New(deps *Deps, info upstream.ResourceInfo, counters *Counters) *Feed {
 	resource := upstream.FormatResource(info.Resource)
 	log := deps.Log.With("resource", resource)
 	epoch := rand.Uint64() | 1
-	return &feed{
+	return &Feed{
 		deps:     deps,
 		info:     info,
 		resource: resource,
 		epoch:    epoch,
 		log:      log,
 		counters: counters,
-		events: eventMaker{resource: resource, gvr: info.Resource, encode: deps.Encode, memory: deps.Memory,
-			failures: &counters.objectErrors, log: log},
+		events: Events{resource: resource, gvr: info.Resource, encode: deps.Encode, memory: deps.Memory,
+			failures: &counters.ObjectErrors, log: log},
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 		store:     newStore(info.Resource, epoch, deps, log),
@@ -80,9 +82,9 @@ func newFeed(deps *Deps, info upstream.ResourceInfo, counters *resourceCounters)
 	}
 }
 
-// start runs the informer until ctx ends or the feed stops, on a goroutine
+// Start runs the informer until ctx ends or the feed stops, on a goroutine
 // of running.
-func (f *feed) start(ctx context.Context, lw cache.ListerWatcher, running *sync.WaitGroup) {
+func (f *Feed) Start(ctx context.Context, lw cache.ListerWatcher, running *sync.WaitGroup) {
 	f.lw = lw
 	if f.deps.Disk != nil && f.deps.Disk.Writes(f.resource) {
 		lw = f.deps.Disk.ListerWatcher(cache.ToListerWatcherWithContext(lw), f.resource, f, f.log)
@@ -96,8 +98,8 @@ func (f *feed) start(ctx context.Context, lw cache.ListerWatcher, running *sync.
 	})
 	controller := cache.New(&cache.Config{
 		Queue:                        fifo,
-		ListerWatcher:                newCountedListerWatcher(lw, &f.counters.watchRestarts, f.watched),
-		Process:                      f.process,
+		ListerWatcher:                newCountedListerWatcher(lw, &f.counters.WatchRestarts, f.watched),
+		Process:                      f.Process,
 		ObjectDescription:            f.resource,
 		WatchErrorHandlerWithContext: f.watchError,
 	})
@@ -108,14 +110,14 @@ func (f *feed) start(ctx context.Context, lw cache.ListerWatcher, running *sync.
 	f.log.Info("informer started")
 }
 
-// stop ends the feed: its subscribers end with err, its informer stops.
-func (f *feed) stop(err error) {
+// Stop ends the feed: its subscribers end with err, its informer stops.
+func (f *Feed) Stop(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stopLocked(err)
 }
 
-func (f *feed) stopLocked(err error) {
+func (f *Feed) stopLocked(err error) {
 	if f.err != nil {
 		return
 	}
@@ -134,7 +136,7 @@ func (f *feed) stopLocked(err error) {
 }
 
 // IsStopped reports whether the feed has stopped.
-func (f *feed) IsStopped() bool {
+func (f *Feed) IsStopped() bool {
 	select {
 	case <-f.stopped:
 		return true
@@ -146,7 +148,7 @@ func (f *feed) IsStopped() bool {
 // waitSynced waits until the initial list is in the store. It fails fast
 // when listing fails, so clients learn of an unreachable or forbidding API
 // server instead of hanging; the informer keeps retrying in the background.
-func (f *feed) waitSynced(ctx context.Context) error {
+func (f *Feed) waitSynced(ctx context.Context) error {
 	select {
 	case <-f.ready.synced:
 		return nil
@@ -163,14 +165,14 @@ func (f *feed) waitSynced(ctx context.Context) error {
 		if apierrors.IsNotFound(f.ready.listErr) {
 			// Discovery knew the resource, the API server no longer serves
 			// it (a CRD was just deleted).
-			return &ResourceError{Resource: f.info.Resource, Err: ErrUnknownResource}
+			return &errs.ResourceError{Resource: f.info.Resource, Err: errs.ErrUnknownResource}
 		}
-		return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: listing failed: %w", ErrUnavailable, f.ready.listErr)}
+		return &errs.ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: listing failed: %w", errs.ErrUnavailable, f.ready.listErr)}
 	}
 }
 
 // watchError is called by the reflector when a list or watch fails.
-func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
+func (f *Feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// The stored state is the first list when the disk holds the type
@@ -185,7 +187,7 @@ func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 	if apierrors.IsNotFound(err) {
 		// The resource type is gone (its CRD was deleted): say so rather
 		// than keep subscribers waiting for changes that cannot come.
-		f.stopLocked(&ResourceError{Resource: f.info.Resource, Err: ErrUnknownResource})
+		f.stopLocked(&errs.ResourceError{Resource: f.info.Resource, Err: errs.ErrUnknownResource})
 		return
 	}
 	f.log.Info("upstream watch ended; the informer resumes or relists", "error", err)
@@ -201,7 +203,7 @@ func (f *feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 // retry the reflector watches on without a list, and a quiet resource may
 // deliver nothing for a while. Before the first list is in the store, a
 // failure counts from the next, as in watchError.
-func (f *feed) watched(err error) {
+func (f *Feed) watched(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil || (!f.store.synced && f.store.disk.restore == nil) {
@@ -221,7 +223,7 @@ func (f *feed) watched(err error) {
 // ErrUnavailable and their tokens rather than wait on a position that no
 // longer moves, and the next request starts a fresh informer, which
 // resumes their tokens exactly once the API server serves it again.
-func (f *feed) checkStale() {
+func (f *Feed) checkStale() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	stale, failingFor, lastErr := f.ready.stale(time.Now(), f.deps.MaxUpstreamFailure)
@@ -230,18 +232,18 @@ func (f *feed) checkStale() {
 	}
 	f.log.Warn("the API server has delivered nothing for a while; ending the informer and its streams",
 		"failingFor", failingFor.Round(time.Second), "error", lastErr)
-	f.stopLocked(&ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: the API server has delivered nothing for %v: %w",
-		ErrUnavailable, f.deps.MaxUpstreamFailure, lastErr)})
+	f.stopLocked(&errs.ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: the API server has delivered nothing for %v: %w",
+		errs.ErrUnavailable, f.deps.MaxUpstreamFailure, lastErr)})
 }
 
-// process is the informer's one handler. It never blocks on subscribers:
+// Process is the informer's one handler. It never blocks on subscribers:
 // dispatch is a non-blocking send to bounded queues.
 //
 // A panic here is a bug in the hub, not the cluster's doing: it stops this
 // feed (its subscribers end with an internal error, and the next request
 // starts a fresh informer) instead of crashing the process and every
 // other resource type's streams with it.
-func (f *feed) process(obj any, _ bool) (err error) {
+func (f *Feed) Process(obj any, _ bool) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = f.stopAfterPanic(p)
@@ -256,7 +258,7 @@ func (f *feed) process(obj any, _ bool) (err error) {
 
 // apply takes deltas under the feed's lock, with what prepare made of
 // them.
-func (f *feed) apply(deltas cache.Deltas, prepared []prepared) error {
+func (f *Feed) apply(deltas cache.Deltas, prepared []prepared) error {
 	// After the lock is released: it may evict from any feed, this one too.
 	defer f.deps.Memory.Reclaim()
 	f.mu.Lock()
@@ -282,7 +284,7 @@ func (f *feed) apply(deltas cache.Deltas, prepared []prepared) error {
 			// rather than lose changes silently. Subscribers retry, which
 			// starts a fresh informer.
 			f.log.Error("cannot apply a change; stopping the informer", "error", err)
-			f.stopLocked(&ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: %v", ErrUnavailable, err)})
+			f.stopLocked(&errs.ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: %v", errs.ErrUnavailable, err)})
 			return err
 		}
 	}
@@ -295,10 +297,10 @@ func (f *feed) apply(deltas cache.Deltas, prepared []prepared) error {
 // its subscribers, by what needs no state (the context, the stopped
 // channel, each lease's failed channel), rather than let the second panic
 // end the process.
-func (f *feed) stopAfterPanic(p any) (err error) {
+func (f *Feed) stopAfterPanic(p any) (err error) {
 	f.log.Error("panic processing a change; stopping the informer", "panic", p, "stack", string(debug.Stack()))
 	err = fmt.Errorf("informerhub: panic processing a change: %v", p)
-	failure := &ResourceError{Resource: f.info.Resource, Err: err}
+	failure := &errs.ResourceError{Resource: f.info.Resource, Err: err}
 	defer func() {
 		if p2 := recover(); p2 != nil {
 			f.log.Error("panic stopping the informer after a panic; ending it without its state", "panic", p2, "stack", string(debug.Stack()))
@@ -327,12 +329,12 @@ func (f *feed) stopAfterPanic(p any) (err error) {
 	if f.deps.StopHook != nil {
 		f.deps.StopHook()
 	}
-	f.stop(failure)
+	f.Stop(failure)
 	return err
 }
 
 // applyLocked takes one delta; p is what prepare made of it, if anything.
-func (f *feed) applyLocked(d cache.Delta, p prepared) error {
+func (f *Feed) applyLocked(d cache.Delta, p prepared) error {
 	switch d.Type {
 	case cache.ReplacedAll:
 		info, ok := d.Object.(cache.ReplacedAllInfo)
@@ -377,18 +379,18 @@ func (f *feed) applyLocked(d cache.Delta, p prepared) error {
 		if !exists {
 			return nil
 		}
-		f.recordLocked(&state.Record{Type: EventDeleted, Object: o, Previous: prev, RV: max(o.RV, f.store.pos.RV)}, 0, p.eval)
+		f.recordLocked(&state.Record{Type: event.Deleted, Object: o, Previous: prev, RV: max(o.RV, f.store.pos.RV)}, 0, p.eval)
 	default:
 		return fmt.Errorf("unexpected delta type %q", d.Type)
 	}
 	return nil
 }
 
-func typeOf(existed bool) EventType {
+func typeOf(existed bool) event.Type {
 	if existed {
-		return EventModified
+		return event.Modified
 	}
-	return EventAdded
+	return event.Added
 }
 
 // replaceLocked takes a LIST: the first one becomes the initial state; a
@@ -396,7 +398,7 @@ func typeOf(existed bool) EventType {
 // true differences against the state, recorded as one batch (relistLocked).
 // p is what prepare made of it before the lock, which it completes with
 // what it did, for process to log once it has released the lock.
-func (f *feed) replaceLocked(info cache.ReplacedAllInfo, p *preparedRelist) error {
+func (f *Feed) replaceLocked(info cache.ReplacedAllInfo, p *preparedRelist) error {
 	listRV, err := state.ParseResourceVersion(info.ResourceVersion)
 	if err != nil {
 		return fmt.Errorf("list: %w", err)
@@ -427,21 +429,21 @@ func (f *feed) replaceLocked(info cache.ReplacedAllInfo, p *preparedRelist) erro
 // recordLocked records r in the store and hands it to every live
 // subscriber that selects it (see store.record for offset). ev holds what
 // filters evaluated of r before the lock (nil: nothing).
-func (f *feed) recordLocked(r *state.Record, offset uint32, ev *selection.Evaluation) {
+func (f *Feed) recordLocked(r *state.Record, offset uint32, ev *selection.Evaluation) {
 	before := f.store.record(r, offset)
-	f.counters.received.Add(1)
+	f.counters.Received.Add(1)
 	f.live.TurnPeak(r.Received)
 	if ev == nil {
 		ev = &selection.Evaluation{}
 	}
-	f.live.Deliver(r, ev, before, &f.counters.fellBehind)
+	f.live.Deliver(r, ev, before, &f.counters.FellBehind)
 	f.boundUnwrittenLocked()
 }
 
 // boundUnwrittenLocked spills the feed's disk history when what it has
 // waiting to be written went past Config.HistoryMaxUnwrittenBytes (see
 // spillDiskLocked). The caller holds f.mu and has just recorded.
-func (f *feed) boundUnwrittenLocked() {
+func (f *Feed) boundUnwrittenLocked() {
 	if max := f.deps.HistoryMaxUnwrittenBytes; f.store.disk.unwritten > max {
 		f.spillDiskLocked(fmt.Errorf("the changes waiting to be written hold %d bytes, more than HistoryMaxUnwrittenBytes (%d)", f.store.disk.unwritten, max))
 	}
@@ -471,7 +473,7 @@ type prepared struct {
 //
 // It returns nothing to reuse when no filter is in use, and for what it
 // cannot prepare (applyLocked reports its errors).
-func (f *feed) prepare(deltas cache.Deltas) []prepared {
+func (f *Feed) prepare(deltas cache.Deltas) []prepared {
 	out := make([]prepared, len(deltas))
 	if len(deltas) == 1 && deltas[0].Type == cache.ReplacedAll {
 		if info, ok := deltas[0].Object.(cache.ReplacedAllInfo); ok {
@@ -498,7 +500,7 @@ func (f *feed) prepare(deltas cache.Deltas) []prepared {
 		}
 		ev.Share(filters) // one decode of each object for all filters
 		for _, e := range plan {
-			ev.Matches(e.Filter, e.Object, &f.counters.filterErrors)
+			ev.Matches(e.Filter, e.Object, &f.counters.FilterErrors)
 		}
 		out[i].eval = ev
 	}
@@ -509,7 +511,7 @@ func (f *feed) prepare(deltas cache.Deltas) []prepared {
 // filters dispatch will evaluate on its object and on the state it
 // replaces; under the feed's lock (released however it returns: process
 // recovers from panics by stopping the feed, which takes the lock).
-func (f *feed) planLocked(deltas cache.Deltas, out []prepared) [][]fanout.FilterOn {
+func (f *Feed) planLocked(deltas cache.Deltas, out []prepared) [][]fanout.FilterOn {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.admission.FilterCount() == 0 || !f.store.synced || f.err != nil {
@@ -518,7 +520,7 @@ func (f *feed) planLocked(deltas cache.Deltas, out []prepared) [][]fanout.Filter
 	plans := make([][]fanout.FilterOn, len(deltas))
 	// The state each delta replaces: the state's, or an earlier delta's of
 	// the same object.
-	pending := map[objectKey]*state.Object{}
+	pending := map[state.Key]*state.Object{}
 	for i, d := range deltas {
 		switch d.Type {
 		case cache.Added, cache.Updated, cache.Replaced, cache.Deleted:
@@ -529,7 +531,7 @@ func (f *feed) planLocked(deltas cache.Deltas, out []prepared) [][]fanout.Filter
 		if err != nil {
 			continue
 		}
-		key := objectKey{o.Namespace, o.Name}
+		key := state.Key{Namespace: o.Namespace, Name: o.Name}
 		prev, ok := pending[key]
 		if !ok {
 			prev, _ = f.store.state.Get(o)
@@ -547,60 +549,78 @@ func (f *feed) planLocked(deltas cache.Deltas, out []prepared) [][]fanout.Filter
 	return plans
 }
 
-// expired counts an answer of ErrTokenExpired, and returns it. The caller
+// Expired counts an answer of ErrTokenExpired, and returns it. The caller
 // does not hold f.mu.
-func (f *feed) expired(upstream bool) *ExpiredError {
+func (f *Feed) Expired(upstream bool) *errs.ExpiredError {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.expiredLocked(upstream)
 }
 
 // expiredLocked is expired for a caller that holds f.mu.
-func (f *feed) expiredLocked(upstream bool) *ExpiredError {
-	f.counters.expiredTokens.Add(1)
+func (f *Feed) expiredLocked(upstream bool) *errs.ExpiredError {
+	f.counters.ExpiredTokens.Add(1)
 	return f.store.expiredError(upstream)
 }
 
 // The feed's side of the hub's memory budget (memory.Holder).
 
 // OldestAt is when the store's oldest record that may be evicted arrived.
-func (f *feed) OldestAt() int64 { return f.store.oldestAt.Load() }
+func (f *Feed) OldestAt() int64 { return f.store.oldestAt.Load() }
 
 // EvictForMemory evicts the store's oldest records while the hub is over
 // its memory budget, up to the first that arrived after until. It evicts
 // nothing, and reports false, if the feed's lock is taken: the feed is busy
 // (recording a relist, say), and reclaims after its own work.
-func (f *feed) EvictForMemory(until int64) (evicted int, ok bool) {
+func (f *Feed) EvictForMemory(until int64) (evicted int, ok bool) {
 	if !f.mu.TryLock() {
 		return 0, false
 	}
 	defer f.mu.Unlock()
 	evicted = f.store.evictForMemory(until)
-	f.counters.evictedForMemory.Add(uint64(evicted))
+	f.counters.EvictedForMemory.Add(uint64(evicted))
 	return evicted, true
 }
 
-// status fills in what the feed holds, for Resources.
-func (f *feed) status(rs *ResourceStatus) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.store.status(rs)
+// Levels are what a feed holds now and how its upstream fares, for the
+// hub's Resources and Stats; see ResourceStats for what each is.
+type Levels struct {
+	CachedObjects int
+	// Synced is set once the informer has synced; the history's and the
+	// disk's levels are zero until then.
+	Synced                       bool
+	HistoryEvents                int
+	HistoryBytes                 int64
+	HistoryFloorRV               uint64 // a token from here on resumes from memory
+	HistoryOldest, HistoryNewest time.Time
+	// RetainedRV is the oldest version a token resumes from without the
+	// API server, in memory or on disk, and RetainedSince when the feed
+	// reached it.
+	RetainedRV    uint64
+	RetainedSince time.Time
+	DiskPending   uint64
+
+	UpstreamProgress, UpstreamFailingSince time.Time
+	SubscriberGroups, Filters, Projections int
+	QueuePeak                              int
 }
 
-// levels fills in the feed's current levels, for Stats: what it keeps
-// counted, in O(1), whatever the subscribers and objects.
-func (f *feed) levels(rs *ResourceStats) {
+// Levels returns the feed's current levels: what it keeps counted, in
+// O(1), whatever the subscribers and objects.
+func (f *Feed) Levels() Levels {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.store.levels(rs)
-	rs.UpstreamProgress, rs.UpstreamFailingSince = f.ready.progressAt, f.ready.failingSince
-	rs.SubscriberGroups, rs.Filters, rs.Projections = f.live.GroupCount(), f.admission.FilterCount(), f.admission.ProjectionCount()
-	rs.QueuePeak = f.live.QueuePeak(time.Now().UnixNano())
+	var l Levels
+	f.store.levels(&l)
+	l.UpstreamProgress, l.UpstreamFailingSince = f.ready.progressAt, f.ready.failingSince
+	l.SubscriberGroups, l.Filters, l.Projections = f.live.GroupCount(), f.admission.FilterCount(), f.admission.ProjectionCount()
+	l.QueuePeak = f.live.QueuePeak(time.Now().UnixNano())
+	return l
 }
 
 // UnwrittenBytes returns what the feed's changes waiting for the disk hold;
 // false if the feed's lock is taken.
-func (f *feed) UnwrittenBytes() (int64, bool) {
+func (f *Feed) UnwrittenBytes() (int64, bool) {
 	if !f.mu.TryLock() {
 		return 0, false
 	}
@@ -610,7 +630,7 @@ func (f *feed) UnwrittenBytes() (int64, bool) {
 
 // CloneKeeps returns what the feed's open state clones keep; false if its
 // lock is taken.
-func (f *feed) CloneKeeps() (int64, bool) {
+func (f *Feed) CloneKeeps() (int64, bool) {
 	if !f.mu.TryLock() {
 		return 0, false
 	}
@@ -622,7 +642,7 @@ func (f *feed) CloneKeeps() (int64, bool) {
 // EndOldestClone ends the reader of the feed's oldest state clone for the
 // hub's memory budget (see memory.Holder); false if its lock is
 // taken or it has none.
-func (f *feed) EndOldestClone() bool {
+func (f *Feed) EndOldestClone() bool {
 	if !f.mu.TryLock() {
 		return false
 	}
@@ -631,7 +651,7 @@ func (f *feed) EndOldestClone() bool {
 	if c == nil {
 		return false
 	}
-	var err error = &LimitError{Resource: f.info.Resource, Limit: LimitMemoryBudget, Max: int(f.deps.Memory.Held.Max())}
+	var err error = &errs.LimitError{Resource: f.info.Resource, Limit: errs.LimitMemoryBudget, Max: int(f.deps.Memory.Held.Max())}
 	c.Ended.Store(&err)
 	f.store.clones.Close(c)
 	f.log.Warn("ended a snapshot or initial events read so slowly that the objects changed since it began took the hub past its memory budget",
@@ -641,7 +661,7 @@ func (f *feed) EndOldestClone() bool {
 
 // SpillForMemory stops the feed writing to disk for the hub's memory
 // budget; false if its lock is taken or it does not write.
-func (f *feed) SpillForMemory() bool {
+func (f *Feed) SpillForMemory() bool {
 	if !f.mu.TryLock() {
 		return false
 	}
@@ -652,3 +672,35 @@ func (f *feed) SpillForMemory() bool {
 	f.spillDiskLocked(errors.New("the hub is over its memory budget, and the changes waiting to be written are all it could evict"))
 	return true
 }
+
+// Counters are the resource type's running totals, outliving the feed.
+func (f *Feed) Counters() *Counters { return f.counters }
+
+// Err is why the feed stopped, once Stopped is closed; nil before.
+func (f *Feed) Err() error {
+	select {
+	case <-f.stopped:
+		return f.err
+	default:
+		return nil
+	}
+}
+
+// Events makes the feed's events.
+func (f *Feed) Events() *Events { return &f.events }
+
+// Info is the resource type the feed serves.
+func (f *Feed) Info() upstream.ResourceInfo { return f.info }
+
+// Log is the feed's logger, which names its resource type.
+func (f *Feed) Log() *slog.Logger { return f.log }
+
+// ListerWatcher lists and watches the resource type cluster-wide; a
+// replay watches through it.
+func (f *Feed) ListerWatcher() cache.ListerWatcher { return f.lw }
+
+// Resource is the resource type as tokens name it.
+func (f *Feed) Resource() string { return f.resource }
+
+// Stopped is closed once the feed has stopped; Err says why.
+func (f *Feed) Stopped() <-chan struct{} { return f.stopped }

@@ -1,4 +1,4 @@
-package informerhub
+package feed
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
@@ -30,7 +31,7 @@ func newIndexStore(t *testing.T, historySize int) *indexStore {
 	deps := Deps{HistorySize: historySize, HistoryBytes: 1 << 30, Memory: memory.New(1<<40, log, nil)}
 	x := &indexStore{st: newStore(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, 1, &deps, log)}
 	var objs []*state.Object
-	for i := range labelIndexMinObjects + 100 {
+	for i := range LabelIndexMinObjects + 100 {
 		objs = append(objs, x.object(fmt.Sprint("o", i), []string{"a", "b", ""}[i%3]))
 	}
 	objects, size := stateOf(objs)
@@ -61,10 +62,10 @@ func (x *indexStore) put(name, team string) {
 func (x *indexStore) delete(name, final string) {
 	o := x.object(name, final)
 	prev, _ := x.st.delete(o)
-	x.st.record(&state.Record{Type: EventDeleted, Object: o, Previous: prev, RV: o.RV}, 0)
+	x.st.record(&state.Record{Type: event.Deleted, Object: o, Previous: prev, RV: o.RV}, 0)
 }
 
-func (x *indexStore) cloneFor(t *testing.T, labelSelector string) (*btree.BTreeG[*state.Object], *selection.LabelPair, *indexBuild) {
+func (x *indexStore) cloneFor(t *testing.T, labelSelector string) (*btree.BTreeG[*state.Object], *selection.LabelPair, *IndexBuild) {
 	t.Helper()
 	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	sel, err := selection.Parse(selection.Spec{Resource: cm, LabelSelector: labelSelector}, upstream.ResourceInfo{Resource: cm, Namespaced: true},
@@ -196,7 +197,7 @@ func TestLabelIndexCountsItsEntries(t *testing.T) {
 		return o
 	}
 	put("a", "x")
-	build := &indexBuild{pair: selection.LabelPair{Key: "team", Value: "x"}, freelist: x.freelist}
+	build := &IndexBuild{pair: selection.LabelPair{Key: "team", Value: "x"}, freelist: x.freelist}
 	build.run(objects)
 	x.install(build)
 	put("b", "x")

@@ -1,8 +1,8 @@
-package informerhub
+package feed
 
 import "sync"
 
-// ending is how a subscription, a WatchMany or a counter ends: once, when
+// Ending is how a subscription, a WatchMany or a counter ends: once, when
 // it can deliver no more. Its done channel is closed then, and the
 // function given to after runs then, in a goroutine of its own: so a
 // caller blocked elsewhere, in a send to a client that stopped reading,
@@ -10,7 +10,7 @@ import "sync"
 // (as context.AfterFunc does for a context, at a fraction of a context's
 // memory: a replica holds 100,000 of these). The channel is made when
 // first asked for: a subscription's reader asks ended instead.
-type ending struct {
+type Ending struct {
 	mu sync.Mutex // guards the fields below
 	// ended is set once it has ended.
 	ended bool
@@ -19,8 +19,8 @@ type ending struct {
 	then func()
 }
 
-// close ends it; the first call does.
-func (e *ending) close() {
+// Close ends it; the first call does.
+func (e *Ending) Close() {
 	e.mu.Lock()
 	if e.ended {
 		e.mu.Unlock()
@@ -38,15 +38,15 @@ func (e *ending) close() {
 	}
 }
 
-// isEnded reports whether it has ended.
-func (e *ending) isEnded() bool {
+// IsEnded reports whether it has ended.
+func (e *Ending) IsEnded() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.ended
 }
 
-// done returns a channel closed once it has ended.
-func (e *ending) done() <-chan struct{} {
+// Done returns a channel closed once it has ended.
+func (e *Ending) Done() <-chan struct{} {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ch == nil {
@@ -58,10 +58,10 @@ func (e *ending) done() <-chan struct{} {
 	return e.ch
 }
 
-// after arranges for f to run, in its own goroutine, once it has ended (at
+// After arranges for f to run, in its own goroutine, once it has ended (at
 // once if it has), in place of any function given before; stop cancels
 // that.
-func (e *ending) after(f func()) (stop func()) {
+func (e *Ending) After(f func()) (stop func()) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ended {
@@ -72,7 +72,7 @@ func (e *ending) after(f func()) (stop func()) {
 	return e.stop
 }
 
-func (e *ending) stop() {
+func (e *Ending) stop() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.then = nil

@@ -1,4 +1,4 @@
-package informerhub
+package feed
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
 	"github.com/informerhub/informerhub/informerhub/internal/durable"
+	"github.com/informerhub/informerhub/informerhub/internal/errs"
+	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
@@ -17,7 +19,7 @@ import (
 // Records and objects cross to the disk as historystore's, converted here.
 
 // AttachDisk makes the feed write to dl, unless the disk failed.
-func (f *feed) AttachDisk(dl *durable.Log, failed func() bool) bool {
+func (f *Feed) AttachDisk(dl *durable.Log, failed func() bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if failed() {
@@ -28,7 +30,7 @@ func (f *feed) AttachDisk(dl *durable.Log, failed func() bool) bool {
 }
 
 // DetachDisk leaves the feed with its memory alone.
-func (f *feed) DetachDisk(*durable.Log) {
+func (f *Feed) DetachDisk(*durable.Log) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.store.disk.stop()
@@ -40,7 +42,7 @@ func (f *feed) DetachDisk(*durable.Log) {
 // ResumeDisk makes the feed write to dl again after a spill, from its
 // position on: dl holds nothing of the type now, and its first write is the
 // state. It reports false for a feed that stopped.
-func (f *feed) ResumeDisk(dl *durable.Log) bool {
+func (f *Feed) ResumeDisk(dl *durable.Log) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.store
@@ -54,7 +56,7 @@ func (f *feed) ResumeDisk(dl *durable.Log) bool {
 }
 
 // SpillDisk is spillDiskLocked for the writer, which does not hold f.mu.
-func (f *feed) SpillDisk(dl *durable.Log, cause error) {
+func (f *Feed) SpillDisk(dl *durable.Log, cause error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.store.disk.log == dl {
@@ -71,7 +73,7 @@ func (f *feed) SpillDisk(dl *durable.Log, cause error) {
 // feed's position then (durable.History): tokens from before
 // are placed in memory, or replayed from the API server (exactly, or
 // OUT_OF_RANGE), never across a silent hole. The caller holds f.mu.
-func (f *feed) spillDiskLocked(cause error) {
+func (f *Feed) spillDiskLocked(cause error) {
 	st := f.store
 	dl := st.disk.log
 	if dl == nil {
@@ -83,7 +85,7 @@ func (f *feed) spillDiskLocked(cause error) {
 		st.history.Trim()
 		st.noteOldest()
 	}
-	f.counters.diskSpills.Add(1)
+	f.counters.DiskSpills.Add(1)
 	f.log.Warn("stopped writing the history to disk, which fell behind; memory only until the writer catches up, then the disk history starts over from there",
 		"reason", cause, "unwrittenBytes", unwritten)
 	dl.Spilled()
@@ -91,7 +93,7 @@ func (f *feed) spillDiskLocked(cause error) {
 
 // RestoreFrom gives the feed what the disk held of its type, for its first
 // list to take.
-func (f *feed) RestoreFrom(r *durable.Restored) {
+func (f *Feed) RestoreFrom(r *durable.Restored) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.store.disk.restore = r
@@ -100,7 +102,7 @@ func (f *feed) RestoreFrom(r *durable.Restored) {
 // Unwritten collects what the feed recorded that dl does not hold: the
 // records' pointers and, with withState, a clone of the state, both read
 // outside the lock (records are immutable once appended).
-func (f *feed) Unwritten(dl *durable.Log, withState bool) durable.Pending {
+func (f *Feed) Unwritten(dl *durable.Log, withState bool) durable.Pending {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.store
@@ -130,7 +132,7 @@ func (f *feed) Unwritten(dl *durable.Log, withState bool) durable.Pending {
 
 // Written marks the feed's records up to seq as on disk: the history may
 // evict them now.
-func (f *feed) Written(dl *durable.Log, seq uint64) {
+func (f *Feed) Written(dl *durable.Log, seq uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.store
@@ -151,13 +153,13 @@ func (f *feed) Written(dl *durable.Log, seq uint64) {
 
 // diskHoldsLocked reports whether the feed's history on disk holds the
 // records after seq. The caller holds f.mu.
-func (f *feed) diskHoldsLocked(seq uint64) bool {
+func (f *Feed) diskHoldsLocked(seq uint64) bool {
 	return f.store.disk.log != nil && f.store.disk.log.Holds(seq)
 }
 
-// readDisk appends to dst a batch of the feed's records on disk after
+// ReadDisk appends to dst a batch of the feed's records on disk after
 // seq, before upTo (see durable.History.Read).
-func (f *feed) readDisk(ctx context.Context, seq, upTo uint64, dst []*state.Record) ([]*state.Record, error) {
+func (f *Feed) ReadDisk(ctx context.Context, seq, upTo uint64, dst []*state.Record) ([]*state.Record, error) {
 	recs, err := f.deps.Disk.Read(ctx, f.resource, seq+1, upTo)
 	for i := range recs {
 		dst = append(dst, recordFromDisk(&recs[i]))
@@ -165,23 +167,23 @@ func (f *feed) readDisk(ctx context.Context, seq, upTo uint64, dst []*state.Reco
 	return dst, err
 }
 
-// findOnDisk places rv among the feed's records on disk, from first to
+// FindOnDisk places rv among the feed's records on disk, from first to
 // last (see durable.History.LastAtOrBefore).
-func (f *feed) findOnDisk(ctx context.Context, first, last, rv uint64) (seq uint64, err error) {
+func (f *Feed) FindOnDisk(ctx context.Context, first, last, rv uint64) (seq uint64, err error) {
 	return f.deps.Disk.LastAtOrBefore(ctx, f.resource, first, last, rv)
 }
 
-// readError is what a subscriber of f gets when the disk history cannot be
+// ReadError is what a subscriber of f gets when the disk history cannot be
 // read.
-func readError(f *feed, err error) error {
+func ReadError(f *Feed, err error) error {
 	switch {
 	case errors.Is(err, historystore.ErrMissing):
-		return f.expired(false)
+		return f.Expired(false)
 	case errors.Is(err, durable.ErrClosed):
-		return ErrClosed // the hub is closing
+		return errs.ErrClosed // the hub is closing
 	}
 	f.log.Error("cannot read the history on disk", "error", err)
-	return &ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: reading the history on disk: %w", ErrUnavailable, err)}
+	return &errs.ResourceError{Resource: f.info.Resource, Err: fmt.Errorf("%w: reading the history on disk: %w", errs.ErrUnavailable, err)}
 }
 
 // diskRecords are records as the disk history takes them (durable.Records).
@@ -210,7 +212,7 @@ func objectFromDisk(o *historystore.Object) *state.Object {
 
 func recordFromDisk(r *historystore.Record) *state.Record {
 	out := &state.Record{Pos: state.Position{Epoch: r.Epoch, Seq: r.Seq, RV: r.TokenRV, Offset: r.Offset}, RV: r.RV,
-		Type: EventType(r.Type), Received: r.Received, FromRelist: r.FromRelist, Object: objectFromDisk(&r.Object)}
+		Type: event.Type(r.Type), Received: r.Received, FromRelist: r.FromRelist, Object: objectFromDisk(&r.Object)}
 	if r.Previous != nil {
 		out.Previous = objectFromDisk(r.Previous)
 	}
