@@ -368,14 +368,17 @@ type countKey struct {
 // caller starts it, the last one to leave stops it. A counter that failed
 // is removed at once, so that the next caller starts a fresh one.
 type counts struct {
-	mu      sync.Mutex // guards the fields below, and every counter's refs
-	entries map[countKey]*counter
-	closed  bool
+	maxGroups int        // Config.MaxCountGroups
+	mu        sync.Mutex // guards the fields below, and every counter's refs
+	entries   map[countKey]*counter
+	closed    bool
 	// running runs the counters' goroutines, for Hub.Close to wait for.
 	running sync.WaitGroup
 }
 
-func newCounts() *counts { return &counts{entries: map[countKey]*counter{}} }
+func newCounts(maxGroups int) *counts {
+	return &counts{maxGroups: maxGroups, entries: map[countKey]*counter{}}
+}
 
 // take returns the counter of key with one more reference, and whether
 // it is new: its taker must start it.

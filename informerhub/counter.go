@@ -144,7 +144,7 @@ func (c *counter) run(sub *Subscription, subscribe func(context.Context) (*Subsc
 	)
 	for {
 		f := sub.lease.Feed() // a recount's may be a newer feed of the type
-		t := &tally{g: g, resource: f.Resource(), gvr: f.Info().Resource, maxGroups: sub.hub.cfg.MaxCountGroups}
+		t := &tally{g: g, resource: f.Resource(), gvr: f.Info().Resource, maxGroups: cs.maxGroups}
 		if g.path != nil {
 			t.groups = map[string]uint64{}
 		}

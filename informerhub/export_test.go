@@ -102,7 +102,7 @@ func DispatchVisits(h *Hub, gvr schema.GroupVersionResource) (visits uint64, gro
 func FilterDecodes(h *Hub) uint64 { return h.filters.Counts().Decodes }
 
 // ReplayStateBytes is what a hub's stateful replays hold of their budget.
-func ReplayStateBytes(h *Hub) int64 { return h.replays.bytes.Used() }
+func ReplayStateBytes(h *Hub) int64 { return h.replays.StateBytes() }
 
 // MaxViewSlots returns the most view event slots any record of a
 // resource's history has.

@@ -41,7 +41,7 @@ type Hub struct {
 	// (Config.MemoryBudget).
 	memory *memory.Account
 	// replays bounds the replays of every feed.
-	replays *replayLimits
+	replays *ReplayLimits
 	// filters compiles the filters of selectors, once per expression.
 	filters *celfilter.Compiler
 	// counts are the running counters of Count.
@@ -56,8 +56,10 @@ type Hub struct {
 	// closers stop what New's caller started for the hub, after its
 	// informers (see NewForConfig).
 	closers []func()
-	// feedDeps is what every feed shares, set before the first starts.
-	feedDeps feed.Deps
+	// feedDeps is what every feed shares, and streamDeps every stream; set
+	// before the first starts.
+	feedDeps   feed.Deps
+	streamDeps StreamDeps
 }
 
 // Resolver tells which resource types the cluster serves, as
@@ -146,8 +148,8 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		log:      cfg.Logger,
 		ctx:      ctx,
 		cancel:   cancel,
-		replays:  newReplayLimits(&cfg),
-		counts:   newCounts(),
+		replays:  NewReplayLimits(cfg.MaxConcurrentReplays, cfg.MaxReplaysPerOwner, cfg.MaxReplayStateBytes),
+		counts:   newCounts(cfg.MaxCountGroups),
 		filters:  celfilter.NewCompiler(cfg.MaxFilterEstimatedCost, cfg.MaxFilterCost),
 		limits: selection.Limits{
 			MaxSelectorLength: cfg.MaxSelectorLength, MaxFilterLength: cfg.MaxFilterLength, MaxSelectorTerms: cfg.MaxSelectorTerms,
@@ -172,6 +174,7 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		MaxUpstreamFailure: cfg.MaxUpstreamFailure, QueueSize: cfg.QueueSize, Encode: cfg.EncodeEvent,
 		Limits: &h.limits, Memory: h.memory, Disk: h.disk, Log: h.log,
 	}
+	h.streamDeps = StreamDeps{Ctx: h.ctx, BookmarkInterval: cfg.BookmarkInterval, Feeds: h.feeds, Source: h.source, Replays: h.replays}
 	for _, name := range cfg.Retain {
 		h.retainers.Add(1)
 		go func() {
@@ -221,7 +224,7 @@ func (h *Hub) subscribe(ctx context.Context, info upstream.ResourceInfo, params 
 	if err != nil {
 		return nil, err
 	}
-	s, err := subscribe(ctx, h, e, params)
+	s, err := subscribe(ctx, &h.streamDeps, e, params)
 	if err != nil {
 		h.feeds.Release(e)
 		return nil, err

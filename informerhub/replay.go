@@ -91,10 +91,10 @@ func (e replayEntry) size(k state.Key) int64 {
 }
 
 func newReplay(s *Subscription, rv uint64) *replay {
-	r := &replay{s: s, upstream: newReplayWatch(s.hub, s.lease.Feed(), s.lease.Terms().Owner), rv: rv}
+	r := &replay{s: s, upstream: newReplayWatch(s.deps, s.lease.Feed(), s.lease.Terms().Owner), rv: rv}
 	// Before the replay is shared (Close calls end): a stateless one holds
 	// nothing, and may turn stateful (plan).
-	r.stateBytes.Init(s.hub.replays.bytes, false)
+	r.stateBytes.Init(s.deps.Replays.bytes, false)
 	r.plan(s.lease.Selector().UpstreamQuery(true))
 	return r
 }
@@ -490,7 +490,7 @@ func (r *replay) budgetError(n int64) error {
 	if r.stateBytes.Held()+n > r.stateBytes.Budget().Max() {
 		return &ExpiredError{Resource: f.Info().Resource, TooLarge: true}
 	}
-	return &LimitError{Resource: f.Info().Resource, Limit: LimitReplayState, Max: int(r.s.hub.cfg.MaxReplayStateBytes)}
+	return &LimitError{Resource: f.Info().Resource, Limit: LimitReplayState, Max: int(r.s.deps.Replays.bytes.Max())}
 }
 
 // end ends the replay's upstream watch, which gives back its replay slot,

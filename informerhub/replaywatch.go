@@ -26,9 +26,9 @@ import (
 // what it evaluates of the subscription's selector (an upstreamQuery),
 // from a resourceVersion on, and the LIST of that selection at a version
 // for a stateful replay. It holds one of the hub's replay slots for the
-// replay's life (replayLimits).
+// replay's life (ReplayLimits).
 type replayWatch struct {
-	hub  *Hub
+	deps *StreamDeps
 	feed *feed.Feed
 	// lw lists and watches the query's namespace; opts holds its label and
 	// field selectors (ResourceVersion is set per call). Set by query.
@@ -68,9 +68,9 @@ const (
 
 // newReplayWatch returns a replay's upstream side; query sets what it asks
 // for before it opens.
-func newReplayWatch(h *Hub, f *feed.Feed, owner string) *replayWatch {
-	ctx, cancel := context.WithCancel(h.ctx)
-	return &replayWatch{hub: h, feed: f, owner: owner, ctx: ctx, cancel: cancel}
+func newReplayWatch(deps *StreamDeps, f *feed.Feed, owner string) *replayWatch {
+	ctx, cancel := context.WithCancel(deps.Ctx)
+	return &replayWatch{deps: deps, feed: f, owner: owner, ctx: ctx, cancel: cancel}
 }
 
 // query makes the next watch and LIST ask the API server for q.
@@ -80,7 +80,7 @@ func (u *replayWatch) query(q selection.UpstreamQuery) {
 		LabelSelector: q.LabelSelector, FieldSelector: q.FieldSelector}
 	lw := u.feed.ListerWatcher()
 	if q.Namespace != "" {
-		lw = u.hub.source.ListerWatcher(u.feed.Info(), q.Namespace)
+		lw = u.deps.Source.ListerWatcher(u.feed.Info(), q.Namespace)
 	}
 	u.lw = cache.ToListerWatcherWithContext(lw)
 }
@@ -202,7 +202,7 @@ func (u *replayWatch) end() { u.cancel() }
 // Waiting for a slot keeps a crowd of clients failing over at once from
 // opening as many watches on the API server.
 func (u *replayWatch) acquire(ctx context.Context) error {
-	limits := u.hub.replays
+	limits := u.deps.Replays
 	if u.slotHeld {
 		return nil
 	}
@@ -237,7 +237,7 @@ func (u *replayWatch) acquire(ctx context.Context) error {
 // An owner's slot it took is kept for acquire, which then waits for the
 // hub's only.
 func (u *replayWatch) tryAcquire() bool {
-	limits := u.hub.replays
+	limits := u.deps.Replays
 	if u.slotHeld {
 		return true
 	}
@@ -266,7 +266,7 @@ func (u *replayWatch) holdOwner(share *replayShare) {
 	u.ownerHeld = true
 	context.AfterFunc(u.ctx, func() {
 		<-share.slots
-		u.hub.replays.owners.put(u.owner, share)
+		u.deps.Replays.owners.put(u.owner, share)
 	})
 }
 
@@ -274,7 +274,7 @@ func (u *replayWatch) holdOwner(share *replayShare) {
 // context ends.
 func (u *replayWatch) holdSlot() {
 	u.slotHeld = true
-	context.AfterFunc(u.ctx, func() { <-u.hub.replays.slots })
+	context.AfterFunc(u.ctx, func() { <-u.deps.Replays.slots })
 }
 
 // apiError turns an upstream failure of a replay into the hub's errors.
@@ -347,23 +347,29 @@ func (u *replayWatch) checkNotAhead(ctx context.Context, rv uint64) error {
 	return nil
 }
 
-// replayLimits bounds the replays of every feed of a hub: the slots of
+// ReplayLimits bounds the replays of every feed of a hub: the slots of
 // those running at once (Config.MaxConcurrentReplays), each owner's share
 // of them (Config.MaxReplaysPerOwner), and the state stateful ones hold
 // (Config.MaxReplayStateBytes).
-type replayLimits struct {
+type ReplayLimits struct {
 	slots  chan struct{} // a token per replay running
 	owners *replayShares
 	bytes  *budget.Bytes
 }
 
-func newReplayLimits(cfg *Config) *replayLimits {
-	return &replayLimits{
-		slots:  make(chan struct{}, cfg.MaxConcurrentReplays),
-		owners: &replayShares{max: cfg.MaxReplaysPerOwner, byOwner: map[string]*replayShare{}},
-		bytes:  budget.New(cfg.MaxReplayStateBytes, nil),
+// NewReplayLimits returns the limits of a hub's replays: at most
+// maxReplays at once, perOwner of each owner, holding at most stateBytes
+// of state.
+func NewReplayLimits(maxReplays, perOwner int, stateBytes int64) *ReplayLimits {
+	return &ReplayLimits{
+		slots:  make(chan struct{}, maxReplays),
+		owners: &replayShares{max: perOwner, byOwner: map[string]*replayShare{}},
+		bytes:  budget.New(stateBytes, nil),
 	}
 }
+
+// StateBytes is what stateful replays hold now.
+func (l *ReplayLimits) StateBytes() int64 { return l.bytes.Used() }
 
 // replayShares bounds the replays each owner runs at once
 // (Config.MaxReplaysPerOwner).

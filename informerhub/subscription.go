@@ -39,7 +39,7 @@ import (
 //     subscriber, never ends it. It ends (*TooSlowError) only if the
 //     history no longer holds its position by the time it reads on.
 type Subscription struct {
-	hub   *Hub
+	deps  *StreamDeps
 	lease feed.Lease
 	// wake has a token when Next, waiting, has something to look at: a
 	// delivery queued, the subscription failed, a tick of its bookmark
@@ -60,8 +60,8 @@ type Subscription struct {
 // the token's. A token the history cannot place is replayed from the API
 // server, whose watch opens here, bounded by ctx, so that a version the API
 // server no longer has is refused before the subscription starts.
-func subscribe(ctx context.Context, h *Hub, entry *feed.Entry, p *watchParams) (*Subscription, error) {
-	s := &Subscription{hub: h, wake: make(chan struct{}, 1)}
+func subscribe(ctx context.Context, deps *StreamDeps, entry *feed.Entry, p *watchParams) (*Subscription, error) {
+	s := &Subscription{deps: deps, wake: make(chan struct{}, 1)}
 	s.lease.Init(entry, p.sel, feed.LeaseTerms{Projection: p.proj, IncludePrevious: p.includePrevious, Encoding: p.encoding,
 		Owner: p.owner, NeverReplay: p.neverReplay, Woken: p.woken}, s.wake)
 	tok := p.tok
@@ -102,7 +102,7 @@ func subscribe(ctx context.Context, h *Hub, entry *feed.Entry, p *watchParams) (
 		startToken = f.Events().Token(token.Token{Pos: o.Start})
 	}
 	s.lastToken.Store(&startToken)
-	s.quiet.start(s.hub.cfg.BookmarkInterval/2, s.wake)
+	s.quiet.start(s.deps.BookmarkInterval/2, s.wake)
 	return s, nil
 }
 
@@ -270,7 +270,7 @@ func (s *Subscription) Close() {
 			cancelReplay()
 		}
 		s.quiet.stop()
-		s.hub.feeds.Release(s.lease.Entry())
+		s.deps.Feeds.Release(s.lease.Entry())
 	})
 }
 
