@@ -97,7 +97,7 @@ type Config struct {
 	MaxReplaysPerOwner int
 	// MaxReplayStateBytes bounds the state all replays with a filter,
 	// projection or previous state hold at once: each keeps the objects of
-	// its selection, listed at its token's version (see replay.go). A
+	// its selection, listed at its token's version (see package internal/stream). A
 	// replay that would take them past it is refused (ErrLimitExceeded),
 	// and a client retries later. Default: 256 MiB.
 	MaxReplayStateBytes int64

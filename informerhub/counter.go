@@ -102,7 +102,7 @@ func (h *Hub) countSubscription(ctx context.Context, req CountRequest, g *groupB
 	if err != nil {
 		return nil, err
 	}
-	params.encoding, params.neverReplay = encodingUnsent, true
+	params.Encoding, params.NeverReplay = encodingUnsent, true
 	return h.subscribe(ctx, info, params)
 }
 
@@ -143,7 +143,7 @@ func (c *counter) run(sub *Subscription, subscribe func(context.Context) (*Subsc
 		recounted bool
 	)
 	for {
-		f := sub.lease.Feed() // a recount's may be a newer feed of the type
+		f := sub.st.Feed() // a recount's may be a newer feed of the type
 		t := &tally{g: g, resource: f.Resource(), gvr: f.Info().Resource, maxGroups: cs.maxGroups}
 		if g.path != nil {
 			t.groups = map[string]uint64{}
@@ -159,7 +159,7 @@ func (c *counter) run(sub *Subscription, subscribe func(context.Context) (*Subsc
 		}
 		backoff = nextRecountBackoff(backoff, recounted, keptUp)
 		f.Log().Warn("a Count fell behind the changes further than the history; counting afresh from the cache",
-			"selector", sub.describe(), "after", backoff)
+			"selector", sub.st.Describe(), "after", backoff)
 		if stopped := c.wait(backoff, f); stopped != nil {
 			err = stopped // the last caller left, or the feed stopped
 			break

@@ -47,10 +47,7 @@ func PanicWhenStopping(h *Hub) { h.feedDeps.StopHook = func() { panic("stopping 
 
 // Replaying reports whether a subscription still reads its replay's
 // upstream watch. Call it only between calls of Next.
-func Replaying(s *Subscription) bool {
-	_, ok := s.phase.(*replay)
-	return ok
-}
+func Replaying(s *Subscription) bool { return s.st.Replaying() }
 
 // The label index's limits; see index.go.
 const (
@@ -61,11 +58,11 @@ const (
 // SnapshotExamined counts the objects a snapshot has tested against its
 // selector so far: all of the state's when it scans, fewer when it reads a
 // label index.
-func SnapshotExamined(s *Snapshot) int { return s.cursor.examined }
+func SnapshotExamined(s *Snapshot) int { return s.cursor.Examined() }
 
 // InitialEventsExamined is SnapshotExamined for a subscription's initial
 // events. Call it only between calls of Next, before the initial events end.
-func InitialEventsExamined(s *Subscription) int { return s.phase.(*initialPhase).cursor.examined }
+func InitialEventsExamined(s *Subscription) int { return s.st.InitialEventsExamined() }
 
 // IndexedLabelKeys returns the label keys a resource's feed has indexed,
 // sorted.
@@ -90,7 +87,7 @@ func WaitForResourceVersion(h *Hub, gvr schema.GroupVersionResource, rv uint64) 
 }
 
 // Pending counts the deliveries waiting in a live subscription's queue.
-func Pending(s *Subscription) int { return s.lease.Member().Pending() }
+func Pending(s *Subscription) int { return s.st.Pending() }
 
 // DispatchVisits counts the subscriber groups a resource's feed has matched
 // changes against, and the groups it has now.

@@ -19,6 +19,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
+	"github.com/informerhub/informerhub/informerhub/internal/stream"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
@@ -41,7 +42,7 @@ type Hub struct {
 	// (Config.MemoryBudget).
 	memory *memory.Account
 	// replays bounds the replays of every feed.
-	replays *ReplayLimits
+	replays *stream.ReplayLimits
 	// filters compiles the filters of selectors, once per expression.
 	filters *celfilter.Compiler
 	// counts are the running counters of Count.
@@ -59,7 +60,7 @@ type Hub struct {
 	// feedDeps is what every feed shares, and streamDeps every stream; set
 	// before the first starts.
 	feedDeps   feed.Deps
-	streamDeps StreamDeps
+	streamDeps stream.Deps
 }
 
 // Resolver tells which resource types the cluster serves, as
@@ -148,7 +149,7 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		log:      cfg.Logger,
 		ctx:      ctx,
 		cancel:   cancel,
-		replays:  NewReplayLimits(cfg.MaxConcurrentReplays, cfg.MaxReplaysPerOwner, cfg.MaxReplayStateBytes),
+		replays:  stream.NewReplayLimits(cfg.MaxConcurrentReplays, cfg.MaxReplaysPerOwner, cfg.MaxReplayStateBytes),
 		counts:   newCounts(cfg.MaxCountGroups),
 		filters:  celfilter.NewCompiler(cfg.MaxFilterEstimatedCost, cfg.MaxFilterCost),
 		limits: selection.Limits{
@@ -174,7 +175,7 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		MaxUpstreamFailure: cfg.MaxUpstreamFailure, QueueSize: cfg.QueueSize, Encode: cfg.EncodeEvent,
 		Limits: &h.limits, Memory: h.memory, Disk: h.disk, Log: h.log,
 	}
-	h.streamDeps = StreamDeps{Ctx: h.ctx, BookmarkInterval: cfg.BookmarkInterval, Feeds: h.feeds, Source: h.source, Replays: h.replays}
+	h.streamDeps = stream.Deps{Ctx: h.ctx, BookmarkInterval: cfg.BookmarkInterval, Feeds: h.feeds, Source: h.source, Replays: h.replays}
 	for _, name := range cfg.Retain {
 		h.retainers.Add(1)
 		go func() {
@@ -193,7 +194,7 @@ func (h *Hub) Watch(ctx context.Context, req WatchRequest) (*Subscription, error
 		return nil, err
 	}
 	if req.ResumeToken != "" {
-		if params.tok, err = checkToken(req.ResumeToken, info, params.sel); err != nil {
+		if params.Token, err = checkToken(req.ResumeToken, info, params.Selector); err != nil {
 			return nil, err
 		}
 	}
@@ -202,7 +203,7 @@ func (h *Hub) Watch(ctx context.Context, req WatchRequest) (*Subscription, error
 
 // watchParams validates a WatchRequest, but for its resume token, and
 // resolves its resource type.
-func (h *Hub) watchParams(ctx context.Context, req WatchRequest) (upstream.ResourceInfo, *watchParams, error) {
+func (h *Hub) watchParams(ctx context.Context, req WatchRequest) (upstream.ResourceInfo, *stream.Params, error) {
 	if req.Encoding >= MaxEncodings {
 		return upstream.ResourceInfo{}, nil, &RequestError{Field: FieldObjectFormat, Err: ErrInvalidRequest, Reason: fmt.Sprintf("encoding %d is not one the hub knows", req.Encoding)}
 	}
@@ -214,18 +215,18 @@ func (h *Hub) watchParams(ctx context.Context, req WatchRequest) (upstream.Resou
 	if err != nil {
 		return upstream.ResourceInfo{}, nil, err
 	}
-	return info, &watchParams{sel: sel, proj: proj, sendInitialEvents: req.SendInitialEvents,
-		includePrevious: req.IncludePrevious, encoding: req.Encoding, owner: req.Owner, woken: req.Woken}, nil
+	return info, &stream.Params{Selector: sel, Projection: proj, SendInitialEvents: req.SendInitialEvents,
+		IncludePrevious: req.IncludePrevious, Encoding: req.Encoding, Owner: req.Owner, Woken: req.Woken}, nil
 }
 
 // subscribe starts a subscription of a validated request.
-func (h *Hub) subscribe(ctx context.Context, info upstream.ResourceInfo, params *watchParams) (*Subscription, error) {
+func (h *Hub) subscribe(ctx context.Context, info upstream.ResourceInfo, params *stream.Params) (*Subscription, error) {
 	e, err := h.feeds.Acquire(ctx, info)
 	if err != nil {
 		return nil, err
 	}
-	s, err := subscribe(ctx, &h.streamDeps, e, params)
-	if err != nil {
+	s := &Subscription{}
+	if err := s.st.Open(ctx, &h.streamDeps, e, params); err != nil {
 		h.feeds.Release(e)
 		return nil, err
 	}
@@ -381,7 +382,7 @@ func (h *Hub) Memory() MemoryStats {
 		LabelIndexes:     m.Indexes.Used(),
 		StateClones:      m.Clones.Used(),
 		State:            m.State.Used(),
-		ReplayState:      h.replays.bytes.Used(),
+		ReplayState:      h.replays.StateBytes(),
 		EvictedForMemory: m.Evicted(),
 		OverBudget:       m.OverBudget(),
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/informerhub/informerhub/informerhub/internal/feed"
+	"github.com/informerhub/informerhub/informerhub/internal/stream"
 	"github.com/informerhub/informerhub/informerhub/internal/token"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
@@ -120,7 +121,7 @@ func (h *Hub) WatchMany(ctx context.Context, req WatchManyRequest) (*ManySubscri
 		}
 	}
 	infos := make([]upstream.ResourceInfo, len(req.Watches))
-	params := make([]*watchParams, len(req.Watches))
+	params := make([]*stream.Params, len(req.Watches))
 	identities := make([]uint64, len(req.Watches))
 	for i, w := range req.Watches {
 		var err error
@@ -128,7 +129,7 @@ func (h *Hub) WatchMany(ctx context.Context, req WatchManyRequest) (*ManySubscri
 			return nil, WatchErrorAt(i, err)
 		}
 		identities[i] = identityOf(infos[i], params[i])
-		params[i].lazyReplay = true
+		params[i].LazyReplay = true
 	}
 	entries := matchComposite(comp, identities)
 	for i, w := range req.Watches {
@@ -137,19 +138,19 @@ func (h *Hub) WatchMany(ctx context.Context, req WatchManyRequest) (*ManySubscri
 		case w.ResumeToken != "":
 			// The watch's own token wins: how a client restarts one
 			// watch of many (from a Snapshot's token, say).
-			params[i].tok, err = checkToken(w.ResumeToken, infos[i], params[i].sel)
+			params[i].Token, err = checkToken(w.ResumeToken, infos[i], params[i].Selector)
 			if err != nil {
 				err = WatchErrorAt(i, err)
 			}
 		case entries[i] >= 0:
-			params[i].tok, err = checkToken(comp.Tokens[entries[i]], infos[i], params[i].sel)
+			params[i].Token, err = checkToken(comp.Tokens[entries[i]], infos[i], params[i].Selector)
 			if err != nil {
 				// The composite's, not the watch's field.
 				err = &WatchError{Index: i, Err: err}
 			}
 			// The token says whether initial events are under way;
 			// resuming goes on exactly after it either way.
-			params[i].sendInitialEvents = false
+			params[i].SendInitialEvents = false
 		}
 		if err != nil {
 			return nil, err
@@ -170,7 +171,7 @@ func (h *Hub) WatchMany(ctx context.Context, req WatchManyRequest) (*ManySubscri
 		}
 		m.subs = append(m.subs, s)
 		m.tokens[i] = s.ResumeToken()
-		if params[i].sendInitialEvents || (params[i].tok != nil && params[i].tok.Initial) {
+		if params[i].SendInitialEvents || (params[i].Token != nil && params[i].Token.Initial) {
 			m.initial = append(m.initial, i)
 		}
 	}
@@ -188,14 +189,14 @@ func (h *Hub) WatchMany(ctx context.Context, req WatchManyRequest) (*ManySubscri
 // what it leaves out). Watches of one identity send the same events, so
 // that each one's token resumes any other exactly. The form of those
 // events (previous states, object format) is not part of it.
-func identityOf(info upstream.ResourceInfo, p *watchParams) uint64 {
+func identityOf(info upstream.ResourceInfo, p *stream.Params) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(upstream.FormatResource(info.Resource)))
 	h.Write([]byte{0})
-	h.Write([]byte(p.sel.Key()))
+	h.Write([]byte(p.Selector.Key()))
 	h.Write([]byte{0})
-	if p.proj != nil {
-		h.Write([]byte(p.proj.Key()))
+	if p.Projection != nil {
+		h.Write([]byte(p.Projection.Key()))
 	}
 	return h.Sum64()
 }

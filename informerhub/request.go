@@ -55,28 +55,6 @@ type SnapshotRequest struct {
 	Fields []string
 }
 
-// watchParams is a validated WatchRequest.
-type watchParams struct {
-	sel               *selection.Selector
-	proj              *projection.Projection
-	tok               *token.Token
-	sendInitialEvents bool
-	includePrevious   bool
-	encoding          Encoding
-	owner             string
-	woken             *Woken
-	// lazyReplay lets a replay whose slots are not free at once open its
-	// upstream watch when first read, rather than wait for them at the
-	// start: the watches of a WatchMany, whose earlier replays give their
-	// slots back only as the stream reads them.
-	lazyReplay bool
-	// neverReplay makes a subscription that loses its place in the history
-	// fail as one that fell behind (a *TooSlowError), rather than replay
-	// from the API server: a counter's, which counts afresh from the
-	// state instead (see counter.run).
-	neverReplay bool
-}
-
 // parseFields validates the paths of a request's fields (a projection):
 // a *RequestError on FieldFields when they do not parse. It returns nil for
 // none.

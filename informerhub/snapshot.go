@@ -11,6 +11,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
+	"github.com/informerhub/informerhub/informerhub/internal/stream"
 	"github.com/informerhub/informerhub/informerhub/internal/token"
 	"github.com/informerhub/informerhub/informerhub/projection"
 )
@@ -23,7 +24,7 @@ type Snapshot struct {
 	entry  *feed.Entry
 	feed   *feed.Feed
 	proj   *projection.Projection // nil: whole objects
-	cursor *stateCursor
+	cursor *stream.Cursor
 	// clone is the state clone the cursor walks, counted until the last
 	// page or Close (state.Clones); nil after. Atomic: Close may run while
 	// a page is read.
@@ -48,7 +49,7 @@ func newSnapshot(h *Hub, entry *feed.Entry, sel *selection.Selector, proj *proje
 		entry:           entry,
 		feed:            f,
 		proj:            proj,
-		cursor:          newStateCursor(tree, sel),
+		cursor:          stream.NewCursor(tree, sel),
 		resumeToken:     f.Events().Token(token.Token{Pos: pos}),
 		resourceVersion: strconv.FormatUint(pos.RV, 10),
 	}
@@ -77,7 +78,7 @@ type Page struct {
 
 // NextPage returns the next page. A page holds at most SnapshotPageSize
 // objects and, unless it holds one, at most SnapshotPageBytes bytes of
-// them. It scans the state a batch at a time (see stateCursor.fill), and
+// them. It scans the state a batch at a time (see stream.Cursor.Fill), and
 // fails with ctx's error if ctx ends in between: a selective filter over
 // a large state takes as long as the caller waits, not longer. It fails
 // with an *ObjectError on an object it cannot project.
@@ -86,9 +87,9 @@ func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 	var page Page
 	size := 0
 	for len(page.Objects) < cfg.SnapshotPageSize {
-		o := s.cursor.peek()
+		o := s.cursor.Peek()
 		if o == nil {
-			if s.cursor.finished() {
+			if s.cursor.Finished() {
 				page.Last = true
 				break
 			}
@@ -98,13 +99,13 @@ func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 			if err := s.clone.Load().Err(); err != nil {
 				return Page{}, err
 			}
-			s.cursor.fill()
+			s.cursor.Fill()
 			continue
 		}
 		if len(page.Objects) > 0 && size+len(o.JSON) > cfg.SnapshotPageBytes {
 			break
 		}
-		sel := s.cursor.take()
+		sel := s.cursor.Take()
 		json := o.JSON
 		if s.proj != nil {
 			projected, err := s.proj.Apply(o.JSONBytes())
@@ -113,13 +114,13 @@ func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 			}
 			json = string(projected)
 		}
-		if sel.undecided != nil && page.FilterErrors == nil {
+		if sel.Undecided != nil && page.FilterErrors == nil {
 			page.FilterErrors = make([]string, len(page.Objects), cap(page.Objects))
 		}
 		if page.FilterErrors != nil {
 			reason := ""
-			if sel.undecided != nil {
-				reason = sel.undecided.Reason
+			if sel.Undecided != nil {
+				reason = sel.Undecided.Reason
 			}
 			page.FilterErrors = append(page.FilterErrors, reason)
 		}
@@ -127,7 +128,7 @@ func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 		size += len(json)
 	}
 	if !page.Last {
-		page.Last = s.cursor.finished()
+		page.Last = s.cursor.Finished()
 	}
 	if page.Last {
 		s.closeClone()

@@ -173,9 +173,9 @@ func (f *Feed) FindOnDisk(ctx context.Context, first, last, rv uint64) (seq uint
 	return f.deps.Disk.LastAtOrBefore(ctx, f.resource, first, last, rv)
 }
 
-// ReadError is what a subscriber of f gets when the disk history cannot be
-// read.
-func ReadError(f *Feed, err error) error {
+// ReadError is what a subscriber of the feed gets when its disk history
+// cannot be read (err, from ReadDisk or FindOnDisk).
+func (f *Feed) ReadError(err error) error {
 	switch {
 	case errors.Is(err, historystore.ErrMissing):
 		return f.Expired(false)

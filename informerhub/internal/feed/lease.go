@@ -186,7 +186,7 @@ func (l *Lease) Fail(err error) {
 }
 
 // endedLocked returns why the lease can go no further, if it can't: its
-// failure (Subscription.errOf says it to the caller), or its feed's. The
+// failure (the stream says it to the caller), or its feed's. The
 // caller holds the feed's lock.
 func (l *Lease) endedLocked() error {
 	switch {

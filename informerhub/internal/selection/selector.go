@@ -341,7 +341,7 @@ func selectorKey(sel *Selector) string {
 	return b.String()
 }
 
-// UpstreamQuery is how a replay (replay.go) asks the API server for a
+// UpstreamQuery is how a replay (package internal/stream) asks the API server for a
 // selector's selection, and what the hub must evaluate itself on what the
 // API server sends back. Every other path evaluates the whole selector in
 // the hub (matches); this is the one place that says which parts the API

@@ -1,4 +1,4 @@
-package informerhub
+package stream
 
 import (
 	"context"
@@ -9,37 +9,18 @@ import (
 	"time"
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
+	"github.com/informerhub/informerhub/informerhub/internal/errs"
 	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/token"
 )
 
-// Subscription is one subscriber's stream of events. Next must be called
-// from one goroutine at a time; Close may be called from any.
-//
-// A subscription moves through phases, each a type whose step Next calls
-// (phase.go, replay.go):
-//  1. initial events, when asked for (initialPhase): ADDED for every
-//     matching object of a point-in-time clone of the state, then a
-//     bookmark that ends them;
-//  2. replay, when resuming from a token the history cannot place (older
-//     than the history, or ahead of the feed): the changes after the
-//     token's resourceVersion, from an upstream watch (replay);
-//  3. catch-up (catchUpPhase): the history records after its position,
-//     read straight from the feed's history (no queue, so a slow start
-//     cannot overflow);
-//  4. live (livePhase): once caught up, it joins the feed's live
-//     subscribers, atomically with the last record it read, and receives
-//     records through its bounded queue (member). A live subscriber whose
-//     queue is full when a record comes falls behind: it leaves the live
-//     subscribers, passes what its queue holds, and catches up again from
-//     the history (phase 3), as etcd's watch cache serves its lagging
-//     watchers; so a burst (a relist's thousands of differences) delays a
-//     subscriber, never ends it. It ends (*TooSlowError) only if the
-//     history no longer holds its position by the time it reads on.
-type Subscription struct {
-	deps  *StreamDeps
+// Stream is a subscription's stream of events: the implementation of
+// informerhub.Subscription, which documents its methods. Its phases are in
+// the package's doc.
+type Stream struct {
+	deps  *Deps
 	lease feed.Lease
 	// wake has a token when Next, waiting, has something to look at: a
 	// delivery queued, the subscription failed, a tick of its bookmark
@@ -56,19 +37,19 @@ type Subscription struct {
 	closeOnce sync.Once
 }
 
-// subscribe starts a subscription of a feed at its current position, or at
-// the token's. A token the history cannot place is replayed from the API
+// Open starts the stream of a subscription of entry's feed at its current
+// position, or at the token's. A token the history cannot place is replayed from the API
 // server, whose watch opens here, bounded by ctx, so that a version the API
 // server no longer has is refused before the subscription starts.
-func subscribe(ctx context.Context, deps *StreamDeps, entry *feed.Entry, p *watchParams) (*Subscription, error) {
-	s := &Subscription{deps: deps, wake: make(chan struct{}, 1)}
-	s.lease.Init(entry, p.sel, feed.LeaseTerms{Projection: p.proj, IncludePrevious: p.includePrevious, Encoding: p.encoding,
-		Owner: p.owner, NeverReplay: p.neverReplay, Woken: p.woken}, s.wake)
-	tok := p.tok
-	initial := p.sendInitialEvents || (tok != nil && tok.Initial)
+func (s *Stream) Open(ctx context.Context, deps *Deps, entry *feed.Entry, p *Params) error {
+	s.deps, s.wake = deps, make(chan struct{}, 1)
+	s.lease.Init(entry, p.Selector, feed.LeaseTerms{Projection: p.Projection, IncludePrevious: p.IncludePrevious, Encoding: p.Encoding,
+		Owner: p.Owner, NeverReplay: p.NeverReplay, Woken: p.Woken}, s.wake)
+	tok := p.Token
+	initial := p.SendInitialEvents || (tok != nil && tok.Initial)
 	o, how, err := s.lease.Open(tok, initial)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	switch how {
 	case feed.OpenedLive:
@@ -80,9 +61,9 @@ func subscribe(ctx context.Context, deps *StreamDeps, entry *feed.Entry, p *watc
 	if o.Build != nil {
 		o.Tree, o.Eq = f.BuildIndex(o.Build, o.Tree)
 	}
-	if err := s.open(ctx, &o, p.lazyReplay); err != nil {
+	if err := s.openUnlocked(ctx, &o, p.LazyReplay); err != nil {
 		s.abandon()
-		return nil, err
+		return err
 	}
 	switch {
 	case initial: // Lease.Open gives a phase only to the others
@@ -103,13 +84,13 @@ func subscribe(ctx context.Context, deps *StreamDeps, entry *feed.Entry, p *watc
 	}
 	s.lastToken.Store(&startToken)
 	s.quiet.start(s.deps.BookmarkInterval/2, s.wake)
-	return s, nil
+	return nil
 }
 
-// open finishes what Lease.Open started, without the feed's lock: it opens
+// openUnlocked finishes what Lease.Open started, without the feed's lock: it opens
 // a replay's upstream watch, and places a token among the disk's records,
 // which never change once written.
-func (s *Subscription) open(ctx context.Context, o *feed.Opening, lazyReplay bool) error {
+func (s *Stream) openUnlocked(ctx context.Context, o *feed.Opening, lazyReplay bool) error {
 	f := s.lease.Feed()
 	if r, ok := s.phase.(*replay); ok {
 		var err error
@@ -143,7 +124,7 @@ func (s *Subscription) open(ctx context.Context, o *feed.Opening, lazyReplay boo
 			}
 			return nil
 		case err != nil:
-			return feed.ReadError(f, err)
+			return f.ReadError(err)
 		}
 		o.Start.Seq = seq
 	}
@@ -151,22 +132,20 @@ func (s *Subscription) open(ctx context.Context, o *feed.Opening, lazyReplay boo
 }
 
 // abandon gives back what a subscription that could not start took.
-func (s *Subscription) abandon() { s.lease.Abandon() }
+func (s *Stream) abandon() { s.lease.Abandon() }
 
 // replay makes the subscription replay from rv, and returns the replay;
-// its watch opens on the next step, unless subscribe opens it first.
+// its watch opens on the next step, unless Open opens it first.
 // Making it needs no lock: what it reads of the lease is set when it
 // opened; the lease then counts it and keeps its end for Close.
-func (s *Subscription) replay(rv uint64) *replay {
+func (s *Stream) replay(rv uint64) *replay {
 	r := newReplay(s, rv)
 	s.lease.StartReplay(r.end)
 	return r
 }
 
-// Next returns the next event. It blocks until there is one, the context
-// ends, or the subscription fails. A failed subscription returns the same
-// error on every later call.
-func (s *Subscription) Next(ctx context.Context) (*Event, error) {
+// Next returns the next event; see Subscription.Next.
+func (s *Stream) Next(ctx context.Context) (*event.Event, error) {
 	for {
 		if err := s.Err(); err != nil {
 			return nil, err
@@ -189,7 +168,7 @@ func (s *Subscription) Next(ctx context.Context) (*Event, error) {
 }
 
 // sent records ev as the last event returned.
-func (s *Subscription) sent(ev *Event) *Event {
+func (s *Stream) sent(ev *event.Event) *event.Event {
 	s.lastToken.Store(&ev.ResumeToken)
 	s.lease.Feed().Counters().Sent.Add(1)
 	s.quiet.reset()
@@ -198,7 +177,7 @@ func (s *Subscription) sent(ev *Event) *Event {
 
 // stoppedOrCanceled is the check of the phases that do not wait on
 // channels.
-func (s *Subscription) stoppedOrCanceled(ctx context.Context) error {
+func (s *Stream) stoppedOrCanceled(ctx context.Context) error {
 	f := s.lease.Feed()
 	select {
 	case <-f.Stopped():
@@ -212,9 +191,9 @@ func (s *Subscription) stoppedOrCanceled(ctx context.Context) error {
 
 // errOf is what the subscription returns for a failure of its lease:
 // falling behind the history becomes a *TooSlowError with its last token.
-func (s *Subscription) errOf(err error) error {
+func (s *Stream) errOf(err error) error {
 	if err == feed.ErrLeftBehind {
-		return &TooSlowError{Resource: s.lease.Feed().Info().Resource, ResumeToken: s.ResumeToken()}
+		return &errs.TooSlowError{Resource: s.lease.Feed().Info().Resource, ResumeToken: s.ResumeToken()}
 	}
 	return err
 }
@@ -222,49 +201,36 @@ func (s *Subscription) errOf(err error) error {
 // leftBehind says that the subscription's lease left it behind
 // (feed.Lease.leaveBehindLocked) for reading slower than its resource type
 // changes, and returns what the caller gets.
-func (s *Subscription) leftBehind() error {
+func (s *Stream) leftBehind() error {
 	if !s.lease.Terms().NeverReplay { // a counter's counts afresh: nobody is disconnected
-		s.lease.Feed().Log().Warn("subscriber fell further behind than the history; disconnecting it", "selector", s.describe())
+		s.lease.Feed().Log().Warn("subscriber fell further behind than the history; disconnecting it", "selector", s.Describe())
 	}
 	return s.Err()
 }
 
-// Done is closed when the subscription can deliver no more: it fell behind
-// further than the history, its informer stopped, or it was closed. Next
-// then returns Err. A caller blocked elsewhere (in a send to a client that
-// stopped reading) can watch Done to give up on that client.
-func (s *Subscription) Done() <-chan struct{} { return s.lease.Failed().Done() }
+// Done is closed when the stream can deliver no more; see
+// Subscription.Done.
+func (s *Stream) Done() <-chan struct{} { return s.lease.Failed().Done() }
 
-// Handed tells the subscription that its transport has taken the event
-// Next returned last, encoded, and is about to write it: the writes of its
-// connection need not wait for it any longer (see Woken). Without it, Next
-// says so itself when called again. Call it from the goroutine that calls
-// Next.
-func (s *Subscription) Handed() { s.lease.Member().Handed() }
+// Handed says the transport took the last event; see Subscription.Handed.
+func (s *Stream) Handed() { s.lease.Member().Handed() }
 
-// AfterFail arranges for f to run, in its own goroutine, once Done is
-// closed (at once if it is), as context.AfterFunc does for a context; stop
-// cancels that. A caller blocked elsewhere, in a send to a client that
-// stopped reading, learns of the failure without a goroutine waiting on
-// Done.
-func (s *Subscription) AfterFail(f func()) (stop func()) { return s.lease.Failed().After(f) }
+// AfterFail runs f once Done is closed; see Subscription.AfterFail.
+func (s *Stream) AfterFail(f func()) (stop func()) { return s.lease.Failed().After(f) }
 
-// Err returns why the subscription failed, once Done is closed; otherwise
-// nil.
-func (s *Subscription) Err() error {
+// Err returns why the stream failed, once Done is closed; otherwise nil.
+func (s *Stream) Err() error {
 	if !s.lease.Failed().IsEnded() {
 		return nil
 	}
 	return s.errOf(s.lease.Failure())
 }
 
-// ResumeToken returns the token of the last event Next returned, or the one
-// the subscription started from. It may be called from any goroutine.
-func (s *Subscription) ResumeToken() string { return *s.lastToken.Load() }
+// ResumeToken is the token of the last event Next returned, or the start's.
+func (s *Stream) ResumeToken() string { return *s.lastToken.Load() }
 
-// Close ends the subscription and releases its informer.
-// A Next blocked in another goroutine returns ErrSubscriptionClosed.
-func (s *Subscription) Close() {
+// Close ends the stream and releases its feed's entry.
+func (s *Stream) Close() {
 	s.closeOnce.Do(func() {
 		if cancelReplay := s.lease.Close(); cancelReplay != nil {
 			cancelReplay()
@@ -274,8 +240,8 @@ func (s *Subscription) Close() {
 	})
 }
 
-// describe says what the subscription selects, for a log line.
-func (s *Subscription) describe() string {
+// Describe says what the stream selects, for a log line.
+func (s *Stream) Describe() string {
 	sel, vw := s.lease.Selector(), s.lease.View()
 	desc := fmt.Sprintf("namespace=%q labels=%q fields=%q", sel.Namespace(), selection.Canonical(sel.Labels()), selection.Canonical(sel.Fields()))
 	if sel.Shard() != nil {
@@ -352,3 +318,6 @@ func (q *quietClock) reset() {
 	q.ticks = 0
 	q.due.Store(0)
 }
+
+// Feed is the stream's feed.
+func (s *Stream) Feed() *feed.Feed { return s.lease.Feed() }

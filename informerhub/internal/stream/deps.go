@@ -1,4 +1,4 @@
-package informerhub
+package stream
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
 
-// StreamDeps is what the streams of one hub share.
-type StreamDeps struct {
+// Deps is what the streams of one hub share.
+type Deps struct {
 	// Ctx is the hub's: every replay's upstream watch ends with it.
 	Ctx context.Context
 	// BookmarkInterval is the hub's Config.BookmarkInterval.
@@ -19,13 +19,13 @@ type StreamDeps struct {
 	// Feeds is the hub's feeds; a stream releases its entry as it closes.
 	Feeds *feed.Feeds
 	// Source opens a replay's watches in one namespace.
-	Source ListerWatcherSource
+	Source Source
 	// Replays bounds the replays of every feed of the hub.
 	Replays *ReplayLimits
 }
 
-// ListerWatcherSource opens the list and watch calls of one resource type
+// Source opens the list and watch calls of one resource type
 // in one namespace ("" for cluster-wide), as the hub's Source does.
-type ListerWatcherSource interface {
+type Source interface {
 	ListerWatcher(info upstream.ResourceInfo, namespace string) cache.ListerWatcher
 }

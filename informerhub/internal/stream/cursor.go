@@ -1,4 +1,4 @@
-package informerhub
+package stream
 
 import (
 	"github.com/google/btree"
@@ -7,15 +7,15 @@ import (
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
-// stateCursor walks the matching objects of a state clone in order, scanning
+// Cursor walks the matching objects of a state clone in order, scanning
 // a bounded batch at a time, reading the clone without locks: for a
 // snapshot's pages and a subscription's initial events. The clone may be of
 // a label index tree (see the feed's store.cloneFor), which holds fewer objects in the
 // same order.
-type stateCursor struct {
+type Cursor struct {
 	tree    *btree.BTreeG[*state.Object]
 	sel     *selection.Selector
-	buf     []selected
+	buf     []Selected
 	bufNext int
 	// from is where the next batch starts; fromExclusive skips from itself.
 	from          *state.Object
@@ -26,21 +26,21 @@ type stateCursor struct {
 	eval selection.Evaluation
 }
 
-// selected is an object a cursor selected, and why the filter could not
+// Selected is an object a cursor selected, and why the filter could not
 // decide on it if it could not (see verdict).
-type selected struct {
+type Selected struct {
 	obj       *state.Object
-	undecided *selection.FilterError
+	Undecided *selection.FilterError
 }
 
 const cursorBatch = 128
 
-func newStateCursor(tree *btree.BTreeG[*state.Object], sel *selection.Selector) *stateCursor {
-	return &stateCursor{tree: tree, sel: sel, from: &state.Object{Namespace: sel.Namespace()}}
+func NewCursor(tree *btree.BTreeG[*state.Object], sel *selection.Selector) *Cursor {
+	return &Cursor{tree: tree, sel: sel, from: &state.Object{Namespace: sel.Namespace()}}
 }
 
 // skipThrough makes the cursor continue after o.
-func (c *stateCursor) skipThrough(o *state.Object) {
+func (c *Cursor) skipThrough(o *state.Object) {
 	if c.sel.Namespace() != "" && o.Namespace != c.sel.Namespace() {
 		if o.Namespace > c.sel.Namespace() {
 			c.done = true
@@ -54,42 +54,42 @@ func (c *stateCursor) skipThrough(o *state.Object) {
 // the state for it: it returns none and done=false when that batch
 // matched nothing, so that a caller checks for cancellation between
 // batches of a large state.
-func (c *stateCursor) step() (o selected, done bool) {
-	if c.peek() == nil {
-		if c.finished() {
-			return selected{}, true
+func (c *Cursor) step() (o Selected, done bool) {
+	if c.Peek() == nil {
+		if c.Finished() {
+			return Selected{}, true
 		}
-		c.fill()
-		if c.peek() == nil {
-			return selected{}, c.finished()
+		c.Fill()
+		if c.Peek() == nil {
+			return Selected{}, c.Finished()
 		}
 	}
-	return c.take(), false
+	return c.Take(), false
 }
 
-// peek returns the next matching object of those scanned, without taking
+// Peek returns the next matching object of those scanned, without taking
 // it; nil when the cursor must scan (fill) to find one, or is finished.
-func (c *stateCursor) peek() *state.Object {
+func (c *Cursor) Peek() *state.Object {
 	if c.bufNext >= len(c.buf) {
 		return nil
 	}
 	return c.buf[c.bufNext].obj
 }
 
-// take takes the object peek returns.
-func (c *stateCursor) take() selected {
+// Take takes the object peek returns.
+func (c *Cursor) Take() Selected {
 	o := c.buf[c.bufNext]
-	c.buf[c.bufNext] = selected{}
+	c.buf[c.bufNext] = Selected{}
 	c.bufNext++
 	return o
 }
 
-// finished reports whether the cursor has returned every matching object.
-func (c *stateCursor) finished() bool { return c.done && c.bufNext >= len(c.buf) }
+// Finished reports whether the cursor has returned every matching object.
+func (c *Cursor) Finished() bool { return c.done && c.bufNext >= len(c.buf) }
 
-// fill scans the next batch of the state, of at most cursorBatch matching
+// Fill scans the next batch of the state, of at most cursorBatch matching
 // objects and 16 × cursorBatch objects in all.
-func (c *stateCursor) fill() {
+func (c *Cursor) Fill() {
 	c.buf, c.bufNext = c.buf[:0], 0
 	scanned := 0
 	finished := true
@@ -104,7 +104,7 @@ func (c *stateCursor) fill() {
 		c.examined++
 		c.eval.Reset()
 		if v := c.sel.Matches(o, &c.eval); v.Match {
-			c.buf = append(c.buf, selected{obj: o, undecided: v.Undecided})
+			c.buf = append(c.buf, Selected{obj: o, Undecided: v.Undecided})
 		}
 		scanned++
 		if len(c.buf) == cursorBatch || scanned == 16*cursorBatch {
@@ -115,3 +115,6 @@ func (c *stateCursor) fill() {
 	})
 	c.done = finished
 }
+
+// Examined counts the objects the cursor has tested against its selector.
+func (c *Cursor) Examined() int { return c.examined }

@@ -1,4 +1,4 @@
-package informerhub
+package stream
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/budget"
+	"github.com/informerhub/informerhub/informerhub/internal/errs"
 	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
@@ -28,7 +29,7 @@ import (
 // for a stateful replay. It holds one of the hub's replay slots for the
 // replay's life (ReplayLimits).
 type replayWatch struct {
-	deps *StreamDeps
+	deps *Deps
 	feed *feed.Feed
 	// lw lists and watches the query's namespace; opts holds its label and
 	// field selectors (ResourceVersion is set per call). Set by query.
@@ -68,7 +69,7 @@ const (
 
 // newReplayWatch returns a replay's upstream side; query sets what it asks
 // for before it opens.
-func newReplayWatch(deps *StreamDeps, f *feed.Feed, owner string) *replayWatch {
+func newReplayWatch(deps *Deps, f *feed.Feed, owner string) *replayWatch {
 	ctx, cancel := context.WithCancel(deps.Ctx)
 	return &replayWatch{deps: deps, feed: f, owner: owner, ctx: ctx, cancel: cancel}
 }
@@ -101,7 +102,7 @@ func (u *replayWatch) open(ctx context.Context, rv uint64, prepare func(context.
 		cancelWatch()
 		switch {
 		case u.ctx.Err() != nil:
-			return ErrSubscriptionClosed
+			return errs.ErrSubscriptionClosed
 		case ctx.Err() != nil:
 			return ctx.Err()
 		}
@@ -154,7 +155,7 @@ func (u *replayWatch) list(ctx context.Context, rv uint64, each func(runtime.Obj
 			if eachErr != nil {
 				return eachErr
 			}
-			return &ResourceError{Resource: u.feed.Info().Resource, Err: err}
+			return &errs.ResourceError{Resource: u.feed.Info().Resource, Err: err}
 		}
 		m, err := meta.ListAccessor(list)
 		if err != nil {
@@ -217,7 +218,7 @@ func (u *replayWatch) acquire(ctx context.Context) error {
 			return ctx.Err()
 		case <-u.ctx.Done():
 			limits.owners.put(u.owner, share)
-			return ErrSubscriptionClosed
+			return errs.ErrSubscriptionClosed
 		}
 		u.holdOwner(share)
 	}
@@ -226,7 +227,7 @@ func (u *replayWatch) acquire(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-u.ctx.Done():
-		return ErrSubscriptionClosed
+		return errs.ErrSubscriptionClosed
 	}
 	u.holdSlot()
 	return nil
@@ -287,8 +288,8 @@ func (u *replayWatch) apiError(err error) error {
 		// The one answer that means the version is gone for good.
 		return f.Expired(true)
 	case apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge):
-		return &ResourceError{Resource: f.Info().Resource, Err: fmt.Errorf(
-			"%w: the API server has not reached the token's resourceVersion yet; retry shortly", ErrTokenAhead)}
+		return &errs.ResourceError{Resource: f.Info().Resource, Err: fmt.Errorf(
+			"%w: the API server has not reached the token's resourceVersion yet; retry shortly", errs.ErrTokenAhead)}
 	case apierrors.IsBadRequest(err) && refusesFieldSelector(err):
 		// The API server refuses the field selector it was given (a field
 		// the hub's table has and it does not serve): the replay asks for
@@ -296,7 +297,7 @@ func (u *replayWatch) apiError(err error) error {
 		// server's refusal to serve the replay.
 		return &selectorRefusedError{err: err}
 	}
-	return &ResourceError{Resource: f.Info().Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
+	return &errs.ResourceError{Resource: f.Info().Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", errs.ErrUnavailable, err)}
 }
 
 // refusesFieldSelector reports whether a 400 Bad Request refuses a field
@@ -327,7 +328,7 @@ func (u *replayWatch) checkNotAhead(ctx context.Context, rv uint64) error {
 	var refused *selectorRefusedError
 	if err = u.apiError(err); errors.As(err, &refused) {
 		// It asked for no selector: it cannot serve the replay.
-		err = &ResourceError{Resource: u.feed.Info().Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, refused.err)}
+		err = &errs.ResourceError{Resource: u.feed.Info().Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", errs.ErrUnavailable, refused.err)}
 	}
 	if err != nil {
 		return err
@@ -341,8 +342,8 @@ func (u *replayWatch) checkNotAhead(ctx context.Context, rv uint64) error {
 		return u.apiError(err)
 	}
 	if rv > current {
-		return &ResourceError{Resource: u.feed.Info().Resource, Err: fmt.Errorf(
-			"%w: the token is at resourceVersion %d, the API server at %d", ErrTokenAhead, rv, current)}
+		return &errs.ResourceError{Resource: u.feed.Info().Resource, Err: fmt.Errorf(
+			"%w: the token is at resourceVersion %d, the API server at %d", errs.ErrTokenAhead, rv, current)}
 	}
 	return nil
 }

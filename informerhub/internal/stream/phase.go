@@ -1,10 +1,11 @@
-package informerhub
+package stream
 
 import (
 	"context"
 	"errors"
 
 	"github.com/informerhub/informerhub/informerhub/historystore"
+	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
@@ -16,7 +17,7 @@ import (
 // the subscription ends. It returns none of them when it has merely made
 // progress: Next checks that the subscription goes on, and steps again.
 type phase interface {
-	step(ctx context.Context) (ev *Event, next phase, err error)
+	step(ctx context.Context) (ev *event.Event, next phase, err error)
 }
 
 // initialPhase sends a subscription's initial events: ADDED for every
@@ -24,8 +25,8 @@ type phase interface {
 // bookmark that ends them, after which the subscription catches up from
 // start.
 type initialPhase struct {
-	s      *Subscription
-	cursor *stateCursor
+	s      *Stream
+	cursor *Cursor
 	start  state.Position
 	clone  *state.Clone // what the cursor walks, counted (Lease.Clone)
 }
@@ -33,7 +34,7 @@ type initialPhase struct {
 // newInitialPhase rolls the state's clone o.tree back to o.start, and walks
 // it; tok, when it is a token of initial events, says how far an earlier
 // subscription got.
-func newInitialPhase(s *Subscription, o *feed.Opening, tok *token.Token) *initialPhase {
+func newInitialPhase(s *Stream, o *feed.Opening, tok *token.Token) *initialPhase {
 	// A clone of an index tree holds only the objects with its label, then
 	// as now.
 	tree, eq := o.Tree, o.Eq
@@ -45,14 +46,14 @@ func newInitialPhase(s *Subscription, o *feed.Opening, tok *token.Token) *initia
 			tree.Delete(r.Object)
 		}
 	}
-	p := &initialPhase{s: s, cursor: newStateCursor(tree, s.lease.Selector()), start: o.Start, clone: s.lease.Clone()}
+	p := &initialPhase{s: s, cursor: NewCursor(tree, s.lease.Selector()), start: o.Start, clone: s.lease.Clone()}
 	if tok != nil && tok.Initial && tok.AfterName != "" {
 		p.cursor.skipThrough(&state.Object{Namespace: tok.AfterNamespace, Name: tok.AfterName})
 	}
 	return p
 }
 
-func (p *initialPhase) step(ctx context.Context) (*Event, phase, error) {
+func (p *initialPhase) step(ctx context.Context) (*event.Event, phase, error) {
 	s := p.s
 	if err := s.stoppedOrCanceled(ctx); err != nil {
 		return nil, nil, err
@@ -64,7 +65,7 @@ func (p *initialPhase) step(ctx context.Context) (*Event, phase, error) {
 	events, vw := s.lease.Feed().Events(), s.lease.View()
 	switch {
 	case o.obj != nil:
-		ev := events.Initial(o.obj, token.Token{Pos: p.start, Initial: true, Selector: s.lease.Selector().Fingerprint()}, vw, o.undecided)
+		ev := events.Initial(o.obj, token.Token{Pos: p.start, Initial: true, Selector: s.lease.Selector().Fingerprint()}, vw, o.Undecided)
 		return ev, nil, nil
 	case !done:
 		return nil, nil, nil // a scanned batch matched nothing; check ctx again
@@ -77,7 +78,7 @@ func (p *initialPhase) step(ctx context.Context) (*Event, phase, error) {
 // history, in memory or on disk, a batch at a time and with no queue, from
 // at until it has read them all; then it joins the live subscribers.
 type catchUpPhase struct {
-	s *Subscription
+	s *Stream
 	// at is the position of everything passed on; its seq is the last
 	// record's.
 	at state.Position
@@ -95,7 +96,7 @@ type catchUpPhase struct {
 // time, under the feed's lock.
 const catchUpBatch = 256
 
-func (c *catchUpPhase) step(ctx context.Context) (*Event, phase, error) {
+func (c *catchUpPhase) step(ctx context.Context) (*event.Event, phase, error) {
 	if err := c.s.stoppedOrCanceled(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -134,7 +135,7 @@ func (c *catchUpPhase) step(ctx context.Context) (*Event, phase, error) {
 
 // pass returns the event of the next record of the backlog the
 // subscription selects, if any.
-func (c *catchUpPhase) pass() (*Event, error) {
+func (c *catchUpPhase) pass() (*event.Event, error) {
 	s := c.s
 	for c.next < len(c.backlog) {
 		r := c.backlog[c.next]
@@ -198,7 +199,7 @@ func (c *catchUpPhase) diskFailed(ctx context.Context, err error) (phase, error)
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case !errors.Is(err, historystore.ErrMissing):
-		return nil, feed.ReadError(f, err)
+		return nil, f.ReadError(err)
 	}
 	switch {
 	case c.fromBehind || s.lease.Terms().NeverReplay:
@@ -214,9 +215,9 @@ func (c *catchUpPhase) diskFailed(ctx context.Context, err error) (phase, error)
 // records it selects, and sends a bookmark when the stream has been quiet
 // for Config.BookmarkInterval. When the subscriber fell behind, it passes
 // what its queue holds, then catches up from where it fell behind.
-type livePhase struct{ s *Subscription }
+type livePhase struct{ s *Stream }
 
-func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
+func (p *livePhase) step(ctx context.Context) (*event.Event, phase, error) {
 	s := p.s
 	m, f := s.lease.Member(), s.lease.Feed()
 	for {
@@ -269,7 +270,7 @@ func (p *livePhase) step(ctx context.Context) (*Event, phase, error) {
 			}
 		}
 		// Two cases, not one per cause: failures, deliveries and ticks
-		// all wake s.wake (see Subscription.wake).
+		// all wake s.wake (see Stream.wake).
 		m.Waiting()
 		select {
 		case <-s.wake:

@@ -1,4 +1,4 @@
-package informerhub
+package stream
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/informerhub/informerhub/informerhub/internal/errs"
 	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/memory"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
@@ -38,8 +39,8 @@ func TestAReplayDropsOnlyARefusedFieldSelector(t *testing.T) {
 		if got := errors.As(err, &refused); got != tc.refused {
 			t.Errorf("%v: a refusal of the field selector: %v, want %v", tc.err, got, tc.refused)
 		}
-		if !tc.refused && !errors.Is(err, ErrUnavailable) {
-			t.Errorf("%v: %v, want ErrUnavailable", tc.err, err)
+		if !tc.refused && !errors.Is(err, errs.ErrUnavailable) {
+			t.Errorf("%v: %v, want errs.ErrUnavailable", tc.err, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package informerhub
+package stream
 
 import (
 	"cmp"
@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/informerhub/informerhub/informerhub/budget"
+	"github.com/informerhub/informerhub/informerhub/internal/errs"
 	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
@@ -54,7 +55,7 @@ import (
 // projection did not change), and nothing is guessed: a token whose state
 // can no longer be listed is ErrTokenExpired.
 type replay struct {
-	s        *Subscription
+	s        *Stream
 	upstream *replayWatch
 	rv       uint64 // every selected change up to rv has been passed on
 	// query is what the upstream watch asks the API server for, and what
@@ -90,7 +91,7 @@ func (e replayEntry) size(k state.Key) int64 {
 	return int64(len(e.json)+len(k.Namespace)+len(k.Name)) + 64
 }
 
-func newReplay(s *Subscription, rv uint64) *replay {
+func newReplay(s *Stream, rv uint64) *replay {
 	r := &replay{s: s, upstream: newReplayWatch(s.deps, s.lease.Feed(), s.lease.Terms().Owner), rv: rv}
 	// Before the replay is shared (Close calls end): a stateless one holds
 	// nothing, and may turn stateful (plan).
@@ -120,7 +121,7 @@ func (r *replay) refused(err error) bool {
 		return false
 	}
 	r.s.lease.Feed().Log().Info("the API server refuses a field selector the hub serves; the replay evaluates it in the hub",
-		"selector", r.s.describe(), "error", err)
+		"selector", r.s.Describe(), "error", err)
 	r.plan(r.s.lease.Selector().UpstreamQuery(false))
 	return true
 }
@@ -153,16 +154,16 @@ func (r *replay) refusedSelector(err error) error {
 	if !errors.As(err, &refused) {
 		return err
 	}
-	return &ResourceError{Resource: r.s.lease.Feed().Info().Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, refused.err)}
+	return &errs.ResourceError{Resource: r.s.lease.Feed().Info().Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", errs.ErrUnavailable, refused.err)}
 }
 
 // step returns the next change of the replay (or a bookmark); or, once the
 // history holds everything after the version it reached, the catch-up that
 // follows it. An error other than the caller's ctx ending ends the
 // subscription.
-func (r *replay) step(ctx context.Context) (*Event, phase, error) {
+func (r *replay) step(ctx context.Context) (*event.Event, phase, error) {
 	ev, next, err := r.next(ctx)
-	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrSubscriptionClosed) {
+	if err != nil && ctx.Err() == nil && !errors.Is(err, errs.ErrSubscriptionClosed) {
 		r.s.lease.Fail(err)
 		err = r.s.Err()
 		r.stop()
@@ -170,7 +171,7 @@ func (r *replay) step(ctx context.Context) (*Event, phase, error) {
 	return ev, next, err
 }
 
-func (r *replay) next(ctx context.Context) (*Event, phase, error) {
+func (r *replay) next(ctx context.Context) (*event.Event, phase, error) {
 	s := r.s
 	f := s.lease.Feed()
 	for {
@@ -261,8 +262,8 @@ func (r *replay) reopen(ctx context.Context) error {
 	r.upstream.closeWatch()
 	delay, retry := r.upstream.reopenDelay()
 	if !retry {
-		return &ResourceError{Resource: f.Info().Resource, Err: fmt.Errorf(
-			"%w: the API server keeps ending the watches that replay from resourceVersion %d", ErrUnavailable, r.rv)}
+		return &errs.ResourceError{Resource: f.Info().Resource, Err: fmt.Errorf(
+			"%w: the API server keeps ending the watches that replay from resourceVersion %d", errs.ErrUnavailable, r.rv)}
 	}
 	if delay == 0 {
 		return ctx.Err()
@@ -283,7 +284,7 @@ func (r *replay) reopen(ctx context.Context) error {
 
 // replayed handles one upstream event; it returns the Event to pass on, if
 // any, or the catch-up that follows once the history continues it.
-func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
+func (r *replay) replayed(e watch.Event) (*event.Event, phase, error) {
 	f := r.s.lease.Feed()
 	switch e.Type {
 	case watch.Error:
@@ -303,7 +304,7 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 	}
 	o, err := state.NewObject(e.Object)
 	if err != nil {
-		return nil, nil, &ResourceError{Resource: f.Info().Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)}
+		return nil, nil, &errs.ResourceError{Resource: f.Info().Resource, Err: fmt.Errorf("%w: replaying from the API server: %w", errs.ErrUnavailable, err)}
 	}
 	if o.RV <= r.rv {
 		return nil, nil, nil // not after the token (a watch reopened at its own last version)
@@ -321,7 +322,7 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 	if !r.stateful && r.query.Local != nil && !r.query.Local.MatchesBase(o) {
 		return nil, nil, nil
 	}
-	ev := &Event{
+	ev := &event.Event{
 		ResourceVersion: strconv.FormatUint(o.RV, 10),
 		Object:          o.JSON,
 		// A token of no feed instance: any hub places it by resourceVersion.
@@ -330,11 +331,11 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 	}
 	switch e.Type {
 	case watch.Added:
-		ev.Type = EventAdded
+		ev.Type = event.Added
 	case watch.Modified:
-		ev.Type = EventModified
+		ev.Type = event.Modified
 	default:
-		ev.Type = EventDeleted
+		ev.Type = event.Deleted
 	}
 	if r.stateful {
 		send, err := r.statefully(ev, o)
@@ -348,12 +349,12 @@ func (r *replay) replayed(e watch.Event) (*Event, phase, error) {
 // statefully turns an upstream change into what the subscriber would have
 // received live (see replay), and reports whether it receives anything. ev
 // holds the upstream change; o is its object.
-func (r *replay) statefully(ev *Event, o *state.Object) (bool, error) {
+func (r *replay) statefully(ev *event.Event, o *state.Object) (bool, error) {
 	vw, events := r.s.lease.View(), r.s.lease.Feed().Events()
 	key := state.Key{Namespace: o.Namespace, Name: o.Name}
 	prev, had := r.state[key]
 	cur := replayEntry{}
-	if ev.Type != EventDeleted {
+	if ev.Type != event.Deleted {
 		var err error
 		if cur, err = r.entryOf(o); err != nil {
 			return false, err
@@ -378,7 +379,7 @@ func (r *replay) statefully(ev *Event, o *state.Object) (bool, error) {
 	}
 	switch {
 	case cur.selected && prev.selected:
-		ev.Type, ev.Object = EventModified, cur.json
+		ev.Type, ev.Object = event.Modified, cur.json
 		if vw.Projection() != nil {
 			if vw.Projection().SameAsked(state.UnsafeBytes(prev.json), state.UnsafeBytes(cur.json)) {
 				return false, nil
@@ -388,8 +389,8 @@ func (r *replay) statefully(ev *Event, o *state.Object) (bool, error) {
 			ev.PreviousObject = prev.json
 		}
 	case cur.selected:
-		ev.Type, ev.Object = EventAdded, cur.json
-	case prev.selected && ev.Type == EventDeleted:
+		ev.Type, ev.Object = event.Added, cur.json
+	case prev.selected && ev.Type == event.Deleted:
 		last, err := events.Project(vw, o.JSON) // the API server's last state
 		if err != nil {
 			return false, event.Failure(events.Failed(ev, o, err))
@@ -402,7 +403,7 @@ func (r *replay) statefully(ev *Event, o *state.Object) (bool, error) {
 		if err != nil {
 			return false, event.Failure(events.Failed(ev, o, err))
 		}
-		ev.Type, ev.Object = EventDeleted, last
+		ev.Type, ev.Object = event.Deleted, last
 	default:
 		return false, nil
 	}
@@ -427,13 +428,13 @@ func (r *replay) listState(ctx context.Context) error {
 	}()
 	err := r.upstream.list(ctx, r.rv, func(obj runtime.Object) error {
 		err := r.take(objects, obj)
-		var limit *LimitError
-		var refused *RequestError
-		var unsendable *ObjectError
+		var limit *errs.LimitError
+		var refused *errs.RequestError
+		var unsendable *errs.ObjectError
 		if err == nil || errors.As(err, &limit) || errors.As(err, &refused) || errors.As(err, &unsendable) {
 			return err
 		}
-		return &ResourceError{Resource: f.Info().Resource, Err: err}
+		return &errs.ResourceError{Resource: f.Info().Resource, Err: err}
 	})
 	if err != nil {
 		return err
@@ -447,7 +448,7 @@ func (r *replay) listState(ctx context.Context) error {
 func (r *replay) take(objects map[state.Key]replayEntry, obj runtime.Object) error {
 	o, err := state.NewObject(obj)
 	if err != nil {
-		return fmt.Errorf("%w: replaying from the API server: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: replaying from the API server: %w", errs.ErrUnavailable, err)
 	}
 	e, err := r.entryOf(o)
 	if err != nil {
@@ -476,7 +477,7 @@ func (r *replay) entryOf(o *state.Object) (replayEntry, error) {
 	events := s.lease.Feed().Events()
 	json, err := events.Project(s.lease.View(), o.JSON)
 	if err != nil {
-		return replayEntry{}, event.Failure(events.Failed(&Event{}, o, err))
+		return replayEntry{}, event.Failure(events.Failed(&event.Event{}, o, err))
 	}
 	return replayEntry{selected: true, json: json, undecided: v.Undecided}, nil
 }
@@ -488,9 +489,9 @@ func (r *replay) entryOf(o *state.Object) (replayEntry, error) {
 func (r *replay) budgetError(n int64) error {
 	f := r.s.lease.Feed()
 	if r.stateBytes.Held()+n > r.stateBytes.Budget().Max() {
-		return &ExpiredError{Resource: f.Info().Resource, TooLarge: true}
+		return &errs.ExpiredError{Resource: f.Info().Resource, TooLarge: true}
 	}
-	return &LimitError{Resource: f.Info().Resource, Limit: LimitReplayState, Max: int(r.s.deps.Replays.bytes.Max())}
+	return &errs.LimitError{Resource: f.Info().Resource, Limit: errs.LimitReplayState, Max: int(r.s.deps.Replays.bytes.Max())}
 }
 
 // end ends the replay's upstream watch, which gives back its replay slot,
