@@ -74,19 +74,19 @@ func TestADispatcherVisitsTheGroupsAChangeConcerns(t *testing.T) {
 		t.Errorf("the change visited %d groups, want 2", v)
 	}
 	for name, m := range map[string]*Member{"name=a": byName, "name=a again": sameName, "all": all} {
-		if dl, ok := m.Pop(); !ok || dl.Record != r || dl.Variant != state.VariantOwn {
+		if dl, ok := m.Reader().Pop(); !ok || dl.Record != r || dl.Variant != state.VariantOwn {
 			t.Errorf("%s: got %+v, %v; want the record as it is", name, dl, ok)
 		}
 	}
 	for name, m := range map[string]*Member{"name=b": other, "app=web": web} {
-		if n := m.Pending(); n != 0 {
+		if n := m.Reader().Pending(); n != 0 {
 			t.Errorf("%s: %d deliveries, want none", name, n)
 		}
 	}
 	// a leaves app=db for app=web: it enters that selector, as ADDED.
 	r2 := record(2, "a", map[string]string{"app": "web"}, r.Object)
 	d.Deliver(r2, nil, r.Pos, &fellBehind)
-	if dl, ok := web.Pop(); !ok || dl.Record != r2 || dl.Variant != state.VariantEnter {
+	if dl, ok := web.Reader().Pop(); !ok || dl.Record != r2 || dl.Variant != state.VariantEnter {
 		t.Errorf("app=web: got %+v, %v; want the record entering", dl, ok)
 	}
 }
@@ -103,11 +103,11 @@ func TestAFullQueueFallsBehindRatherThanWaits(t *testing.T) {
 	r1, r2 := record(1, "a", nil, nil), record(2, "b", nil, nil)
 	d.Deliver(r1, nil, state.Position{}, &fellBehind)
 	d.Deliver(r2, nil, r1.Pos, &fellBehind)
-	if !slow.IsBehind() || slow.FellBehindAt() != r1.Pos || fellBehind.Load() != 1 {
-		t.Fatalf("slow: behind %v at %+v (%d fell behind); want behind at %+v", slow.IsBehind(), slow.FellBehindAt(), fellBehind.Load(), r1.Pos)
+	if !slow.Reader().IsBehind() || slow.FellBehindAt() != r1.Pos || fellBehind.Load() != 1 {
+		t.Fatalf("slow: behind %v at %+v (%d fell behind); want behind at %+v", slow.Reader().IsBehind(), slow.FellBehindAt(), fellBehind.Load(), r1.Pos)
 	}
-	if fast.IsBehind() || fast.Pending() != 2 || d.SubscriberCount() != 1 {
-		t.Fatalf("fast: behind %v with %d pending, %d live; want 2 pending, 1 live", fast.IsBehind(), fast.Pending(), d.SubscriberCount())
+	if fast.Reader().IsBehind() || fast.Reader().Pending() != 2 || d.SubscriberCount() != 1 {
+		t.Fatalf("fast: behind %v with %d pending, %d live; want 2 pending, 1 live", fast.Reader().IsBehind(), fast.Reader().Pending(), d.SubscriberCount())
 	}
 	stopped := errors.New("stopped")
 	d.End(stopped)

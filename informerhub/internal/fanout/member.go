@@ -62,16 +62,25 @@ func (m *Member) Join(d *Dispatcher, queues *budget.Bytes, limit int, closed boo
 	}
 }
 
+// Reader is a member's reader's side, what its subscription does without
+// the feed's lock: take its deliveries, and say where its reader is for its
+// connection's Woken. A type apart from Member, whose other methods the
+// feed calls under its lock, so that a reader cannot call them.
+type Reader Member
+
+// Reader returns the member's reader's side.
+func (m *Member) Reader() *Reader { return (*Reader)(m) }
+
 // Pop takes the oldest delivery queued for the member, if one waits.
-func (m *Member) Pop() (state.Delivery, bool) { return m.queue.pop() }
+func (r *Reader) Pop() (state.Delivery, bool) { return r.queue.pop() }
 
 // Pending counts the deliveries queued for the member.
-func (m *Member) Pending() int { return m.queue.len() }
+func (r *Reader) Pending() int { return r.queue.len() }
 
 // IsBehind reports whether the member's queue was full for a record: it
 // is no longer live, and catches up from fellBehindAt once it has passed
 // what its queue holds.
-func (m *Member) IsBehind() bool { return m.behind.Load() }
+func (r *Reader) IsBehind() bool { return r.behind.Load() }
 
 // FellBehindAt is where the member fell behind. The caller holds the
 // feed's lock.
@@ -116,32 +125,32 @@ func signal(ch chan struct{}) {
 // Waiting marks the reader as waiting for a delivery, before it waits;
 // it uncounts the reader, should it still be counted from before (its
 // transport did not say Handed).
-func (m *Member) Waiting() {
-	if m.woken == nil {
+func (r *Reader) Waiting() {
+	if r.woken == nil {
 		return
 	}
-	if prev := m.reader.Swap(readerWaiting); prev == readerSignaled || prev == readerTaken {
-		m.woken.uncount()
+	if prev := r.reader.Swap(readerWaiting); prev == readerSignaled || prev == readerTaken {
+		r.woken.uncount()
 	}
 }
 
 // Awake marks the reader as busy once it has woken (or given up waiting):
 // if a delivery woke it, it stays counted until it has handed the event on
 // (handed).
-func (m *Member) Awake() {
-	if m.woken != nil && !m.reader.CompareAndSwap(readerSignaled, readerTaken) {
-		m.reader.CompareAndSwap(readerWaiting, readerBusy)
+func (r *Reader) Awake() {
+	if r.woken != nil && !r.reader.CompareAndSwap(readerSignaled, readerTaken) {
+		r.reader.CompareAndSwap(readerWaiting, readerBusy)
 	}
 }
 
 // Handed uncounts the reader, if it was counted: it has handed the event it
 // took to its transport.
-func (m *Member) Handed() {
-	if m.woken == nil {
+func (r *Reader) Handed() {
+	if r.woken == nil {
 		return
 	}
-	if m.reader.CompareAndSwap(readerTaken, readerBusy) || m.reader.CompareAndSwap(readerSignaled, readerBusy) {
-		m.woken.uncount()
+	if r.reader.CompareAndSwap(readerTaken, readerBusy) || r.reader.CompareAndSwap(readerSignaled, readerBusy) {
+		r.woken.uncount()
 	}
 }
 

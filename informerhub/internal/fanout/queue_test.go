@@ -74,9 +74,9 @@ func TestWokenCountsReadersWokenAndNotYetHandedOn(t *testing.T) {
 		return m
 	}
 	a, b, c := newMember(), newMember(), newMember()
-	a.Waiting()
-	b.Waiting()
-	c.Waiting()
+	a.Reader().Waiting()
+	b.Reader().Waiting()
+	c.Reader().Waiting()
 	a.offer(state.Delivery{})
 	a.offer(state.Delivery{}) // before a wakes: still one reader woken
 	b.offer(state.Delivery{})
@@ -84,12 +84,12 @@ func TestWokenCountsReadersWokenAndNotYetHandedOn(t *testing.T) {
 	if n := woken.Load(); n != 3 {
 		t.Fatalf("three waiting readers given deliveries: %d woken, want 3", n)
 	}
-	a.Awake()
+	a.Reader().Awake()
 	if n := woken.Load(); n != 3 {
 		t.Fatalf("one awake, its event not handed on yet: %d woken, want 3", n)
 	}
-	a.Handed()
-	a.Handed() // once
+	a.Reader().Handed()
+	a.Reader().Handed() // once
 	if n := woken.Load(); n != 2 {
 		t.Fatalf("one handed its event on: %d woken, want 2", n)
 	}
@@ -97,16 +97,16 @@ func TestWokenCountsReadersWokenAndNotYetHandedOn(t *testing.T) {
 	if n := woken.Load(); n != 2 {
 		t.Fatalf("a delivery for a busy reader: %d woken, want 2", n)
 	}
-	b.Awake()
-	b.Waiting() // back to wait without handing anything on (nothing to send)
+	b.Reader().Awake()
+	b.Reader().Waiting() // back to wait without handing anything on (nothing to send)
 	if n := woken.Load(); n != 1 {
 		t.Fatalf("one back to wait: %d woken, want 1", n)
 	}
 	if c.Leave() { // closed before it woke
 		c.woken.uncount()
 	}
-	c.Awake()
-	c.Handed()
+	c.Reader().Awake()
+	c.Reader().Handed()
 	if n := woken.Load(); n != 0 || zeros != 1 {
 		t.Fatalf("the last closed: %d woken, OnZero called %d times; want 0, once", n, zeros)
 	}

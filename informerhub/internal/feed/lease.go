@@ -152,7 +152,7 @@ func (l *Lease) FellBehindAt() state.Position {
 func (l *Lease) QuietAt() (pos state.Position, pending int) {
 	l.feed.mu.Lock()
 	defer l.feed.mu.Unlock()
-	return l.feed.store.pos, l.member.Pending()
+	return l.feed.store.pos, l.member.Reader().Pending()
 }
 
 // Close ends the lease for a subscription closed: it never goes live
@@ -403,9 +403,9 @@ func (l *Lease) Failure() error { return l.failure }
 // Feed is the lease's feed.
 func (l *Lease) Feed() *Feed { return l.feed }
 
-// Member is the subscription as its feed's live dispatch knows it: its
-// reader's side (Pop, Handed) is the subscription's.
-func (l *Lease) Member() *fanout.Member { return &l.member }
+// Reader is the reader's side of the subscription's member of the live
+// subscribers: its queue, and its reader's state for its connection.
+func (l *Lease) Reader() *fanout.Reader { return l.member.Reader() }
 
 // Selector is what the subscription selects.
 func (l *Lease) Selector() *selection.Selector { return l.sel }

@@ -14,4 +14,4 @@ func (s *Stream) Replaying() bool {
 func (s *Stream) InitialEventsExamined() int { return s.phase.(*initialPhase).cursor.examined }
 
 // Pending counts the deliveries waiting in the stream's queue.
-func (s *Stream) Pending() int { return s.lease.Member().Pending() }
+func (s *Stream) Pending() int { return s.lease.Reader().Pending() }

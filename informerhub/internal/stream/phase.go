@@ -219,7 +219,7 @@ type livePhase struct{ s *Stream }
 
 func (p *livePhase) step(ctx context.Context) (*event.Event, phase, error) {
 	s := p.s
-	m, f := s.lease.Member(), s.lease.Feed()
+	m, f := s.lease.Reader(), s.lease.Feed()
 	for {
 		if s.lease.Failed().IsEnded() {
 			// Checked first so a subscriber that failed stops at once.

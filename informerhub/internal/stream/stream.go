@@ -213,7 +213,7 @@ func (s *Stream) leftBehind() error {
 func (s *Stream) Done() <-chan struct{} { return s.lease.Failed().Done() }
 
 // Handed says the transport took the last event; see Subscription.Handed.
-func (s *Stream) Handed() { s.lease.Member().Handed() }
+func (s *Stream) Handed() { s.lease.Reader().Handed() }
 
 // AfterFail runs f once Done is closed; see Subscription.AfterFail.
 func (s *Stream) AfterFail(f func()) (stop func()) { return s.lease.Failed().After(f) }
