@@ -392,12 +392,19 @@ func (l *Lease) Clone() *state.Clone { return l.clone }
 // Entry is the hub's entry for the lease's feed.
 func (l *Lease) Entry() *Entry { return l.entry }
 
-// Failed ends when the subscription can deliver no more; Failure then
+// Done is closed when the subscription can deliver no more; Failure then
 // says why.
-func (l *Lease) Failed() *Ending { return &l.failed }
+func (l *Lease) Done() <-chan struct{} { return l.failed.Done() }
 
-// Failure is why the subscription failed; read it only once Failed has
-// ended.
+// HasFailed reports whether Done is closed.
+func (l *Lease) HasFailed() bool { return l.failed.IsEnded() }
+
+// AfterFail runs f once Done is closed, in its own goroutine; see
+// Ending.After.
+func (l *Lease) AfterFail(f func()) (stop func()) { return l.failed.After(f) }
+
+// Failure is why the subscription failed; read it only once Done is
+// closed.
 func (l *Lease) Failure() error { return l.failure }
 
 // Feed is the lease's feed.

@@ -221,7 +221,7 @@ func (p *livePhase) step(ctx context.Context) (*event.Event, phase, error) {
 	s := p.s
 	m, f := s.lease.Reader(), s.lease.Feed()
 	for {
-		if s.lease.Failed().IsEnded() {
+		if s.lease.HasFailed() {
 			// Checked first so a subscriber that failed stops at once.
 			return nil, nil, s.Err()
 		}

@@ -214,7 +214,7 @@ func (r *replay) next(ctx context.Context) (*event.Event, phase, error) {
 				return f.Events().Bookmark(state.Position{RV: r.rv}, false, s.lease.View().Encoding()), nil, nil
 			}
 		case <-advanced:
-		case <-s.lease.Failed().Done():
+		case <-s.lease.Done():
 			return nil, nil, s.Err()
 		case <-f.Stopped():
 			return nil, nil, f.Err()
@@ -273,7 +273,7 @@ func (r *replay) reopen(ctx context.Context) error {
 	select {
 	case <-timer.C:
 		return nil
-	case <-s.lease.Failed().Done():
+	case <-s.lease.Done():
 		return s.Err()
 	case <-f.Stopped():
 		return f.Err()

@@ -210,17 +210,17 @@ func (s *Stream) leftBehind() error {
 
 // Done is closed when the stream can deliver no more; see
 // Subscription.Done.
-func (s *Stream) Done() <-chan struct{} { return s.lease.Failed().Done() }
+func (s *Stream) Done() <-chan struct{} { return s.lease.Done() }
 
 // Handed says the transport took the last event; see Subscription.Handed.
 func (s *Stream) Handed() { s.lease.Reader().Handed() }
 
 // AfterFail runs f once Done is closed; see Subscription.AfterFail.
-func (s *Stream) AfterFail(f func()) (stop func()) { return s.lease.Failed().After(f) }
+func (s *Stream) AfterFail(f func()) (stop func()) { return s.lease.AfterFail(f) }
 
 // Err returns why the stream failed, once Done is closed; otherwise nil.
 func (s *Stream) Err() error {
-	if !s.lease.Failed().IsEnded() {
+	if !s.lease.HasFailed() {
 		return nil
 	}
 	return s.errOf(s.lease.Failure())
