@@ -65,22 +65,22 @@ func (m *Member) Join(d *Dispatcher, queues *budget.Bytes, limit int, closed boo
 // Reader is a member's reader's side, what its subscription does without
 // the feed's lock: take its deliveries, and say where its reader is for its
 // connection's Woken. A type apart from Member, whose other methods the
-// feed calls under its lock, so that a reader cannot call them.
-type Reader Member
+// feed calls under its lock, so that a reader cannot reach them.
+type Reader struct{ m *Member }
 
 // Reader returns the member's reader's side.
-func (m *Member) Reader() *Reader { return (*Reader)(m) }
+func (m *Member) Reader() Reader { return Reader{m} }
 
 // Pop takes the oldest delivery queued for the member, if one waits.
-func (r *Reader) Pop() (state.Delivery, bool) { return r.queue.pop() }
+func (r Reader) Pop() (state.Delivery, bool) { return r.m.queue.pop() }
 
 // Pending counts the deliveries queued for the member.
-func (r *Reader) Pending() int { return r.queue.len() }
+func (r Reader) Pending() int { return r.m.queue.len() }
 
 // IsBehind reports whether the member's queue was full for a record: it
 // is no longer live, and catches up from fellBehindAt once it has passed
 // what its queue holds.
-func (r *Reader) IsBehind() bool { return r.behind.Load() }
+func (r Reader) IsBehind() bool { return r.m.behind.Load() }
 
 // FellBehindAt is where the member fell behind. The caller holds the
 // feed's lock.
@@ -125,32 +125,32 @@ func signal(ch chan struct{}) {
 // Waiting marks the reader as waiting for a delivery, before it waits;
 // it uncounts the reader, should it still be counted from before (its
 // transport did not say Handed).
-func (r *Reader) Waiting() {
-	if r.woken == nil {
+func (r Reader) Waiting() {
+	if r.m.woken == nil {
 		return
 	}
-	if prev := r.reader.Swap(readerWaiting); prev == readerSignaled || prev == readerTaken {
-		r.woken.uncount()
+	if prev := r.m.reader.Swap(readerWaiting); prev == readerSignaled || prev == readerTaken {
+		r.m.woken.uncount()
 	}
 }
 
 // Awake marks the reader as busy once it has woken (or given up waiting):
 // if a delivery woke it, it stays counted until it has handed the event on
 // (handed).
-func (r *Reader) Awake() {
-	if r.woken != nil && !r.reader.CompareAndSwap(readerSignaled, readerTaken) {
-		r.reader.CompareAndSwap(readerWaiting, readerBusy)
+func (r Reader) Awake() {
+	if r.m.woken != nil && !r.m.reader.CompareAndSwap(readerSignaled, readerTaken) {
+		r.m.reader.CompareAndSwap(readerWaiting, readerBusy)
 	}
 }
 
 // Handed uncounts the reader, if it was counted: it has handed the event it
 // took to its transport.
-func (r *Reader) Handed() {
-	if r.woken == nil {
+func (r Reader) Handed() {
+	if r.m.woken == nil {
 		return
 	}
-	if r.reader.CompareAndSwap(readerTaken, readerBusy) || r.reader.CompareAndSwap(readerSignaled, readerBusy) {
-		r.woken.uncount()
+	if r.m.reader.CompareAndSwap(readerTaken, readerBusy) || r.m.reader.CompareAndSwap(readerSignaled, readerBusy) {
+		r.m.woken.uncount()
 	}
 }
 

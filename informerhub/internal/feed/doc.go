@@ -27,12 +27,17 @@
 // the disk history's only view of a feed), with what Deps gives it.
 //
 // A subscription holds a Lease (lease.go): its admission, its member of
-// the live subscribers, and how it ended. The lease's methods are the only
-// sections a subscription runs under its feed's lock: Open places its
-// start (and joins the live subscribers if it starts there), Fetch reads a
-// batch of the history and joins atomically with the last record read,
-// Rejoin and PollReplay end a replay where the history takes over, Close
-// leaves. Everything else a subscription does, it does off the lock.
+// the live subscribers, and how it ended. The lease's methods are its
+// sections under its feed's lock: Open places its start (and joins the
+// live subscribers if it starts there), Fetch reads a batch of the
+// history and joins atomically with the last record read, Rejoin and
+// PollReplay end a replay where the history takes over, Close leaves.
+// Besides them, it takes the lock only through the Feed's BuildIndex
+// (which installs the index it built off the lock), Expired and
+// ReadError (which read the history's window), and CloneFor and
+// CloseClone for a snapshot. Everything else a subscription does, it does
+// off the lock; its member's reader side (fanout.Reader) is all of the
+// member it sees.
 //
 // Locks, in the order they are taken: Feeds.mu (the map; never taken
 // under a feed's lock), a Feed's mu (its store, live subscribers,

@@ -217,7 +217,7 @@ func (l *Lease) rejoinLocked(rv uint64) (at state.Position, ok bool) {
 	return state.Position{Epoch: l.feed.epoch, Seq: seq}, true
 }
 
-// PollReplay is rejoin for a replay between its upstream's events: unless
+// PollReplay is Rejoin for a replay between its upstream's events: unless
 // the lease has ended (ended), it rejoins the history, or returns a
 // channel closed when the feed's position next moves.
 func (l *Lease) PollReplay(rv uint64) (at state.Position, ok bool, advanced <-chan struct{}, ended error) {
@@ -284,13 +284,13 @@ const (
 
 // Fetch reads the next batch of at most max records after at from the
 // feed's history in memory, into dst, under the feed's lock. When the
-// memory no longer holds them, the disk may (fetchedDisk: up to
+// memory no longer holds them, the disk may (FetchedDisk: up to
 // diskUpTo, which memory holds from, as it keeps every record not yet
 // written); else, mayReplay says whether the subscriber may replay from
-// the API server (fetchedReplay) or falls behind (fetchedBehind, the lease
-// failed with errLeftBehind). A position inside a relist's batch, which no
+// the API server (FetchedReplay) or falls behind (FetchedBehind, the lease
+// failed with ErrLeftBehind). A position inside a relist's batch, which no
 // version names, expires. With nothing more to read, the lease joins the
-// live subscribers (fetchedLive), atomically with the last record read.
+// live subscribers (FetchedLive), atomically with the last record read.
 // err is the lease's failure or its feed's, or an expiry.
 func (l *Lease) Fetch(at state.Position, max int, dst []*state.Record, mayReplay bool) (batch []*state.Record, diskUpTo uint64, next Fetched, err error) {
 	f := l.feed
@@ -329,8 +329,8 @@ const (
 
 // Open takes the subscription's admission and places its start, under the
 // feed's lock: a subscription that starts live joins the live subscribers
-// here (openedLive), atomically with the feed's position; one whose token
-// the history cannot place replays from o.start.RV (openedReplay: the
+// here (OpenedLive), atomically with the feed's position; one whose token
+// the history cannot place replays from o.Start.RV (OpenedReplay: the
 // caller makes the replay, before anyone can close the subscription).
 func (l *Lease) Open(tok *token.Token, initial bool) (o Opening, how Opened, err error) {
 	f := l.feed
@@ -375,6 +375,7 @@ func (l *Lease) Open(tok *token.Token, initial bool) (o Opening, how Opened, err
 		// and count what it keeps (state.Clones).
 		o.Tree, o.Eq, o.Build = f.store.cloneFor(l.sel)
 		l.clone = f.store.clones.Take()
+		o.Clone = l.clone
 		o.Undo, _ = f.store.history.After(o.Start.Seq, int(f.store.pos.Seq-o.Start.Seq), nil)
 	case o.Start.Seq == f.store.pos.Seq:
 		l.joinLocked()
@@ -385,9 +386,6 @@ func (l *Lease) Open(tok *token.Token, initial bool) (o Opening, how Opened, err
 
 // The lease's parts its subscription reads without the feed's lock: set
 // by Init and Open, before the subscription is shared.
-
-// Clone is the state clone the initial events read; nil without.
-func (l *Lease) Clone() *state.Clone { return l.clone }
 
 // Entry is the hub's entry for the lease's feed.
 func (l *Lease) Entry() *Entry { return l.entry }
@@ -412,7 +410,7 @@ func (l *Lease) Feed() *Feed { return l.feed }
 
 // Reader is the reader's side of the subscription's member of the live
 // subscribers: its queue, and its reader's state for its connection.
-func (l *Lease) Reader() *fanout.Reader { return l.member.Reader() }
+func (l *Lease) Reader() fanout.Reader { return l.member.Reader() }
 
 // Selector is what the subscription selects.
 func (l *Lease) Selector() *selection.Selector { return l.sel }
