@@ -519,6 +519,12 @@ func TestACountThatFallsBehindCountsAfresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// The recount's subscription goes live before the next changes: else
+	// they could pass the history (of 4) while it reads its initial
+	// events, and it would fall behind and count afresh once more. It is
+	// then the one live subscriber: the first counting subscription fell
+	// behind in b, and the watch above, never read, long before.
+	awaitCondition(t, func() bool { return informerhub.LiveSubscribers(h, configMaps) == 1 }, "the recount's subscription live")
 	add("c", 8) // counted live
 	// The counts of the last change the shard selects, or a later one.
 	for {

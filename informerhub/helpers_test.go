@@ -122,6 +122,20 @@ func await(t *testing.T, ch <-chan struct{}, what string) {
 	}
 }
 
+// awaitCondition waits until cond holds, checking every millisecond, for
+// a state the hub signals no one of (a subscription gone live), failing
+// the test after a minute.
+func awaitCondition(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after a minute", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // nextChange returns the next event that is not a periodic bookmark.
 func nextChange(t *testing.T, s *informerhub.Subscription) *informerhub.Event {
 	t.Helper()
