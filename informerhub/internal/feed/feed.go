@@ -704,3 +704,6 @@ func (f *Feed) Resource() string { return f.resource }
 
 // Stopped is closed once the feed has stopped; Err says why.
 func (f *Feed) Stopped() <-chan struct{} { return f.stopped }
+
+// Synced is closed once the feed has synced.
+func (f *Feed) Synced() <-chan struct{} { return f.ready.synced }

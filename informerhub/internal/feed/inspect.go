@@ -162,6 +162,3 @@ func (f *Feed) WritesToDisk() bool {
 	defer f.mu.Unlock()
 	return f.store.disk.log != nil
 }
-
-// Synced returns a channel closed once the feed has synced.
-func (f *Feed) Synced() <-chan struct{} { return f.ready.synced }
