@@ -24,23 +24,48 @@ K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 
 .PHONY: build
 build: ## Build bin/informerhub and bin/hubctl.
+	@echo "==> building bin/informerhub and bin/hubctl (about 6 min the first time with empty Go caches; seconds after)"
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/informerhub ./cmd/hubctl
 
+# `make run` builds only what it runs, or what its hints use (kubectl and
+# grpcurl), each once, saying what it builds and about how long that takes
+# the first time; its hints are printed once the hub answers /readyz.
+# Change the ports with `make run LISTEN=127.0.0.1:8081 METRICS_LISTEN=127.0.0.1:9091`.
+define RUN_HINTS
+informerhub is serving on $(LISTEN) (gRPC, Connect, gRPC-Web and the console),
+authenticating callers with the local API server. In another terminal, as
+the demo identity demo/explorer (ClusterRole view: everything but Secrets):
+
+  export PATH=$$PWD/.cache/tools/bin:$$PATH KUBECONFIG=$$PWD/.cache/run/kubeconfig
+  export AUTH="authorization: Bearer $$(cat .cache/run/token)"
+  grpcurl -plaintext -H "$$AUTH" $(LISTEN) informerhub.v1.InformerHubService/ListResources
+  bin/hubctl --hub $(LISTEN) --insecure --token-file .cache/run/token watch configmaps -n demo
+  kubectl -n demo create configmap hello --from-literal=a=b
+
+The console: http://$(LISTEN)/ (sign in with the token in .cache/run/token)
+Metrics and probes: http://$(METRICS_LISTEN)/metrics, /healthz, /readyz
+etcd, the token signing key and the hub's history are kept in .cache/run/:
+restarted, make run accepts the same tokens; rm -rf .cache/run starts afresh.
+Ctrl-C stops the hub and the control plane.
+endef
+export RUN_HINTS
+
 .PHONY: run
-run: build controlplane tools $(TOOLS)/kubectl ## Start a local kube-apiserver and etcd, and the hub on $(LISTEN).
-	@echo "informerhub will listen on $(LISTEN) and authenticate callers with the API server."
-	@echo "In another terminal, as the demo identity demo/explorer (ClusterRole view):"
-	@echo '  export PATH=$$PWD/.cache/tools/bin:$$PATH KUBECONFIG=$$PWD/.cache/run/kubeconfig'
-	@echo '  export AUTH="authorization: Bearer $$(cat .cache/run/token)"'
-	@echo '  grpcurl -plaintext -H "$$AUTH" $(LISTEN) informerhub.v1.InformerHubService/ListResources'
-	@echo '  bin/hubctl --insecure --token-file .cache/run/token watch configmaps -n demo'
-	@echo '  kubectl -n demo create configmap hello --from-literal=a=b'
-	@echo 'The web console: open http://$(LISTEN)/ and sign in with the token in .cache/run/token'
-	@echo 'Metrics and probes: curl http://$(METRICS_LISTEN)/metrics (and /healthz, /readyz)'
-	@echo "The cluster's etcd, its token signing key and the hub's history live in .cache/run/: a restarted make run still accepts the bearer token and resumes resume tokens; rm -rf .cache/run starts afresh."
-	go build -o bin/devcluster ./cmd/devcluster
-	bin/devcluster -kubeconfig .cache/run/kubeconfig -token .cache/run/token -etcd-dir .cache/run/etcd -service-account-key .cache/run/sa-signer.key -- \
+run: run-intro controlplane build bin/devcluster $(TOOLS)/kubectl $(TOOLS)/grpcurl ## Start a local kube-apiserver and etcd, and the hub (LISTEN=127.0.0.1:8080, METRICS_LISTEN=127.0.0.1:9090).
+	@echo "==> starting kube-apiserver and etcd (seconds), then the hub; the hints follow once it serves"
+	bin/devcluster -kubeconfig .cache/run/kubeconfig -token .cache/run/token -etcd-dir .cache/run/etcd -service-account-key .cache/run/sa-signer.key \
+		-ready-url http://$(METRICS_LISTEN)/readyz -ready-message "$$RUN_HINTS" -- \
 		bin/informerhub --listen $(LISTEN) --console --metrics-listen $(METRICS_LISTEN) --history-dir .cache/run/history --retain configmaps
+
+.PHONY: run-intro
+run-intro:
+	@echo "==> make run: builds what it has not built yet (the first time about 25 min on 2 cores with empty Go caches),"
+	@echo "    then starts kube-apiserver, etcd and the hub on $(LISTEN); Ctrl-C stops them"
+
+.PHONY: bin/devcluster
+bin/devcluster:
+	@echo "==> building bin/devcluster (about 1 min the first time)"
+	go build -o bin/devcluster ./cmd/devcluster
 
 # The modules of the repository: the server (.), the generated API (gen),
 # and the Go SDK (clients/go).
@@ -217,6 +242,7 @@ $(TOOLS)/protoc-gen-go-grpc: tools/go.mod tools/go.sum
 $(TOOLS)/protoc-gen-connect-go: tools/go.mod tools/go.sum
 	cd tools && go build -o $@ connectrpc.com/connect/cmd/protoc-gen-connect-go
 $(TOOLS)/grpcurl: tools/go.mod tools/go.sum
+	@echo "==> building grpcurl into .cache/tools/bin (once; about 1 min)"
 	cd tools && go build -o $@ github.com/fullstorydev/grpcurl/cmd/grpcurl
 
 # BuildKit's Dockerfile linter (the checks of `docker build --check`),
@@ -227,6 +253,7 @@ $(TOOLS)/dockerfilelint: tools/dockerfilelint/go.mod tools/dockerfilelint/go.sum
 # kubectl of the control plane's version, for changing things while `make
 # run` runs, and for the tests of deploy/ and docs/grpcurl.md.
 $(TOOLS)/kubectl: tools/controlplane/go.mod tools/controlplane/go.sum
+	@echo "==> building kubectl $(K8S_VERSION) into .cache/tools/bin (once; about 3 min after kube-apiserver)"
 	cd tools/controlplane && go build -trimpath -ldflags "-s -w $(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
 
 # The chart's tools (test/chart runs them): Helm 3, to lint and render
@@ -252,11 +279,13 @@ $(TOOLS)/promql-metrics: tools/promtool/go.mod tools/promtool/go.sum tools/promt
 	cd tools/promtool && go build -trimpath -o $@ ./promql-metrics
 
 .PHONY: controlplane
-controlplane: $(CONTROLPLANE)/kube-apiserver $(CONTROLPLANE)/etcd ## Build kube-apiserver and etcd (once; ~5 min cold).
+controlplane: $(CONTROLPLANE)/kube-apiserver $(CONTROLPLANE)/etcd ## Build kube-apiserver and etcd (once; about 17 min on 2 cores with empty Go caches).
 
 $(CONTROLPLANE)/kube-apiserver: tools/controlplane/go.mod tools/controlplane/go.sum
+	@echo "==> building kube-apiserver $(K8S_VERSION) from source into .cache/ (once; about 15 min on 2 cores with empty Go caches, quiet all along)"
 	cd tools/controlplane && go build -trimpath -ldflags "-s -w $(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 $(CONTROLPLANE)/etcd: tools/controlplane/go.mod tools/controlplane/go.sum
+	@echo "==> building etcd from source into .cache/ (once; about 2 min)"
 	cd tools/controlplane && go build -trimpath -ldflags "-s -w" -o $@ go.etcd.io/etcd/server/v3
 
 .PHONY: clean
@@ -264,5 +293,10 @@ clean: ## Remove build output (keeps the tool and control plane caches).
 	rm -rf bin
 
 .PHONY: help
-help: ## List the targets.
+help: ## List the targets, and the variables that change them.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
+	@echo
+	@echo "Variables (make VAR=value target):"
+	@echo "  LISTEN=$(LISTEN)	where make run's hub serves gRPC, Connect and the console"
+	@echo "  METRICS_LISTEN=$(METRICS_LISTEN)	where make run's hub serves /metrics, /healthz and /readyz"
+	@echo "  BENCH_RUNS=$(BENCH_RUNS)  SOAK_COUNT=$(SOAK_COUNT)	runs of make bench and make soak"

@@ -7,9 +7,12 @@
 // run informerhub.
 //
 // With -etcd-dir and -service-account-key, what one run made (objects,
-// tokens) is there and valid in the next.
+// tokens) is there and valid in the next. With -ready-url, it prints
+// -ready-message once the command answers that URL with 200 OK: hints for
+// a person, printed when they work rather than while the command starts.
 //
-//	devcluster [-kubeconfig FILE] [-token FILE] [-etcd-dir DIR] [-service-account-key FILE] -- COMMAND [ARGS...]
+//	devcluster [-kubeconfig FILE] [-token FILE] [-etcd-dir DIR] [-service-account-key FILE]
+//	           [-ready-url URL -ready-message TEXT] -- COMMAND [ARGS...]
 package main
 
 import (
@@ -41,13 +44,18 @@ func main() {
 	token := fs.String("token", ".cache/run/token", "where to write the bearer token of demo/explorer")
 	etcdDir := fs.String("etcd-dir", "", "keep etcd's data here across runs (empty: a temporary directory)")
 	saKey := fs.String("service-account-key", "", "keep the key that signs service account tokens in this file, so that with -etcd-dir the tokens of one run are valid in the next (empty: a new key each run)")
+	readyURL := fs.String("ready-url", "", "poll this URL (the command's readiness probe) and print -ready-message once it answers 200 OK")
+	readyMessage := fs.String("ready-message", "", "what to print, on stdout, once -ready-url answers 200 OK")
 	_ = fs.Parse(os.Args[1:]) // ExitOnError
 	if fs.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: devcluster [-kubeconfig FILE] [-token FILE] [-etcd-dir DIR] [-service-account-key FILE] -- COMMAND [ARGS...]")
+		fmt.Fprintln(os.Stderr, "usage: devcluster [-kubeconfig FILE] [-token FILE] [-etcd-dir DIR] [-service-account-key FILE] [-ready-url URL -ready-message TEXT] -- COMMAND [ARGS...]")
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "devcluster")
-	code, err := run(log, *kubeconfig, *token, *etcdDir, *saKey, fs.Args())
+	code, err := run(log, config{
+		kubeconfig: *kubeconfig, tokenFile: *token, etcdDir: *etcdDir, saKey: *saKey,
+		ready: announcement{url: *readyURL, message: *readyMessage, out: os.Stdout},
+	}, fs.Args())
 	if err != nil {
 		log.Error("devcluster failed", "error", err)
 		os.Exit(1)
@@ -55,9 +63,17 @@ func main() {
 	os.Exit(code)
 }
 
-func run(log *slog.Logger, kubeconfig, tokenFile, etcdDir, saKey string, command []string) (int, error) {
-	log.Info("starting kube-apiserver and etcd", "version", controlplane.Version, "etcdDir", etcdDir)
-	cp, err := controlplane.StartWith(controlplane.Options{EtcdDataDir: etcdDir, ServiceAccountKeyFile: saKey})
+// config is what devcluster's flags say.
+type config struct {
+	kubeconfig, tokenFile string // where to write the kubeconfig and demo/explorer's token
+	etcdDir, saKey        string // what to keep across runs; "": nothing
+	ready                 announcement
+}
+
+func run(log *slog.Logger, c config, command []string) (int, error) {
+	kubeconfig, tokenFile := c.kubeconfig, c.tokenFile
+	log.Info("starting kube-apiserver and etcd", "version", controlplane.Version, "etcdDir", c.etcdDir)
+	cp, err := controlplane.StartWith(controlplane.Options{EtcdDataDir: c.etcdDir, ServiceAccountKeyFile: c.saKey})
 	if err != nil {
 		return 0, err
 	}
@@ -88,6 +104,13 @@ func run(log *slog.Logger, kubeconfig, tokenFile, etcdDir, saKey string, command
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
+	announced := make(chan struct{})
+	ctx, stopAnnouncing := context.WithCancel(context.Background())
+	go func() {
+		defer close(announced)
+		c.ready.whenReady(ctx, log)
+	}()
+	defer func() { stopAnnouncing(); <-announced }()
 	// Ctrl-C reaches the whole process group; SIGTERM to this process is
 	// passed on, and so is SIGHUP (a closed terminal), as SIGTERM. Either
 	// way the command shuts down first, then the control plane, which

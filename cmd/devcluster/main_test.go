@@ -77,7 +77,7 @@ func TestTokenOutlivesARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, err := run(log, kubeconfig, token, etcd, key, []string{"true"}); err != nil || code != 0 {
+	if code, err := run(log, config{kubeconfig: kubeconfig, tokenFile: token, etcdDir: etcd, saKey: key}, []string{"true"}); err != nil || code != 0 {
 		t.Fatalf("the first run: exit %d, %v", code, err)
 	}
 	kept := filepath.Join(dir, "token-of-the-first-run")
@@ -85,7 +85,7 @@ func TestTokenOutlivesARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(reviewTokenEnv, kept)
-	if code, err := run(log, kubeconfig, token, etcd, key, []string{self, "-test.run=^$"}); err != nil || code != 0 {
+	if code, err := run(log, config{kubeconfig: kubeconfig, tokenFile: token, etcdDir: etcd, saKey: key}, []string{self, "-test.run=^$"}); err != nil || code != 0 {
 		t.Fatalf("the second run: exit %d, %v (exit 3: the first run's token was refused)", code, err)
 	}
 }
