@@ -213,9 +213,15 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(c *config) { c.dialOptions = append(c.dialOptions, opts...) }
 }
 
-// WithLogger sets where the client logs: a watch's reconnection at info
-// level, and at warn once it failed to reconnect; re-syncs at info;
-// disconnections for slowness at warn. Default: slog.Default().
+// WithLogger sets where the client logs. A stream that reconnects by
+// itself (a Watcher's, a ManyWatcher's, a Counter's, and a ListerWatcher's
+// watches) logs its interruption at info, then every attempt that fails at
+// warn, with the attempt's number, the gRPC code and message, and the
+// backoff, and "reconnected to the hub" at info with the number of failed
+// attempts; re-syncs are logged at info, and disconnections for slowness at
+// warn. Nothing is logged while the streams are healthy. Default:
+// slog.Default(). Programs that log with klog, as client-go does, can send
+// these there: WithLogger(slog.New(logr.ToSlogHandler(klog.Background()))).
 func WithLogger(log *slog.Logger) Option { return func(c *config) { c.log = log } }
 
 // Backoff is an exponential backoff with jitter.
@@ -339,18 +345,18 @@ func (c *Client) service() (informerhubv1.InformerHubServiceClient, int, error) 
 	return informerhubv1.NewInformerHubServiceClient(e.conn), i, nil
 }
 
-// attempt waits out the backoff of a stream's failures (its consecutive
-// failed attempts), then returns the API to open it on and the endpoint's
-// index. err ends the stream: ctx ended, or the client was closed. With
-// neither, a nil API means that the endpoint could not be reached, and it
-// was marked failed: count a failure and attempt again.
-func (c *Client) attempt(ctx context.Context, failures int) (informerhubv1.InformerHubServiceClient, int, error) {
-	if failures > 0 {
-		wait := time.NewTimer(c.cfg.backoff.delay(failures))
+// attempt waits for wait (a stream's backoff), then returns the API to
+// open it on and the endpoint's index. err ends the stream: ctx ended, or
+// the client was closed. With neither, a nil API means that the endpoint
+// could not be reached, and it was marked failed: count a failure and
+// attempt again.
+func (c *Client) attempt(ctx context.Context, wait time.Duration) (informerhubv1.InformerHubServiceClient, int, error) {
+	if wait > 0 {
+		timer := time.NewTimer(wait)
 		select {
-		case <-wait.C:
+		case <-timer.C:
 		case <-ctx.Done():
-			wait.Stop()
+			timer.Stop()
 			return nil, 0, ctx.Err()
 		}
 	}

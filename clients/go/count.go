@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -37,19 +38,18 @@ type Counts struct {
 //
 // A Counter is for one goroutine; Close may be called from any.
 type Counter struct {
-	client  *Client
-	req     *informerhubv1.CountRequest
-	ctx     context.Context
-	cancel  context.CancelFunc
-	stream  grpc.ServerStreamingClient[informerhubv1.CountResponse]
-	endStrm context.CancelFunc
-	// endpoint is the replica the stream is on; failures counts failed
-	// attempts in a row, for the backoff.
-	endpoint, failures int
-	// received is set once the stream delivered counts: an error after it
-	// ended a running stream rather than refused the call.
-	received bool
-	err      error
+	client   *Client
+	req      *informerhubv1.CountRequest
+	ctx      context.Context
+	cancel   context.CancelFunc
+	stream   grpc.ServerStreamingClient[informerhubv1.CountResponse]
+	endStrm  context.CancelFunc
+	endpoint int // the replica the stream is on
+	// reconnection: its failures, the backoff, and their logging. Its up
+	// is set once the stream delivered counts: an error after it ended a
+	// running stream rather than refused the call.
+	reconnection
+	err error
 }
 
 // Count starts counting the objects sel selects, grouped by groupBy: ""
@@ -58,7 +58,7 @@ type Counter struct {
 // call to Next.
 func (c *Client) Count(ctx context.Context, sel Selector, groupBy string) *Counter {
 	ctx, cancel := context.WithCancel(ctx)
-	return &Counter{client: c, ctx: ctx, cancel: cancel,
+	return &Counter{client: c, ctx: ctx, cancel: cancel, reconnection: reconnection{client: c},
 		req: &informerhubv1.CountRequest{Selector: sel.proto(), GroupBy: groupBy}}
 }
 
@@ -85,19 +85,25 @@ func (c *Counter) Next() (Counts, error) {
 			c.streamFailed(err)
 			continue
 		}
-		c.failures, c.received = 0, true
+		if !c.up { // a check first: the logger is made only when needed
+			c.established(c.log())
+		}
 		return Counts{Groups: resp.GetGroups(), Total: resp.GetTotal(), ResourceVersion: resp.GetResourceVersion()}, nil
 	}
 }
 
+// log is the client's logger, with the resource counted.
+func (c *Counter) log() *slog.Logger {
+	return c.client.cfg.log.With("resource", c.req.GetSelector().GetResource())
+}
+
 func (c *Counter) connect() {
-	svc, endpoint, err := c.client.attempt(c.ctx, c.failures)
+	svc, endpoint, err := c.attempt(c.ctx, c.log())
 	switch {
 	case err != nil:
 		c.err = err
 		return
 	case svc == nil:
-		c.failures++
 		return
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -108,7 +114,7 @@ func (c *Counter) connect() {
 		c.streamFailed(err)
 		return
 	}
-	c.stream, c.endStrm, c.received = stream, cancel, false
+	c.stream, c.endStrm = stream, cancel
 }
 
 func (c *Counter) streamFailed(err error) {
@@ -127,7 +133,7 @@ func (c *Counter) streamFailed(err error) {
 	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unimplemented:
 		c.err = err
 	case codes.Unauthenticated:
-		if !c.received {
+		if !c.up {
 			c.err = err
 			return
 		}
@@ -137,6 +143,6 @@ func (c *Counter) streamFailed(err error) {
 	default:
 		// The counts are state: whatever ended the stream, the next one
 		// starts with the current counts.
-		c.failures += c.client.streamInterrupted(err, c.endpoint, c.failures, c.client.cfg.log.With("resource", c.req.GetSelector().GetResource()))
+		c.failed(err, c.endpoint, c.log())
 	}
 }

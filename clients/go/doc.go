@@ -44,6 +44,13 @@
 // SharedIndexInformer, and anything built on it, can then run against the hub
 // instead of the API server.
 //
+// Watches reconnect by themselves, and log it to [WithLogger]'s *slog.Logger
+// (default slog.Default()): the end of a running stream at info, every
+// attempt that fails after it at warn with its number, gRPC code and
+// message and the backoff, and "reconnected to the hub" at info; nothing
+// while they are healthy. A program that logs with klog, as client-go
+// does, passes WithLogger(slog.New(logr.ToSlogHandler(klog.Background()))).
+//
 // Errors of calls are gRPC status errors (status.Code tells them apart, and
 // their google.rpc.ErrorInfo details carry the hub's reasons), context errors,
 // or [ErrClientClosed].

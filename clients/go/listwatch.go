@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -73,9 +74,12 @@ type ListerWatcher struct {
 	scheme  *runtime.Scheme // nil: objects are *unstructured.Unstructured
 	decoder runtime.Decoder
 
-	mu     sync.Mutex // guards gvk
-	gvk    schema.GroupVersionKind
-	tokens *tokenIndex
+	mu  sync.Mutex // guards gvk and failures
+	gvk schema.GroupVersionKind
+	// failures counts the watches in a row that could not be opened or
+	// ended before the hub established them, for the log.
+	failures int
+	tokens   *tokenIndex
 }
 
 var (
@@ -172,12 +176,61 @@ func (lw *ListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListO
 		return svc.Watch(ctx, req)
 	})
 	if err != nil {
+		if ctx.Err() == nil { // not stopped, nor timed out
+			lw.watchFailed(err, false)
+		}
 		cancel()
 		return nil, apiError(err)
 	}
 	w := &hubWatch{result: make(chan watch.Event), cancel: cancel, done: make(chan struct{}), bookmarks: opts.AllowWatchBookmarks}
-	go w.run(ctx, lw, stream.Recv)
+	go w.run(ctx, lw, stream)
 	return w, nil
+}
+
+// watchFailed logs why a watch could not be opened, or its stream ended
+// (running: after the hub had established it), when the reflector retries
+// it: a 429, on which the reflector backs off and watches again. The
+// reflector logs those only at verbosity 2 and 4, so an informer of a hub
+// that is down would otherwise be silent until it is back. As a Watcher
+// does, the end of a running stream is logged at info, and every attempt
+// that fails after it at warn, with its number; the backoff is the
+// reflector's, not known here.
+func (lw *ListerWatcher) watchFailed(err error, running bool) {
+	if !apierrors.IsTooManyRequests(apiError(err)) {
+		return // the reflector relists, or logs the error itself
+	}
+	st := status.Convert(err)
+	log := lw.log().With("code", st.Code().String(), "error", st.Message())
+	lw.mu.Lock()
+	if running {
+		lw.failures = 0
+	} else {
+		lw.failures++
+	}
+	attempt := lw.failures
+	lw.mu.Unlock()
+	if running {
+		log.Info("watch interrupted; the reflector reconnects after its backoff")
+		return
+	}
+	log.Warn("not connected to the hub; the reflector retries after its backoff", "attempt", attempt)
+}
+
+// watchEstablished records that the hub established a watch, and says so
+// if it took attempts.
+func (lw *ListerWatcher) watchEstablished() {
+	lw.mu.Lock()
+	attempts := lw.failures
+	lw.failures = 0
+	lw.mu.Unlock()
+	if attempts > 0 {
+		lw.log().Info("reconnected to the hub", "attempts", attempts)
+	}
+}
+
+// log is the client's logger, with the resource and namespace watched.
+func (lw *ListerWatcher) log() *slog.Logger {
+	return lw.client.cfg.log.With("resource", lw.sel.Resource.String(), "namespace", lw.sel.Namespace)
 }
 
 // decode turns an object's JSON into what the informer expects.
@@ -259,9 +312,16 @@ func (w *hubWatch) Stop() {
 	<-w.done
 }
 
-func (w *hubWatch) run(ctx context.Context, lw *ListerWatcher, recv func() (*informerhubv1.WatchResponse, error)) {
+func (w *hubWatch) run(ctx context.Context, lw *ListerWatcher, stream grpc.ServerStreamingClient[informerhubv1.WatchResponse]) {
 	defer close(w.done)
 	defer close(w.result)
+	// The hub sends the headers once it established the stream, before
+	// any event: a quiet watch has reconnected too.
+	running := false
+	if md, err := stream.Header(); err == nil && md != nil {
+		lw.watchEstablished()
+		running = true
+	}
 	send := func(e watch.Event) bool {
 		select {
 		case w.result <- e:
@@ -271,11 +331,12 @@ func (w *hubWatch) run(ctx context.Context, lw *ListerWatcher, recv func() (*inf
 		}
 	}
 	for {
-		resp, err := recv()
+		resp, err := stream.Recv()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, io.EOF) {
 				return // stopped, or timed out: the reflector watches again
 			}
+			lw.watchFailed(err, running)
 			if status.Code(err) == codes.Unavailable {
 				lw.client.failed(lw.client.currentEndpoint())
 			}

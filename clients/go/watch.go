@@ -99,7 +99,7 @@ type Watcher struct {
 	token          string // of the last event delivered, or the start
 	tokenFromHub   bool   // token came from the hub (so it covers SendInitialEvents)
 	initialPending bool   // initial events were asked for and have not ended
-	failures       int    // consecutive failed attempts, for the backoff
+	reconnection          // its failures, the backoff, and their logging
 	err            error  // the end of the watch, once it ended
 
 	// seen is what the watch has delivered: every object that exists for
@@ -162,7 +162,7 @@ func (c *Client) Watch(ctx context.Context, sel Selector, opts WatchOptions) *Wa
 	ctx, cancel := context.WithCancel(ctx)
 	opts.Fields = slices.Clone(opts.Fields)
 	return &Watcher{
-		client: c, sel: sel, opts: opts, ctx: ctx, cancel: cancel,
+		client: c, sel: sel, opts: opts, ctx: ctx, cancel: cancel, reconnection: reconnection{client: c},
 		token:          opts.ResumeToken,
 		initialPending: opts.SendInitialEvents,
 		seen:           map[objectKey]delivered{},
@@ -205,7 +205,9 @@ func (w *Watcher) Next() (Event, error) {
 			w.streamFailed(err)
 			continue
 		}
-		w.failures = 0
+		if !w.up { // a check first: the logger is made only when needed
+			w.established(w.log())
+		}
 		e := eventOf(resp)
 		if w.resync != nil {
 			w.collect(e)
@@ -245,15 +247,19 @@ func (w *Watcher) deliver(e Event) {
 	w.seen[id.key()] = d
 }
 
+// log is the client's logger, with the watch's resource and namespace.
+func (w *Watcher) log() *slog.Logger {
+	return w.client.cfg.log.With("resource", w.sel.Resource.String(), "namespace", w.sel.Namespace)
+}
+
 // connect opens a stream, after the backoff its failures call for.
 func (w *Watcher) connect() {
-	svc, endpoint, err := w.client.attempt(w.ctx, w.failures)
+	svc, endpoint, err := w.attempt(w.ctx, w.log())
 	switch {
 	case err != nil:
 		w.err = err
 		return
 	case svc == nil:
-		w.failures++
 		return
 	}
 	req := &informerhubv1.WatchRequest{Selector: w.sel.proto(), ResumeToken: w.token,
@@ -276,13 +282,18 @@ func (w *Watcher) connect() {
 		return
 	}
 	w.stream, w.streamCancel, w.endpoint = stream, cancel, endpoint
+	// The hub sends the headers once the stream is established, before
+	// any event: a watch that is quiet then has reconnected too.
+	md, err := stream.Header()
+	if err != nil || md == nil {
+		return // the stream ended; Recv says why
+	}
+	w.established(w.log())
 	if !w.tokenFromHub && w.resync == nil {
 		// The headers carry the token of the stream's start, so that a
 		// reconnection before the first event loses nothing.
-		if md, err := stream.Header(); err == nil {
-			if tokens := md.Get("resume-token"); len(tokens) > 0 && tokens[0] != "" {
-				w.token, w.tokenFromHub = tokens[0], true
-			}
+		if tokens := md.Get("resume-token"); len(tokens) > 0 && tokens[0] != "" {
+			w.token, w.tokenFromHub = tokens[0], true
 		}
 	}
 }
@@ -300,17 +311,16 @@ func (w *Watcher) streamFailed(err error) {
 	if errors.Is(err, io.EOF) {
 		err = status.Error(codes.Unavailable, "the hub ended the stream")
 	}
-	log := w.client.cfg.log.With("resource", w.sel.Resource.String(), "namespace", w.sel.Namespace)
 	switch recoveryOf(err) {
 	case resync:
 		// The token expired: list again and report the differences.
-		log.Info("the hub can no longer resume this watch; re-syncing", "error", err)
+		w.log().Info("the hub can no longer resume this watch; re-syncing", "error", err)
 		w.resync, w.resyncToken = map[objectKey]initialObject{}, ""
-		w.failures = 0
+		w.up, w.failures, w.wait = false, 0, 0
 	case fail:
 		w.err = err
 	default:
-		w.failures += w.client.streamInterrupted(err, w.endpoint, w.failures, log)
+		w.failed(err, w.endpoint, w.log())
 	}
 }
 
@@ -347,33 +357,6 @@ func recoveryOf(err error) recovery {
 		}
 	}
 	return reconnect
-}
-
-// streamInterrupted logs why a stream on endpoint ended and is
-// reconnected, marks the endpoint failed when the hub there is the cause,
-// and returns the failure to count for the backoff (none when fresh
-// credentials should simply be sent). failures are those counted since
-// the last response: a hub that went away is worth a line at info, one
-// that cannot be reached again a warning at every attempt, so that a user
-// sees why nothing arrives.
-func (c *Client) streamInterrupted(err error, endpoint, failures int, log *slog.Logger) int {
-	switch status.Code(err) {
-	case codes.Unauthenticated:
-		log.Info("the hub no longer accepts the credentials this watch started with; reconnecting", "error", err)
-		return 0
-	case codes.ResourceExhausted:
-		// This client did not keep up, or opened or called too much; the
-		// hub is fine.
-		log.Warn("the hub refused or disconnected this watch; resuming after a backoff", "error", err)
-		return 1
-	}
-	if failures == 0 {
-		log.Info("watch interrupted; reconnecting", "error", err)
-	} else {
-		log.Warn("watch still interrupted; reconnecting after a backoff", "error", err, "attempts", failures+1)
-	}
-	c.failed(endpoint)
-	return 1
 }
 
 // endedMidStream tells whether the hub ended a running stream with err (its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"log/slog"
 	"slices"
 	"strconv"
 
@@ -65,7 +66,7 @@ type ManyWatcher struct {
 
 	token        string // composite: of the last event delivered, or the start
 	tokenFromHub bool   // the hub issued token: it holds every watch's position
-	failures     int
+	reconnection        // its failures, the backoff, and their logging
 	err          error
 }
 
@@ -81,7 +82,7 @@ func (c *Client) WatchMany(ctx context.Context, watches []ManyWatch, resumeToken
 	for i := range watches {
 		watches[i].Options.Fields = slices.Clone(watches[i].Options.Fields)
 	}
-	return &ManyWatcher{client: c, watches: watches, ctx: ctx, cancel: cancel, token: resumeToken}
+	return &ManyWatcher{client: c, watches: watches, ctx: ctx, cancel: cancel, token: resumeToken, reconnection: reconnection{client: c}}
 }
 
 // Close ends the watches; Next then returns context.Canceled.
@@ -130,7 +131,9 @@ func (m *ManyWatcher) Next() (ManyEvent, error) {
 			m.streamFailed(status.Errorf(codes.Internal, "the hub sent an event of watch %d of %d", resp.GetIndex(), len(m.watches)))
 			continue
 		}
-		m.failures = 0
+		if !m.up { // a check first: the logger is made only when needed
+			m.established(m.log())
+		}
 		if resp.GetResumeToken() != "" {
 			m.token, m.tokenFromHub = resp.GetResumeToken(), true
 		}
@@ -139,15 +142,17 @@ func (m *ManyWatcher) Next() (ManyEvent, error) {
 	}
 }
 
+// log is the client's logger, with the number of watches.
+func (m *ManyWatcher) log() *slog.Logger { return m.client.cfg.log.With("watches", len(m.watches)) }
+
 // connect opens a stream, after the backoff its failures call for.
 func (m *ManyWatcher) connect() {
-	svc, endpoint, err := m.client.attempt(m.ctx, m.failures)
+	svc, endpoint, err := m.attempt(m.ctx, m.log())
 	switch {
 	case err != nil:
 		m.err = err
 		return
 	case svc == nil:
-		m.failures++
 		return
 	}
 	req := &informerhubv1.WatchManyRequest{ResumeToken: m.token}
@@ -163,14 +168,17 @@ func (m *ManyWatcher) connect() {
 	}
 	ctx, cancel := context.WithCancel(m.ctx)
 	stream, err := svc.WatchMany(ctx, req)
-	if err == nil && !m.tokenFromHub {
-		// The headers carry the token of the stream's start, so that a
-		// reconnection before the first event loses nothing.
+	if err == nil {
+		// The hub sends the headers once the stream is established,
+		// before any event: quiet watches have reconnected too.
 		var md map[string][]string
-		if md, err = stream.Header(); err == nil {
-			if tokens := md["resume-token"]; len(tokens) > 0 && tokens[0] != "" {
-				m.token, m.tokenFromHub = tokens[0], true
-			}
+		if md, err = stream.Header(); err == nil && md != nil {
+			m.established(m.log())
+		}
+		if tokens := md["resume-token"]; !m.tokenFromHub && len(tokens) > 0 && tokens[0] != "" {
+			// The token of the stream's start, so that a reconnection
+			// before the first event loses nothing.
+			m.token, m.tokenFromHub = tokens[0], true
 		}
 	}
 	m.endpoint = endpoint
@@ -199,7 +207,7 @@ func (m *ManyWatcher) streamFailed(err error) {
 	case resync, fail:
 		m.err = err
 	default:
-		m.failures += m.client.streamInterrupted(err, m.endpoint, m.failures, m.client.cfg.log.With("watches", len(m.watches)))
+		m.failed(err, m.endpoint, m.log())
 	}
 }
 
