@@ -38,8 +38,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/yaml"
 
 	hubclient "github.com/informerhub/informerhub/clients/go"
 )
@@ -78,6 +76,13 @@ Examples:
   hubctl snapshot cm -n demo -w     the objects, then every change after them
   hubctl count pods --by status.phase -w
   hubctl resources -o wide     the fields each type can be selected by
+
+Output is kubectl get's: a table with columns as wide as their widest value
+(a watch aligns its initial objects together, then prints each change at
+once in the same columns); "No resources found" on stderr when there are
+none; -o yaml and -o json without metadata.managedFields unless
+--show-managed-fields, YAML documents separated by --- (a snapshot is one: a
+List).
 
 "hubctl COMMAND -h" describes a command's flags.
 
@@ -276,7 +281,7 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 	var sel hubclient.Selector
 	var output, resumeToken, group, versionFlag, resourceFlag string
 	var fields fieldList
-	var watchOnly, showPrevious, allNamespaces, follow bool
+	var watchOnly, showPrevious, allNamespaces, follow, showManagedFields bool
 	namespace := optionalString{}
 	fs.Var(&namespace, "namespace", "the namespace (default: the kubeconfig's, as kubectl's; \"default\" without one)")
 	fs.Var(&namespace, "n", "shorthand for --namespace")
@@ -293,7 +298,7 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 	fs.Var(&fields, "field",
 		"only this `path` of each object, e.g. status.phase or metadata.labels[\"app.kubernetes.io/name\"] (with apiVersion, kind and metadata name, namespace, uid and resourceVersion); repeat it, or give several comma-separated; a watch then shows only the changes of these")
 	fs.Var(&fields, "fields", "the same as --field")
-	fs.StringVar(&output, "output", "", "output format: empty for a table; json or yaml (a watch: one event each; a snapshot: a Kubernetes List)")
+	fs.StringVar(&output, "output", "", "output format: empty for a table; json or yaml (a watch: one event each, YAML's separated by ---; a snapshot: a Kubernetes List)")
 	fs.StringVar(&output, "o", "", "shorthand for --output")
 	fs.StringVar(&group, "group", "", "the API group (instead of RESOURCE)")
 	fs.StringVar(&versionFlag, "version", "", "the API version")
@@ -306,9 +311,11 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 		fs.BoolVar(&follow, "watch", false, "print new counts whenever they change (at most once per the hub's --count-interval)")
 		fs.BoolVar(&follow, "w", false, "shorthand for --watch")
 	case "snapshot":
+		fs.BoolVar(&showManagedFields, "show-managed-fields", false, "keep metadata.managedFields in -o json and yaml, as kubectl's flag does")
 		fs.BoolVar(&follow, "watch", false, "then watch: print every change after the snapshot, as hubctl watch does")
 		fs.BoolVar(&follow, "w", false, "shorthand for --watch")
 	case "watch":
+		fs.BoolVar(&showManagedFields, "show-managed-fields", false, "keep metadata.managedFields in -o json and yaml, as kubectl's flag does")
 		fs.StringVar(&resumeToken, "resume-token", "", "continue right after the event that carried this token")
 		fs.BoolVar(&watchOnly, "watch-only", false, "only changes: do not list the current objects first")
 		fs.BoolVar(&showPrevious, "include-previous", false,
@@ -339,7 +346,7 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 	default:
 		sel.Namespace = c.defaultNamespace(c.stderr)
 	}
-	p := printer{cli: c, format: output}
+	p := &printer{stdout: c.stdout, stderr: c.stderr, now: c.now, format: output, showManagedFields: showManagedFields}
 	if len(positional) == 1 && strings.Contains(positional[0], ",") {
 		// Several resource types, as kubectl takes them: one WatchMany.
 		if command != "watch" || group != "" || versionFlag != "" || resourceFlag != "" {
@@ -462,10 +469,10 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.WatchOptions, out printer) error {
+func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.WatchOptions, out *printer) error {
 	w := c.client.Watch(ctx, sel, opts)
 	defer w.Close()
-	p := eventPrinter{printer: out}
+	p := eventPrinter{printer: out, namespace: sel.Namespace, batching: opts.SendInitialEvents}
 	for {
 		e, err := w.Next()
 		if err != nil {
@@ -474,7 +481,7 @@ func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.
 			}
 			return err
 		}
-		if err := p.print(e, "", e.ResumeToken); err != nil {
+		if err := p.print(e, "", e.ResumeToken, e.InitialEventsEnd); err != nil {
 			return err
 		}
 	}
@@ -482,14 +489,20 @@ func (c *cli) watch(ctx context.Context, sel hubclient.Selector, opts hubclient.
 
 // watchMany watches several resource types on one stream (WatchMany),
 // each with opts.
-func (c *cli) watchMany(ctx context.Context, watches []hubclient.ManyWatch, opts hubclient.WatchOptions, out printer) error {
+func (c *cli) watchMany(ctx context.Context, watches []hubclient.ManyWatch, opts hubclient.WatchOptions, out *printer) error {
+	// The namespace of an empty initial list, as kubectl names it: only
+	// if every type is listed in it.
+	namespace := watches[0].Selector.Namespace
 	for i := range watches {
 		watches[i].Options = opts
 		watches[i].Options.ResumeToken = ""
+		if watches[i].Selector.Namespace != namespace {
+			namespace = ""
+		}
 	}
 	m := c.client.WatchMany(ctx, watches, opts.ResumeToken)
 	defer m.Close()
-	p := eventPrinter{printer: out, many: true}
+	p := eventPrinter{printer: out, many: true, namespace: namespace, batching: opts.SendInitialEvents}
 	for {
 		e, err := m.Next()
 		if err != nil {
@@ -501,123 +514,16 @@ func (c *cli) watchMany(ctx context.Context, watches []hubclient.ManyWatch, opts
 			}
 			return err
 		}
-		if err := p.print(e.Event, watches[e.Index].Selector.Resource.Resource, e.ManyResumeToken); err != nil {
+		if err := p.print(e.Event, watches[e.Index].Selector.Resource.Resource, e.ManyResumeToken, e.AllInitialEventsEnd); err != nil {
 			return err
 		}
 	}
-}
-
-// printer prints what the --output flag asks for: a table (format ""), or
-// one JSON document per line, or YAML documents, each after "---".
-type printer struct {
-	*cli
-	format string
-}
-
-// document prints v as one JSON or YAML document.
-func (p printer) document(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if p.format == "yaml" {
-		if b, err = yaml.JSONToYAML(b); err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(p.stdout, "---\n%s", b)
-		return err
-	}
-	_, err = fmt.Fprintf(p.stdout, "%s\n", b)
-	return err
-}
-
-// eventPrinter prints the events of a watch, or of a WatchMany (many: with
-// each event's resource type).
-type eventPrinter struct {
-	printer
-	many        bool
-	table       *table // made at the first object, so that errors come before a header
-	relistNoted bool   // the ~ of relisted events has been explained
-}
-
-// print prints e, of resource, whose stream resumes after it from token.
-func (p *eventPrinter) print(e hubclient.Event, resource, token string) error {
-	c := p.cli
-	if p.format != "" {
-		return p.document(eventJSON{Type: e.Type, Resource: resource, Object: json.RawMessage(e.Object), PreviousObject: json.RawMessage(e.Previous),
-			ResourceVersion: e.ResourceVersion, ResumeToken: token, InitialEventsEnd: e.InitialEventsEnd, FromRelist: e.FromRelist, FilterError: e.FilterError, Resync: e.Resync})
-	}
-	if e.Type == hubclient.Bookmark {
-		switch {
-		case e.ResyncReplaces:
-			fmt.Fprintln(c.stderr, "(the hub could not resume this watch; it listed again: the objects marked * are all that exist now)")
-		case e.Resync:
-			fmt.Fprintln(c.stderr, "(the hub could not resume this watch; it re-synced: the changes marked * are the differences)")
-		}
-		return nil
-	}
-	u, err := e.Unstructured()
-	if err != nil {
-		return err
-	}
-	eventType := string(e.Type)
-	if e.Resync {
-		eventType += "*"
-	}
-	if e.FromRelist {
-		if !p.relistNoted {
-			fmt.Fprintln(c.stderr, "(the events marked ~ were found by a relist of the hub: what happened in between is unknown)")
-			p.relistNoted = true
-		}
-		eventType += "~"
-	}
-	if e.FilterError != "" {
-		// Rare, and each may say something else: on its line.
-		fmt.Fprintf(c.stderr, "(the filter could not decide on %s/%s, sent as if it matched: %s)\n", u.GetNamespace(), u.GetName(), e.FilterError)
-		eventType += "?"
-	}
-	switch {
-	case p.table == nil && p.many:
-		p.table = c.table(true, "EVENT", "RESOURCE", "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
-	case p.table == nil:
-		p.table = c.table(true, "EVENT", "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
-	}
-	if p.many {
-		p.table.row(eventType, resource, u.GetNamespace(), u.GetName(), u.GetResourceVersion(), c.age(u))
-	} else {
-		p.table.row(eventType, u.GetNamespace(), u.GetName(), u.GetResourceVersion(), c.age(u))
-	}
-	if e.Type == hubclient.Modified && e.Previous != nil {
-		changes, err := diffObjects(e.Previous, e.Object)
-		if err != nil {
-			return err
-		}
-		for _, change := range changes {
-			p.table.detail(change)
-		}
-	}
-	return nil
-}
-
-// eventJSON is a watch event as `hubctl watch -o json` prints it.
-type eventJSON struct {
-	Type hubclient.EventType `json:"type"`
-	// Resource is the event's resource type, when several are watched.
-	Resource         string          `json:"resource,omitempty"`
-	Object           json.RawMessage `json:"object,omitempty"`
-	PreviousObject   json.RawMessage `json:"previousObject,omitempty"`
-	ResourceVersion  string          `json:"resourceVersion"`
-	ResumeToken      string          `json:"resumeToken"`
-	InitialEventsEnd bool            `json:"initialEventsEnd,omitempty"`
-	FromRelist       bool            `json:"fromRelist,omitempty"`
-	FilterError      string          `json:"filterError,omitempty"`
-	Resync           bool            `json:"resync,omitempty"`
 }
 
 // snapshot prints the objects sel selects at one point in time, and returns
 // the snapshot, whose ResumeToken a watch continues from (as the caller
 // will, when follow).
-func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclient.SnapshotOptions, follow bool, out printer) (*hubclient.Snapshot, error) {
+func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclient.SnapshotOptions, follow bool, out *printer) (*hubclient.Snapshot, error) {
 	snap, err := c.client.SnapshotWithOptions(ctx, sel, opts)
 	if err != nil {
 		return nil, err
@@ -625,12 +531,14 @@ func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclie
 	if out.format != "" {
 		items := make([]json.RawMessage, len(snap.Objects))
 		for i, o := range snap.Objects {
-			items[i] = o
+			if items[i], err = out.object(o); err != nil {
+				return nil, err
+			}
 		}
 		return snap, out.document(listJSON{APIVersion: "v1", Kind: "List", Metadata: listMeta{ResourceVersion: snap.ResourceVersion},
 			Items: items, ResumeToken: snap.ResumeToken, FilterErrors: snap.FilterErrors})
 	}
-	table := c.table(false, "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
+	table := newTable(c.stdout, "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
 	for i, o := range snap.Objects {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(o); err != nil {
@@ -639,9 +547,14 @@ func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclie
 		if len(snap.FilterErrors) > 0 && snap.FilterErrors[i] != "" {
 			fmt.Fprintf(c.stderr, "(the filter could not decide on %s/%s, listed as if it matched: %s)\n", u.GetNamespace(), u.GetName(), snap.FilterErrors[i])
 		}
-		table.row(u.GetNamespace(), u.GetName(), u.GetResourceVersion(), c.age(u))
+		table.row(u.GetNamespace(), u.GetName(), u.GetResourceVersion(), out.age(u))
 	}
-	table.flush()
+	if err := table.flush(); err != nil {
+		return nil, err
+	}
+	if len(snap.Objects) == 0 {
+		out.noResources(sel.Namespace)
+	}
 	if follow {
 		fmt.Fprintf(c.stderr, "%d objects at resourceVersion %s; the changes after them follow\n", len(snap.Objects), snap.ResourceVersion)
 	} else {
@@ -651,29 +564,9 @@ func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclie
 	return snap, nil
 }
 
-// listJSON is a snapshot as `hubctl snapshot -o json` prints it: a
-// Kubernetes List, as `kubectl get -o json` prints one, with the token to
-// watch the changes after it.
-type listJSON struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Metadata   listMeta          `json:"metadata"`
-	Items      []json.RawMessage `json:"items"`
-	// ResumeToken is where `hubctl watch --resume-token` continues: with
-	// exactly the changes after these items.
-	ResumeToken string `json:"resumeToken"`
-	// FilterErrors are, for each item, why the filter could not decide on
-	// it ("" where it could); absent when it always could.
-	FilterErrors []string `json:"filterErrors,omitempty"`
-}
-
-type listMeta struct {
-	ResourceVersion string `json:"resourceVersion"`
-}
-
 // count prints how many objects sel selects, per group: the current
 // counts, then, following, new counts as they change.
-func (c *cli) count(ctx context.Context, sel hubclient.Selector, groupBy string, follow bool, out printer) error {
+func (c *cli) count(ctx context.Context, sel hubclient.Selector, groupBy string, follow bool, out *printer) error {
 	counter := c.client.Count(ctx, sel, groupBy)
 	defer counter.Close()
 	for first := true; ; first = false {
@@ -695,11 +588,11 @@ func (c *cli) count(ctx context.Context, sel hubclient.Selector, groupBy string,
 				fmt.Fprintln(c.stdout)
 			}
 			if groupBy == "" {
-				table := c.table(false, "COUNT")
+				table := newTable(c.stdout, "COUNT")
 				table.row(strconv.FormatUint(counts.Total, 10))
-				table.flush()
+				err = table.flush()
 			} else {
-				table := c.table(false, strings.ToUpper(groupBy), "COUNT")
+				table := newTable(c.stdout, strings.ToUpper(groupBy), "COUNT")
 				for _, group := range slices.Sorted(maps.Keys(counts.Groups)) {
 					shown := group
 					if shown == "" {
@@ -708,7 +601,10 @@ func (c *cli) count(ctx context.Context, sel hubclient.Selector, groupBy string,
 					table.row(shown, strconv.FormatUint(counts.Groups[group], 10))
 				}
 				table.row("TOTAL", strconv.FormatUint(counts.Total, 10))
-				table.flush()
+				err = table.flush()
+			}
+			if err != nil {
+				return err
 			}
 		}
 		if !follow {
@@ -741,7 +637,7 @@ func (c *cli) resources(ctx context.Context, args []string) error {
 		return err
 	}
 	if output == "json" || output == "yaml" {
-		return printer{cli: c, format: output}.document(resources)
+		return (&printer{stdout: c.stdout, format: output}).document(resources)
 	}
 	// The hub shows its activity, which spans all namespaces, only to
 	// callers asking cluster-wide.
@@ -752,7 +648,7 @@ func (c *cli) resources(ctx context.Context, args []string) error {
 	if output == "wide" {
 		header = append(header, "SELECTABLE-FIELDS")
 	}
-	table := c.table(false, header...)
+	table := newTable(c.stdout, header...)
 	for _, r := range resources {
 		row := []string{r.Group, r.Version, r.Resource, r.Kind}
 		if namespace == "" {
@@ -767,86 +663,5 @@ func (c *cli) resources(ctx context.Context, args []string) error {
 		}
 		table.row(row...)
 	}
-	table.flush()
-	return nil
-}
-
-func (c *cli) age(u *unstructured.Unstructured) string {
-	created := u.GetCreationTimestamp()
-	if created.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(c.now().Sub(created.Time))
-}
-
-// table prints rows in aligned columns. A streaming table (a watch) writes
-// each row at once, so events show as they happen: its columns start at the
-// widths below and grow when a value is wider, as with kubectl get -w.
-// Otherwise rows are aligned all together when the table is flushed.
-type table struct {
-	out    io.Writer
-	header []string
-	stream bool
-	widths []int
-	rows   [][]string
-}
-
-// streamWidths are the first column widths of a streaming table, enough for
-// most values so that rows line up from the start.
-var streamWidths = map[string]int{"EVENT": 9, "NAMESPACE": 16, "NAME": 32, "RESOURCEVERSION": 15, "AGE": 5}
-
-func (c *cli) table(stream bool, header ...string) *table {
-	t := &table{out: c.stdout, header: header, stream: stream, widths: make([]int, len(header))}
-	for i, h := range header {
-		t.widths[i] = len(h)
-		if stream {
-			t.widths[i] = max(len(h), streamWidths[h])
-		}
-	}
-	if stream {
-		t.write(header)
-	}
-	return t
-}
-
-func (t *table) row(cells ...string) {
-	if t.stream {
-		t.write(cells)
-		return
-	}
-	t.rows = append(t.rows, cells)
-}
-
-// detail writes a line under the last row of a streaming table, aligned
-// with its second column.
-func (t *table) detail(line string) {
-	fmt.Fprintf(t.out, "%s%s\n", strings.Repeat(" ", t.widths[0]+3), line)
-}
-
-func (t *table) flush() {
-	if t.stream {
-		return
-	}
-	for _, row := range t.rows {
-		for i, cell := range row {
-			t.widths[i] = max(t.widths[i], len(cell))
-		}
-	}
-	t.write(t.header)
-	for _, row := range t.rows {
-		t.write(row)
-	}
-}
-
-func (t *table) write(cells []string) {
-	var b strings.Builder
-	for i, cell := range cells {
-		t.widths[i] = max(t.widths[i], len(cell))
-		if i == len(cells)-1 {
-			b.WriteString(cell)
-			break
-		}
-		fmt.Fprintf(&b, "%-*s   ", t.widths[i], cell)
-	}
-	fmt.Fprintln(t.out, b.String())
+	return table.flush()
 }

@@ -77,34 +77,6 @@ func TestPickResource(t *testing.T) {
 	}
 }
 
-func TestTables(t *testing.T) {
-	var out bytes.Buffer
-	c := &cli{stdout: &out}
-	tbl := c.table(false, "GROUP", "VERSION", "RESOURCE")
-	tbl.row("", "v1", "configmaps")
-	tbl.row("apps", "v1", "deployments")
-	tbl.flush()
-	want := "GROUP   VERSION   RESOURCE\n" +
-		"        v1        configmaps\n" +
-		"apps    v1        deployments\n"
-	if diff := cmp.Diff(want, out.String()); diff != "" {
-		t.Errorf("table (-want +got):\n%s", diff)
-	}
-
-	out.Reset()
-	tbl = c.table(true, "EVENT", "NAME", "AGE")
-	tbl.row("ADDED", "short", "1s")
-	tbl.row("MODIFIED", "a-name-longer-than-its-column-is-wide", "2m")
-	tbl.row("DELETED", "b", "3h")
-	want = "EVENT       NAME                               AGE\n" +
-		"ADDED       short                              1s\n" +
-		"MODIFIED    a-name-longer-than-its-column-is-wide   2m\n" +
-		"DELETED     b                                       3h\n"
-	if diff := cmp.Diff(want, out.String()); diff != "" {
-		t.Errorf("streaming table (-want +got):\n%s", diff)
-	}
-}
-
 func TestFlagsAfterTheResource(t *testing.T) {
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
