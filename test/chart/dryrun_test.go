@@ -217,3 +217,40 @@ func TestTheDryRunCatchesMistakes(t *testing.T) {
 		})
 	}
 }
+
+// Without a cluster, helm template makes the Prometheus Operator's objects
+// only of the kinds --api-versions names (as monitoring.coreos.com/v1/Kind);
+// helm install asks the cluster (TestTheChartInstallsAsTheReadmeSays).
+func TestMonitoringObjectsOnlyOfKindsTheClusterServes(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		apis []string
+		want []string // the monitoring kinds rendered, sorted
+	}{
+		{"none", nil, nil},
+		{"the group and version alone", []string{"monitoring.coreos.com/v1"}, nil},
+		{"ServiceMonitor", []string{"monitoring.coreos.com/v1/ServiceMonitor"}, []string{"ServiceMonitor"}},
+		{"PrometheusRule", []string{"monitoring.coreos.com/v1/PrometheusRule"}, []string{"PrometheusRule"}},
+		{"both", []string{"monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"}, []string{"PrometheusRule", "ServiceMonitor"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			args := []string{"template", release, chartDir(t), "--namespace", namespace, "-f", filepath.Join(chartDir(t), "ci", "deployment-values.yaml")}
+			for _, api := range tt.apis {
+				args = append(args, "--api-versions", api)
+			}
+			out, _, err := run(t, nil, tool(t, "helm"), args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, kind := range kinds(decode(t, out)) {
+				if kind == "ServiceMonitor" || kind == "PodMonitor" || kind == "PrometheusRule" {
+					got = append(got, kind)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("rendered %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -90,12 +90,22 @@ const (
 	namespace = "informerhub"
 )
 
+// monitoringAPIs are the --api-versions that tell helm template the
+// cluster serves the Prometheus Operator's kinds, as the control plane
+// does once installMonitoringCRDs ran (helm install finds them itself).
+var monitoringAPIs = []string{
+	"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
+	"--api-versions", "monitoring.coreos.com/v1/PodMonitor",
+	"--api-versions", "monitoring.coreos.com/v1/PrometheusRule",
+}
+
 // helmTemplate renders the chart with args (-f, --set) as the release, for
-// the control plane's Kubernetes version, and returns the manifest.
+// the control plane's Kubernetes version with the Prometheus Operator's
+// kinds served (monitoringAPIs), and returns the manifest.
 func helmTemplate(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	out, _, err := run(t, nil, tool(t, "helm"), append([]string{"template", release, chartDir(t),
-		"--namespace", namespace, "--kube-version", controlplane.Version}, args...)...)
+	out, _, err := run(t, nil, tool(t, "helm"), slices.Concat([]string{"template", release, chartDir(t),
+		"--namespace", namespace, "--kube-version", controlplane.Version}, monitoringAPIs, args)...)
 	return out, err
 }
 
@@ -171,9 +181,15 @@ type kubectl struct{ bin, kubeconfig, cacheDir string }
 
 func newKubectl(t *testing.T) *kubectl {
 	t.Helper()
+	return kubectlFor(t, cluster.KubeConfig)
+}
+
+// kubectlFor is newKubectl for another control plane, by its kubeconfig.
+func kubectlFor(t *testing.T, kubeconfig []byte) *kubectl {
+	t.Helper()
 	dir := t.TempDir()
 	k := &kubectl{bin: tool(t, "kubectl"), kubeconfig: filepath.Join(dir, "kubeconfig"), cacheDir: filepath.Join(dir, "cache")}
-	if err := os.WriteFile(k.kubeconfig, cluster.KubeConfig, 0o600); err != nil {
+	if err := os.WriteFile(k.kubeconfig, kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err := k.run(t, nil, "version", "--client", "-o", "json")

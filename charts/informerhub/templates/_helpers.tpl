@@ -110,6 +110,19 @@ reachable here.
 {{- end }}
 
 {{/*
+Whether the cluster serves a kind of the Prometheus Operator
+(monitoring.coreos.com/v1): "true" or "". helm install and upgrade ask the
+cluster; helm template and helm lint know only what --api-versions says
+(monitoring.coreos.com/v1/ServiceMonitor, .../PodMonitor,
+.../PrometheusRule). An enabled monitor or rule whose kind is not served is
+left out, and NOTES.txt says so, instead of failing the whole release with
+"no matches for kind".
+*/}}
+{{- define "informerhub.serves" -}}
+{{- if .ctx.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind) }}true{{ end }}
+{{- end }}
+
+{{/*
 What cannot work, said before anything is applied.
 */}}
 {{- define "informerhub.validate" -}}
