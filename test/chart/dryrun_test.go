@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -8,11 +9,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // The Prometheus Operator whose CRDs the monitoring objects are checked
@@ -54,6 +57,22 @@ func installMonitoringCRDs(t *testing.T, k *kubectl) {
 	// kubectl wait watches the CRDs' conditions.
 	if _, _, err := k.run(t, nil, append([]string{"wait", "--for", "condition=Established", "--timeout", "60s"}, names...)...); err != nil {
 		t.Fatal(err)
+	}
+	// Discovery lists an established CRD a moment later (its own
+	// controller), and helm install decides from discovery whether to make
+	// the monitors: wait until it lists all three. Discovery has no watch.
+	err = wait.PollUntilContextTimeout(ctxFor(t), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		out, _, err := k.run(t, nil, "api-resources", "--api-group", "monitoring.coreos.com", "-o", "name")
+		if err != nil {
+			return false, err
+		}
+		listed := strings.Fields(out)
+		return !slices.ContainsFunc(names, func(name string) bool {
+			return !slices.Contains(listed, strings.TrimPrefix(name, "crd/"))
+		}), nil
+	})
+	if err != nil {
+		t.Fatalf("discovery does not list the monitoring CRDs: %v", err)
 	}
 }
 
