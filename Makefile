@@ -24,7 +24,7 @@ K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 
 .PHONY: build
 build: ## Build bin/informerhub and bin/hubctl.
-	@echo "==> building bin/informerhub and bin/hubctl (about 6 min the first time with empty Go caches; seconds after)"
+	@echo "==> building bin/informerhub and bin/hubctl (about 3 min the first time; seconds after)"
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/informerhub ./cmd/hubctl
 
 # `make run` builds only what it runs, or what its hints use (kubectl and
@@ -59,12 +59,12 @@ run: run-intro controlplane build bin/devcluster $(TOOLS)/kubectl $(TOOLS)/grpcu
 
 .PHONY: run-intro
 run-intro:
-	@echo "==> make run: builds what it has not built yet (the first time about 25 min on 2 cores with empty Go caches),"
+	@echo "==> make run: builds what it has not built yet (the first time about 13 min on 2 cores with empty Go caches),"
 	@echo "    then starts kube-apiserver, etcd and the hub on $(LISTEN); Ctrl-C stops them"
 
 .PHONY: bin/devcluster
 bin/devcluster:
-	@echo "==> building bin/devcluster (about 1 min the first time)"
+	@echo "==> building bin/devcluster, which starts the control plane (about 4 min the first time: envtest and its dependencies)"
 	go build -o bin/devcluster ./cmd/devcluster
 
 # The modules of the repository: the server (.), the generated API (gen),
@@ -242,7 +242,7 @@ $(TOOLS)/protoc-gen-go-grpc: tools/go.mod tools/go.sum
 $(TOOLS)/protoc-gen-connect-go: tools/go.mod tools/go.sum
 	cd tools && go build -o $@ connectrpc.com/connect/cmd/protoc-gen-connect-go
 $(TOOLS)/grpcurl: tools/go.mod tools/go.sum
-	@echo "==> building grpcurl into .cache/tools/bin (once; about 1 min)"
+	@echo "==> building grpcurl into .cache/tools/bin (once; about a minute)"
 	cd tools && go build -o $@ github.com/fullstorydev/grpcurl/cmd/grpcurl
 
 # BuildKit's Dockerfile linter (the checks of `docker build --check`),
@@ -253,7 +253,7 @@ $(TOOLS)/dockerfilelint: tools/dockerfilelint/go.mod tools/dockerfilelint/go.sum
 # kubectl of the control plane's version, for changing things while `make
 # run` runs, and for the tests of deploy/ and docs/grpcurl.md.
 $(TOOLS)/kubectl: tools/controlplane/go.mod tools/controlplane/go.sum
-	@echo "==> building kubectl $(K8S_VERSION) into .cache/tools/bin (once; about 3 min after kube-apiserver)"
+	@echo "==> building kubectl $(K8S_VERSION) into .cache/tools/bin (once; under a minute after kube-apiserver)"
 	cd tools/controlplane && go build -trimpath -ldflags "-s -w $(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
 
 # The chart's tools (test/chart runs them): Helm 3, to lint and render
@@ -279,13 +279,13 @@ $(TOOLS)/promql-metrics: tools/promtool/go.mod tools/promtool/go.sum tools/promt
 	cd tools/promtool && go build -trimpath -o $@ ./promql-metrics
 
 .PHONY: controlplane
-controlplane: $(CONTROLPLANE)/kube-apiserver $(CONTROLPLANE)/etcd ## Build kube-apiserver and etcd (once; about 17 min on 2 cores with empty Go caches).
+controlplane: $(CONTROLPLANE)/kube-apiserver $(CONTROLPLANE)/etcd ## Build kube-apiserver and etcd (once; about 5 min on 2 cores with empty Go caches).
 
 $(CONTROLPLANE)/kube-apiserver: tools/controlplane/go.mod tools/controlplane/go.sum
-	@echo "==> building kube-apiserver $(K8S_VERSION) from source into .cache/ (once; about 15 min on 2 cores with empty Go caches, quiet all along)"
+	@echo "==> building kube-apiserver $(K8S_VERSION) from source into .cache/ (once; about 5 min on 2 cores with empty Go caches, quiet all along)"
 	cd tools/controlplane && go build -trimpath -ldflags "-s -w $(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 $(CONTROLPLANE)/etcd: tools/controlplane/go.mod tools/controlplane/go.sum
-	@echo "==> building etcd from source into .cache/ (once; about 2 min)"
+	@echo "==> building etcd from source into .cache/ (once; under a minute after kube-apiserver)"
 	cd tools/controlplane && go build -trimpath -ldflags "-s -w" -o $@ go.etcd.io/etcd/server/v3
 
 .PHONY: clean
