@@ -29,7 +29,7 @@
 //   - internal/memory: the budget across feeds (Config.MemoryBudget).
 //
 // Beside them: package upstream (the API server's side: discovery, lists
-// and watches, one-pass JSON), fieldset, celfilter, projection, shard,
+// and watches, one-pass JSON), fieldset, celfilter, projection, shard, digest,
 // budget, historystore, and hubtest (an in-memory cluster for unit tests).
 //
 // Here: [Hub] (hub.go) resolves resource types and keeps the feeds;
