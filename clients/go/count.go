@@ -85,8 +85,8 @@ func (c *Counter) Next() (Counts, error) {
 			c.streamFailed(err)
 			continue
 		}
-		if !c.up { // a check first: the logger is made only when needed
-			c.established(c.log())
+		if !c.delivered { // a check first: the logger is made only when needed
+			c.responded(c.log())
 		}
 		return Counts{Groups: resp.GetGroups(), Total: resp.GetTotal(), ResourceVersion: resp.GetResourceVersion()}, nil
 	}

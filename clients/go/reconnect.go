@@ -13,17 +13,22 @@ import (
 
 // reconnection is what a stream that reconnects by itself (a Watcher's, a
 // ManyWatcher's, a Counter's) knows of its failures: the attempts that
-// failed in a row, the wait before the next, and whether the current
-// stream was established. It logs each failure and the recovery, so that a
-// caller whose watch delivers nothing sees why, and when it flows again.
+// failed in a row, the wait before the next, and how far the current
+// stream got. It logs each failure and the recovery, so that a caller
+// whose watch delivers nothing sees why, and when it flows again.
 type reconnection struct {
-	client   *Client
-	failures int           // attempts that failed in a row
+	client *Client
+	// failures counts the attempts since the last response: each that
+	// failed, or whose stream ended before it delivered one. The backoff
+	// grows with them, so a hub that accepts streams and then fails them
+	// (while the API server is down, say) is not asked again at once.
+	failures int
 	wait     time.Duration // before the next attempt
 	// up is set once the current stream was established (the hub sent its
-	// headers, or a response): its end interrupts a running stream rather
-	// than fails an attempt.
-	up bool
+	// headers, or a response); delivered, once it delivered a response:
+	// only then does its end interrupt a running stream rather than fail
+	// an attempt.
+	up, delivered bool
 }
 
 // attempt waits out the backoff, then returns the API to open the stream
@@ -39,7 +44,7 @@ func (r *reconnection) attempt(ctx context.Context, log *slog.Logger) (informerh
 }
 
 // established records that the stream is up, and says so if it took
-// attempts.
+// attempts. The failures stand until it delivers (responded).
 func (r *reconnection) established(log *slog.Logger) {
 	if r.up {
 		return
@@ -47,7 +52,14 @@ func (r *reconnection) established(log *slog.Logger) {
 	if r.failures > 0 {
 		log.Info("reconnected to the hub", "attempts", r.failures)
 	}
-	r.failures, r.wait, r.up = 0, 0, true
+	r.up = true
+}
+
+// responded records that the stream delivered a response: the failures
+// are over.
+func (r *reconnection) responded(log *slog.Logger) {
+	r.established(log)
+	r.failures, r.wait, r.delivered = 0, 0, true
 }
 
 // failed records that the stream, on endpoint, ended with err (a status
@@ -60,8 +72,8 @@ func (r *reconnection) established(log *slog.Logger) {
 func (r *reconnection) failed(err error, endpoint int, log *slog.Logger) {
 	st := status.Convert(err)
 	log = log.With("code", st.Code().String(), "error", st.Message())
-	interrupted := r.up
-	r.up = false
+	interrupted, established := r.delivered, r.up
+	r.up, r.delivered = false, false
 	switch st.Code() {
 	case codes.Unauthenticated:
 		// Only on a running stream (callers end the others): the
@@ -86,5 +98,9 @@ func (r *reconnection) failed(err error, endpoint int, log *slog.Logger) {
 	}
 	r.failures++
 	r.wait = r.client.cfg.backoff.delay(r.failures)
-	log.Warn("not connected to the hub; retrying after a backoff", "attempt", r.failures, "backoff", r.wait.Round(time.Millisecond))
+	msg := "not connected to the hub; retrying after a backoff"
+	if established {
+		msg = "the hub ended the stream before it delivered anything; retrying after a backoff"
+	}
+	log.Warn(msg, "attempt", r.failures, "backoff", r.wait.Round(time.Millisecond))
 }

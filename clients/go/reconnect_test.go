@@ -179,3 +179,34 @@ func TestListerWatcherLogsEachFailedAttemptAndTheRecovery(t *testing.T) {
 		t.Errorf("a dead hub logged %q, want two warnings, attempts 1 and 2", got)
 	}
 }
+
+// TestStreamsThatFailBeforeTheyDeliverBackOff: a hub that accepts each
+// stream (its headers) and then fails it before any response, as one
+// whose API server is down does, counts as a failed attempt: the backoff
+// grows, and a response ends the failures.
+func TestStreamsThatFailBeforeTheyDeliverBackOff(t *testing.T) {
+	hub := newFakeHub("hub",
+		script{header: "t0", end: unavailable},
+		script{header: "t0", end: unavailable},
+		script{header: "t0", end: unavailable},
+		script{header: "t0", end: unavailable},
+		script{header: "t0", responses: []*informerhubv1.WatchResponse{added("a", "1", "t1")}},
+	)
+	var log logLines
+	w := startWatch(t, serveFakes(t, log.options(), hub), hubclient.WatchOptions{})
+	if e := next(t, w); e.Name != "a" {
+		t.Fatalf("got %v, want a", e)
+	}
+	var want []string
+	for i, backoff := range []string{"1ms", "2ms", "4ms", "5ms"} {
+		if i > 0 {
+			want = append(want, fmt.Sprintf(`level=INFO msg="reconnected to the hub" `+logged+` attempts=%d`, i))
+		}
+		want = append(want, fmt.Sprintf(`level=WARN msg="the hub ended the stream before it delivered anything; retrying after a backoff" `+
+			logged+` code=Unavailable error=gone attempt=%d backoff=%s`, i+1, backoff))
+	}
+	want = append(want, `level=INFO msg="reconnected to the hub" `+logged+` attempts=4`)
+	if diff := cmp.Diff(want, log.get()); diff != "" {
+		t.Errorf("log (-want +got):\n%s", diff)
+	}
+}

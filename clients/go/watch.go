@@ -205,8 +205,8 @@ func (w *Watcher) Next() (Event, error) {
 			w.streamFailed(err)
 			continue
 		}
-		if !w.up { // a check first: the logger is made only when needed
-			w.established(w.log())
+		if !w.delivered { // a check first: the logger is made only when needed
+			w.responded(w.log())
 		}
 		e := eventOf(resp)
 		if w.resync != nil {

@@ -131,8 +131,8 @@ func (m *ManyWatcher) Next() (ManyEvent, error) {
 			m.streamFailed(status.Errorf(codes.Internal, "the hub sent an event of watch %d of %d", resp.GetIndex(), len(m.watches)))
 			continue
 		}
-		if !m.up { // a check first: the logger is made only when needed
-			m.established(m.log())
+		if !m.delivered { // a check first: the logger is made only when needed
+			m.responded(m.log())
 		}
 		if resp.GetResumeToken() != "" {
 			m.token, m.tokenFromHub = resp.GetResumeToken(), true
