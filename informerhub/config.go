@@ -134,6 +134,19 @@ type Config struct {
 	// that no longer moves. Longer than an API server restart. Default: 5m.
 	MaxUpstreamFailure time.Duration
 
+	// ConsistencyCheckInterval is how often each informer checks its cache
+	// against the API server, as the kube-apiserver checks its watch cache
+	// against etcd: the API server's LIST at exactly the cache's
+	// resourceVersion, ConsistencyCheckPageSize objects a page, digested
+	// (package digest) and compared with the cache's digest there; on a
+	// difference, the informer logs the first objects that differ and
+	// relists, and its subscribers receive the differences as changes from
+	// a relist. Each interval is jittered up to a fifth longer. Zero: the
+	// default, 5m; negative: never. ConsistencyCheckPageSize defaults to
+	// 500.
+	ConsistencyCheckInterval time.Duration
+	ConsistencyCheckPageSize int64
+
 	// IdleTimeout is how long a resource type's informer keeps running after
 	// its last subscriber has gone. Until then, the history stays and
 	// resume tokens keep working. Default: 5m.
@@ -231,6 +244,8 @@ const (
 	DefaultHistoryRetentionCheck = 10 * time.Second
 	DefaultHistoryMaxUnwritten   = 64 << 20
 	DefaultMaxUpstreamFailure    = 5 * time.Minute
+	DefaultConsistencyCheck      = 5 * time.Minute
+	DefaultConsistencyPageSize   = 500
 	DefaultSnapshotPageSize      = 500
 	DefaultSnapshotPageBytes     = 1 << 20
 	DefaultMaxSelectorLength     = 4096
@@ -262,6 +277,10 @@ func (c *Config) setDefaults() {
 	orDefault(&c.MaxCountGroups, DefaultMaxCountGroups)
 	orDefault(&c.IdleTimeout, DefaultIdleTimeout)
 	orDefault(&c.MaxUpstreamFailure, DefaultMaxUpstreamFailure)
+	if c.ConsistencyCheckInterval == 0 {
+		c.ConsistencyCheckInterval = DefaultConsistencyCheck
+	}
+	orDefault(&c.ConsistencyCheckPageSize, DefaultConsistencyPageSize)
 	orDefault(&c.SnapshotPageSize, DefaultSnapshotPageSize)
 	orDefault(&c.SnapshotPageBytes, DefaultSnapshotPageBytes)
 	orDefault(&c.MaxSelectorLength, DefaultMaxSelectorLength)

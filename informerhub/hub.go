@@ -174,6 +174,7 @@ func New(cfg Config, resolver Resolver, source Source) *Hub {
 		HistorySize: cfg.HistorySize, HistoryBytes: cfg.HistoryBytes, HistoryMaxUnwrittenBytes: cfg.HistoryMaxUnwrittenBytes,
 		MaxUpstreamFailure: cfg.MaxUpstreamFailure, QueueSize: cfg.QueueSize, Encode: cfg.EncodeEvent,
 		Limits: &h.limits, Memory: h.memory, Disk: h.disk, Log: h.log,
+		Check: feed.CheckConfig{Interval: max(0, cfg.ConsistencyCheckInterval), PageSize: cfg.ConsistencyCheckPageSize},
 	}
 	h.streamDeps = stream.Deps{Ctx: h.ctx, BookmarkInterval: cfg.BookmarkInterval, Feeds: h.feeds, Source: h.source, Replays: h.replays}
 	for _, name := range cfg.Retain {
@@ -367,6 +368,8 @@ func (h *Hub) Stats() []ResourceStats {
 		rs.ObjectErrors = c.ObjectErrors.Load()
 		rs.DiskSpills = c.DiskSpills.Load()
 		rs.EvictedForMemory = c.EvictedForMemory.Load()
+		rs.ChecksConsistent, rs.ChecksDiverged = c.ChecksConsistent.Load(), c.ChecksDiverged.Load()
+		rs.ChecksCompacted, rs.ChecksFailed = c.ChecksCompacted.Load(), c.ChecksFailed.Load()
 		out = append(out, rs)
 	}
 	return out

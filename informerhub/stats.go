@@ -74,6 +74,12 @@ type ResourceStats struct {
 	// EvictedForMemory counts the history records evicted to keep the hub
 	// within Config.MemoryBudget, before their resource type's own bounds
 	// would have.
+	// The Checks count the consistency checks
+	// (Config.ConsistencyCheckInterval) by what they found: the cache
+	// equal to the API server's LIST at its resourceVersion; different
+	// (each then relisted); the position compacted away before the check
+	// could list it (tried again at the next); the check failed (the LIST
+	// failed).
 	InformerStarts  uint64
 	WatchRestarts   uint64
 	EventsReceived  uint64
@@ -89,6 +95,8 @@ type ResourceStats struct {
 	DiskSpills      uint64
 
 	EvictedForMemory uint64
+
+	ChecksConsistent, ChecksDiverged, ChecksCompacted, ChecksFailed uint64
 
 	// RetainedOldest is when the hub reached the oldest position a token
 	// resumes from without the API server, in memory or on disk; zero

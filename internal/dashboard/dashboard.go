@@ -92,6 +92,9 @@ var rows = []row{
 		{title: "Cached objects", unit: "short",
 			description: "Objects in each informer's state, on the replica holding the most.",
 			targets:     []target{{perResource("max", "informerhub_cached_objects{"+res+"}"), byResource}}},
+		{title: "Consistency checks", unit: "ops", width: 24,
+			description: "Checks of each informer's cache against the API server's LIST at the same resourceVersion (--consistency-check-interval), per second, all replicas together, by result: consistent; diverged (the cache had lost a change: logged and relisted, InformerhubCacheDiverged); compacted (the position was gone before the check listed it; no alarm); failed (the LIST failed).",
+			targets:     []target{{"sum by (group, resource, result) (" + rate("informerhub_consistency_checks_total", res) + ")", byResource + " {{result}}"}}},
 	}},
 	{"Fan-out: the hub to its clients, per resource type", []panel{
 		{title: "Open streams", unit: "short", stack: true,

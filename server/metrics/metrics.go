@@ -3,6 +3,7 @@ package metrics
 import (
 	"net/http"
 	"runtime"
+	"slices"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -171,6 +172,9 @@ var (
 		"Upstream watches an informer opened after its first, because the API server closed or broke the previous one.")
 	relistsDesc = newDesc("informerhub_relists_total",
 		"Relists after an informer's first sync (its watch could not resume); their differences are sent as events.")
+	checksDesc = prometheus.NewDesc("informerhub_consistency_checks_total",
+		"Consistency checks of an informer's cache against the API server's LIST at the same resourceVersion (--consistency-check-interval), by result: consistent; diverged (the cache differed, was logged with the first objects that differ, and relisted); compacted (the API server no longer served the position: tried again at the next, not an alarm); failed (the LIST failed).",
+		[]string{"group", "version", "resource", "result"}, nil)
 	receivedDesc = newDesc("informerhub_events_received_total",
 		"Changes the informers took from the API server, a relist's differences included.")
 	sentDesc = newDesc("informerhub_events_sent_total",
@@ -207,7 +211,7 @@ func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		informersDesc, subscribersDesc, cachedObjectsDesc, historyEventsDesc, historyBytesDesc,
 		historyOldestDesc, historyNewestDesc, upstreamProgressDesc, upstreamFailingDesc, queueDepthDesc, queueCapacityDesc, startsDesc,
-		watchRestartsDesc, relistsDesc, receivedDesc, sentDesc, fellBehindDesc, slowDesc, recountsDesc, expiredDesc, replaysDesc,
+		watchRestartsDesc, relistsDesc, checksDesc, receivedDesc, sentDesc, fellBehindDesc, slowDesc, recountsDesc, expiredDesc, replaysDesc,
 		filterErrorsDesc, objectErrorsDesc, groupsDesc, filtersDesc, projectionsDesc, evictedForMemoryDesc, diskSpillsDesc, memoryDesc, memoryBudgetDesc, overBudgetDesc,
 		retainedOldestDesc, diskPendingDesc, diskBytesDesc, diskDeletedDesc, diskWriteErrorsDesc,
 	} {
@@ -230,6 +234,9 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(startsDesc, st.InformerStarts)
 		counter(watchRestartsDesc, st.WatchRestarts)
 		counter(relistsDesc, st.Relists)
+		for result, n := range map[string]uint64{"consistent": st.ChecksConsistent, "diverged": st.ChecksDiverged, "compacted": st.ChecksCompacted, "failed": st.ChecksFailed} {
+			ch <- prometheus.MustNewConstMetric(checksDesc, prometheus.CounterValue, float64(n), slices.Concat(labels, []string{result})...)
+		}
 		counter(receivedDesc, st.EventsReceived)
 		counter(sentDesc, st.EventsSent)
 		counter(fellBehindDesc, st.FellBehind)

@@ -35,6 +35,7 @@ func TestHubMetrics(t *testing.T) {
 		UpstreamProgress: now.Add(-20 * time.Second), UpstreamFailingSince: now.Add(-5 * time.Second),
 		InformerStarts: 2, WatchRestarts: 4, EventsReceived: 100, EventsSent: 250,
 		FellBehind: 4, SlowDisconnects: 1, Recounts: 5, ExpiredTokens: 2, Relists: 3, Replays: 6, FilterErrors: 9, ObjectErrors: 1, DiskSpills: 2, EvictedForMemory: 11,
+		ChecksConsistent: 12, ChecksDiverged: 1, ChecksCompacted: 2,
 		SubscriberGroups: 2, Filters: 1, Projections: 1,
 		RetainedOldest: now.Add(-3 * time.Hour), DiskPending: 4,
 	}, {
@@ -130,6 +131,16 @@ informerhub_memory_budget_bytes 1.073741824e+09
 # HELP informerhub_memory_over_budget_total Times the hub found itself over --memory-budget with nothing it could evict (queues, label indexes and each history's newest change stay; a feed busy for a moment counts too). Growing for minutes: the budget is too small for the streams and indexes the hub holds.
 # TYPE informerhub_memory_over_budget_total counter
 informerhub_memory_over_budget_total 3
+# HELP informerhub_consistency_checks_total Consistency checks of an informer's cache against the API server's LIST at the same resourceVersion (--consistency-check-interval), by result: consistent; diverged (the cache differed, was logged with the first objects that differ, and relisted); compacted (the API server no longer served the position: tried again at the next, not an alarm); failed (the LIST failed).
+# TYPE informerhub_consistency_checks_total counter
+informerhub_consistency_checks_total{group="",resource="configmaps",result="compacted",version="v1"} 2
+informerhub_consistency_checks_total{group="",resource="configmaps",result="consistent",version="v1"} 12
+informerhub_consistency_checks_total{group="",resource="configmaps",result="diverged",version="v1"} 1
+informerhub_consistency_checks_total{group="",resource="configmaps",result="failed",version="v1"} 0
+informerhub_consistency_checks_total{group="apps",resource="deployments",result="compacted",version="v1"} 0
+informerhub_consistency_checks_total{group="apps",resource="deployments",result="consistent",version="v1"} 0
+informerhub_consistency_checks_total{group="apps",resource="deployments",result="diverged",version="v1"} 0
+informerhub_consistency_checks_total{group="apps",resource="deployments",result="failed",version="v1"} 0
 # HELP informerhub_subscriber_groups Distinct selectors of live subscribers: each is matched once per change it may concern.
 # TYPE informerhub_subscriber_groups gauge
 informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
@@ -141,14 +152,14 @@ informerhub_subscriber_groups{group="",resource="configmaps",version="v1"} 2
 		"informerhub_subscribers_fell_behind_total", "informerhub_count_recounts_total", "informerhub_upstream_progress_age_seconds", "informerhub_upstream_failing_seconds",
 		"informerhub_history_evicted_for_memory_total", "informerhub_memory_bytes", "informerhub_memory_budget_bytes", "informerhub_memory_over_budget_total",
 		"informerhub_history_retained_oldest_age_seconds", "informerhub_history_disk_pending_changes", "informerhub_history_disk_bytes",
-		"informerhub_history_disk_deleted_total"}
+		"informerhub_history_disk_deleted_total", "informerhub_consistency_checks_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
 	// Every metric the collector describes, it collects for an active
 	// resource type: none is described but never reported.
-	if n := testutil.CollectAndCount(c); n != 2*14+14+2+8+3 {
-		t.Fatalf("collected %d metrics, want 14 totals per resource type, 14 levels of the active one, 2 of the hub, 8 of its memory and 3 of its disk", n)
+	if n := testutil.CollectAndCount(c); n != 2*(14+4)+14+2+8+3 {
+		t.Fatalf("collected %d metrics, want 14 totals and 4 results of consistency checks per resource type, 14 levels of the active one, 2 of the hub, 8 of its memory and 3 of its disk", n)
 	}
 }
 

@@ -31,6 +31,9 @@ type Deps struct {
 	// Disk keeps the histories on disk; nil without.
 	Disk *durable.History
 	Log  *slog.Logger
+	// Check is how often each feed checks its state against the API
+	// server's (check.go).
+	Check CheckConfig
 	// StopHook, set by tests only, runs as a feed stops after its handler
 	// panicked: a test makes it panic too.
 	StopHook func()

@@ -15,7 +15,9 @@
 //   - admission (package internal/selection): the views subscribers
 //     share, and the distinct filters and projections in use;
 //   - readiness (readiness.go): whether the first list arrived, and since
-//     when the upstream fails.
+//     when the upstream fails;
+//   - the consistency check (check.go): the state against the API server's
+//     LIST at its position, off the lock, and a relist when they differ.
 //
 // Events makes the feed's events: each record's once per form, shared;
 // initial events, bookmarks and replayed changes, each subscription's own.

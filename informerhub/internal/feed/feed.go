@@ -42,10 +42,11 @@ type Feed struct {
 	log      *slog.Logger
 	counters *Counters // the resource type's, outliving the feed
 	events   Events
-	lw       cache.ListerWatcher // also opens the cluster-wide upstream watches of replays
-	cancel   context.CancelFunc  // stops the informer
-	done     chan struct{}       // closed when the informer's goroutines have exited
-	stopped  chan struct{}       // closed by stop; err says why
+	lw       cache.ListerWatcher   // also opens the cluster-wide upstream watches of replays, and lists for checks
+	lwc      *countedListerWatcher // the informer's; relists it after a check diverged
+	cancel   context.CancelFunc    // stops the informer
+	done     chan struct{}         // closed when the informer's goroutines have exited
+	stopped  chan struct{}         // closed by stop; err says why
 
 	// mu guards the five below. One lock, because a change is recorded in
 	// the store and handed to the live subscribers at once, a subscriber
@@ -96,9 +97,10 @@ func (f *Feed) Start(ctx context.Context, lw cache.ListerWatcher, running *sync.
 		UnlockWhileProcessing: true,
 		EmitDeltaTypeBookmark: true,
 	})
+	f.lwc = newCountedListerWatcher(lw, &f.counters.WatchRestarts, f.watched)
 	controller := cache.New(&cache.Config{
 		Queue:                        fifo,
-		ListerWatcher:                newCountedListerWatcher(lw, &f.counters.WatchRestarts, f.watched),
+		ListerWatcher:                f.lwc,
 		Process:                      f.Process,
 		ObjectDescription:            f.resource,
 		WatchErrorHandlerWithContext: f.watchError,
@@ -107,6 +109,9 @@ func (f *Feed) Start(ctx context.Context, lw cache.ListerWatcher, running *sync.
 		defer close(f.done)
 		controller.RunWithContext(ctx)
 	})
+	if f.deps.Check.Interval > 0 {
+		running.Go(func() { f.checkLoop(ctx, f.deps.Check) })
+	}
 	f.log.Info("informer started")
 }
 
@@ -182,6 +187,10 @@ func (f *Feed) watchError(_ context.Context, _ *cache.Reflector, err error) {
 	if !f.store.synced && f.store.disk.restore == nil {
 		f.ready.failedToList(err)
 		f.log.Warn("listing failed; retrying", "error", err)
+		return
+	}
+	if errors.Is(err, errRelist) {
+		f.log.Info("relisting to repair the cache")
 		return
 	}
 	if apierrors.IsNotFound(err) {

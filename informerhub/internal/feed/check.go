@@ -1,0 +1,314 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/google/btree"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/informerhub/informerhub/informerhub/digest"
+	"github.com/informerhub/informerhub/informerhub/internal/state"
+)
+
+// The consistency check: as the kube-apiserver checks its watch cache
+// against etcd (k8s.io/apiserver's cacher/consistency), the feed checks its
+// state against the API server. It clones the state and its position under
+// the lock (O(1)), and off the lock digests the clone and the API server's
+// LIST at exactly that resourceVersion, page by page. When they differ it
+// names the first objects that do and relists, which repairs the state and
+// sends subscribers the differences as changes from a relist.
+
+// CheckOutcome is what one consistency check found.
+type CheckOutcome int
+
+const (
+	// CheckConsistent: the state equals the API server's at its position.
+	CheckConsistent CheckOutcome = iota
+	// CheckDiverged: it does not; the feed relists.
+	CheckDiverged
+	// CheckCompacted: the API server no longer serves the position (etcd
+	// compacted it while the check listed); the next check tries a newer
+	// one. Not an alarm.
+	CheckCompacted
+	// CheckFailed: the check could not finish (the LIST failed, the feed
+	// stopped, the clone was ended for memory).
+	CheckFailed
+)
+
+func (o CheckOutcome) String() string {
+	switch o {
+	case CheckConsistent:
+		return "consistent"
+	case CheckDiverged:
+		return "diverged"
+	case CheckCompacted:
+		return "compacted"
+	default:
+		return "failed"
+	}
+}
+
+// CheckResult is one consistency check's findings.
+type CheckResult struct {
+	Outcome CheckOutcome
+	// RV is the position checked; Hub and APIServer the digests of the
+	// state there and of the API server's LIST at it.
+	RV             uint64
+	Hub, APIServer digest.Set
+	// Differing are the first objects that differ (at most
+	// maxNamedDifferences), Different how many do, when the check diverged
+	// and the API server still served the position to find them.
+	Differing []Difference
+	Different int
+	// Err is why the check failed, or the compaction it met.
+	Err error
+}
+
+// Difference is an object the hub and the API server hold differently at
+// the checked position: a uid and resourceVersion empty on the side that
+// lacks it.
+type Difference struct {
+	Namespace, Name     string
+	HubUID, HubRV       string
+	APIServerUID, APIRV string
+}
+
+func (d Difference) String() string {
+	return fmt.Sprintf("%s/%s: hub uid=%q rv=%q, API server uid=%q rv=%q", d.Namespace, d.Name, d.HubUID, d.HubRV, d.APIServerUID, d.APIRV)
+}
+
+// maxNamedDifferences bounds the objects a diverged check names.
+const maxNamedDifferences = 5
+
+// errNotSynced: the feed has no state to check yet.
+var errNotSynced = errors.New("the informer has not synced")
+
+// Check compares the state with the API server's LIST at the state's
+// position, listing pageSize objects a page. It never holds the feed's
+// lock while it digests or lists.
+func (f *Feed) Check(ctx context.Context, pageSize int64) CheckResult {
+	tree, rv, clone, err := f.cloneForCheck()
+	if err != nil {
+		return CheckResult{Outcome: CheckFailed, Err: err}
+	}
+	defer f.CloseClone(clone)
+	res := CheckResult{RV: rv}
+	if res.Hub, err = digestTree(ctx, tree, clone); err != nil {
+		return CheckResult{Outcome: CheckFailed, RV: rv, Err: err}
+	}
+	err = listExact(ctx, f.lw, rv, pageSize, func(ns, name, uid, objRV string) {
+		res.APIServer.Add(digest.Of(ns, name, uid, objRV))
+	})
+	if err != nil {
+		res.Outcome, res.Err = listOutcome(err), err
+		return res
+	}
+	if res.Hub.Equal(res.APIServer) {
+		res.Outcome = CheckConsistent
+		return res
+	}
+	res.Outcome = CheckDiverged
+	// Name them: the state's objects by key, against a second LIST at the
+	// same position. Only a diverged check pays for the map.
+	res.Differing, res.Different, res.Err = differencesAt(ctx, f.lw, rv, pageSize, tree)
+	return res
+}
+
+// cloneForCheck clones the state and its position, counted as a
+// snapshot's clone is (the caller closes it).
+func (f *Feed) cloneForCheck() (*btree.BTreeG[*state.Object], uint64, *state.Clone, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.err != nil:
+		return nil, 0, nil, f.err
+	case !f.store.synced || f.store.pos.RV == 0:
+		return nil, 0, nil, errNotSynced
+	}
+	return f.store.state.Clone(), f.store.pos.RV, f.store.clones.Take(), nil
+}
+
+// digestTree digests a clone of the state, giving up when ctx ends or the
+// clone is ended for memory.
+func digestTree(ctx context.Context, tree *btree.BTreeG[*state.Object], clone *state.Clone) (digest.Set, error) {
+	var set digest.Set
+	var err error
+	n := 0
+	tree.Ascend(func(o *state.Object) bool {
+		if n++; n%1024 == 0 {
+			if err = ctx.Err(); err == nil {
+				err = clone.Err()
+			}
+			if err != nil {
+				return false
+			}
+		}
+		set.Add(digest.Of(o.Namespace, o.Name, o.UID, strconv.FormatUint(o.RV, 10)))
+		return true
+	})
+	return set, err
+}
+
+// listExact lists the resource type at exactly rv, pageSize objects a
+// page, calling each for every object.
+func listExact(ctx context.Context, lw cache.ListerWatcher, rv uint64, pageSize int64, each func(ns, name, uid, rv string)) error {
+	lwc := cache.ToListerWatcherWithContext(lw)
+	opts := metav1.ListOptions{
+		ResourceVersion:      strconv.FormatUint(rv, 10),
+		ResourceVersionMatch: metav1.ResourceVersionMatchExact,
+		Limit:                pageSize,
+	}
+	for {
+		list, err := lwc.ListWithContext(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if err := eachListed(list, each); err != nil {
+			return err
+		}
+		lm, err := meta.ListAccessor(list)
+		if err != nil {
+			return err
+		}
+		if lm.GetContinue() == "" {
+			return nil
+		}
+		// A continue token holds the version; the API server refuses both.
+		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = lm.GetContinue(), "", ""
+	}
+}
+
+func eachListed(list runtime.Object, each func(ns, name, uid, rv string)) error {
+	return meta.EachListItem(list, func(obj runtime.Object) error {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return err
+		}
+		each(m.GetNamespace(), m.GetName(), string(m.GetUID()), m.GetResourceVersion())
+		return nil
+	})
+}
+
+// listOutcome tells a compacted position (410 Gone, at the first page or
+// at a continue token) from a failure.
+func listOutcome(err error) CheckOutcome {
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		return CheckCompacted
+	}
+	return CheckFailed
+}
+
+// differencesAt names the objects of tree that the API server's LIST at rv
+// lacks or holds otherwise, and those it holds that tree lacks: the first
+// maxNamedDifferences of them, and how many there are.
+func differencesAt(ctx context.Context, lw cache.ListerWatcher, rv uint64, pageSize int64, tree *btree.BTreeG[*state.Object]) ([]Difference, int, error) {
+	type key struct{ ns, name string }
+	hub := make(map[key]*state.Object, tree.Len())
+	tree.Ascend(func(o *state.Object) bool {
+		hub[key{o.Namespace, o.Name}] = o
+		return true
+	})
+	var named []Difference
+	different := 0
+	note := func(d Difference) {
+		if different++; len(named) < maxNamedDifferences {
+			named = append(named, d)
+		}
+	}
+	err := listExact(ctx, lw, rv, pageSize, func(ns, name, uid, objRV string) {
+		k := key{ns, name}
+		o := hub[k]
+		delete(hub, k)
+		d := Difference{Namespace: ns, Name: name, APIServerUID: uid, APIRV: objRV}
+		if o != nil {
+			d.HubUID, d.HubRV = o.UID, strconv.FormatUint(o.RV, 10)
+			if d.HubUID == uid && d.HubRV == objRV {
+				return
+			}
+		}
+		note(d)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	tree.Ascend(func(o *state.Object) bool { // in order, so that the names are the first
+		if _, left := hub[key{o.Namespace, o.Name}]; left {
+			note(Difference{Namespace: o.Namespace, Name: o.Name, HubUID: o.UID, HubRV: strconv.FormatUint(o.RV, 10)})
+		}
+		return true
+	})
+	return named, different, nil
+}
+
+// CheckConfig is how often a feed checks itself, and how.
+type CheckConfig struct {
+	// Interval between checks, each jittered up to a fifth longer; 0: the
+	// feed never checks.
+	Interval time.Duration
+	// PageSize is the objects per page of the check's LIST.
+	PageSize int64
+}
+
+// checkLoop checks the feed every interval (jittered) until ctx ends or
+// the feed stops, and repairs what a check finds.
+func (f *Feed) checkLoop(ctx context.Context, cfg CheckConfig) {
+	select {
+	case <-f.ready.synced:
+	case <-f.stopped:
+		return
+	case <-ctx.Done():
+		return
+	}
+	for {
+		t := time.NewTimer(cfg.Interval + time.Duration(rand.Int64N(int64(cfg.Interval)/5+1)))
+		select {
+		case <-t.C:
+		case <-f.stopped:
+			t.Stop()
+			return
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		f.checked(f.Check(ctx, cfg.PageSize))
+	}
+}
+
+// checked counts and logs a check's result, and relists when it diverged.
+func (f *Feed) checked(res CheckResult) {
+	switch res.Outcome {
+	case CheckConsistent:
+		f.counters.ChecksConsistent.Add(1)
+		f.log.Debug("the cache matches the API server", "resourceVersion", res.RV, "objects", res.Hub.Count(), "digest", res.Hub.String())
+	case CheckCompacted:
+		f.counters.ChecksCompacted.Add(1)
+		f.log.Info("consistency check skipped: the API server no longer serves the position; the next check lists a newer one",
+			"resourceVersion", res.RV, "error", res.Err)
+	case CheckFailed:
+		if errors.Is(res.Err, errNotSynced) || f.IsStopped() {
+			return
+		}
+		f.counters.ChecksFailed.Add(1)
+		f.log.Warn("consistency check failed", "resourceVersion", res.RV, "error", res.Err)
+	case CheckDiverged:
+		f.counters.ChecksDiverged.Add(1)
+		differing := make([]string, len(res.Differing))
+		for i, d := range res.Differing {
+			differing[i] = d.String()
+		}
+		f.log.Error("the cache differs from the API server's at the same resourceVersion; relisting to repair it",
+			"resourceVersion", res.RV, "hubObjects", res.Hub.Count(), "hubDigest", res.Hub.String(),
+			"apiServerObjects", res.APIServer.Count(), "apiServerDigest", res.APIServer.String(),
+			"differentObjects", res.Different, "firstDifferent", differing, "findingThemFailed", res.Err)
+		f.lwc.relist()
+	}
+}
