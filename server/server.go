@@ -22,6 +22,7 @@ import (
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/shard"
+	"github.com/informerhub/informerhub/informerhub/upstream"
 	"github.com/informerhub/informerhub/server/auth"
 	"github.com/informerhub/informerhub/server/metrics"
 )
@@ -525,9 +526,30 @@ func (s *Server) ListResources(ctx context.Context, req *informerhubv1.ListResou
 		}
 		res.SelectableFields = r.FieldSet().Names()
 		res.ShardFields = shardFields
+		res.PrinterColumns = printerColumnsOf(r.PrinterColumns)
 		resp.Resources = append(resp.Resources, res)
 	}
 	return resp, nil
+}
+
+// printerColumnsOf is a custom resource's printer columns as the API
+// gives them; nil for none (a built-in type).
+func printerColumnsOf(columns []upstream.PrinterColumn) []*informerhubv1.PrinterColumn {
+	if len(columns) == 0 {
+		return nil
+	}
+	out := make([]*informerhubv1.PrinterColumn, len(columns))
+	for i, c := range columns {
+		out[i] = &informerhubv1.PrinterColumn{
+			Name:        c.Name,
+			Type:        c.Type,
+			Format:      c.Format,
+			Description: c.Description,
+			Priority:    c.Priority,
+			JsonPath:    c.JSONPath,
+		}
+	}
+	return out
 }
 
 // shardFields are the fields a shard selector may hash, of every resource

@@ -40,7 +40,25 @@ type CRDFields struct {
 // crdVersions is what the hub keeps of one CRD.
 type crdVersions struct {
 	namespaced bool
-	versions   map[string]*fieldset.Set
+	versions   map[string]crdVersion
+}
+
+// crdVersion is what the hub keeps of one version of a CRD.
+type crdVersion struct {
+	fields  *fieldset.Set
+	columns []PrinterColumn
+}
+
+// PrinterColumn is one of a CRD version's additionalPrinterColumns: a
+// column kubectl get shows for its objects, the value at JSONPath.
+type PrinterColumn struct {
+	Name        string
+	Type        string // integer, number, string, boolean or date
+	Format      string // OpenAPI format, e.g. int32, date-time; may be empty
+	Description string
+	// Priority 0 columns are shown by kubectl get; higher ones with -o wide.
+	Priority int32
+	JSONPath string // a simple JSONPath relative to the object, e.g. .spec.replicas
 }
 
 // listerWatchers opens the lists and watches of informers, as Source
@@ -51,7 +69,8 @@ type listerWatchers interface {
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// crdSummary is the part of a CRD that field selectors need.
+// crdSummary is the part of a CRD that field selectors and printer
+// columns need.
 type crdSummary struct {
 	Metadata struct {
 		Name string `json:"name"`
@@ -63,6 +82,14 @@ type crdSummary struct {
 			SelectableFields []struct {
 				JSONPath string `json:"jsonPath"`
 			} `json:"selectableFields"`
+			AdditionalPrinterColumns []struct {
+				Name        string `json:"name"`
+				Type        string `json:"type"`
+				Format      string `json:"format,omitempty"`
+				Description string `json:"description,omitempty"`
+				Priority    int32  `json:"priority,omitempty"`
+				JSONPath    string `json:"jsonPath"`
+			} `json:"additionalPrinterColumns,omitempty"`
 		} `json:"versions"`
 	} `json:"spec"`
 }
@@ -155,13 +182,17 @@ func (c *CRDFields) put(obj any) {
 		c.log.Warn("cannot read a CustomResourceDefinition", "name", raw.Name, "error", err)
 		return
 	}
-	entry := crdVersions{namespaced: summary.Spec.Scope == "Namespaced", versions: map[string]*fieldset.Set{}}
+	entry := crdVersions{namespaced: summary.Spec.Scope == "Namespaced", versions: map[string]crdVersion{}}
 	for _, v := range summary.Spec.Versions {
 		var paths []string
 		for _, f := range v.SelectableFields {
 			paths = append(paths, f.JSONPath)
 		}
-		entry.versions[v.Name] = fieldset.ForCRD(entry.namespaced, paths)
+		var columns []PrinterColumn
+		for _, c := range v.AdditionalPrinterColumns {
+			columns = append(columns, PrinterColumn(c))
+		}
+		entry.versions[v.Name] = crdVersion{fields: fieldset.ForCRD(entry.namespaced, paths), columns: columns}
 	}
 	c.mu.Lock()
 	c.byName[summary.Metadata.Name] = entry
@@ -182,23 +213,32 @@ func (c *CRDFields) delete(obj any) {
 // fields returns the fields of a custom resource, or false when no CRD
 // defines gvr. It waits until the informer has listed the CRDs.
 func (c *CRDFields) fields(ctx context.Context, gvr schema.GroupVersionResource) (*fieldset.Set, bool, error) {
+	v, ok, err := c.version(ctx, gvr)
+	return v.fields, ok, err
+}
+
+// version returns what the hub keeps of a custom resource's version: its
+// fields, and its printer columns (none for a version the CRD does not
+// list); false when no CRD defines gvr. It waits until the informer has
+// listed the CRDs. The columns are shared: callers must not modify them.
+func (c *CRDFields) version(ctx context.Context, gvr schema.GroupVersionResource) (crdVersion, bool, error) {
 	if gvr.Group == "" {
-		return nil, false, nil // the core group has no custom resources
+		return crdVersion{}, false, nil // the core group has no custom resources
 	}
 	select {
 	case <-c.synced:
 	case <-ctx.Done():
-		return nil, false, ctx.Err()
+		return crdVersion{}, false, ctx.Err()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	entry, ok := c.byName[gvr.Resource+"."+gvr.Group]
 	if !ok {
-		return nil, false, nil
+		return crdVersion{}, false, nil
 	}
-	set, ok := entry.versions[gvr.Version]
+	v, ok := entry.versions[gvr.Version]
 	if !ok {
-		set = fieldset.ForCRD(entry.namespaced, nil)
+		v = crdVersion{fields: fieldset.ForCRD(entry.namespaced, nil)}
 	}
-	return set, true, nil
+	return v, true, nil
 }

@@ -77,6 +77,57 @@ func TestCRDFieldsFollowTheirCRD(t *testing.T) {
 	waitFor(t, func() bool { return names(widgets("v1")) == nil })
 }
 
+// TestCRDPrinterColumnsOfTheirVersion checks that a custom resource's
+// printer columns are its CRD's additionalPrinterColumns of the version
+// asked for, every attribute kept, and follow the CRD as it changes.
+func TestCRDPrinterColumnsOfTheirVersion(t *testing.T) {
+	crdWithColumns := func(v1Columns string) *Object {
+		o := &Object{JSON: []byte(`{"metadata":{"name":"widgets.example.com"},"spec":{"scope":"Namespaced","versions":[` +
+			`{"name":"v1","additionalPrinterColumns":[` + v1Columns + `]},` +
+			`{"name":"v2"}]}}`)}
+		o.ObjectMeta = metav1.ObjectMeta{Name: "widgets.example.com"}
+		return o
+	}
+	src := fcache.NewFakeControllerSource()
+	defer src.Shutdown()
+	src.Add(crdWithColumns(`{"name":"Color","type":"string","description":"the paint","jsonPath":".spec.color"},` +
+		`{"name":"Size","type":"integer","format":"int32","priority":1,"jsonPath":".spec.size"}`))
+	c := NewCRDFields(crdSource{src}, slog.New(slog.DiscardHandler))
+	c.Start()
+	defer c.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	columns := func(version string) []PrinterColumn {
+		t.Helper()
+		v, isCRD, err := c.version(ctx, schema.GroupVersionResource{Group: "example.com", Version: version, Resource: "widgets"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !isCRD {
+			t.Fatalf("%s: not a custom resource", version)
+		}
+		return v.columns
+	}
+	want := []PrinterColumn{
+		{Name: "Color", Type: "string", Description: "the paint", JSONPath: ".spec.color"},
+		{Name: "Size", Type: "integer", Format: "int32", Priority: 1, JSONPath: ".spec.size"},
+	}
+	if got := columns("v1"); !slices.Equal(got, want) {
+		t.Errorf("v1: %+v, want %+v", got, want)
+	}
+	if got := columns("v2"); len(got) != 0 {
+		t.Errorf("v2 lists no columns, got %+v", got)
+	}
+	if got := columns("v3"); len(got) != 0 {
+		t.Errorf("v3 is not a version of the CRD, got columns %+v", got)
+	}
+
+	src.Modify(crdWithColumns(`{"name":"Hue","type":"string","jsonPath":".spec.hue"}`))
+	waitFor(t, func() bool {
+		return slices.Equal(columns("v1"), []PrinterColumn{{Name: "Hue", Type: "string", JSONPath: ".spec.hue"}})
+	})
+}
+
 // waitFor waits until cond holds: the informer delivers a CRD's change in
 // its own time, with nothing to wait on but its effect.
 func waitFor(t *testing.T, cond func() bool) {

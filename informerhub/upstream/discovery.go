@@ -94,25 +94,27 @@ func (r *Discovery) Resolve(ctx context.Context, gvr schema.GroupVersionResource
 	if err != nil {
 		return info, err
 	}
-	if info.Fields, err = r.fields(ctx, gvr); err != nil {
+	if err := r.describe(ctx, &info); err != nil {
 		return ResourceInfo{}, err
 	}
 	return info, nil
 }
 
-// fields returns the fields of a resource type: its CRD's, or a built-in
-// type's.
-func (r *Discovery) fields(ctx context.Context, gvr schema.GroupVersionResource) (*fieldset.Set, error) {
+// describe sets what a resource type's CRD says of it (its fields and
+// printer columns), or a built-in type's fields.
+func (r *Discovery) describe(ctx context.Context, info *ResourceInfo) error {
 	if r.cfg.CRDs != nil {
-		set, isCRD, err := r.cfg.CRDs.fields(ctx, gvr)
+		v, isCRD, err := r.cfg.CRDs.version(ctx, info.Resource)
 		switch {
 		case err != nil:
-			return nil, err
+			return err
 		case isCRD:
-			return set, nil
+			info.Fields, info.PrinterColumns = v.fields, v.columns
+			return nil
 		}
 	}
-	return fieldset.Builtin(gvr), nil
+	info.Fields, info.PrinterColumns = fieldset.Builtin(info.Resource), nil
+	return nil
 }
 
 func (r *Discovery) resolve(ctx context.Context, gvr schema.GroupVersionResource) (ResourceInfo, error) {
@@ -206,11 +208,12 @@ func (r *Discovery) Resources(ctx context.Context) ([]ResourceInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Fields are looked up per call: the list is reused for ListTTL, but
-	// a CRD's selectable fields may change in between.
+	// Fields and columns are looked up per call: the list is reused for
+	// ListTTL, but a CRD's selectable fields and columns may change in
+	// between.
 	out := slices.Clone(all)
 	for i := range out {
-		if out[i].Fields, err = r.fields(ctx, out[i].Resource); err != nil {
+		if err := r.describe(ctx, &out[i]); err != nil {
 			return nil, err
 		}
 	}

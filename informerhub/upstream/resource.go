@@ -25,6 +25,10 @@ type ResourceInfo struct {
 	// Fields are the fields its field selectors may name; nil means those
 	// of a built-in type (fieldset.Builtin).
 	Fields *fieldset.Set
+	// PrinterColumns are a custom resource's additionalPrinterColumns, of
+	// its version, as its CRD lists them; nil for a built-in type, whose
+	// columns clients know (as kubectl's printers do). Shared: read only.
+	PrinterColumns []PrinterColumn
 }
 
 // FieldSet returns the fields field selectors of the resource type may name.

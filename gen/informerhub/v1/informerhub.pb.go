@@ -885,9 +885,16 @@ type Resource struct {
 	// Set only with include_forbidden: the caller may not list and watch the
 	// type in the request's namespace (or cluster-wide); a Watch of it is
 	// refused with PERMISSION_DENIED, which says why.
-	Forbidden     bool `protobuf:"varint,19,opt,name=forbidden,proto3" json:"forbidden,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Forbidden bool `protobuf:"varint,19,opt,name=forbidden,proto3" json:"forbidden,omitempty"`
+	// The columns kubectl get shows for the type's objects, beyond name and
+	// namespace, as its CustomResourceDefinition's additionalPrinterColumns
+	// for this version give them, in their order. Empty for built-in types,
+	// whose columns clients know (as kubectl's printers do), and for a custom
+	// resource version that lists none (kubectl then shows Age alone). Not
+	// set when forbidden is.
+	PrinterColumns []*PrinterColumn `protobuf:"bytes,20,rep,name=printer_columns,json=printerColumns,proto3" json:"printer_columns,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Resource) Reset() {
@@ -1053,6 +1060,109 @@ func (x *Resource) GetForbidden() bool {
 	return false
 }
 
+func (x *Resource) GetPrinterColumns() []*PrinterColumn {
+	if x != nil {
+		return x.PrinterColumns
+	}
+	return nil
+}
+
+// PrinterColumn is one of a CustomResourceDefinition version's
+// additionalPrinterColumns: a column of the objects' table, whose values
+// are read from each object at json_path.
+type PrinterColumn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The column's header, e.g. "Replicas".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The OpenAPI type of its values: "integer", "number", "string",
+	// "boolean" or "date" (an RFC 3339 time, shown as an age).
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The OpenAPI format of its values, e.g. "int32", "byte"; may be empty.
+	Format string `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"`
+	// What the column shows, for a person.
+	Description string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	// 0: shown by default; greater: shown on request only (kubectl get
+	// -o wide).
+	Priority int32 `protobuf:"varint,5,opt,name=priority,proto3" json:"priority,omitempty"`
+	// A simple JSONPath into the object, without braces, e.g.
+	// ".spec.replicas" or ".status.conditions[0].status".
+	JsonPath      string `protobuf:"bytes,6,opt,name=json_path,json=jsonPath,proto3" json:"json_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrinterColumn) Reset() {
+	*x = PrinterColumn{}
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrinterColumn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrinterColumn) ProtoMessage() {}
+
+func (x *PrinterColumn) ProtoReflect() protoreflect.Message {
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrinterColumn.ProtoReflect.Descriptor instead.
+func (*PrinterColumn) Descriptor() ([]byte, []int) {
+	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PrinterColumn) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PrinterColumn) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *PrinterColumn) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *PrinterColumn) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *PrinterColumn) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *PrinterColumn) GetJsonPath() string {
+	if x != nil {
+		return x.JsonPath
+	}
+	return ""
+}
+
 // WatchManyRequest starts a WatchMany.
 type WatchManyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1079,7 +1189,7 @@ type WatchManyRequest struct {
 
 func (x *WatchManyRequest) Reset() {
 	*x = WatchManyRequest{}
-	mi := &file_informerhub_v1_informerhub_proto_msgTypes[8]
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1201,7 @@ func (x *WatchManyRequest) String() string {
 func (*WatchManyRequest) ProtoMessage() {}
 
 func (x *WatchManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_informerhub_v1_informerhub_proto_msgTypes[8]
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1214,7 @@ func (x *WatchManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchManyRequest.ProtoReflect.Descriptor instead.
 func (*WatchManyRequest) Descriptor() ([]byte, []int) {
-	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{8}
+	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WatchManyRequest) GetWatches() []*WatchRequest {
@@ -1141,7 +1251,7 @@ type WatchManyResponse struct {
 
 func (x *WatchManyResponse) Reset() {
 	*x = WatchManyResponse{}
-	mi := &file_informerhub_v1_informerhub_proto_msgTypes[9]
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1263,7 @@ func (x *WatchManyResponse) String() string {
 func (*WatchManyResponse) ProtoMessage() {}
 
 func (x *WatchManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_informerhub_v1_informerhub_proto_msgTypes[9]
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1276,7 @@ func (x *WatchManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchManyResponse.ProtoReflect.Descriptor instead.
 func (*WatchManyResponse) Descriptor() ([]byte, []int) {
-	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{9}
+	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchManyResponse) GetIndex() uint32 {
@@ -1221,7 +1331,7 @@ type CountRequest struct {
 
 func (x *CountRequest) Reset() {
 	*x = CountRequest{}
-	mi := &file_informerhub_v1_informerhub_proto_msgTypes[10]
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1343,7 @@ func (x *CountRequest) String() string {
 func (*CountRequest) ProtoMessage() {}
 
 func (x *CountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_informerhub_v1_informerhub_proto_msgTypes[10]
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1356,7 @@ func (x *CountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountRequest.ProtoReflect.Descriptor instead.
 func (*CountRequest) Descriptor() ([]byte, []int) {
-	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{10}
+	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CountRequest) GetSelector() *ResourceSelector {
@@ -1281,7 +1391,7 @@ type CountResponse struct {
 
 func (x *CountResponse) Reset() {
 	*x = CountResponse{}
-	mi := &file_informerhub_v1_informerhub_proto_msgTypes[11]
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1403,7 @@ func (x *CountResponse) String() string {
 func (*CountResponse) ProtoMessage() {}
 
 func (x *CountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_informerhub_v1_informerhub_proto_msgTypes[11]
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1416,7 @@ func (x *CountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountResponse.ProtoReflect.Descriptor instead.
 func (*CountResponse) Descriptor() ([]byte, []int) {
-	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{11}
+	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CountResponse) GetGroups() map[string]uint64 {
@@ -1380,7 +1490,7 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\x11include_forbidden\x18\x02 \x01(\bR\x10includeForbidden\"\x84\x01\n" +
 	"\x15ListResourcesResponse\x126\n" +
 	"\tresources\x18\x01 \x03(\v2\x18.informerhub.v1.ResourceR\tresources\x123\n" +
-	"\x16max_watches_per_stream\x18\x02 \x01(\rR\x13maxWatchesPerStream\"\xd1\x05\n" +
+	"\x16max_watches_per_stream\x18\x02 \x01(\rR\x13maxWatchesPerStream\"\x99\x06\n" +
 	"\bResource\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1404,7 +1514,15 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\vshort_names\x18\x11 \x03(\tR\n" +
 	"shortNames\x12#\n" +
 	"\rsingular_name\x18\x12 \x01(\tR\fsingularName\x12\x1c\n" +
-	"\tforbidden\x18\x13 \x01(\bR\tforbidden\"m\n" +
+	"\tforbidden\x18\x13 \x01(\bR\tforbidden\x12F\n" +
+	"\x0fprinter_columns\x18\x14 \x03(\v2\x1d.informerhub.v1.PrinterColumnR\x0eprinterColumns\"\xaa\x01\n" +
+	"\rPrinterColumn\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
+	"\x06format\x18\x03 \x01(\tR\x06format\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1a\n" +
+	"\bpriority\x18\x05 \x01(\x05R\bpriority\x12\x1b\n" +
+	"\tjson_path\x18\x06 \x01(\tR\bjsonPath\"m\n" +
 	"\x10WatchManyRequest\x126\n" +
 	"\awatches\x18\x01 \x03(\v2\x1c.informerhub.v1.WatchRequestR\awatches\x12!\n" +
 	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\xaf\x01\n" +
@@ -1453,7 +1571,7 @@ func file_informerhub_v1_informerhub_proto_rawDescGZIP() []byte {
 }
 
 var file_informerhub_v1_informerhub_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_informerhub_v1_informerhub_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_informerhub_v1_informerhub_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_informerhub_v1_informerhub_proto_goTypes = []any{
 	(ObjectFormat)(0),             // 0: informerhub.v1.ObjectFormat
 	(EventType)(0),                // 1: informerhub.v1.EventType
@@ -1465,44 +1583,46 @@ var file_informerhub_v1_informerhub_proto_goTypes = []any{
 	(*ListResourcesRequest)(nil),  // 7: informerhub.v1.ListResourcesRequest
 	(*ListResourcesResponse)(nil), // 8: informerhub.v1.ListResourcesResponse
 	(*Resource)(nil),              // 9: informerhub.v1.Resource
-	(*WatchManyRequest)(nil),      // 10: informerhub.v1.WatchManyRequest
-	(*WatchManyResponse)(nil),     // 11: informerhub.v1.WatchManyResponse
-	(*CountRequest)(nil),          // 12: informerhub.v1.CountRequest
-	(*CountResponse)(nil),         // 13: informerhub.v1.CountResponse
-	nil,                           // 14: informerhub.v1.CountResponse.GroupsEntry
-	(*structpb.Struct)(nil),       // 15: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*PrinterColumn)(nil),         // 10: informerhub.v1.PrinterColumn
+	(*WatchManyRequest)(nil),      // 11: informerhub.v1.WatchManyRequest
+	(*WatchManyResponse)(nil),     // 12: informerhub.v1.WatchManyResponse
+	(*CountRequest)(nil),          // 13: informerhub.v1.CountRequest
+	(*CountResponse)(nil),         // 14: informerhub.v1.CountResponse
+	nil,                           // 15: informerhub.v1.CountResponse.GroupsEntry
+	(*structpb.Struct)(nil),       // 16: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
 }
 var file_informerhub_v1_informerhub_proto_depIdxs = []int32{
 	2,  // 0: informerhub.v1.WatchRequest.selector:type_name -> informerhub.v1.ResourceSelector
 	0,  // 1: informerhub.v1.WatchRequest.object_format:type_name -> informerhub.v1.ObjectFormat
 	1,  // 2: informerhub.v1.WatchResponse.type:type_name -> informerhub.v1.EventType
-	15, // 3: informerhub.v1.WatchResponse.object_struct:type_name -> google.protobuf.Struct
-	15, // 4: informerhub.v1.WatchResponse.previous_object_struct:type_name -> google.protobuf.Struct
+	16, // 3: informerhub.v1.WatchResponse.object_struct:type_name -> google.protobuf.Struct
+	16, // 4: informerhub.v1.WatchResponse.previous_object_struct:type_name -> google.protobuf.Struct
 	2,  // 5: informerhub.v1.SnapshotRequest.selector:type_name -> informerhub.v1.ResourceSelector
 	0,  // 6: informerhub.v1.SnapshotRequest.object_format:type_name -> informerhub.v1.ObjectFormat
-	15, // 7: informerhub.v1.SnapshotResponse.object_structs:type_name -> google.protobuf.Struct
+	16, // 7: informerhub.v1.SnapshotResponse.object_structs:type_name -> google.protobuf.Struct
 	9,  // 8: informerhub.v1.ListResourcesResponse.resources:type_name -> informerhub.v1.Resource
-	16, // 9: informerhub.v1.Resource.retained_since:type_name -> google.protobuf.Timestamp
-	3,  // 10: informerhub.v1.WatchManyRequest.watches:type_name -> informerhub.v1.WatchRequest
-	4,  // 11: informerhub.v1.WatchManyResponse.event:type_name -> informerhub.v1.WatchResponse
-	2,  // 12: informerhub.v1.CountRequest.selector:type_name -> informerhub.v1.ResourceSelector
-	14, // 13: informerhub.v1.CountResponse.groups:type_name -> informerhub.v1.CountResponse.GroupsEntry
-	3,  // 14: informerhub.v1.InformerHubService.Watch:input_type -> informerhub.v1.WatchRequest
-	5,  // 15: informerhub.v1.InformerHubService.Snapshot:input_type -> informerhub.v1.SnapshotRequest
-	7,  // 16: informerhub.v1.InformerHubService.ListResources:input_type -> informerhub.v1.ListResourcesRequest
-	10, // 17: informerhub.v1.InformerHubService.WatchMany:input_type -> informerhub.v1.WatchManyRequest
-	12, // 18: informerhub.v1.InformerHubService.Count:input_type -> informerhub.v1.CountRequest
-	4,  // 19: informerhub.v1.InformerHubService.Watch:output_type -> informerhub.v1.WatchResponse
-	6,  // 20: informerhub.v1.InformerHubService.Snapshot:output_type -> informerhub.v1.SnapshotResponse
-	8,  // 21: informerhub.v1.InformerHubService.ListResources:output_type -> informerhub.v1.ListResourcesResponse
-	11, // 22: informerhub.v1.InformerHubService.WatchMany:output_type -> informerhub.v1.WatchManyResponse
-	13, // 23: informerhub.v1.InformerHubService.Count:output_type -> informerhub.v1.CountResponse
-	19, // [19:24] is the sub-list for method output_type
-	14, // [14:19] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	17, // 9: informerhub.v1.Resource.retained_since:type_name -> google.protobuf.Timestamp
+	10, // 10: informerhub.v1.Resource.printer_columns:type_name -> informerhub.v1.PrinterColumn
+	3,  // 11: informerhub.v1.WatchManyRequest.watches:type_name -> informerhub.v1.WatchRequest
+	4,  // 12: informerhub.v1.WatchManyResponse.event:type_name -> informerhub.v1.WatchResponse
+	2,  // 13: informerhub.v1.CountRequest.selector:type_name -> informerhub.v1.ResourceSelector
+	15, // 14: informerhub.v1.CountResponse.groups:type_name -> informerhub.v1.CountResponse.GroupsEntry
+	3,  // 15: informerhub.v1.InformerHubService.Watch:input_type -> informerhub.v1.WatchRequest
+	5,  // 16: informerhub.v1.InformerHubService.Snapshot:input_type -> informerhub.v1.SnapshotRequest
+	7,  // 17: informerhub.v1.InformerHubService.ListResources:input_type -> informerhub.v1.ListResourcesRequest
+	11, // 18: informerhub.v1.InformerHubService.WatchMany:input_type -> informerhub.v1.WatchManyRequest
+	13, // 19: informerhub.v1.InformerHubService.Count:input_type -> informerhub.v1.CountRequest
+	4,  // 20: informerhub.v1.InformerHubService.Watch:output_type -> informerhub.v1.WatchResponse
+	6,  // 21: informerhub.v1.InformerHubService.Snapshot:output_type -> informerhub.v1.SnapshotResponse
+	8,  // 22: informerhub.v1.InformerHubService.ListResources:output_type -> informerhub.v1.ListResourcesResponse
+	12, // 23: informerhub.v1.InformerHubService.WatchMany:output_type -> informerhub.v1.WatchManyResponse
+	14, // 24: informerhub.v1.InformerHubService.Count:output_type -> informerhub.v1.CountResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_informerhub_v1_informerhub_proto_init() }
@@ -1516,7 +1636,7 @@ func file_informerhub_v1_informerhub_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_informerhub_v1_informerhub_proto_rawDesc), len(file_informerhub_v1_informerhub_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

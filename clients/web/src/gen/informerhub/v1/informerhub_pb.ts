@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file informerhub/v1/informerhub.proto.
  */
 export const file_informerhub_v1_informerhub: GenFile = /*@__PURE__*/
-  fileDesc("CiBpbmZvcm1lcmh1Yi92MS9pbmZvcm1lcmh1Yi5wcm90bxIOaW5mb3JtZXJodWIudjEirwEKEFJlc291cmNlU2VsZWN0b3ISDQoFZ3JvdXAYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIQCghyZXNvdXJjZRgDIAEoCRIRCgluYW1lc3BhY2UYBCABKAkSFgoObGFiZWxfc2VsZWN0b3IYBSABKAkSFgoOZmllbGRfc2VsZWN0b3IYBiABKAkSDgoGZmlsdGVyGAcgASgJEhYKDnNoYXJkX3NlbGVjdG9yGAggASgJItQBCgxXYXRjaFJlcXVlc3QSMgoIc2VsZWN0b3IYASABKAsyIC5pbmZvcm1lcmh1Yi52MS5SZXNvdXJjZVNlbGVjdG9yEhQKDHJlc3VtZV90b2tlbhgCIAEoCRIbChNzZW5kX2luaXRpYWxfZXZlbnRzGAMgASgIEg4KBmZpZWxkcxgEIAMoCRIYChBpbmNsdWRlX3ByZXZpb3VzGAUgASgIEjMKDW9iamVjdF9mb3JtYXQYBiABKA4yHC5pbmZvcm1lcmh1Yi52MS5PYmplY3RGb3JtYXQiwQIKDVdhdGNoUmVzcG9uc2USJwoEdHlwZRgBIAEoDjIZLmluZm9ybWVyaHViLnYxLkV2ZW50VHlwZRIOCgZvYmplY3QYAiABKAkSFAoMcmVzdW1lX3Rva2VuGAMgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YBCABKAkSGgoSaW5pdGlhbF9ldmVudHNfZW5kGAUgASgIEhcKD3ByZXZpb3VzX29iamVjdBgGIAEoCRIuCg1vYmplY3Rfc3RydWN0GAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChZwcmV2aW91c19vYmplY3Rfc3RydWN0GAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBITCgtmcm9tX3JlbGlzdBgJIAEoCBIUCgxmaWx0ZXJfZXJyb3IYCiABKAkiigEKD1NuYXBzaG90UmVxdWVzdBIyCghzZWxlY3RvchgBIAEoCzIgLmluZm9ybWVyaHViLnYxLlJlc291cmNlU2VsZWN0b3ISDgoGZmllbGRzGAIgAygJEjMKDW9iamVjdF9mb3JtYXQYAyABKA4yHC5pbmZvcm1lcmh1Yi52MS5PYmplY3RGb3JtYXQiqQEKEFNuYXBzaG90UmVzcG9uc2USDwoHb2JqZWN0cxgBIAMoCRIUCgxyZXN1bWVfdG9rZW4YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIMCgRsYXN0GAQgASgIEi8KDm9iamVjdF9zdHJ1Y3RzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1maWx0ZXJfZXJyb3JzGAYgAygJIkQKFExpc3RSZXNvdXJjZXNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIZChFpbmNsdWRlX2ZvcmJpZGRlbhgCIAEoCCJkChVMaXN0UmVzb3VyY2VzUmVzcG9uc2USKwoJcmVzb3VyY2VzGAEgAygLMhguaW5mb3JtZXJodWIudjEuUmVzb3VyY2USHgoWbWF4X3dhdGNoZXNfcGVyX3N0cmVhbRgCIAEoDSLOAwoIUmVzb3VyY2USDQoFZ3JvdXAYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIQCghyZXNvdXJjZRgDIAEoCRIMCgRraW5kGAQgASgJEhIKCm5hbWVzcGFjZWQYBSABKAgSFwoPaW5mb3JtZXJfYWN0aXZlGAYgASgIEhMKC3N1YnNjcmliZXJzGAcgASgNEhYKDmNhY2hlZF9vYmplY3RzGAggASgEEhYKDmhpc3RvcnlfZXZlbnRzGAkgASgNEhUKDWhpc3RvcnlfYnl0ZXMYCiABKAQSIAoYaGlzdG9yeV9yZXNvdXJjZV92ZXJzaW9uGAsgASgJEhkKEXNlbGVjdGFibGVfZmllbGRzGAwgAygJEiEKGXJldGFpbmVkX3Jlc291cmNlX3ZlcnNpb24YDSABKAkSMgoOcmV0YWluZWRfc2luY2UYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJldGFpbmVkGA8gASgIEhQKDHNoYXJkX2ZpZWxkcxgQIAMoCRITCgtzaG9ydF9uYW1lcxgRIAMoCRIVCg1zaW5ndWxhcl9uYW1lGBIgASgJEhEKCWZvcmJpZGRlbhgTIAEoCCJXChBXYXRjaE1hbnlSZXF1ZXN0Ei0KB3dhdGNoZXMYASADKAsyHC5pbmZvcm1lcmh1Yi52MS5XYXRjaFJlcXVlc3QSFAoMcmVzdW1lX3Rva2VuGAIgASgJIoIBChFXYXRjaE1hbnlSZXNwb25zZRINCgVpbmRleBgBIAEoDRIsCgVldmVudBgCIAEoCzIdLmluZm9ybWVyaHViLnYxLldhdGNoUmVzcG9uc2USFAoMcmVzdW1lX3Rva2VuGAMgASgJEhoKEmluaXRpYWxfZXZlbnRzX2VuZBgEIAEoCCJUCgxDb3VudFJlcXVlc3QSMgoIc2VsZWN0b3IYASABKAsyIC5pbmZvcm1lcmh1Yi52MS5SZXNvdXJjZVNlbGVjdG9yEhAKCGdyb3VwX2J5GAIgASgJIqIBCg1Db3VudFJlc3BvbnNlEjkKBmdyb3VwcxgBIAMoCzIpLmluZm9ybWVyaHViLnYxLkNvdW50UmVzcG9uc2UuR3JvdXBzRW50cnkSDQoFdG90YWwYAiABKAQSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRotCgtHcm91cHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAQ6AjgBKkcKDE9iamVjdEZvcm1hdBIdChlPQkpFQ1RfRk9STUFUX1VOU1BFQ0lGSUVEEAASGAoUT0JKRUNUX0ZPUk1BVF9TVFJVQ1QQASqHAQoJRXZlbnRUeXBlEhoKFkVWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIUChBFVkVOVF9UWVBFX0FEREVEEAESFwoTRVZFTlRfVFlQRV9NT0RJRklFRBACEhYKEkVWRU5UX1RZUEVfREVMRVRFRBADEhcKE0VWRU5UX1RZUEVfQk9PS01BUksQBDKnAwoSSW5mb3JtZXJIdWJTZXJ2aWNlEkYKBVdhdGNoEhwuaW5mb3JtZXJodWIudjEuV2F0Y2hSZXF1ZXN0Gh0uaW5mb3JtZXJodWIudjEuV2F0Y2hSZXNwb25zZTABEk8KCFNuYXBzaG90Eh8uaW5mb3JtZXJodWIudjEuU25hcHNob3RSZXF1ZXN0GiAuaW5mb3JtZXJodWIudjEuU25hcHNob3RSZXNwb25zZTABElwKDUxpc3RSZXNvdXJjZXMSJC5pbmZvcm1lcmh1Yi52MS5MaXN0UmVzb3VyY2VzUmVxdWVzdBolLmluZm9ybWVyaHViLnYxLkxpc3RSZXNvdXJjZXNSZXNwb25zZRJSCglXYXRjaE1hbnkSIC5pbmZvcm1lcmh1Yi52MS5XYXRjaE1hbnlSZXF1ZXN0GiEuaW5mb3JtZXJodWIudjEuV2F0Y2hNYW55UmVzcG9uc2UwARJGCgVDb3VudBIcLmluZm9ybWVyaHViLnYxLkNvdW50UmVxdWVzdBodLmluZm9ybWVyaHViLnYxLkNvdW50UmVzcG9uc2UwAWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiBpbmZvcm1lcmh1Yi92MS9pbmZvcm1lcmh1Yi5wcm90bxIOaW5mb3JtZXJodWIudjEirwEKEFJlc291cmNlU2VsZWN0b3ISDQoFZ3JvdXAYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIQCghyZXNvdXJjZRgDIAEoCRIRCgluYW1lc3BhY2UYBCABKAkSFgoObGFiZWxfc2VsZWN0b3IYBSABKAkSFgoOZmllbGRfc2VsZWN0b3IYBiABKAkSDgoGZmlsdGVyGAcgASgJEhYKDnNoYXJkX3NlbGVjdG9yGAggASgJItQBCgxXYXRjaFJlcXVlc3QSMgoIc2VsZWN0b3IYASABKAsyIC5pbmZvcm1lcmh1Yi52MS5SZXNvdXJjZVNlbGVjdG9yEhQKDHJlc3VtZV90b2tlbhgCIAEoCRIbChNzZW5kX2luaXRpYWxfZXZlbnRzGAMgASgIEg4KBmZpZWxkcxgEIAMoCRIYChBpbmNsdWRlX3ByZXZpb3VzGAUgASgIEjMKDW9iamVjdF9mb3JtYXQYBiABKA4yHC5pbmZvcm1lcmh1Yi52MS5PYmplY3RGb3JtYXQiwQIKDVdhdGNoUmVzcG9uc2USJwoEdHlwZRgBIAEoDjIZLmluZm9ybWVyaHViLnYxLkV2ZW50VHlwZRIOCgZvYmplY3QYAiABKAkSFAoMcmVzdW1lX3Rva2VuGAMgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YBCABKAkSGgoSaW5pdGlhbF9ldmVudHNfZW5kGAUgASgIEhcKD3ByZXZpb3VzX29iamVjdBgGIAEoCRIuCg1vYmplY3Rfc3RydWN0GAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChZwcmV2aW91c19vYmplY3Rfc3RydWN0GAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBITCgtmcm9tX3JlbGlzdBgJIAEoCBIUCgxmaWx0ZXJfZXJyb3IYCiABKAkiigEKD1NuYXBzaG90UmVxdWVzdBIyCghzZWxlY3RvchgBIAEoCzIgLmluZm9ybWVyaHViLnYxLlJlc291cmNlU2VsZWN0b3ISDgoGZmllbGRzGAIgAygJEjMKDW9iamVjdF9mb3JtYXQYAyABKA4yHC5pbmZvcm1lcmh1Yi52MS5PYmplY3RGb3JtYXQiqQEKEFNuYXBzaG90UmVzcG9uc2USDwoHb2JqZWN0cxgBIAMoCRIUCgxyZXN1bWVfdG9rZW4YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIMCgRsYXN0GAQgASgIEi8KDm9iamVjdF9zdHJ1Y3RzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1maWx0ZXJfZXJyb3JzGAYgAygJIkQKFExpc3RSZXNvdXJjZXNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIZChFpbmNsdWRlX2ZvcmJpZGRlbhgCIAEoCCJkChVMaXN0UmVzb3VyY2VzUmVzcG9uc2USKwoJcmVzb3VyY2VzGAEgAygLMhguaW5mb3JtZXJodWIudjEuUmVzb3VyY2USHgoWbWF4X3dhdGNoZXNfcGVyX3N0cmVhbRgCIAEoDSKGBAoIUmVzb3VyY2USDQoFZ3JvdXAYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIQCghyZXNvdXJjZRgDIAEoCRIMCgRraW5kGAQgASgJEhIKCm5hbWVzcGFjZWQYBSABKAgSFwoPaW5mb3JtZXJfYWN0aXZlGAYgASgIEhMKC3N1YnNjcmliZXJzGAcgASgNEhYKDmNhY2hlZF9vYmplY3RzGAggASgEEhYKDmhpc3RvcnlfZXZlbnRzGAkgASgNEhUKDWhpc3RvcnlfYnl0ZXMYCiABKAQSIAoYaGlzdG9yeV9yZXNvdXJjZV92ZXJzaW9uGAsgASgJEhkKEXNlbGVjdGFibGVfZmllbGRzGAwgAygJEiEKGXJldGFpbmVkX3Jlc291cmNlX3ZlcnNpb24YDSABKAkSMgoOcmV0YWluZWRfc2luY2UYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJldGFpbmVkGA8gASgIEhQKDHNoYXJkX2ZpZWxkcxgQIAMoCRITCgtzaG9ydF9uYW1lcxgRIAMoCRIVCg1zaW5ndWxhcl9uYW1lGBIgASgJEhEKCWZvcmJpZGRlbhgTIAEoCBI2Cg9wcmludGVyX2NvbHVtbnMYFCADKAsyHS5pbmZvcm1lcmh1Yi52MS5QcmludGVyQ29sdW1uInUKDVByaW50ZXJDb2x1bW4SDAoEbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJEg4KBmZvcm1hdBgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIQCghwcmlvcml0eRgFIAEoBRIRCglqc29uX3BhdGgYBiABKAkiVwoQV2F0Y2hNYW55UmVxdWVzdBItCgd3YXRjaGVzGAEgAygLMhwuaW5mb3JtZXJodWIudjEuV2F0Y2hSZXF1ZXN0EhQKDHJlc3VtZV90b2tlbhgCIAEoCSKCAQoRV2F0Y2hNYW55UmVzcG9uc2USDQoFaW5kZXgYASABKA0SLAoFZXZlbnQYAiABKAsyHS5pbmZvcm1lcmh1Yi52MS5XYXRjaFJlc3BvbnNlEhQKDHJlc3VtZV90b2tlbhgDIAEoCRIaChJpbml0aWFsX2V2ZW50c19lbmQYBCABKAgiVAoMQ291bnRSZXF1ZXN0EjIKCHNlbGVjdG9yGAEgASgLMiAuaW5mb3JtZXJodWIudjEuUmVzb3VyY2VTZWxlY3RvchIQCghncm91cF9ieRgCIAEoCSKiAQoNQ291bnRSZXNwb25zZRI5CgZncm91cHMYASADKAsyKS5pbmZvcm1lcmh1Yi52MS5Db3VudFJlc3BvbnNlLkdyb3Vwc0VudHJ5Eg0KBXRvdGFsGAIgASgEEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkaLQoLR3JvdXBzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEOgI4ASpHCgxPYmplY3RGb3JtYXQSHQoZT0JKRUNUX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhgKFE9CSkVDVF9GT1JNQVRfU1RSVUNUEAEqhwEKCUV2ZW50VHlwZRIaChZFVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFAoQRVZFTlRfVFlQRV9BRERFRBABEhcKE0VWRU5UX1RZUEVfTU9ESUZJRUQQAhIWChJFVkVOVF9UWVBFX0RFTEVURUQQAxIXChNFVkVOVF9UWVBFX0JPT0tNQVJLEAQypwMKEkluZm9ybWVySHViU2VydmljZRJGCgVXYXRjaBIcLmluZm9ybWVyaHViLnYxLldhdGNoUmVxdWVzdBodLmluZm9ybWVyaHViLnYxLldhdGNoUmVzcG9uc2UwARJPCghTbmFwc2hvdBIfLmluZm9ybWVyaHViLnYxLlNuYXBzaG90UmVxdWVzdBogLmluZm9ybWVyaHViLnYxLlNuYXBzaG90UmVzcG9uc2UwARJcCg1MaXN0UmVzb3VyY2VzEiQuaW5mb3JtZXJodWIudjEuTGlzdFJlc291cmNlc1JlcXVlc3QaJS5pbmZvcm1lcmh1Yi52MS5MaXN0UmVzb3VyY2VzUmVzcG9uc2USUgoJV2F0Y2hNYW55EiAuaW5mb3JtZXJodWIudjEuV2F0Y2hNYW55UmVxdWVzdBohLmluZm9ybWVyaHViLnYxLldhdGNoTWFueVJlc3BvbnNlMAESRgoFQ291bnQSHC5pbmZvcm1lcmh1Yi52MS5Db3VudFJlcXVlc3QaHS5pbmZvcm1lcmh1Yi52MS5Db3VudFJlc3BvbnNlMAFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * ResourceSelector selects objects of one resource type.
@@ -615,6 +615,18 @@ export type Resource = Message<"informerhub.v1.Resource"> & {
    * @generated from field: bool forbidden = 19;
    */
   forbidden: boolean;
+
+  /**
+   * The columns kubectl get shows for the type's objects, beyond name and
+   * namespace, as its CustomResourceDefinition's additionalPrinterColumns
+   * for this version give them, in their order. Empty for built-in types,
+   * whose columns clients know (as kubectl's printers do), and for a custom
+   * resource version that lists none (kubectl then shows Age alone). Not
+   * set when forbidden is.
+   *
+   * @generated from field: repeated informerhub.v1.PrinterColumn printer_columns = 20;
+   */
+  printerColumns: PrinterColumn[];
 };
 
 /**
@@ -623,6 +635,67 @@ export type Resource = Message<"informerhub.v1.Resource"> & {
  */
 export const ResourceSchema: GenMessage<Resource> = /*@__PURE__*/
   messageDesc(file_informerhub_v1_informerhub, 7);
+
+/**
+ * PrinterColumn is one of a CustomResourceDefinition version's
+ * additionalPrinterColumns: a column of the objects' table, whose values
+ * are read from each object at json_path.
+ *
+ * @generated from message informerhub.v1.PrinterColumn
+ */
+export type PrinterColumn = Message<"informerhub.v1.PrinterColumn"> & {
+  /**
+   * The column's header, e.g. "Replicas".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The OpenAPI type of its values: "integer", "number", "string",
+   * "boolean" or "date" (an RFC 3339 time, shown as an age).
+   *
+   * @generated from field: string type = 2;
+   */
+  type: string;
+
+  /**
+   * The OpenAPI format of its values, e.g. "int32", "byte"; may be empty.
+   *
+   * @generated from field: string format = 3;
+   */
+  format: string;
+
+  /**
+   * What the column shows, for a person.
+   *
+   * @generated from field: string description = 4;
+   */
+  description: string;
+
+  /**
+   * 0: shown by default; greater: shown on request only (kubectl get
+   * -o wide).
+   *
+   * @generated from field: int32 priority = 5;
+   */
+  priority: number;
+
+  /**
+   * A simple JSONPath into the object, without braces, e.g.
+   * ".spec.replicas" or ".status.conditions[0].status".
+   *
+   * @generated from field: string json_path = 6;
+   */
+  jsonPath: string;
+};
+
+/**
+ * Describes the message informerhub.v1.PrinterColumn.
+ * Use `create(PrinterColumnSchema)` to create a new message.
+ */
+export const PrinterColumnSchema: GenMessage<PrinterColumn> = /*@__PURE__*/
+  messageDesc(file_informerhub_v1_informerhub, 8);
 
 /**
  * WatchManyRequest starts a WatchMany.
@@ -663,7 +736,7 @@ export type WatchManyRequest = Message<"informerhub.v1.WatchManyRequest"> & {
  * Use `create(WatchManyRequestSchema)` to create a new message.
  */
 export const WatchManyRequestSchema: GenMessage<WatchManyRequest> = /*@__PURE__*/
-  messageDesc(file_informerhub_v1_informerhub, 8);
+  messageDesc(file_informerhub_v1_informerhub, 9);
 
 /**
  * WatchManyResponse is one event of a WatchMany.
@@ -708,7 +781,7 @@ export type WatchManyResponse = Message<"informerhub.v1.WatchManyResponse"> & {
  * Use `create(WatchManyResponseSchema)` to create a new message.
  */
 export const WatchManyResponseSchema: GenMessage<WatchManyResponse> = /*@__PURE__*/
-  messageDesc(file_informerhub_v1_informerhub, 9);
+  messageDesc(file_informerhub_v1_informerhub, 10);
 
 /**
  * CountRequest starts a Count.
@@ -747,7 +820,7 @@ export type CountRequest = Message<"informerhub.v1.CountRequest"> & {
  * Use `create(CountRequestSchema)` to create a new message.
  */
 export const CountRequestSchema: GenMessage<CountRequest> = /*@__PURE__*/
-  messageDesc(file_informerhub_v1_informerhub, 10);
+  messageDesc(file_informerhub_v1_informerhub, 11);
 
 /**
  * CountResponse is the counts at one point in time.
@@ -785,7 +858,7 @@ export type CountResponse = Message<"informerhub.v1.CountResponse"> & {
  * Use `create(CountResponseSchema)` to create a new message.
  */
 export const CountResponseSchema: GenMessage<CountResponse> = /*@__PURE__*/
-  messageDesc(file_informerhub_v1_informerhub, 11);
+  messageDesc(file_informerhub_v1_informerhub, 12);
 
 /**
  * ObjectFormat says how a response carries objects.
