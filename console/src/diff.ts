@@ -60,3 +60,75 @@ function middle(a: string[], b: string[]): DiffLine[] {
 export function pretty(object: unknown): string {
   return JSON.stringify(object, null, 2);
 }
+
+/** A line of a change as the detail shows it: a diff line, or a run of unchanged lines left out. */
+export type ChangeLine = DiffLine | { readonly op: "…"; readonly text: string; readonly skipped: number };
+
+/** A change between two states, with the bookkeeping folded away. */
+export interface Change {
+  /** The changed lines with `context` unchanged lines around each run; the rest summarized. */
+  readonly lines: ChangeLine[];
+  /** How many changed lines were only bookkeeping (managedFields, resourceVersion, generation), left out. */
+  readonly folded: number;
+  /** Whether anything but bookkeeping changed. */
+  readonly changed: boolean;
+}
+
+/**
+ * The fields every write changes, which a person rarely looks for: without
+ * them a one-line data change is one line. metadata.managedFields holds the
+ * time of each manager's last write.
+ */
+export function withoutBookkeeping(object: unknown): unknown {
+  if (object === null || typeof object !== "object" || Array.isArray(object)) return object;
+  const o = object as Record<string, unknown>;
+  const meta = o["metadata"];
+  if (meta === null || typeof meta !== "object" || Array.isArray(meta)) return object;
+  const { managedFields: _m, resourceVersion: _r, generation: _g, ...rest } = meta as Record<string, unknown>;
+  return { ...o, metadata: rest };
+}
+
+/** An object without metadata.managedFields, for the default view. */
+export function withoutManagedFields(object: unknown): unknown {
+  if (object === null || typeof object !== "object" || Array.isArray(object)) return object;
+  const o = object as Record<string, unknown>;
+  const meta = o["metadata"];
+  if (meta === null || typeof meta !== "object" || Array.isArray(meta) || !("managedFields" in meta)) return object;
+  const { managedFields: _m, ...rest } = meta as Record<string, unknown>;
+  return { ...o, metadata: rest };
+}
+
+const changes = (lines: DiffLine[]): number => lines.filter((l) => l.op !== " ").length;
+
+/**
+ * The change from before to after, in text as render makes it (YAML, say):
+ * what changed first, with `context` lines around it, and the bookkeeping
+ * fields' changes folded away and counted.
+ */
+export function changeOf(before: unknown, after: unknown, render: (o: unknown) => string, context = 3): Change {
+  const text = (o: unknown) => render(o).replace(/\n$/, "");
+  const all = changes(lineDiff(text(before), text(after)));
+  const diff = lineDiff(text(withoutBookkeeping(before)), text(withoutBookkeeping(after)));
+  const shown = changes(diff);
+  const keep = new Array<boolean>(diff.length).fill(false);
+  diff.forEach((l, i) => {
+    if (l.op === " ") return;
+    for (let j = Math.max(0, i - context); j <= Math.min(diff.length - 1, i + context); j++) keep[j] = true;
+  });
+  const lines: ChangeLine[] = [];
+  let skipped = 0;
+  const flush = () => {
+    if (skipped > 0) lines.push({ op: "…", text: `${skipped} unchanged line${skipped === 1 ? "" : "s"}`, skipped });
+    skipped = 0;
+  };
+  diff.forEach((l, i) => {
+    if (keep[i]) {
+      flush();
+      lines.push(l);
+    } else {
+      skipped++;
+    }
+  });
+  flush();
+  return { lines, folded: Math.max(0, all - shown), changed: shown > 0 };
+}

@@ -7,19 +7,25 @@
 import {
   Code,
   createTransport,
+  hubClient,
   hubError,
   listResources,
+  snapshot,
   watch,
   type Resource,
-  type ResumingWatch,
   type Selector,
+  type WatchEvent,
   type WatchOptions,
 } from "@informerhub/web";
-import { lineDiff, pretty } from "./diff.js";
+import { AGE, columnsOf, type Column } from "./columns.js";
+import { changeOf, pretty, withoutManagedFields } from "./diff.js";
 import { errorSummary, errorView } from "./errors.js";
-import { ageOf, parseFields, resourceLabel } from "./format.js";
+import { parseFields, resourceLabel } from "./format.js";
+import { SECTIONS, sectionOf, type Section } from "./groups.js";
 import { clearToken, getToken, setToken } from "./session.js";
 import { ObjectTable, type Row } from "./table.js";
+import { ResumingWatchMany } from "./watchmany.js";
+import { toYAML } from "./yaml.js";
 
 /** The element with id, of the type expected; the page is ours, so a missing one is a bug. */
 function $<T extends HTMLElement>(id: string, type: new () => T): T {
@@ -38,6 +44,7 @@ const ui = {
   signinState: $("signin-state", HTMLElement),
   queryForm: $("query-form", HTMLFormElement),
   namespaceInput: $("namespace-input", HTMLInputElement),
+  namespaceList: $("namespace-list", HTMLElement),
   resourceSelect: $("resource-select", HTMLSelectElement),
   refreshResources: $("refresh-resources-button", HTMLButtonElement),
   labelSelector: $("label-selector-input", HTMLInputElement),
@@ -60,12 +67,19 @@ const ui = {
   notice: $("notice", HTMLElement),
   resumeToken: $("resume-token", HTMLElement),
   copyToken: $("copy-token-button", HTMLButtonElement),
+  sidebar: $("sidebar", HTMLElement),
+  head: $("objects-head", HTMLTableRowElement),
   body: $("objects-body", HTMLTableSectionElement),
   detail: $("detail", HTMLElement),
   detailTitle: $("detail-title", HTMLElement),
   detailFilterError: $("detail-filter-error", HTMLElement),
+  detailFolded: $("detail-folded", HTMLElement),
   detailDiff: $("detail-diff", HTMLElement),
+  detailYAML: $("detail-yaml", HTMLElement),
   detailJSON: $("detail-json", HTMLElement),
+  viewYAML: $("view-yaml-button", HTMLButtonElement),
+  viewJSON: $("view-json-button", HTMLButtonElement),
+  showManagedFields: $("show-managed-fields", HTMLInputElement),
 };
 
 // The token is read from the session for every call, so signing in again
@@ -107,8 +121,10 @@ function showNotice(text: string): void {
 
 // ---- Sign in ----
 
+// Signed out: the form. Signed in: Sign out. Never both.
 function refreshSignedIn(): void {
   const signedIn = getToken() !== "";
+  ui.signinForm.hidden = signedIn;
   ui.signoutButton.hidden = !signedIn;
   ui.signinState.textContent = signedIn ? "signed in" : "signed out";
   ui.signinState.dataset["signedIn"] = String(signedIn);
@@ -124,6 +140,7 @@ ui.signinForm.addEventListener("submit", (e) => {
   clearError();
   if (current === null) setStatus("idle");
   void loadResources();
+  void loadNamespaces();
 });
 
 ui.signoutButton.addEventListener("click", () => {
@@ -132,12 +149,14 @@ ui.signoutButton.addEventListener("click", () => {
   resources = [];
   ui.resourcesNote.textContent = "";
   fillResources();
+  ui.namespaceList.replaceChildren();
   table.clear();
   rowElements.clear();
   ui.body.replaceChildren();
   eventCount = 0;
   lastToken = "";
   selectedKey = null;
+  ui.detail.hidden = true;
   clearError();
   showNotice("");
   refreshSignedIn();
@@ -145,10 +164,12 @@ ui.signoutButton.addEventListener("click", () => {
   setStatus("signed-out", "signed out");
 });
 
-// ---- Resources ----
+// ---- Resources and the sidebar ----
 
 let resources: Resource[] = [];
 let resourcesCall: AbortController | null = null;
+/** The types ticked in the sidebar, by label; one or none: the picker's. */
+const checked = new Set<string>();
 
 async function loadResources(): Promise<void> {
   if (getToken() === "") return;
@@ -170,6 +191,24 @@ async function loadResources(): Promise<void> {
   } catch (err) {
     if (call.signal.aborted) return;
     showError(err);
+  }
+}
+
+// The namespaces the caller may list, as suggestions: free text stays
+// possible, and a caller who may not list them types the name.
+async function loadNamespaces(): Promise<void> {
+  if (getToken() === "") return;
+  try {
+    const s = await snapshot(transport, { version: "v1", resource: "namespaces" }, { fields: ["metadata.name"] });
+    ui.namespaceList.replaceChildren(
+      ...s.objects.map((o) => {
+        const option = document.createElement("option");
+        option.value = o.metadata?.name ?? "";
+        return option;
+      }),
+    );
+  } catch {
+    ui.namespaceList.replaceChildren();
   }
 }
 
@@ -198,11 +237,22 @@ function fillResources(): void {
   if (resources.length > 0) ui.resourceSelect.value = String(pick);
   ui.resourceSelect.disabled = resources.length === 0;
   ui.startButton.disabled = resources.length === 0;
+  const labels = new Set(resources.map(resourceLabel));
+  for (const l of [...checked]) if (!labels.has(l)) checked.delete(l);
   showSelectableFields();
+  fillSidebar();
 }
 
 function selectedResource(): Resource | undefined {
   return resources[Number(ui.resourceSelect.value)];
+}
+
+/** What the next Start watches: the ticked types, or else the picker's. */
+function selectedResources(): Resource[] {
+  const ticked = resources.filter((r) => checked.has(resourceLabel(r)));
+  if (ticked.length > 0) return ticked;
+  const r = selectedResource();
+  return r === undefined ? [] : [r];
 }
 
 function showSelectableFields(): void {
@@ -210,42 +260,251 @@ function showSelectableFields(): void {
   ui.selectableFields.textContent = r && r.selectableFields.length > 0 ? `fields: ${r.selectableFields.join(", ")}` : "";
 }
 
-ui.resourceSelect.addEventListener("change", showSelectableFields);
-ui.namespaceInput.addEventListener("change", () => void loadResources());
+/** The sections open by default; the others count their types when opened. */
+const openSections = new Set<Section>(["Workloads", "Config", "Custom resources"]);
+/** The sidebar's entry of each type, by label: its element, checkbox and count. */
+const sidebarEntries = new Map<string, HTMLElement>();
+const sidebarChecks = new Map<string, HTMLInputElement>();
+const sidebarCounts = new Map<string, HTMLElement>();
+
+function fillSidebar(): void {
+  sidebarEntries.clear();
+  sidebarChecks.clear();
+  sidebarCounts.clear();
+  const sections: HTMLElement[] = [];
+  for (const section of SECTIONS) {
+    const members = resources.filter((r) => sectionOf(r) === section);
+    if (members.length === 0) continue;
+    const details = document.createElement("details");
+    details.dataset["testid"] = "sidebar-section";
+    details.dataset["section"] = section;
+    details.open = openSections.has(section);
+    const summary = document.createElement("summary");
+    summary.textContent = section;
+    details.appendChild(summary);
+    const list = document.createElement("ul");
+    for (const r of members) list.appendChild(sidebarEntry(r));
+    details.appendChild(list);
+    details.addEventListener("toggle", () => {
+      const open = details.open;
+      if (open) openSections.add(section);
+      else openSections.delete(section);
+      if (open) for (const r of members) countOnce(r);
+    });
+    sections.push(details);
+  }
+  ui.sidebar.replaceChildren(...sections);
+  refreshCounts();
+}
+
+function sidebarEntry(r: Resource): HTMLElement {
+  const label = resourceLabel(r);
+  const li = document.createElement("li");
+  li.dataset["testid"] = "sidebar-type";
+  li.dataset["group"] = r.group;
+  li.dataset["version"] = r.version;
+  li.dataset["resource"] = r.resource;
+  li.title = label;
+  const box = document.createElement("input");
+  box.type = "checkbox";
+  box.title = `watch ${r.kind} with the other ticked types, over one stream`;
+  box.dataset["testid"] = "sidebar-check";
+  box.checked = checked.has(label);
+  box.addEventListener("change", () => {
+    if (box.checked) checked.add(label);
+    else checked.delete(label);
+    refreshCounts();
+  });
+  const name = document.createElement("button");
+  name.type = "button";
+  name.className = "type-name";
+  name.dataset["testid"] = "sidebar-select";
+  name.textContent = r.kind;
+  // One click: watch this type alone.
+  name.addEventListener("click", () => {
+    checked.clear();
+    ui.resourceSelect.value = String(resources.indexOf(r));
+    showSelectableFields();
+    for (const b of sidebarChecks.values()) b.checked = false;
+    startWatch();
+  });
+  const count = document.createElement("span");
+  count.className = "count";
+  count.dataset["testid"] = "sidebar-count";
+  li.appendChild(box);
+  li.appendChild(name);
+  li.appendChild(count);
+  sidebarEntries.set(label, li);
+  sidebarChecks.set(label, box);
+  sidebarCounts.set(label, count);
+  return li;
+}
+
+// ---- Counts ----
+
+// A browser opens at most 6 HTTP/1.1 connections to an origin, and each
+// server stream holds one: the watch, and at most LIVE_COUNTS live Counts
+// (the types watched), the others counted once, a few at a time, and
+// their streams closed after the first response.
+const LIVE_COUNTS = 3;
+const ONE_SHOT_AT_ONCE = 2;
+const liveCounts = new Map<string, AbortController>();
+const oneShotQueue: Resource[] = [];
+let oneShotRunning = 0;
+/** Bumped when the namespace changes: counts of an older one are dropped. */
+let countEpoch = 0;
+
+function countSelector(r: Resource): { group: string; version: string; resource: string; namespace: string } {
+  return { group: r.group, version: r.version, resource: r.resource, namespace: r.namespaced ? ui.namespaceInput.value.trim() : "" };
+}
+
+function showCount(r: Resource, total: bigint | null, error = ""): void {
+  const li = sidebarEntries.get(resourceLabel(r));
+  const el = sidebarCounts.get(resourceLabel(r));
+  if (li === undefined || el === undefined) return;
+  el.textContent = total === null ? (error === "" ? "" : "?") : String(total);
+  el.title = error;
+  if (total === null) delete li.dataset["count"];
+  else li.dataset["count"] = String(total);
+}
+
+/** Counts the watched types live, and the types of open sections once. */
+function refreshCounts(): void {
+  countEpoch++;
+  const live = new Set(selectedResources().slice(0, LIVE_COUNTS).map(resourceLabel));
+  for (const [label, call] of liveCounts) {
+    if (!live.has(label)) {
+      call.abort();
+      liveCounts.delete(label);
+    }
+  }
+  for (const r of resources) {
+    const label = resourceLabel(r);
+    if (live.has(label)) {
+      if (!liveCounts.has(label)) countLive(r);
+    } else if (openSections.has(sectionOf(r))) {
+      countOnce(r);
+    }
+  }
+}
+
+function restartCounts(): void {
+  for (const call of liveCounts.values()) call.abort();
+  liveCounts.clear();
+  oneShotQueue.length = 0;
+  for (const r of resources) showCount(r, null);
+  refreshCounts();
+}
+
+function countLive(r: Resource): void {
+  const call = new AbortController();
+  liveCounts.set(resourceLabel(r), call);
+  void (async () => {
+    try {
+      for await (const c of hubClient(transport).count({ selector: countSelector(r), groupBy: "" }, { signal: call.signal })) {
+        showCount(r, c.total);
+      }
+    } catch (err) {
+      if (!call.signal.aborted) showCount(r, null, errorSummary(err));
+    } finally {
+      if (liveCounts.get(resourceLabel(r)) === call) liveCounts.delete(resourceLabel(r));
+    }
+  })();
+}
+
+function countOnce(r: Resource): void {
+  if (liveCounts.has(resourceLabel(r)) || oneShotQueue.includes(r)) return;
+  oneShotQueue.push(r);
+  pumpCounts();
+}
+
+function pumpCounts(): void {
+  while (oneShotRunning < ONE_SHOT_AT_ONCE && oneShotQueue.length > 0) {
+    const r = oneShotQueue.shift()!;
+    const epoch = countEpoch;
+    oneShotRunning++;
+    const call = new AbortController();
+    void (async () => {
+      try {
+        for await (const c of hubClient(transport).count({ selector: countSelector(r), groupBy: "" }, { signal: call.signal })) {
+          if (epoch === countEpoch || !liveCounts.has(resourceLabel(r))) showCount(r, c.total);
+          break;
+        }
+      } catch (err) {
+        if (!call.signal.aborted) showCount(r, null, errorSummary(err));
+      } finally {
+        call.abort();
+        oneShotRunning--;
+        pumpCounts();
+      }
+    })();
+  }
+}
+
+ui.resourceSelect.addEventListener("change", () => {
+  checked.clear();
+  showSelectableFields();
+  refreshCounts();
+});
+ui.namespaceInput.addEventListener("change", () => {
+  void loadResources().then(restartCounts);
+});
 ui.refreshResources.addEventListener("click", () => void loadResources());
 
 // ---- The watch ----
 
+/** A watch of one type, or of several over one WatchMany. */
+interface Running {
+  readonly resumeToken: string;
+  cancel(): void;
+}
+
 const table = new ObjectTable();
 const rowElements = new Map<string, HTMLTableRowElement>();
 const dirty = new Set<string>();
-let current: ResumingWatch | null = null;
+let current: Running | null = null;
 let eventCount = 0;
 let lastToken = "";
 let selectedKey: string | null = null;
-/** What the last watch asked for: Resume asks for the same. */
-let lastQuery: { selector: Selector; options: WatchOptions } | null = null;
 
-function query(): { selector: Selector; options: WatchOptions } | null {
-  const r = selectedResource();
-  if (r === undefined) return null;
+interface Query {
+  readonly resources: Resource[];
+  readonly selectors: Selector[];
+  readonly options: WatchOptions;
+}
+/** What the last watch asked for: Resume asks for the same. */
+let lastQuery: Query | null = null;
+
+/** How the table shows the watched types. */
+interface View {
+  readonly multi: boolean;
+  readonly namespaceColumn: boolean;
+  /** Per scope ("" for one type; the watch's index otherwise). */
+  readonly columns: readonly Column[];
+}
+let view: View = { multi: false, namespaceColumn: true, columns: [] };
+
+function query(): Query | null {
+  const picked = selectedResources();
+  if (picked.length === 0) return null;
+  const namespace = ui.namespaceInput.value.trim();
   return {
-    selector: {
+    resources: picked,
+    selectors: picked.map((r) => ({
       group: r.group,
       version: r.version,
       resource: r.resource,
       // A cluster-scoped resource has no namespace (the hub refuses one).
-      namespace: r.namespaced ? ui.namespaceInput.value.trim() : "",
+      namespace: r.namespaced ? namespace : "",
       labelSelector: ui.labelSelector.value.trim(),
       fieldSelector: ui.fieldSelector.value.trim(),
       filter: ui.filter.value.trim(),
-    },
+    })),
     options: { fields: parseFields(ui.fields.value), includePrevious: ui.includePrevious.checked },
   };
 }
 
-ui.queryForm.addEventListener("submit", (e) => {
-  e.preventDefault();
+function startWatch(): void {
   const q = query();
   if (q === null) return;
   stop();
@@ -253,12 +512,44 @@ ui.queryForm.addEventListener("submit", (e) => {
   rowElements.clear();
   ui.body.replaceChildren();
   selectedKey = null;
+  ui.detail.hidden = true;
   eventCount = 0;
   lastToken = "";
   lastQuery = q;
+  setView(q);
+  refreshCounts();
   scheduleRender();
-  void run(q.selector, { ...q.options, sendInitialEvents: true });
+  void run(q, { sendInitialEvents: true });
+}
+
+ui.queryForm.addEventListener("submit", (e) => {
+  e.preventDefault();
+  startWatch();
 });
+
+function setView(q: Query): void {
+  const multi = q.resources.length > 1;
+  const namespaced = q.resources.some((r) => r.namespaced);
+  view = {
+    multi,
+    namespaceColumn: namespaced && (multi || ui.namespaceInput.value.trim() === ""),
+    // Several types share only kubectl's common columns.
+    columns: multi ? [AGE] : columnsOf(q.resources[0]!),
+  };
+  const th = (text: string, title = "") => {
+    const el = document.createElement("th");
+    el.textContent = text;
+    if (title !== "") el.title = title;
+    return el;
+  };
+  const heads = [];
+  if (view.multi) heads.push(th("Kind"));
+  if (view.namespaceColumn) heads.push(th("Namespace"));
+  heads.push(th("Name"));
+  for (const c of view.columns) heads.push(th(c.name, c.description));
+  ui.head.replaceChildren(...heads);
+  for (const [label, li] of sidebarEntries) li.classList.toggle("watched", q.resources.some((r) => resourceLabel(r) === label));
+}
 
 ui.stopButton.addEventListener("click", () => {
   stop();
@@ -272,7 +563,7 @@ ui.stopButton.addEventListener("click", () => {
 ui.resumeButton.addEventListener("click", () => {
   if (lastQuery === null || lastToken === "") return;
   stop();
-  void run(lastQuery.selector, { ...lastQuery.options, resumeToken: lastToken });
+  void run(lastQuery, { resumeToken: lastToken });
 });
 
 function stop(): void {
@@ -281,7 +572,7 @@ function stop(): void {
   ui.stopButton.disabled = true;
 }
 
-async function run(selector: Selector, options: WatchOptions): Promise<void> {
+async function run(q: Query, start: { sendInitialEvents?: boolean; resumeToken?: string }): Promise<void> {
   clearError();
   showNotice("");
   setStatus("connecting", "connecting…");
@@ -290,15 +581,14 @@ async function run(selector: Selector, options: WatchOptions): Promise<void> {
   // Between an OUT_OF_RANGE and the end of the re-sync it causes.
   let resyncing = false;
   const resyncStatus = () => setStatus("resyncing", "re-syncing: the hub could no longer resume from the last token…");
-  const w = watch(transport, selector, {
-    ...options,
+  const callbacks = {
     onConnected: () => {
       if (current !== w) return;
       if (resyncing) resyncStatus();
       else if (table.isLive) setStatus("live");
       else setStatus("initial", "loading initial objects…");
     },
-    onRetry: (err, failures) => {
+    onRetry: (err: unknown, failures: number) => {
       if (current !== w) return;
       if (hubError(err).code === Code.OutOfRange) {
         resyncing = true;
@@ -307,15 +597,21 @@ async function run(selector: Selector, options: WatchOptions): Promise<void> {
         setStatus("reconnecting", `reconnecting… (${errorSummary(err)}${failures > 1 ? `, attempt ${failures}` : ""})`);
       }
     },
-  });
+  };
+  // One type: the web client's Watch; several: one WatchMany, each type's
+  // rows scoped by its index.
+  const many = q.selectors.length > 1;
+  const w: Running & AsyncIterable<{ index: number; event: WatchEvent }> = many
+    ? new ResumingWatchMany(transport, q.selectors, { ...q.options, ...start, ...callbacks })
+    : single(q.selectors[0]!, { ...q.options, ...start, ...callbacks });
   current = w;
   try {
-    for await (const event of w) {
+    for await (const { index, event } of w) {
       if (current !== w) break;
       const now = Date.now();
       if (event.type !== "BOOKMARK") eventCount++;
       lastToken = w.resumeToken;
-      for (const key of table.apply(event, now)) dirty.add(key);
+      for (const key of table.apply(event, now, many ? `${index}\u0001` : "")) dirty.add(key);
       if (event.initialEventsEnd) setStatus("live");
       if (event.type === "BOOKMARK" && event.resync) {
         resyncing = false;
@@ -337,6 +633,20 @@ async function run(selector: Selector, options: WatchOptions): Promise<void> {
     }
     scheduleRender();
   }
+}
+
+/** The web client's watch, its events as WatchMany's of index 0. */
+function single(selector: Selector, options: WatchOptions): Running & AsyncIterable<{ index: number; event: WatchEvent }> {
+  const w = watch(transport, selector, options);
+  return {
+    get resumeToken() {
+      return w.resumeToken;
+    },
+    cancel: () => w.cancel(),
+    async *[Symbol.asyncIterator]() {
+      for await (const event of w) yield { index: 0, event };
+    },
+  };
 }
 
 // ---- Rendering ----
@@ -389,7 +699,8 @@ function newRow(row: Row): HTMLTableRowElement {
   tr.dataset["namespace"] = row.namespace;
   tr.dataset["name"] = row.name;
   tr.tabIndex = 0;
-  for (let i = 0; i < 4; i++) tr.appendChild(document.createElement("td"));
+  const cells = (view.multi ? 1 : 0) + (view.namespaceColumn ? 1 : 0) + 1 + view.columns.length;
+  for (let i = 0; i < cells; i++) tr.appendChild(document.createElement("td"));
   const select = () => {
     selectedKey = row.key;
     for (const el of ui.body.querySelectorAll("tr.selected")) el.classList.remove("selected");
@@ -408,10 +719,15 @@ function newRow(row: Row): HTMLTableRowElement {
 
 function updateRow(tr: HTMLTableRowElement, row: Row, now: number): void {
   const cells = tr.cells;
-  setText(cells[0]!, row.namespace);
-  setText(cells[1]!, row.name);
-  setText(cells[2]!, row.resourceVersion);
-  setText(cells[3]!, ageOf(row.object.metadata?.creationTimestamp, now));
+  let i = 0;
+  if (view.multi) {
+    const kind = typeof row.object.kind === "string" ? row.object.kind : "";
+    setText(cells[i++]!, kind);
+    tr.dataset["kind"] = kind;
+  }
+  if (view.namespaceColumn) setText(cells[i++]!, row.namespace);
+  setText(cells[i++]!, row.name);
+  for (const c of view.columns) setText(cells[i++]!, c.value(row.object, now));
   tr.dataset["resourceVersion"] = row.resourceVersion;
   for (const h of ["added", "modified", "deleted"] as const) tr.classList.toggle(`row-${h}`, row.highlight === h);
   tr.classList.toggle("filter-error", row.filterError !== "");
@@ -421,6 +737,10 @@ function updateRow(tr: HTMLTableRowElement, row: Row, now: number): void {
 function setText(el: HTMLElement, text: string): void {
   if (el.textContent !== text) el.textContent = text;
 }
+
+// ---- The detail: YAML (or JSON) and the last change ----
+
+let detailFormat: "yaml" | "json" = "yaml";
 
 function showDetail(key: string): void {
   const row = table.get(key);
@@ -433,19 +753,46 @@ function showDetail(key: string): void {
   ui.detailTitle.textContent = `${row.namespace ? row.namespace + "/" : ""}${row.name}${row.highlight === "deleted" ? " (deleted)" : ""}`;
   ui.detailFilterError.hidden = row.filterError === "";
   ui.detailFilterError.textContent = row.filterError && `The filter could not decide on this object: ${row.filterError}`;
-  ui.detailJSON.textContent = pretty(row.object);
+  const shown = ui.showManagedFields.checked ? row.object : withoutManagedFields(row.object);
+  ui.detailYAML.textContent = toYAML(shown);
+  ui.detailJSON.textContent = pretty(shown);
+  ui.detailYAML.hidden = detailFormat !== "yaml";
+  ui.detailJSON.hidden = detailFormat !== "json";
+  ui.viewYAML.setAttribute("aria-pressed", String(detailFormat === "yaml"));
+  ui.viewJSON.setAttribute("aria-pressed", String(detailFormat === "json"));
   if (row.previous === null) {
     ui.detailDiff.replaceChildren(document.createTextNode("no previous state"));
+    ui.detailFolded.hidden = true;
     return;
   }
-  const lines = lineDiff(pretty(row.previous), pretty(row.object)).map((l) => {
+  const render = detailFormat === "yaml" ? toYAML : pretty;
+  const change = changeOf(row.previous, row.object, render);
+  const lines = change.lines.map((l) => {
     const span = document.createElement("span");
-    span.className = l.op === "+" ? "diff-add" : l.op === "-" ? "diff-del" : "diff-same";
-    span.textContent = `${l.op} ${l.text}\n`;
+    span.className = l.op === "+" ? "diff-add" : l.op === "-" ? "diff-del" : l.op === "…" ? "diff-skip" : "diff-same";
+    span.textContent = l.op === "…" ? `  … ${l.text}\n` : `${l.op} ${l.text}\n`;
     return span;
   });
+  if (!change.changed) lines.unshift(Object.assign(document.createElement("span"), { className: "diff-skip", textContent: "only metadata changed\n" }));
   ui.detailDiff.replaceChildren(...lines);
+  ui.detailFolded.hidden = change.folded === 0;
+  ui.detailFolded.textContent = `${change.folded} line${change.folded === 1 ? "" : "s"} of metadata folded (managedFields, resourceVersion, generation)`;
+  ui.detailFolded.dataset["folded"] = String(change.folded);
 }
+
+function refreshDetail(): void {
+  if (selectedKey !== null) showDetail(selectedKey);
+}
+
+ui.viewYAML.addEventListener("click", () => {
+  detailFormat = "yaml";
+  refreshDetail();
+});
+ui.viewJSON.addEventListener("click", () => {
+  detailFormat = "json";
+  refreshDetail();
+});
+ui.showManagedFields.addEventListener("change", refreshDetail);
 
 // Highlights end and deleted rows go after a few seconds; ages move on.
 setInterval(() => {
@@ -453,7 +800,7 @@ setInterval(() => {
   for (const key of table.expire(now)) dirty.add(key);
   for (const row of table.ordered()) {
     const tr = rowElements.get(row.key);
-    if (tr !== undefined) setText(tr.cells[3]!, ageOf(row.object.metadata?.creationTimestamp, now));
+    if (tr !== undefined && !dirty.has(row.key)) updateRow(tr, row, now);
   }
   if (dirty.size > 0) render();
 }, 1000);
@@ -479,6 +826,7 @@ refreshSignedIn();
 if (getToken() !== "") {
   setStatus("idle");
   void loadResources();
+  void loadNamespaces();
 } else {
   setStatus("signed-out", "signed out");
 }

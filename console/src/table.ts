@@ -10,6 +10,8 @@ export type Highlight = "added" | "modified" | "deleted";
 /** One object of the table. */
 export interface Row {
   readonly key: string;
+  /** Which watch the row comes from, when several share the table ("" for one). */
+  readonly scope: string;
   readonly namespace: string;
   readonly name: string;
   /** Its latest state; for a deleted row, its last state. */
@@ -81,8 +83,12 @@ export class ObjectTable {
     return lo;
   }
 
-  /** Applies an event; returns the keys of the rows it changed. */
-  apply(event: WatchEvent, now: number): string[] {
+  /**
+   * Applies an event; returns the keys of the rows it changed. Rows of
+   * several watches share the table by scope: the key is scope then
+   * namespace and name.
+   */
+  apply(event: WatchEvent, now: number, scope = ""): string[] {
     if (event.type === "BOOKMARK") {
       if (event.initialEventsEnd) this.live = true;
       if (event.resync && event.resyncReplaces && this.replacing !== null) {
@@ -97,7 +103,7 @@ export class ObjectTable {
     const meta = event.object?.metadata;
     if (event.object === null || meta === undefined || typeof meta.name !== "string") return [];
     const namespace = typeof meta.namespace === "string" ? meta.namespace : "";
-    const key = objectKey(namespace, meta.name);
+    const key = scope + objectKey(namespace, meta.name);
     if (event.resync && event.resyncReplaces) (this.replacing ??= new Set()).add(key);
     const row = this.rows.get(key);
     const highlight = this.live || event.resync;
@@ -108,6 +114,7 @@ export class ObjectTable {
         if (row === undefined) {
           this.insert({
             key,
+            scope,
             namespace,
             name: meta.name,
             object: event.object,

@@ -47,6 +47,8 @@ after(() => mock.timers.reset());
 
 test("the console signs in, lists, watches live, resumes exactly, explains errors and signs out", async () => {
   assert.equal(state(), "signed-out");
+  assert.equal(el("signin-form").hidden, false);
+  assert.equal(el("signout-button").hidden, true);
 
   // Sign in: the token goes to sessionStorage, and resources are listed with it.
   el<HTMLInputElement>("token-input").value = " secret ";
@@ -57,6 +59,15 @@ test("the console signs in, lists, watches live, resumes exactly, explains error
   assert.equal(el<HTMLSelectElement>("resource-select").selectedOptions[0]?.textContent, "configmaps.v1 (ConfigMap)");
   assert.equal(text("selectable-fields"), "fields: metadata.name, metadata.namespace");
   assert.deepEqual(hub.authorizations, ["Bearer secret"]);
+  // Signed in: Sign out, and no sign-in form.
+  assert.equal(el("signin-form").hidden, true);
+  assert.equal(el("signout-button").hidden, false);
+
+  // The sidebar lists the type in its section, and counts its objects.
+  const entry = () => el("sidebar").children[0]!.children[1]!.children[0]!;
+  assert.equal(el("sidebar").children[0]!.dataset["section"], "Config");
+  await until(() => entry().dataset["count"] === "3", "the sidebar's count");
+  assert.equal(entry().dataset["resource"], "configmaps");
 
   // Start: the initial objects, not highlighted, then live.
   el<HTMLInputElement>("namespace-input").value = "demo";
@@ -82,7 +93,21 @@ test("the console signs in, lists, watches live, resumes exactly, explains error
   body().rows[0]!.dispatch("click");
   assert.equal(el("detail").hidden, false);
   assert.match(text("detail-json"), /"v": "2"/);
+  assert.equal(el("detail-json").hidden, true);
+  assert.equal(el("detail-yaml").hidden, false);
+  assert.match(text("detail-yaml"), /^data:\n {2}v: "2"$/m);
+  // The data change first; the resourceVersion's change folded away.
+  assert.match(text("detail-diff"), /- {3}v: "1"\n\+ {3}v: "2"/);
+  assert.doesNotMatch(text("detail-diff"), /resourceVersion/);
+  assert.equal(el("detail-folded").dataset["folded"], "2");
+  assert.equal(el("detail-folded").hidden, false);
+  el("view-json-button").dispatch("click");
+  assert.equal(el("detail-json").hidden, false);
+  assert.equal(el("detail-yaml").hidden, true);
   assert.match(text("detail-diff"), /- {5}"v": "1"\n\+ {5}"v": "2"/);
+  el("view-yaml-button").dispatch("click");
+  // The count follows the changes.
+  await until(() => entry().dataset["count"] === "3" && hub.counts > 0, "the count after changes");
 
   // Highlights end, and the deleted row goes, a few seconds later.
   mock.timers.tick(5000);
@@ -132,6 +157,11 @@ test("the console signs in, lists, watches live, resumes exactly, explains error
   el("signout-button").dispatch("click");
   assert.equal(storage.has("informerhub.token"), false);
   assert.equal(state(), "signed-out");
+  assert.equal(el("signin-form").hidden, false);
+  assert.equal(el("signout-button").hidden, true);
   assert.deepEqual(rows(), []);
   assert.equal(el("error").hidden, true);
+  assert.equal(el("signin-form").hidden, false);
+  assert.equal(el("signout-button").hidden, true);
+  assert.equal(el("sidebar").children.length, 0);
 });

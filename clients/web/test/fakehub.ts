@@ -57,12 +57,16 @@ export class FakeHub {
   private readonly log: Change[] = [];
   private readonly uids = new Map<string, number>();
   private wake: (() => void)[] = [];
+  /** Count streams waiting for a change (interruptions are for watches only). */
+  private countWake: (() => void)[] = [];
   /** The faults of the next calls, in order; a call with none serves normally. */
   readonly faults: (Fault | undefined)[] = [];
   /** Every Watch request received. */
   readonly requests: WatchRequest[] = [];
   /** The Authorization header of every call, in order. */
   readonly authorizations: string[] = [];
+  /** The Count calls received. */
+  counts = 0;
   /** Tokens of positions before this are expired (OUT_OF_RANGE). */
   expiredBefore = 0;
   /** What ListResources answers. */
@@ -91,8 +95,9 @@ export class FakeHub {
   }
 
   private wakeAll(): void {
-    const waiting = this.wake;
+    const waiting = [...this.wake, ...this.countWake];
     this.wake = [];
+    this.countWake = [];
     for (const w of waiting) w();
   }
 
@@ -139,11 +144,25 @@ export class FakeHub {
       async *snapshot() {
         throw new ConnectError("not used", Code.Unimplemented);
       },
+      count: (_, ctx) => this.count(ctx),
       listResources: (_, ctx) => {
         this.authorizations.push(ctx.requestHeader.get("authorization") ?? "");
         return { resources: this.resources };
       },
     });
+  }
+
+  /** Count: the number of objects now, then again after every change, until the client goes. */
+  private async *count(ctx: HandlerContext): AsyncGenerator<{ total: bigint; resourceVersion: string }> {
+    this.counts++;
+    for (;;) {
+      yield { total: BigInt(this.stateAt(this.log.length).length), resourceVersion: String(this.log.length) };
+      await new Promise<void>((resolve) => {
+        this.countWake.push(resolve);
+        ctx.signal.addEventListener("abort", () => resolve(), { once: true });
+      });
+      if (ctx.signal.aborted) return;
+    }
   }
 
   private async *watch(req: WatchRequest, ctx: HandlerContext): AsyncGenerator<WatchResponse> {
