@@ -652,15 +652,23 @@ function single(selector: Selector, options: WatchOptions): Running & AsyncItera
 // ---- Rendering ----
 
 let renderPending = false;
+let lastRender = 0;
+const RENDER_INTERVAL_MS = 50;
 
-/** Renders at most about 20 times a second, however fast events come. */
+/**
+ * Renders at most about 20 times a second, however fast events come: the
+ * first change after a quiet moment at once (in the next task, after the
+ * events that came with it), the next ones together.
+ */
 function scheduleRender(): void {
   if (renderPending) return;
   renderPending = true;
+  const wait = Math.max(0, lastRender + RENDER_INTERVAL_MS - Date.now());
   setTimeout(() => {
     renderPending = false;
+    lastRender = Date.now();
     render();
-  }, 50);
+  }, wait);
 }
 
 function render(): void {
