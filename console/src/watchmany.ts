@@ -121,9 +121,10 @@ export class ResumingWatchMany implements AsyncIterable<ManyEvent> {
       try {
         for await (const resp of responses) {
           this.failures = 0;
-          const event = this.eventOf(resp, resync);
+          // Events are marked resync until the re-sync's initial events end.
+          const event = this.eventOf(resp, this.resyncing);
           this.adopt(resp.resumeToken);
-          if (resp.initialEventsEnd && resync) this.resyncing = false;
+          if (resp.initialEventsEnd) this.resyncing = false;
           if (event !== null) yield event;
           if (signal.aborted) return;
         }
@@ -172,8 +173,10 @@ export class ResumingWatchMany implements AsyncIterable<ManyEvent> {
     const err = ConnectError.from(reason);
     switch (err.code) {
       case Code.OutOfRange:
+        // List again at once; but a listing refused too waits its backoff.
+        if (this.resyncing) this.failures++;
+        else this.failures = 0;
         this.resyncing = true;
-        this.failures = 0;
         break;
       case Code.Internal:
         if (errorReason(err) === "OBJECT_UNSENDABLE") throw err;

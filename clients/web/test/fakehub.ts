@@ -20,7 +20,10 @@ import { BadRequestSchema, ErrorInfoSchema } from "../src/gen/google/rpc/error_d
 import {
   EventType,
   InformerHubService,
+  WatchManyResponseSchema,
   WatchResponseSchema,
+  type WatchManyRequest,
+  type WatchManyResponse,
   type WatchRequest,
   type WatchResponse,
 } from "../src/gen/informerhub/v1/informerhub_pb.js";
@@ -65,6 +68,8 @@ export class FakeHub {
   readonly requests: WatchRequest[] = [];
   /** The Authorization header of every call, in order. */
   readonly authorizations: string[] = [];
+  /** Every WatchMany request received. */
+  readonly manyRequests: WatchManyRequest[] = [];
   /** The Count calls received. */
   counts = 0;
   /** Tokens of positions before this are expired (OUT_OF_RANGE). */
@@ -145,11 +150,76 @@ export class FakeHub {
         throw new ConnectError("not used", Code.Unimplemented);
       },
       count: (_, ctx) => this.count(ctx),
+      watchMany: (req, ctx) => this.watchMany(req, ctx),
       listResources: (_, ctx) => {
         this.authorizations.push(ctx.requestHeader.get("authorization") ?? "");
         return { resources: this.resources };
       },
     });
+  }
+
+  /**
+   * WatchMany: every watch follows the one history (so each change comes
+   * once per watch, in the order of the watches). Tokens: "m<n>", after the
+   * n-th change; "mi<n>", the initial events at n: they are sent whole or
+   * not at all (a stream that breaks inside them resumes from their start).
+   */
+  private async *watchMany(req: WatchManyRequest, ctx: HandlerContext): AsyncGenerator<WatchManyResponse> {
+    this.manyRequests.push(req);
+    const fault = this.faults.shift();
+    if (fault?.kind === "refuse") throw fault.error;
+    const token = req.resumeToken;
+    if (token !== "" && !token.startsWith("m")) throw hubStatus(Code.InvalidArgument, "INVALID_RESUME_TOKEN", { field: "resume_token" });
+    // "mi<n>": the initial events of position n, from their start.
+    const initial = token.startsWith("mi") || (token === "" && req.watches.some((w) => w.sendInitialEvents));
+    let position = token === "" ? this.log.length : Number(token.slice(token.startsWith("mi") ? 2 : 1));
+    if (position < this.expiredBefore) throw hubStatus(Code.OutOfRange, "RESUME_TOKEN_EXPIRED", { resource: "configmaps" });
+    ctx.responseHeader.set("resume-token", initial ? `mi${position}` : `m${position}`);
+    let sent = 0;
+    const check = (): void => {
+      if (fault?.kind === "fail" && sent === fault.after) throw fault.error;
+      if (fault?.kind === "end" && sent === fault.after) throw END;
+    };
+    const many = (index: number, event: WatchResponse, resumeToken: string, initialEventsEnd = false): WatchManyResponse => {
+      sent++;
+      return create(WatchManyResponseSchema, { index, event, resumeToken, initialEventsEnd });
+    };
+    try {
+      check();
+      if (initial) {
+        const state = this.stateAt(position);
+        const last = req.watches.length - 1;
+        for (const [index] of req.watches.entries()) {
+          for (const o of state) {
+            yield many(index, response(EventType.ADDED, o, ""), `mi${position}`);
+            check();
+          }
+          const end = create(WatchResponseSchema, { type: EventType.BOOKMARK, resourceVersion: String(position), initialEventsEnd: true });
+          yield many(index, end, index === last ? `m${position}` : `mi${position}`, index === last);
+          check();
+        }
+      }
+      for (;;) {
+        while (position < this.log.length) {
+          const change = this.log[position]!;
+          position++;
+          for (const [index] of req.watches.entries()) {
+            yield many(index, response(EventType[change.type], change.object, `t${position}`), index === req.watches.length - 1 ? `m${position}` : "");
+            check();
+          }
+        }
+        await new Promise<void>((resolve) => {
+          this.wake.push(resolve);
+          ctx.signal.addEventListener("abort", () => resolve(), { once: true });
+        });
+        if (ctx.signal.aborted) return;
+        const interruption = this.interruptions.pop();
+        if (interruption !== undefined) throw interruption;
+      }
+    } catch (err) {
+      if (err === END) return;
+      throw err;
+    }
   }
 
   /** Count: the number of objects now, then again after every change, until the client goes. */
