@@ -286,15 +286,14 @@ function fillSidebar(): void {
     for (const r of members) list.appendChild(sidebarEntry(r));
     details.appendChild(list);
     details.addEventListener("toggle", () => {
-      const open = details.open;
-      if (open) openSections.add(section);
+      if (details.open) openSections.add(section);
       else openSections.delete(section);
-      if (open) for (const r of members) countOnce(r);
+      refreshCounts();
     });
     sections.push(details);
   }
   ui.sidebar.replaceChildren(...sections);
-  refreshCounts();
+  restartCounts();
 }
 
 function sidebarEntry(r: Resource): HTMLElement {
@@ -351,7 +350,9 @@ const ONE_SHOT_AT_ONCE = 2;
 const liveCounts = new Map<string, AbortController>();
 const oneShotQueue: Resource[] = [];
 let oneShotRunning = 0;
-/** Bumped when the namespace changes: counts of an older one are dropped. */
+/** The types counted once (or queued), by label, since the sidebar was filled. */
+const countedOnce = new Set<string>();
+/** Bumped when the sidebar is filled again (a namespace changed): older counts are dropped. */
 let countEpoch = 0;
 
 function countSelector(r: Resource): { group: string; version: string; resource: string; namespace: string } {
@@ -368,9 +369,8 @@ function showCount(r: Resource, total: bigint | null, error = ""): void {
   else li.dataset["count"] = String(total);
 }
 
-/** Counts the watched types live, and the types of open sections once. */
+/** Counts the watched types live, and the other types of open sections once. */
 function refreshCounts(): void {
-  countEpoch++;
   const live = new Set(selectedResources().slice(0, LIVE_COUNTS).map(resourceLabel));
   for (const [label, call] of liveCounts) {
     if (!live.has(label)) {
@@ -382,38 +382,57 @@ function refreshCounts(): void {
     const label = resourceLabel(r);
     if (live.has(label)) {
       if (!liveCounts.has(label)) countLive(r);
-    } else if (openSections.has(sectionOf(r))) {
+    } else if (openSections.has(sectionOf(r)) && !countedOnce.has(label)) {
       countOnce(r);
     }
   }
 }
 
+/** Counts afresh: for a new sidebar, whose namespace may have changed. */
 function restartCounts(): void {
+  countEpoch++;
   for (const call of liveCounts.values()) call.abort();
   liveCounts.clear();
   oneShotQueue.length = 0;
-  for (const r of resources) showCount(r, null);
+  countedOnce.clear();
   refreshCounts();
 }
 
+// Counts carry no token: a Count that ends is called again (after a
+// pause), unless retrying cannot help.
+const COUNT_RETRY_MS = 2000;
+const COUNT_FATAL = new Set<Code>([Code.InvalidArgument, Code.NotFound, Code.PermissionDenied, Code.Unauthenticated, Code.Unimplemented]);
+
 function countLive(r: Resource): void {
+  const label = resourceLabel(r);
   const call = new AbortController();
-  liveCounts.set(resourceLabel(r), call);
+  liveCounts.set(label, call);
+  countedOnce.add(label); // its last live count stands when it stops
   void (async () => {
+    let retry = true;
     try {
       for await (const c of hubClient(transport).count({ selector: countSelector(r), groupBy: "" }, { signal: call.signal })) {
         showCount(r, c.total);
       }
     } catch (err) {
-      if (!call.signal.aborted) showCount(r, null, errorSummary(err));
-    } finally {
-      if (liveCounts.get(resourceLabel(r)) === call) liveCounts.delete(resourceLabel(r));
+      if (call.signal.aborted) return;
+      showCount(r, null, errorSummary(err));
+      retry = !COUNT_FATAL.has(hubError(err).code);
     }
+    if (!retry) {
+      if (liveCounts.get(label) === call) liveCounts.delete(label);
+      return;
+    }
+    setTimeout(() => {
+      if (liveCounts.get(label) !== call || call.signal.aborted) return;
+      liveCounts.delete(label);
+      countLive(r);
+    }, COUNT_RETRY_MS);
   })();
 }
 
 function countOnce(r: Resource): void {
-  if (liveCounts.has(resourceLabel(r)) || oneShotQueue.includes(r)) return;
+  countedOnce.add(resourceLabel(r));
   oneShotQueue.push(r);
   pumpCounts();
 }
@@ -427,11 +446,12 @@ function pumpCounts(): void {
     void (async () => {
       try {
         for await (const c of hubClient(transport).count({ selector: countSelector(r), groupBy: "" }, { signal: call.signal })) {
-          if (epoch === countEpoch || !liveCounts.has(resourceLabel(r))) showCount(r, c.total);
+          // A live count of it, started meanwhile, is newer.
+          if (epoch === countEpoch && !liveCounts.has(resourceLabel(r))) showCount(r, c.total);
           break;
         }
       } catch (err) {
-        if (!call.signal.aborted) showCount(r, null, errorSummary(err));
+        if (epoch === countEpoch) showCount(r, null, errorSummary(err));
       } finally {
         call.abort();
         oneShotRunning--;
@@ -446,9 +466,7 @@ ui.resourceSelect.addEventListener("change", () => {
   showSelectableFields();
   refreshCounts();
 });
-ui.namespaceInput.addEventListener("change", () => {
-  void loadResources().then(restartCounts);
-});
+ui.namespaceInput.addEventListener("change", () => void loadResources());
 ui.refreshResources.addEventListener("click", () => void loadResources());
 
 // ---- The watch ----
