@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
 	"github.com/informerhub/informerhub/informerhub"
@@ -83,6 +84,54 @@ func TestTheConsistencyCheckFindsAndRepairsADroppedChange(t *testing.T) {
 	}
 	if strings.Count(line, ns+"/") != 1 {
 		t.Errorf("the log line names other objects than victim: %s", line)
+	}
+}
+
+// TestACompactedPositionIsNoFalseAlarm: a check whose position etcd
+// compacted before it could list it counts it as compacted, and neither
+// alarms nor relists. The hub watches PodTemplates, which no other test
+// writes, through an API server without a watch cache: no bookmarks move
+// its position on, and every LIST is served by etcd.
+func TestACompactedPositionIsNoFalseAlarm(t *testing.T) {
+	skipped := make(chan struct{})
+	api := etcdAPIServer(t)
+	h := startHubAt(t, api.Config, informerhub.Config{
+		Retain:                   []string{"podtemplates"},
+		ConsistencyCheckInterval: 200 * time.Millisecond,
+		Logger: slog.New(&signalHandler{
+			Handler: slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo}),
+			prefix:  "consistency check skipped", seen: skipped, once: &sync.Once{},
+		}),
+	})
+	podTemplates := func() informerhub.ResourceStats {
+		for _, st := range h.Stats() {
+			if st.Resource.Resource == "podtemplates" {
+				return st
+			}
+		}
+		return informerhub.ResourceStats{}
+	}
+	// A snapshot waits for the informer's first list: its position is
+	// then one etcd has.
+	snap, err := h.Snapshot(ctxFor(t), informerhub.SnapshotRequest{Selector: informerhub.Selector{
+		Resource: schema.GroupVersionResource{Version: "v1", Resource: "podtemplates"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Close()
+	// Something else moves etcd past the informer's position, then etcd
+	// forgets every revision before its newest.
+	createConfigMap(t, namespace(t), "elsewhere", nil, "")
+	if _, err := cluster.Compact(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-skipped:
+	case <-ctxFor(t).Done():
+		t.Fatalf("no check met the compacted position: %+v", podTemplates())
+	}
+	if st := podTemplates(); st.ChecksCompacted == 0 || st.ChecksDiverged != 0 || st.Relists != 0 {
+		t.Errorf("compacted %d, diverged %d, relists %d; want compacted only", st.ChecksCompacted, st.ChecksDiverged, st.Relists)
 	}
 }
 

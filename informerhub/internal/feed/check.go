@@ -291,7 +291,7 @@ func (f *Feed) checked(res CheckResult) {
 		f.log.Debug("the cache matches the API server", "resourceVersion", res.RV, "objects", res.Hub.Count(), "digest", res.Hub.String())
 	case CheckCompacted:
 		f.counters.ChecksCompacted.Add(1)
-		f.log.Info("consistency check skipped: the API server no longer serves the position; the next check lists a newer one",
+		f.log.Info("consistency check skipped: the API server no longer serves the position (compacted); the next check lists the position the cache has then",
 			"resourceVersion", res.RV, "error", res.Err)
 	case CheckFailed:
 		if errors.Is(res.Err, errNotSynced) || f.IsStopped() {
