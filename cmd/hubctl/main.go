@@ -26,11 +26,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -79,7 +77,8 @@ Examples:
 
 Output is kubectl get's: a table with columns as wide as their widest value
 (a watch aligns its initial objects together, then prints each change at
-once in the same columns); "No resources found" on stderr when there are
+once in the same columns), a value cut at a line break ("...") and ESC
+shown as ^[, as kubectl shows them; "No resources found" on stderr when there are
 none; -o yaml and -o json without metadata.managedFields unless
 --show-managed-fields, YAML documents separated by --- (a snapshot is one: a
 List).
@@ -228,15 +227,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, now func(
 	case ctx.Err() != nil:
 		return 0 // Ctrl-C, whatever the call was doing
 	}
-	if st, ok := status.FromError(err); ok && st.Err().Error() == err.Error() {
-		fmt.Fprintf(stderr, "hubctl: %s: %s\n", st.Code(), st.Message())
-	} else {
-		fmt.Fprintln(stderr, "hubctl:", err) // a status wrapped with context
-	}
+	printError(stderr, err)
 	if hint := hintFor(err, *tokenFile != "", *certFile != "", *insecure, endpoints); hint != "" {
 		fmt.Fprintln(stderr, "hubctl:", hint)
 	}
 	return 1
+}
+
+// printError prints the error a command ended with. Its message may quote
+// what a tenant wrote (a name, a key the filter did not find): terminal
+// escapes are escaped; its lines are kept, for a CEL expression and its
+// carets.
+func printError(stderr io.Writer, err error) {
+	if st, ok := status.FromError(err); ok && st.Err().Error() == err.Error() {
+		fmt.Fprintf(stderr, "hubctl: %s: %s\n", st.Code(), escapeTerminal(st.Message()))
+	} else {
+		fmt.Fprintln(stderr, "hubctl:", escapeTerminal(err.Error())) // a status wrapped with context
+	}
 }
 
 // hintFor says what to do about an error whose cause a newcomer would not
@@ -545,7 +552,7 @@ func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclie
 			return nil, err
 		}
 		if len(snap.FilterErrors) > 0 && snap.FilterErrors[i] != "" {
-			fmt.Fprintf(c.stderr, "(the filter could not decide on %s/%s, listed as if it matched: %s)\n", u.GetNamespace(), u.GetName(), snap.FilterErrors[i])
+			fmt.Fprintf(c.stderr, "(the filter could not decide on %s, listed as if it matched: %s)\n", objectName(u), escapeCell(snap.FilterErrors[i]))
 		}
 		table.row(u.GetNamespace(), u.GetName(), u.GetResourceVersion(), out.age(u))
 	}
@@ -574,38 +581,8 @@ func (c *cli) count(ctx context.Context, sel hubclient.Selector, groupBy string,
 		if err != nil {
 			return err
 		}
-		if out.format != "" {
-			err = out.document(struct {
-				Groups          map[string]uint64 `json:"groups,omitempty"`
-				Total           uint64            `json:"total"`
-				ResourceVersion string            `json:"resourceVersion"`
-			}{counts.Groups, counts.Total, counts.ResourceVersion})
-			if err != nil {
-				return err
-			}
-		} else {
-			if !first {
-				fmt.Fprintln(c.stdout)
-			}
-			if groupBy == "" {
-				table := newTable(c.stdout, "COUNT")
-				table.row(strconv.FormatUint(counts.Total, 10))
-				err = table.flush()
-			} else {
-				table := newTable(c.stdout, strings.ToUpper(groupBy), "COUNT")
-				for _, group := range slices.Sorted(maps.Keys(counts.Groups)) {
-					shown := group
-					if shown == "" {
-						shown = "<none>"
-					}
-					table.row(shown, strconv.FormatUint(counts.Groups[group], 10))
-				}
-				table.row("TOTAL", strconv.FormatUint(counts.Total, 10))
-				err = table.flush()
-			}
-			if err != nil {
-				return err
-			}
+		if err := out.counts(counts, groupBy, first); err != nil {
+			return err
 		}
 		if !follow {
 			return nil

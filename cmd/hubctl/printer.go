@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/liggitt/tabwriter"
@@ -90,12 +94,52 @@ func (p *printer) noResources(namespace string) {
 	}
 }
 
+// objectName is how messages name an object: namespace/name, or name
+// for a cluster-scoped one, escaped as a cell.
+func objectName(u *unstructured.Unstructured) string {
+	if u.GetNamespace() == "" {
+		return escapeCell(u.GetName())
+	}
+	return escapeCell(u.GetNamespace() + "/" + u.GetName())
+}
+
 func (p *printer) age(u *unstructured.Unstructured) string {
 	created := u.GetCreationTimestamp()
 	if created.IsZero() {
 		return "<unknown>"
 	}
 	return duration.HumanDuration(p.now().Sub(created.Time))
+}
+
+// counts prints the counts of a Count, grouped by groupBy ("" for the
+// total only); first: the first counts (a table after others is set apart
+// by an empty line).
+func (p *printer) counts(counts hubclient.Counts, groupBy string, first bool) error {
+	if p.format != "" {
+		return p.document(struct {
+			Groups          map[string]uint64 `json:"groups,omitempty"`
+			Total           uint64            `json:"total"`
+			ResourceVersion string            `json:"resourceVersion"`
+		}{counts.Groups, counts.Total, counts.ResourceVersion})
+	}
+	if !first {
+		fmt.Fprintln(p.stdout)
+	}
+	if groupBy == "" {
+		table := newTable(p.stdout, "COUNT")
+		table.row(strconv.FormatUint(counts.Total, 10))
+		return table.flush()
+	}
+	table := newTable(p.stdout, strings.ToUpper(groupBy), "COUNT")
+	for _, group := range slices.Sorted(maps.Keys(counts.Groups)) {
+		shown := group
+		if shown == "" {
+			shown = "<none>"
+		}
+		table.row(shown, strconv.FormatUint(counts.Groups[group], 10))
+	}
+	table.row("TOTAL", strconv.FormatUint(counts.Total, 10))
+	return table.flush()
 }
 
 // eventPrinter prints the events of a watch, or of a WatchMany (many: with
@@ -174,7 +218,7 @@ func (p *eventPrinter) printEvent(e hubclient.Event, resource, token string) err
 	}
 	if e.FilterError != "" {
 		// Rare, and each may say something else: on its line.
-		fmt.Fprintf(p.stderr, "(the filter could not decide on %s/%s, sent as if it matched: %s)\n", u.GetNamespace(), u.GetName(), e.FilterError)
+		fmt.Fprintf(p.stderr, "(the filter could not decide on %s, sent as if it matched: %s)\n", objectName(u), escapeCell(e.FilterError))
 		eventType += "?"
 	}
 	switch {
@@ -261,19 +305,22 @@ func (t *table) row(cells ...string) {
 	t.write(cells)
 }
 
-// detail writes a line under the last row, aligned with its second column.
+// detail writes a line under the last row, aligned with its second
+// column, escaped as a cell.
 func (t *table) detail(line string) {
-	fmt.Fprintf(t.w, "\t%s\n", line)
+	fmt.Fprintf(t.w, "\t%s\n", escapeCell(line))
 }
 
 func (t *table) flush() error { return t.w.Flush() }
 
+// write writes a row, each cell escaped (escapeCell): whatever a value
+// holds, it stays in its cell and its row on one line.
 func (t *table) write(cells []string) {
 	for i, cell := range cells {
 		if i > 0 {
 			io.WriteString(t.w, "\t") //nolint:errcheck // Flush reports write errors
 		}
-		io.WriteString(t.w, cell) //nolint:errcheck
+		io.WriteString(t.w, escapeCell(cell)) //nolint:errcheck
 	}
 	io.WriteString(t.w, "\n") //nolint:errcheck
 }
