@@ -74,13 +74,10 @@ func (p *printer) object(object []byte) (json.RawMessage, error) {
 		return object, nil // the word was elsewhere, in a label say
 	}
 	delete(metadata, "managedFields")
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false) // as written, not \u003c
-	if err := enc.Encode(u); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+	// json.Marshal writes <, > and & as \u003c, \u003e and \u0026; so
+	// does document's, which compacts the objects it holds anyway, and so
+	// does kubectl's -o json. YAML shows them as they are.
+	return json.Marshal(u)
 }
 
 // noResources says, on stderr, that a listing found nothing, in kubectl's

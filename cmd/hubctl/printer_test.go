@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,7 +55,7 @@ func TestTables(t *testing.T) {
 func TestObjectsWithoutManagedFields(t *testing.T) {
 	const (
 		with    = `{"metadata":{"name":"a","managedFields":[{"manager":"kubectl"}]},"data":{"html":"<b>&</b>","n":1.50}}`
-		without = `{"data":{"html":"<b>&</b>","n":1.50},"metadata":{"name":"a"}}`
+		without = `{"data":{"html":"\u003cb\u003e\u0026\u003c/b\u003e","n":1.50},"metadata":{"name":"a"}}`
 		label   = `{"metadata":{"name":"a","labels":{"x":"managedFields"}}}`
 	)
 	for _, tt := range []struct {
@@ -69,6 +71,36 @@ func TestObjectsWithoutManagedFields(t *testing.T) {
 		got, err := p.object([]byte(tt.object))
 		if err != nil || string(got) != tt.want {
 			t.Errorf("object(%s), show=%v = %s, %v; want %s", tt.object, tt.show, got, err, tt.want)
+		}
+	}
+}
+
+// TestHTMLCharacters: -o json writes <, > and & as \u003c, \u003e and
+// \u0026, as kubectl's -o json does, whether managedFields were taken out
+// or not; -o yaml as they are.
+func TestHTMLCharacters(t *testing.T) {
+	object := []byte(`{"metadata":{"name":"a","managedFields":[{"manager":"m"}]},"data":{"html":"<b>&</b>"}}`)
+	for _, tt := range []struct {
+		format string
+		show   bool
+		want   string
+	}{
+		{"json", false, `"html":"\u003cb\u003e\u0026\u003c/b\u003e"`},
+		{"json", true, `"html":"\u003cb\u003e\u0026\u003c/b\u003e"`},
+		{"yaml", false, "html: <b>&</b>\n"},
+		{"yaml", true, "html: <b>&</b>\n"},
+	} {
+		var out bytes.Buffer
+		p := &printer{stdout: &out, format: tt.format, showManagedFields: tt.show}
+		o, err := p.object(object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.document(listJSON{Items: []json.RawMessage{o}}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tt.want) {
+			t.Errorf("-o %s, show-managed-fields=%v printed %s; want %s in it", tt.format, tt.show, out.String(), tt.want)
 		}
 	}
 }
