@@ -19,9 +19,9 @@ import (
 //
 // Objects and lists of the same length are compared member by member;
 // anything else is one change. metadata.resourceVersion (which the table
-// shows) and metadata.managedFields (which every write touches) are left
-// out.
-func diffObjects(before, after []byte) ([]string, error) {
+// shows) is left out, and so is metadata.managedFields (which every write
+// touches) unless showManagedFields.
+func diffObjects(before, after []byte, showManagedFields bool) ([]string, error) {
 	a, err := decodeJSON(before)
 	if err != nil {
 		return nil, fmt.Errorf("decoding the previous object: %w", err)
@@ -30,8 +30,12 @@ func diffObjects(before, after []byte) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decoding the object: %w", err)
 	}
+	ignored := ignoredPaths
+	if !showManagedFields {
+		ignored = append(slices.Clip(ignored), "metadata.managedFields")
+	}
 	var lines []string
-	diffValues(&lines, nil, a, b)
+	diffValues(&lines, ignored, nil, a, b)
 	return lines, nil
 }
 
@@ -51,9 +55,9 @@ type pathStep struct {
 }
 
 // ignoredPaths are left out of diffs.
-var ignoredPaths = []string{"metadata.resourceVersion", "metadata.managedFields"}
+var ignoredPaths = []string{"metadata.resourceVersion"}
 
-func diffValues(lines *[]string, path []pathStep, a, b any) {
+func diffValues(lines *[]string, ignoredPaths []string, path []pathStep, a, b any) {
 	if slices.Contains(ignoredPaths, formatPath(path)) {
 		return
 	}
@@ -81,7 +85,7 @@ func diffValues(lines *[]string, path []pathStep, a, b any) {
 						*lines = append(*lines, "- "+formatPath(child)+": "+formatValue(va))
 					}
 				default:
-					diffValues(lines, child, va, vb)
+					diffValues(lines, ignoredPaths, child, va, vb)
 				}
 			}
 			return
@@ -89,7 +93,7 @@ func diffValues(lines *[]string, path []pathStep, a, b any) {
 	case []any:
 		if b, ok := b.([]any); ok && len(a) == len(b) {
 			for i := range a {
-				diffValues(lines, append(slices.Clip(path), pathStep{index: i, isIndex: true}), a[i], b[i])
+				diffValues(lines, ignoredPaths, append(slices.Clip(path), pathStep{index: i, isIndex: true}), a[i], b[i])
 			}
 			return
 		}

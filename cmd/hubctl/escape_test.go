@@ -125,7 +125,7 @@ func TestHostileNamesInAWatch(t *testing.T) {
 func TestHostileKeysInDiffs(t *testing.T) {
 	before := `{"spec":{"a":1}}`
 	after := `{"spec":{"a":1,"k\u001b[31m\nADDED\tforged":"v","tab\tkey":2,"cr\rkey":3}}`
-	changes, err := diffObjects([]byte(before), []byte(after))
+	changes, err := diffObjects([]byte(before), []byte(after), false)
 	if err != nil {
 		t.Fatal(err)
 	}

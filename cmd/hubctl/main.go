@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	hubclient "github.com/informerhub/informerhub/clients/go"
+	"github.com/informerhub/informerhub/informerhub/projection"
 )
 
 func main() {
@@ -318,15 +319,15 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 		fs.BoolVar(&follow, "watch", false, "print new counts whenever they change (at most once per the hub's --count-interval)")
 		fs.BoolVar(&follow, "w", false, "shorthand for --watch")
 	case "snapshot":
-		fs.BoolVar(&showManagedFields, "show-managed-fields", false, "keep metadata.managedFields in -o json and yaml, as kubectl's flag does")
+		fs.BoolVar(&showManagedFields, "show-managed-fields", false, "keep metadata.managedFields in -o json and yaml, as kubectl's flag does (a --field naming them keeps them too)")
 		fs.BoolVar(&follow, "watch", false, "then watch: print every change after the snapshot, as hubctl watch does")
 		fs.BoolVar(&follow, "w", false, "shorthand for --watch")
 	case "watch":
-		fs.BoolVar(&showManagedFields, "show-managed-fields", false, "keep metadata.managedFields in -o json and yaml, as kubectl's flag does")
+		fs.BoolVar(&showManagedFields, "show-managed-fields", false, "keep metadata.managedFields in -o json and yaml, as kubectl's flag does, and in --include-previous's changes (a --field naming them keeps them too)")
 		fs.StringVar(&resumeToken, "resume-token", "", "continue right after the event that carried this token")
 		fs.BoolVar(&watchOnly, "watch-only", false, "only changes: do not list the current objects first")
 		fs.BoolVar(&showPrevious, "include-previous", false,
-			"show the state before each MODIFIED: in the table, what changed (~ changed, + added, - removed; resourceVersion and managedFields aside); with -o json or yaml, as previousObject")
+			"show the state before each MODIFIED: in the table, what changed (~ changed, + added, - removed; resourceVersion aside, and managedFields unless --show-managed-fields); with -o json or yaml, as previousObject")
 		fs.BoolVar(&showPrevious, "show-previous", false, "the same as --include-previous")
 	}
 	positional, err := parseInterspersed(fs, args)
@@ -353,7 +354,7 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 	default:
 		sel.Namespace = c.defaultNamespace(c.stderr)
 	}
-	p := &printer{stdout: c.stdout, stderr: c.stderr, now: c.now, format: output, showManagedFields: showManagedFields}
+	p := &printer{stdout: c.stdout, stderr: c.stderr, now: c.now, format: output, showManagedFields: showManagedFields || namesManagedFields(fields)}
 	if len(positional) == 1 && strings.Contains(positional[0], ",") {
 		// Several resource types, as kubectl takes them: one WatchMany.
 		if command != "watch" || group != "" || versionFlag != "" || resourceFlag != "" {
@@ -458,6 +459,18 @@ func (f *fieldList) Set(value string) error {
 		}
 	}
 	return split(len(value))
+}
+
+// namesManagedFields is whether a path of --field is metadata.managedFields
+// or within it: asked for by name, they are not left out.
+func namesManagedFields(fields []string) bool {
+	for _, f := range fields {
+		steps, err := projection.ParsePath(f)
+		if err == nil && len(steps) >= 2 && steps[0] == "metadata" && steps[1] == "managedFields" {
+			return true
+		}
+	}
+	return false
 }
 
 // parseInterspersed parses flags that may come before or after the

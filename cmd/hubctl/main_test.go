@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,7 +125,7 @@ func TestDiffObjects(t *testing.T) {
 	after := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","resourceVersion":"2","labels":{"app":"web","tier":"front"},
 		"managedFields":[{"manager":"b"}]},"spec":{"containers":[{"name":"app","image":"nginx:2"},{"name":"side","image":"envoy"}],"replicas":1.50},
 		"status":{"phase":"Running","conditions":[{"type":"Ready"},{"type":"Initialized"}],"message":"` + strings.Repeat("é", 100) + `"}}`
-	got, err := diffObjects([]byte(before), []byte(after))
+	got, err := diffObjects([]byte(before), []byte(after), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,11 +140,44 @@ func TestDiffObjects(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("diff (-want +got):\n%s", diff)
 	}
-	if got, err := diffObjects([]byte(after), []byte(after)); err != nil || len(got) != 0 {
+	if got, err := diffObjects([]byte(after), []byte(after), false); err != nil || len(got) != 0 {
 		t.Errorf("an object against itself: %q, %v", got, err)
 	}
-	if _, err := diffObjects([]byte("{"), []byte(after)); err == nil {
+	if _, err := diffObjects([]byte("{"), []byte(after), false); err == nil {
 		t.Error("a previous object that is not JSON: no error")
+	}
+	// Asked for (--show-managed-fields, or a --field naming them), the
+	// managedFields' changes are shown.
+	got, err = diffObjects([]byte(before), []byte(after), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `~ metadata.managedFields[0].manager: "a" -> "b"`; !slices.Contains(got, want) {
+		t.Errorf("with managedFields: %q, want %q among them", got, want)
+	}
+}
+
+// TestFieldsNamingManagedFields: a --field that names metadata.managedFields
+// (or a path within them) asks for them, which -o json and yaml then keep.
+func TestFieldsNamingManagedFields(t *testing.T) {
+	for _, tt := range []struct {
+		fields []string
+		want   bool
+	}{
+		{[]string{"metadata.managedFields"}, true},
+		{[]string{"status.phase", ".metadata.managedFields"}, true},
+		{[]string{`metadata["managedFields"]`}, true},
+		{[]string{"metadata.managedFields.manager"}, true},
+		{[]string{"metadata.labels", "status"}, false},
+		{[]string{"metadata"}, false}, // all of metadata: kubectl's default, without them
+		{[]string{"spec.managedFields"}, false},
+		{[]string{"metadata.managedFieldsX"}, false},
+		{[]string{"metadata..managedFields"}, false}, // not a path: the hub says why
+		{nil, false},
+	} {
+		if got := namesManagedFields(tt.fields); got != tt.want {
+			t.Errorf("namesManagedFields(%q) = %v, want %v", tt.fields, got, tt.want)
+		}
 	}
 }
 

@@ -27,7 +27,9 @@ type printer struct {
 	now            func() time.Time
 	format         string
 	// showManagedFields keeps metadata.managedFields in JSON and YAML, as
-	// kubectl's --show-managed-fields does; by default they are left out.
+	// kubectl's --show-managed-fields does, and in a watch's changes; by
+	// default they are left out. A --field that names them asks for them
+	// too.
 	showManagedFields bool
 	documents         int // printed so far
 }
@@ -231,7 +233,7 @@ func (p *eventPrinter) printEvent(e hubclient.Event, resource, token string) err
 	}
 	p.rows++
 	if e.Type == hubclient.Modified && e.Previous != nil {
-		changes, err := diffObjects(e.Previous, e.Object)
+		changes, err := diffObjects(e.Previous, e.Object, p.showManagedFields)
 		if err != nil {
 			return err
 		}

@@ -206,6 +206,23 @@ func TestHubctlQueries(t *testing.T) {
 			t.Fatalf("snapshot %s, want alpha projected to its data, and gamma marked with its filter error", stdout)
 		}
 
+		// managedFields, left out of -o json by default, are kept when a
+		// --field names them.
+		stdout, stderr, code = run("snapshot", "configmaps", "-n", ns, "--field", "metadata.managedFields", "-o", "json")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var managed struct {
+			Items []struct {
+				Metadata struct {
+					ManagedFields []json.RawMessage `json:"managedFields"`
+				} `json:"metadata"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &managed); err != nil || len(managed.Items) == 0 || len(managed.Items[0].Metadata.ManagedFields) == 0 {
+			t.Errorf("snapshot --field metadata.managedFields -o json printed %s (%v), want the items' managedFields", stdout, err)
+		}
+
 		stdout, stderr, code = run("snapshot", "pods", "-n", ns, "--field-selector", "spec.nodeName=node-a", "--fields", "spec.nodeName")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
