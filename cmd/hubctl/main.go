@@ -89,6 +89,37 @@ List).
 Global flags:
 `
 
+// sdkReconnected is the message the SDK logs, at info, when a stream is
+// up again after failed attempts (clients/go's reconnection.established).
+const sdkReconnected = "reconnected to the hub"
+
+// sdkLogger is the SDK's logger: its warnings (each failed attempt to
+// reach the hub, with its number), and of its info lines the one that
+// says the hub was reached again, which the warnings would otherwise
+// leave untold. Its other info lines stay out: an interrupted stream
+// that resumes at once loses nothing, and hubctl says itself when the hub
+// re-synced a watch.
+func sdkLogger(stderr io.Writer) *slog.Logger {
+	return slog.New(sdkLogHandler{slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})})
+}
+
+type sdkLogHandler struct{ slog.Handler }
+
+func (h sdkLogHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < slog.LevelWarn && r.Message != sdkReconnected {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h sdkLogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return sdkLogHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h sdkLogHandler) WithGroup(name string) slog.Handler {
+	return sdkLogHandler{h.Handler.WithGroup(name)}
+}
+
 // transport returns the SDK option for how to reach the hub: plaintext,
 // or TLS verified with caFile (default: the system's roots), presenting
 // the client certificate in certFile and keyFile if given. Nil means the
@@ -170,7 +201,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, now func(
 		return 2
 	}
 	// The SDK logs reconnections and re-syncs; they belong on stderr.
-	opts := []hubclient.Option{hubclient.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
+	opts := []hubclient.Option{hubclient.WithLogger(sdkLogger(stderr))}
 	tlsOpt, err := transport(*insecure, *caFile, *certFile, *keyFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "hubctl:", err)
