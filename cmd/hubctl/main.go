@@ -402,6 +402,7 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 				return err
 			}
 			watches = append(watches, hubclient.ManyWatch{Selector: forResource(sel, r)})
+			p.withNamespace = p.withNamespace || allNamespaces && r.Namespaced
 		}
 		if len(fields) > 0 && output == "" {
 			fields = append(fields, "metadata.creationTimestamp")
@@ -414,6 +415,7 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 		return err
 	}
 	sel = forResource(sel, r)
+	p.withNamespace = allNamespaces && r.Namespaced
 	if command == "count" {
 		return c.count(ctx, sel, groupBy, follow, p)
 	}
@@ -589,7 +591,7 @@ func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclie
 		return snap, out.document(listJSON{APIVersion: "v1", Kind: "List", Metadata: listMeta{ResourceVersion: snap.ResourceVersion},
 			Items: items, ResumeToken: snap.ResumeToken, FilterErrors: snap.FilterErrors})
 	}
-	table := newTable(c.stdout, "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
+	table := newTable(c.stdout, out.objectHeader()...)
 	for i, o := range snap.Objects {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(o); err != nil {
@@ -598,7 +600,7 @@ func (c *cli) snapshot(ctx context.Context, sel hubclient.Selector, opts hubclie
 		if len(snap.FilterErrors) > 0 && snap.FilterErrors[i] != "" {
 			fmt.Fprintf(c.stderr, "(the filter could not decide on %s, listed as if it matched: %s)\n", objectName(u), escapeCell(snap.FilterErrors[i]))
 		}
-		table.row(u.GetNamespace(), u.GetName(), u.GetResourceVersion(), out.age(u))
+		table.row(out.objectRow(u)...)
 	}
 	if err := table.flush(); err != nil {
 		return nil, err

@@ -31,7 +31,11 @@ type printer struct {
 	// default they are left out. A --field that names them asks for them
 	// too.
 	showManagedFields bool
-	documents         int // printed so far
+	// withNamespace adds the NAMESPACE column to tables of objects, as
+	// kubectl get adds it: for -A, and a namespaced type (for several
+	// types, one at least).
+	withNamespace bool
+	documents     int // printed so far
 }
 
 // document prints v as one JSON or YAML document.
@@ -91,6 +95,24 @@ func (p *printer) noResources(namespace string) {
 	} else {
 		fmt.Fprintln(p.stderr, "No resources found")
 	}
+}
+
+// objectHeader is the header of an object's columns, as kubectl get's:
+// NAMESPACE only for every namespace (-A), and not for cluster-scoped
+// types.
+func (p *printer) objectHeader() []string {
+	if p.withNamespace {
+		return []string{"NAMESPACE", "NAME", "RESOURCEVERSION", "AGE"}
+	}
+	return []string{"NAME", "RESOURCEVERSION", "AGE"}
+}
+
+// objectRow is u in the columns of objectHeader.
+func (p *printer) objectRow(u *unstructured.Unstructured) []string {
+	if p.withNamespace {
+		return []string{u.GetNamespace(), u.GetName(), u.GetResourceVersion(), p.age(u)}
+	}
+	return []string{u.GetName(), u.GetResourceVersion(), p.age(u)}
 }
 
 // objectName is how messages name an object: namespace/name, or name
@@ -222,14 +244,14 @@ func (p *eventPrinter) printEvent(e hubclient.Event, resource, token string) err
 	}
 	switch {
 	case p.table == nil && p.many:
-		p.table = newTable(p.stdout, "EVENT", "RESOURCE", "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
+		p.table = newTable(p.stdout, append([]string{"EVENT", "RESOURCE"}, p.objectHeader()...)...)
 	case p.table == nil:
-		p.table = newTable(p.stdout, "EVENT", "NAMESPACE", "NAME", "RESOURCEVERSION", "AGE")
+		p.table = newTable(p.stdout, append([]string{"EVENT"}, p.objectHeader()...)...)
 	}
 	if p.many {
-		p.table.row(eventType, resource, u.GetNamespace(), u.GetName(), u.GetResourceVersion(), p.age(u))
+		p.table.row(append([]string{eventType, resource}, p.objectRow(u)...)...)
 	} else {
-		p.table.row(eventType, u.GetNamespace(), u.GetName(), u.GetResourceVersion(), p.age(u))
+		p.table.row(append([]string{eventType}, p.objectRow(u)...)...)
 	}
 	p.rows++
 	if e.Type == hubclient.Modified && e.Previous != nil {

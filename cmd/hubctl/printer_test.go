@@ -146,11 +146,18 @@ func TestEventPrinter(t *testing.T) {
 		return hubclient.Event{Type: typ, ResourceVersion: rv, ResumeToken: "t" + rv,
 			Object: []byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"demo","resourceVersion":%q,"creationTimestamp":"2026-01-01T00:00:00Z","managedFields":[{"manager":"m"}]}}`, name, rv))}
 	}
+	clusterScoped := func(typ hubclient.EventType, name, rv string) hubclient.Event {
+		return hubclient.Event{Type: typ, ResourceVersion: rv, ResumeToken: "t" + rv,
+			Object: fmt.Appendf(nil, `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":%q,"resourceVersion":%q,"creationTimestamp":"2026-01-01T00:00:00Z"}}`, name, rv)}
+	}
 	initialEnd := hubclient.Event{Type: hubclient.Bookmark, ResourceVersion: "3", ResumeToken: "t3", InitialEventsEnd: true}
 	for _, tt := range []struct {
 		name              string
 		format            string
 		showManagedFields bool
+		withNamespace     bool
+		many              bool
+		resource          []string // of each event, with many
 		batching          bool
 		events            []hubclient.Event
 		want, wantErr     string
@@ -160,12 +167,39 @@ func TestEventPrinter(t *testing.T) {
 			batching: true,
 			events: []hubclient.Event{event(hubclient.Added, "a", "1"), event(hubclient.Added, "a-longer-name", "2"), initialEnd,
 				event(hubclient.Modified, "b", "4"), event(hubclient.Added, "a-name-wider-than-any-before", "5"), event(hubclient.Deleted, "c", "6")},
-			want: "EVENT   NAMESPACE   NAME            RESOURCEVERSION   AGE\n" +
-				"ADDED   demo        a               1                 90s\n" +
-				"ADDED   demo        a-longer-name   2                 90s\n" +
-				"MODIFIED   demo        b               4                 90s\n" +
-				"ADDED      demo        a-name-wider-than-any-before   5                 90s\n" +
-				"DELETED    demo        c                              6                 90s\n",
+			want: "EVENT   NAME            RESOURCEVERSION   AGE\n" +
+				"ADDED   a               1                 90s\n" +
+				"ADDED   a-longer-name   2                 90s\n" +
+				"MODIFIED   b               4                 90s\n" +
+				"ADDED      a-name-wider-than-any-before   5                 90s\n" +
+				"DELETED    c                              6                 90s\n",
+		},
+		{
+			name:          "every namespace (-A): with NAMESPACE, as kubectl get -A",
+			withNamespace: true,
+			events:        []hubclient.Event{event(hubclient.Added, "a", "1")},
+			want: "EVENT   NAMESPACE   NAME   RESOURCEVERSION   AGE\n" +
+				"ADDED   demo        a      1                 90s\n",
+		},
+		{
+			name:          "several types, every namespace: a cluster-scoped object's NAMESPACE is empty",
+			many:          true,
+			withNamespace: true,
+			resource:      []string{"configmaps", "namespaces"},
+			events:        []hubclient.Event{event(hubclient.Added, "a", "1"), clusterScoped(hubclient.Added, "demo", "2")},
+			want: "EVENT   RESOURCE     NAMESPACE   NAME   RESOURCEVERSION   AGE\n" +
+				"ADDED   configmaps   demo        a      1                 90s\n" +
+				"ADDED   namespaces               demo   2                 90s\n",
+		},
+		{
+			name:     "several types in a namespace",
+			many:     true,
+			batching: true,
+			resource: []string{"configmaps", "serviceaccounts", ""},
+			events:   []hubclient.Event{event(hubclient.Added, "a", "1"), event(hubclient.Added, "default", "2"), initialEnd},
+			want: "EVENT   RESOURCE          NAME      RESOURCEVERSION   AGE\n" +
+				"ADDED   configmaps        a         1                 90s\n" +
+				"ADDED   serviceaccounts   default   2                 90s\n",
 		},
 		{
 			name:     "an empty initial list",
@@ -189,10 +223,14 @@ func TestEventPrinter(t *testing.T) {
 		},
 	} {
 		var stdout, stderr bytes.Buffer
-		p := eventPrinter{printer: &printer{stdout: &stdout, stderr: &stderr, now: now, format: tt.format, showManagedFields: tt.showManagedFields},
-			namespace: "demo", batching: tt.batching}
-		for _, e := range tt.events {
-			if err := p.print(e, "", e.ResumeToken, e.InitialEventsEnd); err != nil {
+		p := eventPrinter{printer: &printer{stdout: &stdout, stderr: &stderr, now: now, format: tt.format, showManagedFields: tt.showManagedFields, withNamespace: tt.withNamespace},
+			namespace: "demo", batching: tt.batching, many: tt.many}
+		for i, e := range tt.events {
+			resource := ""
+			if tt.many {
+				resource = tt.resource[i]
+			}
+			if err := p.print(e, resource, e.ResumeToken, e.InitialEventsEnd); err != nil {
 				t.Fatalf("%s: %v", tt.name, err)
 			}
 		}

@@ -104,6 +104,23 @@ current-context: c
 		if got := names(stdout); strings.Contains(strings.Join(got, ","), "alpha") {
 			t.Errorf("snapshot without a kubeconfig listed %q, want those of default only", got)
 		}
+		// The tables' NAMESPACE column, as kubectl get's: with -A, for a
+		// namespaced type only.
+		for _, tt := range []struct {
+			args []string
+			want bool
+		}{
+			{[]string{"snapshot", "cm"}, false},
+			{[]string{"snapshot", "cm", "-n", other}, false},
+			{[]string{"snapshot", "cm", "-A"}, true},
+			{[]string{"snapshot", "namespaces", "-A"}, false},
+		} {
+			stdout, _ := run(inNS, tt.args...)
+			header, _, _ := strings.Cut(stdout, "\n")
+			if got := strings.HasPrefix(header, "NAMESPACE "); got != tt.want {
+				t.Errorf("hubctl %s printed the header %q; want NAMESPACE: %v", strings.Join(tt.args, " "), header, tt.want)
+			}
+		}
 		if _, stderr, code := runHubctlEnv(t, bin, inNS, append(global, "snapshot", "cm", "-A", "-n", ns)...); code != 2 || !strings.Contains(stderr, "contradicts") {
 			t.Errorf("-A with -n: exit %d, %q; want a usage error", code, stderr)
 		}
@@ -132,7 +149,7 @@ current-context: c
 		ns := namespace(t)
 		createConfigMap(t, ns, "first", nil, "1")
 		follow := startHubctlWatch(t, bin, append(global, "snapshot", "cm", "-n", ns, "-w")...)
-		if got := normalize(strings.Join(follow.read(t, 2), "\n"), ns); got != "NAMESPACE NAME RESOURCEVERSION AGE\nNS first <rv> <age>\n" {
+		if got := normalize(strings.Join(follow.read(t, 2), "\n"), ns); got != "NAME RESOURCEVERSION AGE\nfirst <rv> <age>\n" {
 			t.Errorf("snapshot -w began with:\n%s", got)
 		}
 		yamlWatch := startHubctlWatch(t, bin, append(global, "watch", "cm", "-n", ns, "-o", "yaml")...)
@@ -142,7 +159,7 @@ current-context: c
 		createConfigMap(t, ns, "second", nil, "1")
 		// After the snapshot's table, the changes after it, as hubctl watch
 		// prints them.
-		if got := normalize(strings.Join(follow.read(t, 2), "\n"), ns); got != "EVENT NAMESPACE NAME RESOURCEVERSION AGE\nADDED NS second <rv> <age>\n" {
+		if got := normalize(strings.Join(follow.read(t, 2), "\n"), ns); got != "EVENT NAME RESOURCEVERSION AGE\nADDED second <rv> <age>\n" {
 			t.Errorf("snapshot -w then printed:\n%s", got)
 		}
 	})

@@ -162,11 +162,11 @@ func TestHubctlQueries(t *testing.T) {
 		updateConfigMap(t, ns, "beta", map[string]string{"app": "db", "tier": "back"}, "3") // leaves the filter
 		createConfigMap(t, ns, "gamma", nil, "1")
 
-		wantTable := "MODIFIED NS alpha <rv> <age>\n" +
+		wantTable := "MODIFIED alpha <rv> <age>\n" +
 			`~ data.v: "1" -> "2"` + "\n" +
-			"MODIFIED NS beta <rv> <age>\n" +
+			"MODIFIED beta <rv> <age>\n" +
 			`~ data.v: "1" -> "3"` + "\n" +
-			"ADDED NS gamma <rv> <age>\n"
+			"ADDED gamma <rv> <age>\n"
 		if diff := cmp.Diff(wantTable, normalize(strings.Join(table.read(t, 5), "\n"), ns)); diff != "" {
 			t.Errorf("the table's changes (-want +got):\n%s", diff)
 		}
@@ -227,7 +227,7 @@ func TestHubctlQueries(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
-		if want := "NAMESPACE NAME RESOURCEVERSION AGE\nNS on-a <rv> <age>\n"; normalize(stdout, ns) != want {
+		if want := "NAME RESOURCEVERSION AGE\non-a <rv> <age>\n"; normalize(stdout, ns) != want {
 			t.Errorf("snapshot of node-a's pods:\n%s\nwant\n%s", normalize(stdout, ns), want)
 		}
 	})
