@@ -103,12 +103,12 @@ func TestHostileNamesInAWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := "EVENT   NAME            RESOURCEVERSION   AGE\n" +
-		"ADDED   evil^[[31m...   1                 90s\n" +
-		"MODIFIED   evil^[[31m...   2                 90s\n" +
-		`           + spec.note: "a\u001b[31m\nb"` + "\n" + // a value: JSON, escaped
-		`           + spec["x^[[2J...` + "\n" + // a key: cut, escaped
-		"ADDED?     w^[]0;owned\a    3                 90s\n"
+	want := "EVENT         NAME            RESOURCEVERSION   AGE\n" +
+		"ADDED         evil^[[31m...   1                 90s\n" +
+		"MODIFIED      evil^[[31m...   2                 90s\n" +
+		`              + spec.note: "a\u001b[31m\nb"` + "\n" + // a value: JSON, escaped
+		`              + spec["x^[[2J...` + "\n" + // a key: cut, escaped
+		"ADDED?        w^[]0;owned\a    3                 90s\n"
 	if diff := cmp.Diff(want, stdout.String()); diff != "" {
 		t.Errorf("stdout (-want +got):\n%s", diff)
 	}

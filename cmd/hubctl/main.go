@@ -63,7 +63,7 @@ newest one the cluster serves is used. watch takes several, comma-separated
 
 The namespace is the kubeconfig's, as kubectl's ($KUBECONFIG, else
 ~/.kube/config; "default" without one): -n NAMESPACE for another, -A for
-every namespace.
+every namespace (whose tables, as kubectl's, add a NAMESPACE column).
 
 Examples:
   hubctl watch cm -n demo -l app=web
@@ -556,6 +556,9 @@ func (c *cli) watchMany(ctx context.Context, watches []hubclient.ManyWatch, opts
 	m := c.client.WatchMany(ctx, watches, opts.ResumeToken)
 	defer m.Close()
 	p := eventPrinter{printer: out, many: true, namespace: namespace, batching: opts.SendInitialEvents}
+	for _, w := range watches {
+		p.resources = append(p.resources, w.Selector.Resource.Resource)
+	}
 	for {
 		e, err := m.Next()
 		if err != nil {

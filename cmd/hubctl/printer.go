@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/liggitt/tabwriter"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -163,6 +164,13 @@ func (p *printer) counts(counts hubclient.Counts, groupBy string, first bool) er
 	return table.flush()
 }
 
+// widestEvent is the widest value of a watch table's EVENT column: the
+// longest type with every mark printEvent may add (* re-synced, ~ found
+// by a relist, ? the filter could not decide). The column is this wide
+// from the first row on, so that the first MODIFIED after the initial
+// ADDEDs shifts no column.
+const widestEvent = string(hubclient.Modified) + "*~?"
+
 // eventPrinter prints the events of a watch, or of a WatchMany (many: with
 // each event's resource type).
 //
@@ -173,6 +181,9 @@ func (p *printer) counts(counts hubclient.Counts, groupBy string, first bool) er
 type eventPrinter struct {
 	*printer
 	many bool
+	// resources are the types a WatchMany watches: the RESOURCE column is
+	// as wide as the widest from the first row on.
+	resources []string
 	// namespace is the one watched, for the message of an empty initial
 	// list ("" for every namespace, or cluster-scoped types).
 	namespace   string
@@ -226,6 +237,7 @@ func (p *eventPrinter) printEvent(e hubclient.Event, resource, token string) err
 	if err != nil {
 		return err
 	}
+	// The marks after the type: as widestEvent has them.
 	eventType := string(e.Type)
 	if e.Resync {
 		eventType += "*"
@@ -245,8 +257,11 @@ func (p *eventPrinter) printEvent(e hubclient.Event, resource, token string) err
 	switch {
 	case p.table == nil && p.many:
 		p.table = newTable(p.stdout, append([]string{"EVENT", "RESOURCE"}, p.objectHeader()...)...)
+		p.table.widen(0, widestEvent)
+		p.table.widen(1, p.resources...)
 	case p.table == nil:
 		p.table = newTable(p.stdout, append([]string{"EVENT"}, p.objectHeader()...)...)
+		p.table.widen(0, widestEvent)
 	}
 	if p.many {
 		p.table.row(append([]string{eventType, resource}, p.objectRow(u)...)...)
@@ -308,19 +323,42 @@ type listMeta struct {
 // remembered, so that the rows of a later flush line up with those before
 // (a watch flushes at every event), a column growing only for a wider
 // value; text/tabwriter, which forgets them, cannot do that.
+//
+// A column whose values are known beforehand can be made as wide as the
+// widest of them from the first row on (widen), as kubectl pads its
+// header: then a later row never shifts the columns after it.
 type table struct {
 	w       *tabwriter.Writer
 	header  []string
-	started bool // the header is written
+	widths  []int // of each column, at least, from the first row on
+	started bool  // the header is written
 }
 
 func newTable(out io.Writer, header ...string) *table {
 	return &table{w: tabwriter.NewWriter(out, 6, 4, 3, ' ', tabwriter.RememberWidths), header: header}
 }
 
+// widen makes column i at least as wide as each of values, printed.
+func (t *table) widen(i int, values ...string) {
+	if len(t.widths) <= i {
+		t.widths = append(t.widths, make([]int, i+1-len(t.widths))...)
+	}
+	for _, v := range values {
+		t.widths[i] = max(t.widths[i], utf8.RuneCountInString(escapeCell(v)))
+	}
+}
+
 func (t *table) row(cells ...string) {
 	if !t.started {
-		t.write(t.header)
+		// The header sets the widths: padded, but for the last column
+		// (padding it would add trailing blanks and align nothing).
+		header := slices.Clone(t.header)
+		for i, w := range t.widths {
+			if i < len(header)-1 {
+				header[i] += strings.Repeat(" ", max(0, w-utf8.RuneCountInString(header[i])))
+			}
+		}
+		t.write(header)
 		t.started = true
 	}
 	t.write(cells)

@@ -163,23 +163,37 @@ func TestEventPrinter(t *testing.T) {
 		want, wantErr     string
 	}{
 		{
-			name:     "initial objects aligned together, later ones in their columns",
+			name:     "initial objects aligned together, later ones in their columns; EVENT as wide as MODIFIED*~? from the start",
 			batching: true,
 			events: []hubclient.Event{event(hubclient.Added, "a", "1"), event(hubclient.Added, "a-longer-name", "2"), initialEnd,
 				event(hubclient.Modified, "b", "4"), event(hubclient.Added, "a-name-wider-than-any-before", "5"), event(hubclient.Deleted, "c", "6")},
-			want: "EVENT   NAME            RESOURCEVERSION   AGE\n" +
-				"ADDED   a               1                 90s\n" +
-				"ADDED   a-longer-name   2                 90s\n" +
-				"MODIFIED   b               4                 90s\n" +
-				"ADDED      a-name-wider-than-any-before   5                 90s\n" +
-				"DELETED    c                              6                 90s\n",
+			want: "EVENT         NAME            RESOURCEVERSION   AGE\n" +
+				"ADDED         a               1                 90s\n" +
+				"ADDED         a-longer-name   2                 90s\n" +
+				"MODIFIED      b               4                 90s\n" +
+				"ADDED         a-name-wider-than-any-before   5                 90s\n" +
+				"DELETED       c                              6                 90s\n",
+		},
+		{
+			name: "the widest EVENT, with every mark, shifts no column",
+			events: []hubclient.Event{event(hubclient.Added, "a", "1"),
+				func() hubclient.Event {
+					e := event(hubclient.Modified, "a", "2")
+					e.Resync, e.FromRelist, e.FilterError = true, true, "no such key: x"
+					return e
+				}()},
+			want: "EVENT         NAME   RESOURCEVERSION   AGE\n" +
+				"ADDED         a      1                 90s\n" +
+				"MODIFIED*~?   a      2                 90s\n",
+			wantErr: "(the events marked ~ were found by a relist of the hub: what happened in between is unknown)\n" +
+				"(the filter could not decide on demo/a, sent as if it matched: no such key: x)\n",
 		},
 		{
 			name:          "every namespace (-A): with NAMESPACE, as kubectl get -A",
 			withNamespace: true,
 			events:        []hubclient.Event{event(hubclient.Added, "a", "1")},
-			want: "EVENT   NAMESPACE   NAME   RESOURCEVERSION   AGE\n" +
-				"ADDED   demo        a      1                 90s\n",
+			want: "EVENT         NAMESPACE   NAME   RESOURCEVERSION   AGE\n" +
+				"ADDED         demo        a      1                 90s\n",
 		},
 		{
 			name:          "several types, every namespace: a cluster-scoped object's NAMESPACE is empty",
@@ -187,19 +201,20 @@ func TestEventPrinter(t *testing.T) {
 			withNamespace: true,
 			resource:      []string{"configmaps", "namespaces"},
 			events:        []hubclient.Event{event(hubclient.Added, "a", "1"), clusterScoped(hubclient.Added, "demo", "2")},
-			want: "EVENT   RESOURCE     NAMESPACE   NAME   RESOURCEVERSION   AGE\n" +
-				"ADDED   configmaps   demo        a      1                 90s\n" +
-				"ADDED   namespaces               demo   2                 90s\n",
+			want: "EVENT         RESOURCE          NAMESPACE   NAME   RESOURCEVERSION   AGE\n" +
+				"ADDED         configmaps        demo        a      1                 90s\n" +
+				"ADDED         namespaces                    demo   2                 90s\n",
 		},
 		{
+			// Each event flushed at once: RESOURCE as wide as the widest
+			// type watched from the start.
 			name:     "several types in a namespace",
 			many:     true,
-			batching: true,
-			resource: []string{"configmaps", "serviceaccounts", ""},
-			events:   []hubclient.Event{event(hubclient.Added, "a", "1"), event(hubclient.Added, "default", "2"), initialEnd},
-			want: "EVENT   RESOURCE          NAME      RESOURCEVERSION   AGE\n" +
-				"ADDED   configmaps        a         1                 90s\n" +
-				"ADDED   serviceaccounts   default   2                 90s\n",
+			resource: []string{"configmaps", "serviceaccounts"},
+			events:   []hubclient.Event{event(hubclient.Added, "a", "1"), event(hubclient.Added, "b", "2")},
+			want: "EVENT         RESOURCE          NAME   RESOURCEVERSION   AGE\n" +
+				"ADDED         configmaps        a      1                 90s\n" +
+				"ADDED         serviceaccounts   b      2                 90s\n",
 		},
 		{
 			name:     "an empty initial list",
@@ -225,6 +240,9 @@ func TestEventPrinter(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		p := eventPrinter{printer: &printer{stdout: &stdout, stderr: &stderr, now: now, format: tt.format, showManagedFields: tt.showManagedFields, withNamespace: tt.withNamespace},
 			namespace: "demo", batching: tt.batching, many: tt.many}
+		if tt.many {
+			p.resources = []string{"configmaps", "namespaces", "serviceaccounts"}
+		}
 		for i, e := range tt.events {
 			resource := ""
 			if tt.many {
