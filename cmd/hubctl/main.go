@@ -79,10 +79,10 @@ Examples:
 Output is kubectl get's: a table with columns as wide as their widest value
 (a watch aligns its initial objects together, then prints each change at
 once in the same columns), a value cut at a line break ("...") and ESC
-shown as ^[, as kubectl shows them; "No resources found" on stderr when there are
-none; -o yaml and -o json without metadata.managedFields unless
---show-managed-fields, YAML documents separated by --- (a snapshot is one: a
-List).
+shown as ^[, as kubectl shows them; "No resources found" on stderr when
+there are none; -o yaml and -o json without metadata.managedFields unless
+--show-managed-fields (or a --field naming them), YAML documents separated
+by --- (a snapshot is one: a List).
 
 "hubctl COMMAND -h" describes a command's flags.
 
