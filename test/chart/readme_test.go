@@ -194,6 +194,29 @@ func (sh *readmeShell) run(t *testing.T, script string) {
 	}
 }
 
+// noPrivateKeys fails the test if the scripts left a private key in the
+// repository's root, where nothing git-ignores it and `git add` would
+// commit it.
+func (sh *readmeShell) noPrivateKeys(t *testing.T) {
+	t.Helper()
+	entries, err := os.ReadDir(sh.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue // the repository's own entries are symbolic links
+		}
+		data, err := os.ReadFile(filepath.Join(sh.dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(e.Name(), ".key") || bytes.Contains(data, []byte("PRIVATE KEY-----")) {
+			t.Errorf("the README's commands left the private key %s in the repository's root: write it to a directory of its own (mktemp -d)", e.Name())
+		}
+	}
+}
+
 // helm runs the helm of .cache/tools/bin against sh's control plane.
 func (sh *readmeShell) helm(t *testing.T, args ...string) string {
 	t.Helper()
@@ -282,6 +305,7 @@ func TestTheChartInstallsAsTheReadmeSays(t *testing.T) {
 
 	if !t.Run("README without the CRDs", func(t *testing.T) {
 		sh.run(t, readmeScript(t, blocks, "without-crds"))
+		sh.noPrivateKeys(t)
 		got, notes := sh.release(t, namespace, release)
 		want := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "Service", "ServiceAccount"}
 		if !slices.Equal(got, want) {
