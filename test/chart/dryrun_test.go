@@ -27,9 +27,20 @@ const (
 	prometheusOperatorSum     = "h1:M5xLCLEoaW2IJfnuCwFzzpL+jSVQu3KGT84Pye+fW8s="
 )
 
+// monitoringCRDs are the plurals of the Prometheus Operator's kinds the
+// chart makes.
+var monitoringCRDs = []string{"servicemonitors", "podmonitors", "prometheusrules"}
+
 // installMonitoringCRDs installs the CRDs of ServiceMonitor, PodMonitor
 // and PrometheusRule for real, and waits until the API server serves them.
 func installMonitoringCRDs(t *testing.T, k *kubectl) {
+	t.Helper()
+	installCRDs(t, k, monitoringCRDs...)
+}
+
+// installCRDs installs the Prometheus Operator's CRDs of plurals, and
+// waits until the API server serves them.
+func installCRDs(t *testing.T, k *kubectl, plurals ...string) {
 	t.Helper()
 	cmd := exec.CommandContext(ctxFor(t), "go", "mod", "download", "-json", prometheusOperator+"@"+prometheusOperatorVersion)
 	cmd.Dir = t.TempDir() // outside any module: the download touches no go.mod
@@ -47,7 +58,7 @@ func installMonitoringCRDs(t *testing.T, k *kubectl) {
 	}
 	args := []string{"apply", "--server-side", "--force-conflicts"}
 	var names []string
-	for _, plural := range []string{"servicemonitors", "podmonitors", "prometheusrules"} {
+	for _, plural := range plurals {
 		args = append(args, "-f", filepath.Join(module.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+plural+".yaml"))
 		names = append(names, "crd/"+plural+".monitoring.coreos.com")
 	}
@@ -238,22 +249,32 @@ func TestTheDryRunCatchesMistakes(t *testing.T) {
 }
 
 // Without a cluster, helm template makes the Prometheus Operator's objects
-// only of the kinds --api-versions names (as monitoring.coreos.com/v1/Kind);
-// helm install asks the cluster (TestTheChartInstallsAsTheReadmeSays).
+// only of the kinds --api-versions names: each kind
+// (monitoring.coreos.com/v1/Kind), or all three with the group and version
+// alone (monitoring.coreos.com/v1, as GitOps tools pass it). Where a kind
+// is named too, as a cluster's discovery lists them, only the kinds named
+// are made. helm install asks the cluster
+// (TestTheChartInstallsAsTheReadmeSays).
 func TestMonitoringObjectsOnlyOfKindsTheClusterServes(t *testing.T) {
 	for _, tt := range []struct {
-		name string
-		apis []string
-		want []string // the monitoring kinds rendered, sorted
+		name   string
+		values string
+		apis   []string
+		want   []string // the monitoring kinds rendered, sorted
 	}{
-		{"none", nil, nil},
-		{"the group and version alone", []string{"monitoring.coreos.com/v1"}, nil},
-		{"ServiceMonitor", []string{"monitoring.coreos.com/v1/ServiceMonitor"}, []string{"ServiceMonitor"}},
-		{"PrometheusRule", []string{"monitoring.coreos.com/v1/PrometheusRule"}, []string{"PrometheusRule"}},
-		{"both", []string{"monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"}, []string{"PrometheusRule", "ServiceMonitor"}},
+		{"neither", "deployment", nil, nil},
+		{"another group's version", "deployment", []string{"monitoring.coreos.com/v1alpha1", "example.com/v1/ServiceMonitor"}, nil},
+		{"the group and version", "deployment", []string{"monitoring.coreos.com/v1"}, []string{"PrometheusRule", "ServiceMonitor"}},
+		{"the group and version, PodMonitor", "durable", []string{"monitoring.coreos.com/v1"}, []string{"PodMonitor", "PrometheusRule"}},
+		{"the kind ServiceMonitor", "deployment", []string{"monitoring.coreos.com/v1/ServiceMonitor"}, []string{"ServiceMonitor"}},
+		{"the kind PrometheusRule", "deployment", []string{"monitoring.coreos.com/v1/PrometheusRule"}, []string{"PrometheusRule"}},
+		{"both kinds", "deployment", []string{"monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"}, []string{"PrometheusRule", "ServiceMonitor"}},
+		{"the kind PodMonitor", "durable", []string{"monitoring.coreos.com/v1/PodMonitor"}, []string{"PodMonitor"}},
+		// What discovery lists where only the ServiceMonitor's CRD is installed.
+		{"the group and version with one kind", "deployment", []string{"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor"}, []string{"ServiceMonitor"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			args := []string{"template", release, chartDir(t), "--namespace", namespace, "-f", filepath.Join(chartDir(t), "ci", "deployment-values.yaml")}
+			args := []string{"template", release, chartDir(t), "--namespace", namespace, "-f", filepath.Join(chartDir(t), "ci", tt.values+"-values.yaml")}
 			for _, api := range tt.apis {
 				args = append(args, "--api-versions", api)
 			}

@@ -354,3 +354,30 @@ func TestTheChartInstallsAsTheReadmeSays(t *testing.T) {
 		t.Run("ci/"+m+"-values.yaml with the CRDs", func(t *testing.T) { ciInstall(t, m, true) })
 	}
 }
+
+// helm install asks the cluster which kinds it serves, and discovery lists
+// each: where only the ServiceMonitor's CRD is installed, the release has
+// the ServiceMonitor, and leaves out the PrometheusRule, saying so, rather
+// than fail with "no matches for kind".
+func TestOnlyTheKindsTheClusterServesAreInstalled(t *testing.T) {
+	cp, err := controlplane.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	sh := newReadmeShell(t, cp.KubeConfig)
+	k := kubectlFor(t, cp.KubeConfig)
+	installCRDs(t, k, "servicemonitors")
+	sh.helm(t, "install", release, chartDir(t), "-n", namespace, "--create-namespace", "-f", filepath.Join(chartDir(t), "ci", "deployment-values.yaml"))
+	got, notes := sh.release(t, namespace, release)
+	if !slices.Contains(got, "ServiceMonitor") || slices.Contains(got, "PrometheusRule") {
+		t.Errorf("the release has %v, want a ServiceMonitor and no PrometheusRule", got)
+	}
+	if want := "WARNING: NOT INSTALLED: the PrometheusRule you enabled."; !strings.Contains(notes, want) {
+		t.Errorf("the notes do not say %q:\n%s", want, notes)
+	}
+}

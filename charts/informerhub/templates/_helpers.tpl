@@ -112,14 +112,26 @@ reachable here.
 {{/*
 Whether the cluster serves a kind of the Prometheus Operator
 (monitoring.coreos.com/v1): "true" or "". helm install and upgrade ask the
-cluster; helm template and helm lint know only what --api-versions says
-(monitoring.coreos.com/v1/ServiceMonitor, .../PodMonitor,
-.../PrometheusRule). An enabled monitor or rule whose kind is not served is
-left out, and NOTES.txt says so, instead of failing the whole release with
-"no matches for kind".
+cluster, whose discovery lists both the group and version and each kind
+(monitoring.coreos.com/v1/ServiceMonitor); helm template, helm lint and
+helm install --dry-run know only what --api-versions says, in either form:
+the kind (.../v1/ServiceMonitor, .../v1/PodMonitor, .../v1/PrometheusRule),
+or, as most charts check and GitOps tools pass, the group and version
+alone, which then stands for all three. Where some kind of the group is
+listed, the kinds decide: a cluster with only some of the operator's CRDs
+gets only those objects. An enabled monitor or rule whose kind is not
+served is left out, and NOTES.txt says so, instead of failing the whole
+release with "no matches for kind".
 */}}
 {{- define "informerhub.serves" -}}
-{{- if .ctx.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind) }}true{{ end }}
+{{- $groupVersion := "monitoring.coreos.com/v1" }}
+{{- $apis := .ctx.Capabilities.APIVersions }}
+{{- if $apis.Has (printf "%s/%s" $groupVersion .kind) }}true
+{{- else if $apis.Has $groupVersion }}
+{{- $kindsListed := false }}
+{{- range $apis }}{{ if hasPrefix (printf "%s/" $groupVersion) . }}{{ $kindsListed = true }}{{ end }}{{ end }}
+{{- if not $kindsListed }}true{{ end }}
+{{- end }}
 {{- end }}
 
 {{/*
