@@ -358,8 +358,10 @@ func TestTheChartInstallsAsTheReadmeSays(t *testing.T) {
 // helm install asks the cluster which kinds it serves, and discovery lists
 // each: where only the ServiceMonitor's CRD is installed, the release has
 // the ServiceMonitor, and leaves out the PrometheusRule, saying so, rather
-// than fail with "no matches for kind".
-func TestOnlyTheKindsTheClusterServesAreInstalled(t *testing.T) {
+// than fail with "no matches for kind". So does helm install --dry-run
+// (client-side, its default): it too asks the cluster's discovery (helm
+// template, which asks none, prints no notes).
+func TestHelmInstallAsksTheClusterWhichKindsItServes(t *testing.T) {
 	cp, err := controlplane.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -371,8 +373,20 @@ func TestOnlyTheKindsTheClusterServesAreInstalled(t *testing.T) {
 	})
 	sh := newReadmeShell(t, cp.KubeConfig)
 	k := kubectlFor(t, cp.KubeConfig)
+	install := []string{"install", release, chartDir(t), "-n", namespace, "--create-namespace", "-f", filepath.Join(chartDir(t), "ci", "deployment-values.yaml")}
+	const warning = "Helm did not find the API\nmonitoring.coreos.com/v1 "
+
+	out := sh.helm(t, append(install, "--dry-run")...)
+	if want := "WARNING: NOT INSTALLED: the ServiceMonitor and the PrometheusRule you enabled. " + warning + "ServiceMonitor or PrometheusRule in the cluster"; !strings.Contains(out, want) {
+		t.Errorf("helm install --dry-run on a cluster without the CRDs does not say %q:\n%s", want, out)
+	}
+
 	installCRDs(t, k, "servicemonitors")
-	sh.helm(t, "install", release, chartDir(t), "-n", namespace, "--create-namespace", "-f", filepath.Join(chartDir(t), "ci", "deployment-values.yaml"))
+	out = sh.helm(t, append(install, "--dry-run")...)
+	if want := "WARNING: NOT INSTALLED: the PrometheusRule you enabled. " + warning + "PrometheusRule in the cluster"; !strings.Contains(out, want) {
+		t.Errorf("helm install --dry-run with the ServiceMonitor's CRD does not say %q:\n%s", want, out)
+	}
+	sh.helm(t, install...)
 	got, notes := sh.release(t, namespace, release)
 	if !slices.Contains(got, "ServiceMonitor") || slices.Contains(got, "PrometheusRule") {
 		t.Errorf("the release has %v, want a ServiceMonitor and no PrometheusRule", got)
