@@ -133,6 +133,58 @@ func TestTheReadmesCommandsAreMarked(t *testing.T) {
 	}
 }
 
+// The README's command that installs the Prometheus Operator's CRDs,
+// which the test cannot run (it downloads them), installs those the test
+// installs its own way (installMonitoringCRDs): the same release, the same
+// files, and waits for each.
+func TestTheReadmesCRDsAreTheTests(t *testing.T) {
+	path := filepath.Join(repoRoot(t), chartReadme)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := regexp.MustCompile(`\bv\d+\.\d+\.\d+\b`)
+	operator := regexp.MustCompile(`(?i)\boperator\b|prometheus-operator`)
+	seen := 0
+	for n, line := range strings.Split(string(data), "\n") {
+		if !operator.MatchString(line) {
+			continue
+		}
+		for _, v := range version.FindAllString(line, -1) {
+			seen++
+			if v != prometheusOperatorVersion {
+				t.Errorf("%s:%d: the Prometheus Operator %s, but test/chart checks the chart against %s", chartReadme, n+1, v, prometheusOperatorVersion)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Errorf("%s names no release of the Prometheus Operator (test/chart checks against %s)", chartReadme, prometheusOperatorVersion)
+	}
+	var crds []readmeBlock
+	for _, b := range readmeBlocks(t, path) {
+		if strings.Contains(b.script, "prometheus-operator-crd") {
+			crds = append(crds, b)
+		}
+	}
+	if len(crds) != 1 {
+		t.Fatalf("%s has %d blocks that install the Prometheus Operator's CRDs, want 1", chartReadme, len(crds))
+	}
+	b := crds[0]
+	if want := "/" + prometheusOperatorVersion + "/example/prometheus-operator-crd"; !strings.Contains(b.script, want) {
+		t.Errorf("%s:%d: the CRDs are not those of %s", chartReadme, b.line, want)
+	}
+	for _, plural := range monitoringCRDs {
+		for _, want := range []string{"monitoring.coreos.com_" + plural + ".yaml", "crd/" + plural + ".monitoring.coreos.com"} {
+			if !strings.Contains(b.script, want) {
+				t.Errorf("%s:%d: the block that installs the CRDs does not name %s", chartReadme, b.line, want)
+			}
+		}
+	}
+	if n := strings.Count(b.script, "monitoring.coreos.com_"); n != len(monitoringCRDs) {
+		t.Errorf("%s:%d: the block installs %d CRDs, test/chart %d (%v)", chartReadme, b.line, n, len(monitoringCRDs), monitoringCRDs)
+	}
+}
+
 // readmeShell runs scripts as a user of the README would: from (what looks
 // like) the repository's root, with the tools `make chart-tools` builds on
 // PATH, against one control plane.
