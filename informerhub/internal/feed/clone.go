@@ -1,7 +1,11 @@
 package feed
 
 import (
+	"errors"
+
 	"github.com/google/btree"
+
+	"github.com/informerhub/informerhub/informerhub/internal/errs"
 
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
@@ -25,4 +29,50 @@ func (f *Feed) CloseClone(c *state.Clone) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.store.clones.Close(c)
+}
+
+// DigestClone is what a digest of a selection at a position reads: a
+// clone of the tree it scans at the feed's position now (Pos), and the
+// records after At up to Pos, to undo (Records, oldest first). Moved is set
+// when At was asked for but the history in memory no longer reaches it:
+// the digest is then of Pos, with no records.
+type DigestClone struct {
+	Tree    *btree.BTreeG[*state.Object]
+	Build   *IndexBuild
+	Clone   *state.Clone
+	Pos, At state.Position
+	Records []*state.Record
+	Moved   bool
+}
+
+// CloneForDigest returns, under the feed's lock, what a digest of sel at
+// at reads (now when at is nil). It copies the history's records after at,
+// at most the history's size, and nothing of the state.
+func (f *Feed) CloneForDigest(sel *selection.Selector, at *state.Position) (DigestClone, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return DigestClone{}, f.err
+	}
+	st := f.store
+	d := DigestClone{Pos: st.pos, At: st.pos}
+	if at != nil {
+		loc, err := st.locate(*at)
+		var expired *errs.ExpiredError
+		switch {
+		case errors.As(err, &expired) || err == nil && loc.onDisk:
+			d.Moved = true
+		case err != nil:
+			return DigestClone{}, err
+		default:
+			d.At = loc.pos
+			for seq := loc.pos.Seq + 1; seq <= st.pos.Seq; seq++ {
+				r, _ := st.history.Get(seq)
+				d.Records = append(d.Records, r)
+			}
+		}
+	}
+	d.Tree, _, d.Build = st.cloneFor(sel)
+	d.Clone = st.clones.Take()
+	return d, nil
 }
