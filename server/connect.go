@@ -297,3 +297,14 @@ func appendBuffers(b []byte, bufs mem.BufferSlice) []byte {
 	}
 	return b
 }
+
+func (c connectService) Digest(ctx context.Context, req *connect.Request[informerhubv1.DigestRequest]) (*connect.Response[informerhubv1.DigestResponse], error) {
+	info := &grpc.UnaryServerInfo{Server: c.s, FullMethod: req.Spec().Procedure}
+	resp, err := c.s.interceptors.runUnary(callContext(ctx, req), req.Msg, info, func(ctx context.Context, req any) (any, error) {
+		return c.s.Digest(ctx, req.(*informerhubv1.DigestRequest))
+	})
+	if err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(resp.(*informerhubv1.DigestResponse)), nil
+}

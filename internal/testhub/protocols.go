@@ -116,6 +116,14 @@ func (c ConnectClient) ListResources(ctx context.Context, in *informerhubv1.List
 	return resp.Msg, nil
 }
 
+func (c ConnectClient) Digest(ctx context.Context, in *informerhubv1.DigestRequest, _ ...grpc.CallOption) (*informerhubv1.DigestResponse, error) {
+	resp, err := c.C.Digest(ctx, connectRequest(ctx, in))
+	if err != nil {
+		return nil, GRPCStatus(err)
+	}
+	return resp.Msg, nil
+}
+
 func (c ConnectClient) Watch(ctx context.Context, in *informerhubv1.WatchRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[informerhubv1.WatchResponse], error) {
 	return connectStream(ctx, in, c.C.Watch)
 }

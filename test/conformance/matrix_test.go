@@ -82,6 +82,7 @@ const (
 	colRelist         column = "relist"
 	colWatchMany      column = "WatchMany"
 	colCount          column = "Count"
+	colDigest         column = "Digest"
 	colConnectJSON    column = "Connect JSON"
 	colConnectProto   column = "Connect binary"
 	colGRPCWebProto   column = "gRPC-Web"
@@ -106,6 +107,7 @@ var columns = []struct {
 	{colRelist, "a hub on an API server without a watch cache, which is stopped while objects change and etcd is compacted: its watch gets 410 Gone and it relists (TestRelist; the feeds' Relists count it, the events are marked from_relist)"},
 	{colWatchMany, "every probe as one watch of one WatchMany with initial events, cut and resumed with its composite token once the history has moved past it (TestWatchMany; its replays counted)"},
 	{colCount, "a Count of each selector, its totals compared with the reference's state at their resourceVersion (TestCount)"},
+	{colDigest, "a Digest of each selector at its Snapshot's token, at every token its stream received through the churn, and now, compared with the digest of the reference's state at that resourceVersion (TestDigest)"},
 	{colConnectJSON, "the live, initial-events and Snapshot paths over the Connect protocol, JSON, HTTP/1.1 (TestProtocols)"},
 	{colConnectProto, "the same over the Connect protocol, binary, h2c (TestProtocols)"},
 	{colGRPCWebProto, "the same over gRPC-Web, binary, HTTP/1.1 (TestProtocols)"},
@@ -128,9 +130,10 @@ var notApplicable = map[row]map[column]string{
 	rowPrevious: {
 		colSnapshot: "a Snapshot has objects, no changes",
 		colCount:    "a Count has no objects",
+		colDigest:   "a Digest has no objects",
 	},
-	rowProjection: {colCount: "a Count has no objects"},
-	rowFormat:     {colCount: "a Count has no objects"},
+	rowProjection: {colCount: "a Count has no objects", colDigest: "a Digest digests objects' identity and resourceVersion, which every projection keeps"},
+	rowFormat:     {colCount: "a Count has no objects", colDigest: "a Digest has no objects"},
 	rowInitial: {
 		colSnapshot:      "a Snapshot is its own initial state, which its own cells check",
 		colCatchUpMemory: "initial events are read from a clone of the state, which the history does not hold: the initial-events cell",
@@ -141,6 +144,7 @@ var notApplicable = map[row]map[column]string{
 		colReplayCut:     "a replay begins after the initial events",
 		colRelist:        "a relist's differences follow the initial events",
 		colCount:         "a Count's first counts are its initial events",
+		colDigest:        "the Digest at an initial event's token is of the objects listed up to it, which a client holds (the core's unit test); every other token's, here",
 	},
 	rowToken: {colCount: "counts carry no token"},
 	rowBookmarks: {
@@ -174,7 +178,7 @@ var notApplicable = map[row]map[column]string{
 // notApplicable says otherwise; the other rows' cells are theirs alone.
 var cellsOf = map[row][]column{
 	rowInitial:       {colLive, colInitial, colWatchMany, colConnectJSON, colConnectProto, colGRPCWebProto, colGRPCWebJSONH2C},
-	rowRBAC:          {colLive, colInitial, colSnapshot, colReplayResume, colWatchMany, colCount, colConnectJSON, colConnectProto, colGRPCWebProto, colGRPCWebJSONH2C},
+	rowRBAC:          {colLive, colInitial, colSnapshot, colReplayResume, colWatchMany, colCount, colDigest, colConnectJSON, colConnectProto, colGRPCWebProto, colGRPCWebJSONH2C},
 	rowManyWatches:   {colWatchMany},
 	rowManyToken:     {colWatchMany},
 	rowGroupBy:       {colCount},
@@ -282,6 +286,8 @@ var rowOfField = map[protoreflect.FullName]row{
 	"informerhub.v1.WatchManyRequest.resume_token":    rowManyToken,
 	"informerhub.v1.CountRequest.selector":            rowResource,
 	"informerhub.v1.CountRequest.group_by":            rowGroupBy,
+	"informerhub.v1.DigestRequest.selector":           rowResource,
+	"informerhub.v1.DigestRequest.resume_token":       rowToken,
 }
 
 // TestEveryRequestFieldHasARow: a field added to a request cannot land
@@ -293,6 +299,7 @@ func TestEveryRequestFieldHasARow(t *testing.T) {
 		(&informerhubv1.WatchManyRequest{}).ProtoReflect().Descriptor(),
 		(&informerhubv1.SnapshotRequest{}).ProtoReflect().Descriptor(),
 		(&informerhubv1.CountRequest{}).ProtoReflect().Descriptor(),
+		(&informerhubv1.DigestRequest{}).ProtoReflect().Descriptor(),
 	} {
 		fields := msg.Fields()
 		for i := range fields.Len() {

@@ -120,7 +120,9 @@ func TestRBAC(t *testing.T) {
 	denied("a Watch", firstOf(client.Watch(ctx, everywhere)))
 	denied("a Snapshot", firstOf(client.Snapshot(ctx, &informerhubv1.SnapshotRequest{Selector: everywhere.GetSelector()})))
 	denied("a Count", firstOf(client.Count(ctx, &informerhubv1.CountRequest{Selector: everywhere.GetSelector()})))
-	err := firstOf(client.WatchMany(ctx, &informerhubv1.WatchManyRequest{Watches: []*informerhubv1.WatchRequest{p.request(s), everywhere}}))
+	_, err := client.Digest(ctx, &informerhubv1.DigestRequest{Selector: everywhere.GetSelector()})
+	denied("a Digest", err)
+	err = firstOf(client.WatchMany(ctx, &informerhubv1.WatchManyRequest{Watches: []*informerhubv1.WatchRequest{p.request(s), everywhere}}))
 	if denied("a WatchMany", err); errorInfoOf(err).GetMetadata()["index"] != "1" {
 		t.Errorf("a WatchMany with a watch of every namespace: %v, want its index, 1", errorInfoOf(err))
 	}
@@ -205,6 +207,12 @@ func TestRBAC(t *testing.T) {
 			r.check(o)
 		})
 	}
+	t.Run(string(colDigest), func(t *testing.T) {
+		passIfOK(t, rowRBAC, colDigest)
+		r := runs[colLive]
+		checkDigestAt(t, ctx, s, p, client, p.request(s).GetSelector(), r.tr.LastToken(), "")
+		checkDigestAt(t, ctx, s, p, client, p.request(s).GetSelector(), "", "")
+	})
 	t.Run(string(colWatchMany), func(t *testing.T) {
 		passIfOK(t, rowRBAC, colWatchMany)
 		r := &probeRun{t: t, p: p, s: s, tr: many.trs[0]}

@@ -1440,6 +1440,159 @@ func (x *CountResponse) GetResourceVersion() string {
 	return ""
 }
 
+// DigestRequest asks for the digest of a selection at a position.
+type DigestRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What to digest, as Watch takes it; the caller's RBAC applies as to a
+	// Snapshot. Required.
+	Selector *ResourceSelector `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	// The position to digest: a resume token of a Watch or Snapshot of this
+	// selector. One of initial events digests the objects they listed up to
+	// it. Empty: now.
+	ResumeToken   string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DigestRequest) Reset() {
+	*x = DigestRequest{}
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DigestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DigestRequest) ProtoMessage() {}
+
+func (x *DigestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
+func (*DigestRequest) Descriptor() ([]byte, []int) {
+	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DigestRequest) GetSelector() *ResourceSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *DigestRequest) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+// DigestResponse is the digest of a selection at a position.
+type DigestResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The objects the selector selects at that position.
+	Count uint64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// The digest of those objects, 32 lowercase hexadecimal digits: for each
+	// object, the SHA-256 of its metadata.namespace, metadata.name,
+	// metadata.uid and metadata.resourceVersion, each as UTF-8 followed by
+	// one zero byte, of which the first 16 bytes are read as a big-endian
+	// unsigned integer; the digest is the sum of those integers modulo
+	// 2^128, as 16 big-endian bytes. The empty selection's is 32 zeros. The
+	// sum does not depend on order, and a client keeps it up as it applies
+	// each event: subtract the old state's integer, add the new one's. An
+	// object the filter could not decide on (filter_error) counts, as it is
+	// sent.
+	Digest string `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	// The Kubernetes resourceVersion of the position digested.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	// A Watch from here continues exactly after the position digested.
+	ResumeToken string `protobuf:"bytes,4,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// Set when the request's resume_token is older than the hub's history in
+	// memory: the digest is then of the current position (resource_version,
+	// resume_token), never of another position under the asked one's name.
+	// A client compares it with what it holds after catching up to
+	// resume_token.
+	Moved         bool `protobuf:"varint,5,opt,name=moved,proto3" json:"moved,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DigestResponse) Reset() {
+	*x = DigestResponse{}
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DigestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DigestResponse) ProtoMessage() {}
+
+func (x *DigestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_informerhub_v1_informerhub_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
+func (*DigestResponse) Descriptor() ([]byte, []int) {
+	return file_informerhub_v1_informerhub_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DigestResponse) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *DigestResponse) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *DigestResponse) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *DigestResponse) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *DigestResponse) GetMoved() bool {
+	if x != nil {
+		return x.Moved
+	}
+	return false
+}
+
 var File_informerhub_v1_informerhub_proto protoreflect.FileDescriptor
 
 const file_informerhub_v1_informerhub_proto_rawDesc = "" +
@@ -1540,7 +1693,16 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\x1a9\n" +
 	"\vGroupsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01*G\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"p\n" +
+	"\rDigestRequest\x12<\n" +
+	"\bselector\x18\x01 \x01(\v2 .informerhub.v1.ResourceSelectorR\bselector\x12!\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\xa2\x01\n" +
+	"\x0eDigestResponse\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x04R\x05count\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\x12!\n" +
+	"\fresume_token\x18\x04 \x01(\tR\vresumeToken\x12\x14\n" +
+	"\x05moved\x18\x05 \x01(\bR\x05moved*G\n" +
 	"\fObjectFormat\x12\x1d\n" +
 	"\x19OBJECT_FORMAT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OBJECT_FORMAT_STRUCT\x10\x01*\x87\x01\n" +
@@ -1549,13 +1711,14 @@ const file_informerhub_v1_informerhub_proto_rawDesc = "" +
 	"\x10EVENT_TYPE_ADDED\x10\x01\x12\x17\n" +
 	"\x13EVENT_TYPE_MODIFIED\x10\x02\x12\x16\n" +
 	"\x12EVENT_TYPE_DELETED\x10\x03\x12\x17\n" +
-	"\x13EVENT_TYPE_BOOKMARK\x10\x042\xa7\x03\n" +
+	"\x13EVENT_TYPE_BOOKMARK\x10\x042\xf0\x03\n" +
 	"\x12InformerHubService\x12F\n" +
 	"\x05Watch\x12\x1c.informerhub.v1.WatchRequest\x1a\x1d.informerhub.v1.WatchResponse0\x01\x12O\n" +
 	"\bSnapshot\x12\x1f.informerhub.v1.SnapshotRequest\x1a .informerhub.v1.SnapshotResponse0\x01\x12\\\n" +
 	"\rListResources\x12$.informerhub.v1.ListResourcesRequest\x1a%.informerhub.v1.ListResourcesResponse\x12R\n" +
 	"\tWatchMany\x12 .informerhub.v1.WatchManyRequest\x1a!.informerhub.v1.WatchManyResponse0\x01\x12F\n" +
-	"\x05Count\x12\x1c.informerhub.v1.CountRequest\x1a\x1d.informerhub.v1.CountResponse0\x01B\xc4\x01\n" +
+	"\x05Count\x12\x1c.informerhub.v1.CountRequest\x1a\x1d.informerhub.v1.CountResponse0\x01\x12G\n" +
+	"\x06Digest\x12\x1d.informerhub.v1.DigestRequest\x1a\x1e.informerhub.v1.DigestResponseB\xc4\x01\n" +
 	"\x12com.informerhub.v1B\x10InformerhubProtoP\x01ZCgithub.com/informerhub/informerhub/gen/informerhub/v1;informerhubv1\xa2\x02\x03IXX\xaa\x02\x0eInformerhub.V1\xca\x02\x0eInformerhub\\V1\xe2\x02\x1aInformerhub\\V1\\GPBMetadata\xea\x02\x0fInformerhub::V1b\x06proto3"
 
 var (
@@ -1571,7 +1734,7 @@ func file_informerhub_v1_informerhub_proto_rawDescGZIP() []byte {
 }
 
 var file_informerhub_v1_informerhub_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_informerhub_v1_informerhub_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_informerhub_v1_informerhub_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_informerhub_v1_informerhub_proto_goTypes = []any{
 	(ObjectFormat)(0),             // 0: informerhub.v1.ObjectFormat
 	(EventType)(0),                // 1: informerhub.v1.EventType
@@ -1588,41 +1751,46 @@ var file_informerhub_v1_informerhub_proto_goTypes = []any{
 	(*WatchManyResponse)(nil),     // 12: informerhub.v1.WatchManyResponse
 	(*CountRequest)(nil),          // 13: informerhub.v1.CountRequest
 	(*CountResponse)(nil),         // 14: informerhub.v1.CountResponse
-	nil,                           // 15: informerhub.v1.CountResponse.GroupsEntry
-	(*structpb.Struct)(nil),       // 16: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*DigestRequest)(nil),         // 15: informerhub.v1.DigestRequest
+	(*DigestResponse)(nil),        // 16: informerhub.v1.DigestResponse
+	nil,                           // 17: informerhub.v1.CountResponse.GroupsEntry
+	(*structpb.Struct)(nil),       // 18: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
 }
 var file_informerhub_v1_informerhub_proto_depIdxs = []int32{
 	2,  // 0: informerhub.v1.WatchRequest.selector:type_name -> informerhub.v1.ResourceSelector
 	0,  // 1: informerhub.v1.WatchRequest.object_format:type_name -> informerhub.v1.ObjectFormat
 	1,  // 2: informerhub.v1.WatchResponse.type:type_name -> informerhub.v1.EventType
-	16, // 3: informerhub.v1.WatchResponse.object_struct:type_name -> google.protobuf.Struct
-	16, // 4: informerhub.v1.WatchResponse.previous_object_struct:type_name -> google.protobuf.Struct
+	18, // 3: informerhub.v1.WatchResponse.object_struct:type_name -> google.protobuf.Struct
+	18, // 4: informerhub.v1.WatchResponse.previous_object_struct:type_name -> google.protobuf.Struct
 	2,  // 5: informerhub.v1.SnapshotRequest.selector:type_name -> informerhub.v1.ResourceSelector
 	0,  // 6: informerhub.v1.SnapshotRequest.object_format:type_name -> informerhub.v1.ObjectFormat
-	16, // 7: informerhub.v1.SnapshotResponse.object_structs:type_name -> google.protobuf.Struct
+	18, // 7: informerhub.v1.SnapshotResponse.object_structs:type_name -> google.protobuf.Struct
 	9,  // 8: informerhub.v1.ListResourcesResponse.resources:type_name -> informerhub.v1.Resource
-	17, // 9: informerhub.v1.Resource.retained_since:type_name -> google.protobuf.Timestamp
+	19, // 9: informerhub.v1.Resource.retained_since:type_name -> google.protobuf.Timestamp
 	10, // 10: informerhub.v1.Resource.printer_columns:type_name -> informerhub.v1.PrinterColumn
 	3,  // 11: informerhub.v1.WatchManyRequest.watches:type_name -> informerhub.v1.WatchRequest
 	4,  // 12: informerhub.v1.WatchManyResponse.event:type_name -> informerhub.v1.WatchResponse
 	2,  // 13: informerhub.v1.CountRequest.selector:type_name -> informerhub.v1.ResourceSelector
-	15, // 14: informerhub.v1.CountResponse.groups:type_name -> informerhub.v1.CountResponse.GroupsEntry
-	3,  // 15: informerhub.v1.InformerHubService.Watch:input_type -> informerhub.v1.WatchRequest
-	5,  // 16: informerhub.v1.InformerHubService.Snapshot:input_type -> informerhub.v1.SnapshotRequest
-	7,  // 17: informerhub.v1.InformerHubService.ListResources:input_type -> informerhub.v1.ListResourcesRequest
-	11, // 18: informerhub.v1.InformerHubService.WatchMany:input_type -> informerhub.v1.WatchManyRequest
-	13, // 19: informerhub.v1.InformerHubService.Count:input_type -> informerhub.v1.CountRequest
-	4,  // 20: informerhub.v1.InformerHubService.Watch:output_type -> informerhub.v1.WatchResponse
-	6,  // 21: informerhub.v1.InformerHubService.Snapshot:output_type -> informerhub.v1.SnapshotResponse
-	8,  // 22: informerhub.v1.InformerHubService.ListResources:output_type -> informerhub.v1.ListResourcesResponse
-	12, // 23: informerhub.v1.InformerHubService.WatchMany:output_type -> informerhub.v1.WatchManyResponse
-	14, // 24: informerhub.v1.InformerHubService.Count:output_type -> informerhub.v1.CountResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	17, // 14: informerhub.v1.CountResponse.groups:type_name -> informerhub.v1.CountResponse.GroupsEntry
+	2,  // 15: informerhub.v1.DigestRequest.selector:type_name -> informerhub.v1.ResourceSelector
+	3,  // 16: informerhub.v1.InformerHubService.Watch:input_type -> informerhub.v1.WatchRequest
+	5,  // 17: informerhub.v1.InformerHubService.Snapshot:input_type -> informerhub.v1.SnapshotRequest
+	7,  // 18: informerhub.v1.InformerHubService.ListResources:input_type -> informerhub.v1.ListResourcesRequest
+	11, // 19: informerhub.v1.InformerHubService.WatchMany:input_type -> informerhub.v1.WatchManyRequest
+	13, // 20: informerhub.v1.InformerHubService.Count:input_type -> informerhub.v1.CountRequest
+	15, // 21: informerhub.v1.InformerHubService.Digest:input_type -> informerhub.v1.DigestRequest
+	4,  // 22: informerhub.v1.InformerHubService.Watch:output_type -> informerhub.v1.WatchResponse
+	6,  // 23: informerhub.v1.InformerHubService.Snapshot:output_type -> informerhub.v1.SnapshotResponse
+	8,  // 24: informerhub.v1.InformerHubService.ListResources:output_type -> informerhub.v1.ListResourcesResponse
+	12, // 25: informerhub.v1.InformerHubService.WatchMany:output_type -> informerhub.v1.WatchManyResponse
+	14, // 26: informerhub.v1.InformerHubService.Count:output_type -> informerhub.v1.CountResponse
+	16, // 27: informerhub.v1.InformerHubService.Digest:output_type -> informerhub.v1.DigestResponse
+	22, // [22:28] is the sub-list for method output_type
+	16, // [16:22] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_informerhub_v1_informerhub_proto_init() }
@@ -1636,7 +1804,7 @@ func file_informerhub_v1_informerhub_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_informerhub_v1_informerhub_proto_rawDesc), len(file_informerhub_v1_informerhub_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

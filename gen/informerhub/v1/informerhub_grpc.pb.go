@@ -24,6 +24,7 @@ const (
 	InformerHubService_ListResources_FullMethodName = "/informerhub.v1.InformerHubService/ListResources"
 	InformerHubService_WatchMany_FullMethodName     = "/informerhub.v1.InformerHubService/WatchMany"
 	InformerHubService_Count_FullMethodName         = "/informerhub.v1.InformerHubService/Count"
+	InformerHubService_Digest_FullMethodName        = "/informerhub.v1.InformerHubService/Digest"
 )
 
 // InformerHubServiceClient is the client API for InformerHubService service.
@@ -312,6 +313,13 @@ type InformerHubServiceClient interface {
 	// whatever reason (see the statuses above), is called again, and starts
 	// with the current counts.
 	Count(ctx context.Context, in *CountRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CountResponse], error)
+	// Digest answers the digest of the objects a selector selects at a
+	// position, by which a client checks that the cache it built from a
+	// Watch or Snapshot holds what the hub holds: it computes the digest of
+	// what it holds at that token (see DigestResponse.digest) and compares.
+	// It needs the access a Snapshot with the same selector needs, and costs
+	// what a Snapshot's scan of the selection costs, without sending objects.
+	Digest(ctx context.Context, in *DigestRequest, opts ...grpc.CallOption) (*DigestResponse, error)
 }
 
 type informerHubServiceClient struct {
@@ -407,6 +415,16 @@ func (c *informerHubServiceClient) Count(ctx context.Context, in *CountRequest, 
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type InformerHubService_CountClient = grpc.ServerStreamingClient[CountResponse]
+
+func (c *informerHubServiceClient) Digest(ctx context.Context, in *DigestRequest, opts ...grpc.CallOption) (*DigestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DigestResponse)
+	err := c.cc.Invoke(ctx, InformerHubService_Digest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 // InformerHubServiceServer is the server API for InformerHubService service.
 // All implementations must embed UnimplementedInformerHubServiceServer
@@ -694,6 +712,13 @@ type InformerHubServiceServer interface {
 	// whatever reason (see the statuses above), is called again, and starts
 	// with the current counts.
 	Count(*CountRequest, grpc.ServerStreamingServer[CountResponse]) error
+	// Digest answers the digest of the objects a selector selects at a
+	// position, by which a client checks that the cache it built from a
+	// Watch or Snapshot holds what the hub holds: it computes the digest of
+	// what it holds at that token (see DigestResponse.digest) and compares.
+	// It needs the access a Snapshot with the same selector needs, and costs
+	// what a Snapshot's scan of the selection costs, without sending objects.
+	Digest(context.Context, *DigestRequest) (*DigestResponse, error)
 	mustEmbedUnimplementedInformerHubServiceServer()
 }
 
@@ -718,6 +743,9 @@ func (UnimplementedInformerHubServiceServer) WatchMany(*WatchManyRequest, grpc.S
 }
 func (UnimplementedInformerHubServiceServer) Count(*CountRequest, grpc.ServerStreamingServer[CountResponse]) error {
 	return status.Error(codes.Unimplemented, "method Count not implemented")
+}
+func (UnimplementedInformerHubServiceServer) Digest(context.Context, *DigestRequest) (*DigestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Digest not implemented")
 }
 func (UnimplementedInformerHubServiceServer) mustEmbedUnimplementedInformerHubServiceServer() {}
 func (UnimplementedInformerHubServiceServer) testEmbeddedByValue()                            {}
@@ -802,6 +830,24 @@ func _InformerHubService_Count_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type InformerHubService_CountServer = grpc.ServerStreamingServer[CountResponse]
 
+func _InformerHubService_Digest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DigestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InformerHubServiceServer).Digest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InformerHubService_Digest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InformerHubServiceServer).Digest(ctx, req.(*DigestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // InformerHubService_ServiceDesc is the grpc.ServiceDesc for InformerHubService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -812,6 +858,10 @@ var InformerHubService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListResources",
 			Handler:    _InformerHubService_ListResources_Handler,
+		},
+		{
+			MethodName: "Digest",
+			Handler:    _InformerHubService_Digest_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -48,6 +48,9 @@ const (
 	// InformerHubServiceCountProcedure is the fully-qualified name of the InformerHubService's Count
 	// RPC.
 	InformerHubServiceCountProcedure = "/informerhub.v1.InformerHubService/Count"
+	// InformerHubServiceDigestProcedure is the fully-qualified name of the InformerHubService's Digest
+	// RPC.
+	InformerHubServiceDigestProcedure = "/informerhub.v1.InformerHubService/Digest"
 )
 
 // InformerHubServiceClient is a client for the informerhub.v1.InformerHubService service.
@@ -131,6 +134,13 @@ type InformerHubServiceClient interface {
 	// whatever reason (see the statuses above), is called again, and starts
 	// with the current counts.
 	Count(context.Context, *connect.Request[v1.CountRequest]) (*connect.ServerStreamForClient[v1.CountResponse], error)
+	// Digest answers the digest of the objects a selector selects at a
+	// position, by which a client checks that the cache it built from a
+	// Watch or Snapshot holds what the hub holds: it computes the digest of
+	// what it holds at that token (see DigestResponse.digest) and compares.
+	// It needs the access a Snapshot with the same selector needs, and costs
+	// what a Snapshot's scan of the selection costs, without sending objects.
+	Digest(context.Context, *connect.Request[v1.DigestRequest]) (*connect.Response[v1.DigestResponse], error)
 }
 
 // NewInformerHubServiceClient constructs a client for the informerhub.v1.InformerHubService
@@ -174,6 +184,12 @@ func NewInformerHubServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(informerHubServiceMethods.ByName("Count")),
 			connect.WithClientOptions(opts...),
 		),
+		digest: connect.NewClient[v1.DigestRequest, v1.DigestResponse](
+			httpClient,
+			baseURL+InformerHubServiceDigestProcedure,
+			connect.WithSchema(informerHubServiceMethods.ByName("Digest")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -184,6 +200,7 @@ type informerHubServiceClient struct {
 	listResources *connect.Client[v1.ListResourcesRequest, v1.ListResourcesResponse]
 	watchMany     *connect.Client[v1.WatchManyRequest, v1.WatchManyResponse]
 	count         *connect.Client[v1.CountRequest, v1.CountResponse]
+	digest        *connect.Client[v1.DigestRequest, v1.DigestResponse]
 }
 
 // Watch calls informerhub.v1.InformerHubService.Watch.
@@ -209,6 +226,11 @@ func (c *informerHubServiceClient) WatchMany(ctx context.Context, req *connect.R
 // Count calls informerhub.v1.InformerHubService.Count.
 func (c *informerHubServiceClient) Count(ctx context.Context, req *connect.Request[v1.CountRequest]) (*connect.ServerStreamForClient[v1.CountResponse], error) {
 	return c.count.CallServerStream(ctx, req)
+}
+
+// Digest calls informerhub.v1.InformerHubService.Digest.
+func (c *informerHubServiceClient) Digest(ctx context.Context, req *connect.Request[v1.DigestRequest]) (*connect.Response[v1.DigestResponse], error) {
+	return c.digest.CallUnary(ctx, req)
 }
 
 // InformerHubServiceHandler is an implementation of the informerhub.v1.InformerHubService service.
@@ -292,6 +314,13 @@ type InformerHubServiceHandler interface {
 	// whatever reason (see the statuses above), is called again, and starts
 	// with the current counts.
 	Count(context.Context, *connect.Request[v1.CountRequest], *connect.ServerStream[v1.CountResponse]) error
+	// Digest answers the digest of the objects a selector selects at a
+	// position, by which a client checks that the cache it built from a
+	// Watch or Snapshot holds what the hub holds: it computes the digest of
+	// what it holds at that token (see DigestResponse.digest) and compares.
+	// It needs the access a Snapshot with the same selector needs, and costs
+	// what a Snapshot's scan of the selection costs, without sending objects.
+	Digest(context.Context, *connect.Request[v1.DigestRequest]) (*connect.Response[v1.DigestResponse], error)
 }
 
 // NewInformerHubServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -331,6 +360,12 @@ func NewInformerHubServiceHandler(svc InformerHubServiceHandler, opts ...connect
 		connect.WithSchema(informerHubServiceMethods.ByName("Count")),
 		connect.WithHandlerOptions(opts...),
 	)
+	informerHubServiceDigestHandler := connect.NewUnaryHandler(
+		InformerHubServiceDigestProcedure,
+		svc.Digest,
+		connect.WithSchema(informerHubServiceMethods.ByName("Digest")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/informerhub.v1.InformerHubService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case InformerHubServiceWatchProcedure:
@@ -343,6 +378,8 @@ func NewInformerHubServiceHandler(svc InformerHubServiceHandler, opts ...connect
 			informerHubServiceWatchManyHandler.ServeHTTP(w, r)
 		case InformerHubServiceCountProcedure:
 			informerHubServiceCountHandler.ServeHTTP(w, r)
+		case InformerHubServiceDigestProcedure:
+			informerHubServiceDigestHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -370,4 +407,8 @@ func (UnimplementedInformerHubServiceHandler) WatchMany(context.Context, *connec
 
 func (UnimplementedInformerHubServiceHandler) Count(context.Context, *connect.Request[v1.CountRequest], *connect.ServerStream[v1.CountResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("informerhub.v1.InformerHubService.Count is not implemented"))
+}
+
+func (UnimplementedInformerHubServiceHandler) Digest(context.Context, *connect.Request[v1.DigestRequest]) (*connect.Response[v1.DigestResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("informerhub.v1.InformerHubService.Digest is not implemented"))
 }

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file informerhub/v1/informerhub.proto.
  */
 export const file_informerhub_v1_informerhub: GenFile = /*@__PURE__*/
-  fileDesc("CiBpbmZvcm1lcmh1Yi92MS9pbmZvcm1lcmh1Yi5wcm90bxIOaW5mb3JtZXJodWIudjEirwEKEFJlc291cmNlU2VsZWN0b3ISDQoFZ3JvdXAYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIQCghyZXNvdXJjZRgDIAEoCRIRCgluYW1lc3BhY2UYBCABKAkSFgoObGFiZWxfc2VsZWN0b3IYBSABKAkSFgoOZmllbGRfc2VsZWN0b3IYBiABKAkSDgoGZmlsdGVyGAcgASgJEhYKDnNoYXJkX3NlbGVjdG9yGAggASgJItQBCgxXYXRjaFJlcXVlc3QSMgoIc2VsZWN0b3IYASABKAsyIC5pbmZvcm1lcmh1Yi52MS5SZXNvdXJjZVNlbGVjdG9yEhQKDHJlc3VtZV90b2tlbhgCIAEoCRIbChNzZW5kX2luaXRpYWxfZXZlbnRzGAMgASgIEg4KBmZpZWxkcxgEIAMoCRIYChBpbmNsdWRlX3ByZXZpb3VzGAUgASgIEjMKDW9iamVjdF9mb3JtYXQYBiABKA4yHC5pbmZvcm1lcmh1Yi52MS5PYmplY3RGb3JtYXQiwQIKDVdhdGNoUmVzcG9uc2USJwoEdHlwZRgBIAEoDjIZLmluZm9ybWVyaHViLnYxLkV2ZW50VHlwZRIOCgZvYmplY3QYAiABKAkSFAoMcmVzdW1lX3Rva2VuGAMgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YBCABKAkSGgoSaW5pdGlhbF9ldmVudHNfZW5kGAUgASgIEhcKD3ByZXZpb3VzX29iamVjdBgGIAEoCRIuCg1vYmplY3Rfc3RydWN0GAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChZwcmV2aW91c19vYmplY3Rfc3RydWN0GAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBITCgtmcm9tX3JlbGlzdBgJIAEoCBIUCgxmaWx0ZXJfZXJyb3IYCiABKAkiigEKD1NuYXBzaG90UmVxdWVzdBIyCghzZWxlY3RvchgBIAEoCzIgLmluZm9ybWVyaHViLnYxLlJlc291cmNlU2VsZWN0b3ISDgoGZmllbGRzGAIgAygJEjMKDW9iamVjdF9mb3JtYXQYAyABKA4yHC5pbmZvcm1lcmh1Yi52MS5PYmplY3RGb3JtYXQiqQEKEFNuYXBzaG90UmVzcG9uc2USDwoHb2JqZWN0cxgBIAMoCRIUCgxyZXN1bWVfdG9rZW4YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIMCgRsYXN0GAQgASgIEi8KDm9iamVjdF9zdHJ1Y3RzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1maWx0ZXJfZXJyb3JzGAYgAygJIkQKFExpc3RSZXNvdXJjZXNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIZChFpbmNsdWRlX2ZvcmJpZGRlbhgCIAEoCCJkChVMaXN0UmVzb3VyY2VzUmVzcG9uc2USKwoJcmVzb3VyY2VzGAEgAygLMhguaW5mb3JtZXJodWIudjEuUmVzb3VyY2USHgoWbWF4X3dhdGNoZXNfcGVyX3N0cmVhbRgCIAEoDSKGBAoIUmVzb3VyY2USDQoFZ3JvdXAYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIQCghyZXNvdXJjZRgDIAEoCRIMCgRraW5kGAQgASgJEhIKCm5hbWVzcGFjZWQYBSABKAgSFwoPaW5mb3JtZXJfYWN0aXZlGAYgASgIEhMKC3N1YnNjcmliZXJzGAcgASgNEhYKDmNhY2hlZF9vYmplY3RzGAggASgEEhYKDmhpc3RvcnlfZXZlbnRzGAkgASgNEhUKDWhpc3RvcnlfYnl0ZXMYCiABKAQSIAoYaGlzdG9yeV9yZXNvdXJjZV92ZXJzaW9uGAsgASgJEhkKEXNlbGVjdGFibGVfZmllbGRzGAwgAygJEiEKGXJldGFpbmVkX3Jlc291cmNlX3ZlcnNpb24YDSABKAkSMgoOcmV0YWluZWRfc2luY2UYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJldGFpbmVkGA8gASgIEhQKDHNoYXJkX2ZpZWxkcxgQIAMoCRITCgtzaG9ydF9uYW1lcxgRIAMoCRIVCg1zaW5ndWxhcl9uYW1lGBIgASgJEhEKCWZvcmJpZGRlbhgTIAEoCBI2Cg9wcmludGVyX2NvbHVtbnMYFCADKAsyHS5pbmZvcm1lcmh1Yi52MS5QcmludGVyQ29sdW1uInUKDVByaW50ZXJDb2x1bW4SDAoEbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJEg4KBmZvcm1hdBgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIQCghwcmlvcml0eRgFIAEoBRIRCglqc29uX3BhdGgYBiABKAkiVwoQV2F0Y2hNYW55UmVxdWVzdBItCgd3YXRjaGVzGAEgAygLMhwuaW5mb3JtZXJodWIudjEuV2F0Y2hSZXF1ZXN0EhQKDHJlc3VtZV90b2tlbhgCIAEoCSKCAQoRV2F0Y2hNYW55UmVzcG9uc2USDQoFaW5kZXgYASABKA0SLAoFZXZlbnQYAiABKAsyHS5pbmZvcm1lcmh1Yi52MS5XYXRjaFJlc3BvbnNlEhQKDHJlc3VtZV90b2tlbhgDIAEoCRIaChJpbml0aWFsX2V2ZW50c19lbmQYBCABKAgiVAoMQ291bnRSZXF1ZXN0EjIKCHNlbGVjdG9yGAEgASgLMiAuaW5mb3JtZXJodWIudjEuUmVzb3VyY2VTZWxlY3RvchIQCghncm91cF9ieRgCIAEoCSKiAQoNQ291bnRSZXNwb25zZRI5CgZncm91cHMYASADKAsyKS5pbmZvcm1lcmh1Yi52MS5Db3VudFJlc3BvbnNlLkdyb3Vwc0VudHJ5Eg0KBXRvdGFsGAIgASgEEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkaLQoLR3JvdXBzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEOgI4ASpHCgxPYmplY3RGb3JtYXQSHQoZT0JKRUNUX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhgKFE9CSkVDVF9GT1JNQVRfU1RSVUNUEAEqhwEKCUV2ZW50VHlwZRIaChZFVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFAoQRVZFTlRfVFlQRV9BRERFRBABEhcKE0VWRU5UX1RZUEVfTU9ESUZJRUQQAhIWChJFVkVOVF9UWVBFX0RFTEVURUQQAxIXChNFVkVOVF9UWVBFX0JPT0tNQVJLEAQypwMKEkluZm9ybWVySHViU2VydmljZRJGCgVXYXRjaBIcLmluZm9ybWVyaHViLnYxLldhdGNoUmVxdWVzdBodLmluZm9ybWVyaHViLnYxLldhdGNoUmVzcG9uc2UwARJPCghTbmFwc2hvdBIfLmluZm9ybWVyaHViLnYxLlNuYXBzaG90UmVxdWVzdBogLmluZm9ybWVyaHViLnYxLlNuYXBzaG90UmVzcG9uc2UwARJcCg1MaXN0UmVzb3VyY2VzEiQuaW5mb3JtZXJodWIudjEuTGlzdFJlc291cmNlc1JlcXVlc3QaJS5pbmZvcm1lcmh1Yi52MS5MaXN0UmVzb3VyY2VzUmVzcG9uc2USUgoJV2F0Y2hNYW55EiAuaW5mb3JtZXJodWIudjEuV2F0Y2hNYW55UmVxdWVzdBohLmluZm9ybWVyaHViLnYxLldhdGNoTWFueVJlc3BvbnNlMAESRgoFQ291bnQSHC5pbmZvcm1lcmh1Yi52MS5Db3VudFJlcXVlc3QaHS5pbmZvcm1lcmh1Yi52MS5Db3VudFJlc3BvbnNlMAFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiBpbmZvcm1lcmh1Yi92MS9pbmZvcm1lcmh1Yi5wcm90bxIOaW5mb3JtZXJodWIudjEirwEKEFJlc291cmNlU2VsZWN0b3ISDQoFZ3JvdXAYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIQCghyZXNvdXJjZRgDIAEoCRIRCgluYW1lc3BhY2UYBCABKAkSFgoObGFiZWxfc2VsZWN0b3IYBSABKAkSFgoOZmllbGRfc2VsZWN0b3IYBiABKAkSDgoGZmlsdGVyGAcgASgJEhYKDnNoYXJkX3NlbGVjdG9yGAggASgJItQBCgxXYXRjaFJlcXVlc3QSMgoIc2VsZWN0b3IYASABKAsyIC5pbmZvcm1lcmh1Yi52MS5SZXNvdXJjZVNlbGVjdG9yEhQKDHJlc3VtZV90b2tlbhgCIAEoCRIbChNzZW5kX2luaXRpYWxfZXZlbnRzGAMgASgIEg4KBmZpZWxkcxgEIAMoCRIYChBpbmNsdWRlX3ByZXZpb3VzGAUgASgIEjMKDW9iamVjdF9mb3JtYXQYBiABKA4yHC5pbmZvcm1lcmh1Yi52MS5PYmplY3RGb3JtYXQiwQIKDVdhdGNoUmVzcG9uc2USJwoEdHlwZRgBIAEoDjIZLmluZm9ybWVyaHViLnYxLkV2ZW50VHlwZRIOCgZvYmplY3QYAiABKAkSFAoMcmVzdW1lX3Rva2VuGAMgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YBCABKAkSGgoSaW5pdGlhbF9ldmVudHNfZW5kGAUgASgIEhcKD3ByZXZpb3VzX29iamVjdBgGIAEoCRIuCg1vYmplY3Rfc3RydWN0GAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChZwcmV2aW91c19vYmplY3Rfc3RydWN0GAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBITCgtmcm9tX3JlbGlzdBgJIAEoCBIUCgxmaWx0ZXJfZXJyb3IYCiABKAkiigEKD1NuYXBzaG90UmVxdWVzdBIyCghzZWxlY3RvchgBIAEoCzIgLmluZm9ybWVyaHViLnYxLlJlc291cmNlU2VsZWN0b3ISDgoGZmllbGRzGAIgAygJEjMKDW9iamVjdF9mb3JtYXQYAyABKA4yHC5pbmZvcm1lcmh1Yi52MS5PYmplY3RGb3JtYXQiqQEKEFNuYXBzaG90UmVzcG9uc2USDwoHb2JqZWN0cxgBIAMoCRIUCgxyZXN1bWVfdG9rZW4YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIMCgRsYXN0GAQgASgIEi8KDm9iamVjdF9zdHJ1Y3RzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1maWx0ZXJfZXJyb3JzGAYgAygJIkQKFExpc3RSZXNvdXJjZXNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIZChFpbmNsdWRlX2ZvcmJpZGRlbhgCIAEoCCJkChVMaXN0UmVzb3VyY2VzUmVzcG9uc2USKwoJcmVzb3VyY2VzGAEgAygLMhguaW5mb3JtZXJodWIudjEuUmVzb3VyY2USHgoWbWF4X3dhdGNoZXNfcGVyX3N0cmVhbRgCIAEoDSKGBAoIUmVzb3VyY2USDQoFZ3JvdXAYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIQCghyZXNvdXJjZRgDIAEoCRIMCgRraW5kGAQgASgJEhIKCm5hbWVzcGFjZWQYBSABKAgSFwoPaW5mb3JtZXJfYWN0aXZlGAYgASgIEhMKC3N1YnNjcmliZXJzGAcgASgNEhYKDmNhY2hlZF9vYmplY3RzGAggASgEEhYKDmhpc3RvcnlfZXZlbnRzGAkgASgNEhUKDWhpc3RvcnlfYnl0ZXMYCiABKAQSIAoYaGlzdG9yeV9yZXNvdXJjZV92ZXJzaW9uGAsgASgJEhkKEXNlbGVjdGFibGVfZmllbGRzGAwgAygJEiEKGXJldGFpbmVkX3Jlc291cmNlX3ZlcnNpb24YDSABKAkSMgoOcmV0YWluZWRfc2luY2UYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJldGFpbmVkGA8gASgIEhQKDHNoYXJkX2ZpZWxkcxgQIAMoCRITCgtzaG9ydF9uYW1lcxgRIAMoCRIVCg1zaW5ndWxhcl9uYW1lGBIgASgJEhEKCWZvcmJpZGRlbhgTIAEoCBI2Cg9wcmludGVyX2NvbHVtbnMYFCADKAsyHS5pbmZvcm1lcmh1Yi52MS5QcmludGVyQ29sdW1uInUKDVByaW50ZXJDb2x1bW4SDAoEbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJEg4KBmZvcm1hdBgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIQCghwcmlvcml0eRgFIAEoBRIRCglqc29uX3BhdGgYBiABKAkiVwoQV2F0Y2hNYW55UmVxdWVzdBItCgd3YXRjaGVzGAEgAygLMhwuaW5mb3JtZXJodWIudjEuV2F0Y2hSZXF1ZXN0EhQKDHJlc3VtZV90b2tlbhgCIAEoCSKCAQoRV2F0Y2hNYW55UmVzcG9uc2USDQoFaW5kZXgYASABKA0SLAoFZXZlbnQYAiABKAsyHS5pbmZvcm1lcmh1Yi52MS5XYXRjaFJlc3BvbnNlEhQKDHJlc3VtZV90b2tlbhgDIAEoCRIaChJpbml0aWFsX2V2ZW50c19lbmQYBCABKAgiVAoMQ291bnRSZXF1ZXN0EjIKCHNlbGVjdG9yGAEgASgLMiAuaW5mb3JtZXJodWIudjEuUmVzb3VyY2VTZWxlY3RvchIQCghncm91cF9ieRgCIAEoCSKiAQoNQ291bnRSZXNwb25zZRI5CgZncm91cHMYASADKAsyKS5pbmZvcm1lcmh1Yi52MS5Db3VudFJlc3BvbnNlLkdyb3Vwc0VudHJ5Eg0KBXRvdGFsGAIgASgEEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkaLQoLR3JvdXBzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEOgI4ASJZCg1EaWdlc3RSZXF1ZXN0EjIKCHNlbGVjdG9yGAEgASgLMiAuaW5mb3JtZXJodWIudjEuUmVzb3VyY2VTZWxlY3RvchIUCgxyZXN1bWVfdG9rZW4YAiABKAkibgoORGlnZXN0UmVzcG9uc2USDQoFY291bnQYASABKAQSDgoGZGlnZXN0GAIgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSFAoMcmVzdW1lX3Rva2VuGAQgASgJEg0KBW1vdmVkGAUgASgIKkcKDE9iamVjdEZvcm1hdBIdChlPQkpFQ1RfRk9STUFUX1VOU1BFQ0lGSUVEEAASGAoUT0JKRUNUX0ZPUk1BVF9TVFJVQ1QQASqHAQoJRXZlbnRUeXBlEhoKFkVWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIUChBFVkVOVF9UWVBFX0FEREVEEAESFwoTRVZFTlRfVFlQRV9NT0RJRklFRBACEhYKEkVWRU5UX1RZUEVfREVMRVRFRBADEhcKE0VWRU5UX1RZUEVfQk9PS01BUksQBDLwAwoSSW5mb3JtZXJIdWJTZXJ2aWNlEkYKBVdhdGNoEhwuaW5mb3JtZXJodWIudjEuV2F0Y2hSZXF1ZXN0Gh0uaW5mb3JtZXJodWIudjEuV2F0Y2hSZXNwb25zZTABEk8KCFNuYXBzaG90Eh8uaW5mb3JtZXJodWIudjEuU25hcHNob3RSZXF1ZXN0GiAuaW5mb3JtZXJodWIudjEuU25hcHNob3RSZXNwb25zZTABElwKDUxpc3RSZXNvdXJjZXMSJC5pbmZvcm1lcmh1Yi52MS5MaXN0UmVzb3VyY2VzUmVxdWVzdBolLmluZm9ybWVyaHViLnYxLkxpc3RSZXNvdXJjZXNSZXNwb25zZRJSCglXYXRjaE1hbnkSIC5pbmZvcm1lcmh1Yi52MS5XYXRjaE1hbnlSZXF1ZXN0GiEuaW5mb3JtZXJodWIudjEuV2F0Y2hNYW55UmVzcG9uc2UwARJGCgVDb3VudBIcLmluZm9ybWVyaHViLnYxLkNvdW50UmVxdWVzdBodLmluZm9ybWVyaHViLnYxLkNvdW50UmVzcG9uc2UwARJHCgZEaWdlc3QSHS5pbmZvcm1lcmh1Yi52MS5EaWdlc3RSZXF1ZXN0Gh4uaW5mb3JtZXJodWIudjEuRGlnZXN0UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * ResourceSelector selects objects of one resource type.
@@ -861,6 +861,99 @@ export const CountResponseSchema: GenMessage<CountResponse> = /*@__PURE__*/
   messageDesc(file_informerhub_v1_informerhub, 12);
 
 /**
+ * DigestRequest asks for the digest of a selection at a position.
+ *
+ * @generated from message informerhub.v1.DigestRequest
+ */
+export type DigestRequest = Message<"informerhub.v1.DigestRequest"> & {
+  /**
+   * What to digest, as Watch takes it; the caller's RBAC applies as to a
+   * Snapshot. Required.
+   *
+   * @generated from field: informerhub.v1.ResourceSelector selector = 1;
+   */
+  selector?: ResourceSelector | undefined;
+
+  /**
+   * The position to digest: a resume token of a Watch or Snapshot of this
+   * selector. One of initial events digests the objects they listed up to
+   * it. Empty: now.
+   *
+   * @generated from field: string resume_token = 2;
+   */
+  resumeToken: string;
+};
+
+/**
+ * Describes the message informerhub.v1.DigestRequest.
+ * Use `create(DigestRequestSchema)` to create a new message.
+ */
+export const DigestRequestSchema: GenMessage<DigestRequest> = /*@__PURE__*/
+  messageDesc(file_informerhub_v1_informerhub, 13);
+
+/**
+ * DigestResponse is the digest of a selection at a position.
+ *
+ * @generated from message informerhub.v1.DigestResponse
+ */
+export type DigestResponse = Message<"informerhub.v1.DigestResponse"> & {
+  /**
+   * The objects the selector selects at that position.
+   *
+   * @generated from field: uint64 count = 1;
+   */
+  count: bigint;
+
+  /**
+   * The digest of those objects, 32 lowercase hexadecimal digits: for each
+   * object, the SHA-256 of its metadata.namespace, metadata.name,
+   * metadata.uid and metadata.resourceVersion, each as UTF-8 followed by
+   * one zero byte, of which the first 16 bytes are read as a big-endian
+   * unsigned integer; the digest is the sum of those integers modulo
+   * 2^128, as 16 big-endian bytes. The empty selection's is 32 zeros. The
+   * sum does not depend on order, and a client keeps it up as it applies
+   * each event: subtract the old state's integer, add the new one's. An
+   * object the filter could not decide on (filter_error) counts, as it is
+   * sent.
+   *
+   * @generated from field: string digest = 2;
+   */
+  digest: string;
+
+  /**
+   * The Kubernetes resourceVersion of the position digested.
+   *
+   * @generated from field: string resource_version = 3;
+   */
+  resourceVersion: string;
+
+  /**
+   * A Watch from here continues exactly after the position digested.
+   *
+   * @generated from field: string resume_token = 4;
+   */
+  resumeToken: string;
+
+  /**
+   * Set when the request's resume_token is older than the hub's history in
+   * memory: the digest is then of the current position (resource_version,
+   * resume_token), never of another position under the asked one's name.
+   * A client compares it with what it holds after catching up to
+   * resume_token.
+   *
+   * @generated from field: bool moved = 5;
+   */
+  moved: boolean;
+};
+
+/**
+ * Describes the message informerhub.v1.DigestResponse.
+ * Use `create(DigestResponseSchema)` to create a new message.
+ */
+export const DigestResponseSchema: GenMessage<DigestResponse> = /*@__PURE__*/
+  messageDesc(file_informerhub_v1_informerhub, 14);
+
+/**
  * ObjectFormat says how a response carries objects.
  *
  * @generated from enum informerhub.v1.ObjectFormat
@@ -1270,6 +1363,21 @@ export const InformerHubService: GenService<{
     methodKind: "server_streaming";
     input: typeof CountRequestSchema;
     output: typeof CountResponseSchema;
+  },
+  /**
+   * Digest answers the digest of the objects a selector selects at a
+   * position, by which a client checks that the cache it built from a
+   * Watch or Snapshot holds what the hub holds: it computes the digest of
+   * what it holds at that token (see DigestResponse.digest) and compares.
+   * It needs the access a Snapshot with the same selector needs, and costs
+   * what a Snapshot's scan of the selection costs, without sending objects.
+   *
+   * @generated from rpc informerhub.v1.InformerHubService.Digest
+   */
+  digest: {
+    methodKind: "unary";
+    input: typeof DigestRequestSchema;
+    output: typeof DigestResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_informerhub_v1_informerhub, 0);
