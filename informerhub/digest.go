@@ -134,5 +134,5 @@ func digestNow(ctx context.Context, c *stream.Cursor, clone *state.Clone, held f
 }
 
 func objectHash(o *state.Object) digest.Hash {
-	return digest.Of(o.Namespace, o.Name, o.UID, strconv.FormatUint(o.RV, 10))
+	return digest.OfRV(o.Namespace, o.Name, o.UID, o.RV)
 }

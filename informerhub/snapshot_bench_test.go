@@ -72,3 +72,45 @@ func readSnapshot(b *testing.B, h *informerhub.Hub, sel informerhub.Selector) (f
 	}
 	return firstPage
 }
+
+// BenchmarkDigest digests the selections BenchmarkSnapshot reads, beside
+// a Snapshot of each read whole in the same run: a Digest scans as a
+// Snapshot does, and sends nothing but the digest.
+func BenchmarkDigest(b *testing.B) {
+	objects := 100000
+	if testing.Short() {
+		objects = 10000
+	}
+	c := hubtest.NewCluster(b)
+	for i := range objects {
+		l := map[string]string{"app": fmt.Sprint("app-", i%20)}
+		if i%100 == 0 {
+			l["bench-sel"] = "yes"
+		}
+		c.ConfigMaps().Add(hubtest.ConfigMap(fmt.Sprint("ns-", i/2000), fmt.Sprintf("cm-%06d", i), l, "data"))
+	}
+	h := informerhub.New(informerhub.Config{Logger: slog.New(slog.DiscardHandler)}, c, c)
+	b.Cleanup(h.Close)
+	for _, bc := range []struct{ name, labels string }{
+		{"select=all", ""},
+		{"select=1%/index", "bench-sel=yes"},
+		{"select=1%/scan", "bench-sel in (yes,no)"},
+	} {
+		sel := informerhub.Selector{Resource: hubtest.ConfigMaps, LabelSelector: bc.labels}
+		readSnapshot(b, h, sel) // untimed: the sync, and the selector's index
+		b.Run(fmt.Sprintf("objects=%d/%s/digest", objects, bc.name), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := h.Digest(context.Background(), informerhub.DigestRequest{Selector: sel}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("objects=%d/%s/snapshot", objects, bc.name), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				readSnapshot(b, h, sel)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/bits"
+	"strconv"
 )
 
 // Hash is one object's hash: a 128-bit unsigned integer.
@@ -19,6 +20,24 @@ func Of(namespace, name, uid, resourceVersion string) Hash {
 		b = append(b, s...)
 		b = append(b, 0)
 	}
+	return hashOf(b)
+}
+
+// OfRV is Of with the resourceVersion as the number it is, written in
+// decimal without an allocation: a digest of every object of a large
+// state costs one hash each, and no garbage.
+func OfRV(namespace, name, uid string, resourceVersion uint64) Hash {
+	var buf [256]byte
+	b := buf[:0]
+	for _, s := range [...]string{namespace, name, uid} {
+		b = append(b, s...)
+		b = append(b, 0)
+	}
+	b = strconv.AppendUint(b, resourceVersion, 10)
+	return hashOf(append(b, 0))
+}
+
+func hashOf(b []byte) Hash {
 	sum := sha256.Sum256(b)
 	return Hash{hi: binary.BigEndian.Uint64(sum[0:8]), lo: binary.BigEndian.Uint64(sum[8:16])}
 }

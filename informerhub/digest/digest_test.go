@@ -1,6 +1,7 @@
 package digest
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -51,6 +52,14 @@ func TestASetsDigestIsTheSumOfItsObjectsModulo2To128(t *testing.T) {
 	}
 }
 
+func TestOfRVIsOfTheDecimalResourceVersion(t *testing.T) {
+	for _, rv := range []uint64{0, 1, 9, 10, 123456789, 1<<64 - 1} {
+		if got, want := OfRV("demo", "a", "u1", rv), Of("demo", "a", "u1", strconv.FormatUint(rv, 10)); got != want {
+			t.Errorf("OfRV(%d) = %v, want %v", rv, got, want)
+		}
+	}
+}
+
 func TestFieldsCannotRunIntoEachOther(t *testing.T) {
 	// A name may hold a NUL byte; the other fields never do, so a name
 	// cannot take the place of the fields after it.
@@ -77,6 +86,13 @@ func TestParseReadsWhatStringWrote(t *testing.T) {
 		if _, err := Parse(bad, 0); err == nil {
 			t.Errorf("Parse(%q) succeeded", bad)
 		}
+	}
+}
+
+func BenchmarkOfRV(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		OfRV("kube-system", "coredns-7db6d8ff4d-2xk9p", "0d6c6a3e-4c1b-4c5e-9f5e-3d5b2f1e8a7c", 123456789)
 	}
 }
 

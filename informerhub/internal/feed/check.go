@@ -152,7 +152,7 @@ func digestTree(ctx context.Context, tree *btree.BTreeG[*state.Object], clone *s
 				return false
 			}
 		}
-		set.Add(digest.Of(o.Namespace, o.Name, o.UID, strconv.FormatUint(o.RV, 10)))
+		set.Add(digest.OfRV(o.Namespace, o.Name, o.UID, o.RV))
 		return true
 	})
 	return set, err
