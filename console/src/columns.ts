@@ -13,6 +13,8 @@ export interface Column {
   /** What the column shows, for a tooltip; may be "". */
   readonly description: string;
   readonly value: (object: KubeObject, now: number) => string;
+  /** Whether the value changes with time alone (an age): the 1-second tick recomputes only these. */
+  readonly timed: boolean;
 }
 
 /** What columns need of a resource type (a Resource of the proto has it all). */
@@ -39,10 +41,15 @@ const spec = (o: KubeObject): J => obj(o["spec"]);
 const status = (o: KubeObject): J => obj(o["status"]);
 
 /** The age of an object, kubectl's last column of most types. */
-export const AGE: Column = { name: "Age", description: "time since creation", value: (o, now) => ageOf(o.metadata?.creationTimestamp, now) };
+export const AGE: Column = { name: "Age", description: "time since creation", value: (o, now) => ageOf(o.metadata?.creationTimestamp, now), timed: true };
 
-function col(name: string, value: (o: KubeObject, now: number) => string, description = ""): Column {
-  return { name, description, value };
+function col(name: string, value: (o: KubeObject) => string, description = ""): Column {
+  return { name, description, value, timed: false };
+}
+
+/** A column whose value moves on with time: a duration up to now. */
+function timedCol(name: string, value: (o: KubeObject, now: number) => string, description = ""): Column {
+  return { name, description, value, timed: true };
 }
 
 /** A pod's Status as kubectl computes it: waiting and terminated reasons, Init:…, Terminating. */
@@ -146,8 +153,14 @@ function serviceExternalIP(svc: KubeObject): string {
 }
 
 const dataCount = (o: KubeObject): string => String(Object.keys(obj(o["data"])).length + Object.keys(obj(o["binaryData"])).length);
-const accessModes = (modes: unknown): string =>
-  orNone(arr(modes).map((m) => ({ ReadWriteOnce: "RWO", ReadOnlyMany: "ROX", ReadWriteMany: "RWX", ReadWriteOncePod: "RWOP" })[str(m)] ?? str(m)).join(","));
+// A Map: a plain object would find "constructor" and the like in its prototype.
+const ACCESS_MODES = new Map([
+  ["ReadWriteOnce", "RWO"],
+  ["ReadOnlyMany", "ROX"],
+  ["ReadWriteMany", "RWX"],
+  ["ReadWriteOncePod", "RWOP"],
+]);
+const accessModes = (modes: unknown): string => orNone(arr(modes).map((m) => ACCESS_MODES.get(str(m)) ?? str(m)).join(","));
 const ago = (t: unknown, now: number): string => {
   const at = Date.parse(str(t));
   return Number.isNaN(at) ? "<unknown>" : formatAge(now - at);
@@ -158,7 +171,7 @@ const BUILTIN: Readonly<Record<string, readonly Column[]>> = {
   pods: [
     col("Ready", podReady, "ready containers / containers"),
     col("Status", podStatus, "as kubectl computes it from the pod's phase and containers' states"),
-    col("Restarts", podRestarts),
+    timedCol("Restarts", podRestarts),
     col("Node", (o) => orNone(str(spec(o)["nodeName"]))),
     AGE,
   ],
@@ -186,7 +199,7 @@ const BUILTIN: Readonly<Record<string, readonly Column[]>> = {
   ],
   "jobs.batch": [
     col("Completions", (o) => `${num(status(o)["succeeded"])}/${num(spec(o)["completions"] ?? 1)}`),
-    col("Duration", (o, now) => {
+    timedCol("Duration", (o, now) => {
       const start = Date.parse(str(status(o)["startTime"]));
       if (Number.isNaN(start)) return "";
       const end = Date.parse(str(status(o)["completionTime"]));
@@ -198,7 +211,7 @@ const BUILTIN: Readonly<Record<string, readonly Column[]>> = {
     col("Schedule", (o) => str(spec(o)["schedule"])),
     col("Suspend", (o) => String(spec(o)["suspend"] === true ? "True" : "False")),
     col("Active", (o) => String(arr(status(o)["active"]).length)),
-    col("Last schedule", (o, now) => (status(o)["lastScheduleTime"] === undefined ? "<none>" : ago(status(o)["lastScheduleTime"], now))),
+    timedCol("Last schedule", (o, now) => (status(o)["lastScheduleTime"] === undefined ? "<none>" : ago(status(o)["lastScheduleTime"], now))),
     AGE,
   ],
   services: [
@@ -256,7 +269,7 @@ const BUILTIN: Readonly<Record<string, readonly Column[]>> = {
     AGE,
   ],
   events: [
-    col("Last seen", (o, now) => ago(o["lastTimestamp"] ?? o["eventTime"] ?? o.metadata?.creationTimestamp, now)),
+    timedCol("Last seen", (o, now) => ago(o["lastTimestamp"] ?? o["eventTime"] ?? o.metadata?.creationTimestamp, now)),
     col("Type", (o) => str(o["type"])),
     col("Reason", (o) => str(o["reason"])),
     col("Object", (o) => `${str(obj(o["involvedObject"])["kind"]).toLowerCase()}/${str(obj(o["involvedObject"])["name"])}`),
@@ -271,26 +284,45 @@ const BUILTIN: Readonly<Record<string, readonly Column[]>> = {
   "customresourcedefinitions.apiextensions.k8s.io": [col("Created at", (o) => str(o.metadata?.creationTimestamp))],
 };
 
-/** A CRD's printer column: its values at json_path, a date as an age; "<invalid>" for a path this console cannot read. */
+/**
+ * A CRD's printer column as the API server's table converter makes it:
+ * the first value at json_path, as the column's type (a date as an age; a
+ * value of another type than the column's is <none>); "<invalid>" for a
+ * path this console cannot read.
+ */
 function printerColumn(c: ResourceType["printerColumns"][number]): Column {
   const path = parsePath(c.jsonPath);
   const invalid = "error" in path;
   return {
     name: c.name,
     description: c.description,
+    timed: c.type === "date",
     value: (o, now) => {
       if (invalid) return "<invalid>";
-      const values = evaluate(path, o);
-      if (values.length === 0 || values.every((v) => v === null)) return "<none>";
-      return values
-        .map((v) => {
-          if (c.type === "date" && typeof v === "string") return ageOf(v, now) || v;
-          if (typeof v === "string") return v;
-          return JSON.stringify(v);
-        })
-        .join(",");
+      const values = evaluate(path, o, 1);
+      if (values.length === 0) return "<none>";
+      return printerValue(c.type, values[0], now);
     },
   };
+}
+
+/** A value of a printer column of type, as kubectl prints the API server's cell. */
+export function printerValue(type: string, v: unknown, now: number): string {
+  if (v === null || v === undefined) return "<none>";
+  switch (type) {
+    case "integer":
+      return typeof v === "number" && Number.isFinite(v) ? String(Math.trunc(v)) : "<none>";
+    case "number":
+      return typeof v === "number" ? String(v) : "<none>";
+    case "boolean":
+      return typeof v === "boolean" ? String(v) : "<none>";
+    case "date":
+      if (typeof v !== "string") return "<none>";
+      return Number.isNaN(Date.parse(v)) ? "<invalid>" : ageOf(v, now);
+    default:
+      // string, and any type kubectl does not know: as kubectl's jsonpath prints it.
+      return typeof v === "string" ? v : JSON.stringify(v);
+  }
 }
 
 /** The columns of a resource type, after Namespace and Name. */

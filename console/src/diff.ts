@@ -1,5 +1,7 @@
 // A line diff of two objects' JSON, for the detail of a selected row.
 
+import { MAX_JSON_DEPTH, tooBig } from "./yaml.js";
+
 export interface DiffLine {
   /** " " unchanged, "-" only in the old text, "+" only in the new one. */
   readonly op: " " | "-" | "+";
@@ -7,8 +9,10 @@ export interface DiffLine {
 }
 
 // Beyond this many cells the longest-common-subsequence table is too big
-// for a page to compute at once: the middle is then shown as replaced.
-const MAX_CELLS = 4_000_000;
+// to compute on every change of a selected object (a page has about 16 ms
+// a frame): the middle is then shown as replaced. 250000 cells: two
+// changed runs of 500 lines, a few milliseconds.
+export const MAX_CELLS = 250_000;
 
 /** The lines of before and after, aligned by their longest common subsequence. */
 export function lineDiff(before: string, after: string): DiffLine[] {
@@ -56,8 +60,10 @@ function middle(a: string[], b: string[]): DiffLine[] {
   return out;
 }
 
-/** An object as the detail shows it: indented JSON. */
+/** An object as the detail shows it: indented JSON; or why not, for an object too deep or too large. */
 export function pretty(object: unknown): string {
+  const why = tooBig(object, MAX_JSON_DEPTH);
+  if (why !== "") return `// The object is too deep or too large to show (${why}).`;
   return JSON.stringify(object, null, 2);
 }
 

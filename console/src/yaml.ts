@@ -3,8 +3,37 @@
 // they would read back as something else (true, 1, null, "", "a: b", …).
 // Multi-line strings are block scalars (|, |-), as kubectl prints them.
 
-/** value as a YAML document, ending with a new line. */
+/**
+ * The most levels of nesting, and values, a view writes out. The API server
+ * accepts objects nested 10000 levels deep; recursion that deep overflows a
+ * page's stack, and a million values make a text no one reads.
+ */
+export const MAX_YAML_DEPTH = 200;
+export const MAX_JSON_DEPTH = 1000;
+export const MAX_VALUES = 200_000;
+
+/**
+ * Why value is too deep or too large to write out, or "" if it is not:
+ * found without recursion, so that it holds for any value.
+ */
+export function tooBig(value: unknown, maxDepth: number, maxValues = MAX_VALUES): string {
+  const stack: [unknown, number][] = [[value, 0]];
+  let values = 0;
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (++values > maxValues) return `more than ${maxValues} values`;
+    if (v === null || typeof v !== "object") continue;
+    if (depth >= maxDepth) return `nested more than ${maxDepth} levels deep`;
+    const children = Array.isArray(v) ? v : Object.values(v as Record<string, unknown>);
+    for (const c of children) stack.push([c, depth + 1]);
+  }
+  return "";
+}
+
+/** value as a YAML document, ending with a new line; or a comment saying why not, for a value too deep or too large. */
 export function toYAML(value: unknown): string {
+  const why = tooBig(value, MAX_YAML_DEPTH);
+  if (why !== "") return `# The object is too deep or too large to show as YAML (${why}); see the JSON view.\n`;
   const lines: string[] = [];
   emit(value, 0, lines);
   return lines.join("\n") + "\n";
@@ -55,12 +84,12 @@ function item_(value: unknown, indent: number, lines: string[]): void {
     const nested: string[] = [];
     emit(value, indent + 2, nested);
     nested[0] = pad + "- " + nested[0]!.slice(indent + 2);
-    lines.push(...nested);
+    for (const l of nested) lines.push(l);
   } else if (Array.isArray(value) && value.length > 0) {
     const nested: string[] = [];
     emit(value, indent + 2, nested);
     nested[0] = pad + "- " + nested[0]!.slice(indent + 2);
-    lines.push(...nested);
+    for (const l of nested) lines.push(l);
   } else {
     pushScalar(pad + "-", value, indent + 2, lines);
   }
@@ -93,9 +122,11 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
-// Plain scalars that YAML 1.1 or 1.2 would read as booleans, nulls or numbers.
-const SPECIAL = /^(?:~|null|Null|NULL|true|True|TRUE|false|False|FALSE|y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF|\.inf|\.Inf|\.INF|-\.inf|-\.Inf|-\.INF|\.nan|\.NaN|\.NAN)$/;
-const NUMBER = /^[-+]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$|^0x[0-9a-fA-F_]+$|^0o?[0-7_]+$|^0b[01_]+$|^[-+]?\d[\d_]*(?::[0-5]?\d)+(?:\.\d*)?$/;
+// Plain scalars that YAML 1.1 or 1.2 would read as booleans, nulls,
+// numbers, infinities, NaN, the merge key (<<) or the value key (=), in any
+// case (quoting more than needed is harmless; less is not).
+const SPECIAL = /^(?:~|null|true|false|y|n|yes|no|on|off|[-+]?\.inf|\.nan|<<|=)$/i;
+const NUMBER = /^[-+]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][-+]?\d+)?$|^[-+]?0[xX][0-9a-fA-F_]+$|^[-+]?0[oO]?[0-7_]+$|^[-+]?0[bB][01_]+$|^[-+]?\d[\d_]*(?::[0-5]?\d)+(?:\.[\d_]*)?$/;
 const TIMESTAMP = /^\d{4}-\d\d?-\d\d?(?:[Tt ]|$)/;
 
 /** Whether s must be quoted to read back as the same string. */
@@ -115,10 +146,17 @@ export function needsQuotes(s: string): boolean {
   return false;
 }
 
+// Characters JSON.stringify leaves as they are but a YAML reader does not:
+// DEL and the C1 controls (U+0085 is a line break in YAML 1.1), the line
+// and paragraph separators, and the byte order mark.
+// eslint-disable-next-line no-control-regex
+const UNSAFE = /[\u007f-\u009f\u2028\u2029\ufeff]/g;
+
 function quoteString(s: string): string {
   if (!needsQuotes(s)) return s;
-  // JSON strings are valid YAML double-quoted scalars.
-  return JSON.stringify(s);
+  // JSON strings are YAML double-quoted scalars, once the characters YAML
+  // reads otherwise are escaped too.
+  return JSON.stringify(s).replace(UNSAFE, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
 }
 
 /** Whether s reads back from a block scalar: no characters that need escapes, no trailing spaces on lines. */

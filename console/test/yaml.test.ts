@@ -2,8 +2,8 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { changeOf, withoutManagedFields } from "../src/diff.js";
-import { needsQuotes, toYAML } from "../src/yaml.js";
+import { changeOf, pretty, withoutManagedFields } from "../src/diff.js";
+import { needsQuotes, toYAML, tooBig } from "../src/yaml.js";
 
 test("toYAML writes block YAML as kubectl does", () => {
   const o = {
@@ -62,6 +62,65 @@ test("strings that would read back as something else are quoted", () => {
   assert.equal(toYAML({ k: " a\nb" }), "k: |2-\n   a\n  b\n");
   // Unless they would not survive as one: quoted.
   assert.equal(toYAML({ k: "a \nb" }), 'k: "a \\nb"\n');
+});
+
+test("strings YAML 1.1 reads as booleans, numbers, merge keys or infinities are quoted, keys too", () => {
+  const quoted = [
+    "y", "Y", "n", "N", "yes", "YES", "yEs", "no", "nO", "on", "ON", "oN", "off", "OfF", "NuLL", "TrUe",
+    "<<", "=", ".inf", "+.inf", "-.Inf", "+.INF", ".NaN", ".nan", ".NAN",
+    "1e+21", "1e-7", "1E5", "0x1F", "0X1f", "-0x1F", "0o17", "017", "0b101", "1_000", "+1_000.5", "1:20", ".5", "1.",
+  ];
+  for (const s of quoted) {
+    assert.ok(needsQuotes(s), s);
+    assert.equal(toYAML({ [s]: s }), `${JSON.stringify(s)}: ${JSON.stringify(s)}\n`, s);
+  }
+  for (const s of ["yess", "o", "onion", "infinity", "0x", "1.2.3", "1e", "v1", "<", "=="]) assert.ok(!needsQuotes(s), s);
+});
+
+test("characters JSON leaves alone but YAML reads otherwise are escaped, and quoted", () => {
+  const cases: [string, string][] = [
+    ["a\u2028b", '"a\\u2028b"'],
+    ["a\u2029b", '"a\\u2029b"'],
+    ["a\u0085b", '"a\\u0085b"'],
+    ["a\u007fb", '"a\\u007fb"'],
+    ["a\u009fb", '"a\\u009fb"'],
+    ["\ufeffa", '"\\ufeffa"'],
+    // In a multi-line string too: not a block scalar.
+    ["a\n\u2028", '"a\\n\\u2028"'],
+  ];
+  for (const [s, want] of cases) {
+    assert.equal(toYAML({ k: s }), `k: ${want}\n`, JSON.stringify(s));
+    // What was written reads back, as a JSON string, as the same string.
+    assert.equal(JSON.parse(want), s);
+    assert.doesNotMatch(toYAML({ k: s }), /[\u007f-\u009f\u2028\u2029\ufeff]/);
+  }
+  // As a key too.
+  assert.equal(toYAML({ "\u2028": 1 }), '"\\u2028": 1\n');
+});
+
+test("objects too deep or too large are not written out, and nothing overflows the stack", () => {
+  let deep: unknown = "leaf";
+  for (let i = 0; i < 10_000; i++) deep = { a: deep };
+  assert.match(toYAML(deep), /^# The object is too deep or too large to show as YAML \(nested more than 200 levels deep\); see the JSON view\.\n$/);
+  assert.match(pretty(deep), /^\/\/ The object is too deep or too large to show \(nested more than 1000 levels deep\)\.$/);
+  let arrays: unknown = [];
+  for (let i = 0; i < 10_000; i++) arrays = [arrays];
+  assert.match(toYAML(arrays), /too deep/);
+  // 150 levels: still written, and as JSON too.
+  let ok: unknown = 1;
+  for (let i = 0; i < 150; i++) ok = { a: ok };
+  assert.equal(toYAML(ok).split("\n").length, 151);
+  assert.doesNotMatch(pretty(ok), /too deep/);
+  // Wide: a list of 150000 items in a list item, whose lines were spread into another array.
+  const wide = { items: [Array.from({ length: 150_000 }, (_, i) => i)] };
+  const yaml = toYAML(wide);
+  assert.equal(yaml.split("\n").length, 150_002);
+  assert.match(yaml, /^items:\n- - 0\n {2}- 1\n/);
+  // Too many values.
+  assert.match(toYAML({ items: Array.from({ length: 300_000 }, () => ({ a: 1 })) }), /more than 200000 values/);
+  assert.equal(tooBig({ a: [1, 2] }, 2, 4), "");
+  assert.equal(tooBig({ a: [1, 2] }, 2, 3), "more than 3 values");
+  assert.equal(tooBig({ a: [{}] }, 2), "nested more than 2 levels deep");
 });
 
 const before = {
