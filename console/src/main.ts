@@ -619,16 +619,19 @@ async function run(q: Query, start: { sendInitialEvents?: boolean; resumeToken?:
   // One type: the web client's Watch; several: one WatchMany, each type's
   // rows scoped by its index.
   const many = q.selectors.length > 1;
-  const w: Running & AsyncIterable<{ index: number; event: WatchEvent }> = many
+  const w: Running & AsyncIterable<{ index: number; event: WatchEvent; resyncStart?: boolean }> = many
     ? new ResumingWatchMany(transport, q.selectors, { ...q.options, ...start, ...callbacks })
     : single(q.selectors[0]!, { ...q.options, ...start, ...callbacks });
   current = w;
+  // A re-sync a stopped watch left halfway is done again, from its start.
+  table.cancelResync();
   try {
-    for await (const { index, event } of w) {
+    for await (const { index, event, resyncStart } of w) {
       if (current !== w) break;
       const now = Date.now();
       if (event.type !== "BOOKMARK") eventCount++;
       lastToken = w.resumeToken;
+      if (resyncStart === true) table.beginResync();
       for (const key of table.apply(event, now, many ? `${index}\u0001` : "")) dirty.add(key);
       if (event.initialEventsEnd) setStatus("live");
       if (event.type === "BOOKMARK" && event.resync) {
@@ -654,7 +657,7 @@ async function run(q: Query, start: { sendInitialEvents?: boolean; resumeToken?:
 }
 
 /** The web client's watch, its events as WatchMany's of index 0. */
-function single(selector: Selector, options: WatchOptions): Running & AsyncIterable<{ index: number; event: WatchEvent }> {
+function single(selector: Selector, options: WatchOptions): Running & AsyncIterable<{ index: number; event: WatchEvent; resyncStart?: boolean }> {
   const w = watch(transport, selector, options);
   return {
     get resumeToken() {

@@ -144,6 +144,20 @@ export class ObjectTable {
     }
   }
 
+  /**
+   * A re-sync's listing starts (again): only what it lists from now on
+   * stays at its end. An attempt that broke, or a watch stopped during a
+   * re-sync, leaves keys that no longer tell what exists.
+   */
+  beginResync(): void {
+    this.replacing = new Set();
+  }
+
+  /** Forgets a re-sync in progress: the watch that made it stopped. */
+  cancelResync(): void {
+    this.replacing = null;
+  }
+
   /** Ends the highlights that are over, and removes the deleted rows whose time is up; returns the keys changed. */
   expire(now: number): string[] {
     const changed: string[] = [];

@@ -2,7 +2,10 @@
 // watch resumes one: from the last response's token (or the stream's start
 // token, before the first), after a backoff, on errors that retrying can
 // fix. On OUT_OF_RANGE it lists everything again and marks the events
-// resync, so that the table drops what the new list lacks. The console
+// resync, so that the table drops what the new list lacks; as the web
+// client's watch does, its token stays the one from before the re-sync
+// until the listing ends (so a watch resumed from it re-syncs too), and a
+// listing whose stream breaks goes on from where it was. The console
 // uses it when several resource types are selected: one stream, one of the
 // six HTTP/1.1 connections a browser allows per origin.
 
@@ -32,6 +35,11 @@ export interface ManyEvent {
    * watch's initial events have been sent.
    */
   readonly event: WatchEvent;
+  /**
+   * Set on the first event of a re-sync's listing from its start: what an
+   * earlier, broken attempt listed no longer counts (ObjectTable.beginResync).
+   */
+  readonly resyncStart?: boolean;
 }
 
 export interface WatchManyOptions {
@@ -63,6 +71,10 @@ export class ResumingWatchMany implements AsyncIterable<ManyEvent> {
   private failures = 0;
   /** Listing everything again after OUT_OF_RANGE, until the initial events end. */
   private resyncing = false;
+  /** During a re-sync: where to go on listing if its stream breaks ("": from the start). */
+  private resyncToken = "";
+  /** A listing from the start was opened and has yielded nothing yet. */
+  private resyncStartPending = false;
 
   constructor(
     private readonly transport: Transport,
@@ -73,7 +85,10 @@ export class ResumingWatchMany implements AsyncIterable<ManyEvent> {
     this.token = options.resumeToken ?? "";
   }
 
-  /** Resumes every watch right after the last event yielded. */
+  /**
+   * Resumes every watch right after the last event yielded; during a
+   * re-sync, the token from before it: a watch resumed from it re-syncs.
+   */
   get resumeToken(): string {
     return this.token;
   }
@@ -88,12 +103,14 @@ export class ResumingWatchMany implements AsyncIterable<ManyEvent> {
       await this.sleepBackoff();
       if (signal.aborted) return;
       const resync = this.resyncing;
-      const sendInitialEvents = resync || (!this.tokenFromHub && (this.options.sendInitialEvents ?? false));
+      // A re-sync lists from the start, or goes on from where its listing broke.
+      const sendInitialEvents = resync ? this.resyncToken === "" : !this.tokenFromHub && (this.options.sendInitialEvents ?? false);
+      if (resync && this.resyncToken === "") this.resyncStartPending = true;
       const fromHeaders = !this.tokenFromHub;
       const call = new AbortController();
       const responses = hubClient(this.transport).watchMany(
         {
-          resumeToken: resync ? "" : this.token,
+          resumeToken: resync ? this.resyncToken : this.token,
           watches: this.selectors.map((s) => ({
             selector: {
               group: s.group ?? "",
@@ -122,9 +139,21 @@ export class ResumingWatchMany implements AsyncIterable<ManyEvent> {
         for await (const resp of responses) {
           this.failures = 0;
           // Events are marked resync until the re-sync's initial events end.
-          const event = this.eventOf(resp, this.resyncing);
-          this.adopt(resp.resumeToken);
-          if (resp.initialEventsEnd) this.resyncing = false;
+          let event = this.eventOf(resp, this.resyncing);
+          if (!this.resyncing) {
+            this.adopt(resp.resumeToken);
+          } else if (resp.initialEventsEnd) {
+            // The listing is complete: its end's token is the watch's.
+            this.adopt(resp.resumeToken);
+            this.resyncing = false;
+            this.resyncToken = "";
+          } else if (resp.resumeToken !== "") {
+            this.resyncToken = resp.resumeToken;
+          }
+          if (event !== null && this.resyncStartPending) {
+            event = { ...event, resyncStart: true };
+            this.resyncStartPending = false;
+          }
           if (event !== null) yield event;
           if (signal.aborted) return;
         }
@@ -174,9 +203,11 @@ export class ResumingWatchMany implements AsyncIterable<ManyEvent> {
     switch (err.code) {
       case Code.OutOfRange:
         // List again at once; but a listing refused too waits its backoff.
+        // (The listing's own token expired too: from the start again.)
         if (this.resyncing) this.failures++;
         else this.failures = 0;
         this.resyncing = true;
+        this.resyncToken = "";
         break;
       case Code.Internal:
         if (errorReason(err) === "OBJECT_UNSENDABLE") throw err;
@@ -187,7 +218,7 @@ export class ResumingWatchMany implements AsyncIterable<ManyEvent> {
           // Resume (after the cause is fixed) continues from the token in
           // the error, if the hub gave one.
           const token = err.metadata.get(RESUME_TOKEN_HEADER);
-          if (token && !this.tokenFromHub) this.adopt(token);
+          if (token && !this.tokenFromHub && !this.resyncing) this.adopt(token);
           throw err;
         }
         this.failures++;
