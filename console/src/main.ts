@@ -6,12 +6,14 @@
 
 import {
   Code,
+  ConnectError,
+  DEFAULT_BACKOFF,
   createTransport,
   hubClient,
   hubError,
-  listResources,
   snapshot,
   watch,
+  type Backoff,
   type Resource,
   type Selector,
   type WatchEvent,
@@ -53,6 +55,7 @@ const ui = {
   resourcesNote: $("resources-note", HTMLElement),
   filter: $("filter-input", HTMLTextAreaElement),
   fields: $("fields-input", HTMLInputElement),
+  columnsNote: $("columns-note", HTMLElement),
   includePrevious: $("include-previous", HTMLInputElement),
   startButton: $("start-button", HTMLButtonElement),
   stopButton: $("stop-button", HTMLButtonElement),
@@ -146,6 +149,11 @@ ui.signinForm.addEventListener("submit", (e) => {
 ui.signoutButton.addEventListener("click", () => {
   stop();
   clearToken();
+  // What was asked with the token signed out must not come back.
+  resourcesCall?.abort();
+  resourcesCall = null;
+  namespacesCall?.abort();
+  namespacesCall = null;
   resources = [];
   ui.resourcesNote.textContent = "";
   fillResources();
@@ -168,6 +176,9 @@ ui.signoutButton.addEventListener("click", () => {
 
 let resources: Resource[] = [];
 let resourcesCall: AbortController | null = null;
+let namespacesCall: AbortController | null = null;
+/** The most types one WatchMany may hold (ListResourcesResponse.max_watches_per_stream; 0: not said). */
+let maxWatches = 0;
 /** The types ticked in the sidebar, by label; one or none: the picker's. */
 const checked = new Set<string>();
 
@@ -178,7 +189,10 @@ async function loadResources(): Promise<void> {
   resourcesCall = call;
   const namespace = ui.namespaceInput.value.trim();
   try {
-    const listed = await listResources(transport, namespace, { signal: call.signal });
+    const response = await hubClient(transport).listResources({ namespace }, { signal: call.signal });
+    if (call.signal.aborted) return;
+    const listed = response.resources;
+    maxWatches = response.maxWatchesPerStream;
     if (listed.length === 0 && resources.length > 0) {
       // Keep the types listed before: a watch here is then refused with
       // PERMISSION_DENIED, which says what access is missing.
@@ -198,8 +212,12 @@ async function loadResources(): Promise<void> {
 // possible, and a caller who may not list them types the name.
 async function loadNamespaces(): Promise<void> {
   if (getToken() === "") return;
+  namespacesCall?.abort();
+  const call = new AbortController();
+  namespacesCall = call;
   try {
-    const s = await snapshot(transport, { version: "v1", resource: "namespaces" }, { fields: ["metadata.name"] });
+    const s = await snapshot(transport, { version: "v1", resource: "namespaces" }, { fields: ["metadata.name"], signal: call.signal });
+    if (call.signal.aborted) return;
     ui.namespaceList.replaceChildren(
       ...s.objects.map((o) => {
         const option = document.createElement("option");
@@ -208,7 +226,7 @@ async function loadNamespaces(): Promise<void> {
       }),
     );
   } catch {
-    ui.namespaceList.replaceChildren();
+    if (!call.signal.aborted) ui.namespaceList.replaceChildren();
   }
 }
 
@@ -310,9 +328,15 @@ function sidebarEntry(r: Resource): HTMLElement {
   box.dataset["testid"] = "sidebar-check";
   box.checked = checked.has(label);
   box.addEventListener("change", () => {
+    if (box.checked && maxWatches > 0 && checked.size >= maxWatches) {
+      // The hub refuses a WatchMany of more.
+      box.checked = false;
+      ui.resourcesNote.textContent = `One stream watches at most ${maxWatches} types (the hub's --max-watches-per-stream): untick one first.`;
+      return;
+    }
     if (box.checked) checked.add(label);
     else checked.delete(label);
-    refreshCounts();
+    ui.resourcesNote.textContent = "";
   });
   const name = document.createElement("button");
   name.type = "button";
@@ -330,9 +354,18 @@ function sidebarEntry(r: Resource): HTMLElement {
   const count = document.createElement("span");
   count.className = "count";
   count.dataset["testid"] = "sidebar-count";
+  // Counting starts the hub's informer for the type, cluster-wide: on request.
+  const ask = document.createElement("button");
+  ask.type = "button";
+  ask.className = "count-button";
+  ask.dataset["testid"] = "sidebar-count-button";
+  ask.textContent = "#";
+  ask.title = `count the ${r.kind} objects (starts the hub's informer for the type, as a watch would)`;
+  ask.addEventListener("click", () => countOnce(r));
   li.appendChild(box);
   li.appendChild(name);
   li.appendChild(count);
+  li.appendChild(ask);
   sidebarEntries.set(label, li);
   sidebarChecks.set(label, box);
   sidebarCounts.set(label, count);
@@ -341,19 +374,27 @@ function sidebarEntry(r: Resource): HTMLElement {
 
 // ---- Counts ----
 
-// A browser opens at most 6 HTTP/1.1 connections to an origin, and each
-// server stream holds one: the watch, and at most LIVE_COUNTS live Counts
-// (the types watched), the others counted once, a few at a time, and
-// their streams closed after the first response.
-const LIVE_COUNTS = 3;
+// A browser opens at most 6 HTTP/1.1 connections to an origin, shared by
+// all its tabs, and each server stream holds one. So a tab holds the watch
+// and at most ONE live Count, of the first type watched, opened once the
+// watch is connected (the watch comes first), closed on Stop and while the
+// tab is hidden. Every other count is a one-shot Count, closed after its
+// first response, a few at a time, each within a deadline: of the other
+// types watched, and of the types whose informer the hub runs already
+// (ListResources' informer_active). Counting any other type would start the
+// hub's informer for it, cluster-wide: only when asked (the type's # button).
 const ONE_SHOT_AT_ONCE = 2;
-const liveCounts = new Map<string, AbortController>();
+const ONE_SHOT_DEADLINE_MS = 10_000;
+let liveCount: { readonly label: string; readonly call: AbortController } | null = null;
 const oneShotQueue: Resource[] = [];
-let oneShotRunning = 0;
+/** The one-shot Counts in flight, aborted when the counts restart. */
+const oneShotCalls = new Set<AbortController>();
 /** The types counted once (or queued), by label, since the sidebar was filled. */
 const countedOnce = new Set<string>();
-/** Bumped when the sidebar is filled again (a namespace changed): older counts are dropped. */
+/** Bumped when the counts restart (a namespace changed, sign-out): older counts are dropped. */
 let countEpoch = 0;
+/** Whether the current watch is connected: live counts wait for it. */
+let watchConnected = false;
 
 function countSelector(r: Resource): { group: string; version: string; resource: string; namespace: string } {
   return { group: r.group, version: r.version, resource: r.resource, namespace: r.namespaced ? ui.namespaceInput.value.trim() : "" };
@@ -369,68 +410,90 @@ function showCount(r: Resource, total: bigint | null, error = ""): void {
   else li.dataset["count"] = String(total);
 }
 
-/** Counts the watched types live, and the other types of open sections once. */
+/** The types the current watch watches, once it is connected; none otherwise. */
+function watchedTypes(): Resource[] {
+  return current !== null && watchConnected && lastQuery !== null ? lastQuery.resources : [];
+}
+
+/** Counts the first watched type live, the other watched types and open sections' active types once. */
 function refreshCounts(): void {
-  const live = new Set(selectedResources().slice(0, LIVE_COUNTS).map(resourceLabel));
-  for (const [label, call] of liveCounts) {
-    if (!live.has(label)) {
-      call.abort();
-      liveCounts.delete(label);
-    }
+  const watched = watchedTypes();
+  const visible = document.visibilityState !== "hidden";
+  const liveType = visible ? watched[0] : undefined;
+  const liveLabel = liveType === undefined ? null : resourceLabel(liveType);
+  if (liveCount !== null && liveCount.label !== liveLabel) {
+    liveCount.call.abort();
+    liveCount = null;
   }
+  if (liveType !== undefined && liveCount === null) countLive(liveType);
+  const watchedLabels = new Set(watched.map(resourceLabel));
   for (const r of resources) {
     const label = resourceLabel(r);
-    if (live.has(label)) {
-      if (!liveCounts.has(label)) countLive(r);
-    } else if (openSections.has(sectionOf(r)) && !countedOnce.has(label)) {
-      countOnce(r);
-    }
+    if (label === liveLabel || countedOnce.has(label)) continue;
+    if (watchedLabels.has(label) || (r.informerActive && openSections.has(sectionOf(r)))) countOnce(r);
   }
 }
 
-/** Counts afresh: for a new sidebar, whose namespace may have changed. */
+/** Counts afresh: for a new sidebar, whose namespace may have changed, or none (signed out). */
 function restartCounts(): void {
   countEpoch++;
-  for (const call of liveCounts.values()) call.abort();
-  liveCounts.clear();
+  liveCount?.call.abort();
+  liveCount = null;
   oneShotQueue.length = 0;
+  for (const call of oneShotCalls) call.abort();
+  oneShotCalls.clear();
   countedOnce.clear();
   refreshCounts();
 }
 
-// Counts carry no token: a Count that ends is called again (after a
-// pause), unless retrying cannot help.
-const COUNT_RETRY_MS = 2000;
+// A hidden tab gives its live count's connection back; shown, it counts again.
+document.addEventListener("visibilitychange", () => refreshCounts());
+
+// Counts carry no token: a Count that ends is called again after the
+// watch's backoff (with jitter), unless retrying cannot help.
 const COUNT_FATAL = new Set<Code>([Code.InvalidArgument, Code.NotFound, Code.PermissionDenied, Code.Unauthenticated, Code.Unimplemented]);
+
+/** The pause before the failures-th retry, as the web client's watch waits. */
+export function backoffDelay(failures: number, b: Backoff = DEFAULT_BACKOFF, random = Math.random()): number {
+  const delay = Math.min(b.initialMs * b.multiplier ** (failures - 1), b.maxMs);
+  return delay * (1 + b.jitter * (2 * random - 1));
+}
 
 function countLive(r: Resource): void {
   const label = resourceLabel(r);
   const call = new AbortController();
-  liveCounts.set(label, call);
+  liveCount = { label, call };
   countedOnce.add(label); // its last live count stands when it stops
   void (async () => {
-    let retry = true;
-    try {
-      for await (const c of hubClient(transport).count({ selector: countSelector(r), groupBy: "" }, { signal: call.signal })) {
-        showCount(r, c.total);
+    let failures = 0;
+    while (!call.signal.aborted) {
+      if (failures > 0) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, backoffDelay(failures));
+          call.signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+        });
+        if (call.signal.aborted) return;
       }
-    } catch (err) {
-      if (call.signal.aborted) return;
-      showCount(r, null, errorSummary(err));
-      retry = !COUNT_FATAL.has(hubError(err).code);
+      try {
+        for await (const c of hubClient(transport).count({ selector: countSelector(r), groupBy: "" }, { signal: call.signal })) {
+          failures = 0;
+          showCount(r, c.total);
+        }
+        failures++; // the hub ended it: count again, after a pause
+      } catch (err) {
+        if (call.signal.aborted) return;
+        showCount(r, null, errorSummary(err));
+        if (COUNT_FATAL.has(hubError(err).code)) {
+          if (liveCount?.call === call) liveCount = null;
+          return;
+        }
+        failures++; // RESOURCE_EXHAUSTED and the like: back off too
+      }
     }
-    if (!retry) {
-      if (liveCounts.get(label) === call) liveCounts.delete(label);
-      return;
-    }
-    setTimeout(() => {
-      if (liveCounts.get(label) !== call || call.signal.aborted) return;
-      liveCounts.delete(label);
-      countLive(r);
-    }, COUNT_RETRY_MS);
   })();
 }
 
+/** Counts r once (again, if asked): the only way a type whose informer is not running is counted. */
 function countOnce(r: Resource): void {
   countedOnce.add(resourceLabel(r));
   oneShotQueue.push(r);
@@ -438,24 +501,25 @@ function countOnce(r: Resource): void {
 }
 
 function pumpCounts(): void {
-  while (oneShotRunning < ONE_SHOT_AT_ONCE && oneShotQueue.length > 0) {
+  while (oneShotCalls.size < ONE_SHOT_AT_ONCE && oneShotQueue.length > 0) {
     const r = oneShotQueue.shift()!;
     const epoch = countEpoch;
-    oneShotRunning++;
     const call = new AbortController();
+    oneShotCalls.add(call);
+    const deadline = setTimeout(() => call.abort(new ConnectError("no count within 10 s", Code.DeadlineExceeded)), ONE_SHOT_DEADLINE_MS);
     void (async () => {
       try {
         for await (const c of hubClient(transport).count({ selector: countSelector(r), groupBy: "" }, { signal: call.signal })) {
           // A live count of it, started meanwhile, is newer.
-          if (epoch === countEpoch && !liveCounts.has(resourceLabel(r))) showCount(r, c.total);
+          if (epoch === countEpoch && liveCount?.label !== resourceLabel(r)) showCount(r, c.total);
           break;
         }
       } catch (err) {
-        if (epoch === countEpoch) showCount(r, null, errorSummary(err));
+        if (epoch === countEpoch) showCount(r, null, call.signal.aborted ? "no count within 10 s" : errorSummary(err));
       } finally {
+        clearTimeout(deadline);
         call.abort();
-        oneShotRunning--;
-        pumpCounts();
+        if (oneShotCalls.delete(call)) pumpCounts();
       }
     })();
   }
@@ -463,8 +527,8 @@ function pumpCounts(): void {
 
 ui.resourceSelect.addEventListener("change", () => {
   checked.clear();
+  for (const b of sidebarChecks.values()) b.checked = false;
   showSelectableFields();
-  refreshCounts();
 });
 ui.namespaceInput.addEventListener("change", () => void loadResources());
 ui.refreshResources.addEventListener("click", () => void loadResources());
@@ -535,7 +599,6 @@ function startWatch(): void {
   lastToken = "";
   lastQuery = q;
   setView(q);
-  refreshCounts();
   scheduleRender();
   void run(q, { sendInitialEvents: true });
 }
@@ -566,6 +629,13 @@ function setView(q: Query): void {
   heads.push(th("Name"));
   for (const c of view.columns) heads.push(th(c.name, c.description));
   ui.head.replaceChildren(...heads);
+  // A projection leaves out what columns read elsewhere: they then show <none>.
+  const fields = q.options.fields ?? [];
+  const read = view.columns.filter((c) => c !== AGE).map((c) => c.name);
+  ui.columnsNote.hidden = fields.length === 0 || read.length === 0;
+  ui.columnsNote.textContent = ui.columnsNote.hidden
+    ? ""
+    : `With fields set, the hub sends only those (and the metadata): the columns ${read.join(", ")} show <none> unless the fields they read are among them.`;
   for (const [label, li] of sidebarEntries) li.classList.toggle("watched", q.resources.some((r) => resourceLabel(r) === label));
 }
 
@@ -588,6 +658,9 @@ function stop(): void {
   current?.cancel();
   current = null;
   ui.stopButton.disabled = true;
+  // The live count goes with the watch.
+  watchConnected = false;
+  refreshCounts();
 }
 
 async function run(q: Query, start: { sendInitialEvents?: boolean; resumeToken?: string }): Promise<void> {
@@ -602,6 +675,11 @@ async function run(q: Query, start: { sendInitialEvents?: boolean; resumeToken?:
   const callbacks = {
     onConnected: () => {
       if (current !== w) return;
+      // The watch holds its connection: now the counts may take theirs.
+      if (!watchConnected) {
+        watchConnected = true;
+        refreshCounts();
+      }
       if (resyncing) resyncStatus();
       else if (table.isLive) setStatus("live");
       else setStatus("initial", "loading initial objects…");
@@ -651,6 +729,8 @@ async function run(q: Query, start: { sendInitialEvents?: boolean; resumeToken?:
     if (current === w) {
       current = null;
       ui.stopButton.disabled = true;
+      watchConnected = false;
+      refreshCounts();
     }
     scheduleRender();
   }
@@ -695,26 +775,34 @@ function scheduleRender(): void {
 function render(): void {
   const now = Date.now();
   const ordered = table.ordered();
+  const keys = [...dirty].sort().reverse();
+  const selectedChanged = selectedKey !== null && dirty.has(selectedKey);
+  // Cleared first: a row that cannot be shown is not tried again and again.
+  dirty.clear();
   // Last row first: the row after a new one is then on the page already
   // (the table is sorted by key), so each insertion is one step.
-  for (const key of [...dirty].sort().reverse()) {
-    const row = table.get(key);
-    let tr = rowElements.get(key);
-    if (row === undefined) {
-      tr?.remove();
-      rowElements.delete(key);
-      continue;
+  for (const key of keys) {
+    try {
+      const row = table.get(key);
+      let tr = rowElements.get(key);
+      if (row === undefined) {
+        tr?.remove();
+        rowElements.delete(key);
+        continue;
+      }
+      if (tr === undefined) {
+        tr = newRow(row);
+        rowElements.set(key, tr);
+        const after = ordered[table.indexOf(key) + 1];
+        ui.body.insertBefore(tr, after === undefined ? null : (rowElements.get(after.key) ?? null));
+      }
+      updateRow(tr, row, now, false);
+    } catch (err) {
+      // One row's failure must not keep the others off the page.
+      console.error(`console: row ${key}:`, err);
     }
-    if (tr === undefined) {
-      tr = newRow(row);
-      rowElements.set(key, tr);
-      const after = ordered[table.indexOf(key) + 1];
-      ui.body.insertBefore(tr, after === undefined ? null : (rowElements.get(after.key) ?? null));
-    }
-    updateRow(tr, row, now);
   }
-  if (selectedKey !== null && dirty.has(selectedKey)) showDetail(selectedKey);
-  dirty.clear();
+  if (selectedChanged) scheduleDetail();
   ui.objectCount.textContent = String(table.count);
   ui.eventCount.textContent = String(eventCount);
   ui.resumeToken.textContent = lastToken;
@@ -746,21 +834,49 @@ function newRow(row: Row): HTMLTableRowElement {
   return tr;
 }
 
-function updateRow(tr: HTMLTableRowElement, row: Row, now: number): void {
+/**
+ * Writes row into tr: every cell, or (timedOnly, for the 1-second tick)
+ * only the cells that move with time, such as ages. Only what changed is
+ * written: the page then does no layout for the rest.
+ */
+function updateRow(tr: HTMLTableRowElement, row: Row, now: number, timedOnly: boolean): void {
   const cells = tr.cells;
   let i = 0;
   if (view.multi) {
     const kind = typeof row.object.kind === "string" ? row.object.kind : "";
-    setText(cells[i++]!, kind);
-    tr.dataset["kind"] = kind;
+    if (!timedOnly) setText(cells[i]!, kind);
+    i++;
+    if (!timedOnly && tr.dataset["kind"] !== kind) tr.dataset["kind"] = kind;
   }
-  if (view.namespaceColumn) setText(cells[i++]!, row.namespace);
-  setText(cells[i++]!, row.name);
-  for (const c of view.columns) setText(cells[i++]!, c.value(row.object, now));
-  tr.dataset["resourceVersion"] = row.resourceVersion;
-  for (const h of ["added", "modified", "deleted"] as const) tr.classList.toggle(`row-${h}`, row.highlight === h);
-  tr.classList.toggle("filter-error", row.filterError !== "");
-  tr.title = row.filterError;
+  if (view.namespaceColumn) {
+    if (!timedOnly) setText(cells[i]!, row.namespace);
+    i++;
+  }
+  if (!timedOnly) setText(cells[i]!, row.name);
+  i++;
+  for (const c of view.columns) {
+    const cell = cells[i++]!;
+    if (timedOnly && !c.timed) continue;
+    setText(cell, cellValue(c, row, now));
+  }
+  if (timedOnly) return;
+  if (tr.dataset["resourceVersion"] !== row.resourceVersion) tr.dataset["resourceVersion"] = row.resourceVersion;
+  for (const h of ["added", "modified", "deleted"] as const) {
+    const on = row.highlight === h;
+    if (tr.classList.contains(`row-${h}`) !== on) tr.classList.toggle(`row-${h}`, on);
+  }
+  if (tr.classList.contains("filter-error") !== (row.filterError !== "")) tr.classList.toggle("filter-error", row.filterError !== "");
+  if (tr.title !== row.filterError) tr.title = row.filterError;
+}
+
+/** A column's value for row; a column that fails (a path over something huge, a bug) shows <error>, the others still show. */
+function cellValue(c: Column, row: Row, now: number): string {
+  try {
+    return c.value(row.object, now);
+  } catch (err) {
+    console.error(`console: column ${c.name} of ${row.key}:`, err);
+    return "<error>";
+  }
 }
 
 function setText(el: HTMLElement, text: string): void {
@@ -771,42 +887,79 @@ function setText(el: HTMLElement, text: string): void {
 
 let detailFormat: "yaml" | "json" = "yaml";
 
+// A selected object that changes all the time would otherwise be written
+// out, and diffed, at every render: the detail follows at most once a
+// second (the last change wins), writes only the format shown, and not
+// again for the same state.
+const DETAIL_INTERVAL_MS = 1000;
+let detailShownAt = -Infinity;
+let detailTimer: ReturnType<typeof setTimeout> | null = null;
+/** What the detail shows now: a state of a row in a format. */
+let detailShown: { key: string; object: unknown; previous: unknown; format: string; managedFields: boolean; highlight: string | null } | null = null;
+
+function scheduleDetail(): void {
+  if (detailTimer !== null) return;
+  const wait = detailShownAt + DETAIL_INTERVAL_MS - Date.now();
+  if (wait <= 0) {
+    refreshDetail();
+    return;
+  }
+  detailTimer = setTimeout(() => {
+    detailTimer = null;
+    refreshDetail();
+  }, wait);
+}
+
 function showDetail(key: string): void {
+  detailShownAt = Date.now();
   const row = table.get(key);
   if (row === undefined) {
     ui.detail.hidden = true;
+    detailShown = null;
     return;
   }
+  const managedFields = ui.showManagedFields.checked;
+  const d = detailShown;
+  if (d !== null && d.key === key && d.object === row.object && d.previous === row.previous && d.format === detailFormat && d.managedFields === managedFields && d.highlight === row.highlight) return;
+  detailShown = null;
+  // Emptied first: if what follows fails, the pane shows no other object's text under this one's title.
+  ui.detailYAML.textContent = "";
+  ui.detailJSON.textContent = "";
+  ui.detailDiff.replaceChildren();
+  ui.detailFolded.hidden = true;
   ui.detail.hidden = false;
   ui.detail.dataset["key"] = `${row.namespace}/${row.name}`;
   ui.detailTitle.textContent = `${row.namespace ? row.namespace + "/" : ""}${row.name}${row.highlight === "deleted" ? " (deleted)" : ""}`;
   ui.detailFilterError.hidden = row.filterError === "";
   ui.detailFilterError.textContent = row.filterError && `The filter could not decide on this object: ${row.filterError}`;
-  const shown = ui.showManagedFields.checked ? row.object : withoutManagedFields(row.object);
-  ui.detailYAML.textContent = toYAML(shown);
-  ui.detailJSON.textContent = pretty(shown);
   ui.detailYAML.hidden = detailFormat !== "yaml";
   ui.detailJSON.hidden = detailFormat !== "json";
   ui.viewYAML.setAttribute("aria-pressed", String(detailFormat === "yaml"));
   ui.viewJSON.setAttribute("aria-pressed", String(detailFormat === "json"));
-  if (row.previous === null) {
-    ui.detailDiff.replaceChildren(document.createTextNode("no previous state"));
-    ui.detailFolded.hidden = true;
-    return;
-  }
   const render = detailFormat === "yaml" ? toYAML : pretty;
-  const change = changeOf(row.previous, row.object, render);
-  const lines = change.lines.map((l) => {
-    const span = document.createElement("span");
-    span.className = l.op === "+" ? "diff-add" : l.op === "-" ? "diff-del" : l.op === "…" ? "diff-skip" : "diff-same";
-    span.textContent = l.op === "…" ? `  … ${l.text}\n` : `${l.op} ${l.text}\n`;
-    return span;
-  });
-  if (!change.changed) lines.unshift(Object.assign(document.createElement("span"), { className: "diff-skip", textContent: "only metadata changed\n" }));
-  ui.detailDiff.replaceChildren(...lines);
-  ui.detailFolded.hidden = change.folded === 0;
-  ui.detailFolded.textContent = `${change.folded} line${change.folded === 1 ? "" : "s"} of metadata folded (managedFields, resourceVersion, generation)`;
-  ui.detailFolded.dataset["folded"] = String(change.folded);
+  try {
+    const shown = managedFields ? row.object : withoutManagedFields(row.object);
+    (detailFormat === "yaml" ? ui.detailYAML : ui.detailJSON).textContent = render(shown);
+    if (row.previous === null) {
+      ui.detailDiff.replaceChildren(document.createTextNode("no previous state"));
+    } else {
+      const change = changeOf(row.previous, row.object, render);
+      // Appended one by one: a spread of many lines overflows the stack.
+      if (!change.changed) ui.detailDiff.appendChild(Object.assign(document.createElement("span"), { className: "diff-skip", textContent: "only metadata changed\n" }));
+      for (const l of change.lines) {
+        const span = document.createElement("span");
+        span.className = l.op === "+" ? "diff-add" : l.op === "-" ? "diff-del" : l.op === "…" ? "diff-skip" : "diff-same";
+        span.textContent = l.op === "…" ? `  … ${l.text}\n` : `${l.op} ${l.text}\n`;
+        ui.detailDiff.appendChild(span);
+      }
+      ui.detailFolded.hidden = change.folded === 0;
+      ui.detailFolded.textContent = `${change.folded} line${change.folded === 1 ? "" : "s"} of metadata folded (managedFields, resourceVersion, generation)`;
+      ui.detailFolded.dataset["folded"] = String(change.folded);
+    }
+    detailShown = { key, object: row.object, previous: row.previous, format: detailFormat, managedFields, highlight: row.highlight };
+  } catch (err) {
+    (detailFormat === "yaml" ? ui.detailYAML : ui.detailJSON).textContent = `The console could not show this object: ${err instanceof Error ? err.message : String(err)}`;
+  }
 }
 
 function refreshDetail(): void {
@@ -827,9 +980,11 @@ ui.showManagedFields.addEventListener("change", refreshDetail);
 setInterval(() => {
   const now = Date.now();
   for (const key of table.expire(now)) dirty.add(key);
-  for (const row of table.ordered()) {
-    const tr = rowElements.get(row.key);
-    if (tr !== undefined && !dirty.has(row.key)) updateRow(tr, row, now);
+  if (view.columns.some((c) => c.timed)) {
+    for (const row of table.ordered()) {
+      const tr = rowElements.get(row.key);
+      if (tr !== undefined && !dirty.has(row.key)) updateRow(tr, row, now, true);
+    }
   }
   if (dirty.size > 0) render();
 }, 1000);

@@ -202,10 +202,17 @@ export function fakeDocument(html: string) {
     }
     byId.set(id, e);
   }
+  const listeners = new Map<string, (() => void)[]>();
   return {
     getElementById: (id: string) => byId.get(id) ?? null,
     createElement: element,
     createTextNode: (text: string) => Object.assign(new HTMLElement("#text"), { textContent: text }),
+    /** "hidden" when the tab is in the background: set it, then dispatch "visibilitychange". */
+    visibilityState: "visible" as "visible" | "hidden",
+    addEventListener: (type: string, listener: () => void) => listeners.set(type, [...(listeners.get(type) ?? []), listener]),
+    dispatch: (type: string) => {
+      for (const l of listeners.get(type) ?? []) l();
+    },
   };
 }
 

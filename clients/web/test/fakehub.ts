@@ -72,6 +72,8 @@ export class FakeHub {
   readonly manyRequests: WatchManyRequest[] = [];
   /** The Count calls received. */
   counts = 0;
+  /** Count streams open now. */
+  openCounts = 0;
   /** Tokens of positions before this are expired (OUT_OF_RANGE). */
   expiredBefore = 0;
   /** What ListResources answers. */
@@ -225,13 +227,18 @@ export class FakeHub {
   /** Count: the number of objects now, then again after every change, until the client goes. */
   private async *count(ctx: HandlerContext): AsyncGenerator<{ total: bigint; resourceVersion: string }> {
     this.counts++;
-    for (;;) {
-      yield { total: BigInt(this.stateAt(this.log.length).length), resourceVersion: String(this.log.length) };
-      await new Promise<void>((resolve) => {
-        this.countWake.push(resolve);
-        ctx.signal.addEventListener("abort", () => resolve(), { once: true });
-      });
-      if (ctx.signal.aborted) return;
+    this.openCounts++;
+    try {
+      for (;;) {
+        yield { total: BigInt(this.stateAt(this.log.length).length), resourceVersion: String(this.log.length) };
+        await new Promise<void>((resolve) => {
+          this.countWake.push(resolve);
+          ctx.signal.addEventListener("abort", () => resolve(), { once: true });
+        });
+        if (ctx.signal.aborted) return;
+      }
+    } finally {
+      this.openCounts--;
     }
   }
 
