@@ -176,3 +176,60 @@ test("the console signs in, lists, watches live, resumes exactly, explains error
   assert.equal(el("signout-button").hidden, true);
   assert.equal(el("sidebar").children.length, 0);
 });
+
+test("counts: the watch first, then one live Count; others once, only where the informer runs; none while hidden or stopped; ticks capped", async () => {
+  const configmaps = { version: "v1", resource: "configmaps", kind: "ConfigMap", namespaced: true, selectableFields: [], informerActive: true };
+  const secrets = { version: "v1", resource: "secrets", kind: "Secret", namespaced: true, selectableFields: [] };
+  const services = { version: "v1", resource: "services", kind: "Service", namespaced: true, selectableFields: [] };
+  hub.resources = [configmaps, secrets, services];
+  hub.maxWatchesPerStream = 2;
+  // Signed out: no stream left open.
+  await until(() => hub.openCounts === 0, "no count left open at sign-out");
+  const counts = hub.counts;
+  el<HTMLInputElement>("namespace-input").value = "";
+  el<HTMLInputElement>("token-input").value = "secret";
+  el("signin-form").dispatch("submit");
+  await until(() => el("sidebar").children.length === 2, "the sidebar");
+  const entries = () => el("sidebar").children.flatMap((d) => d.children[1]!.children);
+  const entry = (resource: string) => entries().find((e) => e.dataset["resource"] === resource)!;
+  // Only configmaps, whose informer runs, is counted by itself, once.
+  await until(() => entry("configmaps").dataset["count"] === "3", "configmaps counted");
+  await until(() => hub.openCounts === 0, "the one-shot count closed");
+  assert.equal(hub.counts, counts + 1);
+  assert.equal(entry("secrets").dataset["count"], undefined);
+
+  // Three ticked: the third is refused, with a reason.
+  const tick = (resource: string) => {
+    const box = entry(resource).children[0] as HTMLInputElement;
+    box.checked = true;
+    box.dispatch("change");
+    return box;
+  };
+  tick("configmaps");
+  tick("secrets");
+  assert.equal(tick("services").checked, false);
+  assert.match(text("resources-note"), /at most 2 types/);
+
+  // Start: the WatchMany first; then one live Count (configmaps), and secrets counted once.
+  const many = hub.manyRequests.length;
+  el("query-form").dispatch("submit");
+  assert.equal(hub.openCounts, 0);
+  await until(() => state() === "live" && entry("secrets").dataset["count"] === "3", "watching both");
+  assert.equal(hub.manyRequests.length, many + 1);
+  assert.equal(hub.manyRequests.at(-1)!.watches.length, 2);
+  await until(() => hub.openCounts === 1, "one live count");
+
+  // Hidden: the live count gives its connection back; shown, it counts again.
+  const doc = document as unknown as { visibilityState: string; dispatch(type: string): void };
+  doc.visibilityState = "hidden";
+  doc.dispatch("visibilitychange");
+  await until(() => hub.openCounts === 0, "no count while hidden");
+  doc.visibilityState = "visible";
+  doc.dispatch("visibilitychange");
+  await until(() => hub.openCounts === 1, "the live count again");
+
+  // Stop: no stream at all.
+  el("stop-button").dispatch("click");
+  await until(() => hub.openCounts === 0, "no count once stopped");
+  el("signout-button").dispatch("click");
+});

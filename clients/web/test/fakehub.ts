@@ -74,6 +74,8 @@ export class FakeHub {
   counts = 0;
   /** Count streams open now. */
   openCounts = 0;
+  /** What ListResources says of WatchMany (0: nothing). */
+  maxWatchesPerStream = 0;
   /** Tokens of positions before this are expired (OUT_OF_RANGE). */
   expiredBefore = 0;
   /** What ListResources answers. */
@@ -155,7 +157,7 @@ export class FakeHub {
       watchMany: (req, ctx) => this.watchMany(req, ctx),
       listResources: (_, ctx) => {
         this.authorizations.push(ctx.requestHeader.get("authorization") ?? "");
-        return { resources: this.resources };
+        return { resources: this.resources, maxWatchesPerStream: this.maxWatchesPerStream };
       },
     });
   }
@@ -227,7 +229,17 @@ export class FakeHub {
   /** Count: the number of objects now, then again after every change, until the client goes. */
   private async *count(ctx: HandlerContext): AsyncGenerator<{ total: bigint; resourceVersion: string }> {
     this.counts++;
+    // Open until the client goes (its abort reaches the handler's signal)
+    // or the stream ends.
     this.openCounts++;
+    let open = true;
+    const close = () => {
+      if (open) this.openCounts--;
+      open = false;
+    };
+    ctx.signal.addEventListener("abort", close, { once: true });
+    // A call the client gave up on before it reached the handler.
+    if (ctx.signal.aborted) close();
     try {
       for (;;) {
         yield { total: BigInt(this.stateAt(this.log.length).length), resourceVersion: String(this.log.length) };
@@ -238,7 +250,7 @@ export class FakeHub {
         if (ctx.signal.aborted) return;
       }
     } finally {
-      this.openCounts--;
+      close();
     }
   }
 
