@@ -235,13 +235,21 @@ func TestListResourcesHasSelectableFields(t *testing.T) {
 	hub.resources = &informerhubv1.ListResourcesResponse{Resources: []*informerhubv1.Resource{{
 		Version: "v1", Resource: "pods", Kind: "Pod", Namespaced: true,
 		SelectableFields: []string{"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"},
+	}, {
+		Group: "example.com", Version: "v1", Resource: "widgets", Kind: "Widget", Namespaced: true,
+		PrinterColumns: []*informerhubv1.PrinterColumn{{Name: "Ready", Type: "string", Description: "ready?", Priority: 1,
+			JsonPath: `.status.conditions[?(@.type=="Ready")].status`}},
 	}}}
 	resources, err := serveFakes(t, nil, hub).ListResources(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resources) != 1 || !cmp.Equal(resources[0].SelectableFields, []string{"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"}) {
+	if len(resources) != 2 || !cmp.Equal(resources[0].SelectableFields, []string{"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"}) {
 		t.Fatalf("resources %+v", resources)
+	}
+	want := []hubclient.PrinterColumn{{Name: "Ready", Type: "string", Description: "ready?", Priority: 1, JSONPath: `.status.conditions[?(@.type=="Ready")].status`}}
+	if diff := cmp.Diff(want, resources[1].PrinterColumns); diff != "" || resources[0].PrinterColumns != nil {
+		t.Errorf("printer columns (-want +got):\n%s\npods: %v", diff, resources[0].PrinterColumns)
 	}
 }
 

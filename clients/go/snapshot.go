@@ -109,6 +109,19 @@ type Resource struct {
 	// Forbidden is set only by ListResourcesWithOptions with
 	// IncludeForbidden: the caller may not list and watch the type there.
 	Forbidden bool
+	// PrinterColumns are a custom resource version's
+	// additionalPrinterColumns, as its CRD gives them; empty for types no
+	// CRD defines (see the proto's Resource.printer_columns).
+	PrinterColumns []PrinterColumn
+}
+
+// PrinterColumn is a column of a custom resource's table: its values are
+// at JSONPath in each object (the first match); kubectl get shows those of
+// Priority 0, -o wide the others.
+type PrinterColumn struct {
+	Name, Type, Format, Description string
+	Priority                        int32
+	JSONPath                        string
 }
 
 // ListResources lists the resource types the cluster serves that the
@@ -152,6 +165,10 @@ func (c *Client) ListResourcesWithOptions(ctx context.Context, opts ListResource
 				ShortNames:           r.GetShortNames(),
 				SingularName:         r.GetSingularName(),
 				Forbidden:            r.GetForbidden(),
+			}
+			for _, c := range r.GetPrinterColumns() {
+				out[i].PrinterColumns = append(out[i].PrinterColumns, PrinterColumn{Name: c.GetName(), Type: c.GetType(),
+					Format: c.GetFormat(), Description: c.GetDescription(), Priority: c.GetPriority(), JSONPath: c.GetJsonPath()})
 			}
 		}
 		return out, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"sync"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -59,6 +60,27 @@ type PrinterColumn struct {
 	// Priority 0 columns are shown by kubectl get; higher ones with -o wide.
 	Priority int32
 	JSONPath string // a simple JSONPath relative to the object, e.g. .spec.replicas
+}
+
+// MaxPrinterColumns and MaxPrinterColumnBytes bound what the hub keeps of
+// a CRD version's additionalPrinterColumns, which every ListResources
+// answer carries for every custom resource type: at most so many columns
+// (the first), each string at most so many bytes (cut at a character).
+// kubectl shows far fewer; a CRD's author does not grow every answer.
+const (
+	MaxPrinterColumns     = 64
+	MaxPrinterColumnBytes = 1024
+)
+
+// truncateUTF8 cuts s to at most n bytes, at the start of a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // listerWatchers opens the lists and watches of informers, as Source
@@ -190,7 +212,14 @@ func (c *CRDFields) put(obj any) {
 		}
 		var columns []PrinterColumn
 		for _, c := range v.AdditionalPrinterColumns {
-			columns = append(columns, PrinterColumn(c))
+			if len(columns) == MaxPrinterColumns {
+				break
+			}
+			col := PrinterColumn(c)
+			for _, s := range []*string{&col.Name, &col.Type, &col.Format, &col.Description, &col.JSONPath} {
+				*s = truncateUTF8(*s, MaxPrinterColumnBytes)
+			}
+			columns = append(columns, col)
 		}
 		entry.versions[v.Name] = crdVersion{fields: fieldset.ForCRD(entry.namespaced, paths), columns: columns}
 	}

@@ -2,11 +2,13 @@ package upstream
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -126,6 +128,30 @@ func TestCRDPrinterColumnsOfTheirVersion(t *testing.T) {
 	waitFor(t, func() bool {
 		return slices.Equal(columns("v1"), []PrinterColumn{{Name: "Hue", Type: "string", JSONPath: ".spec.hue"}})
 	})
+
+	// A CRD's author cannot grow every ListResources answer: the first
+	// MaxPrinterColumns columns, each string cut at a character within
+	// MaxPrinterColumnBytes.
+	long := strings.Repeat("é", MaxPrinterColumnBytes) // 2 bytes each
+	var many []string
+	for i := range MaxPrinterColumns + 10 {
+		many = append(many, fmt.Sprintf(`{"name":"c%d-%s","type":"string","description":"%s","jsonPath":".spec.x"}`, i, long, long))
+	}
+	src.Modify(crdWithColumns(strings.Join(many, ",")))
+	waitFor(t, func() bool { return len(columns("v1")) > 1 })
+	got := columns("v1")
+	if len(got) != MaxPrinterColumns {
+		t.Errorf("%d columns kept, want %d", len(got), MaxPrinterColumns)
+	}
+	for _, c := range got {
+		if len(c.Name) > MaxPrinterColumnBytes || len(c.Description) > MaxPrinterColumnBytes || !utf8.ValidString(c.Name) || !utf8.ValidString(c.Description) {
+			t.Fatalf("a column kept %d and %d bytes (valid UTF-8: %v, %v), want at most %d, cut at a character",
+				len(c.Name), len(c.Description), utf8.ValidString(c.Name), utf8.ValidString(c.Description), MaxPrinterColumnBytes)
+		}
+	}
+	if !strings.HasPrefix(got[0].Name, "c0-é") || got[MaxPrinterColumns-1].JSONPath != ".spec.x" {
+		t.Errorf("not the first columns, or their paths lost: %.20q ... %q", got[0].Name, got[MaxPrinterColumns-1].JSONPath)
+	}
 }
 
 // waitFor waits until cond holds: the informer delivers a CRD's change in

@@ -886,12 +886,16 @@ type Resource struct {
 	// type in the request's namespace (or cluster-wide); a Watch of it is
 	// refused with PERMISSION_DENIED, which says why.
 	Forbidden bool `protobuf:"varint,19,opt,name=forbidden,proto3" json:"forbidden,omitempty"`
-	// The columns kubectl get shows for the type's objects, beyond name and
-	// namespace, as its CustomResourceDefinition's additionalPrinterColumns
-	// for this version give them, in their order. Empty for built-in types,
-	// whose columns clients know (as kubectl's printers do), and for a custom
-	// resource version that lists none (kubectl then shows Age alone). Not
-	// set when forbidden is.
+	// The columns of the type's objects' table, beyond name and namespace,
+	// as the CustomResourceDefinition's additionalPrinterColumns for this
+	// version give them, in their order: those of priority 0, which kubectl
+	// get shows, and the others, which it shows with -o wide. At most 64 (the
+	// first), each string cut to at most 1024 bytes. Empty for every type no
+	// CustomResourceDefinition defines (built-in types, whose columns
+	// clients know as kubectl's printers do, and aggregated APIs, whose
+	// server-side columns are not given), and for a custom resource version
+	// that lists none (kubectl then shows Age alone). Not set when forbidden
+	// is.
 	PrinterColumns []*PrinterColumn `protobuf:"bytes,20,rep,name=printer_columns,json=printerColumns,proto3" json:"printer_columns,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -1079,13 +1083,15 @@ type PrinterColumn struct {
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// The OpenAPI format of its values, e.g. "int32", "byte"; may be empty.
 	Format string `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"`
-	// What the column shows, for a person.
+	// What the column shows, for a person; may be empty.
 	Description string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
 	// 0: shown by default; greater: shown on request only (kubectl get
 	// -o wide).
 	Priority int32 `protobuf:"varint,5,opt,name=priority,proto3" json:"priority,omitempty"`
-	// A simple JSONPath into the object, without braces, e.g.
-	// ".spec.replicas" or ".status.conditions[0].status".
+	// The CRD's JSONPath into the object, as written there, without braces:
+	// ".spec.replicas", ".status.conditions[0].status", or with a filter,
+	// '.status.conditions[?(@.type=="Ready")].status'. Where it matches
+	// several values, kubectl and the API server's table show the first.
 	JsonPath      string `protobuf:"bytes,6,opt,name=json_path,json=jsonPath,proto3" json:"json_path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -617,12 +617,16 @@ export type Resource = Message<"informerhub.v1.Resource"> & {
   forbidden: boolean;
 
   /**
-   * The columns kubectl get shows for the type's objects, beyond name and
-   * namespace, as its CustomResourceDefinition's additionalPrinterColumns
-   * for this version give them, in their order. Empty for built-in types,
-   * whose columns clients know (as kubectl's printers do), and for a custom
-   * resource version that lists none (kubectl then shows Age alone). Not
-   * set when forbidden is.
+   * The columns of the type's objects' table, beyond name and namespace,
+   * as the CustomResourceDefinition's additionalPrinterColumns for this
+   * version give them, in their order: those of priority 0, which kubectl
+   * get shows, and the others, which it shows with -o wide. At most 64 (the
+   * first), each string cut to at most 1024 bytes. Empty for every type no
+   * CustomResourceDefinition defines (built-in types, whose columns
+   * clients know as kubectl's printers do, and aggregated APIs, whose
+   * server-side columns are not given), and for a custom resource version
+   * that lists none (kubectl then shows Age alone). Not set when forbidden
+   * is.
    *
    * @generated from field: repeated informerhub.v1.PrinterColumn printer_columns = 20;
    */
@@ -667,7 +671,7 @@ export type PrinterColumn = Message<"informerhub.v1.PrinterColumn"> & {
   format: string;
 
   /**
-   * What the column shows, for a person.
+   * What the column shows, for a person; may be empty.
    *
    * @generated from field: string description = 4;
    */
@@ -682,8 +686,10 @@ export type PrinterColumn = Message<"informerhub.v1.PrinterColumn"> & {
   priority: number;
 
   /**
-   * A simple JSONPath into the object, without braces, e.g.
-   * ".spec.replicas" or ".status.conditions[0].status".
+   * The CRD's JSONPath into the object, as written there, without braces:
+   * ".spec.replicas", ".status.conditions[0].status", or with a filter,
+   * '.status.conditions[?(@.type=="Ready")].status'. Where it matches
+   * several values, kubectl and the API server's table show the first.
    *
    * @generated from field: string json_path = 6;
    */
