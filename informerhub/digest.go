@@ -3,6 +3,7 @@ package informerhub
 import (
 	"context"
 	"strconv"
+	"strings"
 
 	"github.com/informerhub/informerhub/informerhub/digest"
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
@@ -45,20 +46,16 @@ func (h *Hub) Digest(ctx context.Context, req DigestRequest) (DigestResult, erro
 		return DigestResult{}, err
 	}
 	var at *state.Position
-	held := func(*state.Object) bool { return true }
+	var tok *token.Token
 	if req.ResumeToken != "" {
-		tok, err := checkToken(req.ResumeToken, info, sel)
-		if err != nil {
+		if strings.Contains(req.ResumeToken, ".") { // base64 has none; a WatchMany's joins its watches' with them
+			return DigestResult{}, &RequestError{Field: FieldResumeToken, Err: ErrInvalidToken,
+				Reason: "a WatchMany's resume token holds one per watch: pass the token of this selector's watch (its event's resume_token)"}
+		}
+		if tok, err = checkToken(req.ResumeToken, info, sel); err != nil {
 			return DigestResult{}, err
 		}
 		at = &tok.Pos
-		if tok.Initial {
-			// Initial events list the state in order: the client holds
-			// those up to the token's object, none if it names none.
-			last := &state.Object{Namespace: tok.AfterNamespace, Name: tok.AfterName}
-			listed := tok.AfterNamespace != "" || tok.AfterName != ""
-			held = func(o *state.Object) bool { return listed && !state.ObjectLess(last, o) }
-		}
 	}
 	e, err := h.feeds.Acquire(ctx, info)
 	if err != nil {
@@ -71,6 +68,19 @@ func (h *Hub) Digest(ctx context.Context, req DigestRequest) (DigestResult, erro
 		return DigestResult{}, err
 	}
 	defer f.CloseClone(d.Clone)
+	// The position digested, as a token: the request's, at this feed's
+	// numbering, or the current one when the history no longer holds it.
+	digested := token.Token{Pos: d.At}
+	held := func(*state.Object) bool { return true }
+	if tok != nil && tok.Initial && !d.Moved {
+		// Initial events list the state in order: the client holds those
+		// up to the token's object, none if it names none; a Watch from
+		// the token continues them.
+		digested.Initial, digested.Selector, digested.AfterNamespace, digested.AfterName = true, tok.Selector, tok.AfterNamespace, tok.AfterName
+		last := &state.Object{Namespace: tok.AfterNamespace, Name: tok.AfterName}
+		listed := tok.AfterNamespace != "" || tok.AfterName != ""
+		held = func(o *state.Object) bool { return listed && !state.ObjectLess(last, o) }
+	}
 	tree := d.Tree
 	if d.Build != nil {
 		tree, _ = f.BuildIndex(d.Build, tree)
@@ -102,7 +112,7 @@ func (h *Hub) Digest(ctx context.Context, req DigestRequest) (DigestResult, erro
 		Count:           set.Count(),
 		Digest:          set.String(),
 		ResourceVersion: strconv.FormatUint(d.At.RV, 10),
-		ResumeToken:     f.Events().Token(token.Token{Pos: d.At}),
+		ResumeToken:     f.Events().Token(digested),
 		Moved:           d.Moved,
 	}, nil
 }

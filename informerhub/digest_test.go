@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -144,7 +145,7 @@ func TestADigestOfAPositionTheHistoryNoLongerHoldsSaysItMoved(t *testing.T) {
 	}
 }
 
-// waitForData waits until the hub has ConfigMap a/first with data v:
+// waitForData waits until the hub has a ConfigMap with data v:
 // watching from now, with initial events, again if the watch falls
 // behind the small history.
 func waitForData(t *testing.T, h *informerhub.Hub, v string) {
@@ -171,5 +172,66 @@ func waitForData(t *testing.T, h *informerhub.Hub, v string) {
 			}
 		}
 		s.Close()
+	}
+}
+
+// TestADigestAtAnInitialEventsTokenContinuesThem: the Digest at a token of
+// initial events holds the objects listed up to it, and its token
+// continues them: a Watch from it sends the rest, then the end.
+func TestADigestAtAnInitialEventsTokenContinuesThem(t *testing.T) {
+	c := newFakeCluster(t)
+	for _, name := range []string{"o1", "o2", "o3"} {
+		c.cms().Add(configMap("a", name, nil, "v0"))
+	}
+	h := newHub(t, c, informerhub.Config{})
+	sel := informerhub.Selector{Resource: configMaps}
+	s := watch(t, h, informerhub.WatchRequest{Selector: sel, SendInitialEvents: true})
+	first := next(t, s)
+	d, err := h.Digest(context.Background(), informerhub.DigestRequest{Selector: sel, ResumeToken: first.ResumeToken})
+	if err != nil || d.Count != 1 || d.Moved {
+		t.Fatalf("Digest at the first initial event: %+v, %v; want one object", d, err)
+	}
+	rest := watch(t, h, informerhub.WatchRequest{Selector: sel, ResumeToken: d.ResumeToken})
+	var got []string
+	for {
+		e := next(t, rest)
+		if e.InitialEventsEnd {
+			break
+		}
+		got = append(got, toEv(t, e).Key)
+	}
+	if want := []string{"a/o2", "a/o3"}; !slices.Equal(got, want) {
+		t.Errorf("a Watch from the Digest's token sent %v, then the end; want %v", got, want)
+	}
+}
+
+// TestAMovedDigestOfAnInitialEventsTokenIsOfTheWholeState: once the
+// history no longer holds an initial-events token's position, the Digest
+// is of the current position, all of it: what the client holds once it
+// has caught up.
+func TestAMovedDigestOfAnInitialEventsTokenIsOfTheWholeState(t *testing.T) {
+	c := newFakeCluster(t)
+	for _, name := range []string{"o1", "o2", "o3"} {
+		c.cms().Add(configMap("a", name, nil, "v0"))
+	}
+	h := newHub(t, c, informerhub.Config{HistorySize: 4})
+	sel := informerhub.Selector{Resource: configMaps}
+	s := watch(t, h, informerhub.WatchRequest{Selector: sel, SendInitialEvents: true})
+	first := next(t, s)
+	s.Close()
+	for i := range 10 {
+		c.cms().Modify(configMap("a", "o1", nil, fmt.Sprint("v", i+1)))
+	}
+	waitForData(t, h, "v10")
+	got, err := h.Digest(context.Background(), informerhub.DigestRequest{Selector: sel, ResumeToken: first.ResumeToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := h.Digest(context.Background(), informerhub.DigestRequest{Selector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Moved || got.Count != 3 || got.Digest != now.Digest {
+		t.Errorf("moved Digest of an initial-events token: %+v; want all 3 objects now (%+v)", got, now)
 	}
 }

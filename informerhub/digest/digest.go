@@ -65,6 +65,14 @@ func (s *Set) Remove(h Hash) {
 	s.count--
 }
 
+// Merge adds every hash of another set.
+func (s *Set) Merge(o Set) {
+	var carry uint64
+	s.sum.lo, carry = bits.Add64(s.sum.lo, o.sum.lo, 0)
+	s.sum.hi, _ = bits.Add64(s.sum.hi, o.sum.hi, carry)
+	s.count += o.count
+}
+
 // Count returns the number of objects in the set.
 func (s Set) Count() uint64 { return s.count }
 

@@ -32,9 +32,25 @@ func TestASetsDigestIsTheSumOfItsObjectsModulo2To128(t *testing.T) {
 	ba.Add(b)
 	ba.Add(a)
 	// (a + b) mod 2^128, from Python as above: it carries out of the low
-	// 64 bits and overflows 2^128.
+	// 64 bits.
 	if got, want := ab.String(), "a517c5694905d66d27c9f7d3812ef4c6"; got != want {
 		t.Errorf("digest of {a, b} = %s, want %s", got, want)
+	}
+	// a + d wraps past 2^128.
+	var ad Set
+	ad.Add(a)
+	ad.Add(Of("demo", "d", "u2", "2"))
+	if got, want := ad.String(), "4a0130372f692246ab57564c9915b0e8"; got != want {
+		t.Errorf("digest of {a, d} = %s, want %s (mod 2^128)", got, want)
+	}
+	var merged Set
+	merged.Merge(ab)
+	merged.Merge(ad)
+	merged.Remove(a)
+	merged.Remove(a)
+	merged.Remove(b)
+	if merged.Count() != 1 || merged.String() != "acc4e64ed49441c2b374a86ea0f0f7cb" {
+		t.Errorf("merging {a, b} and {a, d}, less a, a and b: %s of %d, want d alone", merged, merged.Count())
 	}
 	if !ab.Equal(ba) || ab.Count() != 2 {
 		t.Errorf("order matters: %v (%d) vs %v (%d)", ab, ab.Count(), ba, ba.Count())

@@ -173,7 +173,7 @@ var (
 	relistsDesc = newDesc("informerhub_relists_total",
 		"Relists after an informer's first sync (its watch could not resume); their differences are sent as events.")
 	checksDesc = prometheus.NewDesc("informerhub_consistency_checks_total",
-		"Consistency checks of an informer's cache against the API server's LIST at the same resourceVersion (--consistency-check-interval), by result: consistent; diverged (the cache differed, was logged with the first objects that differ, and relisted); compacted (the API server no longer served the position: tried again at the next, not an alarm); failed (the LIST failed).",
+		"Consistency checks of an informer's cache against the API server's LIST at the same resourceVersion (--consistency-check-interval), by result: consistent; diverged (the cache differed, was logged with the first objects that differ, and relisted); compacted (the API server no longer served the position: tried again at the next, not an alarm); failed (the LIST failed, or was answered at another resourceVersion than asked; no relist).",
 		[]string{"group", "version", "resource", "result"}, nil)
 	receivedDesc = newDesc("informerhub_events_received_total",
 		"Changes the informers took from the API server, a relist's differences included.")

@@ -131,7 +131,7 @@ informerhub_memory_budget_bytes 1.073741824e+09
 # HELP informerhub_memory_over_budget_total Times the hub found itself over --memory-budget with nothing it could evict (queues, label indexes and each history's newest change stay; a feed busy for a moment counts too). Growing for minutes: the budget is too small for the streams and indexes the hub holds.
 # TYPE informerhub_memory_over_budget_total counter
 informerhub_memory_over_budget_total 3
-# HELP informerhub_consistency_checks_total Consistency checks of an informer's cache against the API server's LIST at the same resourceVersion (--consistency-check-interval), by result: consistent; diverged (the cache differed, was logged with the first objects that differ, and relisted); compacted (the API server no longer served the position: tried again at the next, not an alarm); failed (the LIST failed).
+# HELP informerhub_consistency_checks_total Consistency checks of an informer's cache against the API server's LIST at the same resourceVersion (--consistency-check-interval), by result: consistent; diverged (the cache differed, was logged with the first objects that differ, and relisted); compacted (the API server no longer served the position: tried again at the next, not an alarm); failed (the LIST failed, or was answered at another resourceVersion than asked; no relist).
 # TYPE informerhub_consistency_checks_total counter
 informerhub_consistency_checks_total{group="",resource="configmaps",result="compacted",version="v1"} 2
 informerhub_consistency_checks_total{group="",resource="configmaps",result="consistent",version="v1"} 12

@@ -132,7 +132,7 @@ var notApplicable = map[row]map[column]string{
 		colCount:    "a Count has no objects",
 		colDigest:   "a Digest has no objects",
 	},
-	rowProjection: {colCount: "a Count has no objects", colDigest: "a Digest digests objects' identity and resourceVersion, which every projection keeps"},
+	rowProjection: {colCount: "a Count has no objects", colDigest: "a Digest has no projection: a stream with fields matches it only when they keep metadata.resourceVersion (the proto says so)"},
 	rowFormat:     {colCount: "a Count has no objects", colDigest: "a Digest has no objects"},
 	rowInitial: {
 		colSnapshot:      "a Snapshot is its own initial state, which its own cells check",

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -102,12 +104,26 @@ func (f *Feed) Check(ctx context.Context, pageSize int64) CheckResult {
 	}
 	defer f.CloseClone(clone)
 	res := CheckResult{RV: rv}
-	if res.Hub, err = digestTree(ctx, tree, clone); err != nil {
+	// Per namespace as well as in all: a divergence is then named by
+	// listing again the namespaces that differ, not by a map of every
+	// object.
+	hubNS, err := digestTree(ctx, tree, clone)
+	if err != nil {
 		return CheckResult{Outcome: CheckFailed, RV: rv, Err: err}
 	}
-	err = listExact(ctx, f.lw, rv, pageSize, func(ns, name, uid, objRV string) {
+	apiNS := map[string]*digest.Set{}
+	err = listExact(ctx, f.lw, rv, pageSize, clone, func(ns, name, uid, objRV string) {
 		res.APIServer.Add(digest.Of(ns, name, uid, objRV))
+		set := apiNS[ns]
+		if set == nil {
+			set = &digest.Set{}
+			apiNS[ns] = set
+		}
+		set.Add(digest.Of(ns, name, uid, objRV))
 	})
+	for _, set := range hubNS {
+		res.Hub.Merge(*set)
+	}
 	if err != nil {
 		res.Outcome, res.Err = listOutcome(err), err
 		return res
@@ -117,9 +133,18 @@ func (f *Feed) Check(ctx context.Context, pageSize int64) CheckResult {
 		return res
 	}
 	res.Outcome = CheckDiverged
-	// Name them: the state's objects by key, against a second LIST at the
-	// same position. Only a diverged check pays for the map.
-	res.Differing, res.Different, res.Err = differencesAt(ctx, f.lw, rv, pageSize, tree)
+	differ := map[string]bool{}
+	for ns, set := range hubNS {
+		if other := apiNS[ns]; other == nil || !set.Equal(*other) {
+			differ[ns] = true
+		}
+	}
+	for ns := range apiNS {
+		if hubNS[ns] == nil {
+			differ[ns] = true
+		}
+	}
+	res.Differing, res.Different, res.Err = differencesAt(ctx, f.lw, rv, pageSize, tree, clone, differ)
 	return res
 }
 
@@ -137,10 +162,11 @@ func (f *Feed) cloneForCheck() (*btree.BTreeG[*state.Object], uint64, *state.Clo
 	return f.store.state.Clone(), f.store.pos.RV, f.store.clones.Take(), nil
 }
 
-// digestTree digests a clone of the state, giving up when ctx ends or the
-// clone is ended for memory.
-func digestTree(ctx context.Context, tree *btree.BTreeG[*state.Object], clone *state.Clone) (digest.Set, error) {
-	var set digest.Set
+// digestTree digests a clone of the state per namespace, giving up when
+// ctx ends or the clone is ended for memory.
+func digestTree(ctx context.Context, tree *btree.BTreeG[*state.Object], clone *state.Clone) (map[string]*digest.Set, error) {
+	sets := map[string]*digest.Set{}
+	var set *digest.Set
 	var err error
 	n := 0
 	tree.Ascend(func(o *state.Object) bool {
@@ -152,31 +178,46 @@ func digestTree(ctx context.Context, tree *btree.BTreeG[*state.Object], clone *s
 				return false
 			}
 		}
+		if set == nil || sets[o.Namespace] != set { // the tree is ordered by namespace
+			if set = sets[o.Namespace]; set == nil {
+				set = &digest.Set{}
+				sets[o.Namespace] = set
+			}
+		}
 		set.Add(digest.OfRV(o.Namespace, o.Name, o.UID, o.RV))
 		return true
 	})
-	return set, err
+	return sets, err
 }
 
+// errNotExact: the API server answered a LIST at another resourceVersion
+// than asked, as one that does not serve resourceVersionMatch=Exact (an
+// aggregated API) does. Its answer proves nothing either way.
+var errNotExact = errors.New("the API server answered at another resourceVersion than asked: it does not list at an exact resourceVersion")
+
 // listExact lists the resource type at exactly rv, pageSize objects a
-// page, calling each for every object.
-func listExact(ctx context.Context, lw cache.ListerWatcher, rv uint64, pageSize int64, each func(ns, name, uid, rv string)) error {
+// page, calling each for every object. It stops when the clone the caller
+// compares with is ended for memory.
+func listExact(ctx context.Context, lw cache.ListerWatcher, rv uint64, pageSize int64, clone *state.Clone, each func(ns, name, uid, rv string)) error {
 	lwc := cache.ToListerWatcherWithContext(lw)
-	opts := metav1.ListOptions{
-		ResourceVersion:      strconv.FormatUint(rv, 10),
-		ResourceVersionMatch: metav1.ResourceVersionMatchExact,
-		Limit:                pageSize,
-	}
+	want := strconv.FormatUint(rv, 10)
+	opts := metav1.ListOptions{ResourceVersion: want, ResourceVersionMatch: metav1.ResourceVersionMatchExact, Limit: pageSize}
 	for {
 		list, err := lwc.ListWithContext(ctx, opts)
 		if err != nil {
 			return err
 		}
-		if err := eachListed(list, each); err != nil {
-			return err
-		}
 		lm, err := meta.ListAccessor(list)
 		if err != nil {
+			return err
+		}
+		if got := lm.GetResourceVersion(); got != want {
+			return fmt.Errorf("%w (%s, not %s)", errNotExact, got, want)
+		}
+		if err := clone.Err(); err != nil {
+			return err
+		}
+		if err := eachListed(list, each); err != nil {
 			return err
 		}
 		if lm.GetContinue() == "" {
@@ -207,16 +248,23 @@ func listOutcome(err error) CheckOutcome {
 	return CheckFailed
 }
 
-// differencesAt names the objects of tree that the API server's LIST at rv
-// lacks or holds otherwise, and those it holds that tree lacks: the first
-// maxNamedDifferences of them, and how many there are.
-func differencesAt(ctx context.Context, lw cache.ListerWatcher, rv uint64, pageSize int64, tree *btree.BTreeG[*state.Object]) ([]Difference, int, error) {
+// differencesAt names the objects that differ between tree and the API
+// server's LIST at rv, in the namespaces of differ: those the LIST lacks
+// or holds otherwise, then those tree lacks. It names the first
+// maxNamedDifferences, and counts them all. It holds a map of those
+// namespaces' objects only.
+func differencesAt(ctx context.Context, lw cache.ListerWatcher, rv uint64, pageSize int64, tree *btree.BTreeG[*state.Object], clone *state.Clone, differ map[string]bool) ([]Difference, int, error) {
 	type key struct{ ns, name string }
-	hub := make(map[key]*state.Object, tree.Len())
-	tree.Ascend(func(o *state.Object) bool {
-		hub[key{o.Namespace, o.Name}] = o
-		return true
-	})
+	hub := map[key]*state.Object{}
+	for ns := range differ {
+		tree.AscendGreaterOrEqual(&state.Object{Namespace: ns}, func(o *state.Object) bool {
+			if o.Namespace != ns {
+				return false
+			}
+			hub[key{o.Namespace, o.Name}] = o
+			return true
+		})
+	}
 	var named []Difference
 	different := 0
 	note := func(d Difference) {
@@ -224,7 +272,10 @@ func differencesAt(ctx context.Context, lw cache.ListerWatcher, rv uint64, pageS
 			named = append(named, d)
 		}
 	}
-	err := listExact(ctx, lw, rv, pageSize, func(ns, name, uid, objRV string) {
+	err := listExact(ctx, lw, rv, pageSize, clone, func(ns, name, uid, objRV string) {
+		if !differ[ns] {
+			return
+		}
 		k := key{ns, name}
 		o := hub[k]
 		delete(hub, k)
@@ -240,12 +291,19 @@ func differencesAt(ctx context.Context, lw cache.ListerWatcher, rv uint64, pageS
 	if err != nil {
 		return nil, 0, err
 	}
-	tree.Ascend(func(o *state.Object) bool { // in order, so that the names are the first
-		if _, left := hub[key{o.Namespace, o.Name}]; left {
-			note(Difference{Namespace: o.Namespace, Name: o.Name, HubUID: o.UID, HubRV: strconv.FormatUint(o.RV, 10)})
-		}
-		return true
-	})
+	// Then what the hub holds and the API server does not, in the
+	// state's order.
+	for _, ns := range slices.Sorted(maps.Keys(differ)) {
+		tree.AscendGreaterOrEqual(&state.Object{Namespace: ns}, func(o *state.Object) bool {
+			if o.Namespace != ns {
+				return false
+			}
+			if _, left := hub[key{o.Namespace, o.Name}]; left {
+				note(Difference{Namespace: o.Namespace, Name: o.Name, HubUID: o.UID, HubRV: strconv.FormatUint(o.RV, 10)})
+			}
+			return true
+		})
+	}
 	return named, different, nil
 }
 

@@ -66,7 +66,11 @@ func (c *countedListerWatcher) List(opts metav1.ListOptions) (runtime.Object, er
 }
 
 func (c *countedListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	return c.lw.ListWithContext(ctx, opts)
+	list, err := c.lw.ListWithContext(ctx, opts)
+	if err == nil {
+		c.relisting.Store(false) // the relist asked for, whoever began it
+	}
+	return list, err
 }
 
 func (c *countedListerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
@@ -74,11 +78,13 @@ func (c *countedListerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, 
 }
 
 func (c *countedListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		c.relisting.Store(false) // a watch that lists is the relist asked for
+	} else if c.relisting.Swap(false) {
+		return nil, errRelist
+	}
 	if c.opened.Swap(true) {
 		c.restarts.Add(1)
-	}
-	if c.relisting.Swap(false) {
-		return nil, errRelist
 	}
 	w, err := c.lw.WatchWithContext(ctx, opts)
 	if ctx.Err() == nil {
