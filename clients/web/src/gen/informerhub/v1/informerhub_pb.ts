@@ -882,8 +882,10 @@ export type DigestRequest = Message<"informerhub.v1.DigestRequest"> & {
 
   /**
    * The position to digest: a resume token of a Watch or Snapshot of this
-   * selector. One of initial events digests the objects they listed up to
-   * it. Empty: now.
+   * selector (a WatchMany's: the token of one watch's event, not the
+   * stream's composite token). One of initial events digests the objects
+   * they listed up to it, and must come from the same selector; any other
+   * token marks a position of the resource type. Empty: now.
    *
    * @generated from field: string resume_token = 2;
    */
@@ -912,29 +914,36 @@ export type DigestResponse = Message<"informerhub.v1.DigestResponse"> & {
 
   /**
    * The digest of those objects, 32 lowercase hexadecimal digits: for each
-   * object, the SHA-256 of its metadata.namespace, metadata.name,
-   * metadata.uid and metadata.resourceVersion, each as UTF-8 followed by
-   * one zero byte, of which the first 16 bytes are read as a big-endian
-   * unsigned integer; the digest is the sum of those integers modulo
-   * 2^128, as 16 big-endian bytes. The empty selection's is 32 zeros. The
-   * sum does not depend on order, and a client keeps it up as it applies
-   * each event: subtract the old state's integer, add the new one's. An
-   * object the filter could not decide on (filter_error) counts, as it is
-   * sent.
+   * object, the SHA-256 of its metadata.namespace ("" for a cluster-scoped
+   * object), metadata.name, metadata.uid and metadata.resourceVersion,
+   * each as UTF-8 followed by one zero byte, of which the first 16 bytes
+   * are read as a big-endian unsigned integer; the digest is the sum of
+   * those integers modulo 2^128, as 16 big-endian bytes. The empty
+   * selection's is 32 zeros. The sum does not depend on order, and a
+   * client keeps it up as it applies each event: on ADDED add the object's
+   * integer; on MODIFIED subtract the one of the state it held and add the
+   * new one's; on DELETED subtract the one of the state it held (a
+   * DELETED's object carries the deletion's resourceVersion, not the
+   * state's). An object the filter could not decide on (filter_error)
+   * counts, as it is sent. A stream with fields matches only when they
+   * keep metadata.resourceVersion: otherwise the hub sends no MODIFIED
+   * that leaves the fields alike, and the client holds an older version.
    *
    * @generated from field: string digest = 2;
    */
   digest: string;
 
   /**
-   * The Kubernetes resourceVersion of the position digested.
+   * The Kubernetes resourceVersion of the position digested (inside a
+   * relist's differences, the version before the relist).
    *
    * @generated from field: string resource_version = 3;
    */
   resourceVersion: string;
 
   /**
-   * A Watch from here continues exactly after the position digested.
+   * A Watch from here continues exactly after the position digested
+   * (after the object an initial-events token names, the rest of them).
    *
    * @generated from field: string resume_token = 4;
    */
@@ -943,9 +952,9 @@ export type DigestResponse = Message<"informerhub.v1.DigestResponse"> & {
   /**
    * Set when the request's resume_token is older than the hub's history in
    * memory: the digest is then of the current position (resource_version,
-   * resume_token), never of another position under the asked one's name.
-   * A client compares it with what it holds after catching up to
-   * resume_token.
+   * resume_token), all of it, never of another position under the asked
+   * one's name. A client compares it with what it holds after catching up
+   * to resume_token.
    *
    * @generated from field: bool moved = 5;
    */
