@@ -113,13 +113,14 @@ func (f *Feed) Check(ctx context.Context, pageSize int64) CheckResult {
 	}
 	apiNS := map[string]*digest.Set{}
 	err = listExact(ctx, f.lw, rv, pageSize, clone, func(ns, name, uid, objRV string) {
-		res.APIServer.Add(digest.Of(ns, name, uid, objRV))
+		h := digest.Of(ns, name, uid, objRV)
+		res.APIServer.Add(h)
 		set := apiNS[ns]
 		if set == nil {
 			set = &digest.Set{}
 			apiNS[ns] = set
 		}
-		set.Add(digest.Of(ns, name, uid, objRV))
+		set.Add(h)
 	})
 	for _, set := range hubNS {
 		res.Hub.Merge(*set)
@@ -337,7 +338,11 @@ func (f *Feed) checkLoop(ctx context.Context, cfg CheckConfig) {
 			t.Stop()
 			return
 		}
-		f.checked(f.Check(ctx, cfg.PageSize))
+		res := f.Check(ctx, cfg.PageSize)
+		if ctx.Err() != nil {
+			return // the feed or the hub stopped during the check: no finding
+		}
+		f.checked(res)
 	}
 }
 
