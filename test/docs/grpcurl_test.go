@@ -46,6 +46,7 @@ func TestGRPCurlCookbook(t *testing.T) {
 			{"grpcurl", "make tools"},
 			{"kubectl", "make .cache/tools/bin/kubectl (make run builds it too)"},
 		},
+		commands: []string{"python3"}, // the Digest recipe works the digest through
 	})
 }
 

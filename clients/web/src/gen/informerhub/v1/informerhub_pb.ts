@@ -925,9 +925,10 @@ export type DigestResponse = Message<"informerhub.v1.DigestResponse"> & {
    * new one's; on DELETED subtract the one of the state it held (a
    * DELETED's object carries the deletion's resourceVersion, not the
    * state's). An object the filter could not decide on (filter_error)
-   * counts, as it is sent. A stream with fields matches only when they
-   * keep metadata.resourceVersion: otherwise the hub sends no MODIFIED
-   * that leaves the fields alike, and the client holds an older version.
+   * counts, as it is sent. docs/grpcurl.md works an example through in
+   * Python. A stream with fields matches only when they keep
+   * metadata.resourceVersion: otherwise the hub sends no MODIFIED that
+   * leaves the fields alike, and the client holds an older version.
    *
    * @generated from field: string digest = 2;
    */
