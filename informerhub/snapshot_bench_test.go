@@ -19,24 +19,8 @@ import (
 // its first page.
 func BenchmarkSnapshot(b *testing.B) {
 	const objects = 100000
-	c := hubtest.NewCluster(b)
-	for i := range objects {
-		l := map[string]string{"app": fmt.Sprint("app-", i%20)}
-		if i%100 == 0 {
-			l["bench-sel"] = "yes"
-		}
-		// 50 namespaces of 2000, each with 20 selected objects spread
-		// through it.
-		c.ConfigMaps().Add(hubtest.ConfigMap(fmt.Sprint("ns-", i/2000), fmt.Sprintf("cm-%06d", i), l, "data"))
-	}
-	h := informerhub.New(informerhub.Config{Logger: slog.New(slog.DiscardHandler)}, c, c)
-	b.Cleanup(h.Close)
-
-	for _, bc := range []struct{ name, labels string }{
-		{"select=all", ""},
-		{"select=1%/index", "bench-sel=yes"},
-		{"select=1%/scan", "bench-sel in (yes,no)"},
-	} {
+	h := snapshotBenchHub(b, objects)
+	for _, bc := range snapshotBenchSelections {
 		b.Run(fmt.Sprintf("objects=%d/%s", objects, bc.name), func(b *testing.B) {
 			sel := informerhub.Selector{Resource: hubtest.ConfigMaps, LabelSelector: bc.labels}
 			// Untimed: the first snapshot waits for the informer to sync,
@@ -52,6 +36,32 @@ func BenchmarkSnapshot(b *testing.B) {
 			b.ReportMetric(float64(firstPage.Nanoseconds())/float64(n), "ns/first-page")
 		})
 	}
+}
+
+// snapshotBenchHub is a hub whose cached state is objects ConfigMaps in
+// namespaces of 2000, 1% of them labeled bench-sel=yes, spread through
+// each namespace.
+func snapshotBenchHub(b *testing.B, objects int) *informerhub.Hub {
+	c := hubtest.NewCluster(b)
+	for i := range objects {
+		l := map[string]string{"app": fmt.Sprint("app-", i%20)}
+		if i%100 == 0 {
+			l["bench-sel"] = "yes"
+		}
+		c.ConfigMaps().Add(hubtest.ConfigMap(fmt.Sprint("ns-", i/2000), fmt.Sprintf("cm-%06d", i), l, "data"))
+	}
+	h := informerhub.New(informerhub.Config{Logger: slog.New(slog.DiscardHandler)}, c, c)
+	b.Cleanup(h.Close)
+	return h
+}
+
+// snapshotBenchSelections are every object, and the 1% labeled
+// bench-sel=yes by a selector a label index serves and by an equivalent
+// one it cannot, which scans the state.
+var snapshotBenchSelections = []struct{ name, labels string }{
+	{"select=all", ""},
+	{"select=1%/index", "bench-sel=yes"},
+	{"select=1%/scan", "bench-sel in (yes,no)"},
 }
 
 // readSnapshot reads a whole snapshot and returns the time to its first page.
@@ -81,21 +91,8 @@ func BenchmarkDigest(b *testing.B) {
 	if testing.Short() {
 		objects = 10000
 	}
-	c := hubtest.NewCluster(b)
-	for i := range objects {
-		l := map[string]string{"app": fmt.Sprint("app-", i%20)}
-		if i%100 == 0 {
-			l["bench-sel"] = "yes"
-		}
-		c.ConfigMaps().Add(hubtest.ConfigMap(fmt.Sprint("ns-", i/2000), fmt.Sprintf("cm-%06d", i), l, "data"))
-	}
-	h := informerhub.New(informerhub.Config{Logger: slog.New(slog.DiscardHandler)}, c, c)
-	b.Cleanup(h.Close)
-	for _, bc := range []struct{ name, labels string }{
-		{"select=all", ""},
-		{"select=1%/index", "bench-sel=yes"},
-		{"select=1%/scan", "bench-sel in (yes,no)"},
-	} {
+	h := snapshotBenchHub(b, objects)
+	for _, bc := range snapshotBenchSelections {
 		sel := informerhub.Selector{Resource: hubtest.ConfigMaps, LabelSelector: bc.labels}
 		readSnapshot(b, h, sel) // untimed: the sync, and the selector's index
 		b.Run(fmt.Sprintf("objects=%d/%s/digest", objects, bc.name), func(b *testing.B) {
