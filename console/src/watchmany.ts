@@ -16,6 +16,7 @@ import {
   RESUME_TOKEN_HEADER,
   errorReason,
   hubClient,
+  selectorProto,
   type Backoff,
   type KubeObject,
   type Selector,
@@ -112,15 +113,7 @@ export class ResumingWatchMany implements AsyncIterable<ManyEvent> {
         {
           resumeToken: resync ? this.resyncToken : this.token,
           watches: this.selectors.map((s) => ({
-            selector: {
-              group: s.group ?? "",
-              version: s.version,
-              resource: s.resource,
-              namespace: s.namespace ?? "",
-              labelSelector: s.labelSelector ?? "",
-              fieldSelector: s.fieldSelector ?? "",
-              filter: s.filter ?? "",
-            },
+            selector: selectorProto(s),
             sendInitialEvents,
             includePrevious: this.options.includePrevious ?? false,
             fields: [...(this.options.fields ?? [])],

@@ -6,6 +6,7 @@ export {
   listResources,
   snapshot,
   hubClient,
+  selectorProto,
   type KubeObject,
   type ObjectMeta,
   type ObjectFormatName,
