@@ -212,13 +212,7 @@ export class FakeHub {
             check();
           }
         }
-        await new Promise<void>((resolve) => {
-          this.wake.push(resolve);
-          ctx.signal.addEventListener("abort", () => resolve(), { once: true });
-        });
-        if (ctx.signal.aborted) return;
-        const interruption = this.interruptions.pop();
-        if (interruption !== undefined) throw interruption;
+        if (!(await this.nextChange(ctx))) return;
       }
     } catch (err) {
       if (err === END) return;
@@ -314,14 +308,7 @@ export class FakeHub {
           yield send(response(EventType[change.type], change.object, `t${position}`, previous));
           check();
         }
-        // Caught up: wait for a change, an interruption, or the client to go.
-        await new Promise<void>((resolve) => {
-          this.wake.push(resolve);
-          ctx.signal.addEventListener("abort", () => resolve(), { once: true });
-        });
-        if (ctx.signal.aborted) return;
-        const interruption = this.interruptions.pop();
-        if (interruption !== undefined) throw interruption;
+        if (!(await this.nextChange(ctx))) return;
       }
     } catch (err) {
       if (err === END) return;
@@ -330,6 +317,21 @@ export class FakeHub {
   }
 
   /** The state before the change at position p (1-based) of the object it changed. */
+  /**
+   * Caught up, a stream waits for a change, an interruption (thrown), or
+   * the client to go (false).
+   */
+  private async nextChange(ctx: HandlerContext): Promise<boolean> {
+    await new Promise<void>((resolve) => {
+      this.wake.push(resolve);
+      ctx.signal.addEventListener("abort", () => resolve(), { once: true });
+    });
+    if (ctx.signal.aborted) return false;
+    const interruption = this.interruptions.pop();
+    if (interruption !== undefined) throw interruption;
+    return true;
+  }
+
   private previousOf(p: number): JsonObject | undefined {
     const name = (this.log[p - 1]!.object["metadata"] as JsonObject)["name"];
     return this.stateAt(p - 1).find((o) => (o["metadata"] as JsonObject)["name"] === name);
