@@ -61,14 +61,24 @@ func (c connectService) Count(ctx context.Context, req *connect.Request[informer
 }
 
 func (c connectService) ListResources(ctx context.Context, req *connect.Request[informerhubv1.ListResourcesRequest]) (*connect.Response[informerhubv1.ListResourcesResponse], error) {
-	info := &grpc.UnaryServerInfo{Server: c.s, FullMethod: req.Spec().Procedure}
-	resp, err := c.s.interceptors.runUnary(callContext(ctx, req), req.Msg, info, func(ctx context.Context, req any) (any, error) {
-		return c.s.ListResources(ctx, req.(*informerhubv1.ListResourcesRequest))
+	return serveUnary(ctx, c.s, req, c.s.ListResources)
+}
+
+func (c connectService) Digest(ctx context.Context, req *connect.Request[informerhubv1.DigestRequest]) (*connect.Response[informerhubv1.DigestResponse], error) {
+	return serveUnary(ctx, c.s, req, c.s.Digest)
+}
+
+// serveUnary runs a unary call's handler through the interceptors, as
+// gRPC runs it.
+func serveUnary[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[Req], handler func(context.Context, *Req) (*Resp, error)) (*connect.Response[Resp], error) {
+	info := &grpc.UnaryServerInfo{Server: s, FullMethod: req.Spec().Procedure}
+	resp, err := s.interceptors.runUnary(callContext(ctx, req), req.Msg, info, func(ctx context.Context, req any) (any, error) {
+		return handler(ctx, req.(*Req))
 	})
 	if err != nil {
 		return nil, connectError(err)
 	}
-	return connect.NewResponse(resp.(*informerhubv1.ListResourcesResponse)), nil
+	return connect.NewResponse(resp.(*Resp)), nil
 }
 
 // serveStream runs a server-streaming call's handler through the
@@ -296,15 +306,4 @@ func appendBuffers(b []byte, bufs mem.BufferSlice) []byte {
 		b = append(b, buf.ReadOnlyData()...)
 	}
 	return b
-}
-
-func (c connectService) Digest(ctx context.Context, req *connect.Request[informerhubv1.DigestRequest]) (*connect.Response[informerhubv1.DigestResponse], error) {
-	info := &grpc.UnaryServerInfo{Server: c.s, FullMethod: req.Spec().Procedure}
-	resp, err := c.s.interceptors.runUnary(callContext(ctx, req), req.Msg, info, func(ctx context.Context, req any) (any, error) {
-		return c.s.Digest(ctx, req.(*informerhubv1.DigestRequest))
-	})
-	if err != nil {
-		return nil, connectError(err)
-	}
-	return connect.NewResponse(resp.(*informerhubv1.DigestResponse)), nil
 }

@@ -125,6 +125,14 @@ func TestEveryProtocolServesTheSame(t *testing.T) {
 	}, protocmp.IgnoreFields(&informerhubv1.Resource{}, "subscribers", "history_events", "history_bytes", "history_resource_version",
 		"cached_objects", "informer_active", "retained_resource_version", "retained_since"))
 
+	compare(t, "Digest", func(c informerhubv1.InformerHubServiceClient) any {
+		resp, err := c.Digest(ctxFor(t), &informerhubv1.DigestRequest{Selector: watchSelector(ns)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}, protocmp.IgnoreFields(&informerhubv1.DigestResponse{}, "resource_version", "resume_token"))
+
 	bad := map[string]func(c informerhubv1.InformerHubServiceClient) error{
 		"a label selector that does not parse": func(c informerhubv1.InformerHubServiceClient) error {
 			_, err := firstWatchResponse(c, ctxFor(t), &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", LabelSelector: "a in ("})
