@@ -111,20 +111,11 @@ func (f *Feed) Check(ctx context.Context, pageSize int64) CheckResult {
 	if err != nil {
 		return CheckResult{Outcome: CheckFailed, RV: rv, Err: err}
 	}
-	apiNS := map[string]*digest.Set{}
+	apiNS := namespaceDigests{}
 	err = listExact(ctx, f.lw, rv, pageSize, clone, func(ns, name, uid, objRV string) {
-		h := digest.Of(ns, name, uid, objRV)
-		res.APIServer.Add(h)
-		set := apiNS[ns]
-		if set == nil {
-			set = &digest.Set{}
-			apiNS[ns] = set
-		}
-		set.Add(h)
+		apiNS.add(ns, digest.Of(ns, name, uid, objRV))
 	})
-	for _, set := range hubNS {
-		res.Hub.Merge(*set)
-	}
+	res.Hub, res.APIServer = hubNS.total(), apiNS.total()
 	if err != nil {
 		res.Outcome, res.Err = listOutcome(err), err
 		return res
@@ -163,11 +154,31 @@ func (f *Feed) cloneForCheck() (*btree.BTreeG[*state.Object], uint64, *state.Clo
 	return f.store.state.Clone(), f.store.pos.RV, f.store.clones.Take(), nil
 }
 
+// namespaceDigests are the digests of a set of objects per namespace.
+type namespaceDigests map[string]*digest.Set
+
+func (d namespaceDigests) add(ns string, h digest.Hash) {
+	set := d[ns]
+	if set == nil {
+		set = &digest.Set{}
+		d[ns] = set
+	}
+	set.Add(h)
+}
+
+// total is the digest of them all.
+func (d namespaceDigests) total() digest.Set {
+	var all digest.Set
+	for _, set := range d {
+		all.Merge(*set)
+	}
+	return all
+}
+
 // digestTree digests a clone of the state per namespace, giving up when
 // ctx ends or the clone is ended for memory.
-func digestTree(ctx context.Context, tree *btree.BTreeG[*state.Object], clone *state.Clone) (map[string]*digest.Set, error) {
-	sets := map[string]*digest.Set{}
-	var set *digest.Set
+func digestTree(ctx context.Context, tree *btree.BTreeG[*state.Object], clone *state.Clone) (namespaceDigests, error) {
+	sets := namespaceDigests{}
 	var err error
 	n := 0
 	tree.Ascend(func(o *state.Object) bool {
@@ -179,13 +190,7 @@ func digestTree(ctx context.Context, tree *btree.BTreeG[*state.Object], clone *s
 				return false
 			}
 		}
-		if set == nil || sets[o.Namespace] != set { // the tree is ordered by namespace
-			if set = sets[o.Namespace]; set == nil {
-				set = &digest.Set{}
-				sets[o.Namespace] = set
-			}
-		}
-		set.Add(digest.OfRV(o.Namespace, o.Name, o.UID, o.RV))
+		sets.add(o.Namespace, digest.OfRV(o.Namespace, o.Name, o.UID, o.RV))
 		return true
 	})
 	return sets, err

@@ -84,10 +84,7 @@ func TestACheckListsExactlyAtThePositionPageByPage(t *testing.T) {
 		&state.Object{Namespace: "a", Name: "x", UID: "u1", RV: 5},
 		&state.Object{Namespace: "a", Name: "y", UID: "u2", RV: 6},
 		&state.Object{Namespace: "b", Name: "x", UID: "u3", RV: 7}), nil)
-	var want digest.Set
-	for _, set := range perNS {
-		want.Merge(*set)
-	}
+	want := perNS.total()
 	if err != nil || !got.Equal(want) || len(perNS) != 2 || perNS["a"].Count() != 2 {
 		t.Errorf("the API server's digest %v (%d objects), the state's %v (%d), %v; want equal", got, got.Count(), want, want.Count(), err)
 	}
