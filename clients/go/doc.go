@@ -42,7 +42,9 @@
 //
 // [Client.ListerWatcher] plugs the hub into client-go: a stock
 // SharedIndexInformer, and anything built on it, can then run against the hub
-// instead of the API server.
+// instead of the API server; [ListerWatcher.VerifyCache] checks its store
+// against the hub, by [Digest] first and object by object only when the
+// digests differ.
 //
 // Watches reconnect by themselves, and log it to [WithLogger]'s *slog.Logger
 // (default slog.Default()): the end of a running stream at info, every

@@ -74,12 +74,19 @@ type ListerWatcher struct {
 	scheme  *runtime.Scheme // nil: objects are *unstructured.Unstructured
 	decoder runtime.Decoder
 
-	mu  sync.Mutex // guards gvk and failures
+	mu  sync.Mutex // guards gvk, failures, listed, hasListed and delivered
 	gvk schema.GroupVersionKind
 	// failures counts the watches in a row that could not be opened or
 	// ended before the hub established them, for the log.
 	failures int
-	tokens   *tokenIndex
+	// listed is the selection the reflector listed last, with its
+	// ListOptions' selectors: the one VerifyCache checks.
+	listed    Selector
+	hasListed bool
+	// delivered is the token of the position the reflector received
+	// last: its list's, or its last event's.
+	delivered string
+	tokens    *tokenIndex
 }
 
 var (
@@ -146,7 +153,25 @@ func (lw *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOp
 		list.Items = append(list.Items, runtime.RawExtension{Object: obj})
 	}
 	lw.tokens.put(snap.ResourceVersion, snap.ResumeToken)
+	lw.mu.Lock()
+	lw.listed, lw.hasListed, lw.delivered = sel, true, snap.ResumeToken
+	lw.mu.Unlock()
 	return list, nil
+}
+
+// deliver records that the reflector received the position of token.
+func (lw *ListerWatcher) deliver(token string) {
+	lw.mu.Lock()
+	lw.delivered = token
+	lw.mu.Unlock()
+}
+
+// deliveredToken is the token of the position the reflector received
+// last.
+func (lw *ListerWatcher) deliveredToken() string {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.delivered
 }
 
 // WatchWithContext opens a hub Watch from the resourceVersion the reflector
@@ -351,6 +376,7 @@ func (w *hubWatch) run(ctx context.Context, lw *ListerWatcher, stream grpc.Serve
 		}
 		e := eventOf(resp)
 		if e.Type == Bookmark && !w.bookmarks {
+			lw.deliver(e.ResumeToken) // the store's state has that position too
 			continue
 		}
 		var obj runtime.Object
@@ -371,6 +397,7 @@ func (w *hubWatch) run(ctx context.Context, lw *ListerWatcher, stream grpc.Serve
 		if !send(watch.Event{Type: watch.EventType(e.Type), Object: obj}) {
 			return
 		}
+		lw.deliver(e.ResumeToken)
 	}
 }
 
