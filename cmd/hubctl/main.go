@@ -53,6 +53,7 @@ Usage:
   hubctl [global flags] watch RESOURCE [flags]     initial objects, then every change
   hubctl [global flags] snapshot RESOURCE [flags]  the objects of one point in time
   hubctl [global flags] count RESOURCE [flags]     how many objects, per group (--by), live with -w
+  hubctl [global flags] verify RESOURCE [flags]    check a copy of the objects against the hub's digest, kept up with -w
   hubctl [global flags] resources [flags]          the resource types you may watch
 
 RESOURCE is a resource type as kubectl takes it: its plural, singular or short
@@ -74,6 +75,7 @@ Examples:
   hubctl snapshot cm -n demo -o json | jq '.items[].metadata.name'
   hubctl snapshot cm -n demo -w     the objects, then every change after them
   hubctl count pods --by status.phase -w
+  hubctl verify cm -n demo -w --interval 1m   a snapshot kept up by a watch, checked every minute
   hubctl resources -o wide     the fields each type can be selected by
 
 Output is kubectl get's: a table with columns as wide as their widest value
@@ -238,7 +240,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, now func(
 
 	command, rest := global.Arg(0), global.Args()[1:]
 	switch command {
-	case "watch", "snapshot", "count":
+	case "watch", "snapshot", "count", "verify":
 		err = c.objects(ctx, command, rest)
 	case "resources":
 		err = c.resources(ctx, rest)
@@ -313,7 +315,7 @@ func envOr(key, fallback string) string {
 	return fallback
 }
 
-// objects runs watch, snapshot and count.
+// objects runs watch, snapshot, count and verify.
 func (c *cli) objects(ctx context.Context, command string, args []string) error {
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
@@ -343,7 +345,12 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 	fs.StringVar(&versionFlag, "version", "", "the API version")
 	fs.StringVar(&resourceFlag, "resource", "", "the plural resource name (instead of RESOURCE)")
 	var groupBy string
+	var interval time.Duration
 	switch command {
+	case "verify":
+		fs.BoolVar(&follow, "watch", false, "keep the copy up with a watch from its snapshot, and compare it again every --interval, until interrupted")
+		fs.BoolVar(&follow, "w", false, "shorthand for --watch")
+		fs.DurationVar(&interval, "interval", 30*time.Second, "with --watch, how often to compare")
 	case "count":
 		fs.StringVar(&groupBy, "by", "",
 			"group the objects: namespace, label:KEY, or a path such as status.phase (default: the total only)")
@@ -373,8 +380,14 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 	default:
 		return usageError{fmt.Errorf("--output must be json, yaml or empty, not %q", output)}
 	}
-	if command == "count" && len(fields) > 0 {
-		return usageError{errors.New("count takes no --field")}
+	if (command == "count" || command == "verify") && len(fields) > 0 {
+		return usageError{fmt.Errorf("%s takes no --field", command)}
+	}
+	if command == "verify" && output != "" {
+		return usageError{errors.New("verify takes no --output: it prints one line per comparison")}
+	}
+	if command == "verify" && interval <= 0 {
+		return usageError{fmt.Errorf("--interval must be positive, not %s", interval)}
 	}
 	switch {
 	case allNamespaces && namespace.set:
@@ -416,8 +429,11 @@ func (c *cli) objects(ctx context.Context, command string, args []string) error 
 	}
 	sel = forResource(sel, r)
 	p.withNamespace = allNamespaces && r.Namespaced
-	if command == "count" {
+	switch command {
+	case "count":
 		return c.count(ctx, sel, groupBy, follow, p)
+	case "verify":
+		return c.verify(ctx, sel, follow, interval)
 	}
 	if len(fields) > 0 && output == "" {
 		// The table's AGE; it never changes, so it adds no events.
