@@ -36,10 +36,11 @@ type DigestResult struct {
 	Moved bool
 }
 
-// Digest digests the objects a selection selects at a position. It costs
-// a scan of the selection's objects now, as a Snapshot does, off the
-// feed's lock, and one hash per change since the position; it stops when
-// ctx ends.
+// Digest digests the objects a selection selects at a position. For a
+// selection of whole namespaces (or of all), it reads the digest the feed
+// keeps; for others it costs a scan of the selection's objects now, as a
+// Snapshot does, off the feed's lock. Then one hash per change since the
+// position. It stops when ctx ends.
 func (h *Hub) Digest(ctx context.Context, req DigestRequest) (DigestResult, error) {
 	info, sel, err := h.prepare(ctx, req.Selector)
 	if err != nil {
@@ -63,11 +64,17 @@ func (h *Hub) Digest(ctx context.Context, req DigestRequest) (DigestResult, erro
 	}
 	defer h.feeds.Release(e)
 	f := e.Feed()
-	d, err := f.CloneForDigest(sel, at)
+	// The feed keeps the digests of whole namespaces and of all: those
+	// cost no scan, unless the client holds only some of them (an
+	// initial-events token).
+	kept := sel.SelectsWholeNamespaces() && (tok == nil || !tok.Initial)
+	d, err := f.CloneForDigest(sel, at, kept)
 	if err != nil {
 		return DigestResult{}, err
 	}
-	defer f.CloseClone(d.Clone)
+	if d.Clone != nil {
+		defer f.CloseClone(d.Clone)
+	}
 	// The position digested, as a token: the request's, at this feed's
 	// numbering, or the current one when the history no longer holds it.
 	digested := token.Token{Pos: d.At}
@@ -81,13 +88,17 @@ func (h *Hub) Digest(ctx context.Context, req DigestRequest) (DigestResult, erro
 		listed := tok.AfterNamespace != "" || tok.AfterName != ""
 		held = func(o *state.Object) bool { return listed && !state.ObjectLess(last, o) }
 	}
-	tree := d.Tree
-	if d.Build != nil {
-		tree, _ = f.BuildIndex(d.Build, tree)
-	}
-	set, err := digestNow(ctx, stream.NewCursor(tree, sel), d.Clone, held)
-	if err != nil {
-		return DigestResult{}, err
+	var set digest.Set
+	if d.Kept != nil {
+		set = *d.Kept
+	} else {
+		tree := d.Tree
+		if d.Build != nil {
+			tree, _ = f.BuildIndex(d.Build, tree)
+		}
+		if set, err = digestNow(ctx, stream.NewCursor(tree, sel), d.Clone, held); err != nil {
+			return DigestResult{}, err
+		}
 	}
 	// Undo the changes after the position, newest first: each takes its
 	// new state out and puts its previous one back, where selected.
@@ -102,10 +113,10 @@ func (h *Hub) Digest(ctx context.Context, req DigestRequest) (DigestResult, erro
 	for i := len(d.Records) - 1; i >= 0; i-- {
 		r := d.Records[i]
 		if r.Type != EventDeleted && selected(r.Object) {
-			set.Remove(objectHash(r.Object))
+			set.Remove(r.Object.Hash())
 		}
 		if r.Type != EventAdded && r.Previous != nil && selected(r.Previous) {
-			set.Add(objectHash(r.Previous))
+			set.Add(r.Previous.Hash())
 		}
 	}
 	return DigestResult{
@@ -138,11 +149,7 @@ func digestNow(ctx context.Context, c *stream.Cursor, clone *state.Clone, held f
 		}
 		c.Take()
 		if held(o) {
-			set.Add(objectHash(o))
+			set.Add(o.Hash())
 		}
 	}
-}
-
-func objectHash(o *state.Object) digest.Hash {
-	return digest.OfRV(o.Namespace, o.Name, o.UID, o.RV)
 }

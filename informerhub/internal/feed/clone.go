@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/btree"
 
+	"github.com/informerhub/informerhub/informerhub/digest"
 	"github.com/informerhub/informerhub/informerhub/internal/errs"
 
 	"github.com/informerhub/informerhub/informerhub/internal/selection"
@@ -31,12 +32,14 @@ func (f *Feed) CloseClone(c *state.Clone) {
 	f.store.clones.Close(c)
 }
 
-// DigestClone is what a digest of a selection at a position reads: a
-// clone of the tree it scans at the feed's position now (Pos), and the
-// records after At up to Pos, to undo (Records, oldest first). Moved is set
-// when At was asked for but the history in memory no longer reaches it:
-// the digest is then of Pos, with no records.
+// DigestClone is what a digest of a selection at a position reads: the
+// digest the feed keeps of the selection at its position now (Pos), when it
+// keeps one (Kept), else a clone of the tree to scan; and the records
+// after At up to Pos, to undo (Records, oldest first). Moved is set when
+// At was asked for but the history in memory no longer reaches it: the
+// digest is then of Pos, with no records.
 type DigestClone struct {
+	Kept    *digest.Set
 	Tree    *btree.BTreeG[*state.Object]
 	Build   *IndexBuild
 	Clone   *state.Clone
@@ -47,8 +50,11 @@ type DigestClone struct {
 
 // CloneForDigest returns, under the feed's lock, what a digest of sel at
 // at reads (now when at is nil). It copies the history's records after at,
-// at most the history's size, and nothing of the state.
-func (f *Feed) CloneForDigest(sel *selection.Selector, at *state.Position) (DigestClone, error) {
+// at most the history's size, and nothing of the state. With kept, the
+// caller asks for the digest the feed keeps of a selector that selects
+// whole namespaces (selection.Selector.SelectsWholeNamespaces), which then
+// costs no clone nor scan.
+func (f *Feed) CloneForDigest(sel *selection.Selector, at *state.Position, kept bool) (DigestClone, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -71,6 +77,11 @@ func (f *Feed) CloneForDigest(sel *selection.Selector, at *state.Position) (Dige
 				d.Records = append(d.Records, r)
 			}
 		}
+	}
+	if kept {
+		set := st.digests.of(sel.Namespace())
+		d.Kept = &set
+		return d, nil
 	}
 	d.Tree, _, d.Build = st.cloneFor(sel)
 	d.Clone = st.clones.Take()

@@ -424,9 +424,9 @@ func (f *Feed) replaceLocked(info cache.ReplacedAllInfo, p *preparedRelist) erro
 	p.listRV = listRV
 	if !f.store.synced {
 		if p.first == nil {
-			p.first, p.grown = stateOf(p.objs)
+			p.first = stateOf(p.objs)
 		}
-		f.store.sync(p.first, p.grown, listRV)
+		f.store.sync(p.first, listRV)
 		f.ready.markSynced()
 		p.synced = true
 		return nil

@@ -34,8 +34,7 @@ func newIndexStore(t *testing.T, historySize int) *indexStore {
 	for i := range LabelIndexMinObjects + 100 {
 		objs = append(objs, x.object(fmt.Sprint("o", i), []string{"a", "b", ""}[i%3]))
 	}
-	objects, size := stateOf(objs)
-	x.st.sync(objects, size, x.rv)
+	x.st.sync(stateOf(objs), x.rv)
 	return x
 }
 

@@ -32,8 +32,8 @@ type preparedRelist struct {
 	// objs are the list's objects, once decoded.
 	objs    []*state.Object
 	decoded bool
-	// first is the state of the feed's first list, grown bytes large.
-	first *btree.BTreeG[*state.Object]
+	// first is the state of the feed's first list.
+	first *initialState
 	// planned is set when the rest was prepared, at the state of seq:
 	// records, state (grown bytes larger than seq's), and the deliveries
 	// to the groups made up to made; visits counts the groups the records
@@ -72,7 +72,7 @@ func (f *Feed) prepareRelist(info cache.ReplacedAllInfo) *preparedRelist {
 	objects, groups, synced := f.relistBase(p)
 	switch {
 	case !synced: // the first list, which becomes the state
-		p.first, p.grown = stateOf(p.objs)
+		p.first = stateOf(p.objs)
 		return p
 	case objects == nil: // stopped
 		return p

@@ -44,6 +44,8 @@ type store struct {
 	state *btree.BTreeG[*state.Object]
 	// index indexes some label keys of state, and changes with it.
 	index labelIndex
+	// digests are the state's digests, and change with it.
+	digests stateDigests
 	// stateBytes counts the state's objects in memory.state.
 	stateBytes *budget.Bytes
 	history    state.History
@@ -122,6 +124,7 @@ func newStore(resource schema.GroupVersionResource, epoch uint64, deps *Deps, lo
 		log:          log,
 		state:        btree.NewG(btreeDegree, state.ObjectLess),
 		index:        newLabelIndex(mem.Indexes),
+		digests:      stateDigests{byNamespace: namespaceDigests{}},
 		stateBytes:   budget.Counter(mem.State),
 		clones:       state.Clones{Kept: budget.Counter(mem.Clones)},
 	}
@@ -136,7 +139,9 @@ func (st *store) put(o *state.Object) (prev *state.Object, existed bool) {
 	prev, existed = st.state.ReplaceOrInsert(o)
 	st.index.update(prev, o)
 	st.stateBytes.Force(state.ObjectSize(o))
+	st.digests.add(o)
 	if existed {
+		st.digests.remove(prev)
 		size := state.ObjectSize(prev)
 		st.stateBytes.Force(-size)
 		st.clones.Replaced(size)
@@ -150,6 +155,7 @@ func (st *store) delete(o *state.Object) (prev *state.Object, existed bool) {
 	prev, existed = st.state.Delete(o)
 	if existed {
 		st.index.update(prev, nil)
+		st.digests.remove(prev)
 		size := state.ObjectSize(prev)
 		st.stateBytes.Force(-size)
 		st.clones.Replaced(size)
@@ -157,8 +163,16 @@ func (st *store) delete(o *state.Object) (prev *state.Object, existed bool) {
 	return prev, existed
 }
 
-// stateOf returns a state of objs, and the bytes its objects hold.
-func stateOf(objs []*state.Object) (*btree.BTreeG[*state.Object], int64) {
+// initialState is a state made from a list, with what the store keeps of
+// it: the bytes its objects hold, and its digests.
+type initialState struct {
+	objects *btree.BTreeG[*state.Object]
+	size    int64
+	digests stateDigests
+}
+
+// stateOf returns a state of objs.
+func stateOf(objs []*state.Object) *initialState {
 	objects, size := btree.NewG(btreeDegree, state.ObjectLess), int64(0)
 	for _, o := range objs {
 		if prev, ok := objects.ReplaceOrInsert(o); ok {
@@ -166,17 +180,19 @@ func stateOf(objs []*state.Object) (*btree.BTreeG[*state.Object], int64) {
 		}
 		size += state.ObjectSize(o)
 	}
-	return objects, size
+	return &initialState{objects: objects, size: size, digests: digestsOf(func(yield func(*state.Object) bool) {
+		objects.Ascend(func(o *state.Object) bool { return yield(o) })
+	})}
 }
 
 // sync takes the initial list, at listRV, as the state, and starts the
 // history there. When the list is the disk's state (restore), the records
-// continue the disk's, and this run is one more epoch. The state, of size
-// bytes, is made from the list beforehand (stateOf), without the feed's
-// lock: nothing reads it before the feed has synced.
-func (st *store) sync(objects *btree.BTreeG[*state.Object], size int64, listRV uint64) {
-	st.state = objects
-	st.stateBytes.Force(size)
+// continue the disk's, and this run is one more epoch. The state is made
+// from the list beforehand (stateOf), without the feed's lock: nothing
+// reads it before the feed has synced.
+func (st *store) sync(initial *initialState, listRV uint64) {
+	st.state, st.digests = initial.objects, initial.digests
+	st.stateBytes.Force(initial.size)
 	var base uint64 // the seq of the initial state
 	floorAt := time.Now().UnixNano()
 	if r := st.disk.restore; r != nil {
@@ -292,11 +308,22 @@ func applied(objects *btree.BTreeG[*state.Object], changes []*state.Record) (nex
 
 // applyAll makes a relist's changes in the state at once: next is the
 // state with them made, which holds grown bytes more (see applied). The
-// label index follows them one by one.
+// digests and the label index follow them one by one.
 func (st *store) applyAll(changes []*state.Record, next *btree.BTreeG[*state.Object], grown, replaced int64) {
 	st.state = next
 	st.stateBytes.Force(grown)
 	st.clones.Replaced(replaced)
+	for _, r := range changes {
+		switch r.Type {
+		case event.Added:
+			st.digests.add(r.Object)
+		case event.Modified:
+			st.digests.remove(r.Previous)
+			st.digests.add(r.Object)
+		case event.Deleted:
+			st.digests.remove(r.Object)
+		}
+	}
 	if len(st.index.keys) == 0 {
 		return
 	}

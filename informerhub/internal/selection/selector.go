@@ -97,6 +97,13 @@ func (s *Selector) Filter() *celfilter.Filter { return s.filter }
 // Shard is its shard selector; nil selects every object.
 func (s *Selector) Shard() *shard.Selector { return s.shard }
 
+// SelectsWholeNamespaces reports whether it selects every object of its
+// namespace (of every namespace, without one): no labels, fields, filter
+// or shard narrow it.
+func (s *Selector) SelectsWholeNamespaces() bool {
+	return s.labels == nil && s.fields == nil && s.filter == nil && s.shard == nil
+}
+
 // Key identifies what it selects: selectors with equal keys select the
 // same objects, and share their matching.
 func (s *Selector) Key() string { return s.key }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/celfilter"
+	"github.com/informerhub/informerhub/informerhub/digest"
 	"github.com/informerhub/informerhub/informerhub/fieldset"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
@@ -27,6 +28,12 @@ type Object struct {
 	RV        uint64
 	Labels    labels.Set
 	JSON      string
+
+	// hash is the object's digest.Hash, computed when it is built from
+	// the informer's object (NewObject), outside any lock: the feed keeps
+	// the digests of its state up with every change (see Hash).
+	hash   digest.Hash
+	hashed bool
 
 	// What selectors computed of the object, cached because the object
 	// never changes: the field values read from its JSON (see field), and
@@ -91,7 +98,7 @@ func NewObject(obj any) (*Object, error) {
 		if err != nil {
 			return nil, fmt.Errorf("object %s/%s: %w", raw.Namespace, raw.Name, err)
 		}
-		return &Object{
+		return (&Object{
 			Namespace: raw.Namespace,
 			Name:      raw.Name,
 			UID:       string(raw.UID),
@@ -102,7 +109,7 @@ func NewObject(obj any) (*Object, error) {
 			// each change its object's size again, and a sync its whole
 			// list's.
 			JSON: unsafe.String(unsafe.SliceData(raw.JSON), len(raw.JSON)),
-		}, nil
+		}).withHash(), nil
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
@@ -116,14 +123,29 @@ func NewObject(obj any) (*Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding object %s/%s: %w", m.GetNamespace(), m.GetName(), err)
 	}
-	return &Object{
+	return (&Object{
 		Namespace: m.GetNamespace(),
 		Name:      m.GetName(),
 		UID:       string(m.GetUID()),
 		RV:        rv,
 		Labels:    m.GetLabels(),
 		JSON:      string(data),
-	}, nil
+	}).withHash(), nil
+}
+
+// Hash is the object's digest.Hash: the one NewObject computed, or, for an
+// object built otherwise (read back from disk), computed now.
+func (o *Object) Hash() digest.Hash {
+	if o.hashed {
+		return o.hash
+	}
+	return digest.OfRV(o.Namespace, o.Name, o.UID, o.RV)
+}
+
+// withHash computes the object's hash once, before it is shared.
+func (o *Object) withHash() *Object {
+	o.hash, o.hashed = digest.OfRV(o.Namespace, o.Name, o.UID, o.RV), true
+	return o
 }
 
 // ParseResourceVersion reads a resourceVersion as the integer etcd makes of
