@@ -1,7 +1,7 @@
 'use strict';
 // A small Node.js client of informerhub: watches that resume exactly (with
-// filters, projections and previous states), snapshots, and the list of
-// watchable resources. It loads the service definition from the
+// filters, projections and previous states), snapshots, digests that check
+// what a client holds, and the list of watchable resources. It loads the service definition from the
 // repository's proto/ at run time; nothing is generated.
 //
 //   const hub = connect('127.0.0.1:8080', { token: 'eyJ…' });
@@ -10,6 +10,7 @@
 //     console.log(e.type, e.object?.metadata.name, e.resumeToken);
 //   }
 
+const crypto = require('node:crypto');
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
@@ -287,6 +288,30 @@ class Client {
       total: resp.total,
       resourceVersion: resp.resourceVersion,
     }));
+  }
+
+  /**
+   * The hub's digest of what selector selects at resumeToken (an event's or
+   * a snapshot's token of this selector; '' for now): { count, digest,
+   * resourceVersion, resumeToken, moved }. Compare it with a Digest of what
+   * you hold at that token (digest.matches(answer)). moved: the token was
+   * older than the hub's history, so the answer is of the position at its
+   * resumeToken instead; catch up to that token, then compare.
+   */
+  async digest(selector, { resumeToken = '', signal, ...unknown } = {}) {
+    rejectUnknown(unknown, 'digest');
+    const request = { selector: selectorProto(selector), resumeToken };
+    const md = await this.metadata();
+    return new Promise((resolve, reject) => {
+      const call = this.stub.digest(request, md, (err, resp) => {
+        signal?.removeEventListener('abort', cancel);
+        if (err) reject(withDetails(err));
+        else resolve({ count: resp.count, digest: resp.digest, resourceVersion: resp.resourceVersion, resumeToken: resp.resumeToken, moved: resp.moved });
+      });
+      const cancel = () => call.cancel();
+      signal?.addEventListener('abort', cancel, { once: true });
+      if (signal?.aborted) cancel();
+    });
   }
 
   /** Opens a Watch call and returns its stream reader. */
@@ -796,6 +821,111 @@ function statusError(code, message) {
   return err;
 }
 
+// ---- Digests: whether a client holds what the hub holds ----
+
+// A digest is a sum of 128-bit hashes modulo 2^128.
+const DIGEST_MODULUS = 1n << 128n;
+const NUL = Buffer.alloc(1);
+
+/**
+ * The hash of one object in a digest, a BigInt below 2^128, as the proto's
+ * DigestResponse.digest defines it: of the object's metadata namespace,
+ * name, uid and resourceVersion. Throws a TypeError for an object without
+ * name, uid or resourceVersion: the hub's digest counts them, so one
+ * without them could never match (a projection by fields keeps them).
+ */
+function objectHash(object) {
+  const m = object?.metadata;
+  const parts = [m?.namespace ?? '', m?.name, m?.uid, m?.resourceVersion];
+  if (!parts.every((p) => typeof p === 'string')) {
+    throw new TypeError(`informerhub: a digest needs metadata.name, uid and resourceVersion; ${JSON.stringify(m?.name)} lacks one`);
+  }
+  const sha = crypto.createHash('sha256');
+  for (const p of parts) sha.update(p, 'utf8').update(NUL);
+  return BigInt(`0x${sha.digest('hex').slice(0, 32)}`);
+}
+
+/**
+ * The digest of the objects a client holds, as the proto's
+ * DigestResponse.digest defines it, and their count. Start it from a
+ * snapshot's objects (Digest.of), or empty before a watch's initial events,
+ * and keep it up with apply as you apply each event to what you hold; then
+ * at any event's token it matches the hub's digest there (Client.digest).
+ * docs/grpcurl.md#digest works an example through.
+ */
+class Digest {
+  #sum = 0n;
+  #count = 0;
+
+  /** The digest of objects (any iterable of them, e.g. a snapshot's). */
+  static of(objects) {
+    const digest = new Digest();
+    for (const object of objects) digest.add(object);
+    return digest;
+  }
+
+  /** How many objects it holds. */
+  get count() {
+    return this.#count;
+  }
+
+  /** Adds an object now held. */
+  add(object) {
+    this.#sum = (this.#sum + objectHash(object)) % DIGEST_MODULUS;
+    this.#count++;
+    return this;
+  }
+
+  /** Removes an object no longer held: the state that was added, resourceVersion included. */
+  remove(object) {
+    this.#sum = (this.#sum + DIGEST_MODULUS - objectHash(object)) % DIGEST_MODULUS;
+    this.#count--;
+    return this;
+  }
+
+  /**
+   * Applies a watch event; held is the state of the event's object you
+   * held before it (undefined if none). ADDED adds the object (in place of
+   * held, if given: a re-sync that replaces lists as ADDED what you may
+   * hold); MODIFIED replaces held with the object; DELETED removes held,
+   * not the event's object, which carries the deletion's resourceVersion
+   * rather than the state's. BOOKMARKs change nothing. A MODIFIED or
+   * DELETED without held throws: the digest cannot be kept without it.
+   */
+  apply(event, held) {
+    switch (event.type) {
+      case 'ADDED':
+        if (held) this.remove(held);
+        return this.add(event.object);
+      case 'MODIFIED':
+        return this.remove(heldState(event, held)).add(event.object);
+      case 'DELETED':
+        return this.remove(heldState(event, held));
+      case 'BOOKMARK':
+        return this;
+      default:
+        throw new TypeError(`informerhub: an event of unknown type ${JSON.stringify(event.type)}`);
+    }
+  }
+
+  /** Whether it equals the hub's digest (an answer of Client.digest): the same count and digest. */
+  matches(answer) {
+    return Number(answer.count) === this.#count && answer.digest === this.toString();
+  }
+
+  /** The digest as 32 lowercase hexadecimal digits, as DigestResponse.digest. */
+  toString() {
+    return this.#sum.toString(16).padStart(32, '0');
+  }
+}
+
+function heldState(event, held) {
+  if (!held) {
+    throw new TypeError(`informerhub: a ${event.type} of ${JSON.stringify(event.object?.metadata?.name)} needs the state held before it`);
+  }
+  return held;
+}
+
 // ---- The error details of the hub (google.rpc.Status in the trailers) ----
 
 /**
@@ -889,5 +1019,5 @@ function* fields(buf) {
 }
 
 module.exports = {
-  connect, Client, Watch, ResumingWatch, ObjectFormat, loadService, isLoopback, status: grpc.status, PROTO_DIR,
+  connect, Client, Watch, ResumingWatch, ObjectFormat, Digest, objectHash, loadService, isLoopback, status: grpc.status, PROTO_DIR,
 };

@@ -5,7 +5,9 @@ needs: bearer-token and TLS setup, events as dataclasses with decoded
 objects (and their previous states), snapshots read to their last page, and
 a watch that reconnects by itself and resumes from the last token it
 delivered, so that nothing is lost or repeated. Selectors, filters (CEL),
-projections (fields) and object formats are the contract's.
+projections (fields) and object formats are the contract's. A Digest of
+what a client holds, kept up event by event, checks it against the hub's
+(Client.digest).
 
     with Client("127.0.0.1:8080", token=open(".cache/run/token").read().strip()) as hub:
         sel = Selector(resource="configmaps", namespace="demo")
@@ -20,6 +22,7 @@ It mirrors the Go SDK (clients/go) in miniature; it has no replica failover.
 from __future__ import annotations
 
 import enum
+import hashlib
 import ipaddress
 import json
 import logging
@@ -28,7 +31,7 @@ import random
 import sys
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterable, Iterator, Optional, Sequence, Tuple, Union
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
@@ -48,9 +51,9 @@ except ImportError:
     from informerhub.v1 import informerhub_pb2_grpc as pb_grpc
 
 __all__ = [
-    "Backoff", "Client", "ErrorInfo", "Event", "EventType", "FieldViolation", "IncompleteSnapshot",
-    "ObjectFormat", "Resource", "ResumingWatch", "Selector", "Snapshot", "WatchStream",
-    "error_info", "field_violations",
+    "Backoff", "Client", "Digest", "ErrorInfo", "Event", "EventType", "FieldViolation", "HubDigest",
+    "IncompleteSnapshot", "ObjectFormat", "Resource", "ResumingWatch", "Selector", "Snapshot", "WatchStream",
+    "error_info", "field_violations", "object_hash",
 ]
 
 log = logging.getLogger("informerhub_client")
@@ -329,6 +332,16 @@ class Client:
         req = pb.CountRequest(selector=selector.to_proto(), group_by=group_by)
         return CountStream(self._stub.Count(req, metadata=self._metadata()))
 
+    def digest(self, selector: Selector, *, resume_token: str = "",
+               timeout: Optional[float] = None) -> "HubDigest":
+        """The hub's digest of what selector selects at resume_token (an
+        event's or a snapshot's token of this selector; "" for now), to
+        compare with a Digest of what you hold there (Digest.matches).
+        Raises grpc.RpcError."""
+        resp = self._stub.Digest(pb.DigestRequest(selector=selector.to_proto(), resume_token=resume_token),
+                                 metadata=self._metadata(), timeout=timeout)
+        return HubDigest(resp.count, resp.digest, resp.resource_version, resp.resume_token, resp.moved)
+
     def list_resources(self, namespace: str = "", *, timeout: Optional[float] = None) -> list[Resource]:
         """The resource types the caller may list and watch in namespace
         (cluster-wide if empty), as Resource."""
@@ -416,6 +429,19 @@ class Counts:
     groups: dict  # group value ("" for objects without one) -> count
     total: int
     resource_version: str
+
+
+@dataclass(frozen=True)
+class HubDigest:
+    """The hub's digest of a selection at a position (Client.digest)."""
+    count: int                    # the objects selected there
+    digest: str                   # 32 hexadecimal digits, as Digest's str()
+    resource_version: str         # informational
+    resume_token: str             # a watch from it continues right after the position digested
+    # The token asked for was older than the hub's history: the digest is of
+    # the position at resume_token instead. Compare once you have applied
+    # the events up to it.
+    moved: bool
 
 
 class _Stream:
@@ -661,6 +687,91 @@ class ResumingWatch:
         else:
             self._failures += 1
             log.debug("watch interrupted (attempt %d); reconnecting: %s", self._failures, _details(err))
+
+
+# A digest is a sum of 128-bit hashes modulo 2**128.
+_DIGEST_MODULUS = 1 << 128
+
+
+def object_hash(obj: dict) -> int:
+    """The hash of one object in a digest, an int below 2**128, as the
+    proto's DigestResponse.digest defines it: of the object's metadata
+    namespace, name, uid and resourceVersion. Raises TypeError for an object
+    without name, uid or resourceVersion: the hub's digest counts them, so
+    one without them could never match (a projection by fields keeps them)."""
+    m = obj.get("metadata") or {}
+    parts = (m.get("namespace", ""), m.get("name"), m.get("uid"), m.get("resourceVersion"))
+    if not all(isinstance(p, str) for p in parts):
+        raise TypeError(f"a digest needs metadata.name, uid and resourceVersion; {m.get('name')!r} lacks one")
+    sha = hashlib.sha256(b"".join(p.encode() + b"\0" for p in parts)).digest()
+    return int.from_bytes(sha[:16], "big")
+
+
+class Digest:
+    """The digest of the objects a client holds, as the proto's
+    DigestResponse.digest defines it, and their count. Start it from a
+    snapshot's objects (Digest(snapshot.objects)), or empty before a watch's
+    initial events, and keep it up with apply as you apply each event to
+    what you hold; then at any event's token it matches the hub's digest
+    there (Client.digest). str() gives its 32 hexadecimal digits.
+    docs/grpcurl.md#digest works an example through."""
+
+    def __init__(self, objects: Iterable[dict] = ()):
+        self._sum = 0
+        self._count = 0
+        for obj in objects:
+            self.add(obj)
+
+    @property
+    def count(self) -> int:
+        """How many objects it holds."""
+        return self._count
+
+    def add(self, obj: dict) -> "Digest":
+        """Add an object now held."""
+        self._sum = (self._sum + object_hash(obj)) % _DIGEST_MODULUS
+        self._count += 1
+        return self
+
+    def remove(self, obj: dict) -> "Digest":
+        """Remove an object no longer held: the state that was added,
+        resourceVersion included."""
+        self._sum = (self._sum - object_hash(obj)) % _DIGEST_MODULUS
+        self._count -= 1
+        return self
+
+    def apply(self, event: Event, held: Optional[dict] = None) -> "Digest":
+        """Apply a watch event; held is the state of the event's object you
+        held before it (None if none). ADDED adds the object (in place of
+        held, if given: a re-sync lists as ADDED what you may hold);
+        MODIFIED replaces held with the object; DELETED removes held, not the
+        event's object, which carries the deletion's resourceVersion rather
+        than the state's. BOOKMARKs change nothing. A MODIFIED or DELETED
+        without held raises ValueError: the digest cannot be kept without it."""
+        if event.type == EventType.BOOKMARK:
+            return self
+        if event.type == EventType.ADDED:
+            if held is not None:
+                self.remove(held)
+            return self.add(event.object)
+        if held is None:
+            name = (event.object or {}).get("metadata", {}).get("name")
+            raise ValueError(f"a {EventType(event.type).value} of {name!r} needs the state held before it")
+        self.remove(held)
+        if event.type == EventType.MODIFIED:
+            self.add(event.object)
+        return self
+
+    def matches(self, answer: HubDigest) -> bool:
+        """Whether it equals the hub's digest (Client.digest): the same
+        count and digest."""
+        return answer.count == self._count and answer.digest == str(self)
+
+    def __str__(self) -> str:
+        return f"{self._sum:032x}"
+
+    def __repr__(self) -> str:
+        return f"Digest({str(self)!r}, count={self._count})"
 
 
 def _details(err: Optional[grpc.RpcError]) -> str:

@@ -448,6 +448,44 @@ class HubTest(unittest.TestCase):
         self.assertEqual(events.changes(len(later)), later)
         self.assertNothingElse(events)
 
+    def test_a_digest_of_a_snapshot_kept_up_with_its_watch_matches_the_hubs(self):
+        a, b = self.create("a", {"v": "1"}), self.create("b")
+        self.synced(change(EventType.ADDED, b))
+        snap = self.client.snapshot(self.selector())
+        digest = hub.Digest(snap.objects)
+        at_snapshot = self.client.digest(self.selector(), resume_token=snap.resume_token)
+        self.assertEqual((at_snapshot.count, at_snapshot.digest, at_snapshot.moved), (2, str(digest), False))
+        self.assertTrue(digest.matches(at_snapshot))
+        self.assertTrue(at_snapshot.resume_token and at_snapshot.resource_version)
+
+        # What a consumer holds, by name, kept up with the digest.
+        held = {o["metadata"]["name"]: o for o in snap.objects}
+        later = [change(EventType.MODIFIED, a2 := self.kube.update(a, {"v": "2"}))]
+        later.append(self.kube.delete(b))
+        later.append(change(EventType.ADDED, c := self.create("c")))
+        events = self.read(self.client.watch(self.selector(), resume_token=snap.resume_token))
+        got = [events.next() for _ in later]
+        self.assertEqual([seen(e) for e in got], later)
+        # The DELETED carries the deletion's resourceVersion: the digest
+        # must subtract the state held, as apply does.
+        self.assertNotEqual(got[1].resource_version, held[b["metadata"]["name"]]["metadata"]["resourceVersion"])
+        for e in got:
+            name = e.object["metadata"]["name"]
+            digest.apply(e, held.get(name))
+            if e.type is EventType.DELETED:
+                del held[name]
+            else:
+                held[name] = e.object
+        self.assertEqual(str(digest), str(hub.Digest([a2, c])), "the digest of what the API server answered")
+
+        at_last = self.client.digest(self.selector(), resume_token=got[-1].resume_token)
+        self.assertEqual((at_last.count, at_last.digest, at_last.moved), (2, str(digest), False))
+        self.assertFalse(digest.matches(at_snapshot), "the snapshot's digest no longer matches")
+
+        with self.assertRaises(grpc.RpcError) as garbage:
+            self.client.digest(self.selector(), resume_token="garbage")
+        self.assertCode(garbage.exception, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_RESUME_TOKEN")
+
     def test_filter_selects_objects_as_updates_make_them_enter_and_leave(self):
         x, y = self.create("x", {"state": "off"}), self.create("y", {"state": "on"})
         self.synced(change(EventType.ADDED, y))

@@ -16,7 +16,7 @@ const os = require('node:os');
 const path = require('node:path');
 const readline = require('node:readline');
 
-const { connect, status, ObjectFormat } = require('../informerhub.js');
+const { connect, status, ObjectFormat, Digest } = require('../informerhub.js');
 const { hubEnv, Kube, EventReader, describe: describeEvent } = require('../testlib.js');
 
 // nextPrinted returns the next event the CLI printed (one JSON line each),
@@ -494,6 +494,58 @@ describe('snapshot', () => {
     } finally {
       await reader.close();
     }
+  });
+});
+
+describe('digest', () => {
+  test('a Digest of a snapshot, kept up with the watch from its token, matches the hub\'s at the snapshot\'s token and at the last event\'s', async () => {
+    const sel = selector('digest');
+    await kube.create('digest-a', { case: 'digest' }, { v: '1' });
+    const b = await kube.create('digest-b', { case: 'digest' });
+    await hubHasSeen(sel, b);
+
+    const snap = await hub.snapshot(sel);
+    const digest = Digest.of(snap.objects);
+    const atSnapshot = await hub.digest(sel, { resumeToken: snap.resumeToken });
+    assert.deepEqual([atSnapshot.count, atSnapshot.digest, atSnapshot.moved], [2, digest.toString(), false]);
+    assert.ok(digest.matches(atSnapshot));
+    assert.ok(atSnapshot.resumeToken && atSnapshot.resourceVersion);
+
+    // What a consumer holds, by name, kept up with the digest.
+    const held = new Map(snap.objects.map((o) => [o.metadata.name, o]));
+    const a2 = await kube.modify('digest-a', { v: '2' });
+    await kube.delete('digest-b');
+    const c = await kube.create('digest-c', { case: 'digest' });
+    const reader = new EventReader(hub.watch(sel, { resumeToken: snap.resumeToken }));
+    let events;
+    try {
+      events = await expectChanges(reader, [change('MODIFIED', a2), deletion('digest-b'), change('ADDED', c)]);
+    } finally {
+      await reader.close();
+    }
+    // The DELETED carries the deletion's resourceVersion: the digest must
+    // subtract the state held, as apply does.
+    assert.notEqual(events[1].object.metadata.resourceVersion, held.get('digest-b').metadata.resourceVersion);
+    for (const e of events) {
+      const name = e.object.metadata.name;
+      digest.apply(e, held.get(name));
+      if (e.type === 'DELETED') held.delete(name);
+      else held.set(name, e.object);
+    }
+    assert.equal(digest.toString(), Digest.of([a2, c]).toString(), 'the digest of what the API server answered');
+
+    const atLast = await hub.digest(sel, { resumeToken: events.at(-1).resumeToken });
+    assert.deepEqual([atLast.count, atLast.digest, atLast.moved], [2, digest.toString(), false]);
+    assert.ok(!digest.matches(atSnapshot), 'the snapshot\'s digest no longer matches');
+  });
+
+  test('a garbage resume token is INVALID_ARGUMENT with reason INVALID_RESUME_TOKEN; an unknown option a TypeError', async () => {
+    await assert.rejects(hub.digest(selector('digest-garbage'), { resumeToken: 'garbage' }), (err) => {
+      assert.equal(err.code, status.INVALID_ARGUMENT, err.message);
+      assert.equal(err.reason, 'INVALID_RESUME_TOKEN');
+      return true;
+    });
+    await assert.rejects(hub.digest(selector('digest-garbage'), { resume_token: 'x' }), /digest has no option resume_token/);
   });
 });
 

@@ -26,6 +26,7 @@ export {
   type WatchEvent,
   type WatchOptions,
 } from "./watch.js";
+export { Digest, digest, objectHash, type HubDigest } from "./digest.js";
 export { hubError, hintFor, codeName, errorReason, ERROR_DOMAIN, type HubError, type FieldViolation } from "./errors.js";
 export { statusHints, type StatusHint } from "./gen/informerhub/v1/informerhub_hints.js";
 export type { Resource } from "./gen/informerhub/v1/informerhub_pb.js";
