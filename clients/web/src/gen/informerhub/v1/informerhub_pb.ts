@@ -1385,8 +1385,11 @@ export const InformerHubService: GenService<{
    * position, by which a client checks that the cache it built from a
    * Watch or Snapshot holds what the hub holds: it computes the digest of
    * what it holds at that token (see DigestResponse.digest) and compares.
-   * It needs the access a Snapshot with the same selector needs, and costs
-   * what a Snapshot's scan of the selection costs, without sending objects.
+   * It needs the access a Snapshot with the same selector needs. The hub
+   * keeps the digests of whole namespaces and of all, so a selector of a
+   * namespace or of all, with no labels, fields, filter or shard, costs no
+   * scan; any other costs what a Snapshot's scan of the selection costs,
+   * without sending objects.
    *
    * @generated from rpc informerhub.v1.InformerHubService.Digest
    */
