@@ -320,8 +320,8 @@ type InformerHubServiceClient interface {
 	// It needs the access a Snapshot with the same selector needs. The hub
 	// keeps the digests of whole namespaces and of all, so a selector of a
 	// namespace or of all, with no labels, fields, filter or shard, costs no
-	// scan; any other costs what a Snapshot's scan of the selection costs,
-	// without sending objects.
+	// scan (except at a token of initial events); any other costs what a
+	// Snapshot's scan of the selection costs, without sending objects.
 	Digest(ctx context.Context, in *DigestRequest, opts ...grpc.CallOption) (*DigestResponse, error)
 }
 
@@ -722,8 +722,8 @@ type InformerHubServiceServer interface {
 	// It needs the access a Snapshot with the same selector needs. The hub
 	// keeps the digests of whole namespaces and of all, so a selector of a
 	// namespace or of all, with no labels, fields, filter or shard, costs no
-	// scan; any other costs what a Snapshot's scan of the selection costs,
-	// without sending objects.
+	// scan (except at a token of initial events); any other costs what a
+	// Snapshot's scan of the selection costs, without sending objects.
 	Digest(context.Context, *DigestRequest) (*DigestResponse, error)
 	mustEmbedUnimplementedInformerHubServiceServer()
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informerhub/informerhub/informerhub/digest"
+	"github.com/informerhub/informerhub/informerhub/internal/event"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
@@ -96,19 +97,22 @@ var errNotSynced = errors.New("the informer has not synced")
 
 // Check compares the state with the API server's LIST at the state's
 // position, listing pageSize objects a page. It never holds the feed's
-// lock while it digests or lists.
+// lock while it digests or lists. It checks the digests the feed keeps
+// of its state as well, and repairs them if they are not the state's.
 func (f *Feed) Check(ctx context.Context, pageSize int64) CheckResult {
-	tree, rv, kept, clone, err := f.cloneForCheck()
+	at, err := f.cloneForCheck()
 	if err != nil {
 		return CheckResult{Outcome: CheckFailed, Err: err}
 	}
-	defer f.CloseClone(clone)
-	res := CheckResult{RV: rv, Hub: kept}
+	defer f.CloseClone(at.clone)
+	rv := at.pos.RV
+	res := CheckResult{RV: rv}
 	// Per namespace as well as in all: a divergence is then named by
 	// listing again the namespaces that differ, not by a map of every
-	// object.
+	// object. The state is digested itself, not its kept digest: that
+	// costs a walk of the clone, adding the hashes the objects keep.
 	apiNS := namespaceDigests{}
-	err = listExact(ctx, f.lw, rv, pageSize, clone, func(ns, name, uid, objRV string) {
+	err = listExact(ctx, f.lw, rv, pageSize, at.clone, func(ns, name, uid, objRV string) {
 		apiNS.add(ns, digest.Of(ns, name, uid, objRV))
 	})
 	res.APIServer = apiNS.total()
@@ -116,24 +120,11 @@ func (f *Feed) Check(ctx context.Context, pageSize int64) CheckResult {
 		res.Outcome, res.Err = listOutcome(err), err
 		return res
 	}
-	if kept.Equal(res.APIServer) {
-		res.Outcome = CheckConsistent
-		return res
-	}
-	// The state itself decides, and is digested per namespace.
-	hubNS, err := digestTree(ctx, tree, clone)
+	hubNS, err := digestTree(ctx, at.tree, at.clone)
 	if err != nil {
 		return CheckResult{Outcome: CheckFailed, RV: rv, Err: err}
 	}
-	if res.Hub = hubNS.total(); !res.Hub.Equal(kept) {
-		f.log.Error("the digest the feed kept of its state is not the state's: a bug in the hub; the check compares the state's",
-			"kept", kept.String(), "state", res.Hub.String(), "resourceVersion", rv)
-	}
-	if res.Hub.Equal(res.APIServer) {
-		res.Outcome = CheckConsistent
-		return res
-	}
-	res.Outcome = CheckDiverged
+	res.Hub = hubNS.total()
 	differ := map[string]bool{}
 	for ns, set := range hubNS {
 		if other := apiNS[ns]; other == nil || !set.Equal(*other) {
@@ -145,23 +136,66 @@ func (f *Feed) Check(ctx context.Context, pageSize int64) CheckResult {
 			differ[ns] = true
 		}
 	}
-	res.Differing, res.Different, res.Err = differencesAt(ctx, f.lw, rv, pageSize, tree, clone, differ)
+	if !res.Hub.Equal(at.kept) {
+		repaired := f.repairDigests(stateDigests{all: res.Hub, byNamespace: hubNS}, at.pos.Seq)
+		f.log.Error("the digest the feed kept of its state was not the state's: a bug in the hub",
+			"kept", at.kept.String(), "state", res.Hub.String(), "resourceVersion", rv, "repaired", repaired)
+	}
+	if res.Hub.Equal(res.APIServer) {
+		res.Outcome = CheckConsistent
+		return res
+	}
+	res.Outcome = CheckDiverged
+	res.Differing, res.Different, res.Err = differencesAt(ctx, f.lw, rv, pageSize, at.tree, at.clone, differ)
 	return res
 }
 
-// cloneForCheck clones the state and its position, counted as a
-// snapshot's clone is (the caller closes it), with the digest the feed
-// keeps of it.
-func (f *Feed) cloneForCheck() (*btree.BTreeG[*state.Object], uint64, digest.Set, *state.Clone, error) {
+// checkedState is what a check compares: a clone of the state, counted as
+// a snapshot's clone is (the caller closes it), its position, and the
+// digest the feed kept of it.
+type checkedState struct {
+	tree  *btree.BTreeG[*state.Object]
+	pos   state.Position
+	kept  digest.Set
+	clone *state.Clone
+}
+
+func (f *Feed) cloneForCheck() (checkedState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
 	case f.err != nil:
-		return nil, 0, digest.Set{}, nil, f.err
+		return checkedState{}, f.err
 	case !f.store.synced || f.store.pos.RV == 0:
-		return nil, 0, digest.Set{}, nil, errNotSynced
+		return checkedState{}, errNotSynced
 	}
-	return f.store.state.Clone(), f.store.pos.RV, f.store.digests.all, f.store.clones.Take(), nil
+	st := f.store
+	return checkedState{tree: st.state.Clone(), pos: st.pos, kept: st.digests.all, clone: st.clones.Take()}, nil
+}
+
+// repairDigests replaces the feed's kept digests by d, the state's at seq,
+// with the changes recorded since; it reports false, and leaves them for
+// the next check, when the history no longer holds those changes. d's
+// namespace digests are the feed's after it.
+func (f *Feed) repairDigests(d stateDigests, seq uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.store
+	for s := seq + 1; s <= st.pos.Seq; s++ {
+		r, ok := st.history.Get(s)
+		if !ok {
+			return false
+		}
+		// Added first, as in applyAll.
+		if r.Type != event.Deleted {
+			d.add(r.Object)
+		}
+		if r.Previous != nil {
+			d.remove(r.Previous)
+		}
+	}
+	st.digests = d
+	return true
 }
 
 // digestTree digests a clone of the state per namespace, giving up when

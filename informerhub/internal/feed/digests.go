@@ -1,6 +1,8 @@
 package feed
 
 import (
+	"github.com/google/btree"
+
 	"github.com/informerhub/informerhub/informerhub/digest"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
@@ -50,13 +52,13 @@ type stateDigests struct {
 	byNamespace namespaceDigests
 }
 
-// digestsOf are the digests of objects, which are a state (one object
-// per namespace and name).
-func digestsOf(objects func(yield func(*state.Object) bool)) stateDigests {
+// digestsOf are the digests of a state.
+func digestsOf(objects *btree.BTreeG[*state.Object]) stateDigests {
 	d := stateDigests{byNamespace: namespaceDigests{}}
-	for o := range objects {
+	objects.Ascend(func(o *state.Object) bool {
 		d.add(o)
-	}
+		return true
+	})
 	return d
 }
 

@@ -97,8 +97,7 @@ func TestTheStoreKeepsTheDigestsOfItsState(t *testing.T) {
 	if kinds := countTypes(changes); kinds[event.Added] != 2 || kinds[event.Deleted] != 11 || kinds[event.Modified] != 1 {
 		t.Fatalf("the relist's changes are %v: not the added, deleted and modified objects the test made", kinds)
 	}
-	next, grown, replaced := applied(st.state, changes)
-	st.applyAll(changes, next, grown, replaced)
+	st.applyAll(changes, applied(st.state, changes))
 	assertDigestsOfState(t, st, "after a relist applied at once")
 
 	// And one applied change by change, under the lock.
@@ -118,4 +117,47 @@ func countTypes(records []*state.Record) map[event.Type]int {
 		n[r.Type]++
 	}
 	return n
+}
+
+// TestACheckRepairsKeptDigestsThatAreNotTheStates: from the state's
+// digests at a position (the check digests a clone) and the history's
+// records since, repairDigests makes the kept digests the state's again;
+// when the history no longer holds those records, it leaves them.
+func TestACheckRepairsKeptDigestsThatAreNotTheStates(t *testing.T) {
+	for _, historySize := range []int{100, 2} {
+		x := newIndexStore(t, historySize)
+		f := &Feed{store: x.st}
+		seq, at := x.st.pos.Seq, digestsOf(x.st.state)
+		x.put("o1", "a")                                             // modified
+		x.put("new", "b")                                            // added
+		x.delete("o2", "")                                           // deleted
+		x.st.digests = stateDigests{byNamespace: namespaceDigests{}} // a bug's
+		repaired := f.repairDigests(at, seq)
+		if historySize == 2 {
+			if repaired {
+				t.Error("repaired from a history that no longer holds the changes since the digested position")
+			}
+			continue
+		}
+		if !repaired {
+			t.Fatal("not repaired, with the changes in the history")
+		}
+		assertDigestsOfState(t, x.st, "after the repair")
+	}
+}
+
+// TestAPlannedRelistKeepsTheDigestsOfWhatTheTreeDid: a list that holds an
+// object twice (no API server sends one) changes the state as the tree
+// does, and the digests follow the tree, not the records.
+func TestAPlannedRelistKeepsTheDigestsOfWhatTheTreeDid(t *testing.T) {
+	x := newIndexStore(t, 100)
+	var listed []*state.Object
+	x.st.state.Ascend(func(o *state.Object) bool {
+		listed = append(listed, o)
+		return true
+	})
+	listed = append(listed, x.object("twice", "a"), x.object("twice", "b"))
+	changes := differences(x.st.state, listed)
+	x.st.applyAll(changes, applied(x.st.state, changes))
+	assertDigestsOfState(t, x.st, "after a relist listing an object twice")
 }

@@ -8,8 +8,9 @@
 //   - the store (store.go), as the kube-apiserver's watchCache: the state,
 //     every object as the JSON the API server sent, in a copy-on-write
 //     B-tree ordered by namespace and name, with label indexes (index.go)
-//     and its digests in all and per namespace (digests.go); the history, a ring of the most recent changes; and the position.
-//     They advance together. A relist's true differences are computed
+//     and its digests in all and per namespace (digests.go); the history,
+//     a ring of the most recent changes; and the position. They advance
+//     together. A relist's true differences are computed
 //     before the lock and recorded as one batch (relist.go);
 //   - the live subscribers (package internal/fanout);
 //   - admission (package internal/selection): the views subscribers

@@ -480,7 +480,8 @@ type prepared struct {
 // between have their filters evaluated under the lock. A list, which
 // RealFIFO hands over alone, is prepared by prepareRelist.
 //
-// It returns nothing to reuse when no filter is in use, and for what it
+// It builds each change's object (and its hash, for the state's digests)
+// whether or not a filter is in use, and returns nothing for what it
 // cannot prepare (applyLocked reports its errors).
 func (f *Feed) prepare(deltas cache.Deltas) []prepared {
 	out := make([]prepared, len(deltas))
@@ -491,8 +492,15 @@ func (f *Feed) prepare(deltas cache.Deltas) []prepared {
 		}
 	}
 	for i, d := range deltas {
-		if d.Type == cache.ReplacedAll {
+		switch d.Type {
+		case cache.ReplacedAll:
 			out[i].relist = &preparedRelist{} // found under the lock
+		case cache.Added, cache.Updated, cache.Replaced, cache.Deleted:
+			// Built here, with its hash, not under the lock; one that
+			// is not an object is reported by applyLocked.
+			if o, err := state.NewObject(d.Object); err == nil {
+				out[i].obj = o
+			}
 		}
 	}
 	plans := f.planLocked(deltas, out)
@@ -516,7 +524,7 @@ func (f *Feed) prepare(deltas cache.Deltas) []prepared {
 	return out
 }
 
-// planLocked fills in the objects of deltas, and returns for each the
+// planLocked returns for each delta whose object prepare built the
 // filters dispatch will evaluate on its object and on the state it
 // replaces; under the feed's lock (released however it returns: process
 // recovers from panics by stopping the feed, which takes the lock).
@@ -531,13 +539,8 @@ func (f *Feed) planLocked(deltas cache.Deltas, out []prepared) [][]fanout.Filter
 	// the same object.
 	pending := map[state.Key]*state.Object{}
 	for i, d := range deltas {
-		switch d.Type {
-		case cache.Added, cache.Updated, cache.Replaced, cache.Deleted:
-		default:
-			continue
-		}
-		o, err := state.NewObject(d.Object)
-		if err != nil {
+		o := out[i].obj
+		if o == nil {
 			continue
 		}
 		key := state.Key{Namespace: o.Namespace, Name: o.Name}
@@ -545,7 +548,6 @@ func (f *Feed) planLocked(deltas cache.Deltas, out []prepared) [][]fanout.Filter
 		if !ok {
 			prev, _ = f.store.state.Get(o)
 		}
-		out[i].obj = o
 		// Dispatch tests a deletion's previous state only.
 		if d.Type == cache.Deleted {
 			plans[i] = f.live.FiltersFor(nil, prev)

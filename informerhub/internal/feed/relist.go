@@ -35,18 +35,14 @@ type preparedRelist struct {
 	// first is the state of the feed's first list.
 	first *initialState
 	// planned is set when the rest was prepared, at the state of seq:
-	// records, state (grown bytes larger than seq's), and the deliveries
-	// to the groups made up to made; visits counts the groups the records
-	// were matched against.
+	// records, the state with them applied, and the deliveries to the
+	// groups made up to made; visits counts the groups the records were
+	// matched against.
 	planned bool
 	seq     uint64
 	records []*state.Record
-	state   *btree.BTreeG[*state.Object]
-	grown   int64
-	// replaced is what the objects the records replace or delete hold
-	// (Clones.Replaced).
-	replaced int64
-	plans    []fanout.GroupPlan
+	applied *appliedChanges
+	plans   []fanout.GroupPlan
 	made     uint64
 	visits   uint64
 
@@ -78,7 +74,7 @@ func (f *Feed) prepareRelist(info cache.ReplacedAllInfo) *preparedRelist {
 		return p
 	}
 	p.records = differences(objects, p.objs)
-	p.state, p.grown, p.replaced = applied(objects, p.records)
+	p.applied = applied(objects, p.records)
 	p.plans, p.visits = fanout.PlanDeliveries(groups, p.records)
 	return p
 }
@@ -124,7 +120,7 @@ func (f *Feed) relistLocked(p *preparedRelist, listRV uint64) {
 		f.store.endRelist(batchRV)
 		return
 	}
-	f.store.applyAll(p.records, p.state, p.grown, p.replaced)
+	f.store.applyAll(p.records, p.applied)
 	start := f.store.pos
 	for i, r := range p.records {
 		r.RV = batchRV

@@ -180,9 +180,7 @@ func stateOf(objs []*state.Object) *initialState {
 		}
 		size += state.ObjectSize(o)
 	}
-	return &initialState{objects: objects, size: size, digests: digestsOf(func(yield func(*state.Object) bool) {
-		objects.Ascend(func(o *state.Object) bool { return yield(o) })
-	})}
+	return &initialState{objects: objects, size: size, digests: digestsOf(objects)}
 }
 
 // sync takes the initial list, at listRV, as the state, and starts the
@@ -283,46 +281,55 @@ func (st *store) apply(r *state.Record) {
 	}
 }
 
-// applied returns a clone of state with a relist's changes made, the
-// bytes its objects hold beyond state's, and those of the objects it
-// replaced or deleted (which the state's open clones keep): what applyAll
-// installs.
-func applied(objects *btree.BTreeG[*state.Object], changes []*state.Record) (next *btree.BTreeG[*state.Object], grown, replaced int64) {
-	next = objects.Clone()
-	for _, r := range changes {
-		if r.Type == event.Deleted {
-			if prev, ok := next.Delete(r.Object); ok {
-				size := state.ObjectSize(prev)
-				grown, replaced = grown-size, replaced+size
-			}
-			continue
-		}
-		if prev, ok := next.ReplaceOrInsert(r.Object); ok {
-			size := state.ObjectSize(prev)
-			grown, replaced = grown-size, replaced+size
-		}
-		grown += state.ObjectSize(r.Object)
-	}
-	return next, grown, replaced
+// appliedChanges is a state with a relist's changes made, off the lock:
+// what applyAll installs.
+type appliedChanges struct {
+	state *btree.BTreeG[*state.Object]
+	// grown is the bytes its objects hold beyond the state's; replaced,
+	// those of the objects it replaced or deleted, which the state's open
+	// clones keep (Clones.Replaced).
+	grown, replaced int64
+	// added and removed are the objects it put in and took out, for the
+	// digests: as the tree did it, whatever the changes say.
+	added, removed []*state.Object
 }
 
-// applyAll makes a relist's changes in the state at once: next is the
-// state with them made, which holds grown bytes more (see applied). The
-// digests and the label index follow them one by one.
-func (st *store) applyAll(changes []*state.Record, next *btree.BTreeG[*state.Object], grown, replaced int64) {
-	st.state = next
-	st.stateBytes.Force(grown)
-	st.clones.Replaced(replaced)
+// applied returns a clone of state with a relist's changes made.
+func applied(objects *btree.BTreeG[*state.Object], changes []*state.Record) *appliedChanges {
+	a := &appliedChanges{state: objects.Clone()}
 	for _, r := range changes {
-		switch r.Type {
-		case event.Added:
-			st.digests.add(r.Object)
-		case event.Modified:
-			st.digests.remove(r.Previous)
-			st.digests.add(r.Object)
-		case event.Deleted:
-			st.digests.remove(r.Object)
+		var prev *state.Object
+		var existed bool
+		if r.Type == event.Deleted {
+			prev, existed = a.state.Delete(r.Object)
+		} else {
+			prev, existed = a.state.ReplaceOrInsert(r.Object)
+			a.grown += state.ObjectSize(r.Object)
+			a.added = append(a.added, r.Object)
 		}
+		if existed {
+			size := state.ObjectSize(prev)
+			a.grown, a.replaced = a.grown-size, a.replaced+size
+			a.removed = append(a.removed, prev)
+		}
+	}
+	return a
+}
+
+// applyAll makes a relist's changes in the state at once, as applied made
+// them. The digests follow what the tree did; the label index, the changes
+// one by one.
+func (st *store) applyAll(changes []*state.Record, a *appliedChanges) {
+	st.state = a.state
+	st.stateBytes.Force(a.grown)
+	st.clones.Replaced(a.replaced)
+	// Added first: an object the batch added and replaced again is taken
+	// out of a namespace the digests then hold.
+	for _, o := range a.added {
+		st.digests.add(o)
+	}
+	for _, o := range a.removed {
+		st.digests.remove(o)
 	}
 	if len(st.index.keys) == 0 {
 		return

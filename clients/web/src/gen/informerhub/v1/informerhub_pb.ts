@@ -1388,8 +1388,8 @@ export const InformerHubService: GenService<{
    * It needs the access a Snapshot with the same selector needs. The hub
    * keeps the digests of whole namespaces and of all, so a selector of a
    * namespace or of all, with no labels, fields, filter or shard, costs no
-   * scan; any other costs what a Snapshot's scan of the selection costs,
-   * without sending objects.
+   * scan (except at a token of initial events); any other costs what a
+   * Snapshot's scan of the selection costs, without sending objects.
    *
    * @generated from rpc informerhub.v1.InformerHubService.Digest
    */
