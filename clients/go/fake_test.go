@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	hubclient "github.com/informerhub/informerhub/clients/go"
@@ -25,14 +27,19 @@ type fakeHub struct {
 	name string
 	dead bool // nothing listens: connections fail
 
-	mu        sync.Mutex // guards the fields below
-	scripts   []script
-	requests  []*informerhubv1.WatchRequest
-	auth      []string // authorization metadata of each call
-	snapshot  []*informerhubv1.SnapshotResponse
-	snapshots []*informerhubv1.SnapshotRequest // each Snapshot request served
-	resources *informerhubv1.ListResourcesResponse
-	served    chan *informerhubv1.WatchRequest // each Watch request, as it comes
+	mu       sync.Mutex // guards the fields below
+	scripts  []script
+	requests []*informerhubv1.WatchRequest
+	auth     []string // authorization metadata of each call
+	snapshot []*informerhubv1.SnapshotResponse
+	// snapshotAt, when set, makes the pages of the nth Snapshot (from 1)
+	// instead of snapshot; it runs before they are sent.
+	snapshotAt func(n int) []*informerhubv1.SnapshotResponse
+	digest     *informerhubv1.DigestResponse    // what Digest answers
+	digests    int                              // Digest calls served
+	snapshots  []*informerhubv1.SnapshotRequest // each Snapshot request served
+	resources  *informerhubv1.ListResourcesResponse
+	served     chan *informerhubv1.WatchRequest // each Watch request, as it comes
 }
 
 // script is what one Watch call sends: its header token, its responses, and
@@ -83,14 +90,27 @@ func (h *fakeHub) Watch(req *informerhubv1.WatchRequest, stream grpc.ServerStrea
 func (h *fakeHub) Snapshot(req *informerhubv1.SnapshotRequest, stream grpc.ServerStreamingServer[informerhubv1.SnapshotResponse]) error {
 	h.mu.Lock()
 	h.snapshots = append(h.snapshots, req)
-	pages := h.snapshot
+	pages, at, n := h.snapshot, h.snapshotAt, len(h.snapshots)
 	h.mu.Unlock()
+	if at != nil {
+		pages = at(n)
+	}
 	for _, p := range pages {
 		if err := stream.Send(p); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (h *fakeHub) Digest(context.Context, *informerhubv1.DigestRequest) (*informerhubv1.DigestResponse, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.digests++
+	if h.digest == nil {
+		return nil, status.Error(codes.Unimplemented, "the fake hub has no digest")
+	}
+	return h.digest, nil
 }
 
 func (h *fakeHub) ListResources(context.Context, *informerhubv1.ListResourcesRequest) (*informerhubv1.ListResourcesResponse, error) {

@@ -64,17 +64,20 @@ func (d CacheDifference) String() string {
 // objects the hub's selection holds, each at the same uid and
 // resourceVersion. It compares the store's Digest with the hub's at the
 // position lw delivered last; that costs one Digest call and one pass over
-// the store. Only when they differ does it list the selection from the
-// hub (a Snapshot) to name the objects that differ, and report a
-// difference only if it is still there, the same on both sides, in a
-// second Snapshot a second later: a store that is only behind (an
-// informer applies what the reflector received through its queue), or an
-// object that changed meanwhile, is no difference.
+// the store, and is retried for up to a second while the store catches up
+// (an informer applies what the reflector received through its queue).
+// Only when they never match does it list the selection from the hub (a
+// Snapshot) to name the objects that differ, and report an object only if
+// the store still holds it at the same version in a second Snapshot a
+// second later while the hub holds another: a store merely behind has
+// moved on by then, and an object that changed meanwhile is held newer
+// than the snapshot. A store that does not apply an object's change for a
+// whole second is reported as differing there.
 //
 // The informer must have listed (synced): VerifyCache checks the selection
 // it listed, with the selectors its ListOptions added. Where the hub keeps
-// the store's position no longer, the hub's current state is compared
-// once the store had the time to reach it.
+// the store's position no longer, the store is compared with the hub's
+// current state.
 func (lw *ListerWatcher) VerifyCache(ctx context.Context, store cache.Store) (*CacheReport, error) {
 	lw.mu.Lock()
 	sel, listed := lw.listed, lw.hasListed
@@ -82,7 +85,7 @@ func (lw *ListerWatcher) VerifyCache(ctx context.Context, store cache.Store) (*C
 	if !listed {
 		return nil, errors.New("hubclient: VerifyCache: the informer has not listed yet; wait for it to sync")
 	}
-	if report, err := lw.compareDigests(ctx, sel, store); report != nil || err != nil {
+	if report, matched, err := lw.compareDigests(ctx, sel, store); matched || err != nil {
 		return report, err
 	}
 	return lw.compareObjects(ctx, sel, store)
@@ -90,47 +93,50 @@ func (lw *ListerWatcher) VerifyCache(ctx context.Context, store cache.Store) (*C
 
 // compareDigests compares the store's digest with the hub's at the
 // position lw delivered, until they match or verifySettle passes; it
-// returns nil when they never matched.
-func (lw *ListerWatcher) compareDigests(ctx context.Context, sel Selector, store cache.Store) (*CacheReport, error) {
+// reports whether they matched.
+func (lw *ListerWatcher) compareDigests(ctx context.Context, sel Selector, store cache.Store) (*CacheReport, bool, error) {
 	var hub *DigestResult
-	var hubAt string // the token hub is of
+	var hubAt string // the token hub answered for
 	deadline := time.Now().Add(verifySettle)
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
 		at := lw.deliveredToken()
 		local, err := storeDigest(store)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		// An event delivered while the store was read may be in it or
 		// not: read it again rather than compare with either position.
 		if lw.deliveredToken() == at {
-			if hub == nil || hubAt != at {
+			// A moved answer is of the hub's position now, which the
+			// store may reach: ask again each time.
+			if hub == nil || hubAt != at || hub.Moved {
 				if hub, err = lw.client.Digest(ctx, sel, at); err != nil {
-					return nil, err
+					return nil, false, err
 				}
 				hubAt = at
 			}
-			if !hub.Moved && local.Matches(hub) {
-				return &CacheReport{ResourceVersion: hub.ResourceVersion, Count: hub.Count, Digest: hub.Digest}, nil
-			}
-			if hub.Moved {
-				return nil, nil // the position is gone: compare objects
+			// A match proves the store is the hub's state at the
+			// position answered, the asked one or, moved, the current.
+			if local.Matches(hub) {
+				return &CacheReport{ResourceVersion: hub.ResourceVersion, Count: hub.Count, Digest: hub.Digest}, true, nil
 			}
 		}
 		if time.Now().Add(wait).After(deadline) {
-			return nil, nil
+			return nil, false, nil
 		}
 		if err := sleep(ctx, wait); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 }
 
-// compareObjects names the objects that differ between the store and two
-// snapshots of the hub a settling time apart, and reports those that
-// differed alike in both.
+// compareObjects compares the store with two snapshots of the hub a
+// settling time apart, object by object, and reports the objects the
+// store held at the same version both times while the hub held another:
+// a store merely behind has moved on in between, and an object that
+// changed meanwhile is held newer than the snapshot.
 func (lw *ListerWatcher) compareObjects(ctx context.Context, sel Selector, store cache.Store) (*CacheReport, error) {
-	var first []CacheDifference
+	var first map[objectKey]CacheDifference
 	for round := 0; ; round++ {
 		snap, err := lw.client.Snapshot(ctx, sel)
 		if err != nil {
@@ -155,16 +161,18 @@ func (lw *ListerWatcher) compareObjects(ctx context.Context, sel Selector, store
 			return report, nil
 		}
 		if round > 0 {
-			// Report what differed alike in both rounds: the rest was
-			// the store catching up, or a change meanwhile.
 			for _, diff := range differences {
-				if slices.Contains(first, diff) {
+				before, ok := first[objectKey{diff.Namespace, diff.Name}]
+				if ok && before.StoreUID == diff.StoreUID && before.StoreResourceVersion == diff.StoreResourceVersion {
 					report.Differences = append(report.Differences, diff)
 				}
 			}
 			return report, nil
 		}
-		first = differences
+		first = make(map[objectKey]CacheDifference, len(differences))
+		for _, diff := range differences {
+			first[objectKey{diff.Namespace, diff.Name}] = diff
+		}
 		if err := sleep(ctx, verifySettle); err != nil {
 			return nil, err
 		}

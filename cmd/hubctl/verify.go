@@ -156,6 +156,10 @@ func (c *cli) verify(ctx context.Context, sel hubclient.Selector, follow bool, i
 	}()
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
+	// due is set when a comparison is owed: the tick came in the middle of
+	// a re-sync, or the hub no longer held the copy's position. It is made
+	// after the next event, at the position that event carries.
+	due := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -167,14 +171,23 @@ func (c *cli) verify(ctx context.Context, sel hubclient.Selector, follow bool, i
 			if err := held.apply(n.e); err != nil {
 				return err
 			}
-			if !held.resyncing && n.e.ResumeToken != "" {
-				token, rv = n.e.ResumeToken, n.e.ResourceVersion
+			if held.resyncing || n.e.ResumeToken == "" {
+				continue
+			}
+			token, rv = n.e.ResumeToken, n.e.ResourceVersion
+			if due {
+				var err error
+				if due, err = c.compareDigest(ctx, sel, held, token, rv); err != nil {
+					return err
+				}
 			}
 		case <-ticker.C:
 			if held.resyncing {
-				continue // at the re-sync's end
+				due = true
+				continue
 			}
-			if _, err := c.compareDigest(ctx, sel, held, token, rv); err != nil {
+			var err error
+			if due, err = c.compareDigest(ctx, sel, held, token, rv); err != nil {
 				return err
 			}
 		}
@@ -189,7 +202,10 @@ func (c *cli) compareDigest(ctx context.Context, sel hubclient.Selector, held *h
 	if err != nil {
 		return false, err
 	}
-	if hub.Moved {
+	if hub.Moved && !held.digest.Matches(hub) {
+		// The hub answered for its current position, which the copy has
+		// not reached: nothing to compare. (A match is a proof: the copy
+		// is the hub's state at that position.)
 		fmt.Fprintf(c.stderr, "resourceVersion %s is no longer in the hub's history: not compared\n", rv)
 		return true, nil
 	}
