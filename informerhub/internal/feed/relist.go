@@ -43,8 +43,8 @@ type preparedRelist struct {
 	records []*state.Record
 	applied *appliedChanges
 	plans   []fanout.GroupPlan
-	made     uint64
-	visits   uint64
+	made    uint64
+	visits  uint64
 
 	// What replaceLocked did with the list at listRV: it became the state
 	// (synced), or a relist's batch (relisted).
