@@ -366,30 +366,35 @@ func (f *Feed) checkLoop(ctx context.Context, cfg CheckConfig) {
 			t.Stop()
 			return
 		}
+		started := time.Now()
 		res := f.Check(ctx, cfg.PageSize)
 		if ctx.Err() != nil {
 			return // the feed or the hub stopped during the check: no finding
 		}
-		f.checked(res)
+		f.checked(res, time.Since(started))
 	}
 }
 
 // checked counts and logs a check's result, and relists when it diverged.
-func (f *Feed) checked(res CheckResult) {
+// Each line says how long the check took, from the clone to the last
+// comparison: what a check of that many objects costs, for choosing
+// --consistency-check-interval; test/bench's consistency check scenario
+// times the checks by it.
+func (f *Feed) checked(res CheckResult, took time.Duration) {
 	switch res.Outcome {
 	case CheckConsistent:
 		f.counters.ChecksConsistent.Add(1)
-		f.log.Debug("the cache matches the API server", "resourceVersion", res.RV, "objects", res.Hub.Count(), "digest", res.Hub.String())
+		f.log.Debug("the cache matches the API server", "resourceVersion", res.RV, "objects", res.Hub.Count(), "digest", res.Hub.String(), "took", took)
 	case CheckCompacted:
 		f.counters.ChecksCompacted.Add(1)
 		f.log.Info("consistency check skipped: the API server no longer serves the position (compacted); the next check lists the position the cache has then",
-			"resourceVersion", res.RV, "error", res.Err)
+			"resourceVersion", res.RV, "error", res.Err, "took", took)
 	case CheckFailed:
 		if errors.Is(res.Err, errNotSynced) || f.IsStopped() {
 			return
 		}
 		f.counters.ChecksFailed.Add(1)
-		f.log.Warn("consistency check failed", "resourceVersion", res.RV, "error", res.Err)
+		f.log.Warn("consistency check failed", "resourceVersion", res.RV, "error", res.Err, "took", took)
 	case CheckDiverged:
 		f.counters.ChecksDiverged.Add(1)
 		differing := make([]string, len(res.Differing))
@@ -399,7 +404,7 @@ func (f *Feed) checked(res CheckResult) {
 		f.log.Error("the cache differs from the API server's at the same resourceVersion; relisting to repair it",
 			"resourceVersion", res.RV, "hubObjects", res.Hub.Count(), "hubDigest", res.Hub.String(),
 			"apiServerObjects", res.APIServer.Count(), "apiServerDigest", res.APIServer.String(),
-			"differentObjects", res.Different, "firstDifferent", differing, "findingThemFailed", res.Err)
+			"differentObjects", res.Different, "firstDifferent", differing, "findingThemFailed", res.Err, "took", took)
 		f.lwc.relist()
 	}
 }
