@@ -59,6 +59,15 @@ type Options struct {
 	// sets it; at its size the stacks are the one figure without noise.
 	MaxStackPerStream float64
 
+	// The consistency check scenario: a hub checks its cache of the
+	// cluster's ConfigMaps, topped up to each of CheckObjects in turn,
+	// every CheckInterval (each wait jittered up to a fifth longer), so
+	// that checks follow each other on a quiet cluster. CheckInterval must
+	// leave the harness time, after one check ends, to open the next's
+	// CPU window (checkWindowMargin before it can start).
+	CheckObjects  []int
+	CheckInterval time.Duration
+
 	SnapshotObjects   int   // ConfigMaps cached, for snapshots, memory and startup
 	IdleSubscribers   []int // subscriber counts at which memory and watches are read
 	MemorySubscribers int   // subscribers open for the RSS reading
@@ -106,6 +115,9 @@ func FullOptions() Options {
 		StreamParallel:    256,
 		StreamChanges:     5,
 
+		CheckObjects:  []int{10000, 100000},
+		CheckInterval: time.Second,
+
 		SnapshotObjects:   100000,
 		IdleSubscribers:   []int{1, 10, 100, 1000, 10000},
 		MemorySubscribers: 1000,
@@ -146,6 +158,9 @@ func SmokeOptions() Options {
 		StreamChanges:     2,
 		MaxStackPerStream: 13 << 10,
 
+		CheckObjects:  []int{100, 200},
+		CheckInterval: 500 * time.Millisecond,
+
 		SnapshotObjects:   200,
 		IdleSubscribers:   []int{1, 5},
 		MemorySubscribers: 5,
@@ -181,6 +196,10 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		// Before the objects' scenarios too: its informers watch in all
 		// namespaces, and would sync every object those create.
 		{"ingest", ingestScenario},
+		// Before the objects' scenarios as well: its hub checks every
+		// ConfigMap of the cluster, which those would add to. It deletes
+		// its own.
+		{"consistency check", consistencyCheckScenario},
 		{"snapshot, memory and startup", objectsScenarios},
 	} {
 		if o.Only != "" && o.Only != scenario.name {

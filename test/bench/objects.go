@@ -37,13 +37,22 @@ func (e *Env) createObjects(ctx context.Context, o *Options, n int) error {
 		return err
 	}
 	start := time.Now()
-	err := forEach(ctx, n, 32, func(ctx context.Context, i int) error {
+	err := e.createConfigMaps(ctx, objectsNamespace, 0, n)
+	o.logf("created %d objects in %v", n, time.Since(start).Round(time.Millisecond))
+	return err
+}
+
+// createConfigMaps creates the ConfigMaps object-<from> to object-<to - 1>
+// in ns, shaped as createObjects says.
+func (e *Env) createConfigMaps(ctx context.Context, ns string, from, to int) error {
+	return forEach(ctx, to-from, 32, func(ctx context.Context, j int) error {
+		i := from + j
 		labels := map[string]string{"app": fmt.Sprintf("app-%d", i%50), "tier": "backend"}
 		if i%100 == 0 {
 			labels["bench-sel"] = "yes"
 		}
-		_, err := e.kube.CoreV1().ConfigMaps(objectsNamespace).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("object-%06d", i), Labels: labels},
+		_, err := e.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: configMapName(i), Labels: labels},
 			Data: map[string]string{
 				"LOG_LEVEL":    "info",
 				"DATABASE_URL": fmt.Sprintf("postgres://db-%d.example.svc:5432/app", i%10),
@@ -52,9 +61,19 @@ func (e *Env) createObjects(ctx context.Context, o *Options, n int) error {
 		}, metav1.CreateOptions{})
 		return err
 	})
-	o.logf("created %d objects in %v", n, time.Since(start).Round(time.Millisecond))
-	return err
 }
+
+// deleteConfigMaps deletes the ConfigMaps createConfigMaps created, 32
+// requests at a time, rather than by a DeleteCollection, which the API
+// server works through one object at a time (--delete-collection-workers
+// is 1 by default) within its request timeout of a minute.
+func (e *Env) deleteConfigMaps(ctx context.Context, ns string, from, to int) error {
+	return forEach(ctx, to-from, 32, func(ctx context.Context, j int) error {
+		return e.kube.CoreV1().ConfigMaps(ns).Delete(ctx, configMapName(from+j), metav1.DeleteOptions{})
+	})
+}
+
+func configMapName(i int) string { return fmt.Sprintf("object-%06d", i) }
 
 // pagedRead is what reading a paged answer took.
 type pagedRead struct {

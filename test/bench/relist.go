@@ -227,16 +227,7 @@ func (e *Env) relistRun(ctx context.Context, o *Options, upstream *controlplane.
 // hubMetric reads a metric from the hub's /metrics: the sum of the samples
 // of name whose labels contain match.
 func hubMetric(ctx context.Context, addr, name, match string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := hubMetrics(ctx, addr)
 	if err != nil {
 		return 0, err
 	}
@@ -245,6 +236,20 @@ func hubMetric(ctx context.Context, addr, name, match string) (float64, error) {
 		err = fmt.Errorf("no %s{%s} in the hub's metrics", name, match)
 	}
 	return v, err
+}
+
+// hubMetrics reads the hub's /metrics, served on addr (--metrics-listen).
+func hubMetrics(ctx context.Context, addr string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
 }
 
 // writeKubeconfig writes a kubeconfig file for cfg, for a hub process.
