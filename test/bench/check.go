@@ -165,7 +165,7 @@ func consistencyCheckScenario(ctx context.Context, e *Env, o *Options, r *Report
 
 // checkSizeRun starts a hub whose only feed, the ConfigMaps', checks
 // itself every o.CheckInterval, measures o.Runs of its checks after an
-// unmeasured first one, and profiles one more when profiles are set;
+// unmeasured first one, and profiles more when profiles are set;
 // then, with the hub stopped, o.Runs LISTs.
 func (e *Env) checkSizeRun(ctx context.Context, o *Options, kube kubernetes.Interface, profiles checkProfiles) (checkSize, error) {
 	var res checkSize
@@ -217,7 +217,7 @@ func (e *Env) checkSizeRun(ctx context.Context, o *Options, kube kubernetes.Inte
 	if profiles != (checkProfiles{}) {
 		took := time.Duration(spreadBy(res.checks, func(c cpuSpent) float64 { return float64(c.wall) }).Max)
 		for {
-			profiled, next, err := e.profileCheck(ctx, o, hub, checks, last, took, profiles)
+			profiled, next, err := e.profileChecks(ctx, o, hub, checks, last, took, profiles)
 			if err != nil {
 				return res, err
 			}
@@ -337,11 +337,18 @@ func (e *Env) measureCheck(ctx context.Context, o *Options, hub *hubProcess, che
 	return c, next, nil
 }
 
-// profileCheck profiles the hub and the API server over the check after
-// the one whose line is last, from its window's opening for long enough
-// that a check of took ends within it. It returns false, and the check's
-// line, when the harness saw last's line too late to open the window.
-func (e *Env) profileCheck(ctx context.Context, o *Options, hub *hubProcess, checks *checkLog, last checkLine, took time.Duration, profiles checkProfiles) (bool, checkLine, error) {
+// profiledChecks is how many checks the profiles cover: one check's
+// profile at 100 samples a second holds too few samples of its smaller
+// parts (the digests) to tell them apart.
+const profiledChecks = 3
+
+// profileChecks profiles the hub and the API server over the
+// profiledChecks checks after the one whose line is last, from the first's
+// window's opening for long enough that checks of took and the waits
+// between them end within it (rounded up to whole seconds, so that the
+// next may have begun). It returns false, and the next check's line, when
+// the harness saw last's line too late to open the window.
+func (e *Env) profileChecks(ctx context.Context, o *Options, hub *hubProcess, checks *checkLog, last checkLine, took time.Duration, profiles checkProfiles) (bool, checkLine, error) {
 	_, ok, err := e.openWindow(ctx, o, hub, last)
 	if err != nil || !ok {
 		if err == nil {
@@ -349,12 +356,14 @@ func (e *Env) profileCheck(ctx context.Context, o *Options, hub *hubProcess, che
 		}
 		return false, last, err
 	}
-	d := checkWindowMargin + o.CheckInterval/5 + took
+	d := checkWindowMargin + o.CheckInterval/5 + profiledChecks*took + (profiledChecks-1)*o.CheckInterval*6/5
 	hubDone := hub.cpuProfile(ctx, d, profiles.hub)
 	apiServerDone := e.apiServerCPUProfile(ctx, d, profiles.apiServer)
-	next, err := checks.next(ctx)
-	if err != nil {
-		return false, next, err
+	var next checkLine
+	for range profiledChecks {
+		if next, err = checks.next(ctx); err != nil {
+			return false, next, err
+		}
 	}
 	if err := hubDone(); err != nil {
 		return false, next, fmt.Errorf("profiling the hub: %w", err)
@@ -646,8 +655,8 @@ func checkSection(o *Options, sizes []checkSize, others int) Section {
 	largest := slices.Max(o.CheckObjects)
 	return Section{
 		Title: "17. Consistency check",
-		Intro: fmt.Sprintf(`One consistency check of the hub's cache against the API server (informerhub/internal/feed/check.go), against a LIST of the same objects. ConfigMaps shaped as scenario 4's, in namespace %s, top the cluster's ConfigMaps up to each size (%d were there before, the control plane's and earlier scenarios'; the check covers every namespace). A hub with only the ConfigMaps feed (--retain configmaps; --kube-api-qps 1000, as every hub here) checks every %v (each wait jittered up to a fifth longer): it clones its state, digests it per namespace (SHA-256 per object), LISTs every ConfigMap at exactly its resourceVersion in pages of %d, JSON and uncompressed, and compares. The first check after the informer's sync is not measured; then %d are. A check's wall time is the hub's own, from its log line (took: from the clone to the comparison). Its CPU time is each process's (/proc/<pid>/task/*/schedstat) from %v before the check can start at the earliest (the previous check's line plus the interval) to its line: the window includes that wait and the interval's jitter, not subtracted (the notes say how long, and what waiting costs). Each check's line and informerhub_consistency_checks_total must say consistent, or the scenario fails. Then, with the hub stopped, the harness makes %d LISTs with client-go's typed client, as the hub reads (JSON, uncompressed), %d a page at exactly the current resourceVersion (resourceVersionMatch=Exact, then continue tokens), as the check asks; the LIST's wall time includes client-go decoding typed objects in the harness, as the check's includes the hub decoding its own. Ratios are run by run. The hub's and the API server's CPU profiles over one more check at %d objects are hub-cpu-consistency-check-%d.pb.gz and apiserver-cpu-consistency-check-%d.pb.gz in test/bench/results/pprof.`,
-			checkNamespace, others, o.CheckInterval, checkPageSize, o.Runs, checkWindowMargin, o.Runs, checkPageSize, largest, largest, largest),
+		Intro: fmt.Sprintf(`One consistency check of the hub's cache against the API server (informerhub/internal/feed/check.go), against a LIST of the same objects. ConfigMaps shaped as scenario 4's, in namespace %s, top the cluster's ConfigMaps up to each size (%d were there before, the control plane's and earlier scenarios'; the check covers every namespace). A hub with only the ConfigMaps feed (--retain configmaps; --kube-api-qps 1000, as every hub here) checks every %v (each wait jittered up to a fifth longer): it clones its state, digests it per namespace (SHA-256 per object), LISTs every ConfigMap at exactly its resourceVersion in pages of %d, JSON and uncompressed, and compares. The first check after the informer's sync is not measured; then %d are. A check's wall time is the hub's own, from its log line (took: from the clone to the comparison). Its CPU time is each process's (/proc/<pid>/task/*/schedstat) from %v before the check can start at the earliest (the previous check's line plus the interval) to its line: the window includes that wait and the interval's jitter, not subtracted (the notes say how long, and what waiting costs). Each check's line and informerhub_consistency_checks_total must say consistent, or the scenario fails. Then, with the hub stopped, the harness makes %d LISTs with client-go's typed client, as the hub reads (JSON, uncompressed), %d a page at exactly the current resourceVersion (resourceVersionMatch=Exact, then continue tokens), as the check asks; the LIST's wall time includes client-go decoding typed objects in the harness, as the check's includes the hub decoding its own. Ratios are run by run. The hub's and the API server's CPU profiles over %d more checks at %d objects, and the waits between them, are hub-cpu-consistency-check-%d.pb.gz and apiserver-cpu-consistency-check-%d.pb.gz.`,
+			checkNamespace, others, o.CheckInterval, checkPageSize, o.Runs, checkWindowMargin, o.Runs, checkPageSize, profiledChecks, largest, largest, largest),
 		Tables: []Table{table},
 		Notes:  notes,
 	}
@@ -661,7 +670,8 @@ func servedFrom(what string, runs []cpuSpent, objects int) string {
 	}
 	fetched := spreadBy(runs, func(c cpuSpent) float64 { return float64(c.lists.fetched) / float64(objects) })
 	return fmt.Sprintf("%s pages came from the API server's watch cache: %s, from etcd: %s; it fetched %s objects per object listed",
-		what, of(func(l storageLists) int { return l.fromCache }).format(count), of(func(l storageLists) int { return l.fromEtcd }).format(count), fetched.format(number))
+		what, of(func(l storageLists) int { return l.fromCache }).format(count), of(func(l storageLists) int { return l.fromEtcd }).format(count),
+		fetched.format(func(v float64) string { return fmt.Sprintf("%.1f", v) }))
 }
 
 // lateNote says how many checks were not measured because the harness saw
