@@ -26,10 +26,6 @@ import (
 const (
 	// checkNamespace holds the consistency check scenario's ConfigMaps.
 	checkNamespace = "bench-check"
-	// checkPageSize is the objects per page of the check's LIST (the
-	// hub's default, informerhub.DefaultConsistencyPageSize) and of the
-	// baseline's.
-	checkPageSize = 500
 	// checkWindowMargin: a check's CPU window opens this long before the
 	// check can start at the earliest, so that a harness woken late on a
 	// busy machine still opens it before the check starts.
@@ -127,7 +123,7 @@ func consistencyCheckScenario(ctx context.Context, e *Env, o *Options, r *Report
 	}
 	// Every ConfigMap of the cluster is checked: the feed watches all
 	// namespaces. Those of earlier scenarios count towards each size.
-	others, err := listConfigMaps(ctx, kube, "")
+	others, err := listConfigMaps(ctx, kube, "", o.CheckPageSize)
 	if err != nil {
 		return fmt.Errorf("counting the cluster's ConfigMaps: %w", err)
 	}
@@ -176,6 +172,7 @@ func (e *Env) checkSizeRun(ctx context.Context, o *Options, kube kubernetes.Inte
 	// The consistent check's line is at debug; JSON, for the harness to
 	// read. Nothing else logs at debug on a quiet hub.
 	hub, err := e.startHub(ctx, "--retain", "configmaps", "--consistency-check-interval", o.CheckInterval.String(),
+		"--consistency-check-page-size", strconv.Itoa(o.CheckPageSize),
 		"--metrics-listen", metricsAddr, "--log-level", "debug", "--log-format", "json")
 	if err != nil {
 		return res, err
@@ -233,7 +230,7 @@ func (e *Env) checkSizeRun(ctx context.Context, o *Options, kube kubernetes.Inte
 	hub.stop()
 
 	for run := range o.Runs {
-		l, err := e.measureList(ctx, kube, res.objects)
+		l, err := e.measureList(ctx, kube, res.objects, o.CheckPageSize)
 		if err != nil {
 			return res, fmt.Errorf("LIST %d: %w", run+1, err)
 		}
@@ -403,11 +400,11 @@ func waitUntil(ctx context.Context, t time.Time) error {
 	}
 }
 
-// measureList reads every ConfigMap in pages of checkPageSize at exactly
+// measureList reads every ConfigMap in pages of pageSize at exactly
 // the current resourceVersion, as the check reads its position, and
 // returns its wall time and the control plane's CPU time over it. It must
 // find objects.
-func (e *Env) measureList(ctx context.Context, kube kubernetes.Interface, objects int) (cpuSpent, error) {
+func (e *Env) measureList(ctx context.Context, kube kubernetes.Interface, objects, pageSize int) (cpuSpent, error) {
 	var res cpuSpent
 	rv, err := e.resourceVersion(ctx, "configmaps")
 	if err != nil {
@@ -422,7 +419,7 @@ func (e *Env) measureList(ctx context.Context, kube kubernetes.Interface, object
 		return res, err
 	}
 	start := time.Now()
-	n, err := listConfigMaps(ctx, kube, rv)
+	n, err := listConfigMaps(ctx, kube, rv, pageSize)
 	if err != nil {
 		return res, err
 	}
@@ -440,11 +437,11 @@ func (e *Env) measureList(ctx context.Context, kube kubernetes.Interface, object
 	return res, nil
 }
 
-// listConfigMaps lists every ConfigMap with client-go, checkPageSize a
-// page, at exactly rv, or, when rv is "", at the newest (a consistent
+// listConfigMaps lists every ConfigMap with client-go, pageSize a page,
+// at exactly rv, or, when rv is "", at the newest (a consistent
 // read); it returns how many it listed.
-func listConfigMaps(ctx context.Context, kube kubernetes.Interface, rv string) (int, error) {
-	opts := metav1.ListOptions{Limit: checkPageSize}
+func listConfigMaps(ctx context.Context, kube kubernetes.Interface, rv string, pageSize int) (int, error) {
+	opts := metav1.ListOptions{Limit: int64(pageSize)}
 	if rv != "" {
 		opts.ResourceVersion, opts.ResourceVersionMatch = rv, metav1.ResourceVersionMatchExact
 	}
@@ -462,7 +459,7 @@ func listConfigMaps(ctx context.Context, kube kubernetes.Interface, rv string) (
 			return n, nil
 		}
 		// A continue token holds the version; the API server refuses both.
-		opts = metav1.ListOptions{Limit: checkPageSize, Continue: list.Continue}
+		opts = metav1.ListOptions{Limit: int64(pageSize), Continue: list.Continue}
 	}
 }
 
@@ -656,7 +653,7 @@ func checkSection(o *Options, sizes []checkSize, others int) Section {
 	return Section{
 		Title: "17. Consistency check",
 		Intro: fmt.Sprintf(`One consistency check of the hub's cache against the API server (informerhub/internal/feed/check.go), against a LIST of the same objects. ConfigMaps shaped as scenario 4's, in namespace %s, top the cluster's ConfigMaps up to each size (%d were there before, the control plane's and earlier scenarios'; the check covers every namespace). A hub with only the ConfigMaps feed (--retain configmaps; --kube-api-qps 1000, as every hub here) checks every %v (each wait jittered up to a fifth longer): it clones its state, digests it per namespace (SHA-256 per object), LISTs every ConfigMap at exactly its resourceVersion in pages of %d, JSON and uncompressed, and compares. The first check after the informer's sync is not measured; then %d are. A check's wall time is the hub's own, from its log line (took: from the clone to the comparison). Its CPU time is each process's (/proc/<pid>/task/*/schedstat) from %v before the check can start at the earliest (the previous check's line plus the interval) to its line: the window includes that wait and the interval's jitter, not subtracted (the notes say how long, and what waiting costs). Each check's line and informerhub_consistency_checks_total must say consistent, or the scenario fails. Then, with the hub stopped, the harness makes %d LISTs with client-go's typed client, as the hub reads (JSON, uncompressed), %d a page at exactly the current resourceVersion (resourceVersionMatch=Exact, then continue tokens), as the check asks; the LIST's wall time includes client-go decoding typed objects in the harness, as the check's includes the hub decoding its own. Ratios are run by run. The hub's and the API server's CPU profiles over %d more checks at %d objects, and the waits between them, are hub-cpu-consistency-check-%d.pb.gz and apiserver-cpu-consistency-check-%d.pb.gz.`,
-			checkNamespace, others, o.CheckInterval, checkPageSize, o.Runs, checkWindowMargin, o.Runs, checkPageSize, profiledChecks, largest, largest, largest),
+			checkNamespace, others, o.CheckInterval, o.CheckPageSize, o.Runs, checkWindowMargin, o.Runs, o.CheckPageSize, profiledChecks, largest, largest, largest),
 		Tables: []Table{table},
 		Notes:  notes,
 	}

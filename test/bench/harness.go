@@ -64,9 +64,11 @@ type Options struct {
 	// every CheckInterval (each wait jittered up to a fifth longer), so
 	// that checks follow each other on a quiet cluster. CheckInterval must
 	// leave the harness time, after one check ends, to open the next's
-	// CPU window (checkWindowMargin before it can start).
+	// CPU window (checkWindowMargin before it can start). The check's
+	// LIST, and the baseline's, read CheckPageSize objects a page.
 	CheckObjects  []int
 	CheckInterval time.Duration
+	CheckPageSize int
 
 	SnapshotObjects   int   // ConfigMaps cached, for snapshots, memory and startup
 	IdleSubscribers   []int // subscriber counts at which memory and watches are read
@@ -116,6 +118,7 @@ func FullOptions() Options {
 		StreamChanges:     5,
 
 		CheckObjects:  []int{10000, 100000},
+		CheckPageSize: 500, // the hub's default, informerhub.DefaultConsistencyPageSize
 		CheckInterval: time.Second,
 
 		SnapshotObjects:   100000,
@@ -159,6 +162,7 @@ func SmokeOptions() Options {
 		MaxStackPerStream: 13 << 10,
 
 		CheckObjects:  []int{100, 200},
+		CheckPageSize: 500, // the hub's default, informerhub.DefaultConsistencyPageSize
 		CheckInterval: 500 * time.Millisecond,
 
 		SnapshotObjects:   200,

@@ -38,6 +38,8 @@ func main() {
 		only      = flag.String("only", "", "run only the scenario of this name (fan-out, slow subscribers, relist, streams, ...), to compare binaries by hand")
 		streams   = flag.Int("streams", 0, "the streams scenario's streams, instead of its size's")
 		conns     = flag.Int("stream-connections", 0, "the streams scenario's connections, instead of its size's")
+		checkPage = flag.Int("check-page-size", 0, "the consistency check scenario's objects per LIST page (the hub's --consistency-check-page-size), instead of the hub's default")
+		checkObjs = flag.Int("check-objects", 0, "the consistency check scenario's one size, instead of its sizes")
 	)
 	flag.Parse()
 	opts := bench.FullOptions()
@@ -50,6 +52,12 @@ func main() {
 	}
 	if *conns > 0 {
 		opts.StreamConnections = *conns
+	}
+	if *checkPage > 0 {
+		opts.CheckPageSize = *checkPage
+	}
+	if *checkObjs > 0 {
+		opts.CheckObjects = []int{*checkObjs}
 	}
 	opts.Only = *only
 	opts.ProfileDir = filepath.Join(*results, "pprof")
