@@ -107,10 +107,27 @@ func (f *Feed) Check(ctx context.Context, pageSize int64) CheckResult {
 	defer f.CloseClone(at.clone)
 	rv := at.pos.RV
 	res := CheckResult{RV: rv}
-	// Per namespace as well as in all: a divergence is then named by
+	// The state is digested itself, not its kept digest: that costs a
+	// walk of the clone, adding the hashes the objects keep; per
+	// namespace as well as in all, so that a divergence is named by
 	// listing again the namespaces that differ, not by a map of every
-	// object. The state is digested itself, not its kept digest: that
-	// costs a walk of the clone, adding the hashes the objects keep.
+	// object. The kept digests are checked against it at once, while the
+	// history still holds the changes since the clone to repair them.
+	hubNS, err := digestTree(ctx, at.tree, at.clone)
+	if err != nil {
+		return CheckResult{Outcome: CheckFailed, RV: rv, Err: err}
+	}
+	res.Hub = hubNS.total()
+	if !res.Hub.Equal(at.kept) {
+		kept := maps.Clone(hubNS)
+		for ns, set := range kept {
+			copied := *set
+			kept[ns] = &copied
+		}
+		repaired := f.repairDigests(stateDigests{all: res.Hub, byNamespace: kept}, at.pos.Seq)
+		f.log.Error("the digest the feed kept of its state was not the state's: a bug in the hub",
+			"kept", at.kept.String(), "state", res.Hub.String(), "resourceVersion", rv, "repaired", repaired)
+	}
 	apiNS := namespaceDigests{}
 	err = listExact(ctx, f.lw, rv, pageSize, at.clone, func(ns, name, uid, objRV string) {
 		apiNS.add(ns, digest.Of(ns, name, uid, objRV))
@@ -120,11 +137,6 @@ func (f *Feed) Check(ctx context.Context, pageSize int64) CheckResult {
 		res.Outcome, res.Err = listOutcome(err), err
 		return res
 	}
-	hubNS, err := digestTree(ctx, at.tree, at.clone)
-	if err != nil {
-		return CheckResult{Outcome: CheckFailed, RV: rv, Err: err}
-	}
-	res.Hub = hubNS.total()
 	differ := map[string]bool{}
 	for ns, set := range hubNS {
 		if other := apiNS[ns]; other == nil || !set.Equal(*other) {
@@ -135,11 +147,6 @@ func (f *Feed) Check(ctx context.Context, pageSize int64) CheckResult {
 		if hubNS[ns] == nil {
 			differ[ns] = true
 		}
-	}
-	if !res.Hub.Equal(at.kept) {
-		repaired := f.repairDigests(stateDigests{all: res.Hub, byNamespace: hubNS}, at.pos.Seq)
-		f.log.Error("the digest the feed kept of its state was not the state's: a bug in the hub",
-			"kept", at.kept.String(), "state", res.Hub.String(), "resourceVersion", rv, "repaired", repaired)
 	}
 	if res.Hub.Equal(res.APIServer) {
 		res.Outcome = CheckConsistent

@@ -44,9 +44,9 @@ func (d namespaceDigests) total() digest.Set {
 // stateDigests are the digests of a store's state, in all and per
 // namespace, kept up with every change to it (store.put, delete, sync and
 // applyAll) at the cost of the object hashes NewObject computed: so that
-// a Digest of a whole namespace or type, and a consistency check that
-// finds the state right, cost no scan of it. The feed's lock guards them,
-// as the rest of the store.
+// a Digest of a whole namespace or type costs no scan of it. Each
+// consistency check compares them with its clone's, and repairs them. The
+// feed's lock guards them, as the rest of the store.
 type stateDigests struct {
 	all         digest.Set
 	byNamespace namespaceDigests
