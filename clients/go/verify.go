@@ -162,8 +162,7 @@ func (lw *ListerWatcher) compareObjects(ctx context.Context, sel Selector, store
 		}
 		if round > 0 {
 			for _, diff := range differences {
-				before, ok := first[objectKey{diff.Namespace, diff.Name}]
-				if ok && before.StoreUID == diff.StoreUID && before.StoreResourceVersion == diff.StoreResourceVersion {
+				if before, ok := first[objectKey{diff.Namespace, diff.Name}]; ok && stillDiffers(before, diff) {
 					report.Differences = append(report.Differences, diff)
 				}
 			}
@@ -177,6 +176,18 @@ func (lw *ListerWatcher) compareObjects(ctx context.Context, sel Selector, store
 			return nil, err
 		}
 	}
+}
+
+// stillDiffers reports whether a difference found again a settling time
+// later is one: the store held the object at the same version both times
+// (a store behind moves on), and, where it held none, the hub held the
+// same object both times (a name deleted and created again in between is
+// a store behind twice).
+func stillDiffers(before, now CacheDifference) bool {
+	if before.StoreUID != now.StoreUID || before.StoreResourceVersion != now.StoreResourceVersion {
+		return false
+	}
+	return now.StoreUID != "" || before.HubUID == now.HubUID
 }
 
 type objectVersion struct{ uid, resourceVersion string }

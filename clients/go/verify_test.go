@@ -106,3 +106,53 @@ func TestVerifyCacheTakesAMatchAtTheHubsCurrentPosition(t *testing.T) {
 		t.Errorf("%d Snapshots, want the list's alone", n)
 	}
 }
+
+// TestVerifyCacheSeesNoDifferenceInANameCreatedAgain: the store applied
+// "a"'s deletion before the first snapshot, which still has it, and the
+// second has "a" created again, which the store has not applied yet: the
+// store is behind both times, not missing an object.
+func TestVerifyCacheSeesNoDifferenceInANameCreatedAgain(t *testing.T) {
+	h := newFakeHub("hub")
+	lw, store := listedStore(t, h)
+	h.mu.Lock()
+	h.digest = otherDigest
+	h.snapshotAt = func(n int) []*informerhubv1.SnapshotResponse {
+		switch n {
+		case 2: // VerifyCache's first
+			if err := store.Delete(store.List()[0]); err != nil {
+				t.Error(err)
+			}
+			return snapshotOfA("10")
+		case 3:
+			return []*informerhubv1.SnapshotResponse{{Objects: []string{cm("a", "30", "uid-a2")}, ResumeToken: "t30", ResourceVersion: "30", Last: true}}
+		}
+		return snapshotOfA("10")
+	}
+	h.mu.Unlock()
+	report, err := lw.VerifyCache(t.Context(), store)
+	if err != nil || !report.Consistent() {
+		t.Errorf("VerifyCache of a store behind a name created again: %+v, %v; want no differences", report, err)
+	}
+}
+
+// TestVerifyCacheNamesAnObjectMissingFromTheStore: the store lacks "a",
+// which the hub holds, the same object, in both snapshots.
+func TestVerifyCacheNamesAnObjectMissingFromTheStore(t *testing.T) {
+	h := newFakeHub("hub")
+	lw, store := listedStore(t, h)
+	if err := store.Delete(store.List()[0]); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	h.digest = otherDigest
+	h.snapshotAt = func(n int) []*informerhubv1.SnapshotResponse { return snapshotOfA([]string{"10", "20", "30"}[n-1]) }
+	h.mu.Unlock()
+	report, err := lw.VerifyCache(t.Context(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []hubclient.CacheDifference{{Namespace: "ns", Name: "a", HubUID: "uid-a", HubResourceVersion: "30"}}
+	if diff := cmp.Diff(want, report.Differences); diff != "" {
+		t.Errorf("differences (-want +got):\n%s", diff)
+	}
+}

@@ -158,8 +158,15 @@ func (c *cli) verify(ctx context.Context, sel hubclient.Selector, follow bool, i
 	defer ticker.Stop()
 	// due is set when a comparison is owed: the tick came in the middle of
 	// a re-sync, or the hub no longer held the copy's position. It is made
-	// after the next event, at the position that event carries.
+	// after the next event, at the position that event carries, at most
+	// one a second: each asks the hub for a Digest.
 	due := false
+	var compared time.Time
+	compare := func() (err error) {
+		compared = time.Now()
+		due, err = c.compareDigest(ctx, sel, held, token, rv)
+		return err
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -175,9 +182,8 @@ func (c *cli) verify(ctx context.Context, sel hubclient.Selector, follow bool, i
 				continue
 			}
 			token, rv = n.e.ResumeToken, n.e.ResourceVersion
-			if due {
-				var err error
-				if due, err = c.compareDigest(ctx, sel, held, token, rv); err != nil {
+			if due && time.Since(compared) >= time.Second {
+				if err := compare(); err != nil {
 					return err
 				}
 			}
@@ -186,8 +192,7 @@ func (c *cli) verify(ctx context.Context, sel hubclient.Selector, follow bool, i
 				due = true
 				continue
 			}
-			var err error
-			if due, err = c.compareDigest(ctx, sel, held, token, rv); err != nil {
+			if err := compare(); err != nil {
 				return err
 			}
 		}

@@ -1,8 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"net"
+	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 
 	hubclient "github.com/informerhub/informerhub/clients/go"
 )
@@ -56,5 +65,61 @@ func TestHeldObjectsKeepTheDigestOfWhatTheyHold(t *testing.T) {
 	}
 	if err := h.apply(hubclient.Event{Type: hubclient.Added, Object: []byte("{")}); err == nil {
 		t.Error("an object that is not JSON was applied")
+	}
+}
+
+// digestHub serves a Snapshot of one object and answers Digest with
+// digest.
+type digestHub struct {
+	informerhubv1.UnimplementedInformerHubServiceServer
+	digest *informerhubv1.DigestResponse
+}
+
+func (h *digestHub) Snapshot(_ *informerhubv1.SnapshotRequest, stream grpc.ServerStreamingServer[informerhubv1.SnapshotResponse]) error {
+	return stream.Send(&informerhubv1.SnapshotResponse{Last: true, ResumeToken: "t10", ResourceVersion: "10",
+		Objects: []string{`{"metadata":{"namespace":"demo","name":"a","uid":"u1","resourceVersion":"10"}}`}})
+}
+
+func (h *digestHub) Digest(context.Context, *informerhubv1.DigestRequest) (*informerhubv1.DigestResponse, error) {
+	return h.digest, nil
+}
+
+// runVerify runs hubctl verify once against hub.
+func runVerify(t *testing.T, hub *digestHub) (stdout, stderr string, code int) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	informerhubv1.RegisterInformerHubServiceServer(srv, hub)
+	go srv.Serve(lis) //nolint:errcheck // ends with Stop
+	t.Cleanup(srv.Stop)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code = run(ctx, []string{"--hub", lis.Addr().String(), "--insecure", "verify", "--resource", "configmaps", "--version", "v1", "-n", "demo"},
+		&out, &errOut, time.Now)
+	return out.String(), errOut.String(), code
+}
+
+// TestVerifyTakesAMatchAtTheHubsCurrentPosition: a Digest answered at the
+// hub's current position (moved) that matches the copy is a proof.
+func TestVerifyTakesAMatchAtTheHubsCurrentPosition(t *testing.T) {
+	var d hubclient.Digest
+	d.Add("demo", "a", "u1", "10")
+	stdout, stderr, code := runVerify(t, &digestHub{digest: &informerhubv1.DigestResponse{Count: 1, Digest: d.String(), ResourceVersion: "15", Moved: true}})
+	if want := "consistent at resourceVersion 15: 1 objects, digest " + d.String() + "\n"; code != 0 || stdout != want {
+		t.Errorf("exit %d, %q (stderr %q); want 0, %q", code, stdout, stderr, want)
+	}
+}
+
+// TestVerifyExitsOneOnAMismatch: a digest that differs prints both sides
+// and exits 1.
+func TestVerifyExitsOneOnAMismatch(t *testing.T) {
+	stdout, stderr, code := runVerify(t, &digestHub{digest: &informerhubv1.DigestResponse{Count: 2, Digest: "00000000000000000000000000000001", ResourceVersion: "10"}})
+	if code != 1 || !strings.HasPrefix(stdout, "MISMATCH at resourceVersion 10: the hub has 2 objects of digest 00000000000000000000000000000001; hubctl holds 1 of digest ") ||
+		!strings.Contains(stderr, "differs") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1 and both sides", code, stdout, stderr)
 	}
 }
