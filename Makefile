@@ -72,7 +72,7 @@ bin/devcluster:
 MODULES := . gen clients/go
 
 .PHONY: test
-test: lint check-generate controlplane $(TOOLS)/kubectl chart-tools node-deps web-deps python-deps browser-deps ## Lint, check generated code, run every test with -race.
+test: lint check-generate controlplane $(TOOLS)/kubectl $(TOOLS)/nats-server chart-tools node-deps web-deps python-deps browser-deps ## Lint, check generated code, run every test with -race.
 	go test -race -count=1 ./...
 	cd clients/go && go test -race -count=1 ./...
 	cd clients/web && npm run typecheck && npm test
@@ -190,7 +190,7 @@ lint: tools ## buf lint, format and breaking (against the released API), go vet,
 	for m in $(MODULES); do (cd $$m && go vet ./...) || exit 1; done
 	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | grep -v '^gen/')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
-	for m in $(MODULES) tools tools/controlplane tools/benchplot tools/dockerfilelint tools/helm tools/promtool; do (cd $$m && go mod tidy -diff) || exit 1; done
+	for m in $(MODULES) tools tools/controlplane tools/benchplot tools/dockerfilelint tools/helm tools/promtool tools/nats; do (cd $$m && go mod tidy -diff) || exit 1; done
 	cd tools/benchplot && go vet ./...
 	cd tools/dockerfilelint && go vet ./...
 	cd tools/promtool && go vet ./...
@@ -255,6 +255,12 @@ $(TOOLS)/dockerfilelint: tools/dockerfilelint/go.mod tools/dockerfilelint/go.sum
 $(TOOLS)/kubectl: tools/controlplane/go.mod tools/controlplane/go.sum
 	@echo "==> building kubectl $(K8S_VERSION) into .cache/tools/bin (once; under a minute after kube-apiserver)"
 	cd tools/controlplane && go build -trimpath -ldflags "-s -w $(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
+
+# NATS JetStream, which informerhub-export publishes to: internal/natstest
+# starts this nats-server for the tests, as a process (tools/nats pins it).
+$(TOOLS)/nats-server: tools/nats/go.mod tools/nats/go.sum
+	@echo "==> building nats-server into .cache/tools/bin (once; about a minute on 2 cores with empty Go caches)"
+	cd tools/nats && go build -trimpath -ldflags "-s -w" -o $@ github.com/nats-io/nats-server/v2
 
 # The chart's tools (test/chart runs them): Helm 3, to lint and render
 # charts/informerhub; promtool, to check and unit-test its alerting rules;
