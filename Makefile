@@ -72,7 +72,7 @@ bin/devcluster:
 MODULES := . gen clients/go
 
 .PHONY: test
-test: lint check-generate controlplane $(TOOLS)/kubectl $(TOOLS)/nats-server chart-tools node-deps web-deps python-deps browser-deps ## Lint, check generated code, run every test with -race.
+test: lint check-generate controlplane $(TOOLS)/kubectl nats-server chart-tools node-deps web-deps python-deps browser-deps ## Lint, check generated code, run every test with -race.
 	go test -race -count=1 ./...
 	cd clients/go && go test -race -count=1 ./...
 	cd clients/web && npm run typecheck && npm test
@@ -258,6 +258,8 @@ $(TOOLS)/kubectl: tools/controlplane/go.mod tools/controlplane/go.sum
 
 # NATS JetStream, which informerhub-export publishes to: internal/natstest
 # starts this nats-server for the tests, as a process (tools/nats pins it).
+.PHONY: nats-server
+nats-server: $(TOOLS)/nats-server ## Build nats-server (with JetStream) for the tests.
 $(TOOLS)/nats-server: tools/nats/go.mod tools/nats/go.sum
 	@echo "==> building nats-server into .cache/tools/bin (once; about a minute on 2 cores with empty Go caches)"
 	cd tools/nats && go build -trimpath -ldflags "-s -w" -o $@ github.com/nats-io/nats-server/v2
