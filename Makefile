@@ -256,7 +256,7 @@ $(TOOLS)/kubectl: tools/controlplane/go.mod tools/controlplane/go.sum
 	@echo "==> building kubectl $(K8S_VERSION) into .cache/tools/bin (once; under a minute after kube-apiserver)"
 	cd tools/controlplane && go build -trimpath -ldflags "-s -w $(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
 
-# NATS JetStream, which informerhub-export publishes to: internal/natstest
+# NATS JetStream, the first sink of the export (issue 41): internal/natstest
 # starts this nats-server for the tests, as a process (tools/nats pins it).
 .PHONY: nats-server
 nats-server: $(TOOLS)/nats-server ## Build nats-server (with JetStream) for the tests.
