@@ -63,6 +63,9 @@ func ParseSubject(text string) (*template.Template, error) {
 // Resume reads the resume token of the stream's last message.
 func (s *JetStream) Resume(ctx context.Context) (string, error) {
 	stream, err := s.JS.Stream(ctx, s.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return "", fmt.Errorf("%w: stream %s does not exist: create it, with the subjects of the route's template", errPermanent, s.Stream)
+	}
 	if err != nil {
 		return "", fmt.Errorf("export: stream %s: %w", s.Stream, err)
 	}

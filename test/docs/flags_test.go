@@ -34,7 +34,7 @@ var otherCommandsFlags = map[string]string{
 }
 
 // TestDocumentedFlagsExist checks that every --flag the README and docs/
-// name is one the hub or hubctl lists in its --help (or one of another
+// name is one the hub, hubctl or informerhub-export lists in its --help (or one of another
 // command's, above), and that docs/operations.md's table of flags lists
 // exactly the hub's: a flag renamed or removed, or added without a word,
 // fails here.
@@ -45,6 +45,9 @@ func TestDocumentedFlagsExist(t *testing.T) {
 	for _, command := range []string{"watch", "snapshot", "count", "resources"} {
 		hubctl = append(hubctl, helpFlags(t, hubctlPath, command)...)
 	}
+	// informerhub-export's few flags count as hubctl's: the docs name
+	// them of one command or the other.
+	hubctl = append(hubctl, helpFlags(t, testhub.Build(t, "github.com/informerhub/informerhub/cmd/informerhub-export"))...)
 	if len(hub) < 20 || len(hubctl) < 10 {
 		t.Fatalf("--help listed %d flags of the hub and %d of hubctl: not the usual output", len(hub), len(hubctl))
 	}

@@ -1,11 +1,17 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +27,7 @@ import (
 	"github.com/informerhub/informerhub/export"
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/internal/natstest"
+	"github.com/informerhub/informerhub/internal/testhub"
 )
 
 // exportedChange is a change as the tests compare them: what the API
@@ -187,5 +194,78 @@ func TestExportToJetStreamHoldsEveryChangeOnceThroughRestarts(t *testing.T) {
 	stop()
 	if diff := cmp.Diff(want, streamChanges(ctx, t, stream)); diff != "" {
 		t.Fatalf("the stream's changes differ from the API server's watch (-api +stream):\n%s", diff)
+	}
+}
+
+// TestInformerhubExportRunsItsConfigsRoutes runs the command: a route of
+// its configuration file publishes a ConfigMap's creation, SIGTERM ends it
+// with status 0; a route whose stream does not exist ends it with status 1
+// and says so.
+func TestInformerhubExportRunsItsConfigsRoutes(t *testing.T) {
+	ctx := ctxFor(t)
+	bin := testhub.Build(t, "github.com/informerhub/informerhub/cmd/informerhub-export")
+	ns := namespace(t)
+	h := startHub(t, informerhub.Config{})
+	nsrv := natstest.Start(t, natstest.Options{})
+	nc, err := nats.Connect(nsrv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "CONFIGMAPS", Subjects: []string{"k8s.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := func(streamName string) string {
+		path := filepath.Join(t.TempDir(), "export.yaml")
+		text := fmt.Sprintf(`cluster: test
+hub: {addresses: [%q], insecure: true}
+nats: {url: %q}
+routes:
+- name: configmaps
+  selector: {version: v1, resource: configmaps, namespace: %s}
+  jetstream: {stream: %s, subject: "k8s.{{.Resource}}.{{.Namespace}}.{{.Name}}"}
+`, h.addr, nsrv.URL(), ns, streamName)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	cmd := exec.CommandContext(ctx, bin, "--config", config("CONFIGMAPS"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	createConfigMap(t, ns, "exported", nil, "")
+	for {
+		if msg, err := stream.GetLastMsgForSubject(ctx, "k8s.configmaps."+ns+".exported"); err == nil {
+			if got := msg.Header.Get(export.HeaderType); got != "ADDED" {
+				t.Fatalf("the message of the creation says %s", got)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("nothing was exported: %s", stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("after SIGTERM: %v\n%s", err, stderr.String())
+	}
+
+	out, err := exec.CommandContext(ctx, bin, "--config", config("MISSING")).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "stream MISSING does not exist") {
+		t.Fatalf("a route to a missing stream: %v\n%s", err, out)
 	}
 }

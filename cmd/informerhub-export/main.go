@@ -1,0 +1,126 @@
+// Command informerhub-export exports the changes a hub serves to the sinks
+// of a configuration file's routes, each change once, resuming exactly
+// where the sink's last change says after any restart (package export).
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	hubclient "github.com/informerhub/informerhub/clients/go"
+	"github.com/informerhub/informerhub/export"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:])
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "informerhub-export:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("informerhub-export", flag.ContinueOnError)
+	config := fs.String("config", "", "the configuration file: the hub, the sinks and the routes (docs/export.md)")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	var logLevel slog.Level
+	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *config == "" {
+		return errors.New("--config is required")
+	}
+	opts := &slog.HandlerOptions{Level: logLevel}
+	var log *slog.Logger
+	switch *logFormat {
+	case "text":
+		log = slog.New(slog.NewTextHandler(os.Stderr, opts))
+	case "json":
+		log = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	default:
+		return fmt.Errorf("--log-format must be text or json, not %q", *logFormat)
+	}
+	cfg, err := export.LoadConfig(*config)
+	if err != nil {
+		return err
+	}
+	client, err := hubClient(cfg.Hub, log)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+
+	var js jetstream.JetStream
+	if cfg.NATS != nil {
+		nc, err := nats.Connect(cfg.NATS.URL, nats.Name("informerhub-export"), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second))
+		if err != nil {
+			return fmt.Errorf("nats %s: %w", cfg.NATS.URL, err)
+		}
+		defer nc.Close()
+		if js, err = jetstream.New(nc); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var routes sync.WaitGroup
+	for _, rc := range cfg.Routes {
+		subject, err := export.ParseSubject(rc.JetStream.Subject)
+		if err != nil {
+			return err
+		}
+		route := &export.Route{Name: rc.Name, Selector: rc.Selector.Selector(), Log: log,
+			Sink: &export.JetStream{JS: js, Stream: rc.JetStream.Stream, Subject: subject, Cluster: cfg.Cluster}}
+		routes.Go(func() {
+			if err := route.Run(ctx, client); !errors.Is(err, context.Canceled) {
+				cancel(fmt.Errorf("route %s: %w", rc.Name, err))
+			}
+		})
+	}
+	routes.Wait()
+	if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// hubClient connects to the hub as cfg says.
+func hubClient(cfg export.Hub, log *slog.Logger) (*hubclient.Client, error) {
+	opts := []hubclient.Option{hubclient.WithLogger(log)}
+	switch {
+	case cfg.Insecure:
+		opts = append(opts, hubclient.WithInsecure())
+	case cfg.CAFile != "":
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("hub.caFile: no certificates in %s", cfg.CAFile)
+		}
+		opts = append(opts, hubclient.WithTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}))
+	}
+	if cfg.TokenFile != "" {
+		opts = append(opts, hubclient.WithTokenFile(cfg.TokenFile))
+	}
+	return hubclient.New(cfg.Addresses, opts...)
+}

@@ -1,0 +1,66 @@
+package export
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "export.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestAConfigLoadsWithItsRoutes(t *testing.T) {
+	cfg, err := LoadConfig(writeConfig(t, `
+cluster: prod
+hub: {addresses: ["informerhub:8080"], tokenFile: /var/run/secrets/token}
+nats: {url: "nats://nats:4222"}
+routes:
+- name: pods
+  selector: {version: v1, resource: pods, fieldSelector: spec.nodeName=node-1}
+  jetstream: {stream: PODS, subject: "k8s.{{.Resource}}.{{.Namespace}}.{{.Name}}"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := cfg.Routes[0].Selector.Selector()
+	if sel.Resource.Resource != "pods" || sel.FieldSelector != "spec.nodeName=node-1" || cfg.Routes[0].JetStream.Stream != "PODS" {
+		t.Errorf("loaded %+v", cfg)
+	}
+}
+
+func TestAConfigSaysEverythingWrongWithIt(t *testing.T) {
+	_, err := LoadConfig(writeConfig(t, `
+hub: {addresses: []}
+routes:
+- name: a
+  selector: {resource: pods}
+  jetstream: {stream: S, subject: "k8s.{{.Nope"}
+- name: a
+  selector: {version: v1, resource: pods}
+  jetstream: {stream: S, subject: ""}
+- name: b
+  selector: {version: v1, resource: pods}
+`))
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	for _, want := range []string{
+		"cluster: required", "hub.addresses: required", "routes[0].selector: version and resource are required",
+		"routes[0].jetstream: nats.url is required", "routes[0].jetstream.subject: template", `routes[1].name: "a" names another route too`,
+		"routes[1].jetstream.stream: S is route a's", "routes[1].jetstream.subject: required", "routes[2]: no sink",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	}
+	if _, err := LoadConfig(writeConfig(t, "cluster: c\nhub: {addresses: [h:1]}\nroutess: []\n")); err == nil || !strings.Contains(err.Error(), "routess") {
+		t.Errorf("an unknown field: %v", err)
+	}
+}
