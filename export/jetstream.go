@@ -92,13 +92,13 @@ func (s *JetStream) Resume(ctx context.Context) (string, error) {
 
 // Publish publishes changes and waits for JetStream's acknowledgement of
 // each.
-func (s *JetStream) Publish(ctx context.Context, changes []Change) error {
+func (s *JetStream) Publish(ctx context.Context, changes []Change) (int, error) {
 	futures := make([]jetstream.PubAckFuture, 0, len(changes))
 	ids := make([]string, 0, len(changes))
 	for _, c := range changes {
 		msg, id, err := s.message(c)
 		if err != nil {
-			return err
+			return s.wait(ctx, futures, ids, err)
 		}
 		opts := []jetstream.PublishOpt{jetstream.WithMsgID(id)}
 		if prev := s.expected(ids); prev != "" {
@@ -106,22 +106,29 @@ func (s *JetStream) Publish(ctx context.Context, changes []Change) error {
 		}
 		f, err := s.JS.PublishMsgAsync(msg, opts...)
 		if err != nil {
-			return err
+			return s.wait(ctx, futures, ids, err)
 		}
 		futures = append(futures, f)
 		ids = append(ids, id)
 	}
+	return s.wait(ctx, futures, ids, nil)
+}
+
+// wait waits for the acknowledgements of futures, in order, and returns
+// how many came before the first error (or failed, the error publishing
+// the next one).
+func (s *JetStream) wait(ctx context.Context, futures []jetstream.PubAckFuture, ids []string, failed error) (int, error) {
 	for i, f := range futures {
 		select {
 		case <-f.Ok():
 			s.last = ids[i]
 		case err := <-f.Err():
-			return fmt.Errorf("export: publishing to %s: %w", f.Msg().Subject, err)
+			return i, fmt.Errorf("export: publishing to %s: %w", f.Msg().Subject, err)
 		case <-ctx.Done():
-			return ctx.Err()
+			return i, ctx.Err()
 		}
 	}
-	return nil
+	return len(futures), failed
 }
 
 // expected is the id the stream's last message must have before the

@@ -21,8 +21,9 @@ type Sink interface {
 	// Publish publishes changes in order, each with its resume token, and
 	// returns once the sink holds them all. After an error it may hold
 	// any first part of them, never a later change without the earlier
-	// ones: the route then asks Resume where to go on from.
-	Publish(ctx context.Context, changes []Change) error
+	// ones: the route then asks Resume where to go on from. acknowledged
+	// is how many the sink is known to hold.
+	Publish(ctx context.Context, changes []Change) (acknowledged int, err error)
 }
 
 // Route exports what a selector selects to a sink.
@@ -36,8 +37,9 @@ type Route struct {
 	MaxBatch int
 	// Retry is the wait after a failed publish, doubled up to a minute;
 	// 0: one second.
-	Retry time.Duration
-	Log   *slog.Logger
+	Retry   time.Duration
+	Log     *slog.Logger
+	Metrics *Metrics // nil: none
 }
 
 // Run exports until ctx ends, or an error no retry can fix (the hub
@@ -60,6 +62,7 @@ func (r *Route) Run(ctx context.Context, client *hubclient.Client) error {
 		if permanent(err) {
 			return err
 		}
+		r.Metrics.failed(r.Name)
 		log.Warn("export interrupted; resuming from what the sink holds", "error", err, "after", wait)
 		select {
 		case <-time.After(wait):
@@ -131,7 +134,9 @@ func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.
 		if len(batch) == 0 {
 			continue
 		}
-		if err := r.Sink.Publish(ctx, batch); err != nil {
+		acked, err := r.Sink.Publish(ctx, batch)
+		r.Metrics.acknowledged(r.Name, batch[:acked], float64(time.Now().UnixNano())/1e9)
+		if err != nil {
 			return err
 		}
 		batch = batch[:0]

@@ -11,6 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -19,6 +21,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	hubclient "github.com/informerhub/informerhub/clients/go"
 	"github.com/informerhub/informerhub/export"
@@ -40,6 +45,7 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("informerhub-export", flag.ContinueOnError)
 	config := fs.String("config", "", "the configuration file: the hub, the sinks and the routes (docs/export.md)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	metricsListen := fs.String("metrics-listen", "", "address to serve Prometheus metrics on at /metrics, such as :9090 (none by default)")
 	var logLevel slog.Level
 	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -81,13 +87,28 @@ func run(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := export.NewMetrics(reg)
+	if *metricsListen != "" {
+		lis, err := net.Listen("tcp", *metricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(lis) //nolint:errcheck // ends with Close
+		defer srv.Close()
+		log.Info("serving metrics", "address", lis.Addr().String())
+	}
 	var routes sync.WaitGroup
 	for _, rc := range cfg.Routes {
 		subject, err := export.ParseSubject(rc.JetStream.Subject)
 		if err != nil {
 			return err
 		}
-		route := &export.Route{Name: rc.Name, Selector: rc.Selector.Selector(), Log: log,
+		route := &export.Route{Name: rc.Name, Selector: rc.Selector.Selector(), Log: log, Metrics: metrics,
 			Sink: &export.JetStream{JS: js, Stream: rc.JetStream.Stream, Subject: subject, Cluster: cfg.Cluster}}
 		routes.Go(func() {
 			if err := route.Run(ctx, client); !errors.Is(err, context.Canceled) {

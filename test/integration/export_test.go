@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -236,7 +239,8 @@ routes:
 		return path
 	}
 
-	cmd := exec.CommandContext(ctx, bin, "--config", config("CONFIGMAPS"))
+	metricsAddr := freeLocalAddr(t)
+	cmd := exec.CommandContext(ctx, bin, "--config", config("CONFIGMAPS"), "--metrics-listen", metricsAddr)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -256,6 +260,23 @@ routes:
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	// Its metrics count the change, at its resourceVersion.
+	published := `informerhub_export_changes_published_total{route="configmaps"} 1`
+	for {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(body), published) && strings.Contains(string(body), `informerhub_export_position_resource_version{route="configmaps"}`) {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the metrics never said %s", published)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -268,4 +289,16 @@ routes:
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "stream MISSING does not exist") {
 		t.Fatalf("a route to a missing stream: %v\n%s", err, out)
 	}
+}
+
+// freeLocalAddr is a loopback address with a port free a moment ago, for
+// a command that takes an address to listen on.
+func freeLocalAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().String()
 }
