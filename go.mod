@@ -22,6 +22,7 @@ require (
 	connectrpc.com/cors v0.1.0
 	connectrpc.com/grpcreflect v1.3.0
 	github.com/chromedp/chromedp v0.14.2
+	github.com/cloudevents/sdk-go/v2 v2.16.2
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/google/cel-go v0.29.2
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1

@@ -48,6 +48,21 @@ type RouteConfig struct {
 	Selector SelectorConfig `json:"selector"`
 	// JetStream publishes the route to a stream of its own.
 	JetStream *JetStreamRoute `json:"jetstream,omitempty"`
+	// CloudEvents sends the route as CloudEvents over HTTP.
+	CloudEvents *CloudEventsRoute `json:"cloudevents,omitempty"`
+}
+
+// CloudEventsRoute is where a route's CloudEvents go, and where its resume
+// point is kept.
+type CloudEventsRoute struct {
+	// URL receives the events (HTTP POST). Required.
+	URL string `json:"url"`
+	// Mode is "binary" (the default: attributes in headers, the object as
+	// the body) or "structured" (the whole event as JSON).
+	Mode string `json:"mode,omitempty"`
+	// Checkpoint is the file the resume point is kept in, on a volume of
+	// the route's own. Required.
+	Checkpoint string `json:"checkpoint"`
 }
 
 // SelectorConfig is a hub selector (hubclient.Selector).
@@ -105,7 +120,7 @@ func (c *Config) check() error {
 	if len(c.Routes) == 0 {
 		errs = append(errs, errors.New("routes: none"))
 	}
-	names, streams := map[string]bool{}, map[string]string{}
+	names, streams, checkpoints := map[string]bool{}, map[string]string{}, map[string]string{}
 	for i, r := range c.Routes {
 		at := fmt.Sprintf("routes[%d]", i)
 		switch {
@@ -118,8 +133,28 @@ func (c *Config) check() error {
 		if r.Selector.Version == "" || r.Selector.Resource == "" {
 			errs = append(errs, fmt.Errorf("%s.selector: version and resource are required", at))
 		}
-		if r.JetStream == nil {
-			errs = append(errs, fmt.Errorf("%s: no sink (jetstream)", at))
+		switch {
+		case r.JetStream == nil && r.CloudEvents == nil:
+			errs = append(errs, fmt.Errorf("%s: no sink (jetstream or cloudevents)", at))
+			continue
+		case r.JetStream != nil && r.CloudEvents != nil:
+			errs = append(errs, fmt.Errorf("%s: two sinks: a route has one (jetstream or cloudevents); make two routes", at))
+			continue
+		case r.CloudEvents != nil:
+			ce := r.CloudEvents
+			if ce.URL == "" {
+				errs = append(errs, fmt.Errorf("%s.cloudevents.url: required", at))
+			}
+			if ce.Mode != "" && ce.Mode != "binary" && ce.Mode != "structured" {
+				errs = append(errs, fmt.Errorf("%s.cloudevents.mode: binary or structured, not %q", at, ce.Mode))
+			}
+			switch other, taken := checkpoints[ce.Checkpoint]; {
+			case ce.Checkpoint == "":
+				errs = append(errs, fmt.Errorf("%s.cloudevents.checkpoint: required: the file the route's resume point is kept in", at))
+			case taken:
+				errs = append(errs, fmt.Errorf("%s.cloudevents.checkpoint: %s is route %s's", at, ce.Checkpoint, other))
+			}
+			checkpoints[ce.Checkpoint] = r.Name
 			continue
 		}
 		if c.NATS == nil || c.NATS.URL == "" {

@@ -25,12 +25,16 @@ routes:
 - name: pods
   selector: {version: v1, resource: pods, fieldSelector: spec.nodeName=node-1}
   jetstream: {stream: PODS, subject: "k8s.{{.Resource}}.{{.Namespace}}.{{.Name}}"}
+- name: audit
+  selector: {group: rbac.authorization.k8s.io, version: v1, resource: rolebindings}
+  cloudevents: {url: "https://events.example.com/", mode: structured, checkpoint: /var/lib/export/audit}
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sel := cfg.Routes[0].Selector.Selector()
-	if sel.Resource.Resource != "pods" || sel.FieldSelector != "spec.nodeName=node-1" || cfg.Routes[0].JetStream.Stream != "PODS" {
+	if sel.Resource.Resource != "pods" || sel.FieldSelector != "spec.nodeName=node-1" || cfg.Routes[0].JetStream.Stream != "PODS" ||
+		cfg.Routes[1].CloudEvents.Mode != "structured" {
 		t.Errorf("loaded %+v", cfg)
 	}
 }
@@ -47,6 +51,9 @@ routes:
   jetstream: {stream: S, subject: ""}
 - name: b
   selector: {version: v1, resource: pods}
+- name: c
+  selector: {version: v1, resource: pods}
+  cloudevents: {mode: json}
 `))
 	if err == nil {
 		t.Fatal("loaded")
@@ -55,6 +62,7 @@ routes:
 		"cluster: required", "hub.addresses: required", "routes[0].selector: version and resource are required",
 		"routes[0].jetstream: nats.url is required", "routes[0].jetstream.subject: template", `routes[1].name: "a" names another route too`,
 		"routes[1].jetstream.stream: S is route a's", "routes[1].jetstream.subject: required", "routes[2]: no sink",
+		"routes[3].cloudevents.url: required", `routes[3].cloudevents.mode: binary or structured, not "json"`, "routes[3].cloudevents.checkpoint: required",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not say %q:\n%v", want, err)

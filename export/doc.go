@@ -7,5 +7,8 @@
 //
 // A Route (route.go) reads the resume point its Sink holds, watches from
 // it, and hands the sink each change (change.go: its deterministic id, the
-// token after it) in order. Sinks: JetStream (jetstream.go).
+// token after it) in order. Sinks: JetStream (jetstream.go), which keeps
+// the resume point in the last message; CloudEvents over HTTP
+// (cloudevents.go), which keeps it in a FileCheckpoint (checkpoint.go).
+// LoadConfig (config.go) reads informerhub-export's configuration file.
 package export

@@ -54,13 +54,17 @@ func (r *Route) Run(ctx context.Context, client *hubclient.Client) error {
 	if wait <= 0 {
 		wait = time.Second
 	}
+	initial := wait
 	for {
-		err := r.export(ctx, client, log)
+		progressed, err := r.export(ctx, client, log)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if permanent(err) {
 			return err
+		}
+		if progressed {
+			wait = initial // a new failure, not the same one again
 		}
 		r.Metrics.failed(r.Name)
 		log.Warn("export interrupted; resuming from what the sink holds", "error", err, "after", wait)
@@ -74,11 +78,11 @@ func (r *Route) Run(ctx context.Context, client *hubclient.Client) error {
 }
 
 // export watches from the sink's resume point and publishes until an
-// error.
-func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.Logger) error {
+// error; progressed reports whether the sink acknowledged any change.
+func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.Logger) (progressed bool, err error) {
 	token, err := r.Sink.Resume(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	log.Info("exporting", "resumeToken", token != "")
 	ctx, cancel := context.WithCancel(ctx)
@@ -113,15 +117,15 @@ func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.
 	for {
 		n, ok := <-events
 		if !ok {
-			return ctx.Err()
+			return progressed, ctx.Err()
 		}
 		for {
 			if n.err != nil {
-				return n.err
+				return progressed, n.err
 			}
 			c, isChange, err := changeOf(r.Selector.Resource, n.e)
 			if err != nil {
-				return err
+				return progressed, err
 			}
 			if isChange {
 				batch = append(batch, c)
@@ -136,8 +140,9 @@ func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.
 		}
 		acked, err := r.Sink.Publish(ctx, batch)
 		r.Metrics.acknowledged(r.Name, batch[:acked], float64(time.Now().UnixNano())/1e9)
+		progressed = progressed || acked > 0
 		if err != nil {
-			return err
+			return progressed, err
 		}
 		batch = batch[:0]
 	}

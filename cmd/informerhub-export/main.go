@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	ceclient "github.com/cloudevents/sdk-go/v2/client"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,12 +106,11 @@ func run(ctx context.Context, args []string) error {
 	}
 	var routes sync.WaitGroup
 	for _, rc := range cfg.Routes {
-		subject, err := export.ParseSubject(rc.JetStream.Subject)
+		sink, err := sinkOf(rc, cfg.Cluster, js)
 		if err != nil {
-			return err
+			return fmt.Errorf("route %s: %w", rc.Name, err)
 		}
-		route := &export.Route{Name: rc.Name, Selector: rc.Selector.Selector(), Log: log, Metrics: metrics,
-			Sink: &export.JetStream{JS: js, Stream: rc.JetStream.Stream, Subject: subject, Cluster: cfg.Cluster}}
+		route := &export.Route{Name: rc.Name, Selector: rc.Selector.Selector(), Log: log, Metrics: metrics, Sink: sink}
 		routes.Go(func() {
 			if err := route.Run(ctx, client); !errors.Is(err, context.Canceled) {
 				cancel(fmt.Errorf("route %s: %w", rc.Name, err))
@@ -121,6 +122,30 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// sinkOf makes a route's sink.
+func sinkOf(rc export.RouteConfig, cluster string, js jetstream.JetStream) (export.Sink, error) {
+	if ce := rc.CloudEvents; ce != nil {
+		p, err := cloudevents.NewHTTP(cloudevents.WithTarget(ce.URL))
+		if err != nil {
+			return nil, err
+		}
+		mode := ceclient.WithForceBinary()
+		if ce.Mode == "structured" {
+			mode = ceclient.WithForceStructured()
+		}
+		client, err := cloudevents.NewClient(p, mode)
+		if err != nil {
+			return nil, err
+		}
+		return &export.CloudEvents{Client: client, Cluster: cluster, Checkpoint: export.FileCheckpoint{Path: ce.Checkpoint}}, nil
+	}
+	subject, err := export.ParseSubject(rc.JetStream.Subject)
+	if err != nil {
+		return nil, err
+	}
+	return &export.JetStream{JS: js, Stream: rc.JetStream.Stream, Subject: subject, Cluster: cluster}, nil
 }
 
 // hubClient connects to the hub as cfg says.

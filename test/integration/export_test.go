@@ -18,6 +18,10 @@ import (
 	"testing"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	ceclient "github.com/cloudevents/sdk-go/v2/client"
+	"github.com/cloudevents/sdk-go/v2/protocol"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -59,14 +63,114 @@ func streamChanges(ctx context.Context, t *testing.T, stream jetstream.Stream) [
 	return out
 }
 
+// exportChurn is what the export tests export: a namespace's ConfigMaps
+// as they change, and the API server's own watch of them, the reference.
+type exportChurn struct {
+	t         *testing.T
+	ctx       context.Context
+	ns        string
+	reference watch.Interface
+	writes    sync.WaitGroup
+}
+
+func newExportChurn(t *testing.T) *exportChurn {
+	c := &exportChurn{t: t, ctx: ctxFor(t), ns: namespace(t)}
+	list, err := kube.CoreV1().ConfigMaps(c.ns).List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.reference, err = kube.CoreV1().ConfigMaps(c.ns).Watch(c.ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.reference.Stop)
+	return c
+}
+
+// write makes changes over objects ConfigMaps in the background: each
+// created, then updated in turn, half of them deleted at the end.
+func (c *exportChurn) write(objects, changes int) {
+	c.writes.Go(func() {
+		cms := kube.CoreV1().ConfigMaps(c.ns)
+		for i := range changes {
+			name := fmt.Sprint("cm-", i%objects)
+			var err error
+			switch {
+			case i < objects:
+				_, err = cms.Create(c.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			case i >= changes-objects/2:
+				err = cms.Delete(c.ctx, name, metav1.DeleteOptions{})
+			default:
+				var cm *corev1.ConfigMap
+				if cm, err = cms.Get(c.ctx, name, metav1.GetOptions{}); err == nil {
+					cm.Data = map[string]string{"v": fmt.Sprint(i)}
+					_, err = cms.Update(c.ctx, cm, metav1.UpdateOptions{})
+				}
+			}
+			if err != nil {
+				c.t.Errorf("change %d: %v", i, err)
+				return
+			}
+		}
+	})
+}
+
+// want waits for the writes, and returns the first n changes the
+// reference watch gave.
+func (c *exportChurn) want(n int) []exportedChange {
+	c.t.Helper()
+	c.writes.Wait()
+	var want []exportedChange
+	for len(want) < n {
+		select {
+		case e := <-c.reference.ResultChan():
+			if e.Type == watch.Error {
+				c.t.Fatalf("the reference watch failed: %v", e.Object)
+			}
+			m, err := meta.Accessor(e.Object)
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			want = append(want, exportedChange{string(e.Type), m.GetName(), m.GetResourceVersion()})
+		case <-c.ctx.Done():
+			c.t.Fatalf("the reference watch gave %d changes of %d", len(want), n)
+		}
+	}
+	return want
+}
+
+// runRoute runs route until stop, which returns once it ended.
+func runRoute(ctx context.Context, t *testing.T, route *export.Route, client *hubclient.Client) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- route.Run(ctx, client) }()
+	return func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("the exporter ended with %v", err)
+		}
+	}
+}
+
+// waitUntil polls cond until it holds, or fails the test saying what.
+func waitUntil(ctx context.Context, t *testing.T, what func() string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatal(what())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // TestExportToJetStreamHoldsEveryChangeOnceThroughRestarts exports a
 // namespace's ConfigMaps to a JetStream stream while they change, stopping
 // the exporter abruptly five times (in the middle of its publishing), and
 // restarting nats-server once and the hub once under it: the stream holds
 // exactly the API server's own watch's changes, each once, in order.
 func TestExportToJetStreamHoldsEveryChangeOnceThroughRestarts(t *testing.T) {
-	ctx := ctxFor(t)
-	ns := namespace(t)
+	churn := newExportChurn(t)
+	ctx, ns := churn.ctx, churn.ns
 	h := startRestartableHub(t, informerhub.Config{})
 	client := sdkClient(t, h.addr)
 	nsrv := natstest.Start(t, natstest.Options{})
@@ -99,68 +203,16 @@ func TestExportToJetStreamHoldsEveryChangeOnceThroughRestarts(t *testing.T) {
 	}
 	waitHeld := func(n uint64) {
 		t.Helper()
-		for held() < n {
-			select {
-			case <-ctx.Done():
-				t.Fatalf("the stream holds %d messages, not %d", held(), n)
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}
-	// runExporter runs the route until stop, which returns once it ended.
-	runExporter := func() (stop func()) {
-		ctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- route.Run(ctx, client) }()
-		return func() {
-			cancel()
-			if err := <-done; !errors.Is(err, context.Canceled) {
-				t.Errorf("the exporter ended with %v", err)
-			}
-		}
+		waitUntil(ctx, t, func() string { return fmt.Sprintf("the stream holds %d messages, not %d", held(), n) }, func() bool { return held() >= n })
 	}
 
-	// The API server's own watch of the namespace: the reference.
-	list, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reference, err := kube.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reference.Stop()
-
-	stop := runExporter()
+	stop := runRoute(ctx, t, route, client)
 	createConfigMap(t, ns, "marker", nil, "")
 	waitHeld(1)
-
 	// 300 changes over 10 ConfigMaps, written while the exporter is
 	// stopped and started, and the hub and nats-server restart.
 	const objects, changes = 10, 300
-	var writes sync.WaitGroup
-	writes.Go(func() {
-		for i := range changes {
-			name := fmt.Sprint("cm-", i%objects)
-			var err error
-			switch {
-			case i < objects:
-				_, err = kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-			case i >= changes-objects/2:
-				err = kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{})
-			default:
-				var cm *corev1.ConfigMap
-				if cm, err = kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
-					cm.Data = map[string]string{"v": fmt.Sprint(i)}
-					_, err = kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
-				}
-			}
-			if err != nil {
-				t.Errorf("change %d: %v", i, err)
-				return
-			}
-		}
-	})
+	churn.write(objects, changes)
 	for i, at := range []uint64{20, 60, 100, 150, 200} {
 		waitHeld(at)
 		// Under the running exporter: nats-server, then the hub.
@@ -174,25 +226,9 @@ func TestExportToJetStreamHoldsEveryChangeOnceThroughRestarts(t *testing.T) {
 			h.start() // on the same address, where the client reconnects
 		}
 		stop()
-		stop = runExporter()
+		stop = runRoute(ctx, t, route, client)
 	}
-	writes.Wait()
-	want := []exportedChange{}
-	for len(want) < 1+changes {
-		select {
-		case e := <-reference.ResultChan():
-			m, err := meta.Accessor(e.Object)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want = append(want, exportedChange{string(e.Type), m.GetName(), m.GetResourceVersion()})
-			if e.Type == watch.Error {
-				t.Fatalf("the reference watch failed: %v", e.Object)
-			}
-		case <-ctx.Done():
-			t.Fatalf("the reference watch gave %d changes of %d", len(want), 1+changes)
-		}
-	}
+	want := churn.want(1 + changes)
 	waitHeld(uint64(len(want)))
 	stop()
 	if diff := cmp.Diff(want, streamChanges(ctx, t, stream)); diff != "" {
@@ -301,4 +337,149 @@ func freeLocalAddr(t *testing.T) string {
 	}
 	defer lis.Close()
 	return lis.Addr().String()
+}
+
+// ceReceiver is a CloudEvents receiver on sdk-go, over HTTP, that records
+// what it acknowledges and refuses the first requests it is told to.
+type ceReceiver struct {
+	mu       sync.Mutex // guards the fields below
+	refuse   int        // requests still to refuse (503)
+	refused  int
+	received []cloudevents.Event
+}
+
+func (r *ceReceiver) receive(e cloudevents.Event) protocol.Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.refuse > 0 {
+		r.refuse--
+		r.refused++
+		return cehttp.NewResult(http.StatusServiceUnavailable, "refusing, as a test")
+	}
+	r.received = append(r.received, e)
+	return nil
+}
+
+func (r *ceReceiver) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.received)
+}
+
+// startCEReceiver serves r on loopback until the test ends, and returns
+// its URL.
+func startCEReceiver(t *testing.T, r *ceReceiver) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cloudevents.NewHTTP(cehttp.WithListener(lis))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cloudevents.NewClient(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.StartReceiver(ctx, r.receive); err != nil {
+			t.Errorf("the CloudEvents receiver: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return "http://" + lis.Addr().String()
+}
+
+// TestExportToCloudEventsDeliversEveryChangeWithRepeatsUnderOneID exports a
+// namespace's ConfigMaps as CloudEvents over HTTP, in binary and in
+// structured mode, while they change: the receiver refuses 5 requests,
+// and the exporter is stopped abruptly four times. The receiver gets every
+// change of the API server's own watch, in order once each is taken at its
+// first arrival; a change it got twice came under one id, with the same
+// data.
+func TestExportToCloudEventsDeliversEveryChangeWithRepeatsUnderOneID(t *testing.T) {
+	for _, structured := range []bool{false, true} {
+		t.Run(fmt.Sprint("structured=", structured), func(t *testing.T) {
+			churn := newExportChurn(t)
+			ctx, ns := churn.ctx, churn.ns
+			h := startHub(t, informerhub.Config{})
+			client := sdkClient(t, h.addr)
+			receiver := &ceReceiver{refuse: 5}
+			opts := []cehttp.Option{cloudevents.WithTarget(startCEReceiver(t, receiver))}
+			p, err := cloudevents.NewHTTP(opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ceOpts []cloudevents.ClientOption
+			if structured {
+				ceOpts = append(ceOpts, ceclient.WithForceStructured())
+			} else {
+				ceOpts = append(ceOpts, ceclient.WithForceBinary())
+			}
+			sender, err := cloudevents.NewClient(p, ceOpts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkpoint := export.FileCheckpoint{Path: filepath.Join(t.TempDir(), "checkpoint")}
+			route := &export.Route{Name: "configmaps", Selector: hubclient.Selector{Resource: configMaps, Namespace: ns},
+				Sink: &export.CloudEvents{Client: sender, Cluster: "test", Checkpoint: checkpoint}, MaxBatch: 16,
+				Retry: 20 * time.Millisecond, Log: testLogger(t)}
+			waitReceived := func(n int) {
+				t.Helper()
+				waitUntil(ctx, t, func() string { return fmt.Sprintf("the receiver got %d events, not %d", receiver.count(), n) },
+					func() bool { return receiver.count() >= n })
+			}
+
+			stop := runRoute(ctx, t, route, client)
+			createConfigMap(t, ns, "marker", nil, "")
+			waitReceived(1)
+			const objects, changes = 10, 200
+			churn.write(objects, changes)
+			for _, at := range []int{20, 60, 100, 150} {
+				waitReceived(at)
+				stop()
+				stop = runRoute(ctx, t, route, client)
+			}
+			want := churn.want(1 + changes)
+			first := map[string]cloudevents.Event{}
+			var got []exportedChange
+			waitUntil(ctx, t, func() string { return fmt.Sprintf("the receiver got %d distinct changes, not %d", len(got), len(want)) }, func() bool {
+				receiver.mu.Lock()
+				defer receiver.mu.Unlock()
+				got, first = nil, map[string]cloudevents.Event{}
+				for _, e := range receiver.received {
+					if seen, ok := first[e.ID()]; ok {
+						if !bytes.Equal(seen.Data(), e.Data()) || seen.Type() != e.Type() {
+							t.Fatalf("event %s came twice, with other contents", e.ID())
+						}
+						continue
+					}
+					first[e.ID()] = e
+					var obj struct {
+						Metadata struct{ Name, ResourceVersion string }
+					}
+					if err := json.Unmarshal(e.Data(), &obj); err != nil {
+						t.Fatal(err)
+					}
+					typ := strings.ToUpper(strings.TrimPrefix(e.Type(), "io.informerhub.object."))
+					got = append(got, exportedChange{typ, obj.Metadata.Name, obj.Metadata.ResourceVersion})
+				}
+				return len(got) >= len(want)
+			})
+			stop()
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("the receiver's changes differ from the API server's watch (-api +received):\n%s", diff)
+			}
+			if receiver.refused != 5 {
+				t.Errorf("the receiver refused %d requests, not 5", receiver.refused)
+			}
+		})
+	}
 }

@@ -1,0 +1,95 @@
+package export
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/protocol"
+)
+
+// CloudEvents extension attributes an exported event carries.
+const (
+	// ExtensionResumeToken is the position right after the change.
+	ExtensionResumeToken = "informerhubresumetoken"
+	// ExtensionFromRelist is true on a change the hub found by relisting,
+	// or the watch by re-syncing: the changes in between are unknown.
+	ExtensionFromRelist = "informerhubfromrelist"
+	// ExtensionResourceVersion is the change's resourceVersion.
+	ExtensionResourceVersion = "informerhubresourceversion"
+)
+
+// CloudEvents sends a route's changes as CloudEvents over HTTP, one
+// request each, in order: id, the change's deterministic id; source, the
+// cluster and resource; subject, namespace/name; type,
+// io.informerhub.object.added, .modified or .deleted; data, the object.
+// A 2xx is the acknowledgement. The resume point is kept in Checkpoint,
+// saved after each acknowledged batch: an exporter that dies sends again
+// what followed the saved point, each with its id, so a receiver sees
+// every change at least once, and a change twice only under one id.
+type CloudEvents struct {
+	// Client sends the events (cloudevents.NewClientHTTP, with the
+	// target, and binary or structured mode).
+	Client     cloudevents.Client
+	Cluster    string
+	Checkpoint interface {
+		Load() (string, error)
+		Save(token string) error
+	}
+}
+
+// Resume loads the checkpoint.
+func (s *CloudEvents) Resume(context.Context) (string, error) { return s.Checkpoint.Load() }
+
+// Publish sends the changes, one after the other, and saves the last
+// acknowledged one's token.
+func (s *CloudEvents) Publish(ctx context.Context, changes []Change) (int, error) {
+	acked := 0
+	save := func() error {
+		if acked == 0 {
+			return nil
+		}
+		return s.Checkpoint.Save(changes[acked-1].ResumeToken)
+	}
+	for _, c := range changes {
+		e, err := s.event(c)
+		if err != nil {
+			return acked, err
+		}
+		if res := s.Client.Send(ctx, e); !protocol.IsACK(res) {
+			if err := save(); err != nil {
+				return acked, err
+			}
+			return acked, fmt.Errorf("export: sending %s: %w", e.ID(), res)
+		}
+		acked++
+	}
+	return acked, save()
+}
+
+func (s *CloudEvents) event(c Change) (cloudevents.Event, error) {
+	e := cloudevents.NewEvent()
+	e.SetID(c.ID(s.Cluster))
+	group := c.Resource.Group
+	if group == "" {
+		group = "core"
+	}
+	e.SetSource(path.Join("/clusters", s.Cluster, group, c.Resource.Version, c.Resource.Resource))
+	if c.Namespace != "" {
+		e.SetSubject(c.Namespace + "/" + c.Name)
+	} else {
+		e.SetSubject(c.Name)
+	}
+	e.SetType("io.informerhub.object." + strings.ToLower(string(c.Type)))
+	e.SetExtension(ExtensionResumeToken, c.ResumeToken)
+	e.SetExtension(ExtensionResourceVersion, c.ResourceVersion)
+	if c.FromRelist || c.Resync {
+		e.SetExtension(ExtensionFromRelist, true)
+	}
+	if err := e.SetData(cloudevents.ApplicationJSON, []byte(c.Object)); err != nil {
+		return e, err
+	}
+	return e, nil
+}
