@@ -137,6 +137,11 @@ func (f *Feed) Check(ctx context.Context, pageSize int64) CheckResult {
 		res.Outcome, res.Err = listOutcome(err), err
 		return res
 	}
+	if res.Hub.Equal(res.APIServer) {
+		res.Outcome = CheckConsistent
+		return res
+	}
+	res.Outcome = CheckDiverged
 	differ := map[string]bool{}
 	for ns, set := range hubNS {
 		if other := apiNS[ns]; other == nil || !set.Equal(*other) {
@@ -148,11 +153,6 @@ func (f *Feed) Check(ctx context.Context, pageSize int64) CheckResult {
 			differ[ns] = true
 		}
 	}
-	if res.Hub.Equal(res.APIServer) {
-		res.Outcome = CheckConsistent
-		return res
-	}
-	res.Outcome = CheckDiverged
 	res.Differing, res.Different, res.Err = differencesAt(ctx, f.lw, rv, pageSize, at.tree, at.clone, differ)
 	return res
 }
