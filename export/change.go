@@ -1,6 +1,7 @@
 package export
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -31,6 +32,10 @@ type Change struct {
 	// expired (Event.Resync). Either marks a span whose intermediate
 	// changes are unknown.
 	FromRelist, Resync bool
+	// Replaces is set on a GAP_END whose differences listed every object
+	// as ADDED (the sink is no Holder): the consumer drops what it holds
+	// that the gap did not list.
+	Replaces bool
 }
 
 // changeOf makes the change of a watch event of resource; ok is false for
@@ -67,4 +72,62 @@ func (c Change) ID(cluster string) string {
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// The types of a gap's markers. A gap is a span whose changes are unknown:
+// the hub could no longer resume the route (its position was older than
+// the hub's history and the API server's compaction), so the route listed
+// again. Between a GAP_START and its GAP_END come the differences between
+// what the sink's consumers hold and the listing, each marked Resync; the
+// GAP_END carries the position after the listing. A consumer that applies
+// them holds what the API server held at the GAP_END's resourceVersion.
+const (
+	GapStart hubclient.EventType = "GAP_START"
+	GapEnd   hubclient.EventType = "GAP_END"
+)
+
+// IsMarker reports whether c is a gap's marker rather than an object's
+// change: it has no object, namespace, name or uid.
+func (c Change) IsMarker() bool { return c.Type == GapStart || c.Type == GapEnd }
+
+// ObjectKey names an object of a route.
+type ObjectKey struct{ Namespace, Name string }
+
+// Held is the last state of an object that a sink's changes leave its
+// consumers holding.
+type Held struct {
+	UID, ResourceVersion string
+	// Identity is the object's apiVersion, kind and metadata name,
+	// namespace, uid and resourceVersion as JSON (IdentityOf): the object
+	// of the DELETED a gap publishes when the object is gone.
+	Identity []byte
+}
+
+// Holder is a Sink that can read back what its consumers hold: for each
+// object, the last change it holds of it, unless that was a DELETED. At
+// a gap the route publishes the differences from it, DELETED included.
+// A gap on a sink that is no Holder publishes every listed object as
+// ADDED, and its GAP_END has Replaces set: the consumer drops what it
+// holds that the gap did not list.
+type Holder interface {
+	Held(ctx context.Context) (map[ObjectKey]Held, error)
+}
+
+// IdentityOf keeps of an object's JSON its apiVersion, kind and metadata
+// name, namespace, uid and resourceVersion.
+func IdentityOf(object []byte) ([]byte, error) {
+	var id struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name            string `json:"name"`
+			Namespace       string `json:"namespace,omitempty"`
+			UID             string `json:"uid"`
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(object, &id); err != nil {
+		return nil, fmt.Errorf("export: an object's identity: %w", err)
+	}
+	return json.Marshal(id)
 }
