@@ -50,6 +50,8 @@ type RouteConfig struct {
 	JetStream *JetStreamRoute `json:"jetstream,omitempty"`
 	// CloudEvents sends the route as CloudEvents over HTTP.
 	CloudEvents *CloudEventsRoute `json:"cloudevents,omitempty"`
+	// Kafka publishes the route to a Kafka topic of its own (kafka.go).
+	Kafka *KafkaRoute `json:"kafka,omitempty"`
 }
 
 // CloudEventsRoute is where a route's CloudEvents go, and where its resume
@@ -121,6 +123,7 @@ func (c *Config) check() error {
 		errs = append(errs, errors.New("routes: none"))
 	}
 	names, streams, checkpoints := map[string]bool{}, map[string]string{}, map[string]string{}
+	topics, transactionalIDs := map[string]string{}, map[string]string{}
 	for i, r := range c.Routes {
 		at := fmt.Sprintf("routes[%d]", i)
 		switch {
@@ -133,12 +136,15 @@ func (c *Config) check() error {
 		if r.Selector.Version == "" || r.Selector.Resource == "" {
 			errs = append(errs, fmt.Errorf("%s.selector: version and resource are required", at))
 		}
-		switch {
-		case r.JetStream == nil && r.CloudEvents == nil:
-			errs = append(errs, fmt.Errorf("%s: no sink (jetstream or cloudevents)", at))
+		switch sinks := btoi(r.JetStream != nil) + btoi(r.CloudEvents != nil) + btoi(r.Kafka != nil); {
+		case sinks == 0:
+			errs = append(errs, fmt.Errorf("%s: no sink (jetstream, cloudevents or kafka)", at))
 			continue
-		case r.JetStream != nil && r.CloudEvents != nil:
-			errs = append(errs, fmt.Errorf("%s: two sinks: a route has one (jetstream or cloudevents); make two routes", at))
+		case sinks > 1:
+			errs = append(errs, fmt.Errorf("%s: %d sinks: a route has one (jetstream, cloudevents or kafka); make more routes", at, sinks))
+			continue
+		case r.Kafka != nil:
+			errs = append(errs, checkKafka(at, r.Name, r.Kafka, topics, transactionalIDs)...)
 			continue
 		case r.CloudEvents != nil:
 			ce := r.CloudEvents
@@ -174,4 +180,11 @@ func (c *Config) check() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

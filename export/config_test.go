@@ -72,3 +72,59 @@ routes:
 		t.Errorf("an unknown field: %v", err)
 	}
 }
+
+func TestAKafkaRouteHasItsTopicsAndTransactionalIDToItself(t *testing.T) {
+	cfg, err := LoadConfig(writeConfig(t, `
+cluster: prod
+hub: {addresses: ["informerhub:8080"]}
+routes:
+- name: pods
+  selector: {version: v1, resource: pods}
+  kafka: {brokers: ["kafka-0:9092", "kafka-1:9092"], topic: pods}
+- name: secrets
+  selector: {version: v1, resource: secrets}
+  kafka: {brokers: ["kafka-0:9092"], topic: secrets, checkpointTopic: checkpoints, transactionalID: export-secrets, maxRecordBytes: 4096}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := cfg.Routes[0].Kafka; k.Topic != "pods" || k.Checkpoint() != "pods.informerhub-checkpoint" || len(k.Brokers) != 2 {
+		t.Errorf("route pods: %+v", k)
+	}
+	if k := cfg.Routes[1].Kafka; k.Checkpoint() != "checkpoints" || k.TransactionalID != "export-secrets" || k.MaxRecordBytes != 4096 {
+		t.Errorf("route secrets: %+v", k)
+	}
+
+	_, err = LoadConfig(writeConfig(t, `
+cluster: prod
+hub: {addresses: ["informerhub:8080"]}
+nats: {url: "nats://nats:4222"}
+routes:
+- name: a
+  selector: {version: v1, resource: pods}
+  kafka: {brokers: [k:9092], topic: pods}
+- name: b
+  selector: {version: v1, resource: pods}
+  kafka: {brokers: [], topic: pods, checkpointTopic: pods, transactionalID: informerhub-export-a, maxRecordBytes: 10}
+- name: c
+  selector: {version: v1, resource: pods}
+  kafka: {brokers: [k:9092], topic: c}
+  jetstream: {stream: S, subject: "k8s.{{.Name}}"}
+- name: d
+  selector: {version: v1, resource: pods}
+  kafka: {brokers: [k:9092], topic: d, checkpointTopic: pods.informerhub-checkpoint}
+`))
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	for _, want := range []string{
+		"routes[1].kafka.brokers: required", "routes[1].kafka.checkpointTopic: the changes' topic",
+		"routes[1].kafka.topic: pods is route a's", "routes[1].kafka.transactionalID: informerhub-export-a is route a's",
+		"routes[1].kafka.maxRecordBytes: 10 is too small", "routes[2]: 2 sinks: a route has one (jetstream, cloudevents or kafka)",
+		"routes[3].kafka.checkpointTopic: pods.informerhub-checkpoint is route a's",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	}
+}

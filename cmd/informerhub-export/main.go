@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	hubclient "github.com/informerhub/informerhub/clients/go"
 	"github.com/informerhub/informerhub/export"
@@ -104,13 +105,22 @@ func run(ctx context.Context, args []string) error {
 		defer srv.Close()
 		log.Info("serving metrics", "address", lis.Addr().String())
 	}
-	var routes sync.WaitGroup
-	for _, rc := range cfg.Routes {
+	// Every sink is made before any route runs, so that a return on an
+	// error leaves none running.
+	sinks := make([]export.Sink, len(cfg.Routes))
+	for i, rc := range cfg.Routes {
 		sink, err := sinkOf(rc, cfg.Cluster, js)
 		if err != nil {
 			return fmt.Errorf("route %s: %w", rc.Name, err)
 		}
-		route := &export.Route{Name: rc.Name, Selector: rc.Selector.Selector(), Log: log, Metrics: metrics, Sink: sink}
+		if k, ok := sink.(*export.Kafka); ok {
+			defer k.Close() // after the routes end
+		}
+		sinks[i] = sink
+	}
+	var routes sync.WaitGroup
+	for i, rc := range cfg.Routes {
+		route := &export.Route{Name: rc.Name, Selector: rc.Selector.Selector(), Log: log, Metrics: metrics, Sink: sinks[i]}
 		routes.Go(func() {
 			if err := route.Run(ctx, client); !errors.Is(err, context.Canceled) {
 				cancel(fmt.Errorf("route %s: %w", rc.Name, err))
@@ -140,6 +150,11 @@ func sinkOf(rc export.RouteConfig, cluster string, js jetstream.JetStream) (expo
 			return nil, err
 		}
 		return &export.CloudEvents{Client: client, Cluster: cluster, Checkpoint: export.FileCheckpoint{Path: ce.Checkpoint}}, nil
+	}
+	if k := rc.Kafka; k != nil {
+		return &export.Kafka{Options: []kgo.Opt{kgo.SeedBrokers(k.Brokers...), kgo.ClientID("informerhub-export")},
+			Topic: k.Topic, CheckpointTopic: k.Checkpoint(), Route: rc.Name, TransactionalID: k.TransactionalID,
+			Cluster: cluster, MaxRecordBytes: k.MaxRecordBytes}, nil
 	}
 	subject, err := export.ParseSubject(rc.JetStream.Subject)
 	if err != nil {
