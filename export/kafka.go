@@ -198,11 +198,14 @@ func (s *Kafka) start(ctx context.Context) error {
 		s.batchMax = DefaultKafkaMaxRecordBytes
 	}
 	// What the topic takes bounds the batches; when its configuration
-	// cannot be read, a refusal says so later (Publish).
+	// cannot be read, a refusal says so later (Publish). Some answers
+	// (kfake's) list the broker's message.max.bytes beside the topic's
+	// default: the smaller holds.
 	if configs, err := adm.DescribeTopicConfigs(ctx, s.Topic); err == nil {
 		if rc, err := configs.On(s.Topic, nil); err == nil {
 			for _, c := range rc.Configs {
-				if n, err := strconv.Atoi(deref(c.Value)); c.Key == "max.message.bytes" && err == nil && n > 0 {
+				isLimit := c.Key == "max.message.bytes" || c.Key == "message.max.bytes"
+				if n, err := strconv.Atoi(deref(c.Value)); isLimit && err == nil && n > 0 {
 					s.batchMax = min(s.batchMax, n)
 				}
 			}
