@@ -9,6 +9,8 @@
 // it, and hands the sink each change (change.go: its deterministic id, the
 // token after it) in order. Sinks: JetStream (jetstream.go), which keeps
 // the resume point in the last message; CloudEvents over HTTP
-// (cloudevents.go), which keeps it in a FileCheckpoint (checkpoint.go).
+// (cloudevents.go), which keeps it in a FileCheckpoint (checkpoint.go);
+// Kafka (kafka.go), which writes each batch and its resume point in one
+// transaction.
 // LoadConfig (config.go) reads informerhub-export's configuration file.
 package export
