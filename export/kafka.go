@@ -284,15 +284,20 @@ func (s *Kafka) Publish(ctx context.Context, changes []Change) (int, error) {
 		return 0, err
 	}
 	failed, err := s.transact(ctx, records, false)
-	// The topic takes less than it said (or its configuration could not
-	// be read): find the records it refuses, one batch each, and publish
-	// them without their objects.
-	for errors.Is(err, kerr.MessageTooLarge) && failed != nil && s.producer != nil {
-		i, ok := failed.Context.Value(changeIndex{}).(int)
-		if _, again := omitted[i]; !ok || again || changes[i].IsMarker() {
-			break
+	// The topic takes less than the sink read (or its configuration could
+	// not be read). A refused batch may hold records that fit: write the
+	// changes again one record per batch, and publish each record the
+	// topic refuses on its own without its object.
+	alone := false
+	for errors.Is(err, kerr.MessageTooLarge) && s.producer != nil {
+		if alone {
+			i, ok := failed.Context.Value(changeIndex{}).(int)
+			if _, again := omitted[i]; !ok || again || changes[i].IsMarker() {
+				break
+			}
+			omitted[i] = fmt.Sprintf("topic %s refused the record as too large (MESSAGE_TOO_LARGE); the object is %d bytes", s.Topic, len(changes[i].Object))
 		}
-		omitted[i] = fmt.Sprintf("topic %s refused the record as too large (MESSAGE_TOO_LARGE); the object is %d bytes", s.Topic, len(changes[i].Object))
+		alone = true
 		if records, err = s.records(ctx, changes, omitted); err != nil {
 			return 0, err
 		}
@@ -426,7 +431,7 @@ func (s *Kafka) abort(ctx context.Context) {
 // the cluster refuses the exporter's access.
 func (s *Kafka) failed(what string, err error) error {
 	switch {
-	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.TransactionalIDNotFound):
+	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch):
 		return fmt.Errorf("%w: kafka: %s: another exporter with transactional id %s fenced this one: run one exporter per route: %w",
 			errPermanent, what, s.transactionalID(), err)
 	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.TransactionalIDAuthorizationFailed),

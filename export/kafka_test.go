@@ -413,9 +413,12 @@ func TestKafkaPublishesATooLargeObjectsChangeWithoutIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	medium := configMapChange(hubclient.Modified, "small", "small", 3, noise(2000))
-	after := configMapChange(hubclient.Modified, "small", "small", 4, "")
-	if _, err := s.Publish(ctx, []Change{medium, after}); err != nil {
+	// The first change of the batch fits, the second does not: only the
+	// second is published without its object.
+	before := configMapChange(hubclient.Modified, "small", "small", 3, "")
+	medium := configMapChange(hubclient.Modified, "small", "small", 4, noise(2000))
+	after := configMapChange(hubclient.Modified, "small", "small", 5, "")
+	if _, err := s.Publish(ctx, []Change{before, medium, after}); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string][]string{}
@@ -430,7 +433,7 @@ func TestKafkaPublishesATooLargeObjectsChangeWithoutIt(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		"small": {"1 ", "3 topic configmaps refused the record as too large (MESSAGE_TOO_LARGE); the object is 2805 bytes", "4 "},
+		"small": {"1 ", "3 ", "4 topic configmaps refused the record as too large (MESSAGE_TOO_LARGE); the object is 2805 bytes", "5 "},
 		"large": {"2 the record would be 10405 bytes (the object 10137), above the limit of 8192 for topic configmaps"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
