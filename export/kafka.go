@@ -50,6 +50,8 @@ const DefaultKafkaMaxRecordBytes = 1 << 20
 // they see end. Resume starts a producer under the route's transactional
 // id, which fences any other (a previous attempt, a zombie exporter) and
 // ends the transaction it had open, and then reads the checkpoint.
+//
+// A Kafka is used by one route, one call at a time; Close it after.
 type Kafka struct {
 	// Options reach the cluster: kgo.SeedBrokers, and TLS or SASL if it
 	// needs them. The sink adds its own producer options.
