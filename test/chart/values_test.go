@@ -41,13 +41,20 @@ func TestTheChartRefusesMistakes(t *testing.T) {
 			"export.config.routes[0].selector.version=v1", "export.config.routes[0].selector.resource=pods",
 			"export.config.routes[0].cloudevents.url=http://x", "export.config.routes[0].cloudevents.checkpoint=/tmp/a"},
 			"is not a file of export.checkpoints.mountPath"},
+		{"a jetstream route without NATS", []string{"-f", filepath.Join(chartDir(t), "ci", "export-values.yaml"), "export.config.nats=null"},
+			"a jetstream route needs export.config.nats.url"},
 		{"an export RBAC rule of more than list and watch", []string{"export.rbac.rules[0].apiGroups[0]=", "export.rbac.rules[0].resources[0]=pods",
 			"export.rbac.rules[0].verbs[0]=get"}, "additional properties 'verbs' not allowed"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var args []string
-			for _, s := range tt.set {
-				args = append(args, "--set", s)
+			for i := 0; i < len(tt.set); i++ {
+				if tt.set[i] == "-f" { // a values file, then --set
+					args = append(args, "-f", tt.set[i+1])
+					i++
+					continue
+				}
+				args = append(args, "--set", tt.set[i])
 			}
 			_, err := helmTemplate(t, args...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {

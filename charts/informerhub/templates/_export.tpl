@@ -102,6 +102,9 @@ rest of its file when it starts (export.LoadConfig).
 {{- end }}
 {{- $dir := clean .Values.export.checkpoints.mountPath }}
 {{- range .Values.export.config.routes }}
+{{- if and .jetstream (not ($.Values.export.config.nats | default dict).url) }}
+{{- fail (printf "export.config.routes %s: a jetstream route needs export.config.nats.url, the NATS server" .name) }}
+{{- end }}
 {{- if .cloudevents }}
 {{- if .cloudevents.checkpoint }}
 {{- if ne (dir .cloudevents.checkpoint) $dir }}
