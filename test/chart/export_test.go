@@ -3,6 +3,7 @@ package chart
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -110,8 +111,8 @@ func TestTheExportRunsOneExporterOfTheRoutes(t *testing.T) {
 	d, c := exportPod(t, objs)
 	pod := d.Spec.Template.Spec
 
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
-		t.Errorf("replicas %v, want 1: one exporter per route", d.Spec.Replicas)
+	if r := d.Spec.Replicas; r == nil || *r != 1 {
+		t.Errorf("replicas %v, want 1: one exporter per route", ptrString(r))
 	}
 	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || d.Spec.Strategy.RollingUpdate != nil {
 		t.Errorf("strategy %+v, want Recreate: never two exporters at once", d.Spec.Strategy)
@@ -433,4 +434,11 @@ func TestTheExportFollowsTheHubsSettings(t *testing.T) {
 			}
 		}
 	})
+}
+
+func ptrString(p *int32) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
 }
