@@ -1,7 +1,10 @@
 # check=error=true
 
-# The informerhub image: static binaries (informerhub, and hubctl for
-# debugging) on distroless, running as the non-root user 65532.
+# The informerhub image: static binaries on distroless, running as the
+# non-root user 65532: informerhub (the entrypoint), informerhub-export
+# (which exports the hub's changes to NATS JetStream or CloudEvents;
+# the chart runs it with command: [/usr/local/bin/informerhub-export]),
+# and hubctl for debugging.
 #
 #   docker build -t ghcr.io/informerhub/informerhub:v0.1.0 \
 #     --build-arg VERSION=v0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" .
@@ -30,13 +33,14 @@ RUN go mod download
 
 COPY . .
 ARG TARGETOS TARGETARCH
-# informerhub --version, its startup log and its build-info metric show these.
+# informerhub --version, its startup log and its build-info metric show these
+# (main.version and main.revision; informerhub-export and hubctl have none).
 ARG VERSION=dev
 ARG REVISION=""
 RUN --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" \
-      -o /out/ ./cmd/informerhub ./cmd/hubctl
+      -o /out/ ./cmd/informerhub ./cmd/informerhub-export ./cmd/hubctl
 
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=dev
@@ -46,10 +50,11 @@ LABEL org.opencontainers.image.title="informerhub" \
       org.opencontainers.image.source="https://github.com/informerhub/informerhub" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}"
-COPY --from=build /out/informerhub /out/hubctl /usr/local/bin/
+COPY --from=build /out/informerhub /out/informerhub-export /out/hubctl /usr/local/bin/
 # distroless's nonroot user, by number, so that Kubernetes can check
 # runAsNonRoot without reading /etc/passwd.
 USER 65532:65532
-# gRPC (--listen), and metrics and probes (--metrics-listen).
+# The hub's gRPC (--listen), and metrics and probes (--metrics-listen);
+# informerhub-export serves only metrics (its own --metrics-listen).
 EXPOSE 8443 9090
 ENTRYPOINT ["/usr/local/bin/informerhub"]

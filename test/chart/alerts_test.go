@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -32,7 +33,25 @@ func alertsFile(t *testing.T) string {
 	return filepath.Join(chartDir(t), "files", "alerts.yaml")
 }
 
+// exportGroup is the group of informerhub-export's alerts, which read its
+// metrics, not the hub's; the chart renders it with export.enabled only.
+const exportGroup = "informerhub-export"
+
+// readRules returns the rules of every group of the rule file.
 func readRules(t *testing.T) []rule {
+	t.Helper()
+	var rules []rule
+	for _, g := range readGroups(t) {
+		rules = append(rules, g...)
+	}
+	if len(rules) == 0 {
+		t.Fatalf("%s has no rules", alertsFile(t))
+	}
+	return rules
+}
+
+// readGroups returns the rule file's rules by group.
+func readGroups(t *testing.T) map[string][]rule {
 	t.Helper()
 	data, err := os.ReadFile(alertsFile(t))
 	if err != nil {
@@ -42,14 +61,14 @@ func readRules(t *testing.T) []rule {
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
 		t.Fatalf("%s: %v", alertsFile(t), err)
 	}
-	var rules []rule
+	groups := map[string][]rule{}
 	for _, g := range f.Groups {
-		rules = append(rules, g.Rules...)
+		groups[g.Name] = append(groups[g.Name], g.Rules...)
 	}
-	if len(rules) == 0 {
-		t.Fatalf("%s has no rules", alertsFile(t))
+	if len(groups) != 2 || len(groups["informerhub"]) == 0 || len(groups[exportGroup]) == 0 {
+		t.Fatalf("%s has groups %v, want informerhub and %s", alertsFile(t), slices.Sorted(maps.Keys(groups)), exportGroup)
 	}
-	return rules
+	return groups
 }
 
 // promtool's own checks of the rules, and its unit tests of each alert.
@@ -128,7 +147,8 @@ func TestEveryAlertIsTestedAndDocumented(t *testing.T) {
 	// Alerts the issue asks for, under the names the runbook gives them.
 	for _, want := range []string{"InformerhubUpstreamUnreachable", "InformerhubFeedStale", "InformerhubMemoryOverBudget",
 		"InformerhubDiskHistoryWriteErrors", "InformerhubDiskHistoryBacklog", "InformerhubSubscribersFallingBehind",
-		"InformerhubSlowSubscribersCut", "InformerhubTokenReviewsRefused", "InformerhubNotReady", "InformerhubExpiredTokensSpiking"} {
+		"InformerhubSlowSubscribersCut", "InformerhubTokenReviewsRefused", "InformerhubNotReady", "InformerhubExpiredTokensSpiking",
+		"InformerhubExportLagging", "InformerhubExportSinkFailing", "InformerhubExportRouteStopped", "InformerhubExportGap"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no alert %s", want)
 		}
@@ -138,21 +158,24 @@ func TestEveryAlertIsTestedAndDocumented(t *testing.T) {
 // The PrometheusRule the chart renders holds the rule file's groups as
 // they are, less the alerts prometheusRule.disabled names and with
 // prometheusRule.additionalRuleLabels beside each rule's own (which win),
-// and promtool accepts its groups as a rule file.
+// and less the group informerhub-export unless export.enabled; and
+// promtool accepts its groups as a rule file.
 func TestThePrometheusRuleIsTheRuleFile(t *testing.T) {
-	want := readRules(t)
+	groups := readGroups(t)
+	hubOnly := func(r []rule) []rule { return groups["informerhub"] }
 	for _, tt := range []struct {
 		name string
 		args []string
 		edit func([]rule) []rule
 	}{
-		{"as it is", []string{"--set", "prometheusRule.enabled=true"}, func(r []rule) []rule { return r }},
+		{"as it is, with the export", append(valuesArgs(t, "ci/export-values.yaml"), "--set", "prometheusRule.enabled=true"), func(r []rule) []rule { return r }},
+		{"without the export, without its alerts", []string{"--set", "prometheusRule.enabled=true"}, hubOnly},
 		{"with labels added and an alert left out", []string{"--set", "prometheusRule.enabled=true",
 			"--set", "prometheusRule.additionalRuleLabels.team=platform", "--set", "prometheusRule.additionalRuleLabels.severity=page",
 			"--set", "prometheusRule.disabled.InformerhubFeedStale=true"},
-			func(rules []rule) []rule {
+			func([]rule) []rule {
 				var out []rule
-				for _, r := range rules {
+				for _, r := range groups["informerhub"] {
 					if r.Alert == "InformerhubFeedStale" {
 						continue
 					}
@@ -181,7 +204,7 @@ func TestThePrometheusRuleIsTheRuleFile(t *testing.T) {
 			for _, g := range f.Groups {
 				got = append(got, g.Rules...)
 			}
-			if w := tt.edit(slices.Clone(want)); !reflect.DeepEqual(got, w) {
+			if w := tt.edit(slices.Concat(groups["informerhub"], groups[exportGroup])); !reflect.DeepEqual(got, w) {
 				t.Fatalf("the PrometheusRule's rules:\n%+v\nwant:\n%+v", got, w)
 			}
 			path := filepath.Join(t.TempDir(), "rendered.yaml")

@@ -139,6 +139,12 @@ var modes = []struct {
 	{"deployment", "ci/deployment-values.yaml", []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "NetworkPolicy", "PodDisruptionBudget", "PrometheusRule", "Service", "Service", "ServiceAccount", "ServiceMonitor"}},
 	{"durable", "ci/durable-values.yaml", []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "NetworkPolicy", "PodDisruptionBudget", "PodMonitor", "PrometheusRule", "Service", "Service", "ServiceAccount", "StatefulSet"}},
 	{"mtls", "ci/mtls-values.yaml", []string{"ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"}},
+	// The hub's objects, and informerhub-export's: its ConfigMap,
+	// Deployment, volume claim, Service, ServiceAccount, ServiceMonitor and
+	// RBAC (a ClusterRole, and a Role in the namespace default).
+	{"export", "ci/export-values.yaml", []string{"ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ConfigMap",
+		"Deployment", "Deployment", "PersistentVolumeClaim", "PodDisruptionBudget", "PrometheusRule", "Role", "RoleBinding",
+		"Service", "Service", "Service", "ServiceAccount", "ServiceAccount", "ServiceMonitor", "ServiceMonitor"}},
 }
 
 func valuesArgs(t *testing.T, file string) []string {

@@ -147,15 +147,40 @@ func dashboardExpressions(t *testing.T) []string {
 	return exprs
 }
 
+// exportMetrics are the metrics of informerhub-export (package export)
+// that its alerts may read, by the names issue 41 gives them. A fixed list
+// for now: export/metrics.go is being changed to these names, and the
+// test does not run the exporter yet. Once it does, it should read them
+// from a running informerhub-export's /metrics, as exportedMetrics does
+// for the hub.
+var exportMetrics = []string{
+	"informerhub_export_lag_seconds",
+	"informerhub_export_lag_changes",
+	"informerhub_export_changes_published_total",
+	"informerhub_export_changes_acknowledged_total",
+	"informerhub_export_failures_total",
+	"informerhub_export_gaps_total",
+	"informerhub_export_route_stopped",
+	"informerhub_export_position_resource_version",
+	"informerhub_export_last_acknowledged_timestamp_seconds",
+}
+
 // Every PromQL expression of the alerting rules and the dashboard parses
 // (Prometheus' own parser, in promql-metrics) and reads only metrics that
-// a running hub exports; and every metric of the hub's own is in
-// docs/operations.md's table.
+// a running hub exports, or, the group informerhub-export, only
+// informerhub-export's (exportMetrics); and every metric of the hub's own
+// is in docs/operations.md's table.
 func TestExpressionsReadOnlyMetricsTheHubExports(t *testing.T) {
 	exported := exportedMetrics(t)
 	var exprs []string
-	for _, r := range readRules(t) {
-		exprs = append(exprs, r.Expr)
+	byExporter := map[string]bool{} // the expressions of the export's alerts
+	for name, rules := range readGroups(t) {
+		for _, r := range rules {
+			exprs = append(exprs, r.Expr)
+			if name == exportGroup {
+				byExporter[r.Expr] = true
+			}
+		}
 	}
 	exprs = append(exprs, dashboardExpressions(t)...)
 	input, err := json.Marshal(exprs)
@@ -184,7 +209,10 @@ func TestExpressionsReadOnlyMetricsTheHubExports(t *testing.T) {
 		}
 		for _, m := range r.Metrics {
 			read[m] = true
-			if !exported[m] {
+			switch {
+			case byExporter[r.Expr] && !slices.Contains(exportMetrics, m):
+				t.Errorf("%s reads %s, which informerhub-export does not export", r.Expr, m)
+			case !byExporter[r.Expr] && !exported[m]:
 				t.Errorf("%s reads %s, which the hub does not export", r.Expr, m)
 			}
 		}

@@ -322,6 +322,7 @@ func TestTheChartInstallsAsTheReadmeSays(t *testing.T) {
 		"deployment": {"PrometheusRule", "ServiceMonitor"},
 		"durable":    {"PodMonitor", "PrometheusRule"},
 		"mtls":       nil,
+		"export":     {"PrometheusRule", "ServiceMonitor"},
 	}
 	ciInstall := func(t *testing.T, m string, crds bool) {
 		ns := "ci-" + m

@@ -24,11 +24,37 @@ func TestTheChartRefusesMistakes(t *testing.T) {
 		{"mTLS without its CAs", []string{"config.auth=mtls"}, "tls.clientCA.secretName"},
 		{"plaintext by accident", []string{"tls.enabled=false"}, "config.insecureAllowRemotePlaintext"},
 		{"no authentication by accident", []string{"config.auth=none"}, "config.insecureAllowRemoteUnauthenticated"},
+		{"an export without a cluster", []string{"export.enabled=true", "export.config.routes[0].name=a",
+			"export.config.routes[0].selector.version=v1", "export.config.routes[0].selector.resource=pods",
+			"export.config.routes[0].cloudevents.url=http://x"}, "export.config.cluster: required"},
+		{"an export without routes", []string{"export.enabled=true", "export.config.cluster=prod"}, "export.config.routes: none"},
+		{"an export with mTLS", []string{"export.enabled=true", "export.config.cluster=prod", "export.config.routes[0].name=a",
+			"export.config.routes[0].selector.version=v1", "export.config.routes[0].selector.resource=pods",
+			"export.config.routes[0].cloudevents.url=http://x", "config.auth=mtls", "tls.clientCA.secretName=ca"}, "has no client certificate"},
+		{"the export's hub set by hand", []string{"export.config.hub.addresses[0]=elsewhere:8443"}, "additional properties 'hub' not allowed"},
+		{"a route with two sinks", []string{"export.config.routes[0].name=a", "export.config.routes[0].selector.version=v1",
+			"export.config.routes[0].selector.resource=pods", "export.config.routes[0].cloudevents.url=http://x",
+			"export.config.routes[0].jetstream.stream=S", "export.config.routes[0].jetstream.subject=s"}, "/export/config/routes/0"},
+		{"a misspelt sink", []string{"export.config.routes[0].name=a", "export.config.routes[0].selector.version=v1",
+			"export.config.routes[0].selector.resource=pods", "export.config.routes[0].jetsream.stream=S"}, "additional properties 'jetsream' not allowed"},
+		{"a checkpoint off the volume", []string{"export.enabled=true", "export.config.cluster=prod", "export.config.routes[0].name=a",
+			"export.config.routes[0].selector.version=v1", "export.config.routes[0].selector.resource=pods",
+			"export.config.routes[0].cloudevents.url=http://x", "export.config.routes[0].cloudevents.checkpoint=/tmp/a"},
+			"is not a file of export.checkpoints.mountPath"},
+		{"a jetstream route without NATS", []string{"-f", filepath.Join(chartDir(t), "ci", "export-values.yaml"), "export.config.nats=null"},
+			"a jetstream route needs export.config.nats.url"},
+		{"an export RBAC rule of more than list and watch", []string{"export.rbac.rules[0].apiGroups[0]=", "export.rbac.rules[0].resources[0]=pods",
+			"export.rbac.rules[0].verbs[0]=get"}, "additional properties 'verbs' not allowed"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var args []string
-			for _, s := range tt.set {
-				args = append(args, "--set", s)
+			for i := 0; i < len(tt.set); i++ {
+				if tt.set[i] == "-f" { // a values file, then --set
+					args = append(args, "-f", tt.set[i+1])
+					i++
+					continue
+				}
+				args = append(args, "--set", tt.set[i])
 			}
 			_, err := helmTemplate(t, args...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -72,6 +98,16 @@ func TestNotesTellHowToReachTheHub(t *testing.T) {
 		{"mtls", []string{"-f", "ci/mtls-values.yaml"}, []string{
 			"a client certificate signed by a CA of the Secret informerhub/hub-client-ca",
 			"-cert client.crt -key client.key",
+		}},
+		{"export", []string{"-f", "ci/export-values.yaml"}, []string{
+			"The Deployment informerhub/informerhub-export runs ONE informerhub-export (strategy Recreate",
+			"the 2 routes of the ConfigMap informerhub/informerhub-export",
+			"account informerhub/informerhub-export: it needs list and watch",
+			"kubectl -n informerhub logs deployment/informerhub-export",
+			"The cloudevents routes (rolebindings-audit) keep their resume points in /var/lib/informerhub-export, on the volume claim\ninformerhub/informerhub-export-checkpoints.",
+		}},
+		{"export without a volume", []string{"-f", "ci/export-values.yaml", "--set", "export.checkpoints.persistence.enabled=false"}, []string{
+			"WARNING: the cloudevents routes (rolebindings-audit) keep their resume points on an emptyDir",
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
