@@ -65,9 +65,17 @@ func changeOf(resource schema.GroupVersionResource, e hubclient.Event) (c Change
 // the change's resourceVersion and its type. Sinks that drop a message
 // they hold under the same id (JetStream's Nats-Msg-Id, a CloudEvent's
 // id) so drop a change published again.
+//
+// A gap's marker has the id of its position instead: a GAP_START's, the
+// position before the gap, so that a gap resumed after a crash starts
+// under the same id again; a GAP_END's, the position after it.
 func (c Change) ID(cluster string) string {
 	h := sha256.New()
-	for _, s := range [...]string{cluster, c.Resource.Group, c.Resource.Version, c.Resource.Resource, c.UID, c.ResourceVersion, string(c.Type)} {
+	fields := [...]string{cluster, c.Resource.Group, c.Resource.Version, c.Resource.Resource, c.UID, c.ResourceVersion, string(c.Type)}
+	if c.IsMarker() {
+		fields[4], fields[5] = "", c.ResumeToken
+	}
+	for _, s := range fields {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}

@@ -19,6 +19,16 @@ const (
 	ExtensionFromRelist = "informerhubfromrelist"
 	// ExtensionResourceVersion is the change's resourceVersion.
 	ExtensionResourceVersion = "informerhubresourceversion"
+	// ExtensionGapReplaces is true on a GAP_END whose gap listed every
+	// object as ADDED: the receiver drops what it holds that the gap did
+	// not list.
+	ExtensionGapReplaces = "informerhubgapreplaces"
+)
+
+// The types of a gap's markers (GapStart, GapEnd), which carry no data.
+const (
+	TypeGapStart = "io.informerhub.gap.start"
+	TypeGapEnd   = "io.informerhub.gap.end"
 )
 
 // CloudEvents sends a route's changes as CloudEvents over HTTP, one
@@ -77,16 +87,29 @@ func (s *CloudEvents) event(c Change) (cloudevents.Event, error) {
 		group = "core"
 	}
 	e.SetSource(path.Join("/clusters", s.Cluster, group, c.Resource.Version, c.Resource.Resource))
-	if c.Namespace != "" {
-		e.SetSubject(c.Namespace + "/" + c.Name)
-	} else {
-		e.SetSubject(c.Name)
+	switch {
+	case c.Type == GapStart:
+		e.SetType(TypeGapStart)
+	case c.Type == GapEnd:
+		e.SetType(TypeGapEnd)
+	default:
+		e.SetType("io.informerhub.object." + strings.ToLower(string(c.Type)))
+		if c.Namespace != "" {
+			e.SetSubject(c.Namespace + "/" + c.Name)
+		} else {
+			e.SetSubject(c.Name)
+		}
 	}
-	e.SetType("io.informerhub.object." + strings.ToLower(string(c.Type)))
 	e.SetExtension(ExtensionResumeToken, c.ResumeToken)
 	e.SetExtension(ExtensionResourceVersion, c.ResourceVersion)
 	if c.FromRelist || c.Resync {
 		e.SetExtension(ExtensionFromRelist, true)
+	}
+	if c.Replaces {
+		e.SetExtension(ExtensionGapReplaces, true)
+	}
+	if c.IsMarker() {
+		return e, nil
 	}
 	if err := e.SetData(cloudevents.ApplicationJSON, []byte(c.Object)); err != nil {
 		return e, err

@@ -27,7 +27,7 @@ func TestSubjectTokensHoldNoSeparatorsOrWildcards(t *testing.T) {
 	}
 	s := &JetStream{Subject: subject, Cluster: "c"}
 	msg, _, err := s.message(Change{Type: hubclient.Added, Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
-		Namespace: "demo", Name: "kube-root-ca.crt", ResourceVersion: "7", ResumeToken: "tok", Object: []byte("{}")})
+		Namespace: "demo", Name: "kube-root-ca.crt", ResourceVersion: "7", ResumeToken: "tok", Object: []byte("{}")}, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,23 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Headers of a Kafka record besides those every sink's messages carry
-// (HeaderResumeToken, HeaderType, HeaderResourceVersion, HeaderFromRelist).
-const (
-	// HeaderID is the change's deterministic id (Change.ID).
-	HeaderID = "Informerhub-Id"
-	// HeaderGapReplaces is "true" on a GAP_END whose gap listed every
-	// object as ADDED: the consumer drops what it holds that the gap did
-	// not list.
-	HeaderGapReplaces = "Informerhub-Gap-Replaces"
-	// HeaderObjectOmitted is on a change published without its object,
-	// which was too large for a record; it says why, with the size.
-	HeaderObjectOmitted = "Informerhub-Object-Omitted"
-	// HeaderObjectIdentity is, on a change without its object, the
-	// object's identity (IdentityOf): which object changed.
-	HeaderObjectIdentity = "Informerhub-Object-Identity"
-)
-
 // DefaultKafkaMaxRecordBytes is the largest record the Kafka sink writes
 // unless told otherwise: Kafka's own default (max.message.bytes) is about
 // 1 MB.

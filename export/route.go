@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	hubclient "github.com/informerhub/informerhub/clients/go"
 )
@@ -32,24 +35,68 @@ type Route struct {
 	Selector hubclient.Selector
 	Sink     Sink
 	// MaxBatch is how many changes are published together at most; 0:
-	// 256. It bounds the changes a route holds: a slow sink slows the
-	// watch, and the hub's history carries the rest.
+	// 256. It bounds the changes a route holds, but for a gap's listing:
+	// a slow sink slows the watch, and the hub's history carries the
+	// rest.
 	MaxBatch int
 	// Retry is the wait after a failed publish, doubled up to a minute;
 	// 0: one second.
 	Retry   time.Duration
 	Log     *slog.Logger
 	Metrics *Metrics // nil: none
+
+	lag lag
+}
+
+// lag is how far a route's sink is behind what the route received.
+type lag struct {
+	mu sync.Mutex // guards the fields below
+	// oldest is when the oldest change received and not acknowledged
+	// arrived (zero: none), kept through failures, so that it grows
+	// while the sink refuses; pending is how many there are.
+	oldest  time.Time
+	pending int
+}
+
+// publishing records that changes are to be published, the first of
+// which arrived at first; more are waiting behind them.
+func (l *lag) publishing(first time.Time, changes, more int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.oldest.IsZero() || first.Before(l.oldest) {
+		l.oldest = first
+	}
+	l.pending = changes + more
+}
+
+// acknowledged records that the changes up to some were acknowledged; next
+// is when the oldest change left arrived (zero: none is left).
+func (l *lag) acknowledged(next time.Time, left int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.oldest, l.pending = next, left
+}
+
+// read returns the lag at now: seconds, and changes.
+func (l *lag) read(now time.Time) (float64, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.oldest.IsZero() {
+		return 0, l.pending
+	}
+	return now.Sub(l.oldest).Seconds(), l.pending
 }
 
 // Run exports until ctx ends, or an error no retry can fix (the hub
-// refusing the selector, the caller's credentials or access).
+// refusing the selector, the caller's credentials or access; a sink that
+// cannot be written as configured).
 func (r *Route) Run(ctx context.Context, client *hubclient.Client) error {
 	log := r.Log
 	if log == nil {
 		log = slog.Default()
 	}
 	log = log.With("route", r.Name)
+	r.Metrics.follow(r.Name, &r.lag)
 	wait := r.Retry
 	if wait <= 0 {
 		wait = time.Second
@@ -61,6 +108,7 @@ func (r *Route) Run(ctx context.Context, client *hubclient.Client) error {
 			return ctx.Err()
 		}
 		if permanent(err) {
+			r.Metrics.stopped(r.Name)
 			return err
 		}
 		if progressed {
@@ -75,6 +123,13 @@ func (r *Route) Run(ctx context.Context, client *hubclient.Client) error {
 		}
 		wait = min(2*wait, time.Minute)
 	}
+}
+
+// received is an event of the watch, or its end, and when it came.
+type received struct {
+	e   hubclient.Event
+	err error
+	at  time.Time
 }
 
 // export watches from the sink's resume point and publishes until an
@@ -93,18 +148,14 @@ func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.
 	if maxBatch <= 0 {
 		maxBatch = 256
 	}
-	type next struct {
-		e   hubclient.Event
-		err error
-	}
 	// The reader runs ahead of the sink by at most maxBatch events.
-	events := make(chan next, maxBatch)
+	events := make(chan received, maxBatch)
 	go func() {
 		defer close(events)
 		for {
 			e, err := w.Next()
 			select {
-			case events <- next{e, err}:
+			case events <- received{e, err, time.Now()}:
 			case <-ctx.Done():
 				return
 			}
@@ -113,7 +164,38 @@ func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.
 			}
 		}
 	}()
-	batch := make([]Change, 0, maxBatch)
+	publish := func(batch []Change, arrivals []time.Time) error {
+		for len(batch) > 0 {
+			n := min(len(batch), maxBatch)
+			started := time.Now()
+			r.lag.publishing(arrivals[0], len(batch), len(events))
+			r.Metrics.published(r.Name, n)
+			acked, err := r.Sink.Publish(ctx, batch[:n])
+			r.Metrics.acknowledged(r.Name, batch[:acked], time.Now())
+			progressed = progressed || acked > 0
+			if err != nil {
+				return err
+			}
+			batch, arrivals = batch[n:], arrivals[n:]
+			switch {
+			case len(batch) > 0:
+				r.lag.acknowledged(arrivals[0], len(batch)+len(events))
+			case len(events) > 0:
+				r.lag.acknowledged(started, len(events)) // they came while these were published, at the latest
+			default:
+				r.lag.acknowledged(time.Time{}, 0)
+			}
+		}
+		return nil
+	}
+	var (
+		batch    = make([]Change, 0, maxBatch)
+		arrivals = make([]time.Time, 0, maxBatch)
+		// before is the position before a re-sync: its GAP_START's.
+		before = token
+		// gap collects a re-sync's events until the bookmark that ends it.
+		gap []hubclient.Event
+	)
 	for {
 		n, ok := <-events
 		if !ok {
@@ -123,29 +205,136 @@ func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.
 			if n.err != nil {
 				return progressed, n.err
 			}
-			c, isChange, err := changeOf(r.Selector.Resource, n.e)
-			if err != nil {
-				return progressed, err
+			switch e := n.e; {
+			case e.Resync && e.Type != hubclient.Bookmark:
+				gap = append(gap, e)
+			case e.Resync:
+				changes, err := r.gap(ctx, before, gap, e)
+				if err != nil {
+					return progressed, err
+				}
+				log.Warn("the hub could no longer resume the route: publishing the differences from a new listing between a GAP_START and a GAP_END",
+					"differences", len(changes)-2, "resourceVersion", e.ResourceVersion)
+				batch = append(batch, changes...)
+				for range changes {
+					arrivals = append(arrivals, n.at)
+				}
+				gap, before = nil, e.ResumeToken
+			default:
+				c, isChange, err := changeOf(r.Selector.Resource, e)
+				if err != nil {
+					return progressed, err
+				}
+				if isChange {
+					batch = append(batch, c)
+					arrivals = append(arrivals, n.at)
+				}
+				if e.ResumeToken != "" {
+					before = e.ResumeToken
+				}
 			}
-			if isChange {
-				batch = append(batch, c)
-			}
-			if len(batch) == maxBatch || len(events) == 0 {
+			if len(batch) >= maxBatch || len(events) == 0 {
 				break
 			}
 			n = <-events
 		}
-		if len(batch) == 0 {
-			continue
-		}
-		acked, err := r.Sink.Publish(ctx, batch)
-		r.Metrics.acknowledged(r.Name, batch[:acked], float64(time.Now().UnixNano())/1e9)
-		progressed = progressed || acked > 0
-		if err != nil {
+		if err := publish(batch, arrivals); err != nil {
 			return progressed, err
 		}
-		batch = batch[:0]
+		batch, arrivals = batch[:0], arrivals[:0]
 	}
+}
+
+// gap makes the changes a re-sync calls for: a GAP_START at before, the
+// differences between what the sink's consumers hold and the listing, and
+// a GAP_END at the bookmark that ended the re-sync (see GapStart).
+func (r *Route) gap(ctx context.Context, before string, resync []hubclient.Event, end hubclient.Event) ([]Change, error) {
+	res := r.Selector.Resource
+	start := Change{Type: GapStart, Resource: res, ResourceVersion: end.ResourceVersion, ResumeToken: before, Resync: true}
+	finish := Change{Type: GapEnd, Resource: res, ResourceVersion: end.ResourceVersion, ResumeToken: end.ResumeToken, Resync: true}
+	listed := make([]Change, 0, len(resync))
+	for _, e := range resync {
+		c, _, err := changeOf(res, e)
+		if err != nil {
+			return nil, err
+		}
+		c.ResumeToken = before // until the gap ends, resuming re-syncs again
+		if c.Type == hubclient.Deleted {
+			c.ResourceVersion = e.ResourceVersion // the listing's: when the object was found gone
+		}
+		listed = append(listed, c)
+	}
+	replaces := len(resync) > 0 && resync[0].ResyncReplaces
+	holder, isHolder := r.Sink.(Holder)
+	switch {
+	case !replaces:
+		// The watch knew what its caller holds (it started from nothing,
+		// and everything it delivered was published): these are the
+		// differences.
+	case !isHolder:
+		// What the consumers hold is unknown: every object, as ADDED.
+		finish.Replaces = true
+	default:
+		held, err := holder.Held(ctx)
+		if err != nil {
+			return nil, err
+		}
+		listed = differences(res, held, listed, end.ResourceVersion, before)
+	}
+	return append(append([]Change{start}, listed...), finish), nil
+}
+
+// differences turns a listing (every object, as ADDED) into the changes
+// that take consumers holding held to it: DELETED for what they hold that
+// is gone, ADDED for what they lack, MODIFIED for what has another
+// version; in order of namespace and name, deletions first.
+func differences(res schema.GroupVersionResource, held map[ObjectKey]Held, listed []Change, listedAt, token string) []Change {
+	var out []Change
+	now := make(map[ObjectKey]Change, len(listed))
+	for _, c := range listed {
+		now[ObjectKey{c.Namespace, c.Name}] = c
+	}
+	keys := make([]ObjectKey, 0, len(held))
+	for key := range held {
+		keys = append(keys, key)
+	}
+	slices.SortFunc(keys, compareKeys)
+	for _, key := range keys {
+		h := held[key]
+		if c, exists := now[key]; !exists || c.UID != h.UID {
+			out = append(out, Change{Type: hubclient.Deleted, Resource: res, Namespace: key.Namespace, Name: key.Name,
+				UID: h.UID, ResourceVersion: listedAt, Object: h.Identity, ResumeToken: token, Resync: true})
+		}
+	}
+	slices.SortFunc(listed, func(a, b Change) int { return compareKeys(ObjectKey{a.Namespace, a.Name}, ObjectKey{b.Namespace, b.Name}) })
+	for _, c := range listed {
+		switch h, exists := held[ObjectKey{c.Namespace, c.Name}]; {
+		case !exists || h.UID != c.UID:
+			c.Type = hubclient.Added
+		case h.ResourceVersion != c.ResourceVersion:
+			c.Type = hubclient.Modified
+		default:
+			continue // held as it is
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func compareKeys(a, b ObjectKey) int {
+	if a.Namespace != b.Namespace {
+		if a.Namespace < b.Namespace {
+			return -1
+		}
+		return 1
+	}
+	switch {
+	case a.Name < b.Name:
+		return -1
+	case a.Name > b.Name:
+		return 1
+	}
+	return 0
 }
 
 // permanent reports whether a retry cannot fix err.

@@ -79,12 +79,17 @@ func run(ctx context.Context, args []string) error {
 
 	var js jetstream.JetStream
 	if cfg.NATS != nil {
-		nc, err := nats.Connect(cfg.NATS.URL, nats.Name("informerhub-export"), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second))
+		// A server that is down at the start is waited for as one that
+		// goes down later is: the routes retry meanwhile.
+		nc, err := nats.Connect(cfg.NATS.URL, nats.Name("informerhub-export"), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
+			nats.RetryOnFailedConnect(true))
 		if err != nil {
 			return fmt.Errorf("nats %s: %w", cfg.NATS.URL, err)
 		}
 		defer nc.Close()
-		if js, err = jetstream.New(nc); err != nil {
+		// A publish never acknowledged fails its batch, which is retried
+		// from what the stream holds.
+		if js, err = jetstream.New(nc, jetstream.WithPublishAsyncTimeout(30*time.Second)); err != nil {
 			return err
 		}
 	}
@@ -118,12 +123,25 @@ func run(ctx context.Context, args []string) error {
 		}
 		sinks[i] = sink
 	}
-	var routes sync.WaitGroup
+	// A route that stops for good stops alone (informerhub_export_route_stopped
+	// says so); the command ends, with status 1, once every route has.
+	var (
+		routes  sync.WaitGroup
+		mu      sync.Mutex // guards stopped
+		stopped []error
+	)
 	for i, rc := range cfg.Routes {
 		route := &export.Route{Name: rc.Name, Selector: rc.Selector.Selector(), Log: log, Metrics: metrics, Sink: sinks[i]}
 		routes.Go(func() {
-			if err := route.Run(ctx, client); !errors.Is(err, context.Canceled) {
-				cancel(fmt.Errorf("route %s: %w", rc.Name, err))
+			err := route.Run(ctx, client)
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			log.Error("the route stopped: no retry can fix this", "route", rc.Name, "error", err)
+			mu.Lock()
+			defer mu.Unlock()
+			if stopped = append(stopped, fmt.Errorf("route %s: %w", rc.Name, err)); len(stopped) == len(cfg.Routes) {
+				cancel(errors.Join(stopped...))
 			}
 		})
 	}
