@@ -306,7 +306,9 @@ func differences(res schema.GroupVersionResource, held map[ObjectKey]Held, liste
 				UID: h.UID, ResourceVersion: listedAt, Object: h.Identity, ResumeToken: token, Resync: true})
 		}
 	}
-	slices.SortFunc(listed, func(a, b Change) int { return compareKeys(ObjectKey{a.Namespace, a.Name}, ObjectKey{b.Namespace, b.Name}) })
+	slices.SortFunc(listed, func(a, b Change) int {
+		return compareKeys(ObjectKey{a.Namespace, a.Name}, ObjectKey{b.Namespace, b.Name})
+	})
 	for _, c := range listed {
 		switch h, exists := held[ObjectKey{c.Namespace, c.Name}]; {
 		case !exists || h.UID != c.UID:
