@@ -68,12 +68,19 @@ func changeOf(resource schema.GroupVersionResource, e hubclient.Event) (c Change
 //
 // A gap's marker has the id of its position instead: a GAP_START's, the
 // position before the gap, so that a gap resumed after a crash starts
-// under the same id again; a GAP_END's, the position after it.
+// under the same id again; a GAP_END's, the position after it. A gap's
+// difference has the gap's position in its id too: a listed object is
+// another message than the change that made it, which a receiver that
+// drops repeated ids would otherwise drop, while a gap published again
+// after a crash repeats its ids.
 func (c Change) ID(cluster string) string {
 	h := sha256.New()
 	fields := [...]string{cluster, c.Resource.Group, c.Resource.Version, c.Resource.Resource, c.UID, c.ResourceVersion, string(c.Type)}
-	if c.IsMarker() {
+	switch {
+	case c.IsMarker():
 		fields[4], fields[5] = "", c.ResumeToken
+	case c.Resync:
+		fields[6] += " " + c.ResumeToken // its ResumeToken is the gap's GAP_START's
 	}
 	for _, s := range fields {
 		h.Write([]byte(s))

@@ -2,6 +2,9 @@ package export
 
 import (
 	"bytes"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -65,5 +68,50 @@ func TestBookmarksAreNoChanges(t *testing.T) {
 	}
 	if _, _, err := changeOf(schema.GroupVersionResource{}, hubclient.Event{Type: hubclient.Added, Object: []byte("{")}); err == nil {
 		t.Error("an object that is not JSON made a change")
+	}
+}
+
+func TestAGapsDifferencesTakeWhatIsHeldToWhatIsListed(t *testing.T) {
+	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	held := map[ObjectKey]Held{
+		{"a", "same"}:      {UID: "u1", ResourceVersion: "5"},
+		{"a", "changed"}:   {UID: "u2", ResourceVersion: "5"},
+		{"a", "gone"}:      {UID: "u3", ResourceVersion: "5", Identity: []byte(`{"metadata":{"name":"gone"}}`)},
+		{"a", "recreated"}: {UID: "u4", ResourceVersion: "5"},
+	}
+	listed := []Change{
+		{Type: hubclient.Added, Resource: cm, Namespace: "a", Name: "recreated", UID: "u9", ResourceVersion: "9"},
+		{Type: hubclient.Added, Resource: cm, Namespace: "a", Name: "same", UID: "u1", ResourceVersion: "5"},
+		{Type: hubclient.Added, Resource: cm, Namespace: "a", Name: "new", UID: "u5", ResourceVersion: "8"},
+		{Type: hubclient.Added, Resource: cm, Namespace: "a", Name: "changed", UID: "u2", ResourceVersion: "7"},
+	}
+	var got []string
+	for _, c := range differences(cm, held, listed, "10", "before") {
+		got = append(got, fmt.Sprintf("%s %s %s@%s %s", c.Type, c.Name, c.UID, c.ResourceVersion, c.ResumeToken))
+	}
+	want := []string{
+		"DELETED gone u3@10 before", "DELETED recreated u4@10 before",
+		"MODIFIED changed u2@7 ", "ADDED new u5@8 ", "ADDED recreated u9@9 ",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("differences:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestAGapsIDsAreItsOwn(t *testing.T) {
+	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	made := Change{Type: hubclient.Added, Resource: cm, UID: "u1", ResourceVersion: "7", ResumeToken: "t1"}
+	listed := made
+	listed.Resync, listed.ResumeToken = true, "before"
+	again := listed
+	if made.ID("c") == listed.ID("c") || listed.ID("c") != again.ID("c") {
+		t.Error("a gap's difference has the id of the change that made the object, or another each time it is published")
+	}
+	start := Change{Type: GapStart, Resource: cm, ResourceVersion: "10", ResumeToken: "before"}
+	restarted := start
+	restarted.ResourceVersion = "12" // the gap listed again, after a crash
+	end := Change{Type: GapEnd, Resource: cm, ResourceVersion: "10", ResumeToken: "after"}
+	if start.ID("c") != restarted.ID("c") || start.ID("c") == end.ID("c") {
+		t.Error("a gap resumed after a crash starts under another id, or its end has its start's")
 	}
 }
