@@ -57,7 +57,9 @@ func consumerState(t *testing.T, changes []exported) (map[string]string, int) {
 			listed = nil
 			continue
 		}
-		var meta struct{ Metadata struct{ Name, UID, ResourceVersion string } }
+		var meta struct {
+			Metadata struct{ Name, UID, ResourceVersion string }
+		}
 		if err := json.Unmarshal(c.Object, &meta); err != nil {
 			t.Fatalf("a %s's object %q: %v", c.Type, c.Object, err)
 		}
