@@ -146,7 +146,7 @@ SOAK_COUNT  ?= 10
 # Scale tests run in `make test` at a size that takes seconds; soak runs
 # them at the size their issues name (-full-size), without the race
 # detector, which would make them take many minutes.
-SCALE_TESTS := TestALargeRelistEndsNoSubscriber|TestRechecksScaleWithIdentitiesNotStreams|TestADrainedReplicaHandsItsStreamsOver|TestADurableHubKilledDuringWrites
+SCALE_TESTS := TestALargeRelistEndsNoSubscriber|TestRechecksScaleWithIdentitiesNotStreams|TestADrainedReplicaHandsItsStreamsOver|TestADurableHubKilledDuringWrites|TestAnExportOutlastsASinkThatRefuses
 
 .PHONY: soak
 soak: build controlplane ## Run the fault suite SOAK_COUNT times, the scale tests once at full size, and 100,000 streams on one hub (not in CI).

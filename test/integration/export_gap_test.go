@@ -4,10 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/protocol"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
@@ -363,4 +368,134 @@ func TestAGapIsExportedAsItsDifferencesBetweenMarkers(t *testing.T) {
 	updateConfigMap(t, ns, "cm-5", nil, "after")
 	caughtUp(1)
 	stop()
+}
+
+// refusingReceiver is a CloudEvents receiver that refuses every request
+// while refusing is set.
+type refusingReceiver struct {
+	ceReceiver
+	refusing atomic.Bool
+}
+
+func (r *refusingReceiver) receive(e cloudevents.Event) protocol.Result {
+	if r.refusing.Load() {
+		return cehttp.NewResult(http.StatusServiceUnavailable, "refusing, as a test")
+	}
+	return r.ceReceiver.receive(e)
+}
+
+// gauge reads a gauge of reg's with the label route; 0 until the route
+// has started.
+func gauge(t *testing.T, reg *prometheus.Registry, name, route string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "route" && l.GetValue() == route {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestAnExportOutlastsASinkThatRefuses: once a route has published a
+// change, its CloudEvents receiver refuses every request for 3 s (a minute
+// in make soak) while 300 changes are made. Meanwhile the route holds no more than two batches, its lag in
+// seconds grows past the refusal and is reported; afterwards the receiver
+// gets every change, in order, and the lag is back to 0.
+func TestAnExportOutlastsASinkThatRefuses(t *testing.T) {
+	refusal := 3 * time.Second
+	if *fullSize {
+		refusal = time.Minute
+	}
+	churn := newExportChurn(t)
+	ctx, ns := churn.ctx, churn.ns
+	h := startHub(t, informerhub.Config{})
+	client := sdkClient(t, h.addr)
+	receiver := &refusingReceiver{}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cloudevents.NewHTTP(cehttp.WithListener(lis))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := cloudevents.NewClient(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	received := make(chan struct{})
+	go func() {
+		defer close(received)
+		if err := rc.StartReceiver(rctx, receiver.receive); err != nil {
+			t.Errorf("the CloudEvents receiver: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-received })
+	sp, err := cloudevents.NewHTTP(cloudevents.WithTarget("http://" + lis.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ce, err := cloudevents.NewClient(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	const maxBatch = 16
+	route := &export.Route{Name: "refused", Selector: hubclient.Selector{Resource: configMaps, Namespace: ns},
+		Sink: &export.CloudEvents{Client: ce, Cluster: "test", Checkpoint: export.FileCheckpoint{Path: t.TempDir() + "/checkpoint"}},
+		MaxBatch: maxBatch, Retry: 20 * time.Millisecond, Log: testLogger(t), Metrics: export.NewMetrics(reg)}
+	stop := runRoute(ctx, t, route, client)
+	defer stop()
+
+	// Once the route holds a position, the receiver refuses.
+	createConfigMap(t, ns, "marker", nil, "")
+	waitUntil(ctx, t, func() string { return "the receiver did not get the first change" }, func() bool { return receiver.count() == 1 })
+	receiver.refusing.Store(true)
+	const objects, changes = 10, 300
+	refusedAt := time.Now()
+	churn.write(objects, changes)
+	maxHeld := 0.0
+	waitUntil(ctx, t, func() string { return "the lag never reached the refusal's length" }, func() bool {
+		maxHeld = max(maxHeld, gauge(t, reg, "informerhub_export_lag_changes", "refused"))
+		return time.Since(refusedAt) > refusal && gauge(t, reg, "informerhub_export_lag_seconds", "refused") >= refusal.Seconds()/2
+	})
+	churn.writes.Wait()
+	if maxHeld > 2*maxBatch {
+		t.Errorf("while refused, the route held %v changes: more than two batches of %d", maxHeld, maxBatch)
+	}
+	receiver.refusing.Store(false)
+	want := churn.want(1 + changes)
+	waitUntil(ctx, t, func() string { return fmt.Sprintf("the receiver got %d changes of %d", receiver.count(), len(want)) },
+		func() bool { return receiver.count() >= len(want) })
+	var got []exportedChange
+	receiver.mu.Lock()
+	for _, e := range receiver.received {
+		var meta struct{ Metadata struct{ Name string } }
+		if err := json.Unmarshal(e.Data(), &meta); err != nil {
+			t.Fatal(err)
+		}
+		typ := map[string]string{"io.informerhub.object.added": "ADDED", "io.informerhub.object.modified": "MODIFIED",
+			"io.informerhub.object.deleted": "DELETED"}[e.Type()]
+		rv, _ := types.ToString(e.Extensions()[export.ExtensionResourceVersion])
+		got = append(got, exportedChange{typ, meta.Metadata.Name, rv})
+	}
+	receiver.mu.Unlock()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the receiver's changes differ from the API server's watch (-api +receiver):\n%s", diff)
+	}
+	waitUntil(ctx, t, func() string { return "the lag is not back to 0" }, func() bool {
+		return gauge(t, reg, "informerhub_export_lag_seconds", "refused") == 0 && gauge(t, reg, "informerhub_export_lag_changes", "refused") == 0
+	})
 }
