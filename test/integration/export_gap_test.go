@@ -454,7 +454,7 @@ func TestAnExportOutlastsASinkThatRefuses(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	const maxBatch = 16
 	route := &export.Route{Name: "refused", Selector: hubclient.Selector{Resource: configMaps, Namespace: ns},
-		Sink: &export.CloudEvents{Client: ce, Cluster: "test", Checkpoint: export.FileCheckpoint{Path: t.TempDir() + "/checkpoint"}},
+		Sink:     &export.CloudEvents{Client: ce, Cluster: "test", Checkpoint: export.FileCheckpoint{Path: t.TempDir() + "/checkpoint"}},
 		MaxBatch: maxBatch, Retry: 20 * time.Millisecond, Log: testLogger(t), Metrics: export.NewMetrics(reg)}
 	stop := runRoute(ctx, t, route, client)
 	defer stop()
