@@ -20,6 +20,7 @@ var otherCommandsFlags = map[string]string{
 	"build-arg":                  "docker build",
 	"cacert":                     "curl",
 	"cert":                       "kubectl create secret tls",
+	"create":                     "kafka-topics.sh",
 	"data-binary":                "curl",
 	"encryption-provider-config": "kube-apiserver",
 	"set":                        "helm install",
@@ -28,9 +29,11 @@ var otherCommandsFlags = map[string]string{
 	"key":                        "kubectl create secret tls",
 	"no-buffer":                  "curl",
 	"overwrite":                  "kubectl label",
+	"partitions":                 "kafka-topics.sh",
 	"protocol":                   "buf curl",
 	"raw":                        "kubectl get",
 	"timeout":                    "buf curl",
+	"topic":                      "kafka-topics.sh",
 }
 
 // TestDocumentedFlagsExist checks that every --flag the README and docs/
