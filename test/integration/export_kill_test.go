@@ -111,6 +111,17 @@ func watchAPIServer(ctx context.Context, t *testing.T, ns string) *apiWatch {
 }
 
 // wait waits until the watch gave n changes, and returns them.
+// so far returns the changes the watch gave so far.
+func (a *apiWatch) soFar(t *testing.T) []killChange {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	return a.changes // appends leave the elements there as they are
+}
+
 func (a *apiWatch) wait(ctx context.Context, t *testing.T, n int) []killChange {
 	t.Helper()
 	var got []killChange
@@ -135,12 +146,14 @@ func (a *apiWatch) wait(ctx context.Context, t *testing.T, n int) []killChange {
 // under a new uid, when next picked). Every write is one change.
 type killChurn struct {
 	written atomic.Int64
+	took    time.Duration // once done is closed
 	done    chan struct{}
 }
 
 func writeKillChurn(ctx context.Context, t *testing.T, fail context.CancelFunc, ns string, seed uint64, objects, changes, writers int) *killChurn {
 	c := &killChurn{done: make(chan struct{})}
 	cms := kube.CoreV1().ConfigMaps(ns)
+	began := time.Now()
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Go(func() {
@@ -185,6 +198,7 @@ func writeKillChurn(ctx context.Context, t *testing.T, fail context.CancelFunc, 
 	}
 	go func() {
 		wg.Wait()
+		c.took = time.Since(began)
 		close(c.done)
 	}()
 	t.Cleanup(func() {
@@ -429,31 +443,47 @@ func kafkaKillChanges(ctx context.Context, t *testing.T, brokers []string, topic
 	return out
 }
 
-// firstCEChanges takes the receiver's events at their first arrival, by
-// id; an id that came again must have come with the same type and data.
-// It returns them and how many events were repeats.
-func firstCEChanges(t *testing.T, r *ceReceiver) (first []killChange, repeats int) {
+// ceFirstArrivals takes a receiver's events at their first arrival, by
+// id, as they come, and checks them against the API server's changes as
+// far as those go: a route that resumed from anywhere else fails at once.
+// An id that comes again must come with the same type and data.
+type ceFirstArrivals struct {
+	read     int // of the receiver's events
+	seen     map[string]cloudevents.Event
+	first    []killChange
+	checked  int // of first
+	repeats  int
+	receiver *ceReceiver
+}
+
+func (c *ceFirstArrivals) advance(t *testing.T, reference []killChange) {
 	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	seen := map[string]cloudevents.Event{}
-	for _, e := range r.received {
-		if s, ok := seen[e.ID()]; ok {
+	c.receiver.mu.Lock()
+	events := c.receiver.received[c.read:]
+	c.read = len(c.receiver.received)
+	c.receiver.mu.Unlock()
+	for _, e := range events {
+		if s, ok := c.seen[e.ID()]; ok {
 			if s.Type() != e.Type() || string(s.Data()) != string(e.Data()) {
 				t.Fatalf("event %s came twice, with other contents: %s %s, then %s %s", e.ID(), s.Type(), s.Data(), e.Type(), e.Data())
 			}
-			repeats++
+			c.repeats++
 			continue
 		}
-		seen[e.ID()] = e
+		c.seen[e.ID()] = e
 		typ := strings.ToUpper(strings.TrimPrefix(e.Type(), "io.informerhub.object."))
-		c, err := killChangeOf(e.ID(), typ, e.Data())
+		change, err := killChangeOf(e.ID(), typ, e.Data())
 		if err != nil {
 			t.Fatalf("event %s: %v", e.ID(), err)
 		}
-		first = append(first, c)
+		c.first = append(c.first, change)
 	}
-	return first, repeats
+	for ; c.checked < len(c.first) && c.checked < len(reference); c.checked++ {
+		if c.first[c.checked] != reference[c.checked] {
+			n := min(len(c.first), len(reference), c.checked+3)
+			t.Fatalf("the receiver's changes, at first arrival, differ from the API server's watch: %s", killDiff(reference[:n], c.first[:n]))
+		}
+	}
 }
 
 // killDiff says where got first differs from want, with the changes
@@ -534,6 +564,7 @@ func TestExportSurvivesKills(t *testing.T) {
 	// CloudEvents: a receiver on sdk-go.
 	receiver := &ceReceiver{}
 	ceURL, notBinary := startBinaryCEReceiver(t, receiver)
+	received := &ceFirstArrivals{seen: map[string]cloudevents.Event{}, receiver: receiver}
 
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "export.yaml")
@@ -612,6 +643,7 @@ routes:
 			return fmt.Sprintf("%s: %v changes, from %v, not %d; %d written\n%s", sinkNames[sinks[0]], counts(), base, threshold, written, exporter.tail())
 		}, func() bool {
 			exporter.running()
+			received.advance(t, reference.soFar(t))
 			c := counts()
 			if c[sinks[0]] < threshold {
 				return false
@@ -650,11 +682,13 @@ routes:
 		}
 		switch i {
 		case hubRestartAt:
+			t.Logf("restarting the hub at %v", base)
 			h.kill()
 			h.start() // on the same address, where the exporter reconnects
 			waitProgress(churn, base, 0, 0, 1, 2)
 			base = counts()
 		case natsRestart:
+			t.Logf("restarting nats-server at %v", base)
 			if err := nsrv.Restart(); err != nil {
 				t.Fatal(err)
 			}
@@ -678,16 +712,15 @@ routes:
 	if t.Failed() || ctx.Err() != nil {
 		t.Fatalf("writing: %v; %d changes written", ctx.Err(), churn.written.Load())
 	}
-	t.Logf("%d changes written in %v; %d of the %d kills came after the last", changes, time.Since(began).Round(time.Millisecond), afterWrites, kills)
+	t.Logf("%d changes written by %d writers in %v; %d of the %d kills came after the last", changes, writers, churn.took.Round(time.Millisecond), afterWrites, kills)
 	want := reference.wait(ctx, t, 1+changes) // the marker's, and the writers
 
 	// Every sink holds everything: the stream and the receiver as
 	// counted, the topic as read once its last stable offsets moved.
 	var readKafka int64 = -1
 	var kafkaHeld int
-	var firstCE []killChange
 	waitUntil(ctx, t, func() string {
-		return fmt.Sprintf("the sinks hold %d, %d and %d distinct changes of %d", lastJS, kafkaHeld, len(firstCE), len(want))
+		return fmt.Sprintf("the sinks hold %d, %d and %d distinct changes of %d", lastJS, kafkaHeld, len(received.first), len(want))
 	}, func() bool {
 		exporter.running()
 		c := counts()
@@ -700,8 +733,8 @@ routes:
 				kafkaHeld += len(records)
 			}
 		}
-		firstCE, _ = firstCEChanges(t, receiver)
-		return c[0] == int64(len(want)) && kafkaHeld >= len(want) && len(firstCE) >= len(want)
+		received.advance(t, want)
+		return c[0] == int64(len(want)) && kafkaHeld >= len(want) && len(received.first) >= len(want)
 	})
 	t.Logf("exported %v after the writes", time.Since(wrote).Round(time.Millisecond))
 	exporter.stop()
@@ -745,8 +778,8 @@ routes:
 	}
 
 	// CloudEvents: every change, in order at first arrival.
-	first, repeats := firstCEChanges(t, receiver)
-	if diff := killDiff(want, first); diff != "" {
+	received.advance(t, want)
+	if diff := killDiff(want, received.first); diff != "" {
 		t.Errorf("the receiver's changes, at first arrival, differ from the API server's watch: %s", diff)
 	}
 	if n := notBinary.Load(); n != 0 {
@@ -764,5 +797,5 @@ routes:
 		names[c.Name] = c.UID
 	}
 	t.Logf("%d changes (%d deletions, %d objects created again under a name with a new uid), %d starts of the exporter, %d events the receiver got twice or more; %v in all",
-		len(want), deleted, recreated, exporter.starts, repeats, time.Since(began).Round(time.Millisecond))
+		len(want), deleted, recreated, exporter.starts, received.repeats, time.Since(began).Round(time.Millisecond))
 }
