@@ -504,18 +504,21 @@ func killDiff(want, got []killChange) string {
 // TestExportSurvivesKills runs one informerhub-export process with three
 // routes on one namespace's ConfigMaps, to JetStream, Kafka (kfake, four
 // partitions) and CloudEvents (binary mode), while 10,000 changes are
-// made over 100 ConfigMaps by four writers: creations, updates, deletions
-// and creations again under the same name. The exporter is killed with
-// SIGKILL at 20 random points (seeded; -export-kill-seed replays a run),
-// each once the sinks progressed, and started again; the hub is restarted
-// once and nats-server once under it. Compared with the API server's own
-// watch of the namespace: the stream holds every change once, in order;
-// a read_committed consumer of the topic, every change once, in order for
-// each object; the receiver, every change at least once, in order taken
-// at first arrival, a repeat under the same id with the same data.
+// made over 100 ConfigMaps by 16 concurrent writers (fewer write too
+// slowly at -race): creations, updates, deletions and creations again
+// under the same name. The exporter is killed with SIGKILL at 20 random
+// points, each once a sink picked at random reached a point picked at
+// random and progressed since the exporter started, and started again;
+// the hub is restarted once and nats-server once under it. The seed is
+// logged; -export-kill-seed replays its choices (not their timing).
+// Compared with the API server's own watch of the namespace: the stream
+// holds every change once, in order; a read_committed consumer of the
+// topic, every change once, in order for each object; the receiver,
+// every change at least once, in order taken at first arrival, a repeat
+// under the same id with the same data.
 func TestExportSurvivesKills(t *testing.T) {
 	const (
-		objects, changes, writers = 100, 10000, 4
+		objects, changes, writers = 100, 10000, 16
 		kills                     = 20
 		hubRestartAt, natsRestart = 6, 13 // before these kills
 	)
