@@ -46,6 +46,10 @@ type RouteConfig struct {
 	// Name names the route in logs and metrics. Required, unique.
 	Name     string         `json:"name"`
 	Selector SelectorConfig `json:"selector"`
+	// Fields projects the exported objects, as a Watch's fields do
+	// (hubclient.WatchOptions.Fields): a change that changes none of them
+	// is not exported. Empty: whole objects.
+	Fields []string `json:"fields,omitempty"`
 	// JetStream publishes the route to a stream of its own.
 	JetStream *JetStreamRoute `json:"jetstream,omitempty"`
 	// CloudEvents sends the route as CloudEvents over HTTP.

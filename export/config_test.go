@@ -24,6 +24,7 @@ nats: {url: "nats://nats:4222"}
 routes:
 - name: pods
   selector: {version: v1, resource: pods, fieldSelector: spec.nodeName=node-1}
+  fields: [status.phase]
   jetstream: {stream: PODS, subject: "k8s.{{.Resource}}.{{.Namespace}}.{{.Name}}"}
 - name: audit
   selector: {group: rbac.authorization.k8s.io, version: v1, resource: rolebindings}
@@ -34,7 +35,7 @@ routes:
 	}
 	sel := cfg.Routes[0].Selector.Selector()
 	if sel.Resource.Resource != "pods" || sel.FieldSelector != "spec.nodeName=node-1" || cfg.Routes[0].JetStream.Stream != "PODS" ||
-		cfg.Routes[1].CloudEvents.Mode != "structured" {
+		cfg.Routes[1].CloudEvents.Mode != "structured" || len(cfg.Routes[0].Fields) != 1 {
 		t.Errorf("loaded %+v", cfg)
 	}
 }

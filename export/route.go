@@ -33,7 +33,9 @@ type Sink interface {
 type Route struct {
 	Name     string
 	Selector hubclient.Selector
-	Sink     Sink
+	// Fields projects the objects (hubclient.WatchOptions.Fields).
+	Fields []string
+	Sink   Sink
 	// MaxBatch is how many changes are published together at most; 0:
 	// 256. It bounds the changes a route holds, but for a gap's listing:
 	// a slow sink slows the watch, and the hub's history carries the
@@ -142,7 +144,7 @@ func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.
 	log.Info("exporting", "resumeToken", token != "")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := client.Watch(ctx, r.Selector, hubclient.WatchOptions{ResumeToken: token, SendInitialEvents: token == ""})
+	w := client.Watch(ctx, r.Selector, hubclient.WatchOptions{ResumeToken: token, SendInitialEvents: token == "", Fields: r.Fields})
 	defer w.Close()
 	maxBatch := r.MaxBatch
 	if maxBatch <= 0 {

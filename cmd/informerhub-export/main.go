@@ -131,7 +131,7 @@ func run(ctx context.Context, args []string) error {
 		stopped []error
 	)
 	for i, rc := range cfg.Routes {
-		route := &export.Route{Name: rc.Name, Selector: rc.Selector.Selector(), Log: log, Metrics: metrics, Sink: sinks[i]}
+		route := &export.Route{Name: rc.Name, Selector: rc.Selector.Selector(), Fields: rc.Fields, Log: log, Metrics: metrics, Sink: sinks[i]}
 		routes.Go(func() {
 			err := route.Run(ctx, client)
 			if errors.Is(err, context.Canceled) {
