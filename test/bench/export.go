@@ -75,6 +75,7 @@ type exportResult struct {
 	received    int64         // by the sink's consumer, of the window's
 	elapsed     time.Duration // from the first change made until the sink's consumer had the last
 	lags        []time.Duration
+	objectBytes int   // an object as the sink's consumer received it
 	watched     int64 // by the Watch client
 	watchP50    time.Duration
 	watchP99    time.Duration
@@ -198,11 +199,30 @@ func exportScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 			})
 		}
 	}
+	var notes []string
+	served := 0
+	for _, sink := range sinks {
+		for _, rate := range o.ExportRates {
+			rs := results[sink][rate]
+			served = rs[0].objectBytes
+			made := spreadBy(rs, func(x exportResult) float64 { return float64(x.changes) / x.madeIn.Seconds() })
+			through := spreadBy(rs, exportResult.throughput)
+			if made.Median < 0.95*rate {
+				notes = append(notes, fmt.Sprintf("%s at %.0f/s offered: the source made the changes at %s only: the harness's process (the hub, and the sinks' consumers) did not get the CPU to make and serve them at the offered rate beside the others on this machine.",
+					sink, rate, made.format(perSecond)))
+			}
+			if through.Median < 0.95*made.Median {
+				notes = append(notes, fmt.Sprintf("%s at %.0f/s offered: the sink's consumer received %s, behind the %s the changes were made at: the route fell behind, and its lag is the backlog's.",
+					sink, rate, through.format(perSecond), made.format(perSecond)))
+			}
+		}
+	}
 	r.Sections = append(r.Sections, Section{
 		Title: "18. Export",
-		Intro: fmt.Sprintf(`informerhub-export (issue 41) beside a plain Watch client, on the same changes. The API server of this machine cannot make the rates measured: offered %.0f merge patches/s of ConfigMaps with %s of data by 64 writers at once, with no hub running, it took %.0f/s (%d in %v; kube-apiserver's and etcd's CPU %.2f s, %s per write). So the changes come from a synthetic source: the hub's core (package informerhub, the binary's defaults) on informerhub/hubtest's in-memory cluster, in the harness's process, served over gRPC on loopback by package server as cmd/informerhub serves it (package cork under grpc-go's writer; anonymous callers, as with --auth none). Everything the binary does from the informer's handler on is there; the API server, the informer's reading of its JSON and the hub's flags are not. %d ConfigMaps of %s of data (about %s as the hub serves them) in namespace %s are modified one at a time in turn, each stamped in its data with its number and the time taken just before the change is made (sentAt), at the offered rate for %v, after %v of changes at that rate that warm everything up. One route of informerhub-export (built from cmd/informerhub-export at the scenario's start; the harness adds, with go build -overlay, a file that serves net/http/pprof for the profile, nothing else) watches the namespace and publishes to: JetStream, a stream of its own on a real nats-server (internal/natstest, file storage, one server for the scenario), read by an ordered consumer; Kafka, kfake (franz-go's in-process fake broker, a fresh cluster per run in the harness's process, not a real broker: its costs are not Kafka's), a topic of %d partitions read by a consumer of committed records; CloudEvents, an sdk-go HTTP receiver on loopback, binary mode. Beside it, test/bench/cmd/benchwatch, the Go SDK's Watch of the same namespace, reads every event and finds its stamp. Lag is from sentAt to the receipt: for a sink, by its consumer in the harness's process (a JetStream message delivered, a Kafka record fetched once its transaction committed, a CloudEvent's request handled, which is before the exporter has its 2xx); for the Watch client, by that client. Throughput is the changes the sink's consumer received ÷ the time from the first change made to its receipt of the last. A process's CPU is its threads' time on a CPU (/proc/<pid>/task/*/schedstat) from the first measured change until both the sink's consumer and the Watch client had the last (or %v passed), divided by the changes it handled (the sink's consumer received; the Watch client received). Both run afresh for each run, with the sink's; the ratio is taken run by run. "made at" is the rate at which the changes were made: the offered rate, unless the source fell behind. The last run at %.0f/s profiles both: export-cpu-<sink>-%.0f.pb.gz and benchwatch-cpu-<sink>-%.0f.pb.gz, over the changes.`,
+		Notes: notes,
+		Intro: fmt.Sprintf(`informerhub-export (issue 41) beside a plain Watch client, on the same changes. The API server of this machine cannot make the rates measured: offered %.0f merge patches/s of ConfigMaps with %s of data by 64 writers at once, with no hub running, it took %.0f/s (%d in %v; kube-apiserver's and etcd's CPU %.2f s, %s per write). So the changes come from a synthetic source: the hub's core (package informerhub, the binary's defaults) on informerhub/hubtest's in-memory cluster, in the harness's process, served over gRPC on loopback by package server as cmd/informerhub serves it (package cork under grpc-go's writer; anonymous callers, as with --auth none). Everything the binary does from the informer's handler on is there; the API server, the informer's reading of its JSON and the hub's flags are not. %d ConfigMaps of %s of data (%s as the sinks receive them, the object as the hub serves it) in namespace %s are modified one at a time in turn, each stamped in its data with its number and the time taken just before the change is made (sentAt), at the offered rate for %v, after %v of changes at that rate that warm everything up. One route of informerhub-export (built from cmd/informerhub-export at the scenario's start; the harness adds, with go build -overlay, a file that serves net/http/pprof for the profile, nothing else) watches the namespace and publishes to: JetStream, a stream of its own on a real nats-server (internal/natstest, file storage, one server for the scenario), read by an ordered consumer; Kafka, kfake (franz-go's in-process fake broker, a fresh cluster per run in the harness's process, not a real broker: its costs are not Kafka's), a topic of %d partitions read by a consumer of committed records; CloudEvents, an sdk-go HTTP receiver on loopback, binary mode. Beside it, test/bench/cmd/benchwatch, the Go SDK's Watch of the same namespace, reads every event and finds its stamp. Lag is from sentAt to the receipt: for a sink, by its consumer in the harness's process (a JetStream message delivered, a Kafka record fetched once its transaction committed, a CloudEvent's request handled, which is before the exporter has its 2xx); for the Watch client, by that client. Throughput is the changes the sink's consumer received ÷ the time from the first change made to its receipt of the last. A process's CPU is its threads' time on a CPU (/proc/<pid>/task/*/schedstat) from the first measured change until both the sink's consumer and the Watch client had the last (or %v passed), divided by the changes it handled (the sink's consumer received; the Watch client received). Both run afresh for each run, with the sink's; the ratio is taken run by run. "made at" is the rate at which the changes were made: the offered rate, unless the source fell behind. The last run at %.0f/s profiles both: export-cpu-<sink>-%.0f.pb.gz and benchwatch-cpu-<sink>-%.0f.pb.gz, over the changes.`,
 			o.ExportRates[len(o.ExportRates)-1], byteSize(float64(o.ExportObjectBytes)), probe.rate(), probe.writes, probe.elapsed.Round(time.Millisecond), probe.cpu.Seconds(), fmt.Sprintf("%.0f µs", 1e6*probe.cpu.Seconds()/float64(probe.writes)),
-			o.ExportObjects, byteSize(float64(o.ExportObjectBytes)), byteSize(float64(o.ExportObjectBytes+400)), exportNamespace, o.ExportDuration, o.WarmUp, kafkaPartitions, o.ExportDrain,
+			o.ExportObjects, byteSize(float64(o.ExportObjectBytes)), byteSize(float64(served)), exportNamespace, o.ExportDuration, o.WarmUp, kafkaPartitions, o.ExportDrain,
 			o.ExportRates[len(o.ExportRates)-1], o.ExportRates[len(o.ExportRates)-1], o.ExportRates[len(o.ExportRates)-1]),
 		Tables: []Table{table},
 	})
@@ -296,6 +316,7 @@ func (e *Env) exportRun(ctx context.Context, o *Options, bins exportBinaries, na
 	deadline := time.Now().Add(o.ExportDrain)
 	var lastAt time.Time
 	res.received, res.lags, lastAt = rec.waitWindow(ctx, deadline)
+	res.objectBytes = rec.objectSize()
 	if res.received > 0 {
 		res.elapsed = lastAt.Sub(start)
 	}

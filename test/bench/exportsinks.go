@@ -208,6 +208,7 @@ func (s *cloudEventsSink) stop() error {
 type recorder struct {
 	mu       sync.Mutex
 	total    int64 // messages, of any number
+	size     int   // the last message's object, in bytes
 	from, to int64
 	seen     []bool
 	count    int64
@@ -243,6 +244,7 @@ func (r *recorder) received(object []byte, at time.Time) {
 	sentAt, _ := stampOf(object, sentAtField)
 	r.mu.Lock()
 	r.total++
+	r.size = len(object)
 	if ok && seq >= r.from && seq <= r.to && r.seen != nil && !r.seen[seq-r.from] {
 		r.seen[seq-r.from] = true
 		r.count++
@@ -278,6 +280,13 @@ func (r *recorder) waitWindow(ctx context.Context, deadline time.Time) (int64, [
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.count, append([]time.Duration(nil), r.lags...), r.lastAt
+}
+
+// objectSize is the size of the last object received.
+func (r *recorder) objectSize() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.size
 }
 
 func (r *recorder) waitUntil(ctx context.Context, deadline time.Time, done func() bool) error {
