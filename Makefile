@@ -122,7 +122,7 @@ BENCH_RUNS    ?= 3
 BENCH_RESULTS := test/bench/results
 
 .PHONY: bench
-bench: build controlplane ## Measure the hub beside the API server; write BENCHMARKS.md and test/bench/results (about 35 min; not in CI).
+bench: build controlplane ## Measure the hub beside the API server; write BENCHMARKS.md and test/bench/results (about 40 min; not in CI).
 	mkdir -p $(BENCH_RESULTS)
 	go test -run '^$$' -bench '$(GO_BENCHMARKS)' -benchmem -count $(BENCH_RUNS) ./informerhub ./server | tee $(BENCH_RESULTS)/go-bench.txt
 	go run ./test/bench/cmd/hubbench -hub bin/informerhub -runs $(BENCH_RUNS) -results $(BENCH_RESULTS) -markdown BENCHMARKS.md -notes test/bench/improvements.md \

@@ -112,22 +112,12 @@ func (p *process) hasExited() bool {
 // when the test ends.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
-	bin, err := Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Made before the cleanup below is registered, so removed after it ran:
 	// cleanups run last registered, first run.
-	dir := t.TempDir()
-	storeDir := opts.StoreDir
-	if storeDir == "" {
-		storeDir = filepath.Join(dir, "store")
-	}
-	log, err := os.OpenFile(filepath.Join(dir, logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	s, err := Run(t.TempDir(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{bin: bin, dir: dir, storeDir: storeDir, args: opts.Args, log: log}
 	t.Cleanup(func() {
 		if err := s.Stop(); err != nil {
 			t.Error(err)
@@ -137,10 +127,40 @@ func Start(t testing.TB, opts Options) *Server {
 		}
 		s.log.Close()
 	})
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
 	return s
+}
+
+// Run is Start for a caller that is no test (the benchmark harness): dir,
+// which the caller made and removes, holds the server's output and, unless
+// opts.StoreDir is set, its store. Close stops the server.
+func Run(dir string, opts Options) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	storeDir := opts.StoreDir
+	if storeDir == "" {
+		storeDir = filepath.Join(dir, "store")
+	}
+	log, err := os.OpenFile(filepath.Join(dir, logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin, dir: dir, storeDir: storeDir, args: opts.Args, log: log}
+	if err := s.Start(); err != nil {
+		log.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close stops a server Run started, as Stop does, and closes its output.
+func (s *Server) Close() error {
+	err := s.Stop()
+	if cerr := s.log.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // URL is where clients connect: nats://127.0.0.1:<port>. It stays the same

@@ -80,7 +80,8 @@ func TestHarnessSmoke(t *testing.T) {
 		"Projection to metadata.labels, status.phase (end to end)", "Filters: 1000 subscribers sharing 10 CEL expressions",
 		"14. Ingest", "Steady ingest, Pods", "15. Several types on one stream", "WatchMany of 10 types against 10 Watch streams", "16 shard subscribers against one unsharded", "Delivery at", "Peak heap while syncing", "Start-up at",
 		"16. Streams on one replica", "Watch streams over", "write calls per delivery",
-		"17. Consistency check", "consistent (1 of 1)"} {
+		"17. Consistency check", "consistent (1 of 1)",
+		"18. Export", "| JetStream | 100 |", "| Kafka | 100 |", "| CloudEvents | 100 |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, md.String())
 		}
@@ -105,6 +106,8 @@ func TestHarnessSmoke(t *testing.T) {
 		"hub-cpu-ingest-pods.pb.gz", fmt.Sprintf("hub-cpu-ingest-pods-%d.pb.gz", o.IngestSubscribers),
 		"informer-cpu-ingest-pods-dynamic.pb.gz", "informer-cpu-ingest-pods-typed.pb.gz",
 		fmt.Sprintf("hub-cpu-consistency-check-%d.pb.gz", slices.Max(o.CheckObjects)),
+		"export-cpu-jetstream-100.pb.gz", "export-cpu-kafka-100.pb.gz", "export-cpu-cloudevents-100.pb.gz",
+		"benchwatch-cpu-jetstream-100.pb.gz",
 	} {
 		if _, err := os.Stat(filepath.Join(o.ProfileDir, profile)); err != nil {
 			t.Errorf("a profile: %v", err)

@@ -36,7 +36,16 @@
 //   - consistency check: one of the hub's checks of its cache against the
 //     API server (wall time; the hub's, the API server's and etcd's CPU)
 //     at 10,000 and 100,000 ConfigMaps, against a client-go paged LIST at
-//     an exact resourceVersion, as the check asks.
+//     an exact resourceVersion, as the check asks;
+//   - export: informerhub-export's route to each sink (JetStream on a
+//     nats-server, Kafka on kfake, CloudEvents over HTTP) at fixed offered
+//     rates, its throughput, lag and CPU per change beside a plain Watch
+//     client's (cmd/benchwatch), each a process of its own, on the same
+//     changes. The changes come from a synthetic source (a hub on
+//     informerhub/hubtest's in-memory cluster, in the harness's process,
+//     served over gRPC as the binary serves it), because the control plane
+//     cannot make those rates on one small machine; the scenario first
+//     measures how many writes it does take.
 //
 // The in-process benchmarks are Go benchmarks in the informerhub and server
 // packages: the fan-out core (BenchmarkFanOut, BenchmarkGRPCFanOut,

@@ -70,6 +70,18 @@ type Options struct {
 	CheckInterval time.Duration
 	CheckPageSize int
 
+	// The export scenario: ExportObjects ConfigMaps of ExportObjectBytes
+	// of data change at each of ExportRates for ExportDuration (after
+	// WarmUp's changes) on a synthetic source, exported to each sink;
+	// ExportDrain bounds the wait for the last. First, the API server is
+	// offered the greatest rate for ExportProbe.
+	ExportRates       []float64
+	ExportDuration    time.Duration
+	ExportDrain       time.Duration
+	ExportObjects     int
+	ExportObjectBytes int
+	ExportProbe       time.Duration
+
 	SnapshotObjects   int   // ConfigMaps cached, for snapshots, memory and startup
 	IdleSubscribers   []int // subscriber counts at which memory and watches are read
 	MemorySubscribers int   // subscribers open for the RSS reading
@@ -121,6 +133,13 @@ func FullOptions() Options {
 		CheckPageSize: 500, // the hub's default, informerhub.DefaultConsistencyPageSize
 		CheckInterval: time.Second,
 
+		ExportRates:       []float64{1000, 5000},
+		ExportDuration:    10 * time.Second,
+		ExportDrain:       2 * time.Minute,
+		ExportObjects:     100,
+		ExportObjectBytes: 2000,
+		ExportProbe:       2 * time.Second,
+
 		SnapshotObjects:   100000,
 		IdleSubscribers:   []int{1, 10, 100, 1000, 10000},
 		MemorySubscribers: 1000,
@@ -165,6 +184,13 @@ func SmokeOptions() Options {
 		CheckPageSize: 500, // the hub's default, informerhub.DefaultConsistencyPageSize
 		CheckInterval: 500 * time.Millisecond,
 
+		ExportRates:       []float64{100},
+		ExportDuration:    300 * time.Millisecond,
+		ExportDrain:       30 * time.Second,
+		ExportObjects:     3,
+		ExportObjectBytes: 2000,
+		ExportProbe:       200 * time.Millisecond,
+
 		SnapshotObjects:   200,
 		IdleSubscribers:   []int{1, 5},
 		MemorySubscribers: 5,
@@ -204,6 +230,10 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		// ConfigMap of the cluster, which those would add to. It deletes
 		// its own.
 		{"consistency check", consistencyCheckScenario},
+		// Its changes come from a synthetic source; it writes to the API
+		// server only to measure how many writes it takes, and deletes
+		// them.
+		{"export", exportScenario},
 		{"snapshot, memory and startup", objectsScenarios},
 	} {
 		if o.Only != "" && o.Only != scenario.name {

@@ -35,7 +35,7 @@ func main() {
 		notes     = flag.String("notes", "", "markdown file to append to the report as is")
 		runs      = flag.Int("runs", 3, "runs of every measurement")
 		smoke     = flag.Bool("smoke", false, "tiny sizes: check that the harness works, in seconds")
-		only      = flag.String("only", "", "run only the scenario of this name (fan-out, slow subscribers, relist, streams, ...), to compare binaries by hand")
+		only      = flag.String("only", "", "run only the scenario of this name (fan-out, slow subscribers, relist, streams, export, ...), to compare binaries by hand")
 		streams   = flag.Int("streams", 0, "the streams scenario's streams, instead of its size's")
 		conns     = flag.Int("stream-connections", 0, "the streams scenario's connections, instead of its size's")
 		checkPage = flag.Int("check-page-size", 0, "the consistency check scenario's objects per LIST page (the hub's --consistency-check-page-size), instead of the hub's default")
@@ -106,7 +106,7 @@ func run(ctx context.Context, opts bench.Options, hubBinary, results, markdown, 
 	fmt.Fprintf(&md, "Written by `make bench` (test/bench, cmd/hubbench) on %s, in %v. Every number is the median of %d runs, with the least and greatest value in brackets where they differ. Plots show the median with the range as error bars.\n\n",
 		started.UTC().Format("2006-01-02"), time.Since(started).Round(time.Second), opts.Runs)
 	fmt.Fprintf(&md, "## Machine\n\n%s\n\n", machine())
-	fmt.Fprintf(&md, "## How to reproduce\n\n```\nmake bench            # everything (about 35 minutes)\nmake bench BENCH_RUNS=5\n```\n\nRaw results, plots and the hub's pprof profiles are in `%s/`.\n\n", results)
+	fmt.Fprintf(&md, "## How to reproduce\n\n```\nmake bench            # everything (about 40 minutes)\nmake bench BENCH_RUNS=5\n```\n\nRaw results, plots and the hub's pprof profiles are in `%s/`.\n\n", results)
 	rel, err := filepath.Rel(filepath.Dir(markdown), results)
 	if err != nil {
 		return err
