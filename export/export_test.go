@@ -2,6 +2,7 @@ package export
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -114,4 +115,45 @@ func TestAGapsIDsAreItsOwn(t *testing.T) {
 	if start.ID("c") != restarted.ID("c") || start.ID("c") == end.ID("c") {
 		t.Error("a gap resumed after a crash starts under another id, or its end has its start's")
 	}
+}
+
+func TestMetadataIsReadWhereverItIs(t *testing.T) {
+	for _, object := range []string{
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","uid":"u","resourceVersion":"7"},"data":{"k":"v"}}`,
+		`{"data":{"k":["v",{"metadata":"x"}]},"metadata":{"name":"a","namespace":"n","uid":"u","resourceVersion":"7"}}`,
+	} {
+		m, err := metadataOf([]byte(object))
+		if err != nil || m != (objectMeta{Namespace: "n", Name: "a", UID: "u", ResourceVersion: "7"}) {
+			t.Errorf("%s: %+v, %v", object, m, err)
+		}
+	}
+	for _, object := range []string{``, `[]`, `{"data":{}}`, `{"metadata":`, `"x"`} {
+		if _, err := metadataOf([]byte(object)); err == nil {
+			t.Errorf("%q: no error", object)
+		}
+	}
+}
+
+// BenchmarkMetadataOf reads a 2 KiB ConfigMap's metadata as changeOf does,
+// beside decoding the whole object into the same fields (what it did
+// before), the baseline.
+func BenchmarkMetadataOf(b *testing.B) {
+	object := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","uid":"u","resourceVersion":"7",` +
+		`"managedFields":[{"manager":"m","operation":"Update","apiVersion":"v1","time":"2026-12-03T00:00:00Z"}]},"data":{"k":"` +
+		strings.Repeat("x", 2048) + `"}}`)
+	b.Run("metadataOf", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := metadataOf(object); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("whole=baseline", func(b *testing.B) {
+		for b.Loop() {
+			var meta struct{ Metadata objectMeta }
+			if err := json.Unmarshal(object, &meta); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
