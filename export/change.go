@@ -34,6 +34,9 @@ type Change struct {
 	// expired (Event.Resync). Either marks a span whose intermediate
 	// changes are unknown.
 	FromRelist, Resync bool
+	// Gap names the gap a change belongs to, a marker or a difference:
+	// the position its GAP_END carries. "" for any other change.
+	Gap string
 	// Replaces is set on a GAP_END whose differences listed every object
 	// as ADDED (the sink is no Holder): the consumer drops what it holds
 	// that the gap did not list.
@@ -97,21 +100,14 @@ func metadataOf(object []byte) (objectMeta, error) {
 // they hold under the same id (JetStream's Nats-Msg-Id, a CloudEvent's
 // id) so drop a change published again.
 //
-// A gap's marker has the id of its position instead: a GAP_START's, the
-// position before the gap, so that a gap resumed after a crash starts
-// under the same id again; a GAP_END's, the position after it. A gap's
-// difference has the gap's position in its id too: a listed object is
-// another message than the change that made it, which a receiver that
-// drops repeated ids would otherwise drop, while a gap published again
-// after a crash repeats its ids.
+// A gap's markers and differences have the gap's in their ids too
+// (Change.Gap): a listed object is another message than the change that
+// made it, which a receiver that drops repeated ids would otherwise drop.
 func (c Change) ID(cluster string) string {
 	h := sha256.New()
 	fields := [...]string{cluster, c.Resource.Group, c.Resource.Version, c.Resource.Resource, c.UID, c.ResourceVersion, string(c.Type)}
-	switch {
-	case c.IsMarker():
-		fields[4], fields[5] = "", c.ResumeToken
-	case c.Resync:
-		fields[6] += " " + c.ResumeToken // its ResumeToken is the gap's GAP_START's
+	if c.Gap != "" {
+		fields[6] += " " + c.Gap
 	}
 	for _, s := range fields {
 		h.Write([]byte(s))

@@ -2,12 +2,16 @@ package export
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"path"
 	"strings"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/protocol"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 )
 
 // CloudEvents extension attributes an exported event carries.
@@ -48,7 +52,15 @@ type CloudEvents struct {
 		Load() (string, error)
 		Save(token string) error
 	}
+	// Timeout bounds each request: a receiver that does not answer within
+	// it has refused the event. 0: 30 s.
+	Timeout time.Duration
 }
+
+// ExtensionObjectOmitted is on an event sent without its data, the
+// object, which the receiver refused as too large (413): it says so, with
+// the size. The subject says which object changed.
+const ExtensionObjectOmitted = "informerhubobjectomitted"
 
 // Resume loads the checkpoint.
 func (s *CloudEvents) Resume(context.Context) (string, error) { return s.Checkpoint.Load() }
@@ -68,7 +80,18 @@ func (s *CloudEvents) Publish(ctx context.Context, changes []Change) (int, error
 		if err != nil {
 			return acked, err
 		}
-		if res := s.Client.Send(ctx, e); !protocol.IsACK(res) {
+		res := s.send(ctx, e)
+		if tooLarge(res) && !c.IsMarker() {
+			// An object the receiver refuses for good would hold the
+			// route for ever: send the change without it.
+			e.SetExtension(ExtensionObjectOmitted, fmt.Sprintf("the receiver refused the event, of %d bytes of data, as too large (413)", len(c.Object)))
+			if err := e.SetData(cloudevents.ApplicationJSON, nil); err != nil {
+				return acked, err
+			}
+			e.DataEncoded = nil
+			res = s.send(ctx, e)
+		}
+		if !protocol.IsACK(res) {
 			if err := save(); err != nil {
 				return acked, err
 			}
@@ -77,6 +100,23 @@ func (s *CloudEvents) Publish(ctx context.Context, changes []Change) (int, error
 		acked++
 	}
 	return acked, save()
+}
+
+// send sends e within the timeout.
+func (s *CloudEvents) send(ctx context.Context, e cloudevents.Event) protocol.Result {
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return s.Client.Send(ctx, e)
+}
+
+// tooLarge tells whether a receiver refused an event as too large.
+func tooLarge(res protocol.Result) bool {
+	var r *cehttp.Result
+	return errors.As(res, &r) && r.StatusCode == http.StatusRequestEntityTooLarge
 }
 
 func (s *CloudEvents) event(c Change) (cloudevents.Event, error) {

@@ -87,7 +87,7 @@ func TestAGapsDifferencesTakeWhatIsHeldToWhatIsListed(t *testing.T) {
 		{Type: hubclient.Added, Resource: cm, Namespace: "a", Name: "changed", UID: "u2", ResourceVersion: "7"},
 	}
 	var got []string
-	for _, c := range differences(cm, held, listed, "10", "before") {
+	for _, c := range differences(cm, held, listed, "10", "before", "after") {
 		got = append(got, fmt.Sprintf("%s %s %s@%s %s", c.Type, c.Name, c.UID, c.ResourceVersion, c.ResumeToken))
 	}
 	want := []string{
@@ -103,17 +103,20 @@ func TestAGapsIDsAreItsOwn(t *testing.T) {
 	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	made := Change{Type: hubclient.Added, Resource: cm, UID: "u1", ResourceVersion: "7", ResumeToken: "t1"}
 	listed := made
-	listed.Resync, listed.ResumeToken = true, "before"
+	listed.Resync, listed.ResumeToken, listed.Gap = true, "before", "after"
 	again := listed
-	if made.ID("c") == listed.ID("c") || listed.ID("c") != again.ID("c") {
-		t.Error("a gap's difference has the id of the change that made the object, or another each time it is published")
+	again.ResumeToken = "another" // the same listing, published again
+	later := listed
+	later.Gap = "later" // another listing
+	if made.ID("c") == listed.ID("c") || listed.ID("c") != again.ID("c") || listed.ID("c") == later.ID("c") {
+		t.Error("a gap's difference has the id of the change that made the object, or of another gap's, or another when published again")
 	}
-	start := Change{Type: GapStart, Resource: cm, ResourceVersion: "10", ResumeToken: "before"}
-	restarted := start
-	restarted.ResourceVersion = "12" // the gap listed again, after a crash
-	end := Change{Type: GapEnd, Resource: cm, ResourceVersion: "10", ResumeToken: "after"}
-	if start.ID("c") != restarted.ID("c") || start.ID("c") == end.ID("c") {
-		t.Error("a gap resumed after a crash starts under another id, or its end has its start's")
+	start := Change{Type: GapStart, Resource: cm, ResourceVersion: "10", ResumeToken: "before", Gap: "after"}
+	end := Change{Type: GapEnd, Resource: cm, ResourceVersion: "10", ResumeToken: "after", Gap: "after"}
+	next := start
+	next.Gap = "later"
+	if start.ID("c") == end.ID("c") || start.ID("c") == next.ID("c") {
+		t.Error("a gap's start has its end's id, or another gap's start's")
 	}
 }
 

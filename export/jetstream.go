@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	hubclient "github.com/informerhub/informerhub/clients/go"
 )
 
 // JetStream publishes a route's changes to a JetStream stream that holds
@@ -38,8 +42,12 @@ type JetStream struct {
 	Subject *template.Template
 	// Cluster names the cluster in the changes' ids.
 	Cluster string
+	// Resource is the route's: Resume checks that the stream takes its
+	// gaps' markers. Optional.
+	Resource schema.GroupVersionResource
 
-	last uint64 // the stream's last sequence, as Resume read it and acknowledgements moved it
+	last       uint64 // the stream's last sequence, as Resume read it and acknowledgements moved it
+	maxMsgSize int64  // the stream's largest message, as Resume read it; 0: the server's max_payload
 }
 
 // SubjectFields are what a subject template reads: each a valid subject
@@ -114,6 +122,12 @@ func (s *JetStream) Resume(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%w: stream %s has a max age (%s): after a quiet spell that long its last message, which says where the route resumes, is gone; set no max age, and bound it by max messages or bytes",
 			errPermanent, s.Stream, cfg.MaxAge)
 	}
+	s.maxMsgSize = int64(info.Config.MaxMsgSize)
+	if s.Resource.Resource != "" {
+		if err := s.takesMarkers(info.Config.Subjects); err != nil {
+			return "", err
+		}
+	}
 	st := info.State
 	if st.LastSeq == 0 {
 		s.last = 0
@@ -131,13 +145,54 @@ func (s *JetStream) Resume(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("export: the last message of stream %s: %w", s.Stream, err)
 	}
-	token := msg.Header.Get(HeaderResumeToken)
-	if token == "" {
+	// A gap's start on a route that had no position has an empty token:
+	// resuming from it starts again.
+	tokens, ok := msg.Header[HeaderResumeToken]
+	if !ok {
 		return "", fmt.Errorf("%w: the last message of stream %s (sequence %d) has no %s: the stream must hold the route's messages alone",
 			errPermanent, s.Stream, msg.Sequence, HeaderResumeToken)
 	}
 	s.last = st.LastSeq
-	return token, nil
+	if len(tokens) == 0 {
+		return "", nil
+	}
+	return tokens[0], nil
+}
+
+// takesMarkers checks that a stream of subjects takes the route's gap
+// markers, whose subjects have "_" for the namespace and name: a stream
+// made for one namespace's subjects may not, which the route would
+// otherwise find only at its first gap.
+func (s *JetStream) takesMarkers(subjects []string) error {
+	for _, t := range []hubclient.EventType{GapStart, GapEnd} {
+		subject, err := executeSubject(s.Subject, SubjectFields{Type: string(t), Group: subjectToken(s.Resource.Group),
+			Version: subjectToken(s.Resource.Version), Resource: subjectToken(s.Resource.Resource), Namespace: "_", Name: "_"})
+		if err != nil {
+			return errors.Join(errPermanent, err)
+		}
+		if !slices.ContainsFunc(subjects, func(filter string) bool { return subjectMatches(filter, subject) }) {
+			return fmt.Errorf("%w: stream %s does not take %s, the subject of the route's %s markers (namespace and name _): add it to the stream's subjects %v",
+				errPermanent, s.Stream, subject, t, subjects)
+		}
+	}
+	return nil
+}
+
+// subjectMatches tells whether a subject filter (tokens, * and >) takes
+// subject.
+func subjectMatches(filter, subject string) bool {
+	f, t := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, token := range f {
+		switch {
+		case token == ">":
+			return len(t) > i
+		case i >= len(t):
+			return false
+		case token != "*" && token != t[i]:
+			return false
+		}
+	}
+	return len(f) == len(t)
 }
 
 func (s *JetStream) stream(ctx context.Context) (jetstream.Stream, error) {
@@ -156,6 +211,9 @@ func (s *JetStream) stream(ctx context.Context) (jetstream.Stream, error) {
 // one the stream already holds can be passed over.
 func (s *JetStream) Publish(ctx context.Context, changes []Change) (int, error) {
 	maxPayload := s.JS.Conn().MaxPayload()
+	if s.maxMsgSize > 0 && s.maxMsgSize < maxPayload {
+		maxPayload = s.maxMsgSize
+	}
 	done := 0
 	futures := make([]jetstream.PubAckFuture, 0, len(changes))
 	for i, c := range changes {
@@ -268,7 +326,7 @@ func (s *JetStream) message(c Change, maxPayload int64) (*nats.Msg, string, erro
 			return nil, "", err
 		}
 		msg.Data = nil
-		msg.Header.Set(HeaderObjectOmitted, fmt.Sprintf("the message would be %d bytes, more than the server's max_payload of %d", size, maxPayload))
+		msg.Header.Set(HeaderObjectOmitted, fmt.Sprintf("the message would be %d bytes, more than the %d the server (max_payload) or stream (max_msg_size) takes", size, maxPayload))
 		msg.Header.Set(HeaderObjectIdentity, string(identity))
 	}
 	return msg, id, nil

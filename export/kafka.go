@@ -294,6 +294,10 @@ func (s *Kafka) Publish(ctx context.Context, changes []Change) (int, error) {
 	return len(changes), nil
 }
 
+// transactionDeadline bounds a transaction, well within the coordinator's
+// transaction timeout.
+const transactionDeadline = 25 * time.Second
+
 // changeIndex keys, in a record's context, the index of its change in the
 // batch.
 type changeIndex struct{}
@@ -363,6 +367,12 @@ func recordSize(r *kgo.Record) int {
 // alone; on an error it aborts, and returns the record that failed if
 // one did.
 func (s *Kafka) transact(ctx context.Context, records []*kgo.Record, alone bool) (failed *kgo.Record, err error) {
+	// A transaction that outlives the coordinator's timeout (franz-go's
+	// default: 40 s) is aborted by it, and the producer's epoch bumped:
+	// its next call would read as fencing by another exporter. End it
+	// first, as a failure that is retried.
+	ctx, cancel := context.WithTimeout(ctx, transactionDeadline)
+	defer cancel()
 	p := s.producer
 	if err := p.BeginTransaction(); err != nil {
 		return nil, s.failed("beginning a transaction", err)

@@ -127,11 +127,13 @@ func (r *Route) Run(ctx context.Context, client *hubclient.Client) error {
 	}
 }
 
-// received is an event of the watch, or its end, and when it came.
+// received is an event of the watch, or its end, when it came, and the
+// watch's position before it.
 type received struct {
-	e   hubclient.Event
-	err error
-	at  time.Time
+	e      hubclient.Event
+	err    error
+	at     time.Time
+	before string
 }
 
 // export watches from the sink's resume point and publishes until an
@@ -155,9 +157,10 @@ func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.
 	go func() {
 		defer close(events)
 		for {
+			before := w.ResumeToken()
 			e, err := w.Next()
 			select {
-			case events <- received{e, err, time.Now()}:
+			case events <- received{e, err, time.Now(), before}:
 			case <-ctx.Done():
 				return
 			}
@@ -190,14 +193,22 @@ func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.
 		}
 		return nil
 	}
-	var (
-		batch    = make([]Change, 0, maxBatch)
-		arrivals = make([]time.Time, 0, maxBatch)
-		// before is the position before a re-sync: its GAP_START's.
-		before = token
-		// gap collects a re-sync's events until the bookmark that ends it.
-		gap []hubclient.Event
-	)
+	// listing collects a listing whose changes from the sink's are a gap:
+	// a re-sync's, or, on a route that starts with no position, the
+	// initial events, unless the sink is known to hold nothing (what
+	// existed before its first start is no gap in what it holds).
+	var listing *listingGap
+	if token == "" {
+		fresh, err := r.startsWithGap(ctx)
+		if err != nil {
+			return false, err
+		}
+		if fresh {
+			listing = &listingGap{replaces: true}
+		}
+	}
+	batch := make([]Change, 0, maxBatch)
+	arrivals := make([]time.Time, 0, maxBatch)
 	for {
 		n, ok := <-events
 		if !ok {
@@ -207,21 +218,36 @@ func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.
 			if n.err != nil {
 				return progressed, n.err
 			}
-			switch e := n.e; {
-			case e.Resync && e.Type != hubclient.Bookmark:
-				gap = append(gap, e)
-			case e.Resync:
-				changes, err := r.gap(ctx, before, gap, e)
+			e := n.e
+			if e.Resync && listing == nil {
+				listing = &listingGap{}
+			}
+			if listing != nil && !listing.started {
+				listing.started, listing.before = true, n.before
+			}
+			switch {
+			case listing != nil && e.Type != hubclient.Bookmark:
+				listing.events = append(listing.events, e)
+			case listing != nil && (e.Resync || e.InitialEventsEnd):
+				// Consumers must hold all that came before the gap when
+				// the route reads back what they hold.
+				if err := publish(batch, arrivals); err != nil {
+					return progressed, err
+				}
+				batch, arrivals = batch[:0], arrivals[:0]
+				changes, err := r.gap(ctx, listing, e)
 				if err != nil {
 					return progressed, err
 				}
-				log.Warn("the hub could no longer resume the route: publishing the differences from a new listing between a GAP_START and a GAP_END",
-					"differences", len(changes)-2, "resourceVersion", e.ResourceVersion)
+				log.Warn("publishing a gap: the differences from a new listing, between a GAP_START and a GAP_END",
+					"differences", len(changes)-2, "resourceVersion", e.ResourceVersion, "fromStart", token == "")
 				batch = append(batch, changes...)
 				for range changes {
 					arrivals = append(arrivals, n.at)
 				}
-				gap, before = nil, e.ResumeToken
+				listing = nil
+			case listing != nil:
+				// A bookmark within the listing: no change.
 			default:
 				c, isChange, err := changeOf(r.Selector.Resource, e)
 				if err != nil {
@@ -230,9 +256,6 @@ func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.
 				if isChange {
 					batch = append(batch, c)
 					arrivals = append(arrivals, n.at)
-				}
-				if e.ResumeToken != "" {
-					before = e.ResumeToken
 				}
 			}
 			if len(batch) >= maxBatch || len(events) == 0 {
@@ -247,26 +270,58 @@ func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.
 	}
 }
 
-// gap makes the changes a re-sync calls for: a GAP_START at before, the
-// differences between what the sink's consumers hold and the listing, and
-// a GAP_END at the bookmark that ended the re-sync (see GapStart).
-func (r *Route) gap(ctx context.Context, before string, resync []hubclient.Event, end hubclient.Event) ([]Change, error) {
+// listingGap is a listing being collected whose changes will be published
+// as a gap.
+type listingGap struct {
+	started  bool
+	before   string            // the watch's position before it: its GAP_START's
+	events   []hubclient.Event // its objects (or, of a re-sync of a watch that knew all, its differences)
+	replaces bool              // events are every object, as ADDED
+}
+
+// startsWithGap tells whether a route with no position starts with a gap:
+// unless its sink can read back what its consumers hold and they hold
+// nothing, they may hold objects, from before a lost position, that are
+// gone now.
+func (r *Route) startsWithGap(ctx context.Context) (bool, error) {
+	holder, ok := r.Sink.(Holder)
+	if !ok {
+		return true, nil
+	}
+	held, err := holder.Held(ctx)
+	if err != nil {
+		return false, err
+	}
+	return len(held) > 0, nil
+}
+
+// gap makes the changes a listing calls for: a GAP_START at the position
+// before it, the differences between what the sink's consumers hold and
+// the listing, and a GAP_END at the bookmark that ended it (see
+// GapStart). Every change of the gap is named by the GAP_END's position
+// (Change.Gap): a gap published again after a failure is another gap, but
+// for a listing at the same position.
+func (r *Route) gap(ctx context.Context, l *listingGap, end hubclient.Event) ([]Change, error) {
 	res := r.Selector.Resource
-	start := Change{Type: GapStart, Resource: res, ResourceVersion: end.ResourceVersion, ResumeToken: before, Resync: true}
-	finish := Change{Type: GapEnd, Resource: res, ResourceVersion: end.ResourceVersion, ResumeToken: end.ResumeToken, Resync: true}
-	listed := make([]Change, 0, len(resync))
-	for _, e := range resync {
+	start := Change{Type: GapStart, Resource: res, ResourceVersion: end.ResourceVersion, ResumeToken: l.before, Resync: true, Gap: end.ResumeToken}
+	finish := Change{Type: GapEnd, Resource: res, ResourceVersion: end.ResourceVersion, ResumeToken: end.ResumeToken, Resync: true, Gap: end.ResumeToken}
+	listed := make([]Change, 0, len(l.events))
+	for _, e := range l.events {
 		c, _, err := changeOf(res, e)
 		if err != nil {
 			return nil, err
 		}
-		c.ResumeToken = before // until the gap ends, resuming re-syncs again
+		// Until the gap ends, resuming lists again.
+		c.ResumeToken, c.Resync, c.Gap = l.before, true, end.ResumeToken
 		if c.Type == hubclient.Deleted {
 			c.ResourceVersion = e.ResourceVersion // the listing's: when the object was found gone
 		}
 		listed = append(listed, c)
 	}
-	replaces := len(resync) > 0 && resync[0].ResyncReplaces
+	// A re-sync lists every object when its watch did not know what its
+	// caller holds (it started from a position); it says so on every
+	// event, its closing bookmark included, even when it lists nothing.
+	replaces := l.replaces || end.ResyncReplaces
 	holder, isHolder := r.Sink.(Holder)
 	switch {
 	case !replaces:
@@ -281,7 +336,7 @@ func (r *Route) gap(ctx context.Context, before string, resync []hubclient.Event
 		if err != nil {
 			return nil, err
 		}
-		listed = differences(res, held, listed, end.ResourceVersion, before)
+		listed = differences(res, held, listed, end.ResourceVersion, l.before, end.ResumeToken)
 	}
 	return append(append([]Change{start}, listed...), finish), nil
 }
@@ -290,7 +345,7 @@ func (r *Route) gap(ctx context.Context, before string, resync []hubclient.Event
 // that take consumers holding held to it: DELETED for what they hold that
 // is gone, ADDED for what they lack, MODIFIED for what has another
 // version; in order of namespace and name, deletions first.
-func differences(res schema.GroupVersionResource, held map[ObjectKey]Held, listed []Change, listedAt, token string) []Change {
+func differences(res schema.GroupVersionResource, held map[ObjectKey]Held, listed []Change, listedAt, token, gap string) []Change {
 	var out []Change
 	now := make(map[ObjectKey]Change, len(listed))
 	for _, c := range listed {
@@ -305,7 +360,7 @@ func differences(res schema.GroupVersionResource, held map[ObjectKey]Held, liste
 		h := held[key]
 		if c, exists := now[key]; !exists || c.UID != h.UID {
 			out = append(out, Change{Type: hubclient.Deleted, Resource: res, Namespace: key.Namespace, Name: key.Name,
-				UID: h.UID, ResourceVersion: listedAt, Object: h.Identity, ResumeToken: token, Resync: true})
+				UID: h.UID, ResourceVersion: listedAt, Object: h.Identity, ResumeToken: token, Resync: true, Gap: gap})
 		}
 	}
 	slices.SortFunc(listed, func(a, b Change) int {

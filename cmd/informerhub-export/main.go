@@ -178,7 +178,8 @@ func sinkOf(rc export.RouteConfig, cluster string, js jetstream.JetStream) (expo
 	if err != nil {
 		return nil, err
 	}
-	return &export.JetStream{JS: js, Stream: rc.JetStream.Stream, Subject: subject, Cluster: cluster}, nil
+	return &export.JetStream{JS: js, Stream: rc.JetStream.Stream, Subject: subject, Cluster: cluster,
+		Resource: rc.Selector.Selector().Resource}, nil
 }
 
 // hubClient connects to the hub as cfg says.

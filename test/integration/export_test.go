@@ -340,11 +340,15 @@ func freeLocalAddr(t *testing.T) string {
 }
 
 // ceReceiver is a CloudEvents receiver on sdk-go, over HTTP, that records
-// what it acknowledges and refuses the first requests it is told to.
+// what it acknowledges and refuses the first requests it is told to. It
+// counts a gap's markers apart, and records them only if told to: a route
+// that starts with no checkpoint starts with a gap.
 type ceReceiver struct {
 	mu       sync.Mutex // guards the fields below
 	refuse   int        // requests still to refuse (503)
 	refused  int
+	markers  bool // record markers too
+	gapEnds  int
 	received []cloudevents.Event
 }
 
@@ -356,7 +360,12 @@ func (r *ceReceiver) receive(e cloudevents.Event) protocol.Result {
 		r.refused++
 		return cehttp.NewResult(http.StatusServiceUnavailable, "refusing, as a test")
 	}
-	r.received = append(r.received, e)
+	if e.Type() == export.TypeGapEnd {
+		r.gapEnds++
+	}
+	if r.markers || (e.Type() != export.TypeGapStart && e.Type() != export.TypeGapEnd) {
+		r.received = append(r.received, e)
+	}
 	return nil
 }
 
@@ -364,6 +373,19 @@ func (r *ceReceiver) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.received)
+}
+
+// waitGapEnds waits until r has received n GAP_ENDs: a route that starts
+// with no checkpoint has listed what exists.
+func (r *ceReceiver) waitGapEnds(ctx context.Context, t *testing.T, n int) {
+	t.Helper()
+	gapEnds := func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.gapEnds
+	}
+	waitUntil(ctx, t, func() string { return fmt.Sprintf("the receiver got %d GAP_ENDs, not %d", gapEnds(), n) },
+		func() bool { return gapEnds() >= n })
 }
 
 // startCEReceiver serves r on loopback until the test ends, and returns
@@ -438,6 +460,7 @@ func TestExportToCloudEventsDeliversEveryChangeWithRepeatsUnderOneID(t *testing.
 			}
 
 			stop := runRoute(ctx, t, route, client)
+			receiver.waitGapEnds(ctx, t, 1) // the route's start, with no checkpoint
 			createConfigMap(t, ns, "marker", nil, "")
 			waitReceived(1)
 			const objects, changes = 10, 200
