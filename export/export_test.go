@@ -2,7 +2,9 @@ package export
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -159,4 +161,66 @@ func BenchmarkMetadataOf(b *testing.B) {
 			}
 		}
 	})
+}
+
+// heldSink is a Holder whose consumers hold held.
+type heldSink struct {
+	Sink
+	held map[ObjectKey]Held
+}
+
+func (s heldSink) Held(context.Context) (map[ObjectKey]Held, error) { return s.held, nil }
+
+// A re-sync of a watch that started from a position, which lists nothing
+// (every object deleted meanwhile), deletes what the consumers hold; a
+// sink that cannot say what they hold gets a GAP_END that replaces.
+func TestAnEmptyListingAfterAResumeDeletesWhatIsHeld(t *testing.T) {
+	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	end := hubclient.Event{Type: hubclient.Bookmark, Resync: true, ResyncReplaces: true, ResumeToken: "after", ResourceVersion: "9"}
+	r := &Route{Selector: hubclient.Selector{Resource: cm},
+		Sink: heldSink{held: map[ObjectKey]Held{{"a", "x"}: {UID: "u", ResourceVersion: "5", Identity: []byte(`{}`)}}}}
+	changes, err := r.gap(context.Background(), &listingGap{before: "before"}, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range changes {
+		got = append(got, fmt.Sprintf("%s %s %s", c.Type, c.Name, c.ResumeToken))
+	}
+	if want := []string{"GAP_START  before", "DELETED x before", "GAP_END  after"}; !slices.Equal(got, want) {
+		t.Errorf("the gap is %q, want %q", got, want)
+	}
+	r.Sink = &CloudEvents{}
+	changes, err = r.gap(context.Background(), &listingGap{before: "before"}, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := changes[len(changes)-1]; len(changes) != 2 || !last.Replaces {
+		t.Errorf("the gap to a sink that is no Holder: %+v", changes)
+	}
+}
+
+func TestAStreamMustTakeTheGapMarkersSubjects(t *testing.T) {
+	for _, c := range []struct {
+		filter, subject string
+		match           bool
+	}{
+		{"k8s.>", "k8s.a.b", true}, {"k8s.*.b", "k8s.a.b", true}, {"k8s.*", "k8s.a.b", false},
+		{"k8s.a.>", "k8s.a", false}, {"k8s.a.b", "k8s.a.b", true}, {"k8s.a.c", "k8s.a.b", false},
+	} {
+		if subjectMatches(c.filter, c.subject) != c.match {
+			t.Errorf("%s takes %s: %v, want %v", c.filter, c.subject, !c.match, c.match)
+		}
+	}
+	subject, err := ParseSubject("k8s.{{.Resource}}.{{.Namespace}}.{{.Name}}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &JetStream{Stream: "APPS", Subject: subject, Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
+	if err := s.takesMarkers([]string{"k8s.configmaps.apps.>"}); !errors.Is(err, errPermanent) || !strings.Contains(err.Error(), "k8s.configmaps._._") {
+		t.Errorf("a stream of one namespace's subjects: %v", err)
+	}
+	if err := s.takesMarkers([]string{"k8s.configmaps.apps.>", "k8s.configmaps._._"}); err != nil {
+		t.Errorf("a stream that takes the markers: %v", err)
+	}
 }
