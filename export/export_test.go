@@ -224,3 +224,49 @@ func TestAStreamMustTakeTheGapMarkersSubjects(t *testing.T) {
 		t.Errorf("a stream that takes the markers: %v", err)
 	}
 }
+
+// A start with a gap whose initial listing the SDK's watch re-synced
+// halfway (its differences from the part listed follow it) leaves the
+// consumers holding what the API server holds: the differences are
+// folded into the listing before it is compared with what they hold.
+func TestAReSyncWithinAStartsListingIsFoldedIntoIt(t *testing.T) {
+	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	object := func(name, uid, rv string) []byte {
+		return fmt.Appendf(nil, `{"metadata":{"namespace":"ns","name":%q,"uid":%q,"resourceVersion":%q}}`, name, uid, rv)
+	}
+	r := &Route{Selector: hubclient.Selector{Resource: cm}, Sink: heldSink{held: map[ObjectKey]Held{
+		{"ns", "x"}: {UID: "ux", ResourceVersion: "1"},
+		{"ns", "y"}: {UID: "uy", ResourceVersion: "1"},
+	}}}
+	l := &listingGap{replaces: true, events: []hubclient.Event{
+		{Type: hubclient.Added, Object: object("x", "ux", "5")},
+		{Type: hubclient.Added, Object: object("y", "uy", "6")},
+		// The re-sync: x deleted meanwhile, y changed, z new.
+		{Type: hubclient.Deleted, Object: object("x", "ux", "5"), ResourceVersion: "20", Resync: true},
+		{Type: hubclient.Modified, Object: object("y", "uy", "9"), Resync: true},
+		{Type: hubclient.Added, Object: object("z", "uz", "8"), Resync: true},
+	}}
+	end := hubclient.Event{Type: hubclient.Bookmark, ResourceVersion: "20", ResumeToken: "end", Resync: true, InitialEventsEnd: true}
+	changes, err := r.gap(context.Background(), l, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range changes {
+		got = append(got, fmt.Sprintf("%s %s@%s", c.Type, c.Name, c.ResourceVersion))
+	}
+	if want := []string{"GAP_START @20", "DELETED x@20", "MODIFIED y@9", "ADDED z@8", "GAP_END @20"}; !slices.Equal(got, want) {
+		t.Errorf("the gap is %q, want %q", got, want)
+	}
+	r.Sink = &CloudEvents{}
+	if changes, err = r.gap(context.Background(), l, end); err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, c := range changes {
+		got = append(got, fmt.Sprintf("%s %s@%s", c.Type, c.Name, c.ResourceVersion))
+	}
+	if want := []string{"GAP_START @20", "ADDED y@9", "ADDED z@8", "GAP_END @20"}; !slices.Equal(got, want) {
+		t.Errorf("the gap to a sink that is no Holder is %q, want %q", got, want)
+	}
+}

@@ -322,6 +322,9 @@ func (r *Route) gap(ctx context.Context, l *listingGap, end hubclient.Event) ([]
 	// caller holds (it started from a position); it says so on every
 	// event, its closing bookmark included, even when it lists nothing.
 	replaces := l.replaces || end.ResyncReplaces
+	if replaces {
+		listed = listedState(listed)
+	}
 	holder, isHolder := r.Sink.(Holder)
 	switch {
 	case !replaces:
@@ -339,6 +342,38 @@ func (r *Route) gap(ctx context.Context, l *listingGap, end hubclient.Event) ([]
 		listed = differences(res, held, listed, end.ResourceVersion, l.before, end.ResumeToken)
 	}
 	return append(append([]Change{start}, listed...), finish), nil
+}
+
+// listedState is what a listing leaves, each object once, as ADDED. A
+// listing is every object as ADDED, but one of initial events that the
+// SDK's watch re-synced halfway goes on with its differences from the
+// part listed: they are folded in, in order.
+func listedState(listed []Change) []Change {
+	at := make(map[ObjectKey]int, len(listed))
+	var out []Change
+	for _, c := range listed {
+		key := ObjectKey{c.Namespace, c.Name}
+		i, seen := at[key]
+		switch {
+		case c.Type == hubclient.Deleted:
+			if seen {
+				out[i].Type = "" // gone
+			}
+		case seen && out[i].Type != "":
+			out[i] = c
+		default:
+			at[key] = len(out)
+			out = append(out, c)
+		}
+	}
+	kept := out[:0]
+	for _, c := range out {
+		if c.Type != "" {
+			c.Type = hubclient.Added
+			kept = append(kept, c)
+		}
+	}
+	return kept
 }
 
 // differences turns a listing (every object, as ADDED) into the changes
