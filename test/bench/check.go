@@ -159,6 +159,10 @@ func consistencyCheckScenario(ctx context.Context, e *Env, o *Options, r *Report
 	return nil
 }
 
+// lateChecksTolerated is how many checks more than o.Runs the harness may
+// see too late before it gives up.
+const lateChecksTolerated = 5
+
 // checkSizeRun starts a hub whose only feed, the ConfigMaps', checks
 // itself every o.CheckInterval, measures o.Runs of its checks after an
 // unmeasured first one, and profiles more when profiles are set;
@@ -186,7 +190,10 @@ func (e *Env) checkSizeRun(ctx context.Context, o *Options, kube kubernetes.Inte
 	}
 	res.objects = last.Objects
 	lateOnce := func() error {
-		if res.late++; res.late > o.Runs {
+		// A loaded machine reads a line late now and then (the smoke
+		// run's half-second interval shares two cores with the whole
+		// suite): each costs an interval, not the measurement.
+		if res.late++; res.late > o.Runs+lateChecksTolerated {
 			return fmt.Errorf("the harness saw %d checks end too late to open the next one's window", res.late)
 		}
 		return nil
