@@ -19,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	corev1 "k8s.io/api/core/v1"
@@ -104,58 +103,11 @@ func jetStreamExported(ctx context.Context, t *testing.T, stream jetstream.Strea
 // order.
 func kafkaExported(ctx context.Context, t *testing.T, brokers []string, topic string) map[int32][]exported {
 	t.Helper()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	ends, err := kadm.NewClient(admin).ListCommittedOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, from := map[int32]int64{}, map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			left[o.Partition] = o.Offset
-		}
-		from[o.Partition] = kgo.NewOffset().AtStart()
-	})
-	consumer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer consumer.Close()
 	out := map[int32][]exported{}
-	for len(left) > 0 {
-		fetches := consumer.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s: partitions %v not read to their end", topic, left)
-		}
-		for _, err := range fetches.Errors() {
-			t.Fatalf("reading %s: %v", topic, err)
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			if end, ok := left[r.Partition]; !ok || r.Offset >= end {
-				return
-			} else if r.Offset == end-1 {
-				delete(left, r.Partition)
-			}
-			if r.Attrs.IsControl() {
-				return
-			}
-			e := exported{Object: r.Value}
-			for _, h := range r.Headers {
-				switch h.Key {
-				case export.HeaderType:
-					e.Type = string(h.Value)
-				case export.HeaderGapReplaces:
-					e.Replaces = string(h.Value) == "true"
-				}
-			}
-			out[r.Partition] = append(out[r.Partition], e)
-		})
-	}
+	kafkaCommitted(ctx, t, brokers, topic, func(r *kgo.Record) {
+		out[r.Partition] = append(out[r.Partition], exported{recordHeader(r, export.HeaderType), r.Value,
+			recordHeader(r, export.HeaderGapReplaces) == "true"})
+	})
 	return out
 }
 

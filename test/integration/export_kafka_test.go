@@ -17,11 +17,11 @@ import (
 	"github.com/informerhub/informerhub/informerhub"
 )
 
-// kafkaChanges reads, as a consumer of committed records, every change
-// in topic up to its partitions' last stable offsets, by object name, in
-// order. It keeps the control records, which end every transaction, to
-// see where a partition ends.
-func kafkaChanges(ctx context.Context, t *testing.T, brokers []string, topic string) (map[string][]exportedChange, int) {
+// kafkaCommitted reads, as a consumer of committed records, every record
+// of topic up to its partitions' last stable offsets, and calls each with
+// them, in order in each partition. It keeps the control records, which
+// end every transaction, to see where a partition ends.
+func kafkaCommitted(ctx context.Context, t *testing.T, brokers []string, topic string, each func(*kgo.Record)) {
 	t.Helper()
 	admin, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
@@ -45,7 +45,6 @@ func kafkaChanges(ctx context.Context, t *testing.T, brokers []string, topic str
 		t.Fatal(err)
 	}
 	defer consumer.Close()
-	out, n := map[string][]exportedChange{}, 0
 	for len(left) > 0 {
 		fetches := consumer.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -60,26 +59,37 @@ func kafkaChanges(ctx context.Context, t *testing.T, brokers []string, topic str
 			} else if r.Offset == end-1 {
 				delete(left, r.Partition)
 			}
-			if r.Attrs.IsControl() {
-				return
+			if !r.Attrs.IsControl() {
+				each(r)
 			}
-			var meta struct{ Metadata struct{ Name string } }
-			if err := json.Unmarshal(r.Value, &meta); err != nil {
-				t.Fatalf("the record at %s/%d@%d: %v", topic, r.Partition, r.Offset, err)
-			}
-			var typ, rv string
-			for _, h := range r.Headers {
-				switch h.Key {
-				case export.HeaderType:
-					typ = string(h.Value)
-				case export.HeaderResourceVersion:
-					rv = string(h.Value)
-				}
-			}
-			out[meta.Metadata.Name] = append(out[meta.Metadata.Name], exportedChange{typ, meta.Metadata.Name, rv})
-			n++
 		})
 	}
+}
+
+// recordHeader is a record's header key, or "".
+func recordHeader(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// kafkaChanges reads every committed change in topic, by object name, in
+// order, and how many there are.
+func kafkaChanges(ctx context.Context, t *testing.T, brokers []string, topic string) (map[string][]exportedChange, int) {
+	t.Helper()
+	out, n := map[string][]exportedChange{}, 0
+	kafkaCommitted(ctx, t, brokers, topic, func(r *kgo.Record) {
+		var meta struct{ Metadata struct{ Name string } }
+		if err := json.Unmarshal(r.Value, &meta); err != nil {
+			t.Fatalf("the record at %s/%d@%d: %v", topic, r.Partition, r.Offset, err)
+		}
+		name := meta.Metadata.Name
+		out[name] = append(out[name], exportedChange{recordHeader(r, export.HeaderType), name, recordHeader(r, export.HeaderResourceVersion)})
+		n++
+	})
 	return out, n
 }
 

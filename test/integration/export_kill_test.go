@@ -376,70 +376,21 @@ func jetStreamKillChanges(ctx context.Context, t *testing.T, js jetstream.JetStr
 	return out
 }
 
-// kafkaKillChanges reads, as a consumer of committed records, every
-// change in topic up to its partitions' last stable offsets, by
-// partition, in order.
+// kafkaKillChanges reads every committed change in topic, by partition,
+// in order.
 func kafkaKillChanges(ctx context.Context, t *testing.T, brokers []string, topic string) map[int32][]killChange {
 	t.Helper()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	ends, err := kadm.NewClient(admin).ListCommittedOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, from := map[int32]int64{}, map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			left[o.Partition] = o.Offset
-		}
-		from[o.Partition] = kgo.NewOffset().AtStart()
-	})
-	consumer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer consumer.Close()
 	out := map[int32][]killChange{}
-	for len(left) > 0 {
-		fetches := consumer.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s: partitions %v not read to their end", topic, left)
+	kafkaCommitted(ctx, t, brokers, topic, func(r *kgo.Record) {
+		c, err := killChangeOf(recordHeader(r, export.HeaderID), recordHeader(r, export.HeaderType), r.Value)
+		if err != nil {
+			t.Fatalf("the record at %s/%d@%d: %v", topic, r.Partition, r.Offset, err)
 		}
-		for _, err := range fetches.Errors() {
-			t.Fatalf("reading %s: %v", topic, err)
+		if string(r.Key) != c.UID {
+			t.Errorf("the record at %s/%d@%d is keyed %q, not by its object's uid %s", topic, r.Partition, r.Offset, r.Key, c.UID)
 		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			if end, ok := left[r.Partition]; !ok || r.Offset >= end {
-				return // past the end read to
-			} else if r.Offset == end-1 {
-				delete(left, r.Partition)
-			}
-			if r.Attrs.IsControl() {
-				return
-			}
-			var id, typ string
-			for _, h := range r.Headers {
-				switch h.Key {
-				case export.HeaderID:
-					id = string(h.Value)
-				case export.HeaderType:
-					typ = string(h.Value)
-				}
-			}
-			c, err := killChangeOf(id, typ, r.Value)
-			if err != nil {
-				t.Fatalf("the record at %s/%d@%d: %v", topic, r.Partition, r.Offset, err)
-			}
-			if string(r.Key) != c.UID {
-				t.Errorf("the record at %s/%d@%d is keyed %q, not by its object's uid %s", topic, r.Partition, r.Offset, r.Key, c.UID)
-			}
-			out[r.Partition] = append(out[r.Partition], c)
-		})
-	}
+		out[r.Partition] = append(out[r.Partition], c)
+	})
 	return out
 }
 
