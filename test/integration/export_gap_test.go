@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -391,28 +390,8 @@ func TestAnExportOutlastsASinkThatRefuses(t *testing.T) {
 	h := startHub(t, informerhub.Config{})
 	client := sdkClient(t, h.addr)
 	receiver := &refusingReceiver{}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := cloudevents.NewHTTP(cehttp.WithListener(lis))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := cloudevents.NewClient(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(context.Background())
-	received := make(chan struct{})
-	go func() {
-		defer close(received)
-		if err := rc.StartReceiver(rctx, receiver.receive); err != nil {
-			t.Errorf("the CloudEvents receiver: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-received })
-	sp, err := cloudevents.NewHTTP(cloudevents.WithTarget("http://" + lis.Addr().String()))
+	url := serveCE(t, receiver.receive)
+	sp, err := cloudevents.NewHTTP(cloudevents.WithTarget(url))
 	if err != nil {
 		t.Fatal(err)
 	}

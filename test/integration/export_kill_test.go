@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -302,10 +301,6 @@ func (p *exporterProcess) tail() string {
 // mode (no Ce-Id header).
 func startBinaryCEReceiver(t *testing.T, r *ceReceiver) (string, *atomic.Int64) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var notBinary atomic.Int64
 	binary := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -315,27 +310,7 @@ func startBinaryCEReceiver(t *testing.T, r *ceReceiver) (string, *atomic.Int64) 
 			next.ServeHTTP(w, req)
 		})
 	}
-	p, err := cloudevents.NewHTTP(cehttp.WithListener(lis), cehttp.WithMiddleware(binary))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cloudevents.NewClient(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := c.StartReceiver(ctx, r.receive); err != nil {
-			t.Errorf("the CloudEvents receiver: %v", err)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return "http://" + lis.Addr().String(), &notBinary
+	return serveCE(t, r.receive, cehttp.WithMiddleware(binary)), &notBinary
 }
 
 // jetStreamKillChanges reads every message of stream, in order, with an

@@ -392,11 +392,18 @@ func (r *ceReceiver) waitGapEnds(ctx context.Context, t *testing.T, n int) {
 // its URL.
 func startCEReceiver(t *testing.T, r *ceReceiver) string {
 	t.Helper()
+	return serveCE(t, r.receive)
+}
+
+// serveCE serves receive, an sdk-go receiver, on loopback until the test
+// ends, with the HTTP protocol's options, and returns its URL.
+func serveCE(t *testing.T, receive func(cloudevents.Event) protocol.Result, opts ...cehttp.Option) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := cloudevents.NewHTTP(cehttp.WithListener(lis))
+	p, err := cloudevents.NewHTTP(append([]cehttp.Option{cehttp.WithListener(lis)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +415,7 @@ func startCEReceiver(t *testing.T, r *ceReceiver) string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := c.StartReceiver(ctx, r.receive); err != nil {
+		if err := c.StartReceiver(ctx, receive); err != nil {
 			t.Errorf("the CloudEvents receiver: %v", err)
 		}
 	}()
