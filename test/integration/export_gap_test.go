@@ -15,10 +15,8 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/google/go-cmp/cmp"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +24,6 @@ import (
 	hubclient "github.com/informerhub/informerhub/clients/go"
 	"github.com/informerhub/informerhub/export"
 	"github.com/informerhub/informerhub/informerhub"
-	"github.com/informerhub/informerhub/internal/natstest"
 )
 
 // exported is a change as a consumer of an export reads it.
@@ -130,31 +127,13 @@ func TestAGapIsExportedAsItsDifferencesBetweenMarkers(t *testing.T) {
 	client := sdkClient(t, h.addr)
 	selector := hubclient.Selector{Resource: configMaps, Namespace: ns}
 
-	nsrv := natstest.Start(t, natstest.Options{})
-	nc, err := nats.Connect(nsrv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "GAP", Subjects: []string{"k8s.>"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js, stream := startJetStream(ctx, t, jetstream.StreamConfig{Name: "GAP", Subjects: []string{"k8s.>"}})
 	subject, err := export.ParseSubject("k8s.{{.Type}}.{{.Namespace}}.{{.Name}}")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const topic = "gap"
-	kafka, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topic), kfake.SeedTopics(1, topic+".informerhub-checkpoint"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kafka.Close)
-	brokers := kafka.ListenAddrs()
+	brokers := startKafka(t, topic, 3)
 	receiver := &ceReceiver{markers: true}
 	p, err := cloudevents.NewHTTP(cloudevents.WithTarget(startCEReceiver(t, receiver)))
 	if err != nil {

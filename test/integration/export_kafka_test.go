@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	hubclient "github.com/informerhub/informerhub/clients/go"
@@ -105,12 +104,7 @@ func TestExportToKafkaHoldsEveryChangeOnceThroughRestarts(t *testing.T) {
 	h := startRestartableHub(t, informerhub.Config{})
 	client := sdkClient(t, h.addr)
 	const topic = "configmaps"
-	kafka, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topic), kfake.SeedTopics(1, topic+".informerhub-checkpoint"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kafka.Close)
-	brokers := kafka.ListenAddrs()
+	brokers := startKafka(t, topic, 3)
 	// Each start is another exporter, as after a crash: its producer
 	// fences the one before, which is left as it was until the test ends.
 	exporter := func() *export.Route {

@@ -25,7 +25,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,7 +33,6 @@ import (
 	hubclient "github.com/informerhub/informerhub/clients/go"
 	"github.com/informerhub/informerhub/export"
 	"github.com/informerhub/informerhub/informerhub"
-	"github.com/informerhub/informerhub/internal/natstest"
 	"github.com/informerhub/informerhub/internal/testhub"
 )
 
@@ -463,28 +461,10 @@ func TestExportSurvivesKills(t *testing.T) {
 	h := startRestartableHub(t, informerhub.Config{})
 
 	// JetStream: a stream the test creates.
-	nsrv := natstest.Start(t, natstest.Options{})
-	nc, err := nats.Connect(nsrv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "KILL", Subjects: []string{"k8s.>"}, Storage: jetstream.FileStorage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nsrv, js, stream := startJetStream(ctx, t, jetstream.StreamConfig{Name: "KILL", Subjects: []string{"k8s.>"}, Storage: jetstream.FileStorage})
 	// Kafka: kfake on loopback TCP, the topics created by the test.
 	const topic = "configmaps"
-	kafka, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topic), kfake.SeedTopics(1, topic+".informerhub-checkpoint"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kafka.Close)
-	brokers := kafka.ListenAddrs()
+	brokers := startKafka(t, topic, 4)
 	kadmin, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kfake"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -138,6 +139,42 @@ func (c *exportChurn) want(n int) []exportedChange {
 	return want
 }
 
+// startJetStream starts a nats-server with JetStream until the test ends
+// and creates a stream of cfg; the connection it returns reconnects
+// through the server's restarts.
+func startJetStream(ctx context.Context, t *testing.T, cfg jetstream.StreamConfig) (*natstest.Server, jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	nsrv := natstest.Start(t, natstest.Options{})
+	nc, err := nats.Connect(nsrv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.CreateStream(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nsrv, js, stream
+}
+
+// startKafka starts kfake, an in-process Kafka listening on loopback,
+// until the test ends, with topic in partitions partitions and its
+// checkpoint topic (the Kafka sink's default name), and returns its
+// brokers.
+func startKafka(t *testing.T, topic string, partitions int32) []string {
+	t.Helper()
+	kafka, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic), kfake.SeedTopics(1, topic+".informerhub-checkpoint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kafka.Close)
+	return kafka.ListenAddrs()
+}
+
 // runRoute runs route until stop, which returns once it ended.
 func runRoute(ctx context.Context, t *testing.T, route *export.Route, client *hubclient.Client) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -173,20 +210,7 @@ func TestExportToJetStreamHoldsEveryChangeOnceThroughRestarts(t *testing.T) {
 	ctx, ns := churn.ctx, churn.ns
 	h := startRestartableHub(t, informerhub.Config{})
 	client := sdkClient(t, h.addr)
-	nsrv := natstest.Start(t, natstest.Options{})
-	nc, err := nats.Connect(nsrv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EXPORT", Subjects: []string{"k8s.>"}, Storage: jetstream.FileStorage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nsrv, js, stream := startJetStream(ctx, t, jetstream.StreamConfig{Name: "EXPORT", Subjects: []string{"k8s.>"}, Storage: jetstream.FileStorage})
 	subject, err := export.ParseSubject("k8s.{{.Resource}}.{{.Namespace}}.{{.Name}}")
 	if err != nil {
 		t.Fatal(err)
@@ -245,20 +269,7 @@ func TestInformerhubExportRunsItsConfigsRoutes(t *testing.T) {
 	bin := testhub.Build(t, "github.com/informerhub/informerhub/cmd/informerhub-export")
 	ns := namespace(t)
 	h := startHub(t, informerhub.Config{})
-	nsrv := natstest.Start(t, natstest.Options{})
-	nc, err := nats.Connect(nsrv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "CONFIGMAPS", Subjects: []string{"k8s.>"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nsrv, _, stream := startJetStream(ctx, t, jetstream.StreamConfig{Name: "CONFIGMAPS", Subjects: []string{"k8s.>"}})
 	config := func(streamName string) string {
 		path := filepath.Join(t.TempDir(), "export.yaml")
 		text := fmt.Sprintf(`cluster: test
