@@ -270,3 +270,41 @@ func TestAReSyncWithinAStartsListingIsFoldedIntoIt(t *testing.T) {
 		t.Errorf("the gap to a sink that is no Holder is %q, want %q", got, want)
 	}
 }
+
+// onceHeld is a Holder that can be read back once.
+type onceHeld struct {
+	heldSink
+	reads *int
+}
+
+func (s onceHeld) Held(ctx context.Context) (map[ObjectKey]Held, error) {
+	if *s.reads++; *s.reads > 1 {
+		return nil, errors.New("read back twice")
+	}
+	return s.heldSink.Held(ctx)
+}
+
+// A route with no position whose sink holds objects starts with a gap,
+// and reads back what the sink holds once for it.
+func TestAStartsGapReadsBackWhatIsHeldOnce(t *testing.T) {
+	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	reads := 0
+	r := &Route{Selector: hubclient.Selector{Resource: cm},
+		Sink: onceHeld{heldSink{held: map[ObjectKey]Held{{"ns", "gone"}: {UID: "u", ResourceVersion: "1", Identity: []byte(`{}`)}}}, &reads}}
+	l, err := r.startingGap(context.Background())
+	if err != nil || l == nil || !l.replaces {
+		t.Fatalf("the starting gap: %+v, %v", l, err)
+	}
+	end := hubclient.Event{Type: hubclient.Bookmark, ResourceVersion: "9", ResumeToken: "end", InitialEventsEnd: true}
+	changes, err := r.gap(context.Background(), l, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 3 || changes[1].Type != hubclient.Deleted || reads != 1 {
+		t.Errorf("the gap %+v after %d reads", changes, reads)
+	}
+	empty := &Route{Sink: heldSink{held: map[ObjectKey]Held{}}}
+	if l, err := empty.startingGap(context.Background()); l != nil || err != nil {
+		t.Errorf("a sink that holds nothing: %+v, %v", l, err)
+	}
+}

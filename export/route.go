@@ -199,12 +199,8 @@ func (r *Route) export(ctx context.Context, client *hubclient.Client, log *slog.
 	// existed before its first start is no gap in what it holds).
 	var listing *listingGap
 	if token == "" {
-		fresh, err := r.startsWithGap(ctx)
-		if err != nil {
+		if listing, err = r.startingGap(ctx); err != nil {
 			return false, err
-		}
-		if fresh {
-			listing = &listingGap{replaces: true}
 		}
 	}
 	batch := make([]Change, 0, maxBatch)
@@ -277,22 +273,25 @@ type listingGap struct {
 	before   string            // the watch's position before it: its GAP_START's
 	events   []hubclient.Event // its objects (or, of a re-sync of a watch that knew all, its differences)
 	replaces bool              // events are every object, as ADDED
+	// held is what the sink's consumers hold, if read before the listing
+	// (startingGap): the route publishes nothing meanwhile.
+	held map[ObjectKey]Held
 }
 
-// startsWithGap tells whether a route with no position starts with a gap:
+// startingGap is the gap a route with no position starts with, or nil:
 // unless its sink can read back what its consumers hold and they hold
 // nothing, they may hold objects, from before a lost position, that are
 // gone now.
-func (r *Route) startsWithGap(ctx context.Context) (bool, error) {
+func (r *Route) startingGap(ctx context.Context) (*listingGap, error) {
 	holder, ok := r.Sink.(Holder)
 	if !ok {
-		return true, nil
+		return &listingGap{replaces: true}, nil
 	}
 	held, err := holder.Held(ctx)
-	if err != nil {
-		return false, err
+	if err != nil || len(held) == 0 {
+		return nil, err
 	}
-	return len(held) > 0, nil
+	return &listingGap{replaces: true, held: held}, nil
 }
 
 // gap makes the changes a listing calls for: a GAP_START at the position
@@ -335,9 +334,12 @@ func (r *Route) gap(ctx context.Context, l *listingGap, end hubclient.Event) ([]
 		// What the consumers hold is unknown: every object, as ADDED.
 		finish.Replaces = true
 	default:
-		held, err := holder.Held(ctx)
-		if err != nil {
-			return nil, err
+		held := l.held
+		if held == nil {
+			var err error
+			if held, err = holder.Held(ctx); err != nil {
+				return nil, err
+			}
 		}
 		listed = differences(res, held, listed, end.ResourceVersion, l.before, end.ResumeToken)
 	}
