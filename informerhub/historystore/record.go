@@ -98,7 +98,7 @@ func readHeader(v []byte) (r Record, flags byte, body []byte, err error) {
 	}
 	r.Type, flags = v[1], v[2]
 	r.FromRelist = flags&flagRelist != 0
-	d := decoder{b: v[3:]}
+	d := decoder[[]byte]{b: v[3:]}
 	r.Epoch = d.uint64()
 	r.RV = d.uvarint()
 	r.TokenRV = r.RV - d.uvarint()
@@ -112,10 +112,10 @@ func readHeader(v []byte) (r Record, flags byte, body []byte, err error) {
 
 // readBody reads a record's opened body into r.
 func readBody(r *Record, flags byte, body []byte) error {
-	d := decoder{b: body}
-	r.Object = d.object()
+	d := decoder[[]byte]{b: body}
+	r.Object = copyObject(&d)
 	if flags&flagPrevious != 0 {
-		prev := d.object()
+		prev := copyObject(&d)
 		r.Previous = &prev
 	}
 	if d.bad || len(d.b) != 0 {
@@ -179,7 +179,9 @@ func readStateObject(v []byte, t value.Transformer, key []byte) (Object, error) 
 	if err != nil {
 		return Object{}, err
 	}
-	d := decoder{b: plain}
+	// Each string copied on its own: the state is kept, and a label a
+	// longer-lived index keeps must not keep the rest of the object.
+	d := decoder[[]byte]{b: plain}
 	o := d.object()
 	if d.bad || len(d.b) != 0 {
 		return Object{}, errCorrupt
@@ -192,14 +194,35 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// decoder reads what append* wrote; a short or oversized read sets bad.
-// What it returns is copied out of the buffer, which Pebble reuses.
-type decoder struct {
-	b   []byte
+// decoder reads what append* wrote from bytes (a Pebble buffer, which
+// Pebble reuses: what it returns is copied out) or from a string (what it
+// returns shares the string); a short or oversized read sets bad.
+type decoder[T ~[]byte | ~string] struct {
+	b   T
 	bad bool
 }
 
-func (d *decoder) object() Object {
+// copyObject reads a record's object out of d's buffer in one copy: its
+// encoding becomes one string, which the object's strings share, so an
+// object read costs one allocation, not one per string and label (records
+// are read by the thousand to catch subscribers up, and dropped once
+// sent). Its strings keep alive only its own bytes.
+func copyObject(d *decoder[[]byte]) Object {
+	skip := decoder[[]byte]{b: d.b}
+	skip.skipObject()
+	if skip.bad {
+		d.bad, d.b = true, nil
+		return Object{}
+	}
+	n := len(d.b) - len(skip.b)
+	one := decoder[string]{b: string(d.b[:n])}
+	d.b = d.b[n:]
+	o := one.object()
+	d.bad = one.bad
+	return o
+}
+
+func (d *decoder[T]) object() Object {
 	var o Object
 	o.Namespace = d.string()
 	o.Name = d.string()
@@ -218,43 +241,80 @@ func (d *decoder) object() Object {
 	return o
 }
 
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.bad, d.b = true, nil
-		return 0
+// skipObject moves past an object without reading it.
+func (d *decoder[T]) skipObject() {
+	d.skip() // namespace
+	d.skip() // name
+	d.skip() // uid
+	d.uvarint()
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.bad, d.b = true, d.b[:0]
+		return
 	}
-	d.b = d.b[n:]
+	for range 2 * n {
+		d.skip()
+	}
+	d.skip() // JSON
+}
+
+func (d *decoder[T]) uvarint() uint64 {
+	var v uint64
+	for i := 0; i < len(d.b) && i < binary.MaxVarintLen64; i++ {
+		c := d.b[i]
+		if i == binary.MaxVarintLen64-1 && c > 1 {
+			break // overflows 64 bits
+		}
+		v |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			d.b = d.b[i+1:]
+			return v
+		}
+	}
+	d.bad, d.b = true, d.b[:0]
+	return 0
+}
+
+func (d *decoder[T]) varint() int64 {
+	u := d.uvarint()
+	v := int64(u >> 1)
+	if u&1 != 0 {
+		v = ^v
+	}
 	return v
 }
 
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.bad, d.b = true, nil
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) uint64() uint64 {
+func (d *decoder[T]) uint64() uint64 {
 	if len(d.b) < 8 {
-		d.bad, d.b = true, nil
+		d.bad, d.b = true, d.b[:0]
 		return 0
 	}
-	v := binary.BigEndian.Uint64(d.b)
+	var v uint64
+	for i := range 8 {
+		v = v<<8 | uint64(d.b[i])
+	}
 	d.b = d.b[8:]
 	return v
 }
 
-func (d *decoder) string() string {
+// string returns the next string: a copy when d reads bytes, a part of
+// d's string when it reads a string.
+func (d *decoder[T]) string() string {
 	n := d.uvarint()
 	if n > uint64(len(d.b)) {
-		d.bad, d.b = true, nil
+		d.bad, d.b = true, d.b[:0]
 		return ""
 	}
 	s := string(d.b[:n])
 	d.b = d.b[n:]
 	return s
+}
+
+func (d *decoder[T]) skip() {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.bad, d.b = true, d.b[:0]
+		return
+	}
+	d.b = d.b[n:]
 }

@@ -80,12 +80,25 @@ func Open(opts Options) (*Store, error) {
 		LBaseMaxBytes:               64 << 20,
 		CompactionConcurrencyRange:  func() (int, int) { return 1, 2 },
 	}
-	// Snappy, but not where files are written to be rewritten soon:
-	// compression is most of what appending costs on a small machine
-	// (profiled: a quarter of BenchmarkDiskHistory/append's CPU), and a
-	// flush's L0 files are compacted within seconds.
+	// Blocks of 32 KiB, not 4: a record of a 4 KiB object and its
+	// previous state is a block of its own at 4 KiB, so a subscriber
+	// catching up read, looked up and decompressed one block per record.
+	// A binary search (LastAtOrBefore, FirstAfter) decompresses a few
+	// blocks of 32 KiB instead, well under a millisecond.
+	for i := range po.Levels {
+		po.Levels[i].BlockSize = 32 << 10
+	}
+	// MinLZ, but not where files are written to be rewritten soon:
+	// decompressing was half of what a subscriber catching up from the
+	// disk costs with Snappy, and MinLZ decompresses in about half the
+	// time (issue 42: BENCHMARKS.md); compression is most of what
+	// appending costs on a small machine (profiled: a quarter of
+	// BenchmarkDiskHistory/append's CPU), and a flush's L0 files are
+	// compacted within seconds. Every Pebble an informerhub with a history
+	// has shipped reads MinLZ, and Snappy files written before stay
+	// readable.
 	po.ApplyCompressionSettings(func() pebble.DBCompressionSettings {
-		cs := pebble.UniformDBCompressionSettings(block.SnappyCompression)
+		cs := pebble.UniformDBCompressionSettings(block.MinLZCompression)
 		cs.Levels[0] = block.NoCompression
 		return cs
 	})

@@ -1,6 +1,7 @@
 package historystore
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -120,6 +121,75 @@ func TestReadRecordRefusesDamage(t *testing.T) {
 	b[0] = recordVersion + 1
 	if err := readRecord(b); err == nil {
 		t.Fatal("a record of an unknown version was read")
+	}
+}
+
+// The decoder reads varints as encoding/binary writes them, and refuses
+// what binary.Uvarint refuses (short, or past 64 bits), from bytes and
+// from a string alike.
+func TestDecoderVarints(t *testing.T) {
+	values := []uint64{0, 1, 127, 128, 300, 1<<32 - 1, 1 << 63, ^uint64(0)}
+	for _, v := range values {
+		b := binary.AppendUvarint(nil, v)
+		d := decoder[[]byte]{b: append(b, 0xaa)}
+		if got := d.uvarint(); got != v || d.bad || len(d.b) != 1 {
+			t.Errorf("uvarint %d: got %d (bad %v, %d left)", v, got, d.bad, len(d.b))
+		}
+		ds := decoder[string]{b: string(b)}
+		if got := ds.uvarint(); got != v || ds.bad || len(ds.b) != 0 {
+			t.Errorf("uvarint %d from a string: got %d (bad %v)", v, got, ds.bad)
+		}
+		sv := int64(v)
+		d = decoder[[]byte]{b: binary.AppendVarint(nil, sv)}
+		if got := d.varint(); got != sv || d.bad {
+			t.Errorf("varint %d: got %d (bad %v)", sv, got, d.bad)
+		}
+	}
+	for _, b := range [][]byte{
+		{},
+		{0x80},
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02},       // past 64 bits
+		{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, // 11 bytes
+	} {
+		_, n := binary.Uvarint(b)
+		d := decoder[[]byte]{b: b}
+		d.uvarint()
+		if !d.bad || n > 0 {
+			t.Errorf("%x: decoder bad %v, binary.Uvarint n %d", b, d.bad, n)
+		}
+	}
+}
+
+// A record's objects come back as written, each in one allocation of its
+// own: the object's strings share its bytes, not the other object's.
+func TestReadBodyCopiesEachObjectOnce(t *testing.T) {
+	o, p := obj("a", 2), obj("a", 1)
+	o.Labels["tier"] = "web"
+	r := Record{Seq: 1, Type: TypeModified, Object: o, Previous: &p}
+	b := appendBody(appendHeader(nil, &r), &r)
+	var got Record
+	allocs := testing.AllocsPerRun(100, func() {
+		var flags byte
+		var body []byte
+		var err error
+		got, flags, body, err = readHeader(b)
+		if err == nil {
+			err = readBody(&got, flags, body)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	if diff := cmp.Diff(r.Object, got.Object); diff != "" {
+		t.Errorf("object (-written +read):\n%s", diff)
+	}
+	if diff := cmp.Diff(*r.Previous, *got.Previous); diff != "" {
+		t.Errorf("previous (-written +read):\n%s", diff)
+	}
+	// Per object: its bytes and its labels' map (a map of 1-2 entries is
+	// one allocation, or two with its buckets); and the Previous pointer.
+	if allocs > 7 {
+		t.Errorf("%v allocations to read a record of two objects, want at most 7", allocs)
 	}
 }
 
