@@ -45,3 +45,12 @@ func ReportCPUPerChange(b *testing.B, start Usage, changes int) {
 	cpu := Now().cpu - start.cpu
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(max(changes, 1)), "cpu-ns/change")
 }
+
+// ReportCPUPerOp reports on b the process's CPU time per operation since
+// start, in nanoseconds (cpu-ns/op): every goroutine's, the clients' in the
+// process included. Unlike ns/op it does not count the time the process
+// waited for a CPU, which a machine busy with other work adds to ns/op.
+func ReportCPUPerOp(b *testing.B, start Usage, ops int) {
+	cpu := Now().cpu - start.cpu
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(max(ops, 1)), "cpu-ns/op")
+}
