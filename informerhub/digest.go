@@ -92,11 +92,11 @@ func (h *Hub) Digest(ctx context.Context, req DigestRequest) (DigestResult, erro
 	if d.Kept != nil {
 		set = *d.Kept
 	} else {
-		tree := d.Tree
+		tree, eq := d.Tree, d.Eq
 		if d.Build != nil {
-			tree, _ = f.BuildIndex(d.Build, tree)
+			tree, eq = f.BuildIndex(d.Build, tree)
 		}
-		if set, err = digestNow(ctx, stream.NewCursor(tree, sel), d.Clone, held); err != nil {
+		if set, err = digestNow(ctx, stream.NewCursor(tree, sel, eq), d.Clone, held); err != nil {
 			return DigestResult{}, err
 		}
 	}
@@ -144,7 +144,7 @@ func digestNow(ctx context.Context, c *stream.Cursor, clone *state.Clone, held f
 			if err := clone.Err(); err != nil {
 				return digest.Set{}, err
 			}
-			c.Fill()
+			c.Fill(stream.CursorBatch)
 			continue
 		}
 		c.Take()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/informerhub/informerhub/informerhub/internal/feed"
 	"github.com/informerhub/informerhub/informerhub/internal/state"
+	"github.com/informerhub/informerhub/informerhub/internal/stream"
 	"github.com/informerhub/informerhub/informerhub/internal/token"
 	"github.com/informerhub/informerhub/informerhub/upstream"
 )
@@ -54,6 +55,10 @@ const (
 	LabelIndexMinObjects = feed.LabelIndexMinObjects
 	MaxLabelIndexKeys    = feed.MaxLabelIndexKeys
 )
+
+// CursorBatch is what a snapshot's cursor scans for at least at once; see
+// stream.Cursor.Fill.
+const CursorBatch = stream.CursorBatch
 
 // SnapshotExamined counts the objects a snapshot has tested against its
 // selector so far: all of the state's when it scans, fewer when it reads a

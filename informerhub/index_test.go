@@ -37,6 +37,8 @@ var indexSelectors = []informerhub.Selector{
 	{LabelSelector: "sel in (yes,maybe)"},
 	{LabelSelector: "sel=yes,app=web"},
 	{LabelSelector: "sel=yes,app!=web"},
+	{LabelSelector: "sel=yes,sel in (yes,maybe)"},
+	{LabelSelector: "sel=yes,sel!=yes"},
 	{LabelSelector: "app=web,tier=3"},
 	{LabelSelector: "sel=no"},
 	{LabelSelector: "tier=9"},
@@ -417,6 +419,46 @@ func TestLabelIndexIsUsed(t *testing.T) {
 	if got, want := informerhub.IndexedLabelKeys(h, configMaps), []string{"app", "sel"}; !slices.Equal(got, want) {
 		t.Fatalf("indexed keys %q, want %q", got, want)
 	}
+}
+
+// TestSnapshotOfAnIndexEndsWithItsLastPage: a selection that fills its
+// pages exactly, read from a label index (whose every object it selects),
+// ends with its last full page, not with an empty one after it.
+func TestSnapshotOfAnIndexEndsWithItsLastPage(t *testing.T) {
+	const n = 3000
+	selected := 0
+	for i := range n {
+		if indexedConfigMap(i, 0).Labels["tier"] == "1" {
+			selected++
+		}
+	}
+	pageSize := selected
+	if selected%2 == 0 {
+		pageSize = selected / 2
+	}
+	if pageSize <= informerhub.CursorBatch {
+		t.Fatalf("pages of %d objects: a page must be more than a cursor's batch", pageSize)
+	}
+	c, h, y := indexCluster(t, n, informerhub.Config{SnapshotPageSize: pageSize})
+	y.sync(t)
+	sel := informerhub.Selector{LabelSelector: "tier=1"}
+	want := pagesOf(listed(t, c, sel), pageSize)
+	if len(want[len(want)-1]) != pageSize {
+		t.Fatalf("pages of %v objects: the last is not full", pageLengths(want))
+	}
+	for _, read := range []string{"building the index", "from the index"} {
+		if got, _ := snapshotPages(t, h, sel); !cmp.Equal(want, got) {
+			t.Errorf("%s: pages of %v objects, want %v", read, pageLengths(got), pageLengths(want))
+		}
+	}
+}
+
+func pageLengths(pages [][]string) []int {
+	var n []int
+	for _, p := range pages {
+		n = append(n, len(p))
+	}
+	return n
 }
 
 // TestLabelIndexIsBounded: a feed indexes at most MaxLabelIndexKeys keys,

@@ -37,23 +37,23 @@ type Snapshot struct {
 // newSnapshot clones the state of the entry's feed for sel.
 func newSnapshot(h *Hub, entry *feed.Entry, sel *selection.Selector, proj *projection.Projection) (*Snapshot, error) {
 	f := entry.Feed()
-	tree, pos, build, clone, err := f.CloneFor(sel)
+	c, err := f.CloneFor(sel)
 	if err != nil {
 		return nil, err
 	}
-	if build != nil {
-		tree, _ = f.BuildIndex(build, tree)
+	if c.Build != nil {
+		c.Tree, c.Eq = f.BuildIndex(c.Build, c.Tree)
 	}
 	s := &Snapshot{
 		hub:             h,
 		entry:           entry,
 		feed:            f,
 		proj:            proj,
-		cursor:          stream.NewCursor(tree, sel),
-		resumeToken:     f.Events().Token(token.Token{Pos: pos}),
-		resourceVersion: strconv.FormatUint(pos.RV, 10),
+		cursor:          stream.NewCursor(c.Tree, sel, c.Eq),
+		resumeToken:     f.Events().Token(token.Token{Pos: c.Pos}),
+		resourceVersion: strconv.FormatUint(c.Pos.RV, 10),
 	}
-	s.clone.Store(clone)
+	s.clone.Store(c.Clone)
 	return s, nil
 }
 
@@ -75,6 +75,12 @@ type Page struct {
 	// Last is set on the last page, which may be empty.
 	Last bool
 }
+
+// maxPresizedPage bounds the objects a page has room for from its first (a
+// string header each): a SnapshotPageSize set far above the default
+// allocates no more than this for a page that ends up holding a few, as
+// SnapshotPageBytes may make it.
+const maxPresizedPage = 1024
 
 // NextPage returns the next page. A page holds at most SnapshotPageSize
 // objects and, unless it holds one, at most SnapshotPageBytes bytes of
@@ -99,11 +105,18 @@ func (s *Snapshot) NextPage(ctx context.Context) (Page, error) {
 			if err := s.clone.Load().Err(); err != nil {
 				return Page{}, err
 			}
-			s.cursor.Fill()
+			// The rest of the page at once: over an index tree, one search
+			// of the tree a page rather than one a stream.CursorBatch.
+			s.cursor.Fill(cfg.SnapshotPageSize - len(page.Objects))
 			continue
 		}
 		if len(page.Objects) > 0 && size+len(o.JSON) > cfg.SnapshotPageBytes {
 			break
+		}
+		if page.Objects == nil {
+			// Room for the page from its first object: grown as it
+			// fills, a page of 500 would be copied nine times.
+			page.Objects = make([]string, 0, min(cfg.SnapshotPageSize, maxPresizedPage, s.cursor.MaxLeft()))
 		}
 		sel := s.cursor.Take()
 		json := o.JSON

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"unsafe"
 
 	"google.golang.org/grpc/encoding"
@@ -254,8 +255,9 @@ func countsEncoding(counts *informerhub.Counts, json bool) (mem.BufferSlice, err
 
 // codec is gRPC's protobuf codec, except that an *informerhub.Event is sent
 // as the WatchResponse bytes the hub encoded once for all its subscribers,
-// an *informerhub.ManyEvent as a WatchManyResponse around them, and
-// *informerhub.Counts as the CountResponse encoded once for all callers.
+// an *informerhub.ManyEvent as a WatchManyResponse around them,
+// *informerhub.Counts as the CountResponse encoded once for all callers,
+// and a SnapshotResponse in a buffer of its own pool (snapshotEncoding).
 type codec struct {
 	proto encoding.CodecV2
 }
@@ -275,6 +277,8 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 		return manyResponse(m, false)
 	case *informerhub.Counts:
 		return countsEncoding(m, false)
+	case *informerhubv1.SnapshotResponse:
+		return snapshotEncoding(m)
 	}
 	return c.proto.Marshal(v)
 }
@@ -282,3 +286,52 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
 
 func (c codec) Name() string { return c.proto.Name() }
+
+// snapshotEncoding encodes a page of a Snapshot as gRPC's protobuf codec
+// does, but in a buffer of pageBuffers rather than of gRPC's pool: a page
+// of 500 objects of 650 B is in the pool's 1 MiB tier, whose buffers it
+// clears whole before each use, a third again of what encoding the page
+// costs (BenchmarkGRPCSnapshot's profile).
+func snapshotEncoding(m *informerhubv1.SnapshotResponse) (mem.BufferSlice, error) {
+	size := proto.Size(m)
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		b, err := proto.MarshalOptions{UseCachedSize: true}.Marshal(m)
+		return mem.BufferSlice{mem.SliceBuffer(b)}, err
+	}
+	buf := pageBuffers.Get(size)
+	// UseCachedSize: the size just computed, of a message nobody changes.
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend((*buf)[:0], m)
+	if err != nil {
+		pageBuffers.Put(buf)
+		return nil, err
+	}
+	*buf = b
+	return mem.BufferSlice{mem.NewBuffer(buf, pageBuffers)}, nil
+}
+
+// pageBuffers holds the buffers of the snapshot pages gRPC has written,
+// for the next pages: gRPC gives a buffer back once it has written it. It
+// does not clear them: an encoding overwrites all of what it sends, and
+// nothing reads past it. sync.Pool lets the collector take them from an
+// idle hub.
+var pageBuffers = &dirtyBufferPool{}
+
+type dirtyBufferPool struct{ pool sync.Pool }
+
+var _ mem.BufferPool = (*dirtyBufferPool)(nil)
+
+// Get returns a buffer of length bytes, of whatever they held before.
+func (p *dirtyBufferPool) Get(length int) *[]byte {
+	if buf, ok := p.pool.Get().(*[]byte); ok {
+		if cap(*buf) >= length {
+			*buf = (*buf)[:length]
+			return buf
+		}
+		// Too small for this page: the collector takes it, and the pool
+		// keeps the larger one instead, once written.
+	}
+	b := make([]byte, length)
+	return &b
+}
+
+func (p *dirtyBufferPool) Put(buf *[]byte) { p.pool.Put(buf) }

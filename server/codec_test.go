@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -58,5 +61,43 @@ func TestStructsFallBackToJSONWhenTooDeep(t *testing.T) {
 	}
 	if structs := structsOf([]string{shallow, deep}); structs != nil {
 		t.Errorf("a page with an object too deep: %d Structs, want the page as JSON", len(structs))
+	}
+}
+
+// TestSnapshotPagesEncodeAsProtobuf: the codec encodes a Snapshot page in
+// buffers it reuses without clearing them (pageBuffers), into exactly the
+// bytes protobuf's encoding makes, a smaller page after a larger one
+// included; and refuses, as protobuf does, an object that is not UTF-8.
+func TestSnapshotPagesEncodeAsProtobuf(t *testing.T) {
+	page := func(objects, size int) *informerhubv1.SnapshotResponse {
+		resp := &informerhubv1.SnapshotResponse{ResumeToken: "token", ResourceVersion: "42", Last: objects < 500}
+		for i := range objects {
+			resp.Objects = append(resp.Objects, fmt.Sprintf(`{"i":%d,"v":%q}`, i, strings.Repeat("x", size)))
+		}
+		if objects > 2 {
+			resp.FilterErrors = make([]string, objects)
+			resp.FilterErrors[1] = "no such key: v"
+		}
+		return resp
+	}
+	c := codec{proto: encoding.GetCodecV2("proto")}
+	for _, resp := range []*informerhubv1.SnapshotResponse{page(500, 650), page(300, 100), page(1, 10), page(0, 0), page(500, 650)} {
+		want, err := proto.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Materialize(), want) {
+			t.Errorf("a page of %d objects: not protobuf's encoding", len(resp.Objects))
+		}
+		got.Free() // back to pageBuffers, for the next page
+	}
+	bad := page(500, 650)
+	bad.Objects[7] = "{\"v\":\"\xff\"}"
+	if _, err := c.Marshal(bad); err == nil {
+		t.Error("a page with an object that is not UTF-8 was encoded")
 	}
 }

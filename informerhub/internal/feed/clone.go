@@ -12,17 +12,29 @@ import (
 	"github.com/informerhub/informerhub/informerhub/internal/state"
 )
 
-// CloneFor returns, for a snapshot of sel, a clone of the tree it reads
-// (see the feed's store.cloneFor), its position, and the clone's account
-// (state.Clones), under the feed's lock.
-func (f *Feed) CloneFor(sel *selection.Selector) (*btree.BTreeG[*state.Object], state.Position, *IndexBuild, *state.Clone, error) {
+// SnapshotClone is what a snapshot of a selection reads: a clone of the
+// tree it walks, the label every object of that tree carries (nil: it is
+// the state), and the index to build for it without the lock (see the
+// feed's store.cloneFor); the position they are of, and the clone's
+// account (state.Clones).
+type SnapshotClone struct {
+	Tree  *btree.BTreeG[*state.Object]
+	Eq    *selection.LabelPair
+	Build *IndexBuild
+	Pos   state.Position
+	Clone *state.Clone
+}
+
+// CloneFor returns, under the feed's lock, what a snapshot of sel reads.
+func (f *Feed) CloneFor(sel *selection.Selector) (SnapshotClone, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return nil, state.Position{}, nil, nil, f.err
+		return SnapshotClone{}, f.err
 	}
-	tree, _, build := f.store.cloneFor(sel)
-	return tree, f.store.pos, build, f.store.clones.Take(), nil
+	c := SnapshotClone{Pos: f.store.pos, Clone: f.store.clones.Take()}
+	c.Tree, c.Eq, c.Build = f.store.cloneFor(sel)
+	return c, nil
 }
 
 // CloseClone stops counting a clone cloneFor took.
@@ -41,6 +53,7 @@ func (f *Feed) CloseClone(c *state.Clone) {
 type DigestClone struct {
 	Kept    *digest.Set
 	Tree    *btree.BTreeG[*state.Object]
+	Eq      *selection.LabelPair // the label Tree's objects carry; nil: Tree is the state
 	Build   *IndexBuild
 	Clone   *state.Clone
 	Pos, At state.Position
@@ -83,7 +96,7 @@ func (f *Feed) CloneForDigest(sel *selection.Selector, at *state.Position, kept 
 		d.Kept = &set
 		return d, nil
 	}
-	d.Tree, _, d.Build = st.cloneFor(sel)
+	d.Tree, d.Eq, d.Build = st.cloneFor(sel)
 	d.Clone = st.clones.Take()
 	return d, nil
 }

@@ -565,7 +565,8 @@ func (st *store) release() {
 // cloneFor returns a clone of the tree a cursor for sel walks: the index
 // tree of sel's most selective indexed equality, or else the state; and
 // the equality whose tree it is, nil for the state. Either way the cursor
-// applies all of sel to each object: the tree only narrows what it
+// applies sel to each object, but for that equality, which every object
+// of its tree carries (selection.Selector.Given): the tree narrows what it
 // examines, and holds the objects in the state's order.
 //
 // With the clone of the state it may return an index to build (see

@@ -597,6 +597,39 @@ func Equalities(s labels.Selector) []LabelPair {
 	return pairs
 }
 
+// Given returns what s asks of an object known to carry the label p: s
+// without the label requirements on p's key that p satisfies (a
+// requirement reads its key's value only). A cursor over a label index's
+// tree of p, every object of which carries p, matches with it; when p was
+// all s asked besides its namespace (SelectsWholeNamespaces), it matches
+// without reading an object's labels at all. It is for matching only: its
+// key and fingerprints stay s's.
+func (s *Selector) Given(p LabelPair) *Selector {
+	if s.labels == nil {
+		return s
+	}
+	reqs, selectable := s.labels.Requirements()
+	if !selectable {
+		return s
+	}
+	carried := labels.Set{p.Key: p.Value}
+	rest := reqs[:0:0]
+	for _, r := range reqs {
+		if r.Key() != p.Key || !r.Matches(carried) {
+			rest = append(rest, r)
+		}
+	}
+	if len(rest) == len(reqs) {
+		return s
+	}
+	given := *s
+	given.labels = nil
+	if len(rest) > 0 {
+		given.labels = labels.NewSelector().Add(rest...)
+	}
+	return &given
+}
+
 // CountFilterErrors makes the selector count its filter's failed
 // evaluations in c; it is called once, before the selector is shared.
 func (s *Selector) CountFilterErrors(c *atomic.Uint64) { s.filterErrors = c }

@@ -169,6 +169,72 @@ func TestShardSelectorsPartitionObjects(t *testing.T) {
 	}
 }
 
+// TestGivenDropsWhatTheLabelSatisfies: a selector given a label (what a
+// label index's tree guarantees) selects, among the objects carrying the
+// label, exactly what the selector selects; it reads no labels when the
+// label was all the selector asked, and keeps every requirement the label
+// does not satisfy.
+func TestGivenDropsWhatTheLabelSatisfies(t *testing.T) {
+	info := upstream.ResourceInfo{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true}
+	given := LabelPair{Key: "sel", Value: "yes"}
+	tests := []struct {
+		labels string
+		whole  bool // the given selector reads no labels
+	}{
+		{"sel=yes", true},
+		{"sel==yes", true},
+		{"sel in (yes)", true},
+		{"sel=yes,sel in (yes,maybe),sel", true},
+		{"sel=yes,sel!=no,!other", false},
+		{"sel=yes,app=web", false},
+		{"sel=yes,app!=web", false},
+		{"sel=yes,sel!=yes", false},
+		{"sel=yes,sel=no", false},
+		{"app=web", false},
+	}
+	var objects []*state.Object
+	for _, app := range []string{"", "web", "db"} {
+		for _, other := range []string{"", "x"} {
+			l := labels.Set{"sel": "yes"}
+			if app != "" {
+				l["app"] = app
+			}
+			if other != "" {
+				l["other"] = other
+			}
+			objects = append(objects, &state.Object{Namespace: "ns", Name: app + other, Labels: l})
+		}
+	}
+	for _, tt := range tests {
+		sel, err := Parse(Spec{Resource: info.Resource, Namespace: "ns", LabelSelector: tt.labels}, info, &testLimits, testCompiler())
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := sel.Given(given)
+		if g.SelectsWholeNamespaces() != tt.whole {
+			t.Errorf("%q given %v: reads labels %v, want %v (%v)", tt.labels, given, !g.SelectsWholeNamespaces(), !tt.whole, g.Labels())
+		}
+		for _, o := range objects {
+			if got, want := g.Matches(o, nil).Match, sel.Matches(o, nil).Match; got != want {
+				t.Errorf("%q given %v, object %v: matches %v, want %v", tt.labels, given, o.Labels, got, want)
+			}
+		}
+		if g.Namespace() != "ns" || sel.Labels().String() != labelsOf(t, tt.labels) {
+			t.Errorf("%q: Given changed the selector or lost its namespace", tt.labels)
+		}
+	}
+}
+
+// labelsOf is the canonical form of a label selector.
+func labelsOf(t *testing.T, s string) string {
+	t.Helper()
+	l, err := labels.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.String()
+}
+
 // testLimits are the hub's default limits (informerhub.DefaultMaxSelectorLength
 // and the rest).
 var testLimits = Limits{MaxSelectorLength: 4096, MaxFilterLength: 4096, MaxSelectorTerms: 64,

@@ -46,7 +46,7 @@ func newInitialPhase(s *Stream, o *feed.Opening, tok *token.Token) *initialPhase
 			tree.Delete(r.Object)
 		}
 	}
-	p := &initialPhase{s: s, cursor: NewCursor(tree, s.lease.Selector()), start: o.Start, clone: o.Clone}
+	p := &initialPhase{s: s, cursor: NewCursor(tree, s.lease.Selector(), eq), start: o.Start, clone: o.Clone}
 	if tok != nil && tok.Initial && tok.AfterName != "" {
 		p.cursor.skipThrough(&state.Object{Namespace: tok.AfterNamespace, Name: tok.AfterName})
 	}
