@@ -117,7 +117,7 @@ python-deps: ## Install the Debian packages of the Python client (python3-grpcio
 # The benchmarks behind BENCHMARKS.md. `make test` runs each once at its
 # smallest (bench-smoke; the harness's own smoke test, TestHarnessSmoke,
 # runs with the other tests) so that none of them rots.
-GO_BENCHMARKS := ^(BenchmarkFanOut|BenchmarkGRPCFanOut|BenchmarkConnectFanOut|BenchmarkSnapshot|BenchmarkDigest|BenchmarkOneObjectEach|BenchmarkNodeAgents|BenchmarkFilter|BenchmarkProjection|BenchmarkDiskHistory|BenchmarkWatchMany|BenchmarkShards|BenchmarkCount)$$
+GO_BENCHMARKS := ^(BenchmarkFanOut|BenchmarkGRPCFanOut|BenchmarkConnectFanOut|BenchmarkSnapshot|BenchmarkGRPCSnapshot|BenchmarkDigest|BenchmarkOneObjectEach|BenchmarkNodeAgents|BenchmarkFilter|BenchmarkProjection|BenchmarkDiskHistory|BenchmarkWatchMany|BenchmarkShards|BenchmarkCount)$$
 BENCH_RUNS    ?= 3
 BENCH_RESULTS := test/bench/results
 

@@ -39,8 +39,12 @@ import (
 // ns/first-page is from opening the stream to its first response;
 // cpu-ns/op is the process's CPU time per Snapshot, the client's
 // included, which waiting for a CPU on a busy machine does not inflate.
+// With -short (make test's bench-smoke), 2,000 objects.
 func BenchmarkGRPCSnapshot(b *testing.B) {
-	const objects = 100000
+	objects := 100000
+	if testing.Short() {
+		objects = 2000
+	}
 	addr := serveSnapshotForBench(b, objects)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{proto: encoding.GetCodecV2("proto")})))
