@@ -149,10 +149,49 @@ type initialObject struct {
 	event Event
 }
 
+// identityOf reads an object's metadata and stops there: the rest of the
+// object, most of its bytes, is not scanned (the hub sends each object as
+// the API server wrote it, already checked). json.Unmarshal of the whole
+// object was about a third of a Go client's CPU per event (BENCHMARKS.md,
+// Export; issue 42).
 func identityOf(object []byte) (identity, error) {
 	var id identity
-	err := json.Unmarshal(object, &id)
-	return id, err
+	dec := json.NewDecoder(bytes.NewReader(object))
+	if t, err := dec.Token(); err != nil {
+		return id, err
+	} else if t != json.Delim('{') {
+		return id, errors.New("the object is not a JSON object")
+	}
+	// The API server writes kind, apiVersion and metadata first.
+	var kind, apiVersion, metadata bool
+	for dec.More() && !(kind && apiVersion && metadata) {
+		key, err := dec.Token()
+		if err != nil {
+			return id, err
+		}
+		switch key {
+		case "kind":
+			kind, err = true, dec.Decode(&id.Kind)
+		case "apiVersion":
+			apiVersion, err = true, dec.Decode(&id.APIVersion)
+		case "metadata":
+			metadata, err = true, dec.Decode(&id.Metadata)
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
+		}
+		if err != nil {
+			return id, err
+		}
+	}
+	if !(kind && apiVersion && metadata) {
+		// Read to the end, as json.Unmarshal would have: the object
+		// was short of what it is expected to hold.
+		if _, err := dec.Token(); err != nil {
+			return id, err
+		}
+	}
+	return id, nil
 }
 
 // Watch starts a watch. It connects on the first call to Next; read events

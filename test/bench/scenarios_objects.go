@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -305,6 +306,14 @@ func startupScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 		ratios = append(ratios, float64(requested)/float64(informer))
 	}
 
+	// Where the hub's time goes while it syncs, in a run of its own: a CPU
+	// profile from the first request until well after the first page.
+	if file := o.profilePath("hub-cpu-startup.pb.gz"); file != "" {
+		if err := e.profileStartup(ctx, file); err != nil {
+			return fmt.Errorf("profiling the start-up: %w", err)
+		}
+	}
+
 	// The heap, in runs of their own: sampling it stops the hub's world
 	// for a moment each time, which the times above should not include.
 	var peaks, peakLives, steadies, heapRatios, liveRatios, peakRSS []float64
@@ -339,7 +348,7 @@ func startupScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 	startRatio, heapRatio, liveRatio := spreadOf(ratios), spreadOf(heapRatios), spreadOf(liveRatios)
 	r.Sections = append(r.Sections, Section{
 		Title: "6. Startup",
-		Intro: fmt.Sprintf(`From the start of the hub's process to the first page of a Snapshot, which the hub serves once its informer has synced the %d ConfigMaps (the informer starts on the first request); against client-go's own typed informer (the shared informer factory's, reading protobuf, application/vnd.kubernetes.protobuf, as Kubernetes' controllers do), in the harness's process, from its start to HasSynced, on the same objects. The hub reads JSON from the API server. The hub's time from its process's start includes the process's start-up (waiting until the API server answers, then serving) and the first discovery of ConfigMaps; the time from the first request is the informer's own.
+		Intro: fmt.Sprintf(`From the start of the hub's process to the first page of a Snapshot, which the hub serves once its informer has synced the %d ConfigMaps (the informer starts on the first request); against client-go's own typed informer (the shared informer factory's, reading protobuf, application/vnd.kubernetes.protobuf, as Kubernetes' controllers do), in the harness's process, from its start to HasSynced, on the same objects. The hub reads JSON from the API server. The hub's time from its process's start includes the process's start-up (waiting until the API server answers, then serving) and the first discovery of ConfigMaps; the time from the first request is the informer's own. A run of its own, on a fresh hub, profiles the hub's CPU from its first request for 10 s (hub-cpu-startup.pb.gz in the results' pprof directory).
 
 The heap is measured in runs of its own, as many, on a fresh hub each: from the first request until the first page of the snapshot arrives, the harness reads the hub's HeapAlloc (from /debug/vars, without a collection first: garbage not yet collected counts, as it occupies memory) every %v and at the first page, and keeps the greatest; once the whole snapshot has been read, it reads HeapAlloc after a forced collection, the steady heap. The peak is sampled, so it can under-read the true peak by what the heap grows and shrinks between two samples. HeapAlloc counts the garbage a collection has yet to take, up to the collector's goal (twice the heap it last found live, at GOGC=100); the live heap (runtime/metrics /gc/heap/live:bytes, the hub's heapLive expvar) is what the last collection found in use, which is what the hub holds. The hub's peak RSS (VmHWM from /proc, exact) is beside them.
 
@@ -366,6 +375,27 @@ The floor: a reader in the harness's process opens the API server's own watch-li
 	)
 	return nil
 }
+
+// profileStartup starts a hub and profiles its CPU from its first
+// request, a Snapshot of selectedLabel's objects, for startupProfileLength
+// (the sync took 2–7 s in make bench's runs), into file.
+func (e *Env) profileStartup(ctx context.Context, file string) error {
+	hub, err := e.startHub(ctx)
+	if err != nil {
+		return err
+	}
+	defer hub.stop()
+	conns, err := hubConns(hub.addr, 1, 0)
+	if err != nil {
+		return err
+	}
+	defer closeConns(conns)
+	profiled := hub.cpuProfile(ctx, startupProfileLength, file)
+	_, err = hubSnapshot(ctx, conns[0], selectedLabel, nil)
+	return errors.Join(err, profiled())
+}
+
+const startupProfileLength = 10 * time.Second
 
 // heapSampleInterval is how often the hub's heap is read while it syncs.
 const heapSampleInterval = 20 * time.Millisecond
