@@ -110,12 +110,19 @@ func readHeader(v []byte) (r Record, flags byte, body []byte, err error) {
 	return r, flags, d.b, nil
 }
 
-// readBody reads a record's opened body into r.
-func readBody(r *Record, flags byte, body []byte) error {
+// readBody reads a record's opened body into r: each object in one copy
+// (copyObject) with oneCopy, else each string copied on its own.
+func readBody(r *Record, flags byte, body []byte, oneCopy bool) error {
 	d := decoder[[]byte]{b: body}
-	r.Object = copyObject(&d)
+	read := func() Object {
+		if oneCopy {
+			return copyObject(&d)
+		}
+		return d.object()
+	}
+	r.Object = read()
 	if flags&flagPrevious != 0 {
-		prev := copyObject(&d)
+		prev := read()
 		r.Previous = &prev
 	}
 	if d.bad || len(d.b) != 0 {
@@ -179,8 +186,7 @@ func readStateObject(v []byte, t value.Transformer, key []byte) (Object, error) 
 	if err != nil {
 		return Object{}, err
 	}
-	// Each string copied on its own: the state is kept, and a label a
-	// longer-lived index keeps must not keep the rest of the object.
+	// Each string copied on its own: the state is kept (see opening).
 	d := decoder[[]byte]{b: plain}
 	o := d.object()
 	if d.bad || len(d.b) != 0 {
@@ -206,7 +212,8 @@ type decoder[T ~[]byte | ~string] struct {
 // encoding becomes one string, which the object's strings share, so an
 // object read costs one allocation, not one per string and label (records
 // are read by the thousand to catch subscribers up, and dropped once
-// sent). Its strings keep alive only its own bytes.
+// sent). Its strings keep alive only its own bytes, but all of them: not
+// for objects the hub keeps (see opening).
 func copyObject(d *decoder[[]byte]) Object {
 	skip := decoder[[]byte]{b: d.b}
 	skip.skipObject()

@@ -479,12 +479,18 @@ var ErrMissing = errors.New("the record is no longer on disk")
 // record of seq is not held, and an error matching ErrUndecryptable if t
 // cannot open one.
 func (s *Store) Read(resource string, t value.Transformer, seq, to uint64, max, maxBytes int) ([]Record, error) {
-	return s.read(s.db, resource, &opening{t}, seq, to, max, maxBytes)
+	return s.read(s.db, resource, &opening{t: t, oneCopy: true}, seq, to, max, maxBytes)
 }
 
 // opening is how read opens records' bodies: with t, or, when nil, not at
-// all (headers only).
-type opening struct{ t value.Transformer }
+// all (headers only). With oneCopy, each object's strings share one copy
+// of its bytes (copyObject): for records read to be sent and dropped, not
+// for objects the hub keeps (the state, Get), whose labels and namespace
+// longer-lived indexes may keep after the object is gone.
+type opening struct {
+	t       value.Transformer
+	oneCopy bool
+}
 
 // headers reads records' headers only: their objects stay unread.
 var headers *opening
@@ -515,7 +521,7 @@ func (s *Store) read(db reader, resource string, how *opening, seq, to uint64, m
 		r, flags, body, err := readHeader(v)
 		if err == nil && how != nil {
 			if body, err = unseal(body, how.t, k); err == nil {
-				err = readBody(&r, flags, body)
+				err = readBody(&r, flags, body, how.oneCopy)
 			}
 		}
 		if err != nil {
@@ -548,7 +554,7 @@ func (s *Store) Head(resource string, seq uint64) (Record, error) {
 }
 
 func (s *Store) get(db reader, resource string, t value.Transformer, seq uint64) (Record, error) {
-	return s.one(db, resource, &opening{t}, seq)
+	return s.one(db, resource, &opening{t: t}, seq)
 }
 
 func (s *Store) one(db reader, resource string, how *opening, seq uint64) (Record, error) {

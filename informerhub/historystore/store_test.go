@@ -106,7 +106,7 @@ func TestReadRecordRefusesDamage(t *testing.T) {
 	readRecord := func(v []byte) error {
 		r, flags, body, err := readHeader(v)
 		if err == nil {
-			err = readBody(&r, flags, body)
+			err = readBody(&r, flags, body, true)
 		}
 		return err
 	}
@@ -174,7 +174,7 @@ func TestReadBodyCopiesEachObjectOnce(t *testing.T) {
 		var err error
 		got, flags, body, err = readHeader(b)
 		if err == nil {
-			err = readBody(&got, flags, body)
+			err = readBody(&got, flags, body, true)
 		}
 		if err != nil {
 			t.Fatal(err)
