@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -102,13 +103,24 @@ type benchServer struct {
 }
 
 func benchmarkGRPCFanOut(b *testing.B, streams int, srv benchServer) {
+	restore := clientSide()
 	conns := dialBenchConns(b, srv.addr, min(streams, maxBenchConns))
 	fo := newFanOut(streams)
 	defer fo.stop()
 	for i := range streams {
 		fo.open(b, conns[i%len(conns)], srv.method, srv.req)
 	}
+	restore()
 	fo.run(b, srv)
+}
+
+// clientSide labels the calling goroutine, and those it starts until
+// restore, as the clients' (side=client in a CPU profile): the fan-out
+// benchmarks count the whole process's CPU, and a profile then tells the
+// clients' share from the server's (go tool pprof -tagfocus side=client).
+func clientSide() (restore func()) {
+	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("side", "client")))
+	return func() { pprof.SetGoroutineLabels(context.Background()) }
 }
 
 // dialBenchConns opens n client connections to addr, closed when the
@@ -506,6 +518,7 @@ var connectVariants = []connectVariant{
 }
 
 func benchmarkConnectFanOut(b *testing.B, streams int, srv benchServer, v connectVariant) {
+	restore := clientSide()
 	clients := make([]informerhubv1connect.InformerHubServiceClient, min(streams, maxBenchConns))
 	if v.http1 {
 		// HTTP/1.1 takes a connection per stream, however many clients.
@@ -551,6 +564,7 @@ func benchmarkConnectFanOut(b *testing.B, streams int, srv benchServer, v connec
 			fo.ended(stream.Err())
 		})
 	}
+	restore()
 	fo.run(b, srv)
 }
 
@@ -560,7 +574,8 @@ func benchmarkConnectFanOut(b *testing.B, streams int, srv benchServer, v connec
 // oneport.
 func serveOnePortForBench(b *testing.B, streams int) benchServer {
 	srv, bs := newHubForBench(b, streams, false)
-	bs.addr = serveOnePort(b, srv, onePortOptions{maxConcurrentStreams: uint32(streams)})
+	bs.writes = new(atomic.Int64)
+	bs.addr = serveOnePort(b, srv, onePortOptions{maxConcurrentStreams: uint32(streams), writes: bs.writes})
 	return bs
 }
 

@@ -23,6 +23,7 @@ import (
 	informerhubv1 "github.com/informerhub/informerhub/gen/informerhub/v1"
 	"github.com/informerhub/informerhub/gen/informerhub/v1/informerhubv1connect"
 	"github.com/informerhub/informerhub/informerhub"
+	"github.com/informerhub/informerhub/server/cork"
 )
 
 // connectService serves the service's calls that come over HTTP (the
@@ -152,11 +153,17 @@ type responseControllerKey struct{}
 
 // httpCall puts the ResponseController of each request's response in its
 // context, so that a stream can cut off a send blocked on a client that
-// stopped reading (connectStream.finish).
+// stopped reading (connectStream.finish); and has connect-go write each
+// message whole (envelopeWriter).
 func (s *Server) httpCall(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := context.WithValue(r.Context(), responseControllerKey{}, http.NewResponseController(w))
-		h.ServeHTTP(w, r.WithContext(ctx))
+		ew := &envelopeWriter{ResponseWriter: w}
+		if r.ProtoMajor == 1 {
+			ew.conn = cork.ConnOf(ctx)
+		}
+		h.ServeHTTP(ew, r.WithContext(ctx))
+		ew.finish()
 	})
 }
 

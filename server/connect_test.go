@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/informerhub/informerhub/gen/informerhub/v1/informerhubv1connect"
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/informerhub/hubtest"
+	"github.com/informerhub/informerhub/server/cork"
 	"github.com/informerhub/informerhub/server/oneport"
 )
 
@@ -37,14 +39,20 @@ type onePortOptions struct {
 	// maxConcurrentStreams is oneport.Config.MaxConcurrentStreams; 0:
 	// its default.
 	maxConcurrentStreams uint32
+	// writes, when set, counts the writes to the connections, each a
+	// system call.
+	writes *atomic.Int64
+	// cork is the connections' package cork Config.
+	cork cork.Config
 }
 
 // serveOnePort serves srv as the binary does (oneport: native gRPC and
-// connect-go on one loopback listener), and returns its address. It stops
+// connect-go on one loopback listener, a connection's streams sharing its
+// writes on both), and returns its address. It stops
 // when the test ends.
 func serveOnePort(t testing.TB, srv *Server, o onePortOptions) string {
 	t.Helper()
-	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
+	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(cork.Credentials(oneport.Credentials(), o.cork)))...)
 	srv.Register(g)
 	if o.health != nil {
 		healthpb.RegisterHealthServer(g, srv.HealthService(o.health))
@@ -53,10 +61,15 @@ func serveOnePort(t testing.TB, srv *Server, o onePortOptions) string {
 	if o.wrap != nil {
 		h = o.wrap(h)
 	}
-	web := oneport.New(oneport.Config{GRPC: g, HTTP: h, ReadTimeout: o.readTimeout, MaxConcurrentStreams: o.maxConcurrentStreams, Logger: discard})
+	web := oneport.New(oneport.Config{GRPC: g, HTTP: h, ReadTimeout: o.readTimeout, MaxConcurrentStreams: o.maxConcurrentStreams, Logger: discard,
+		HTTPConn: func(c net.Conn) net.Conn { return cork.Wrap(c, o.cork) }, ConnContext: cork.NewContext})
+	var lis net.Listener
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.writes != nil {
+		lis = &countingListener{Listener: lis, writes: o.writes}
 	}
 	served := make(chan error, 1)
 	go func() { served <- web.Serve(lis) }()
@@ -338,5 +351,120 @@ func TestAStreamOutlivesTheReadTimeout(t *testing.T) {
 		if !stream.Receive() {
 			t.Fatalf("stream %d ended: %v", i, stream.Err())
 		}
+	}
+}
+
+// connectWatch opens a Watch of namespace ns's ConfigMaps with client, and
+// waits until it is subscribed.
+func connectWatch(ctx context.Context, t *testing.T, client informerhubv1connect.InformerHubServiceClient, ns string) *connect.ServerStreamForClient[informerhubv1.WatchResponse] {
+	t.Helper()
+	stream, err := client.Watch(ctx, connect.NewRequest(&informerhubv1.WatchRequest{
+		Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: ns}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stream.Close() })
+	if stream.ResponseHeader().Get(ResumeTokenHeader) == "" {
+		stream.Receive()
+		t.Fatalf("not subscribed: %v", stream.Err())
+	}
+	return stream
+}
+
+// TestConnectStreamsOnCorkedConnections: the HTTP side's connections hold
+// writes as gRPC's do (package cork), and nothing they hold is left
+// behind: with MaxHold far beyond the test, 50 Connect streams of one
+// HTTP/2 connection receive every change. Over HTTP/1.1, each message is
+// one write, though net/http writes it in pieces (a chunk's header, and
+// the message through its 4 KiB buffer). (Over HTTP/2, net/http's
+// goroutine writes a change's frames after most of the streams have handed
+// theirs on: a connection of few streams per change shares its writes, one
+// of 50 hardly; BenchmarkConnectFanOut's syscalls/delivery measures it.)
+func TestConnectStreamsOnCorkedConnections(t *testing.T) {
+	for _, http1 := range []bool{false, true} {
+		name := "h2c"
+		if http1 {
+			name = "http1.1"
+		}
+		t.Run(name, func(t *testing.T) {
+			cluster := hubtest.NewCluster(t)
+			hub := informerhub.New(informerhub.Config{Logger: discard, BookmarkInterval: time.Hour, EncodeEvent: EncodeEvent}, cluster, cluster)
+			defer hub.Close()
+			writes := new(atomic.Int64)
+			// MaxHold far beyond the test: only the streams release what
+			// is held.
+			addr := serveOnePort(t, New(hub, Config{Logger: discard, RateBurstPerIdentity: 100, MaxSubscriptionsPerIdentity: 100}),
+				onePortOptions{writes: writes, cork: cork.Config{MaxHold: time.Hour}})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			streams := 50
+			if http1 {
+				streams = 1 // a connection per stream
+			}
+			// One connection, whose window (net/http's default, 1 MiB)
+			// holds a change to every stream: the streams are read in turn.
+			var protocols http.Protocols
+			protocols.SetHTTP1(http1)
+			protocols.SetUnencryptedHTTP2(!http1)
+			transport := &http.Transport{Protocols: &protocols}
+			defer transport.CloseIdleConnections()
+			client := informerhubv1connect.NewInformerHubServiceClient(&http.Client{Transport: transport}, "http://"+addr)
+			var watches []*connect.ServerStreamForClient[informerhubv1.WatchResponse]
+			for range streams {
+				watches = append(watches, connectWatch(ctx, t, client, "ns"))
+			}
+			receive := func(i int) {
+				// 4 KiB objects: each message is larger than net/http's
+				// buffers.
+				cluster.ConfigMaps().Add(hubtest.ConfigMap("ns", fmt.Sprint("cm-", i), nil, strings.Repeat("x", 4<<10)))
+				for j, w := range watches {
+					if !w.Receive() {
+						t.Fatalf("change %d, stream %d: %v", i, j, w.Err())
+					}
+				}
+			}
+			receive(-1) // every subscription live
+			const changes = 10
+			before := writes.Load()
+			for i := range changes {
+				receive(i)
+			}
+			n := int(writes.Load() - before)
+			t.Logf("%d writes for %d changes to %d streams of one connection", n, changes, streams)
+			if http1 && n != changes {
+				t.Fatalf("%d writes for %d messages over HTTP/1.1, want one each", n, changes)
+			}
+		})
+	}
+}
+
+// TestAStalledConnectStreamHoldsBackNoOther: a Connect stream whose client
+// stopped reading, its handler blocked in a send on HTTP/2's flow control,
+// is not waited for: another stream of its connection receives a change at
+// once, not after the connection's MaxHold.
+func TestAStalledConnectStreamHoldsBackNoOther(t *testing.T) {
+	cluster := hubtest.NewCluster(t)
+	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: EncodeEvent}, cluster, cluster)
+	defer hub.Close()
+	addr := serveOnePort(t, New(hub, Config{Logger: discard}), onePortOptions{cork: cork.Config{MaxHold: time.Hour}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := connectClientOf(t, addr, false) // one connection for both
+	stalled, healthy := connectWatch(ctx, t, client, "ns"), connectWatch(ctx, t, client, "ns")
+	_ = stalled // never read: its 64 KiB window fills, its sends block
+	big := strings.Repeat("x", 64<<10)
+	for i := range 4 {
+		cluster.ConfigMaps().Add(hubtest.ConfigMap("ns", fmt.Sprint("big-", i), nil, big))
+		if !healthy.Receive() {
+			t.Fatal(healthy.Err())
+		}
+	}
+	start := time.Now()
+	cluster.ConfigMaps().Add(hubtest.ConfigMap("ns", "small", nil, ""))
+	if !healthy.Receive() {
+		t.Fatal(healthy.Err())
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the healthy stream received the change after %v: held for the stalled one", took)
 	}
 }

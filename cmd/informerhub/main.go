@@ -430,8 +430,10 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 		o.server.Metrics.Registry.MustRegister(ready.collector())
 	}
 	srv := server.New(hub, o.server)
-	// A connection's streams share its writes (package cork).
-	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(cork.Credentials(oneport.Credentials(), cork.Config{})))...)
+	// A connection's streams share its writes (package cork), on both
+	// sides of the port.
+	var corked cork.Config
+	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(cork.Credentials(oneport.Credentials(), corked)))...)
 	srv.Register(g)
 	healthpb.RegisterHealthServer(g, srv.HealthService(healthServer))
 	reflection.Register(g)
@@ -445,7 +447,8 @@ func run(ctx context.Context, o *options, log *slog.Logger, lis listeners) error
 	}
 	web := oneport.New(oneport.Config{GRPC: g, HTTP: httpHandler, TLS: tlsConfig,
 		MaxConcurrentStreams: o.server.MaxConcurrentStreams, KeepaliveTime: o.server.KeepaliveTime,
-		KeepaliveTimeout: o.server.KeepaliveTimeout, Logger: log})
+		KeepaliveTimeout: o.server.KeepaliveTimeout, Logger: log,
+		HTTPConn: func(c net.Conn) net.Conn { return cork.Wrap(c, corked) }, ConnContext: cork.NewContext})
 
 	// The HTTP endpoints and the API server check run until run returns.
 	bgCtx, stopBackground := context.WithCancel(ctx)

@@ -16,6 +16,7 @@ import (
 	"github.com/informerhub/informerhub/informerhub"
 	"github.com/informerhub/informerhub/server"
 	"github.com/informerhub/informerhub/server/console"
+	"github.com/informerhub/informerhub/server/cork"
 	"github.com/informerhub/informerhub/server/oneport"
 )
 
@@ -78,10 +79,13 @@ func Serve(t testing.TB, restConfig *rest.Config, cfg informerhub.Config, server
 		serverCfg.MaxConcurrentStreams = 1 << 20
 	}
 	srv := server.New(h, serverCfg)
-	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(oneport.Credentials()))...)
+	// As the binary serves it: a connection's streams share its writes
+	// (package cork) on both sides of the port.
+	g := grpc.NewServer(append(srv.ServerOptions(), grpc.Creds(cork.Credentials(oneport.Credentials(), cork.Config{})))...)
 	srv.Register(g)
 	sc := serveConfig{addr: "127.0.0.1:0", Config: oneport.Config{GRPC: g, HTTP: srv.HTTPHandler(server.HTTPServices{Other: console.Handler()}),
-		MaxConcurrentStreams: serverCfg.MaxConcurrentStreams, Logger: cfg.Logger}}
+		MaxConcurrentStreams: serverCfg.MaxConcurrentStreams, Logger: cfg.Logger,
+		HTTPConn: func(c net.Conn) net.Conn { return cork.Wrap(c, cork.Config{}) }, ConnContext: cork.NewContext}}
 	for _, o := range opts {
 		o(&sc)
 	}

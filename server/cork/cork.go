@@ -32,16 +32,18 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Conn is a server connection of grpc-go's that holds its writes while
-// some of its streams were woken for events they have not sent yet (see
-// the package's doc).
+// Conn is a server connection that holds its writes while some of its
+// streams were woken for events they have not sent yet (see the package's
+// doc): grpc-go's (Credentials), or net/http's (Wrap).
 //
 // Two locks: mu guards what is held, and is never held during I/O, so the
 // streams' goroutines that touch it (settle, from the hub, perhaps under a
 // feed's lock) never wait for a client that stopped reading; writeMu
-// orders the writes to the socket, and only writers wait for it. gRPC's
-// writer is the one producer of bytes, so what it holds and what it then
-// writes stay in order.
+// orders the writes to the socket, and only writers wait for it. The
+// server's writer (grpc-go's, or net/http's HTTP/2 serving goroutine) is
+// the one producer of bytes, so what it holds and what it then writes stay
+// in order. An HTTP/1.1 connection has one stream at a time, which has
+// been handed its event before it writes it: nothing is held for it.
 type Conn struct {
 	net.Conn
 	cfg Config
@@ -64,6 +66,8 @@ type Conn struct {
 	since time.Time
 	// err is the error a write met: every later write returns it.
 	err error
+	// holds counts the Holds not yet released.
+	holds int
 }
 
 // heldBuffers are the buffers of what Conns hold, between their uses.
@@ -103,7 +107,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		c.mu.Unlock()
 		return 0, err
 	}
-	if c.woken.Load() > 0 && len(c.held)+len(p) <= c.cfg.MaxHeld {
+	if (c.woken.Load() > 0 || c.holds > 0) && len(c.held)+len(p) <= c.cfg.MaxHeld {
 		c.holdLocked(p)
 		c.mu.Unlock()
 		return len(p), nil
@@ -125,6 +129,45 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// Hold holds the connection's writes until Release, which writes what is
+// held, in one write, from the caller's goroutine (and returns that
+// write's error): unless streams woken are left to hold it for, or another
+// Hold is. Each Hold must be released once. It is for a connection that serves one stream at a time
+// (HTTP/1.1), whose server writes one message in pieces: a chunk's header,
+// and the message in its writer's buffer's lengths. On a connection whose
+// streams share it, a Hold held over a send that waits for the client
+// (HTTP/2's flow control) would hold the other streams' writes with it.
+// Within MaxHold and MaxHeld, as any other holding.
+func (c *Conn) Hold() {
+	c.mu.Lock()
+	c.holds++
+	c.mu.Unlock()
+}
+
+// Release ends a Hold.
+func (c *Conn) Release() error {
+	c.mu.Lock()
+	c.holds--
+	if c.holds > 0 || c.woken.Load() > 0 || len(c.held) == 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.mu.Lock()
+	if len(c.held) == 0 { // the timer wrote it meanwhile
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	held, buf := c.takeLocked()
+	c.mu.Unlock()
+	_, err := c.write(held)
+	putHeld(buf, held)
+	return err
 }
 
 // holdLocked adds p to what is held. The caller holds mu.
@@ -217,9 +260,35 @@ func (c *Conn) Close() error {
 	return c.Conn.Close()
 }
 
-// ConnOf returns the Conn of the stream whose context is ctx; nil if it has
-// none (a call over HTTP, or a server without Credentials).
+// NetConn returns the connection the Conn writes to.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
+
+// Wrap returns c as a Conn, for a server of HTTP (net/http's) rather than
+// grpc-go's: put it in the context of each request it serves with
+// NewContext (http.Server.ConnContext), so that ConnOf finds it.
+func Wrap(c net.Conn, cfg Config) *Conn {
+	cfg.setDefaults()
+	return newConn(c, cfg)
+}
+
+type connKey struct{}
+
+// NewContext returns ctx with c in it, when c is a Conn (see Wrap); ctx as
+// it is otherwise.
+func NewContext(ctx context.Context, c net.Conn) context.Context {
+	if conn, ok := c.(*Conn); ok {
+		return context.WithValue(ctx, connKey{}, conn)
+	}
+	return ctx
+}
+
+// ConnOf returns the Conn of the stream whose context is ctx: the one
+// NewContext put in it, or its peer's (Credentials); nil if it has none
+// (a server without either).
 func ConnOf(ctx context.Context) *Conn {
+	if conn, ok := ctx.Value(connKey{}).(*Conn); ok {
+		return conn
+	}
 	p, ok := peer.FromContext(ctx)
 	if !ok {
 		return nil

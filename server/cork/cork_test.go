@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"sync"
 	"testing"
@@ -244,4 +245,76 @@ func TestTheHoldEndsByMaxHoldThoughStreamsComeAndGo(t *testing.T) {
 			t.Fatal("nothing written 1.5ms after the hold began, with MaxHold 1ms")
 		}
 	})
+}
+
+// TestAHoldWritesWhatItHeldOnRelease: a connection that serves one stream
+// at a time holds the pieces of a message from Hold to Release, which
+// writes them in one write; a Hold within another, or a stream still
+// woken, keeps them held.
+func TestAHoldWritesWhatItHeldOnRelease(t *testing.T) {
+	c, rec := newTestConn(Config{MaxHold: time.Hour})
+	c.Hold()
+	write(t, c, "chunk header ")
+	write(t, c, "message")
+	wantWrites(t, rec)
+	if err := c.Release(); err != nil {
+		t.Fatal(err)
+	}
+	wantWrites(t, rec, "chunk header message")
+	write(t, c, "after") // not held
+	wantWrites(t, rec, "chunk header message", "after")
+
+	c.Hold()
+	c.Hold()
+	write(t, c, "a")
+	if err := c.Release(); err != nil {
+		t.Fatal(err)
+	}
+	wantWrites(t, rec, "chunk header message", "after")
+	c.woken.Add(1)
+	if err := c.Release(); err != nil {
+		t.Fatal(err)
+	}
+	wantWrites(t, rec, "chunk header message", "after") // the woken stream's send will take it
+	c.woken.Add(-1)
+	write(t, c, "b")
+	wantWrites(t, rec, "chunk header message", "after", "ab")
+}
+
+// TestReleaseReturnsTheWritesError: the error of the write Release makes
+// is the caller's, who is the one writing.
+func TestReleaseReturnsTheWritesError(t *testing.T) {
+	c := newConn(&failingConn{}, Config{MaxHold: time.Hour, MaxHeld: 1 << 10})
+	c.Hold()
+	write(t, c, "message")
+	if err := c.Release(); !errors.Is(err, errWriteFailed) {
+		t.Fatalf("Release: %v, want %v", err, errWriteFailed)
+	}
+	if _, err := c.Write([]byte("more")); !errors.Is(err, errWriteFailed) {
+		t.Fatalf("Write after a failed one: %v, want %v", err, errWriteFailed)
+	}
+}
+
+var errWriteFailed = errors.New("connection reset")
+
+type failingConn struct{ net.Conn }
+
+func (*failingConn) Write([]byte) (int, error) { return 0, errWriteFailed }
+
+func (*failingConn) Close() error { return nil }
+
+// TestNewContextPutsTheConnWhereConnOfFindsIt: a connection net/http
+// serves (Wrap) is found through its requests' contexts.
+func TestNewContextPutsTheConnWhereConnOfFindsIt(t *testing.T) {
+	c := Wrap(&recordingConn{}, Config{})
+	defer c.Close()
+	if got := ConnOf(NewContext(context.Background(), c)); got != c {
+		t.Fatalf("ConnOf = %p, want %p", got, c)
+	}
+	if got := ConnOf(NewContext(context.Background(), &recordingConn{})); got != nil {
+		t.Fatalf("ConnOf of a connection that is not a Conn = %p, want nil", got)
+	}
+	if c.NetConn() == nil {
+		t.Fatal("NetConn is nil")
+	}
 }

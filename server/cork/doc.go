@@ -1,4 +1,4 @@
-// Package cork lets the streams of one gRPC connection share its writes.
+// Package cork lets the streams of one connection share its writes.
 //
 // grpc-go writes a connection's frames from one goroutine, which flushes
 // them to the socket whenever it has nothing more to do. When a change goes
@@ -16,5 +16,8 @@
 // slow to be scheduled delays its connection's writes by MaxHold at most.
 //
 // Credentials wraps the credentials of a grpc.Server, so that each of its
-// connections is a Conn; ConnOf finds a stream's.
+// connections is a Conn; Wrap makes one of a connection net/http serves
+// (the Connect protocol and gRPC-Web, whose HTTP/2 server writes a
+// connection's frames from one goroutine too, and flushes as often);
+// ConnOf finds a stream's.
 package cork

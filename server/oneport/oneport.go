@@ -62,6 +62,18 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Logger receives what the HTTP side logs. Default: slog.Default().
 	Logger *slog.Logger
+
+	// HTTPConn, when set, is what the HTTP side serves in place of each
+	// of its connections, such as a cork.Conn around it (so that the
+	// streams of a connection share its writes). It is given the
+	// connection after TLS and the matcher; its result keeps the
+	// connection's deadlines and Close.
+	HTTPConn func(net.Conn) net.Conn
+	// ConnContext, when set, derives the context of each HTTP
+	// connection's requests from the one the Server made (with the
+	// connection's peer), as http.Server.ConnContext does; it is given
+	// the connection HTTPConn returned.
+	ConnContext func(context.Context, net.Conn) context.Context
 }
 
 func (c *Config) setDefaults() {
@@ -123,8 +135,14 @@ func New(cfg Config) *Server {
 			SendPingTimeout:      cfg.KeepaliveTime,
 			PingTimeout:          cfg.KeepaliveTimeout,
 		},
-		ConnContext: connContext,
-		ErrorLog:    slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			ctx = connContext(ctx, c)
+			if cfg.ConnContext != nil {
+				ctx = cfg.ConnContext(ctx, c)
+			}
+			return ctx
+		},
+		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
 	return s
 }
@@ -161,7 +179,7 @@ func (s *Server) Serve(lis net.Listener) error {
 		return true
 	})
 	grpcL := s.sniffing.handingOver(m.MatchWithWriters(s.matchGRPC))
-	httpL := ackDroppingListener{s.sniffing.handingOver(m.Match(cmux.Any()))}
+	httpL := httpListener{Listener: s.sniffing.handingOver(m.Match(cmux.Any())), wrap: s.cfg.HTTPConn}
 
 	errs := make(chan error, 3)
 	go func() { errs <- s.cfg.GRPC.Serve(grpcL) }()
@@ -332,15 +350,25 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return peer.NewContext(ctx, p)
 }
 
+// tlsConnOf returns the TLS connection under c, if any: c is the
+// listener's connection, as the matcher and the HTTP side wrapped it.
 func tlsConnOf(c net.Conn) *tls.Conn {
-	if ac, ok := c.(*settingsAckConn); ok {
-		c = ac.Conn
+	for {
+		switch wrapped := c.(type) {
+		case *tls.Conn:
+			return wrapped
+		case *settingsAckConn:
+			c = wrapped.Conn
+		case *readBufferedConn:
+			c = wrapped.Conn
+		case *cmux.MuxConn:
+			c = wrapped.Conn
+		case interface{ NetConn() net.Conn }: // Config.HTTPConn's
+			c = wrapped.NetConn()
+		default:
+			return nil
+		}
 	}
-	if mc, ok := c.(*cmux.MuxConn); ok {
-		c = mc.Conn
-	}
-	tc, _ := c.(*tls.Conn)
-	return tc
 }
 
 func tlsInfo(tc *tls.Conn) credentials.TLSInfo {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -65,6 +66,52 @@ func readAllOf(t *testing.T, data []byte, chunk int) []byte {
 		t.Fatalf("chunks of %d: %v", chunk, err)
 	}
 	return got
+}
+
+// countingReads counts the reads of a connection.
+type countingReads struct {
+	scriptedConn
+	reads int
+}
+
+func (c *countingReads) Read(p []byte) (int, error) {
+	c.reads++
+	return c.scriptedConn.Read(p)
+}
+
+// TestReadBufferedConnReadsFramesTogether: the frames a client sent
+// together (two WINDOW_UPDATEs, as net/http's client sends them) are read
+// from the connection at once, though net/http's server reads each
+// frame's header and payload apart; a read larger than the buffer goes
+// straight through.
+func TestReadBufferedConnReadsFramesTogether(t *testing.T) {
+	update := frame(http2.FrameWindowUpdate, 0, 0, 0, 0x10, 0)
+	big := make([]byte, 2*readBufferSize)
+	raw := &countingReads{scriptedConn: scriptedConn{data: slices.Concat(update, update, big), chunk: 2 * len(update), err: io.EOF}}
+	c := newReadBufferedConn(raw)
+	for range 2 {
+		header, payload := make([]byte, 9), make([]byte, 4)
+		if _, err := io.ReadFull(c, header); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, payload); err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Concat(header, payload); !bytes.Equal(got, update) {
+			t.Fatalf("read %x, want %x", got, update)
+		}
+	}
+	if raw.reads != 1 {
+		t.Fatalf("%d reads of the connection for two frames sent together, want 1", raw.reads)
+	}
+	raw.chunk = len(big)
+	got := make([]byte, len(big))
+	if n, err := c.Read(got); n != len(big) || err != nil {
+		t.Fatalf("a read of %d bytes: %d, %v", len(big), n, err)
+	}
+	if raw.reads != 2 {
+		t.Fatalf("%d reads of the connection, want 2: a large read goes straight through", raw.reads)
+	}
 }
 
 func TestSettingsAckConnDropsOnlyTheFirstAcknowledgement(t *testing.T) {
@@ -138,9 +185,19 @@ func startHub(t *testing.T, serverTLS *tls.Config) *hub {
 		}))
 	healthpb.RegisterHealthServer(g, health.NewServer())
 	httpHandler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if wrapped, _ := r.Context().Value(wrappedKey{}).(bool); !wrapped {
+			http.Error(w, "not served through Config.HTTPConn", http.StatusInternalServerError)
+			return
+		}
 		fmt.Fprintf(w, "%s %s", r.Proto, clientName(r.Context()))
 	})
-	s := New(Config{GRPC: g, HTTP: httpHandler, TLS: serverTLS, SniffTimeout: time.Hour})
+	s := New(Config{GRPC: g, HTTP: httpHandler, TLS: serverTLS, SniffTimeout: time.Hour,
+		// As package cork wraps them: the TLS state is found beneath.
+		HTTPConn: func(c net.Conn) net.Conn { return &wrappedConn{Conn: c} },
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			_, wrapped := c.(*wrappedConn)
+			return context.WithValue(ctx, wrappedKey{}, wrapped)
+		}})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +217,15 @@ func startHub(t *testing.T, serverTLS *tls.Config) *hub {
 	})
 	return h
 }
+
+// wrappedConn is a connection as Config.HTTPConn wraps it.
+type wrappedConn struct{ net.Conn }
+
+func (c *wrappedConn) NetConn() net.Conn { return c.Conn }
+
+// wrappedKey marks, in a request's context, whether Config.ConnContext
+// was given the connection Config.HTTPConn made.
+type wrappedKey struct{}
 
 // clientName is the common name of the certificate of ctx's peer, or "-".
 func clientName(ctx context.Context) string {

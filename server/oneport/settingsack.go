@@ -17,17 +17,6 @@ import (
 // its client sends, which is the one of the matcher's SETTINGS: a peer
 // acknowledges SETTINGS in the order they arrive (RFC 9113, 6.5.3).
 
-// ackDroppingListener hands out its connections as settingsAckConns.
-type ackDroppingListener struct{ net.Listener }
-
-func (l ackDroppingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &settingsAckConn{Conn: c}, nil
-}
-
 // settingsAckConn reads a connection without the first SETTINGS frame with
 // the ACK flag, when the connection begins with the HTTP/2 client preface;
 // other connections (HTTP/1.1) pass as they are. Once that frame is gone,

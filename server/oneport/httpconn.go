@@ -1,0 +1,51 @@
+package oneport
+
+import (
+	"bufio"
+	"net"
+)
+
+// httpListener hands the HTTP side its connections: each one reading
+// through a buffer (readBufferedConn), without the acknowledgement of the
+// matcher's SETTINGS (settingsAckConn), then as Config.HTTPConn makes it.
+type httpListener struct {
+	net.Listener
+	wrap func(net.Conn) net.Conn // Config.HTTPConn; nil: none
+}
+
+func (l httpListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	var conn net.Conn = &settingsAckConn{Conn: newReadBufferedConn(c)}
+	if l.wrap != nil {
+		conn = l.wrap(conn)
+	}
+	return conn, nil
+}
+
+// readBufferSize is the read buffer of each connection of the HTTP side.
+const readBufferSize = 4 << 10
+
+// readBufferedConn reads its connection through a buffer. net/http's
+// HTTP/2 server reads each frame's header, then its payload, straight from
+// the connection: two system calls for each of the WINDOW_UPDATE frames a
+// client sends as it reads a stream (net/http's client sends two per 4 KiB
+// it reads), which cost a busy server more than writing what they
+// acknowledge. Through the buffer, what the client sent together is read
+// with one. (grpc-go reads its connections through a buffer too.) Reads
+// larger than the buffer, when it is empty, go straight to the
+// connection.
+//
+// Only the goroutine that serves the connection reads it.
+type readBufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func newReadBufferedConn(c net.Conn) *readBufferedConn {
+	return &readBufferedConn{Conn: c, r: bufio.NewReaderSize(c, readBufferSize)}
+}
+
+func (c *readBufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
