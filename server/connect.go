@@ -162,8 +162,8 @@ func (s *Server) httpCall(h http.Handler) http.Handler {
 		if r.ProtoMajor == 1 {
 			ew.conn = cork.ConnOf(ctx)
 		}
+		defer ew.finish()
 		h.ServeHTTP(ew, r.WithContext(ctx))
-		ew.finish()
 	})
 }
 

@@ -18,7 +18,10 @@ import (
 // and the wake-ups of one. Held back here, the prefix goes with the
 // payload: one DATA frame, one handoff (HTTP/1.1 gets fewer chunks too).
 // Only writes smaller than held are held, until the next write or Flush;
-// every other write goes straight through, and its error with it.
+// every other write goes straight through, and its error with it. A
+// payload larger than maxJoinBuffer follows its prefix in a write of its
+// own: a second frame costs it little, and a copy of it would cost a
+// buffer its size per stream.
 //
 // Over HTTP/1.1, net/http writes a message to the connection in pieces
 // all the same (a chunk's header, then the message through its 4 KiB
@@ -43,8 +46,8 @@ const envelopePrefixLen = 5
 // between uses.
 var joinBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
-// maxJoinBuffer bounds the buffers joinBuffers keeps: a rare large message
-// does not stay in the pool.
+// maxJoinBuffer bounds the messages joined, and so the buffers joinBuffers
+// keeps.
 const maxJoinBuffer = 64 << 10
 
 func (w *envelopeWriter) Write(p []byte) (int, error) {
@@ -59,15 +62,19 @@ func (w *envelopeWriter) Write(p []byte) (int, error) {
 	if w.n == 0 {
 		return w.ResponseWriter.Write(p)
 	}
+	if w.n+len(p) > maxJoinBuffer {
+		if err := w.writeHeld(); err != nil {
+			return 0, err
+		}
+		return w.ResponseWriter.Write(p)
+	}
 	buf := joinBuffers.Get().(*[]byte)
 	joined := append(append((*buf)[:0], w.held[:w.n]...), p...)
 	held := w.n
 	w.n = 0
 	n, err := w.ResponseWriter.Write(joined)
-	if cap(joined) <= maxJoinBuffer {
-		*buf = joined[:0]
-		joinBuffers.Put(buf)
-	}
+	*buf = joined[:0]
+	joinBuffers.Put(buf)
 	// Of p, what was written past the held bytes.
 	return max(n-held, 0), err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -33,7 +34,7 @@ func (w *writesRecorder) SetWriteDeadline(time.Time) error { return nil }
 // TestEnvelopeWriterHandsOnEachMessageWhole: connect-go's two writes of a
 // message (its 5-byte prefix, then its payload) reach net/http as one;
 // an empty message's prefix goes at its Flush; larger writes pass as they
-// are.
+// are, and a payload past maxJoinBuffer follows its prefix alone.
 func TestEnvelopeWriterHandsOnEachMessageWhole(t *testing.T) {
 	rec := &writesRecorder{ResponseRecorder: httptest.NewRecorder()}
 	w := &envelopeWriter{ResponseWriter: rec}
@@ -46,7 +47,13 @@ func TestEnvelopeWriterHandsOnEachMessageWhole(t *testing.T) {
 	if _, err := w.Write([]byte("a payload written alone")); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"\x00\x00\x00\x00\x03abc", "\x00\x00\x00\x00\x00", "a payload written alone"}
+	big := strings.Repeat("x", maxJoinBuffer)
+	for _, p := range []string{"\x00\x00\x01\x00\x00", big} {
+		if _, err := w.Write([]byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"\x00\x00\x00\x00\x03abc", "\x00\x00\x00\x00\x00", "a payload written alone", "\x00\x00\x01\x00\x00", big}
 	if len(rec.writes) != len(want) {
 		t.Fatalf("writes %q, want %q", rec.writes, want)
 	}
@@ -58,7 +65,7 @@ func TestEnvelopeWriterHandsOnEachMessageWhole(t *testing.T) {
 	if rec.flushes != 1 {
 		t.Fatalf("%d flushes, want 1", rec.flushes)
 	}
-	if got := rec.Body.String(); got != "\x00\x00\x00\x00\x03abc\x00\x00\x00\x00\x00a payload written alone" {
+	if got := rec.Body.String(); got != strings.Join(want, "") {
 		t.Fatalf("body %q", got)
 	}
 	// http.ResponseController reaches the writer beneath.
