@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -272,4 +273,39 @@ func (p *lineProcess) wait(grace time.Duration) {
 	for range p.lines {
 	}
 	_ = p.cmd.Wait()
+}
+
+// quiet waits until the processes, together, use less than a tenth of a
+// core over a 20 ms window (a collection after a large read, say, has
+// ended), or at most 2 s: a latency measured next is then not charged for
+// the work of the one before.
+func quiet(ctx context.Context, pids ...int) error {
+	const window, busy, most = 20 * time.Millisecond, 2 * time.Millisecond, 2 * time.Second
+	deadline := time.Now().Add(most)
+	for time.Now().Before(deadline) {
+		meters := make([]cpuMeter, len(pids))
+		for i, pid := range pids {
+			var err error
+			if meters[i], err = startCPUMeter(pid); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(window):
+		}
+		var used time.Duration
+		for _, m := range meters {
+			d, err := m.used()
+			if err != nil {
+				return err
+			}
+			used += d
+		}
+		if used < busy {
+			return nil
+		}
+	}
+	return nil
 }
