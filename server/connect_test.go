@@ -447,7 +447,9 @@ func TestAStalledConnectStreamHoldsBackNoOther(t *testing.T) {
 	hub := informerhub.New(informerhub.Config{Logger: discard, EncodeEvent: EncodeEvent}, cluster, cluster)
 	defer hub.Close()
 	addr := serveOnePort(t, New(hub, Config{Logger: discard}), onePortOptions{cork: cork.Config{MaxHold: time.Hour}})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Held for the stalled stream, the healthy one's change would wait for
+	// MaxHold: the streams' context ends long before.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	client := connectClientOf(t, addr, false) // one connection for both
 	stalled, healthy := connectWatch(ctx, t, client, "ns"), connectWatch(ctx, t, client, "ns")

@@ -43,7 +43,8 @@ func (c *Config) setDefaults() {
 // server's writer (grpc-go's, or net/http's HTTP/2 serving goroutine) is
 // the one producer of bytes, so what it holds and what it then writes stay
 // in order. An HTTP/1.1 connection has one stream at a time, which has
-// been handed its event before it writes it: nothing is held for it.
+// been handed its event before it writes it: what holds its writes is the
+// stream's own Hold, over one message.
 type Conn struct {
 	net.Conn
 	cfg Config
@@ -120,7 +121,13 @@ func (c *Conn) Write(p []byte) (int, error) {
 		c.mu.Unlock()
 		return c.write(p)
 	}
-	c.holdLocked(p)
+	// What is held goes first; p with it when both fit in MaxHeld, else
+	// after it: a large p (an HTTP stream's message, which no frame size
+	// bounds) is not copied.
+	joined := len(c.held)+len(p) <= c.cfg.MaxHeld
+	if joined {
+		c.holdLocked(p)
+	}
 	held, buf := c.takeLocked()
 	c.mu.Unlock()
 	_, err := c.write(held)
@@ -128,18 +135,25 @@ func (c *Conn) Write(p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if !joined {
+		return c.write(p)
+	}
 	return len(p), nil
 }
 
 // Hold holds the connection's writes until Release, which writes what is
 // held, in one write, from the caller's goroutine (and returns that
 // write's error): unless streams woken are left to hold it for, or another
-// Hold is. Each Hold must be released once. It is for a connection that serves one stream at a time
-// (HTTP/1.1), whose server writes one message in pieces: a chunk's header,
-// and the message in its writer's buffer's lengths. On a connection whose
-// streams share it, a Hold held over a send that waits for the client
-// (HTTP/2's flow control) would hold the other streams' writes with it.
-// Within MaxHold and MaxHeld, as any other holding.
+// Hold is. Each Hold must be released once.
+//
+// It is for a connection that serves one stream at a time (HTTP/1.1),
+// whose server writes one message in pieces: a chunk's header, and the
+// message in its writer's buffer's lengths. On a connection whose streams
+// share it, a Hold held over a send that waits for the client (HTTP/2's
+// flow control) would hold the other streams' writes with it. As any other
+// holding, it holds no more than MaxHeld (a larger message goes out in
+// more writes), and for MaxHold at most, after which the timer writes what
+// is held.
 func (c *Conn) Hold() {
 	c.mu.Lock()
 	c.holds++
@@ -151,8 +165,11 @@ func (c *Conn) Release() error {
 	c.mu.Lock()
 	c.holds--
 	if c.holds > 0 || c.woken.Load() > 0 || len(c.held) == 0 {
+		// Nothing to write now; a write that failed meanwhile (the
+		// timer's, say) is the caller's to know.
+		err := c.err
 		c.mu.Unlock()
-		return nil
+		return err
 	}
 	c.mu.Unlock()
 	c.writeMu.Lock()

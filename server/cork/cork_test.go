@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -85,7 +86,8 @@ func TestWritesWaitForTheStreamsWoken(t *testing.T) {
 }
 
 // TestWhatIsHeldIsBounded: held writes go out MaxHold after the first of
-// them, however many streams are still woken, and at once past MaxHeld.
+// them, however many streams are still woken, and at once past MaxHeld,
+// followed by the write that would have passed it, not copied into them.
 func TestWhatIsHeldIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, rec := newTestConn(Config{MaxHold: time.Millisecond, MaxHeld: 4})
@@ -100,7 +102,7 @@ func TestWhatIsHeldIsBounded(t *testing.T) {
 
 		write(t, c, "cd")
 		write(t, c, "efg") // 5 bytes would be held: past MaxHeld
-		wantWrites(t, rec, "ab", "cdefg")
+		wantWrites(t, rec, "ab", "cd", "efg")
 		c.Close()
 	})
 }
@@ -279,6 +281,25 @@ func TestAHoldWritesWhatItHeldOnRelease(t *testing.T) {
 	c.woken.Add(-1)
 	write(t, c, "b")
 	wantWrites(t, rec, "chunk header message", "after", "ab")
+}
+
+// TestAHoldOfALargeMessageHoldsNoMoreThanMaxHeld: a message larger than
+// MaxHeld goes after what was held, in a write of its own; nothing is
+// copied past MaxHeld.
+func TestAHoldOfALargeMessageHoldsNoMoreThanMaxHeld(t *testing.T) {
+	c, rec := newTestConn(Config{MaxHold: time.Hour, MaxHeld: 8})
+	c.Hold()
+	write(t, c, "hdr ")
+	big := strings.Repeat("x", 64)
+	write(t, c, big)
+	write(t, c, "\r\n")
+	if err := c.Release(); err != nil {
+		t.Fatal(err)
+	}
+	wantWrites(t, rec, "hdr ", big, "\r\n")
+	if c.buf != nil || cap(c.held) > 0 {
+		t.Fatalf("still holding %d bytes", cap(c.held))
+	}
 }
 
 // TestReleaseReturnsTheWritesError: the error of the write Release makes

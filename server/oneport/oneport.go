@@ -353,7 +353,7 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 // tlsConnOf returns the TLS connection under c, if any: c is the
 // listener's connection, as the matcher and the HTTP side wrapped it.
 func tlsConnOf(c net.Conn) *tls.Conn {
-	for {
+	for range 16 { // a wrapper that unwraps to itself ends the search
 		switch wrapped := c.(type) {
 		case *tls.Conn:
 			return wrapped
@@ -369,6 +369,7 @@ func tlsConnOf(c net.Conn) *tls.Conn {
 			return nil
 		}
 	}
+	return nil
 }
 
 func tlsInfo(tc *tls.Conn) credentials.TLSInfo {

@@ -79,24 +79,28 @@ func (c *countingReads) Read(p []byte) (int, error) {
 	return c.scriptedConn.Read(p)
 }
 
-// TestReadBufferedConnReadsFramesTogether: the frames a client sent
-// together (two WINDOW_UPDATEs, as net/http's client sends them) are read
-// from the connection at once, though net/http's server reads each
-// frame's header and payload apart; a read larger than the buffer goes
-// straight through.
+// TestReadBufferedConnReadsFramesTogether: on an HTTP/2 connection, the
+// frames a client sent together (two WINDOW_UPDATEs, as net/http's client
+// sends them) are read from the connection at once, though net/http's
+// server reads each frame's header and payload apart; a read larger than
+// the buffer goes straight through. An HTTP/1.1 connection is read as it
+// is, without a buffer.
 func TestReadBufferedConnReadsFramesTogether(t *testing.T) {
+	preface := []byte(http2.ClientPreface)
 	update := frame(http2.FrameWindowUpdate, 0, 0, 0, 0x10, 0)
 	big := make([]byte, 2*readBufferSize)
-	raw := &countingReads{scriptedConn: scriptedConn{data: slices.Concat(update, update, big), chunk: 2 * len(update), err: io.EOF}}
+	// The preface comes in two reads, as a client may send it.
+	raw := &countingReads{scriptedConn: scriptedConn{data: slices.Concat(preface, update, update, big), chunk: 2}}
 	c := newReadBufferedConn(raw)
+	if got := readFull(t, c, len(preface)); !bytes.Equal(got, preface) {
+		t.Fatalf("read %q, want the preface", got)
+	}
+	if c.r == nil {
+		t.Fatal("an HTTP/2 connection is not read through a buffer")
+	}
+	raw.chunk, raw.reads = 2*len(update), 0
 	for range 2 {
-		header, payload := make([]byte, 9), make([]byte, 4)
-		if _, err := io.ReadFull(c, header); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.ReadFull(c, payload); err != nil {
-			t.Fatal(err)
-		}
+		header, payload := readFull(t, c, 9), readFull(t, c, 4)
 		if got := slices.Concat(header, payload); !bytes.Equal(got, update) {
 			t.Fatalf("read %x, want %x", got, update)
 		}
@@ -112,6 +116,21 @@ func TestReadBufferedConnReadsFramesTogether(t *testing.T) {
 	if raw.reads != 2 {
 		t.Fatalf("%d reads of the connection, want 2: a large read goes straight through", raw.reads)
 	}
+
+	request := []byte("GET / HTTP/1.1\r\nHost: hub\r\n\r\n")
+	http1 := newReadBufferedConn(&scriptedConn{data: request, chunk: 3})
+	if got := readFull(t, http1, len(request)); !bytes.Equal(got, request) || http1.r != nil {
+		t.Fatalf("an HTTP/1.1 connection: read %q, buffered %v", got, http1.r != nil)
+	}
+}
+
+func readFull(t *testing.T, r io.Reader, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestSettingsAckConnDropsOnlyTheFirstAcknowledgement(t *testing.T) {
