@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/informerhub/informerhub/internal/testhub"
 )
 
@@ -39,6 +41,23 @@ func (e *Env) startHub(ctx context.Context, extraArgs ...string) (*hubProcess, e
 		}
 		return p, err
 	}
+}
+
+// startHubDialed starts a hub as startHub does, and dials one connection
+// to it; stop closes the connection, then stops the hub.
+func (e *Env) startHubDialed(ctx context.Context, extraArgs ...string) (hub *hubProcess, conn *grpc.ClientConn, stop func(), err error) {
+	if hub, err = e.startHub(ctx, extraArgs...); err != nil {
+		return nil, nil, nil, err
+	}
+	conns, err := hubConns(hub.addr, 1, 0)
+	if err != nil {
+		hub.stop()
+		return nil, nil, nil, err
+	}
+	return hub, conns[0], func() {
+		closeConns(conns)
+		hub.stop()
+	}, nil
 }
 
 // startHubOn is startHub on two ports freeAddr finds.

@@ -35,16 +35,11 @@ func objectsScenarios(ctx context.Context, e *Env, o *Options, r *Report) error 
 // snapshotScenario compares a full and a 1% label-selected snapshot with the
 // API server's LIST of the same selection.
 func snapshotScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
-	hub, err := e.startHub(ctx)
+	hub, conn, stopHub, err := e.startHubDialed(ctx)
 	if err != nil {
 		return err
 	}
-	defer hub.stop()
-	conns, err := hubConns(hub.addr, 1, 0)
-	if err != nil {
-		return err
-	}
-	defer closeConns(conns)
+	defer stopHub()
 	hcs, err := apiTransports(e.rest, 1)
 	if err != nil {
 		return err
@@ -71,7 +66,7 @@ func snapshotScenario(ctx context.Context, e *Env, o *Options, r *Report) error 
 			if err := quiet(ctx, hub.pid(), e.apiserverPID, e.etcdPID); err != nil {
 				return err
 			}
-			h, err := medianRead(reads, func() (pagedRead, error) { return hubSnapshot(ctx, conns[0], sel.selector, nil) })
+			h, err := medianRead(reads, func() (pagedRead, error) { return hubSnapshot(ctx, conn, sel.selector, nil) })
 			if err != nil {
 				return fmt.Errorf("hub snapshot %s: %w", sel.name, err)
 			}
@@ -107,7 +102,7 @@ func snapshotScenario(ctx context.Context, e *Env, o *Options, r *Report) error 
 		return err
 	}
 	var during memStats
-	_, err = hubSnapshot(ctx, conns[0], "", func() error {
+	_, err = hubSnapshot(ctx, conn, "", func() error {
 		during, err = hub.memory(ctx)
 		return err
 	})
@@ -312,23 +307,17 @@ func memoryScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 func startupScenario(ctx context.Context, e *Env, o *Options, r *Report) error {
 	var hubTimes, fromRequest, informerTimes, ratios []float64
 	for run := range o.Runs {
-		hub, err := e.startHub(ctx)
+		hub, conn, stopHub, err := e.startHubDialed(ctx)
 		if err != nil {
-			return err
-		}
-		conns, err := hubConns(hub.addr, 1, 0)
-		if err != nil {
-			hub.stop()
 			return err
 		}
 		var synced, requested time.Duration
 		request := time.Now()
-		_, err = hubSnapshot(ctx, conns[0], selectedLabel, func() error {
+		_, err = hubSnapshot(ctx, conn, selectedLabel, func() error {
 			synced, requested = time.Since(hub.started), time.Since(request)
 			return nil
 		})
-		closeConns(conns)
-		hub.stop()
+		stopHub()
 		if err != nil {
 			return err
 		}
@@ -415,18 +404,13 @@ The floor: a reader in the harness's process opens the API server's own watch-li
 // request, a Snapshot of selectedLabel's objects, for startupProfileLength
 // (the sync took 2–7 s in make bench's runs), into file.
 func (e *Env) profileStartup(ctx context.Context, file string) error {
-	hub, err := e.startHub(ctx)
+	hub, conn, stopHub, err := e.startHubDialed(ctx)
 	if err != nil {
 		return err
 	}
-	defer hub.stop()
-	conns, err := hubConns(hub.addr, 1, 0)
-	if err != nil {
-		return err
-	}
-	defer closeConns(conns)
+	defer stopHub()
 	profiled := hub.cpuProfile(ctx, startupProfileLength, file)
-	_, err = hubSnapshot(ctx, conns[0], selectedLabel, nil)
+	_, err = hubSnapshot(ctx, conn, selectedLabel, nil)
 	return errors.Join(err, profiled())
 }
 
@@ -451,16 +435,11 @@ type syncMemory struct {
 // after a collection and its peak RSS.
 func (e *Env) syncMemory(ctx context.Context, interval time.Duration) (syncMemory, error) {
 	var res syncMemory
-	hub, err := e.startHub(ctx)
+	hub, conn, stopHub, err := e.startHubDialed(ctx)
 	if err != nil {
 		return res, err
 	}
-	defer hub.stop()
-	conns, err := hubConns(hub.addr, 1, 0)
-	if err != nil {
-		return res, err
-	}
-	defer closeConns(conns)
+	defer stopHub()
 
 	sample := func() error {
 		m, err := hub.memoryNow(ctx)
@@ -497,7 +476,7 @@ func (e *Env) syncMemory(ctx context.Context, interval time.Duration) (syncMemor
 	})
 	defer finish()
 	// The sampler's first reading is at once, as the request goes.
-	_, err = hubSnapshot(ctx, conns[0], selectedLabel, func() error {
+	_, err = hubSnapshot(ctx, conn, selectedLabel, func() error {
 		if err := finish(); err != nil {
 			return fmt.Errorf("sampling the hub's heap: %w", err)
 		}

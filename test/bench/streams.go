@@ -115,22 +115,17 @@ func (e *Env) streamsRun(ctx context.Context, o *Options, binary string, profile
 	if err != nil {
 		return res, err
 	}
-	hub, err := e.startHub(ctx, "--metrics-listen", metricsAddr)
+	// One connection of the harness's own, for a stream that makes the
+	// informer run and sync first, so that the base memory counts it.
+	hub, conn, stopHub, err := e.startHubDialed(ctx, "--metrics-listen", metricsAddr)
 	if err != nil {
 		return res, err
 	}
-	defer hub.stop()
-	// One stream of the harness's own first: the informer is running and
-	// synced, and the base memory counts it.
-	conns, err := hubConns(hub.addr, 1, 0)
-	if err != nil {
-		return res, err
-	}
-	defer closeConns(conns)
+	defer stopHub()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	req := &informerhubv1.WatchRequest{Selector: &informerhubv1.ResourceSelector{Version: "v1", Resource: "configmaps", Namespace: streamsNamespace}}
-	if _, err := openHubWatch(ctx, conns[0], req); err != nil {
+	if _, err := openHubWatch(ctx, conn, req); err != nil {
 		return res, err
 	}
 	base, err := hub.memory(ctx)
